@@ -1,0 +1,56 @@
+// Starting and stopping a tracing session.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace chronicle {
+
+enum class Mode {
+  stream,  // a collector drains finished packets; when it falls behind, events are dropped and counted
+  flight,  // the oldest packets are overwritten: the rings keep the most recent events
+};
+
+struct Config {
+  // Trace directory the in-process collector writes. Empty: no collector in this process (the
+  // rings are read by `chronicle record`, `snapshot` or another reader).
+  std::string output;
+  Mode mode = Mode::stream;
+  size_t buffer_size = size_t{4} << 20;  // per thread
+  size_t packet_size = size_t{64} << 10;
+  unsigned max_threads = 256;
+  // Comma-separated categories to record; "*" for all.
+  std::string categories = "*";
+  // Where the shared mapping is created (its file: chronicle-<pid>-<n>.shm).
+  std::string shm_dir = "/dev/shm";
+  // How long the in-process collector sleeps when it found nothing to drain.
+  std::chrono::milliseconds drain_interval{10};
+  // Leave the shared mapping's file in place after stop() (for tests and post-mortem reads).
+  bool keep_shm = false;
+};
+
+// Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
+// CHRONICLE_SHM_DIR. Returns false when CHRONICLE_OUTPUT is not set; throws std::invalid_argument
+// on a malformed value.
+bool config_from_environment(Config& config);
+
+// Starts a session. Returns false (and sets last_error()) if one is already running or the
+// shared mapping cannot be made.
+bool start(const Config& config = {});
+
+// Stops the session: every thread's last events are written, the in-process collector (if any)
+// finishes the trace directory. Safe to call when no session runs.
+void stop();
+
+bool active();
+const std::string& last_error();
+
+// Path of the running session's shared mapping ("" when none).
+std::string shm_path();
+
+// Names the calling thread in the trace (and for the OS, as pthread_setname_np would).
+void set_thread_name(std::string_view name);
+
+}  // namespace chronicle

@@ -1,0 +1,149 @@
+// The binary layout shared by the recorder (writer), the collector and the reader.
+// Every magic number of the format lives here, once.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace chronicle::format {
+
+// ---- CTF packets ---------------------------------------------------------------------------
+inline constexpr uint32_t kPacketMagic = 0xC1FC1FC1;
+
+inline constexpr uint32_t kStreamThread = 0;   // one stream per thread: the trace points
+inline constexpr uint32_t kStreamStrings = 1;  // one per trace: site and thread definitions
+
+// Packet header and context in one struct; offsets match the TSDL in metadata.cpp.
+// Fields a concurrent reader (another process) looks at while the writer runs are atomics:
+// the writer publishes timestamp_end and then content_size (release) after every event, so a
+// reader that acquires content_size sees whole events and an end time no earlier than theirs.
+struct PacketHeader {
+  uint32_t magic;
+  uint8_t uuid[16];
+  uint32_t stream_id;
+  uint64_t stream_instance_id;
+  // packet context
+  uint64_t timestamp_begin;
+  std::atomic<uint64_t> timestamp_end;
+  std::atomic<uint64_t> content_size_bits;
+  uint64_t packet_size_bits;
+  std::atomic<uint64_t> packet_seq_num;  // kSeqRewriting while a flight-recorder slot is reused
+  std::atomic<uint64_t> events_discarded;  // cumulative for the stream, as CTF wants
+  uint32_t thread_id;
+  uint32_t pid;
+};
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+static_assert(offsetof(PacketHeader, timestamp_begin) == 32);
+static_assert(offsetof(PacketHeader, content_size_bits) == 48);
+static_assert(offsetof(PacketHeader, events_discarded) == 72);
+inline constexpr size_t kPacketHeaderSize = 88;
+static_assert(sizeof(PacketHeader) == kPacketHeaderSize);
+
+inline constexpr uint64_t kSeqRewriting = ~uint64_t{0};
+
+// ---- event header (LTTng-style compact header) ---------------------------------------------
+// compact:  one little-endian u32 = id | (timestamp & (2^27-1)) << 5
+// extended: a byte holding 31, then u32 id and u64 full timestamp (13 bytes)
+inline constexpr unsigned kCompactIdBits = 5;
+inline constexpr uint32_t kExtendedId = 31;
+inline constexpr unsigned kCompactTimestampBits = 27;
+inline constexpr uint64_t kCompactTimestampMask = (uint64_t{1} << kCompactTimestampBits) - 1;
+inline constexpr size_t kCompactHeaderSize = 4;
+inline constexpr size_t kExtendedHeaderSize = 13;
+
+// Ids of the events of thread streams. Ids below 31 fit the compact header; keep the frequent
+// ones there.
+enum class EventId : uint32_t {
+  span_begin = 0,
+  span_end = 1,
+  instant = 2,
+  note = 3,
+  counter = 4,
+  counter_float = 5,
+};
+
+// Ids of the events of the strings stream.
+enum class DefinitionId : uint32_t {
+  site = 0,
+  thread = 1,
+};
+
+// What a call site is; stored with its definition so tools know how its events read.
+enum class SiteKind : uint8_t { span = 0, instant = 1, note = 2, counter = 3 };
+
+// ---- the shared-memory session file -------------------------------------------------------
+inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
+inline constexpr uint32_t kShmVersion = 1;
+inline constexpr size_t kShmHeaderSize = 4096;
+inline constexpr size_t kMaxCategories = 256;
+
+enum class BufferPolicy : uint32_t { stream = 0, flight = 1 };
+
+enum class SessionState : uint32_t { running = 1, finished = 2 };
+
+struct ClockCalibration {
+  uint64_t frequency_hz;  // ticks per second (an estimate made at start; collectors refine it)
+  uint64_t ticks_at_start;
+  uint64_t monotonic_ns_at_start;
+  uint64_t realtime_ns_at_start;
+  uint32_t is_tsc;  // 0: ticks are CLOCK_MONOTONIC nanoseconds
+  uint32_t reserved;
+};
+
+struct ShmHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_size;
+  uint8_t uuid[16];
+  int32_t pid;
+  BufferPolicy policy;
+  char process_name[64];
+  char hostname[64];
+  ClockCalibration clock;
+  uint32_t packet_size;          // bytes per ring slot
+  uint32_t packets_per_channel;  // slots per ring
+  uint32_t max_channels;
+  uint32_t reserved0;
+  uint64_t channel_table_offset;
+  uint64_t strings_offset;  // one CTF packet of stream kStreamStrings, append only
+  uint64_t strings_size;
+  uint64_t rings_offset;
+  uint64_t file_size;
+  std::atomic<uint32_t> channel_count;
+  std::atomic<uint32_t> state;               // SessionState
+  std::atomic<uint64_t> events_no_channel;   // dropped: more threads than max_channels
+  std::atomic<uint64_t> strings_dropped;     // definitions that did not fit the strings packet
+  std::atomic<uint8_t> category_enabled[kMaxCategories];  // switched from outside by `ctl`
+};
+static_assert(sizeof(ShmHeader) <= kShmHeaderSize);
+
+enum class ChannelState : uint32_t { unused = 0, active = 1, closed = 2 };
+
+// One per thread. The writer owns packets_committed and events_discarded; the stream-mode
+// collector owns packets_consumed. They sit on separate cache lines so neither slows the other.
+struct alignas(64) ChannelDescriptor {
+  std::atomic<uint32_t> state;  // ChannelState
+  int32_t thread_id;
+  char thread_name[16];
+  // Packets [0, packets_committed) are closed; packet packets_committed is the one being filled.
+  alignas(64) std::atomic<uint64_t> packets_committed;
+  std::atomic<uint64_t> events_discarded;
+  alignas(64) std::atomic<uint64_t> packets_consumed;
+};
+static_assert(sizeof(ChannelDescriptor) == 192);
+
+inline size_t ring_bytes(const ShmHeader& header) {
+  return size_t{header.packet_size} * header.packets_per_channel;
+}
+
+inline ChannelDescriptor* channel_table(void* base, const ShmHeader& header) {
+  return reinterpret_cast<ChannelDescriptor*>(static_cast<uint8_t*>(base) + header.channel_table_offset);
+}
+
+inline uint8_t* ring_slot(void* base, const ShmHeader& header, uint32_t channel, uint64_t seq) {
+  return static_cast<uint8_t*>(base) + header.rings_offset + channel * ring_bytes(header) +
+         (seq % header.packets_per_channel) * size_t{header.packet_size};
+}
+
+}  // namespace chronicle::format

@@ -1,0 +1,175 @@
+// The hot path: what a trace point does when its session and category are on. Header-only so
+// the compiler inlines it into the caller; everything rare goes through the out-of-line slow
+// paths declared here and defined in src/recorder.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <type_traits>
+
+#include "chronicle/detail/layout.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#define CHRONICLE_INLINE inline __attribute__((always_inline))
+
+namespace chronicle::detail {
+
+// One per trace point, constant-initialized, so touching it needs no guard variable.
+struct Site {
+  const char* category;
+  const char* name;
+  const char* file;
+  uint32_t line;
+  uint8_t kind;  // format::SiteKind
+  std::atomic<uint32_t> id{0};  // 0 until interned in this process
+  uint16_t category_index = 0;  // valid once id != 0 (id is stored with release)
+};
+
+// The calling thread's write position in its channel. Trivial, so thread_local needs no guard.
+struct ThreadWriter {
+  uint8_t* pos;
+  uint8_t* end;
+  format::PacketHeader* packet;
+  uint64_t last_ticks;
+  uint32_t generation;  // the session this state belongs to; 0: none
+  uint32_t channel;
+};
+
+// 0 when no session runs; otherwise the running session's generation. Trace points test this
+// and nothing else when tracing is off.
+extern std::atomic<uint32_t> g_generation;
+extern std::atomic<uint8_t>* g_category_enabled;
+extern bool g_clock_is_tsc;
+extern thread_local constinit ThreadWriter t_writer __attribute__((tls_model("initial-exec")));
+
+// Slow paths.
+bool attach_thread(ThreadWriter& writer, uint32_t generation);
+bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed);
+uint32_t intern_site(Site& site);
+uint64_t read_monotonic_ns();
+
+CHRONICLE_INLINE uint64_t read_ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (g_clock_is_tsc) [[likely]]
+    return __rdtsc();
+#endif
+  return read_monotonic_ns();
+}
+
+// Ready to write to this thread's channel, and the site's category is on.
+CHRONICLE_INLINE ThreadWriter* writer_for(Site& site, uint32_t generation) {
+  uint32_t id = site.id.load(std::memory_order_acquire);
+  if (id == 0) [[unlikely]] {
+    if (intern_site(site) == 0) return nullptr;
+  }
+  if (g_category_enabled[site.category_index].load(std::memory_order_relaxed) == 0) return nullptr;
+  ThreadWriter& writer = t_writer;
+  if (writer.generation != generation) [[unlikely]] {
+    if (!attach_thread(writer, generation)) return nullptr;
+  }
+  return &writer;
+}
+
+// Writes the event header and returns where the payload goes, or nullptr when the event is
+// dropped (stream policy, collector behind).
+CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, size_t payload_size, uint64_t& ticks) {
+  // Ticks of one thread never go backwards in its stream, whatever core it runs on.
+  if (ticks < writer.last_ticks) ticks = writer.last_ticks;
+  // babeltrace2 rebuilds full times assuming at most one wrap of the 27-bit field between two
+  // events, so a larger gap takes the extended header.
+  bool compact = event_id < format::kExtendedId && ticks - writer.last_ticks <= format::kCompactTimestampMask;
+  size_t needed = (compact ? format::kCompactHeaderSize : format::kExtendedHeaderSize) + payload_size;
+  if (writer.pos + needed > writer.end) [[unlikely]] {
+    if (!switch_packet(writer, ticks, needed)) return nullptr;
+    compact = event_id < format::kExtendedId;  // a new packet starts at this event's time
+  }
+  uint8_t* out = writer.pos;
+  if (compact) {
+    const uint32_t header =
+        event_id | static_cast<uint32_t>(ticks & format::kCompactTimestampMask) << format::kCompactIdBits;
+    std::memcpy(out, &header, 4);
+    return out + 4;
+  }
+  out[0] = static_cast<uint8_t>(format::kExtendedId);
+  std::memcpy(out + 1, &event_id, 4);
+  std::memcpy(out + 5, &ticks, 8);
+  return out + format::kExtendedHeaderSize;
+}
+
+// Publishes the event: end time first, then the size that makes it visible (release), so a
+// reader in another process never sees a torn event or an end time before its last event.
+CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint8_t* event_end, uint64_t ticks) {
+  writer.pos = event_end;
+  writer.last_ticks = ticks;
+  writer.packet->timestamp_end.store(ticks, std::memory_order_relaxed);
+  writer.packet->content_size_bits.store(
+      static_cast<uint64_t>(event_end - reinterpret_cast<uint8_t*>(writer.packet)) * 8, std::memory_order_release);
+}
+
+CHRONICLE_INLINE bool emit_with_name(Site& site, uint32_t generation, format::EventId event) {
+  ThreadWriter* writer = writer_for(site, generation);
+  if (!writer) return false;
+  uint64_t ticks = read_ticks();
+  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), 4, ticks);
+  if (!out) return false;
+  const uint32_t id = site.id.load(std::memory_order_relaxed);
+  std::memcpy(out, &id, 4);
+  commit_event(*writer, out + 4, ticks);
+  return true;
+}
+
+CHRONICLE_INLINE void emit_span_end(uint32_t generation) {
+  ThreadWriter& writer = t_writer;
+  if (writer.generation != generation) return;  // the session changed since the span began
+  uint64_t ticks = read_ticks();
+  uint8_t* out = begin_event(writer, static_cast<uint32_t>(format::EventId::span_end), 0, ticks);
+  if (out) commit_event(writer, out, ticks);
+}
+
+template <typename Value>
+CHRONICLE_INLINE void emit_counter(Site& site, uint32_t generation, Value value) {
+  ThreadWriter* writer = writer_for(site, generation);
+  if (!writer) return;
+  uint64_t ticks = read_ticks();
+  constexpr auto event = std::is_floating_point_v<Value> ? format::EventId::counter_float : format::EventId::counter;
+  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), 12, ticks);
+  if (!out) return;
+  const uint32_t id = site.id.load(std::memory_order_relaxed);
+  std::memcpy(out, &id, 4);
+  if constexpr (std::is_floating_point_v<Value>) {
+    const double stored = static_cast<double>(value);
+    std::memcpy(out + 4, &stored, 8);
+  } else {
+    const int64_t stored = static_cast<int64_t>(value);
+    std::memcpy(out + 4, &stored, 8);
+  }
+  commit_event(*writer, out + 12, ticks);
+}
+
+// Free text: truncated to what one packet holds.
+void emit_note(Site& site, uint32_t generation, const char* text, size_t length);
+
+class ScopedSpan {
+ public:
+  CHRONICLE_INLINE explicit ScopedSpan(Site& site) {
+    const uint32_t generation = g_generation.load(std::memory_order_relaxed);
+    if (generation != 0) [[unlikely]] {
+      if (emit_with_name(site, generation, format::EventId::span_begin)) generation_ = generation;
+    }
+  }
+  CHRONICLE_INLINE ~ScopedSpan() {
+    if (generation_ != 0) [[unlikely]] emit_span_end(generation_);
+  }
+  ScopedSpan(const ScopedSpan&) = delete;
+  ScopedSpan& operator=(const ScopedSpan&) = delete;
+
+ private:
+  uint32_t generation_ = 0;
+};
+
+}  // namespace chronicle::detail

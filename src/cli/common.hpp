@@ -1,0 +1,28 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace chronicle::cli {
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;  // a trace or mapping that is malformed
+
+// A subcommand: its parser, and what runs when it was chosen. Returns the process exit code.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_record(CLI::App& app);
+Command add_snapshot(CLI::App& app);
+Command add_dump(CLI::App& app);
+
+// Whether standard error is a terminal (progress lines go there only then).
+bool stderr_is_terminal();
+std::string human_bytes(uint64_t bytes);
+std::string human_count(uint64_t count);
+std::string timestamp_for_path();
+
+}  // namespace chronicle::cli

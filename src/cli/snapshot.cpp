@@ -1,0 +1,71 @@
+// `chronicle snapshot PID_OR_SHM_FILE -o DIR`: what a process's rings hold now, as a trace.
+// Works on a running process and on the mapping a dead one left behind.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "collector/collector.hpp"
+
+namespace chronicle::cli {
+namespace {
+
+struct SnapshotOptions {
+  std::string target;
+  std::string output;
+};
+
+// The newest mapping of process `pid` in /dev/shm or a `record` run's directory under it.
+std::string find_mapping(const std::string& pid) {
+  namespace fs = std::filesystem;
+  const std::string prefix = "chronicle-" + pid + "-";
+  std::string best;
+  fs::file_time_type best_time{};
+  std::vector<fs::path> places = {"/dev/shm"};
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/dev/shm", error))
+    if (entry.is_directory() && entry.path().filename().string().starts_with("chronicle-record-"))
+      places.push_back(entry.path());
+  for (const auto& place : places)
+    for (const auto& entry : fs::directory_iterator(place, error)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with(prefix) || entry.path().extension() != ".shm") continue;
+      const auto time = entry.last_write_time(error);
+      if (best.empty() || time > best_time) {
+        best = entry.path().string();
+        best_time = time;
+      }
+    }
+  if (best.empty()) throw std::runtime_error(fmt::format("no chronicle mapping of process {} in /dev/shm", pid));
+  return best;
+}
+
+int run_snapshot(SnapshotOptions& options) {
+  const bool is_pid = !options.target.empty() && std::all_of(options.target.begin(), options.target.end(), ::isdigit);
+  const std::string path = is_pid ? find_mapping(options.target) : options.target;
+  collector::SessionMapping mapping(path);
+  if (options.output.empty())
+    options.output = fmt::format("chronicle-snapshot-{}-{}", mapping.header().pid, timestamp_for_path());
+  collector::Collector collector(mapping, options.output);
+  collector.snapshot();
+  const auto& stats = collector.stats();
+  fmt::print(stderr, "chronicle: snapshot of {} (pid {}, {}) in {}: {} events, {}, {} discarded\n", path,
+             mapping.header().pid, mapping.writer_alive() ? "running" : "not running", options.output,
+             human_count(stats.events), human_bytes(stats.bytes), human_count(stats.discarded));
+  return 0;
+}
+
+}  // namespace
+
+Command add_snapshot(CLI::App& app) {
+  auto options = std::make_shared<SnapshotOptions>();
+  CLI::App* command =
+      app.add_subcommand("snapshot", "Write what a process's rings hold now (running, or dead and left behind)");
+  command->add_option("target", options->target, "A process id, or the path of a chronicle .shm mapping")->required();
+  command->add_option("-o,--output", options->output, "Trace directory (default: chronicle-snapshot-PID-TIME)");
+  return {command, [options] { return run_snapshot(*options); }};
+}
+
+}  // namespace chronicle::cli

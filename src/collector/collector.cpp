@@ -1,0 +1,306 @@
+#include "collector/collector.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "format/metadata.hpp"
+#include "format/packet_decoder.hpp"
+#include "recorder/clock.hpp"
+
+namespace chronicle::collector {
+namespace {
+
+using format::ChannelDescriptor;
+using format::PacketHeader;
+using format::ShmHeader;
+
+void write_all(int fd, const iovec* parts, int count, const std::string& what) {
+  std::vector<iovec> left(parts, parts + count);
+  size_t index = 0;
+  while (index < left.size()) {
+    ssize_t n = ::writev(fd, left.data() + index, static_cast<int>(left.size() - index));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("cannot write {}: {}", what, std::strerror(errno)));
+    }
+    size_t written = static_cast<size_t>(n);
+    while (index < left.size() && written >= left[index].iov_len) written -= left[index++].iov_len;
+    if (index < left.size()) {
+      left[index].iov_base = static_cast<uint8_t*>(left[index].iov_base) + written;
+      left[index].iov_len -= written;
+    }
+  }
+}
+
+void write_file(const std::string& path, const void* data, size_t size) {
+  const std::string temporary = path + ".tmp";
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
+  iovec part{const_cast<void*>(data), size};
+  write_all(fd, &part, 1, temporary);
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(fmt::format("cannot rename {}: {}", temporary, std::strerror(errno)));
+}
+
+}  // namespace
+
+SessionMapping::SessionMapping(const std::string& path) : path_(path), owned_(true) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  struct stat info{};
+  if (fstat(fd_, &info) != 0 || info.st_size < static_cast<off_t>(format::kShmHeaderSize)) {
+    ::close(fd_);
+    throw std::runtime_error(fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path,
+                                         static_cast<long long>(info.st_size)));
+  }
+  size_ = static_cast<size_t>(info.st_size);
+  void* mapped = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (mapped == MAP_FAILED) {
+    ::close(fd_);
+    throw std::runtime_error(fmt::format("cannot map {}: {}", path, std::strerror(errno)));
+  }
+  base_ = static_cast<uint8_t*>(mapped);
+  try {
+    validate();
+  } catch (...) {
+    munmap(base_, size_);
+    ::close(fd_);
+    throw;
+  }
+}
+
+SessionMapping::SessionMapping(uint8_t* base, size_t size) : path_("(in-process)"), base_(base), size_(size) {
+  validate();
+}
+
+SessionMapping::~SessionMapping() {
+  if (!owned_) return;
+  munmap(base_, size_);
+  ::close(fd_);
+}
+
+void SessionMapping::validate() const {
+  const ShmHeader& h = header();
+  auto bad = [this](size_t offset, const std::string& what) {
+    return std::runtime_error(fmt::format("{}: not a readable chronicle session: {} (offset {})", path_, what, offset));
+  };
+  if (h.magic != format::kShmMagic) throw bad(offsetof(ShmHeader, magic), "bad magic");
+  if (h.version != format::kShmVersion)
+    throw bad(offsetof(ShmHeader, version), fmt::format("layout version {} is not {}", h.version, format::kShmVersion));
+  if (h.file_size != size_)
+    throw bad(offsetof(ShmHeader, file_size), fmt::format("header says {} bytes, file has {}", h.file_size, size_));
+  if (h.packet_size < 1024 || h.packet_size % 8 != 0 || h.packets_per_channel < 2 || h.max_channels == 0)
+    throw bad(offsetof(ShmHeader, packet_size), "impossible ring geometry");
+  const uint64_t rings_end = h.rings_offset + uint64_t{h.max_channels} * h.packets_per_channel * h.packet_size;
+  if (h.channel_table_offset + uint64_t{h.max_channels} * sizeof(ChannelDescriptor) > h.strings_offset ||
+      h.strings_offset + h.strings_size > h.rings_offset || rings_end > size_ ||
+      h.strings_size < format::kPacketHeaderSize)
+    throw bad(offsetof(ShmHeader, channel_table_offset), "regions overlap or run past the end of the file");
+  if (h.clock.frequency_hz == 0) throw bad(offsetof(ShmHeader, clock), "clock frequency is 0");
+}
+
+bool SessionMapping::writer_alive() const {
+  if (!owned_) return true;
+  // The writer holds a shared lock for its whole life; a dead one holds nothing.
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    flock(fd_, LOCK_UN);
+    return false;
+  }
+  return true;
+}
+
+bool SessionMapping::finished() const {
+  return header().state.load(std::memory_order_acquire) == static_cast<uint32_t>(format::SessionState::finished);
+}
+
+Collector::Collector(SessionMapping& mapping, std::string output_dir)
+    : mapping_(mapping), output_dir_(std::move(output_dir)) {
+  std::error_code error;
+  std::filesystem::create_directories(output_dir_, error);
+  if (error) throw std::runtime_error(fmt::format("cannot create {}: {}", output_dir_, error.message()));
+  consumed_.assign(mapping_.header().max_channels, 0);
+  scratch_.resize(mapping_.header().packet_size);
+  write_metadata(false);
+}
+
+Collector::~Collector() {
+  for (auto& [channel, stream] : streams_)
+    if (stream.fd >= 0) ::close(stream.fd);
+}
+
+Collector::StreamFile& Collector::stream_for(uint32_t channel) {
+  StreamFile& stream = streams_[channel];
+  if (stream.fd >= 0) return stream;
+  const ChannelDescriptor& desc = format::channel_table(mapping_.base(), mapping_.header())[channel];
+  std::string path = fmt::format("{}/thread-{}", output_dir_, desc.thread_id);
+  for (int suffix = 2; std::filesystem::exists(path); ++suffix)
+    path = fmt::format("{}/thread-{}-{}", output_dir_, desc.thread_id, suffix);
+  stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (stream.fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  return stream;
+}
+
+void Collector::count_events(const uint8_t* packet, uint64_t content) {
+  try {
+    format::PacketDecoder decoder(packet, content);
+    format::RawEvent event;
+    while (decoder.next(event)) ++stats_.events;
+  } catch (const format::DecodeError&) {
+    ++stats_.decode_errors;
+  }
+}
+
+// Writes one packet trimmed to its content: on disk packet_size = content_size, with the end
+// time and discard count as read (they may be newer than the copy's header).
+void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
+                             uint64_t discarded) {
+  PacketHeader header_copy;
+  std::memcpy(static_cast<void*>(&header_copy), packet, sizeof header_copy);
+  header_copy.content_size_bits.store(content * 8, std::memory_order_relaxed);
+  header_copy.packet_size_bits = content * 8;
+  header_copy.timestamp_end.store(std::max(timestamp_end, header_copy.timestamp_begin), std::memory_order_relaxed);
+  header_copy.events_discarded.store(discarded, std::memory_order_relaxed);
+  StreamFile& stream = stream_for(channel);
+  iovec parts[2] = {{&header_copy, sizeof header_copy},
+                    {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize}};
+  write_all(stream.fd, parts, 2, fmt::format("stream of channel {}", channel));
+  stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
+  count_events(packet, content);
+  stats_.bytes += content;
+  ++stats_.packets;
+}
+
+size_t Collector::drain() {
+  ShmHeader& header = mapping_.header();
+  if (header.policy != format::BufferPolicy::stream) return 0;
+  size_t copied = 0;
+  const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
+  ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
+  for (uint32_t channel = 0; channel < channels; ++channel) {
+    ChannelDescriptor& desc = table[channel];
+    const uint64_t committed = desc.packets_committed.load(std::memory_order_acquire);
+    for (uint64_t seq = consumed_[channel]; seq < committed; ++seq) {
+      const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
+      const auto& packet_header = *reinterpret_cast<const PacketHeader*>(packet);
+      const uint64_t content = format::content_bytes(packet_header);
+      if (format::check_packet_header(packet, header.packet_size).empty() &&
+          packet_header.packet_seq_num.load(std::memory_order_relaxed) == seq) {
+        write_packet(channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
+                     packet_header.events_discarded.load(std::memory_order_relaxed));
+        copied += content;
+      } else {
+        ++stats_.decode_errors;
+      }
+      consumed_[channel] = seq + 1;
+      // Hands the slot back to the writer.
+      desc.packets_consumed.store(seq + 1, std::memory_order_release);
+    }
+  }
+  return copied;
+}
+
+// Copies the packet of sequence `seq` from its slot, checking with the seqlock that the writer
+// did not reuse the slot meanwhile; writes it if the copy is whole. Returns whether it did.
+bool Collector::copy_stable(uint32_t channel, uint64_t seq) {
+  const ShmHeader& header = mapping_.header();
+  const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
+  const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
+  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return false;
+  const uint64_t content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
+  const uint64_t discarded = live.events_discarded.load(std::memory_order_relaxed);
+  std::memcpy(scratch_.data(), packet, content);
+  const uint64_t timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return false;
+  auto* copy = reinterpret_cast<PacketHeader*>(scratch_.data());
+  copy->content_size_bits.store(content * 8, std::memory_order_relaxed);
+  if (!format::check_packet_header(scratch_.data(), header.packet_size).empty()) {
+    ++stats_.decode_errors;
+    return false;
+  }
+  write_packet(channel, scratch_.data(), content, timestamp_end, discarded);
+  return true;
+}
+
+void Collector::finish() {
+  ShmHeader& header = mapping_.header();
+  if (header.policy == format::BufferPolicy::flight) return snapshot();
+  drain();
+  const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
+  ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
+  stats_.discarded = 0;
+  for (uint32_t channel = 0; channel < channels; ++channel) {
+    ChannelDescriptor& desc = table[channel];
+    const uint64_t open_seq = desc.packets_committed.load(std::memory_order_acquire);
+    // The packet being filled when the program stopped or died: its committed prefix.
+    if (open_seq >= consumed_[channel]) {
+      const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, open_seq);
+      const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
+      const bool has_content = format::content_bytes(live) > format::kPacketHeaderSize ||
+                               live.events_discarded.load(std::memory_order_relaxed) > 0;
+      if (has_content) copy_stable(channel, open_seq);
+    }
+    stats_.discarded += desc.events_discarded.load(std::memory_order_relaxed);
+  }
+  write_strings();
+  write_metadata(true);
+}
+
+void Collector::snapshot() {
+  const ShmHeader& header = mapping_.header();
+  const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
+  const ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
+  stats_.discarded = 0;
+  for (uint32_t channel = 0; channel < channels; ++channel) {
+    const uint64_t open_seq = table[channel].packets_committed.load(std::memory_order_acquire);
+    const uint64_t window = header.packets_per_channel;
+    const uint64_t first = open_seq + 1 > window ? open_seq + 1 - window : 0;
+    for (uint64_t seq = std::max(first, consumed_[channel]); seq <= open_seq; ++seq) copy_stable(channel, seq);
+    stats_.discarded += table[channel].events_discarded.load(std::memory_order_relaxed);
+  }
+  write_strings();
+  write_metadata(true);
+}
+
+void Collector::write_strings() {
+  const ShmHeader& header = mapping_.header();
+  const uint8_t* packet = mapping_.base() + header.strings_offset;
+  const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
+  const uint64_t content =
+      std::clamp<uint64_t>(format::content_bytes(live), format::kPacketHeaderSize, header.strings_size);
+  std::vector<uint8_t> copy(packet, packet + content);
+  PacketHeader header_copy;
+  std::memcpy(static_cast<void*>(&header_copy), packet, sizeof header_copy);
+  header_copy.content_size_bits.store(content * 8, std::memory_order_relaxed);
+  header_copy.packet_size_bits = content * 8;
+  std::memcpy(copy.data(), static_cast<const void*>(&header_copy), sizeof header_copy);
+  write_file(output_dir_ + "/strings", copy.data(), copy.size());
+}
+
+void Collector::write_metadata(bool refine_clock) {
+  const ShmHeader& header = mapping_.header();
+  format::TraceDescription trace;
+  std::memcpy(trace.uuid.data(), header.uuid, 16);
+  trace.clock = header.clock;
+  if (refine_clock) trace.clock.frequency_hz = recorder::refined_frequency(header.clock);
+  trace.pid = header.pid;
+  trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
+  trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));
+  trace.policy = header.policy;
+  const std::string text = format::make_metadata(trace);
+  write_file(output_dir_ + "/metadata", text.data(), text.size());
+}
+
+}  // namespace chronicle::collector

@@ -1,0 +1,96 @@
+// Copies a session's rings out of its shared mapping into a CTF trace directory: live while the
+// program runs (stream policy), at its end, after its death, or as a snapshot.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "chronicle/detail/layout.hpp"
+
+namespace chronicle::collector {
+
+// A session's shared mapping as a reader sees it. Opened from a file (another process's
+// session, live or dead) or wrapping memory this process already has mapped.
+class SessionMapping {
+ public:
+  // Maps the file read-write and checks its header; throws std::runtime_error naming the file
+  // and what is wrong.
+  explicit SessionMapping(const std::string& path);
+  SessionMapping(uint8_t* base, size_t size);  // not owned
+  ~SessionMapping();
+  SessionMapping(const SessionMapping&) = delete;
+  SessionMapping& operator=(const SessionMapping&) = delete;
+
+  const format::ShmHeader& header() const { return *reinterpret_cast<const format::ShmHeader*>(base_); }
+  format::ShmHeader& header() { return *reinterpret_cast<format::ShmHeader*>(base_); }
+  uint8_t* base() const { return base_; }
+  const std::string& path() const { return path_; }
+
+  // True while the writing process holds its lock on the file (false for wrapped memory).
+  bool writer_alive() const;
+  bool finished() const;
+
+ private:
+  void validate() const;
+  std::string path_;
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+  bool owned_ = false;
+};
+
+struct CollectorStats {
+  uint64_t events = 0;
+  uint64_t bytes = 0;     // written to stream files
+  uint64_t packets = 0;
+  uint64_t discarded = 0;  // cumulative over threads, as last seen
+  uint64_t decode_errors = 0;
+};
+
+class Collector {
+ public:
+  // Creates `output_dir` if needed. Writes a first metadata file at once.
+  Collector(SessionMapping& mapping, std::string output_dir);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  // Stream policy: copies the packets writers have closed and hands their slots back. Returns
+  // the bytes copied (0: nothing to do). Flight policy: nothing (the rings are read at the end).
+  size_t drain();
+
+  // Copies everything the rings still hold: closed packets, every thread's open packet as it
+  // stands (or, for the flight policy, the ring's window), the definitions and the metadata.
+  void finish();
+
+  // The rings' current contents without consuming them (either policy), then the definitions
+  // and metadata: what `chronicle snapshot` writes.
+  void snapshot();
+
+  const CollectorStats& stats() const { return stats_; }
+  const std::string& output_dir() const { return output_dir_; }
+
+ private:
+  struct StreamFile {
+    int fd = -1;
+    uint64_t last_seq_written = ~uint64_t{0};
+  };
+  StreamFile& stream_for(uint32_t channel);
+  void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
+                    uint64_t discarded);
+  bool copy_stable(uint32_t channel, uint64_t seq);
+  void write_strings();
+  void write_metadata(bool refine_clock);
+  void count_events(const uint8_t* packet, uint64_t content);
+
+  SessionMapping& mapping_;
+  std::string output_dir_;
+  std::map<uint32_t, StreamFile> streams_;
+  std::vector<uint64_t> consumed_;  // per channel, stream policy
+  std::vector<uint8_t> scratch_;
+  CollectorStats stats_;
+};
+
+}  // namespace chronicle::collector

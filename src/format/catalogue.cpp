@@ -1,0 +1,77 @@
+#include "format/catalogue.hpp"
+
+#include <array>
+#include <cstring>
+
+namespace chronicle::format {
+namespace {
+
+constexpr FieldSpec kNameOnly[] = {{"name_id", FieldType::u32}};
+constexpr FieldSpec kNote[] = {{"name_id", FieldType::u32}, {"text", FieldType::string}};
+constexpr FieldSpec kCounter[] = {{"name_id", FieldType::u32}, {"value", FieldType::s64}};
+constexpr FieldSpec kCounterFloat[] = {{"name_id", FieldType::u32}, {"value", FieldType::f64}};
+constexpr FieldSpec kSiteDefinition[] = {{"name_id", FieldType::u32},  {"kind", FieldType::u8},
+                                         {"category", FieldType::string}, {"name", FieldType::string},
+                                         {"file", FieldType::string},     {"line", FieldType::u32}};
+constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name", FieldType::string}};
+
+constexpr auto id(EventId e) { return static_cast<uint32_t>(e); }
+constexpr auto id(DefinitionId e) { return static_cast<uint32_t>(e); }
+
+constexpr std::array kCatalogue = {
+    EventSpec{kStreamThread, id(EventId::span_begin), "span_begin", kNameOnly},
+    EventSpec{kStreamThread, id(EventId::span_end), "span_end", {}},
+    EventSpec{kStreamThread, id(EventId::instant), "instant", kNameOnly},
+    EventSpec{kStreamThread, id(EventId::note), "note", kNote},
+    EventSpec{kStreamThread, id(EventId::counter), "counter", kCounter},
+    EventSpec{kStreamThread, id(EventId::counter_float), "counter_float", kCounterFloat},
+    EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
+    EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
+};
+
+}  // namespace
+
+std::span<const EventSpec> catalogue() { return kCatalogue; }
+
+const EventSpec* find_event(uint32_t stream_id, uint32_t event_id) {
+  for (const auto& spec : kCatalogue)
+    if (spec.stream_id == stream_id && spec.id == event_id) return &spec;
+  return nullptr;
+}
+
+std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, size_t available) {
+  size_t offset = 0;
+  for (const auto& field : spec.fields) {
+    size_t size = 0;
+    switch (field.type) {
+      case FieldType::u8: size = 1; break;
+      case FieldType::u32: size = 4; break;
+      case FieldType::u64:
+      case FieldType::s64:
+      case FieldType::f64: size = 8; break;
+      case FieldType::string: {
+        const void* nul = std::memchr(data + offset, 0, available - offset);
+        if (!nul) return std::nullopt;
+        size = static_cast<const uint8_t*>(nul) - (data + offset) + 1;
+        break;
+      }
+    }
+    if (size > available - offset) return std::nullopt;
+    offset += size;
+  }
+  return offset;
+}
+
+std::string_view field_type_name(FieldType type) {
+  switch (type) {
+    case FieldType::u8: return "uint8_t";
+    case FieldType::u32: return "uint32_t";
+    case FieldType::u64: return "uint64_t";
+    case FieldType::s64: return "int64_t";
+    case FieldType::f64: return "double";
+    case FieldType::string: return "string";
+  }
+  return "?";
+}
+
+}  // namespace chronicle::format

@@ -1,0 +1,38 @@
+// The event catalogue: every event type, its id, stream and fields. The TSDL metadata, the
+// writer's encoders (checked by the round-trip tests) and the reader's decoder all follow it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "chronicle/detail/layout.hpp"
+
+namespace chronicle::format {
+
+enum class FieldType : uint8_t { u8, u32, u64, s64, f64, string };
+
+struct FieldSpec {
+  std::string_view name;
+  FieldType type;
+};
+
+struct EventSpec {
+  uint32_t stream_id;
+  uint32_t id;
+  std::string_view name;
+  std::span<const FieldSpec> fields;
+};
+
+std::span<const EventSpec> catalogue();
+const EventSpec* find_event(uint32_t stream_id, uint32_t id);
+
+// Bytes the payload of `spec` takes at `data` (at most `available`), or nullopt if it does not
+// fit (a string without its terminating NUL, a field cut short).
+std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, size_t available);
+
+std::string_view field_type_name(FieldType type);
+
+}  // namespace chronicle::format

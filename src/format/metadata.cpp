@@ -1,0 +1,224 @@
+#include "format/metadata.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+
+#include "format/catalogue.hpp"
+
+namespace chronicle::format {
+namespace {
+
+std::string quoted(std::string_view text) {
+  std::string out;
+  for (char c : text) out += (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) ? '_' : c;
+  return out;
+}
+
+// Finds `key = ` at the start of a statement and returns the value text up to ';'.
+std::optional<std::string_view> find_value(std::string_view text, std::string_view key) {
+  size_t from = 0;
+  while (true) {
+    size_t at = text.find(key, from);
+    if (at == std::string_view::npos) return std::nullopt;
+    from = at + key.size();
+    bool starts = at == 0 || text[at - 1] == ' ' || text[at - 1] == '\t' || text[at - 1] == '\n';
+    size_t cursor = from;
+    while (cursor < text.size() && text[cursor] == ' ') ++cursor;
+    if (!starts || cursor >= text.size() || text[cursor] != '=') continue;
+    ++cursor;
+    while (cursor < text.size() && text[cursor] == ' ') ++cursor;
+    size_t end = text.find(';', cursor);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string_view value = text.substr(cursor, end - cursor);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    return value;
+  }
+}
+
+int64_t integer_value(std::string_view text, std::string_view key) {
+  auto value = find_value(text, key);
+  if (!value) throw std::runtime_error(fmt::format("metadata has no '{}'", key));
+  std::string copy(*value);
+  char* end = nullptr;
+  errno = 0;
+  long long parsed = std::strtoll(copy.c_str(), &end, 10);
+  if (errno != 0 || end == copy.c_str() || *end != '\0')
+    throw std::runtime_error(fmt::format("metadata '{}' is not an integer: '{}'", key, copy));
+  return parsed;
+}
+
+std::string string_value(std::string_view text, std::string_view key) {
+  auto value = find_value(text, key);
+  return value ? std::string(*value) : std::string();
+}
+
+std::string_view tsdl_type(FieldType type) {
+  switch (type) {
+    case FieldType::u8: return "uint8_t";
+    case FieldType::u32: return "uint32_t";
+    case FieldType::u64: return "uint64_t";
+    case FieldType::s64: return "int64_t";
+    case FieldType::f64: return "double";
+    case FieldType::string: return "string";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ClockOffset clock_offset(const ClockCalibration& clock) {
+  // Wall time at tick 0, in nanoseconds; then split into whole seconds and leftover ticks.
+  long double frequency = static_cast<long double>(clock.frequency_hz);
+  long double origin_ns = static_cast<long double>(clock.realtime_ns_at_start) -
+                          static_cast<long double>(clock.ticks_at_start) * 1e9L / frequency;
+  long double seconds = std::floor(origin_ns / 1e9L);
+  long double leftover_ns = origin_ns - seconds * 1e9L;
+  return {static_cast<int64_t>(seconds), static_cast<int64_t>(std::llround(leftover_ns * frequency / 1e9L))};
+}
+
+int64_t ticks_to_unix_ns(const ClockCalibration& clock, uint64_t ticks) {
+  ClockOffset offset = clock_offset(clock);
+  long double ns = static_cast<long double>(offset.seconds) * 1e9L +
+                   static_cast<long double>(offset.ticks + static_cast<long double>(ticks)) * 1e9L /
+                       static_cast<long double>(clock.frequency_hz);
+  return static_cast<int64_t>(std::llround(ns));
+}
+
+std::string uuid_to_string(const std::array<uint8_t, 16>& u) {
+  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+                     u[15]);
+}
+
+std::string make_metadata(const TraceDescription& trace) {
+  const ClockOffset offset = clock_offset(trace.clock);
+  std::string out;
+  auto add = [&out](std::string_view line) {
+    out += line;
+    out += '\n';
+  };
+  add("/* CTF 1.8 */");
+  add("");
+  add("typealias integer { size = 8; align = 8; signed = false; } := uint8_t;");
+  add("typealias integer { size = 32; align = 8; signed = false; } := uint32_t;");
+  add("typealias integer { size = 64; align = 8; signed = false; } := uint64_t;");
+  add("typealias integer { size = 64; align = 8; signed = true; } := int64_t;");
+  add("typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double;");
+  add("typealias integer { size = 5; align = 1; signed = false; } := uint5_t;");
+  add("typealias integer { size = 27; align = 1; signed = false; map = clock.ticks.value; } := uint27_clock_t;");
+  add("typealias integer { size = 64; align = 8; signed = false; map = clock.ticks.value; } := uint64_clock_t;");
+  add("");
+  add("trace {");
+  add("  major = 1;");
+  add("  minor = 8;");
+  out += fmt::format("  uuid = \"{}\";\n", uuid_to_string(trace.uuid));
+  add("  byte_order = le;");
+  add("  packet.header := struct {");
+  add("    uint32_t magic;");
+  add("    uint8_t uuid[16];");
+  add("    uint32_t stream_id;");
+  add("    uint64_t stream_instance_id;");
+  add("  } align(8);");
+  add("};");
+  add("");
+  add("env {");
+  out += fmt::format("  tracer_name = \"{}\";\n", kTracerName);
+  out += fmt::format("  chronicle_format = {};\n", kFormatVersion);
+  out += fmt::format("  hostname = \"{}\";\n", quoted(trace.hostname));
+  out += fmt::format("  procname = \"{}\";\n", quoted(trace.process_name));
+  out += fmt::format("  vpid = {};\n", trace.pid);
+  out += fmt::format("  buffer_policy = \"{}\";\n", trace.policy == BufferPolicy::flight ? "flight" : "stream");
+  out += fmt::format("  clock_is_tsc = {};\n", trace.clock.is_tsc);
+  out += fmt::format("  ticks_at_start = {};\n", static_cast<int64_t>(trace.clock.ticks_at_start));
+  out += fmt::format("  monotonic_ns_at_start = {};\n", static_cast<int64_t>(trace.clock.monotonic_ns_at_start));
+  out += fmt::format("  realtime_ns_at_start = {};\n", static_cast<int64_t>(trace.clock.realtime_ns_at_start));
+  add("};");
+  add("");
+  add("clock {");
+  add("  name = \"ticks\";");
+  out += fmt::format("  uuid = \"{}\";\n", uuid_to_string(trace.uuid));
+  out += fmt::format("  description = \"{}\";\n",
+                     trace.clock.is_tsc ? "invariant TSC, calibrated against CLOCK_REALTIME" : "CLOCK_MONOTONIC");
+  out += fmt::format("  freq = {};\n", trace.clock.frequency_hz);
+  add("  precision = 1;");
+  out += fmt::format("  offset_s = {};\n", offset.seconds);
+  out += fmt::format("  offset = {};\n", offset.ticks);
+  add("  absolute = TRUE;");
+  add("};");
+  add("");
+  add("struct event_header_compact {");
+  add("  enum : uint5_t { compact = 0 ... 30, extended = 31 } id;");
+  add("  variant <id> {");
+  add("    struct { uint27_clock_t timestamp; } compact;");
+  add("    struct { uint32_t id; uint64_clock_t timestamp; } extended;");
+  add("  } v;");
+  add("} align(8);");
+  add("");
+  add("struct packet_context {");
+  add("  uint64_clock_t timestamp_begin;");
+  add("  uint64_clock_t timestamp_end;");
+  add("  uint64_t content_size;");
+  add("  uint64_t packet_size;");
+  add("  uint64_t packet_seq_num;");
+  add("  uint64_t events_discarded;");
+  add("  uint32_t thread_id;");
+  add("  uint32_t pid;");
+  add("} align(8);");
+  for (uint32_t stream : {kStreamThread, kStreamStrings}) {
+    add("");
+    add("stream {");
+    out += fmt::format("  id = {};\n", stream);
+    add("  event.header := struct event_header_compact;");
+    add("  packet.context := struct packet_context;");
+    add("};");
+  }
+  for (const EventSpec& event : catalogue()) {
+    add("");
+    add("event {");
+    out += fmt::format("  name = \"{}\";\n", event.name);
+    out += fmt::format("  id = {};\n", event.id);
+    out += fmt::format("  stream_id = {};\n", event.stream_id);
+    add("  fields := struct {");
+    for (const FieldSpec& field : event.fields) out += fmt::format("    {} _{};\n", tsdl_type(field.type), field.name);
+    add("  };");
+    add("};");
+  }
+  return out;
+}
+
+TraceDescription parse_metadata(std::string_view text) {
+  if (!text.starts_with("/* CTF 1.8"))
+    throw std::runtime_error("metadata does not begin with '/* CTF 1.8' (not a CTF 1.8 text metadata file)");
+  if (string_value(text, "tracer_name") != kTracerName)
+    throw std::runtime_error("metadata is not from chronicle (env.tracer_name is not \"chronicle\")");
+  const int64_t version = integer_value(text, "chronicle_format");
+  if (version != kFormatVersion)
+    throw std::runtime_error(fmt::format("trace format version {} is not the one this build reads ({})", version,
+                                         kFormatVersion));
+  TraceDescription trace;
+  trace.hostname = string_value(text, "hostname");
+  trace.process_name = string_value(text, "procname");
+  trace.pid = static_cast<int32_t>(integer_value(text, "vpid"));
+  trace.policy = string_value(text, "buffer_policy") == "flight" ? BufferPolicy::flight : BufferPolicy::stream;
+  trace.clock.is_tsc = static_cast<uint32_t>(integer_value(text, "clock_is_tsc"));
+  trace.clock.ticks_at_start = static_cast<uint64_t>(integer_value(text, "ticks_at_start"));
+  trace.clock.monotonic_ns_at_start = static_cast<uint64_t>(integer_value(text, "monotonic_ns_at_start"));
+  trace.clock.realtime_ns_at_start = static_cast<uint64_t>(integer_value(text, "realtime_ns_at_start"));
+  const int64_t frequency = integer_value(text, "freq");
+  if (frequency <= 0) throw std::runtime_error(fmt::format("metadata clock frequency {} is not positive", frequency));
+  trace.clock.frequency_hz = static_cast<uint64_t>(frequency);
+  // The uuid: the first "uuid = " is the trace's.
+  std::string uuid = string_value(text, "uuid");
+  std::string hex;
+  for (char c : uuid)
+    if (c != '-') hex += c;
+  if (hex.size() != 32) throw std::runtime_error("metadata uuid is malformed");
+  for (size_t i = 0; i < 16; ++i) trace.uuid[i] = static_cast<uint8_t>(std::stoul(hex.substr(i * 2, 2), nullptr, 16));
+  return trace;
+}
+
+}  // namespace chronicle::format

@@ -1,0 +1,80 @@
+#include "format/packet_decoder.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace chronicle::format {
+
+uint64_t content_bytes(const PacketHeader& header) {
+  return header.content_size_bits.load(std::memory_order_acquire) / 8;
+}
+
+std::string check_packet_header(const uint8_t* packet, size_t available) {
+  if (available < kPacketHeaderSize)
+    return fmt::format("packet header cut short ({} of {} bytes)", available, kPacketHeaderSize);
+  const auto& header = *reinterpret_cast<const PacketHeader*>(packet);
+  if (header.magic != kPacketMagic) return fmt::format("bad packet magic 0x{:08x} (expected 0x{:08x})", header.magic, kPacketMagic);
+  if (header.stream_id != kStreamThread && header.stream_id != kStreamStrings)
+    return fmt::format("unknown stream id {}", header.stream_id);
+  const uint64_t content_bits = header.content_size_bits.load(std::memory_order_relaxed);
+  const uint64_t packet_bits = header.packet_size_bits;
+  if (content_bits % 8 != 0 || packet_bits % 8 != 0)
+    return fmt::format("packet sizes are not whole bytes (content {} bits, packet {} bits)", content_bits, packet_bits);
+  if (content_bits < kPacketHeaderSize * 8 || content_bits > packet_bits)
+    return fmt::format("content size {} bits is outside [{}, packet size {}]", content_bits, kPacketHeaderSize * 8,
+                       packet_bits);
+  if (packet_bits / 8 > available)
+    return fmt::format("packet size {} bytes runs past the end of the data ({} bytes left)", packet_bits / 8, available);
+  if (header.timestamp_end.load(std::memory_order_relaxed) < header.timestamp_begin)
+    return "packet ends before it begins (timestamp_end < timestamp_begin)";
+  return {};
+}
+
+PacketDecoder::PacketDecoder(const uint8_t* packet, size_t content_bytes)
+    : packet_(packet),
+      content_bytes_(content_bytes),
+      cursor_(kPacketHeaderSize),
+      stream_id_(reinterpret_cast<const PacketHeader*>(packet)->stream_id),
+      ticks_(reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin) {}
+
+bool PacketDecoder::next(RawEvent& event) {
+  if (cursor_ >= content_bytes_) return false;
+  const size_t start = cursor_;
+  const size_t left = content_bytes_ - cursor_;
+  const uint8_t* data = packet_ + cursor_;
+  uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
+  size_t header_size = 0;
+  if (id == kExtendedId) {
+    if (left < kExtendedHeaderSize) throw DecodeError(start, "extended event header cut short");
+    std::memcpy(&id, data + 1, 4);
+    uint64_t ticks = 0;
+    std::memcpy(&ticks, data + 5, 8);
+    if (ticks < ticks_) throw DecodeError(start, fmt::format("event time goes backwards ({} < {})", ticks, ticks_));
+    ticks_ = ticks;
+    header_size = kExtendedHeaderSize;
+  } else {
+    if (left < kCompactHeaderSize) throw DecodeError(start, "compact event header cut short");
+    uint32_t word = 0;
+    std::memcpy(&word, data, 4);
+    const uint64_t low = word >> kCompactIdBits;
+    // At most one wrap of the 27-bit field between consecutive events (the writer ensures it).
+    uint64_t ticks = (ticks_ & ~kCompactTimestampMask) | low;
+    if (low < (ticks_ & kCompactTimestampMask)) ticks += kCompactTimestampMask + 1;
+    ticks_ = ticks;
+    header_size = kCompactHeaderSize;
+  }
+  const EventSpec* spec = find_event(stream_id_, id);
+  if (!spec) throw DecodeError(start, fmt::format("unknown event id {} in stream {}", id, stream_id_));
+  auto size = payload_size(*spec, data + header_size, left - header_size);
+  if (!size) throw DecodeError(start, fmt::format("payload of {} event runs past the packet content", spec->name));
+  event.spec = spec;
+  event.ticks = ticks_;
+  event.payload = data + header_size;
+  event.payload_size = *size;
+  event.offset = start;
+  cursor_ += header_size + *size;
+  return true;
+}
+
+}  // namespace chronicle::format

@@ -1,0 +1,56 @@
+// Walks the events of one packet: headers, full timestamps, payload bounds. Shared by the
+// collector (which counts events as it copies) and the reader.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "format/catalogue.hpp"
+
+namespace chronicle::format {
+
+// Malformed data: `offset` is the byte offset within the packet where decoding failed.
+class DecodeError : public std::runtime_error {
+ public:
+  DecodeError(size_t offset, const std::string& reason) : std::runtime_error(reason), offset_(offset) {}
+  size_t offset() const { return offset_; }
+
+ private:
+  size_t offset_;
+};
+
+struct RawEvent {
+  const EventSpec* spec = nullptr;
+  uint64_t ticks = 0;
+  const uint8_t* payload = nullptr;
+  size_t payload_size = 0;
+  size_t offset = 0;  // of the event header, in the packet
+};
+
+class PacketDecoder {
+ public:
+  // `packet` holds at least `content_bytes` bytes starting with the packet header.
+  PacketDecoder(const uint8_t* packet, size_t content_bytes);
+
+  // The next event, or false at the end of the content. Throws DecodeError.
+  bool next(RawEvent& event);
+
+  const PacketHeader& header() const { return *reinterpret_cast<const PacketHeader*>(packet_); }
+
+ private:
+  const uint8_t* packet_;
+  size_t content_bytes_;
+  size_t cursor_;
+  uint32_t stream_id_;
+  uint64_t ticks_;
+};
+
+// Checks a packet header against the bytes available; returns an empty string when sound,
+// otherwise what is wrong.
+std::string check_packet_header(const uint8_t* packet, size_t available);
+
+uint64_t content_bytes(const PacketHeader& header);
+
+}  // namespace chronicle::format

@@ -1,0 +1,21 @@
+#include "reader/trace_directory.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace chronicle::reader {
+
+std::vector<std::string> find_traces(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> traces;
+  std::error_code error;
+  if (fs::exists(fs::path(directory) / "metadata", error)) traces.push_back(directory);
+  std::vector<std::string> children;
+  for (const auto& entry : fs::directory_iterator(directory, error))
+    if (entry.is_directory() && fs::exists(entry.path() / "metadata", error)) children.push_back(entry.path().string());
+  std::sort(children.begin(), children.end());
+  traces.insert(traces.end(), children.begin(), children.end());
+  return traces;
+}
+
+}  // namespace chronicle::reader

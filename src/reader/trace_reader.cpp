@@ -1,0 +1,278 @@
+#include "reader/trace_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace chronicle::reader {
+
+TraceError::TraceError(std::string file, uint64_t offset, const std::string& reason)
+    : std::runtime_error(fmt::format("{}: offset {}: {}", file, offset, reason)), file_(std::move(file)), offset_(offset) {}
+
+// A read-only mapping of a whole file.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) : path_(path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw TraceError(path, 0, fmt::format("cannot open: {}", std::strerror(errno)));
+    struct stat info{};
+    if (fstat(fd, &info) != 0) {
+      ::close(fd);
+      throw TraceError(path, 0, fmt::format("cannot stat: {}", std::strerror(errno)));
+    }
+    size_ = static_cast<uint64_t>(info.st_size);
+    if (size_ > 0) {
+      void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (mapped == MAP_FAILED) {
+        ::close(fd);
+        throw TraceError(path, 0, fmt::format("cannot map: {}", std::strerror(errno)));
+      }
+      data_ = static_cast<const uint8_t*>(mapped);
+      madvise(mapped, size_, MADV_SEQUENTIAL);
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+namespace {
+
+template <typename T>
+T load(const uint8_t* data) {
+  T value;
+  std::memcpy(&value, data, sizeof value);
+  return value;
+}
+
+// Reads the fields of a definition event in order.
+class FieldReader {
+ public:
+  FieldReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  template <typename T>
+  T number() {
+    T value = load<T>(data_ + offset_);
+    offset_ += sizeof(T);
+    return value;
+  }
+  std::string text() {
+    const char* start = reinterpret_cast<const char*>(data_ + offset_);
+    const size_t length = strnlen(start, size_ - offset_);
+    offset_ += length + 1;
+    return std::string(start, length);
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+Trace::Trace(const std::string& directory) : directory_(directory) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
+  const std::string metadata_path = directory + "/metadata";
+  {
+    MappedFile metadata(metadata_path);
+    try {
+      description_ = format::parse_metadata(
+          std::string_view(reinterpret_cast<const char*>(metadata.data()), metadata.size()));
+    } catch (const std::exception& parse_error) {
+      throw TraceError(metadata_path, 0, parse_error.what());
+    }
+  }
+  const format::ClockOffset offset = format::clock_offset(description_.clock);
+  clock_base_ns_ = offset.seconds * 1'000'000'000LL;
+
+  std::vector<std::string> stream_paths;
+  bool has_strings = false;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name == "metadata" || name.starts_with(".") || entry.file_size() == 0) continue;
+    if (name == "strings") has_strings = true;
+    else stream_paths.push_back(entry.path().string());
+  }
+  if (error) throw TraceError(directory, 0, fmt::format("cannot list: {}", error.message()));
+  if (has_strings) load_definitions(directory + "/strings");
+  std::sort(stream_paths.begin(), stream_paths.end());
+  for (const auto& path : stream_paths) index_stream(path);
+}
+
+Trace::~Trace() = default;
+Trace::Trace(Trace&&) noexcept = default;
+
+void Trace::load_definitions(const std::string& path) {
+  MappedFile file(path);
+  uint64_t offset = 0;
+  while (offset < file.size()) {
+    const std::string problem = format::check_packet_header(file.data() + offset, file.size() - offset);
+    if (!problem.empty()) throw TraceError(path, offset, problem);
+    const auto& header = *reinterpret_cast<const format::PacketHeader*>(file.data() + offset);
+    if (header.stream_id != format::kStreamStrings)
+      throw TraceError(path, offset, fmt::format("stream id {} in the definitions file", header.stream_id));
+    try {
+      format::PacketDecoder decoder(file.data() + offset, format::content_bytes(header));
+      format::RawEvent event;
+      while (decoder.next(event)) {
+        FieldReader fields(event.payload, event.payload_size);
+        if (event.spec->id == static_cast<uint32_t>(format::DefinitionId::site)) {
+          Site site;
+          site.id = fields.number<uint32_t>();
+          site.kind = static_cast<format::SiteKind>(fields.number<uint8_t>());
+          site.category = fields.text();
+          site.name = fields.text();
+          site.file = fields.text();
+          site.line = fields.number<uint32_t>();
+          if (site.id == 0 || site.id > (1u << 24))
+            throw TraceError(path, offset + event.offset, fmt::format("site id {} out of range", site.id));
+          if (sites_.size() < site.id) sites_.resize(site.id);
+          sites_[site.id - 1] = std::move(site);
+        } else if (event.spec->id == static_cast<uint32_t>(format::DefinitionId::thread)) {
+          const uint32_t thread_id = fields.number<uint32_t>();
+          thread_names_[thread_id] = fields.text();
+        }
+      }
+    } catch (const format::DecodeError& decode_error) {
+      throw TraceError(path, offset + decode_error.offset(), decode_error.what());
+    }
+    offset += header.packet_size_bits / 8;
+  }
+}
+
+void Trace::index_stream(const std::string& path) {
+  auto file = std::make_unique<MappedFile>(path);
+  StreamInfo info;
+  info.path = path;
+  info.bytes = file->size();
+  uint64_t offset = 0;
+  uint64_t previous_discarded = 0;
+  while (offset < file->size()) {
+    const std::string problem = format::check_packet_header(file->data() + offset, file->size() - offset);
+    if (!problem.empty()) throw TraceError(path, offset, problem);
+    const auto& header = *reinterpret_cast<const format::PacketHeader*>(file->data() + offset);
+    if (header.stream_id != format::kStreamThread)
+      throw TraceError(path, offset, fmt::format("stream id {} where thread events were expected", header.stream_id));
+    if (std::memcmp(header.uuid, description_.uuid.data(), 16) != 0)
+      throw TraceError(path, offset + offsetof(format::PacketHeader, uuid), "packet uuid differs from the metadata's");
+    const uint64_t discarded = header.events_discarded.load(std::memory_order_relaxed);
+    if (discarded < previous_discarded)
+      throw TraceError(path, offset + offsetof(format::PacketHeader, events_discarded),
+                       "events_discarded decreases (it is cumulative)");
+    previous_discarded = discarded;
+    info.thread_id = header.thread_id;
+    ++info.packets;
+    offset += header.packet_size_bits / 8;
+  }
+  info.events_discarded = previous_discarded;
+  streams_.push_back(std::move(info));
+  files_.push_back(std::move(file));
+}
+
+const Site* Trace::site(uint32_t id) const {
+  if (id == 0 || id > sites_.size() || sites_[id - 1].id == 0) return nullptr;
+  return &sites_[id - 1];
+}
+
+std::string Trace::thread_name(uint32_t thread_id) const {
+  auto found = thread_names_.find(thread_id);
+  return found == thread_names_.end() ? std::string() : found->second;
+}
+
+uint64_t Trace::events_discarded() const {
+  uint64_t total = 0;
+  for (const auto& stream : streams_) total += stream.events_discarded;
+  return total;
+}
+
+int64_t Trace::to_unix_ns(uint64_t ticks) const {
+  const format::ClockOffset offset = format::clock_offset(description_.clock);
+  const __int128 scaled = (static_cast<__int128>(offset.ticks) + ticks) * 1'000'000'000 /
+                          static_cast<__int128>(description_.clock.frequency_hz);
+  return clock_base_ns_ + static_cast<int64_t>(scaled);
+}
+
+std::string Trace::format_time(uint64_t ticks) const {
+  const int64_t ns = to_unix_ns(ticks);
+  const time_t seconds = static_cast<time_t>(ns / 1'000'000'000);
+  std::tm parts{};
+  gmtime_r(&seconds, &parts);
+  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09}", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                     parts.tm_hour, parts.tm_min, parts.tm_sec, ns % 1'000'000'000);
+}
+
+Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index)
+    : trace_(trace), index_(index), data_(trace.files_[index]->data()), size_(trace.files_[index]->size()) {}
+
+bool Trace::StreamCursor::next_packet() {
+  if (next_packet_offset_ >= size_) return false;
+  packet_offset_ = next_packet_offset_;
+  const auto& header = *reinterpret_cast<const format::PacketHeader*>(data_ + packet_offset_);
+  // Headers were checked when the trace was opened.
+  packet_.emplace(data_ + packet_offset_, format::content_bytes(header));
+  next_packet_offset_ = packet_offset_ + header.packet_size_bits / 8;
+  return true;
+}
+
+bool Trace::StreamCursor::next(Event& event) {
+  format::RawEvent raw;
+  while (true) {
+    if (packet_) {
+      try {
+        if (packet_->next(raw)) break;
+      } catch (const format::DecodeError& error) {
+        throw TraceError(trace_.streams_[index_].path, packet_offset_ + error.offset(), error.what());
+      }
+    }
+    if (!next_packet()) return false;
+  }
+  const auto type = static_cast<format::EventId>(raw.spec->id);
+  event.type = type;
+  event.ticks = raw.ticks;
+  event.thread_id = trace_.streams_[index_].thread_id;
+  event.stream = static_cast<uint32_t>(index_);
+  event.name_id = 0;
+  event.value = 0;
+  event.value_float = 0;
+  event.text = {};
+  event.depth = static_cast<uint32_t>(open_spans_.size());
+  if (raw.payload_size >= 4 && type != format::EventId::span_end) event.name_id = load<uint32_t>(raw.payload);
+  switch (type) {
+    case format::EventId::span_begin: open_spans_.push_back(event.name_id); break;
+    case format::EventId::span_end:
+      if (!open_spans_.empty()) {
+        event.name_id = open_spans_.back();
+        open_spans_.pop_back();
+        event.depth = static_cast<uint32_t>(open_spans_.size());
+      }
+      break;
+    case format::EventId::counter: event.value = load<int64_t>(raw.payload + 4); break;
+    case format::EventId::counter_float: event.value_float = load<double>(raw.payload + 4); break;
+    case format::EventId::note:
+      event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 4), raw.payload_size - 5);
+      break;
+    default: break;
+  }
+  return true;
+}
+
+}  // namespace chronicle::reader

@@ -1,0 +1,128 @@
+// Reads a chronicle trace directory (CTF 1.8 as chronicle writes it): metadata, definitions,
+// and the thread streams' events, per stream or merged in time order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/catalogue.hpp"
+#include "format/metadata.hpp"
+#include "format/packet_decoder.hpp"
+
+namespace chronicle::reader {
+
+// Bad input: which file, at which byte offset, and what is wrong.
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(std::string file, uint64_t offset, const std::string& reason);
+  const std::string& file() const { return file_; }
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::string file_;
+  uint64_t offset_;
+};
+
+struct Site {
+  uint32_t id = 0;
+  format::SiteKind kind = format::SiteKind::span;
+  std::string category;
+  std::string name;
+  std::string file;
+  uint32_t line = 0;
+};
+
+struct Event {
+  format::EventId type = format::EventId::instant;
+  uint64_t ticks = 0;
+  uint32_t thread_id = 0;
+  uint32_t stream = 0;   // index into Trace::streams()
+  uint32_t name_id = 0;  // the site; for span_end, the matching span_begin's (0 if unmatched)
+  uint32_t depth = 0;    // spans open on the thread before this event
+  int64_t value = 0;     // counter
+  double value_float = 0;  // counter_float
+  std::string_view text;   // note
+};
+
+struct StreamInfo {
+  std::string path;
+  uint32_t thread_id = 0;
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  uint64_t events_discarded = 0;  // the stream's cumulative count (its last packet's)
+};
+
+class MappedFile;
+
+class Trace {
+ public:
+  // Opens and checks the directory: metadata, definitions and every packet header. Throws
+  // TraceError on anything malformed.
+  explicit Trace(const std::string& directory);
+  ~Trace();
+  Trace(Trace&&) noexcept;
+
+  const std::string& directory() const { return directory_; }
+  const format::TraceDescription& description() const { return description_; }
+  const std::vector<StreamInfo>& streams() const { return streams_; }
+  const Site* site(uint32_t id) const;
+  const std::vector<Site>& sites() const { return sites_; }
+  std::string thread_name(uint32_t thread_id) const;
+  uint64_t events_discarded() const;
+
+  int64_t to_unix_ns(uint64_t ticks) const;
+  // Wall time as "YYYY-MM-DD HH:MM:SS.nnnnnnnnn" (UTC).
+  std::string format_time(uint64_t ticks) const;
+
+  // Calls `visit(const Event&)` for each event of stream `index` in order; stops when it
+  // returns false.
+  template <typename Visitor>
+  void for_each_in_stream(size_t index, Visitor&& visit) const;
+
+  // Every thread-stream event in time order (ties: stream order). Stops when `visit` returns false.
+  template <typename Visitor>
+  void for_each_event(Visitor&& visit) const;
+
+  class StreamCursor;
+
+ private:
+  void load_definitions(const std::string& path);
+  void index_stream(const std::string& path);
+
+  std::string directory_;
+  format::TraceDescription description_;
+  std::vector<Site> sites_;  // by id - 1 (gaps have id 0)
+  std::map<uint32_t, std::string> thread_names_;
+  std::vector<StreamInfo> streams_;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  int64_t clock_base_ns_ = 0;
+};
+
+// Iterates one stream's events.
+class Trace::StreamCursor {
+ public:
+  StreamCursor(const Trace& trace, size_t index);
+  // Reads the next event into `event`; false at the end. Throws TraceError.
+  bool next(Event& event);
+
+ private:
+  bool next_packet();
+  const Trace& trace_;
+  size_t index_;
+  const uint8_t* data_;
+  uint64_t size_;
+  uint64_t packet_offset_ = 0;
+  uint64_t next_packet_offset_ = 0;
+  std::optional<format::PacketDecoder> packet_;
+  std::vector<uint32_t> open_spans_;
+};
+
+}  // namespace chronicle::reader
+
+#include "reader/trace_reader_inl.hpp"

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <queue>
+
+namespace chronicle::reader {
+
+template <typename Visitor>
+void Trace::for_each_in_stream(size_t index, Visitor&& visit) const {
+  StreamCursor cursor(*this, index);
+  Event event;
+  while (cursor.next(event))
+    if (!visit(static_cast<const Event&>(event))) return;
+}
+
+template <typename Visitor>
+void Trace::for_each_event(Visitor&& visit) const {
+  struct Head {
+    uint64_t ticks;
+    size_t stream;
+  };
+  auto later = [](const Head& a, const Head& b) { return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream; };
+  std::vector<StreamCursor> cursors;
+  std::vector<Event> current(streams_.size());
+  cursors.reserve(streams_.size());
+  std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    cursors.emplace_back(*this, i);
+    if (cursors[i].next(current[i])) heads.push({current[i].ticks, i});
+  }
+  while (!heads.empty()) {
+    const size_t stream = heads.top().stream;
+    heads.pop();
+    if (!visit(static_cast<const Event&>(current[stream]))) return;
+    if (cursors[stream].next(current[stream])) heads.push({current[stream].ticks, stream});
+  }
+}
+
+}  // namespace chronicle::reader

@@ -1,0 +1,19 @@
+// Trace timestamps: the invariant TSC where the CPU has one, CLOCK_MONOTONIC otherwise.
+#pragma once
+
+#include "chronicle/detail/layout.hpp"
+
+namespace chronicle::recorder {
+
+bool tsc_is_usable();
+
+// Takes the reference points and estimates the tick frequency (a few milliseconds).
+format::ClockCalibration calibrate_clock(bool use_tsc);
+
+uint64_t read_realtime_ns();
+
+// A better frequency from the time elapsed since the calibration, when enough has passed and
+// the result is plausible; otherwise the calibration's own estimate.
+uint64_t refined_frequency(const format::ClockCalibration& clock);
+
+}  // namespace chronicle::recorder

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace chronicle::recorder {
+
+// "4M", "512K", "1G", "65536": bytes. Throws std::invalid_argument naming the text.
+size_t parse_size(std::string_view text);
+
+// Environment variables that configure a session started from the environment.
+inline constexpr const char* kEnvOutput = "CHRONICLE_OUTPUT";
+inline constexpr const char* kEnvMode = "CHRONICLE_MODE";
+inline constexpr const char* kEnvBufferSize = "CHRONICLE_BUFFER_SIZE";
+inline constexpr const char* kEnvPacketSize = "CHRONICLE_PACKET_SIZE";
+inline constexpr const char* kEnvCategories = "CHRONICLE_CATEGORIES";
+inline constexpr const char* kEnvShmDir = "CHRONICLE_SHM_DIR";
+inline constexpr const char* kEnvCollector = "CHRONICLE_COLLECTOR";  // "external": `chronicle record` drains
+inline constexpr const char* kEnvKeepShm = "CHRONICLE_KEEP_SHM";
+
+// The directory a process writes its trace into when several processes share one output
+// directory: the first to claim `output` gets it, the others a subdirectory <name>-<pid>.
+std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid);
+
+}  // namespace chronicle::recorder

@@ -1,0 +1,574 @@
+// A tracing session: the shared mapping, channel registration, packet switching, interning.
+// Everything here is off the hot path (see chronicle/detail/writer.hpp for that).
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chronicle/config.hpp"
+#include "chronicle/detail/writer.hpp"
+#include "collector/collector.hpp"
+#include "recorder/clock.hpp"
+#include "recorder/environment.hpp"
+
+namespace chronicle {
+namespace detail {
+
+std::atomic<uint32_t> g_generation{0};
+bool g_clock_is_tsc = false;
+// Before any session exists, categories read as off (never reached: g_generation is 0 then).
+static std::atomic<uint8_t> g_no_categories[format::kMaxCategories];
+std::atomic<uint8_t>* g_category_enabled = g_no_categories;
+thread_local constinit ThreadWriter t_writer{};
+
+uint64_t read_monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(now.tv_nsec);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Site;
+using detail::ThreadWriter;
+using format::ChannelDescriptor;
+using format::PacketHeader;
+using format::ShmHeader;
+
+constexpr uint32_t kNoChannel = ~uint32_t{0};
+constexpr size_t kStringsRegionSize = size_t{4} << 20;
+
+struct Session {
+  Config config;
+  uint32_t generation = 0;
+  std::string path;
+  int fd = -1;
+  uint8_t* base = nullptr;
+  size_t size = 0;
+  ShmHeader* header = nullptr;
+  uint64_t strings_last_ticks = 0;
+  std::vector<std::string> category_patterns;  // empty: all
+
+  // The in-process collector, when config.output is set.
+  std::thread collector_thread;
+  std::mutex collector_mutex;
+  std::condition_variable collector_wake;
+  bool collector_stop = false;
+  std::string collector_error;
+};
+
+// Process-wide state. Leaked on purpose: threads may still write while static destructors run,
+// and a stopped session's mapping stays mapped because a thread may be halfway through an event.
+struct Registry {
+  std::mutex mutex;
+  std::unique_ptr<Session> session;
+  std::atomic<Session*> current{nullptr};  // the running session, for lock-free slow paths
+  std::vector<std::unique_ptr<Session>> retired;
+  std::vector<Site*> sites;               // by id - 1
+  std::vector<std::string> categories;    // by category index
+  uint32_t next_generation = 1;
+  std::string last_error;
+  bool exit_hook_registered = false;
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry;
+  return *instance;
+}
+
+ChannelDescriptor& channel(Session& session, uint32_t index) {
+  return format::channel_table(session.base, *session.header)[index];
+}
+
+bool category_wanted(const Session& session, std::string_view category) {
+  if (session.category_patterns.empty()) return true;
+  return std::find(session.category_patterns.begin(), session.category_patterns.end(), category) !=
+         session.category_patterns.end();
+}
+
+// Appends one definition event (extended header) to the strings packet. Registry mutex held.
+void write_definition(Session& session, format::DefinitionId id, const std::string& payload) {
+  auto* packet = reinterpret_cast<PacketHeader*>(session.base + session.header->strings_offset);
+  const uint64_t used = packet->content_size_bits.load(std::memory_order_relaxed) / 8;
+  const size_t size = format::kExtendedHeaderSize + payload.size();
+  if (used + size > session.header->strings_size) {
+    session.header->strings_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t ticks = std::max(detail::read_ticks(), session.strings_last_ticks);
+  session.strings_last_ticks = ticks;
+  uint8_t* out = session.base + session.header->strings_offset + used;
+  const uint32_t event_id = static_cast<uint32_t>(id);
+  out[0] = static_cast<uint8_t>(format::kExtendedId);
+  std::memcpy(out + 1, &event_id, 4);
+  std::memcpy(out + 5, &ticks, 8);
+  std::memcpy(out + format::kExtendedHeaderSize, payload.data(), payload.size());
+  packet->timestamp_end.store(ticks, std::memory_order_relaxed);
+  packet->content_size_bits.store((used + size) * 8, std::memory_order_release);
+}
+
+template <typename T>
+void append_value(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+void append_string(std::string& out, std::string_view text) {
+  out.append(text.data(), text.size());
+  out.push_back('\0');
+}
+
+void define_site(Session& session, const Site& site, uint32_t id) {
+  std::string payload;
+  append_value(payload, id);
+  append_value(payload, site.kind);
+  append_string(payload, site.category);
+  append_string(payload, site.name);
+  append_string(payload, site.file ? site.file : "");
+  append_value(payload, site.line);
+  write_definition(session, format::DefinitionId::site, payload);
+}
+
+void define_thread(Session& session, int32_t thread_id, std::string_view name) {
+  std::string payload;
+  append_value(payload, static_cast<uint32_t>(thread_id));
+  append_string(payload, name);
+  write_definition(session, format::DefinitionId::thread, payload);
+}
+
+uint16_t category_index(Registry& reg, std::string_view category) {
+  for (size_t i = 0; i < reg.categories.size(); ++i)
+    if (reg.categories[i] == category) return static_cast<uint16_t>(i);
+  if (reg.categories.size() >= format::kMaxCategories) return format::kMaxCategories - 1;  // shares the last
+  reg.categories.emplace_back(category);
+  return static_cast<uint16_t>(reg.categories.size() - 1);
+}
+
+void set_category_flag(Session& session, Registry& reg, uint16_t index) {
+  session.header->category_enabled[index].store(category_wanted(session, reg.categories[index]) ? 1 : 0,
+                                                std::memory_order_relaxed);
+}
+
+// Starts packet `seq` of the writer's channel in its ring slot. A reader copying that slot
+// checks packet_seq_num before and after: it is set to kSeqRewriting first, then to the new
+// sequence number once the header is whole (the flight recorder's seqlock).
+void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t ticks) {
+  ChannelDescriptor& desc = channel(session, writer.channel);
+  uint8_t* slot = format::ring_slot(session.base, *session.header, writer.channel, seq);
+  auto* packet = reinterpret_cast<PacketHeader*>(slot);
+  packet->packet_seq_num.store(format::kSeqRewriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  packet->magic = format::kPacketMagic;
+  std::memcpy(packet->uuid, session.header->uuid, 16);
+  packet->stream_id = format::kStreamThread;
+  packet->stream_instance_id = writer.channel;
+  packet->timestamp_begin = ticks;
+  packet->timestamp_end.store(ticks, std::memory_order_relaxed);
+  packet->content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
+  packet->packet_size_bits = uint64_t{session.header->packet_size} * 8;
+  packet->events_discarded.store(desc.events_discarded.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  packet->thread_id = static_cast<uint32_t>(desc.thread_id);
+  packet->pid = static_cast<uint32_t>(session.header->pid);
+  packet->packet_seq_num.store(seq, std::memory_order_release);
+  writer.packet = packet;
+  writer.pos = slot + format::kPacketHeaderSize;
+  writer.end = slot + session.header->packet_size;
+  writer.last_ticks = ticks;
+}
+
+// The session a writer of `generation` writes to, if it is still the running one.
+Session* session_of(uint32_t generation) {
+  Session* session = registry().current.load(std::memory_order_acquire);
+  return session && session->generation == generation ? session : nullptr;
+}
+
+void close_thread_channel() {
+  ThreadWriter& writer = detail::t_writer;
+  if (writer.generation == 0) return;
+  std::lock_guard lock(registry().mutex);
+  Session* session = session_of(writer.generation);
+  if (session && writer.channel != kNoChannel) {
+    ChannelDescriptor& desc = channel(*session, writer.channel);
+    desc.packets_committed.fetch_add(1, std::memory_order_release);
+    desc.state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
+  }
+  writer = ThreadWriter{};
+}
+
+struct ThreadExit {
+  bool armed = false;
+  ~ThreadExit() {
+    if (armed) close_thread_channel();
+  }
+};
+thread_local ThreadExit t_thread_exit;
+
+std::string read_process_name() {
+  char name[64] = {};
+  int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = ::read(fd, name, sizeof name - 1);
+    ::close(fd);
+    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
+  }
+  return name;
+}
+
+void fill_random(uint8_t* out, size_t size) {
+  std::random_device device;
+  for (size_t i = 0; i < size; ++i) out[i] = static_cast<uint8_t>(device());
+}
+
+void run_collector(Session* session) {
+  try {
+    collector::SessionMapping mapping(session->base, session->size);
+    collector::Collector collector(mapping, session->config.output);
+    std::unique_lock lock(session->collector_mutex);
+    while (!session->collector_stop) {
+      lock.unlock();
+      const size_t drained = collector.drain();
+      lock.lock();
+      if (drained == 0) session->collector_wake.wait_for(lock, session->config.drain_interval);
+    }
+    lock.unlock();
+    collector.finish();
+  } catch (const std::exception& error) {
+    std::lock_guard lock(session->collector_mutex);
+    session->collector_error = error.what();
+    fmt::print(stderr, "chronicle: collector: {}\n", error.what());
+  }
+}
+
+std::vector<std::string> split_categories(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty() || text == "*") return out;
+  size_t from = 0;
+  while (from <= text.size()) {
+    size_t comma = text.find(',', from);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > from) out.push_back(text.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
+}
+
+bool fail(Registry& reg, std::string message) {
+  reg.last_error = std::move(message);
+  return false;
+}
+
+uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
+
+}  // namespace
+
+namespace detail {
+
+bool attach_thread(ThreadWriter& writer, uint32_t generation) {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  Session* session = session_of(generation);
+  if (!session) return false;
+  t_thread_exit.armed = true;
+  writer = ThreadWriter{};
+  writer.generation = generation;
+  const uint32_t index = session->header->channel_count.load(std::memory_order_relaxed);
+  if (index >= session->header->max_channels) {
+    // Events of this thread are counted as lost in switch_packet (pos == end == nullptr).
+    writer.channel = kNoChannel;
+    return true;
+  }
+  writer.channel = index;
+  ChannelDescriptor& desc = channel(*session, index);
+  desc.thread_id = static_cast<int32_t>(syscall(SYS_gettid));
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  std::memcpy(desc.thread_name, name, sizeof name);
+  desc.packets_committed.store(0, std::memory_order_relaxed);
+  desc.events_discarded.store(0, std::memory_order_relaxed);
+  desc.packets_consumed.store(0, std::memory_order_relaxed);
+  define_thread(*session, desc.thread_id, name);
+  open_packet(*session, writer, 0, std::max(read_ticks(), session->header->clock.ticks_at_start));
+  desc.state.store(static_cast<uint32_t>(format::ChannelState::active), std::memory_order_release);
+  session->header->channel_count.store(index + 1, std::memory_order_release);
+  return true;
+}
+
+bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
+  Session* session = session_of(writer.generation);
+  if (!session) return false;
+  if (writer.channel == kNoChannel) {
+    session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  ChannelDescriptor& desc = channel(*session, writer.channel);
+  const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
+  const bool fits_a_packet = needed <= session->header->packet_size - format::kPacketHeaderSize;
+  const bool must_wait = session->header->policy == format::BufferPolicy::stream &&
+                         seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >=
+                             session->header->packets_per_channel;
+  if (!fits_a_packet || must_wait) {
+    // The open packet keeps counting what is lost while it waits, so the count is current
+    // even if the process dies now.
+    const uint64_t discarded = desc.events_discarded.load(std::memory_order_relaxed) + 1;
+    desc.events_discarded.store(discarded, std::memory_order_relaxed);
+    writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
+    writer.packet->timestamp_end.store(ticks, std::memory_order_release);
+    return false;
+  }
+  desc.packets_committed.store(seq + 1, std::memory_order_release);
+  open_packet(*session, writer, seq + 1, ticks);
+  return true;
+}
+
+uint32_t intern_site(Site& site) {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  uint32_t id = site.id.load(std::memory_order_relaxed);
+  if (id != 0) return id;
+  site.category_index = category_index(reg, site.category);
+  reg.sites.push_back(&site);
+  id = static_cast<uint32_t>(reg.sites.size());
+  if (Session* session = reg.session.get()) {
+    set_category_flag(*session, reg, site.category_index);
+    define_site(*session, site, id);
+  }
+  site.id.store(id, std::memory_order_release);
+  return id;
+}
+
+void emit_note(Site& site, uint32_t generation, const char* text, size_t length) {
+  ThreadWriter* writer = writer_for(site, generation);
+  if (!writer) return;
+  Session* session = session_of(generation);
+  if (!session) return;
+  // A note never spans packets: longer text is cut to what one packet holds.
+  const size_t room = session->header->packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - 5;
+  length = std::min(length, room);
+  uint64_t ticks = read_ticks();
+  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(format::EventId::note), 4 + length + 1, ticks);
+  if (!out) return;
+  const uint32_t id = site.id.load(std::memory_order_relaxed);
+  std::memcpy(out, &id, 4);
+  std::memcpy(out + 4, text, length);
+  out[4 + length] = '\0';
+  // An embedded NUL would end the CTF string early; keep the event's size honest.
+  std::replace(out + 4, out + 4 + length, '\0', ' ');
+  commit_event(*writer, out + 4 + length + 1, ticks);
+}
+
+}  // namespace detail
+
+bool start(const Config& config) {
+  Registry& reg = registry();
+  std::unique_lock lock(reg.mutex);
+  if (reg.session) return fail(reg, "a session is already running");
+  if (config.packet_size < 1024 || config.packet_size % 8 != 0 || config.packet_size > (size_t{1} << 30))
+    return fail(reg, fmt::format("packet size {} must be a multiple of 8 between 1 KiB and 1 GiB", config.packet_size));
+  if (config.buffer_size < 2 * config.packet_size)
+    return fail(reg, fmt::format("buffer size {} must hold at least two packets of {} bytes", config.buffer_size,
+                                 config.packet_size));
+  if (config.max_threads == 0) return fail(reg, "max_threads must be at least 1");
+
+  auto session = std::make_unique<Session>();
+  session->config = config;
+  session->category_patterns = split_categories(config.categories);
+  const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
+  const uint64_t table_offset = format::kShmHeaderSize;
+  const uint64_t table_size = round_up(uint64_t{config.max_threads} * sizeof(ChannelDescriptor), 4096);
+  const uint64_t strings_offset = table_offset + table_size;
+  const uint64_t rings_offset = strings_offset + kStringsRegionSize;
+  const uint64_t file_size = rings_offset + uint64_t{config.max_threads} * packets * config.packet_size;
+
+  static std::atomic<unsigned> serial{0};
+  session->path = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
+  session->fd = ::open(session->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (session->fd < 0) return fail(reg, fmt::format("cannot create {}: {}", session->path, std::strerror(errno)));
+  // Readers take an exclusive lock to learn that the writer is gone.
+  flock(session->fd, LOCK_SH);
+  if (ftruncate(session->fd, static_cast<off_t>(file_size)) != 0) {
+    std::string reason = std::strerror(errno);
+    ::close(session->fd);
+    ::unlink(session->path.c_str());
+    return fail(reg, fmt::format("cannot size {} to {} bytes: {}", session->path, file_size, reason));
+  }
+  void* mapped = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, session->fd, 0);
+  if (mapped == MAP_FAILED) {
+    std::string reason = std::strerror(errno);
+    ::close(session->fd);
+    ::unlink(session->path.c_str());
+    return fail(reg, fmt::format("cannot map {}: {}", session->path, reason));
+  }
+  session->base = static_cast<uint8_t*>(mapped);
+  session->size = file_size;
+  session->header = new (mapped) ShmHeader{};
+  ShmHeader& header = *session->header;
+  header.version = format::kShmVersion;
+  header.header_size = format::kShmHeaderSize;
+  fill_random(header.uuid, sizeof header.uuid);
+  header.pid = getpid();
+  header.policy = config.mode == Mode::flight ? format::BufferPolicy::flight : format::BufferPolicy::stream;
+  std::string process_name = read_process_name();
+  std::strncpy(header.process_name, process_name.c_str(), sizeof header.process_name - 1);
+  gethostname(header.hostname, sizeof header.hostname - 1);
+  detail::g_clock_is_tsc = recorder::tsc_is_usable();
+  header.clock = recorder::calibrate_clock(detail::g_clock_is_tsc);
+  header.packet_size = static_cast<uint32_t>(config.packet_size);
+  header.packets_per_channel = packets;
+  header.max_channels = config.max_threads;
+  header.channel_table_offset = table_offset;
+  header.strings_offset = strings_offset;
+  header.strings_size = kStringsRegionSize;
+  header.rings_offset = rings_offset;
+  header.file_size = file_size;
+  header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
+
+  auto* strings = reinterpret_cast<PacketHeader*>(session->base + strings_offset);
+  strings->magic = format::kPacketMagic;
+  std::memcpy(strings->uuid, header.uuid, 16);
+  strings->stream_id = format::kStreamStrings;
+  strings->stream_instance_id = 0;
+  strings->timestamp_begin = header.clock.ticks_at_start;
+  strings->timestamp_end.store(header.clock.ticks_at_start, std::memory_order_relaxed);
+  strings->content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
+  strings->packet_size_bits = kStringsRegionSize * 8;
+  strings->packet_seq_num.store(0, std::memory_order_relaxed);
+  strings->pid = static_cast<uint32_t>(header.pid);
+  session->strings_last_ticks = header.clock.ticks_at_start;
+
+  for (size_t i = 0; i < reg.categories.size(); ++i) set_category_flag(*session, reg, static_cast<uint16_t>(i));
+  for (size_t i = 0; i < reg.sites.size(); ++i) define_site(*session, *reg.sites[i], static_cast<uint32_t>(i + 1));
+  // Magic last: a reader that sees it sees a whole header.
+  std::atomic_thread_fence(std::memory_order_release);
+  header.magic = format::kShmMagic;
+
+  session->generation = reg.next_generation++;
+  if (reg.next_generation == 0) reg.next_generation = 1;
+  Session* raw = session.get();
+  reg.session = std::move(session);
+  reg.current.store(raw, std::memory_order_release);
+  detail::g_category_enabled = raw->header->category_enabled;
+  if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
+  detail::g_generation.store(raw->generation, std::memory_order_release);
+  if (!reg.exit_hook_registered) {
+    reg.exit_hook_registered = true;
+    std::atexit([] { stop(); });
+    // A child forked without exec must not write into its parent's rings.
+    pthread_atfork(nullptr, nullptr, [] {
+      detail::g_generation.store(0, std::memory_order_relaxed);
+      detail::t_writer = ThreadWriter{};
+      Registry& child = registry();
+      new (&child.mutex) std::mutex;  // another thread of the parent may have held it
+      child.current.store(nullptr, std::memory_order_relaxed);
+      (void)child.session.release();
+    });
+  }
+  return true;
+}
+
+void stop() {
+  Registry& reg = registry();
+  std::unique_lock lock(reg.mutex);
+  if (!reg.session) return;
+  Session* session = reg.session.get();
+  detail::g_generation.store(0, std::memory_order_release);
+  reg.current.store(nullptr, std::memory_order_release);
+  // The calling thread's last packet is closed here; other threads' open packets are read as
+  // they stand by the collector.
+  ThreadWriter& writer = detail::t_writer;
+  if (writer.generation == session->generation && writer.channel != kNoChannel) {
+    channel(*session, writer.channel).packets_committed.fetch_add(1, std::memory_order_release);
+    channel(*session, writer.channel).state.store(static_cast<uint32_t>(format::ChannelState::closed),
+                                                  std::memory_order_release);
+  }
+  writer = ThreadWriter{};
+  session->header->state.store(static_cast<uint32_t>(format::SessionState::finished), std::memory_order_release);
+  reg.retired.push_back(std::move(reg.session));
+  lock.unlock();  // the collector's thread may need it (it does not, but writers' slow paths do)
+
+  if (session->collector_thread.joinable()) {
+    {
+      std::lock_guard stop_lock(session->collector_mutex);
+      session->collector_stop = true;
+    }
+    session->collector_wake.notify_all();
+    session->collector_thread.join();
+  }
+  if (!session->config.keep_shm && !session->config.output.empty()) ::unlink(session->path.c_str());
+  flock(session->fd, LOCK_UN);
+  ::close(session->fd);
+  session->fd = -1;
+}
+
+bool active() { return detail::g_generation.load(std::memory_order_relaxed) != 0; }
+
+const std::string& last_error() { return registry().last_error; }
+
+std::string shm_path() {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  return reg.session ? reg.session->path : std::string();
+}
+
+void set_thread_name(std::string_view name) {
+  std::string truncated(name.substr(0, 15));
+  pthread_setname_np(pthread_self(), truncated.c_str());
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  ThreadWriter& writer = detail::t_writer;
+  Session* session = reg.session.get();
+  if (!session) return;
+  if (writer.generation == session->generation && writer.channel != kNoChannel) {
+    ChannelDescriptor& desc = channel(*session, writer.channel);
+    std::memset(desc.thread_name, 0, sizeof desc.thread_name);
+    std::memcpy(desc.thread_name, truncated.data(), truncated.size());
+    define_thread(*session, desc.thread_id, truncated);
+  }
+}
+
+}  // namespace chronicle
+
+// Starts a session when CHRONICLE_OUTPUT is set, so `chronicle record` traces an unmodified
+// program. It lives in this file because every trace point references g_generation, which
+// makes the linker keep this object file, and with it this initializer.
+namespace chronicle {
+namespace {
+
+std::string process_name_for_output() {
+  std::string name = read_process_name();
+  return name.empty() ? std::string("process") : name;
+}
+
+struct StartFromEnvironment {
+  StartFromEnvironment() {
+    try {
+      Config config;
+      if (!config_from_environment(config)) return;
+      if (!config.output.empty())
+        config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
+      if (!start(config)) fmt::print(stderr, "chronicle: not tracing: {}\n", last_error());
+    } catch (const std::exception& error) {
+      fmt::print(stderr, "chronicle: not tracing: {}\n", error.what());
+    }
+  }
+};
+StartFromEnvironment g_start_from_environment;
+
+}  // namespace
+}  // namespace chronicle
