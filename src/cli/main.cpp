@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   try {
     for (const Command& command : commands)
       if (command.app->parsed()) return command.run();
-  } catch (const chronicle::reader::TraceError& error) {
+  } catch (const chronicle::format::InputError& error) {
     fmt::print(stderr, "chronicle: error: {}\n", error.what());
     return kExitBadInput;
   } catch (const std::exception& error) {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "format/input_error.hpp"
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
 #include "recorder/clock.hpp"
@@ -62,7 +63,7 @@ SessionMapping::SessionMapping(const std::string& path) : path_(path), owned_(tr
   struct stat info{};
   if (fstat(fd_, &info) != 0 || info.st_size < static_cast<off_t>(format::kShmHeaderSize)) {
     ::close(fd_);
-    throw std::runtime_error(fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path,
+    throw format::InputError(fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path,
                                          static_cast<long long>(info.st_size)));
   }
   size_ = static_cast<size_t>(info.st_size);
@@ -94,7 +95,7 @@ SessionMapping::~SessionMapping() {
 void SessionMapping::validate() const {
   const ShmHeader& h = header();
   auto bad = [this](size_t offset, const std::string& what) {
-    return std::runtime_error(fmt::format("{}: not a readable chronicle session: {} (offset {})", path_, what, offset));
+    return format::InputError(fmt::format("{}: not a readable chronicle session: {} (offset {})", path_, what, offset));
   };
   if (h.magic != format::kShmMagic) throw bad(offsetof(ShmHeader, magic), "bad magic");
   if (h.version != format::kShmVersion)

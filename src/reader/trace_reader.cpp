@@ -15,7 +15,7 @@
 namespace chronicle::reader {
 
 TraceError::TraceError(std::string file, uint64_t offset, const std::string& reason)
-    : std::runtime_error(fmt::format("{}: offset {}: {}", file, offset, reason)), file_(std::move(file)), offset_(offset) {}
+    : format::InputError(fmt::format("{}: offset {}: {}", file, offset, reason)), file_(std::move(file)), offset_(offset) {}
 
 // A read-only mapping of a whole file.
 class MappedFile {

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "format/catalogue.hpp"
+#include "format/input_error.hpp"
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
 
 namespace chronicle::reader {
 
 // Bad input: which file, at which byte offset, and what is wrong.
-class TraceError : public std::runtime_error {
+class TraceError : public format::InputError {
  public:
   TraceError(std::string file, uint64_t offset, const std::string& reason);
   const std::string& file() const { return file_; }

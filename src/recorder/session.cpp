@@ -240,12 +240,22 @@ void run_collector(Session* session) {
   try {
     collector::SessionMapping mapping(session->base, session->size);
     collector::Collector collector(mapping, session->config.output);
+    // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
+    // promptly and an idle one costs next to nothing.
+    const std::chrono::microseconds shortest(500);
+    const std::chrono::microseconds longest = session->config.drain_interval;
+    std::chrono::microseconds idle_sleep = std::min(shortest, longest);
     std::unique_lock lock(session->collector_mutex);
     while (!session->collector_stop) {
       lock.unlock();
       const size_t drained = collector.drain();
       lock.lock();
-      if (drained == 0) session->collector_wake.wait_for(lock, session->config.drain_interval);
+      if (drained == 0) {
+        session->collector_wake.wait_for(lock, idle_sleep);
+        idle_sleep = std::min(idle_sleep * 2, longest);
+      } else {
+        idle_sleep = std::min(shortest, longest);
+      }
     }
     lock.unlock();
     collector.finish();

@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include "format/metadata.hpp"
+#include "recorder/environment.hpp"
+
+namespace chronicle {
+namespace {
+
+TEST(Metadata, ReadsBackWhatItWrites) {
+  format::TraceDescription trace;
+  for (uint8_t i = 0; i < 16; ++i) trace.uuid[i] = i * 17;
+  trace.clock = {2'999'912'345, 123'456'789'000, 1'000'000'000, 1'700'000'000'123'456'789, 1, 0};
+  trace.pid = 4242;
+  trace.process_name = "server \"x\"";
+  trace.hostname = "host";
+  trace.policy = format::BufferPolicy::flight;
+  const std::string text = format::make_metadata(trace);
+  ASSERT_TRUE(text.starts_with("/* CTF 1.8 */"));
+  const auto back = format::parse_metadata(text);
+  EXPECT_EQ(back.uuid, trace.uuid);
+  EXPECT_EQ(back.clock.frequency_hz, trace.clock.frequency_hz);
+  EXPECT_EQ(back.clock.ticks_at_start, trace.clock.ticks_at_start);
+  EXPECT_EQ(back.clock.realtime_ns_at_start, trace.clock.realtime_ns_at_start);
+  EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(back.process_name, "server _x_");
+  EXPECT_EQ(back.policy, format::BufferPolicy::flight);
+}
+
+TEST(Metadata, ClockOffsetMapsTicksToWallTime) {
+  format::ClockCalibration clock{3'000'000'000, 9'000'000'000, 5, 1'700'000'000'000'000'000, 1, 0};
+  // Three seconds of ticks after the start reference.
+  EXPECT_NEAR(static_cast<double>(format::ticks_to_unix_ns(clock, 9'000'000'000 + 9'000'000'000)),
+              1'700'000'003'000'000'000.0, 2.0);
+  EXPECT_NEAR(static_cast<double>(format::ticks_to_unix_ns(clock, 9'000'000'000)), 1'700'000'000'000'000'000.0, 2.0);
+}
+
+TEST(Metadata, RejectsWhatIsNotOurs) {
+  EXPECT_THROW(format::parse_metadata("not ctf"), std::runtime_error);
+  EXPECT_THROW(format::parse_metadata("/* CTF 1.8 */\nenv { tracer_name = \"lttng-ust\"; };"), std::runtime_error);
+}
+
+TEST(Sizes, ParseUnits) {
+  EXPECT_EQ(recorder::parse_size("4M"), size_t{4} << 20);
+  EXPECT_EQ(recorder::parse_size("512K"), size_t{512} << 10);
+  EXPECT_EQ(recorder::parse_size("1GiB"), size_t{1} << 30);
+  EXPECT_EQ(recorder::parse_size("4096"), 4096u);
+  EXPECT_THROW(recorder::parse_size("lots"), std::invalid_argument);
+  EXPECT_THROW(recorder::parse_size("4X"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace chronicle

@@ -1,0 +1,196 @@
+// Events written in this process are read back exactly: counts, order per thread, fields.
+#include <gtest/gtest.h>
+
+#include <chronicle/chronicle.hpp>
+#include <map>
+#include <thread>
+
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using test::TemporaryDirectory;
+
+Config test_config(const TemporaryDirectory& directory) {
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  return config;
+}
+
+void write_events(int thread_index, int count) {
+  for (int i = 0; i < count; ++i) {
+    CHRONICLE_SPAN("test", "outer");
+    CHRONICLE_COUNTER("test", "sequence", static_cast<int64_t>(thread_index) * 1'000'000 + i);
+    if (i % 100 == 0) CHRONICLE_NOTE("test", "thread {} at {}", thread_index, i);
+    if (i % 7 == 0) CHRONICLE_INSTANT("test", "seventh");
+    CHRONICLE_COUNTER("test", "ratio", i / 4.0);
+  }
+}
+
+TEST(RoundTrip, EveryEventOfEveryThreadComesBackInOrderWithItsFields) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.buffer_size = 4 << 20;  // room for all, in many packets
+  config.packet_size = 16 << 10;
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 20'000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(write_events, t, kPerThread);
+  for (auto& thread : threads) thread.join();
+  stop();
+
+  reader::Trace trace(config.output);
+  ASSERT_EQ(trace.events_discarded(), 0u);
+  ASSERT_EQ(trace.streams().size(), size_t{kThreads});
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    std::vector<reader::Event> events;
+    trace.for_each_in_stream(stream, [&](const reader::Event& event) {
+      events.push_back(event);
+      return true;
+    });
+    // Per iteration: begin, counter, (note), (instant), counter_float, end.
+    const size_t expected = kPerThread * 4 + kPerThread / 100 + (kPerThread + 6) / 7;
+    ASSERT_EQ(events.size(), expected);
+    int64_t base = -1;
+    size_t cursor = 0;
+    uint64_t previous_ticks = 0;
+    for (int i = 0; i < kPerThread; ++i) {
+      ASSERT_EQ(events[cursor].type, format::EventId::span_begin);
+      EXPECT_EQ(trace.site(events[cursor].name_id)->name, "outer");
+      ASSERT_GE(events[cursor].ticks, previous_ticks);
+      ++cursor;
+      ASSERT_EQ(events[cursor].type, format::EventId::counter);
+      EXPECT_EQ(trace.site(events[cursor].name_id)->name, "sequence");
+      if (base < 0) base = events[cursor].value / 1'000'000 * 1'000'000;
+      ASSERT_EQ(events[cursor].value, base + i);
+      ++cursor;
+      if (i % 100 == 0) {
+        ASSERT_EQ(events[cursor].type, format::EventId::note);
+        EXPECT_EQ(events[cursor].text, fmt::format("thread {} at {}", base / 1'000'000, i));
+        EXPECT_EQ(trace.site(events[cursor].name_id)->name, "thread {} at {}");
+        ++cursor;
+      }
+      if (i % 7 == 0) {
+        ASSERT_EQ(events[cursor].type, format::EventId::instant);
+        EXPECT_EQ(trace.site(events[cursor].name_id)->name, "seventh");
+        ++cursor;
+      }
+      ASSERT_EQ(events[cursor].type, format::EventId::counter_float);
+      EXPECT_DOUBLE_EQ(events[cursor].value_float, i / 4.0);
+      ++cursor;
+      ASSERT_EQ(events[cursor].type, format::EventId::span_end);
+      EXPECT_EQ(trace.site(events[cursor].name_id)->name, "outer");
+      previous_ticks = events[cursor].ticks;
+      ++cursor;
+    }
+  }
+  const reader::Site* outer = nullptr;
+  for (const auto& site : trace.sites())
+    if (site.name == "outer") outer = &site;
+  ASSERT_NE(outer, nullptr);
+  EXPECT_EQ(outer->category, "test");
+  EXPECT_EQ(outer->kind, format::SiteKind::span);
+  EXPECT_TRUE(outer->file.ends_with("round_trip_test.cpp"));
+}
+
+TEST(RoundTrip, TimestampsAreWallClockTimeAcrossLongGaps) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  std::vector<int64_t> wall;
+  for (int i = 0; i < 4; ++i) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    wall.push_back(now.tv_sec * 1'000'000'000LL + now.tv_nsec);
+    CHRONICLE_INSTANT("test", "tick");
+    // Longer than the 27-bit compact timestamp covers: the extended header must take over.
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  }
+  stop();
+  reader::Trace trace(config.output);
+  auto events = test::read_all(trace);
+  ASSERT_EQ(events.size(), 4u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const int64_t recorded = trace.to_unix_ns(events[i].ticks);
+    EXPECT_NEAR(static_cast<double>(recorded - wall[i]), 0.0, 2e6) << "event " << i;
+    if (i > 0) {
+      EXPECT_NEAR(static_cast<double>(recorded - trace.to_unix_ns(events[i - 1].ticks)), 120e6, 20e6);
+    }
+  }
+}
+
+TEST(RoundTrip, OnlyTheChosenCategoriesAreRecorded) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.categories = "kept,also";
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int i = 0; i < 10; ++i) {
+    CHRONICLE_INSTANT("kept", "a");
+    CHRONICLE_INSTANT("dropped", "b");
+    CHRONICLE_SPAN("also", "c");
+  }
+  stop();
+  reader::Trace trace(config.output);
+  std::map<std::string, int> by_category;
+  for (const auto& event : test::read_all(trace)) ++by_category[trace.site(event.name_id)->category];
+  EXPECT_EQ(by_category["kept"], 10);
+  EXPECT_EQ(by_category["also"], 20);
+  EXPECT_EQ(by_category.count("dropped"), 0u);
+}
+
+TEST(RoundTrip, NothingIsRecordedWithoutASession) {
+  EXPECT_FALSE(active());
+  for (int i = 0; i < 10; ++i) CHRONICLE_INSTANT("test", "ignored");
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_FALSE(start(config)) << "a second session must be refused";
+  EXPECT_NE(last_error().find("already"), std::string::npos);
+  CHRONICLE_INSTANT("test", "kept");
+  stop();
+  reader::Trace trace(config.output);
+  EXPECT_EQ(test::read_all(trace).size(), 1u);
+}
+
+TEST(Drops, WrittenEqualsReadPlusDiscardedWhenTheCollectorIsSlow) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.buffer_size = 16 << 10;
+  config.packet_size = 4 << 10;
+  config.drain_interval = std::chrono::milliseconds(300);  // the collector falls far behind
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int kWritten = 200'000;
+  for (int i = 0; i < kWritten; ++i) CHRONICLE_COUNTER("test", "n", i);
+  stop();
+  reader::Trace trace(config.output);
+  const auto events = test::read_all(trace);
+  EXPECT_GT(trace.events_discarded(), 0u);
+  EXPECT_EQ(events.size() + trace.events_discarded(), size_t{kWritten});
+  // What was kept is in order and each value appears once.
+  for (size_t i = 1; i < events.size(); ++i) ASSERT_GT(events[i].value, events[i - 1].value);
+}
+
+TEST(FlightRecorder, KeepsTheMostRecentEventsWithoutGaps) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.mode = Mode::flight;
+  config.buffer_size = 32 << 10;
+  config.packet_size = 4 << 10;
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int kWritten = 100'000;
+  for (int i = 0; i < kWritten; ++i) CHRONICLE_COUNTER("test", "n", i);
+  stop();
+  reader::Trace trace(config.output);
+  const auto events = test::read_all(trace);
+  ASSERT_FALSE(events.empty());
+  EXPECT_LT(events.size(), size_t{kWritten});
+  EXPECT_EQ(events.back().value, kWritten - 1);
+  for (size_t i = 1; i < events.size(); ++i) ASSERT_EQ(events[i].value, events[i - 1].value + 1);
+  EXPECT_EQ(trace.events_discarded(), 0u);
+}
+
+}  // namespace
+}  // namespace chronicle

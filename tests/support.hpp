@@ -1,0 +1,79 @@
+// Helpers shared by the tests: temporary directories, running commands, reading traces back.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::test {
+
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "chronicle-test-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TemporaryDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // standard output
+  std::string err;  // standard error
+};
+
+// Runs a shell command line, capturing both outputs.
+inline CommandResult run(const std::string& command) {
+  TemporaryDirectory scratch;
+  const std::string full = command + " >" + (scratch / "out") + " 2>" + (scratch / "err");
+  CommandResult result;
+  const int status = std::system(full.c_str());
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  auto slurp = [](const std::string& path) {
+    std::string text;
+    if (FILE* file = std::fopen(path.c_str(), "r")) {
+      std::array<char, 4096> buffer;
+      size_t n;
+      while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) text.append(buffer.data(), n);
+      std::fclose(file);
+    }
+    return text;
+  };
+  result.out = slurp(scratch / "out");
+  result.err = slurp(scratch / "err");
+  return result;
+}
+
+inline size_t count_lines(const std::string& text) {
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+// All events of a trace, in time order.
+inline std::vector<reader::Event> read_all(const reader::Trace& trace) {
+  std::vector<reader::Event> events;
+  trace.for_each_event([&](const reader::Event& event) {
+    events.push_back(event);
+    return true;
+  });
+  return events;
+}
+
+}  // namespace chronicle::test
