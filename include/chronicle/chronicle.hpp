@@ -32,7 +32,7 @@
 
 #define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event)                                      \
   do {                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_relaxed); \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                      \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind);                                     \
       ::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation,                        \
@@ -44,7 +44,7 @@
 
 #define CHRONICLE_SPAN_END(category, name)                                                             \
   do {                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_relaxed); \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                      \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span);                                     \
       if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                       \
@@ -56,7 +56,7 @@
 
 #define CHRONICLE_COUNTER(category, name, value)                                                       \
   do {                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_relaxed); \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                      \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, counter);                                  \
       ::chronicle::detail::emit_counter(chronicle_site, chronicle_generation, (value));                \
@@ -66,7 +66,7 @@
 // The format string is the note's interned name; the formatted text is stored with the event.
 #define CHRONICLE_NOTE(category, format_string, ...)                                                   \
   do {                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_relaxed); \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                      \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note);                            \
       if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                     \

@@ -31,7 +31,7 @@ namespace chronicle {
 namespace detail {
 
 std::atomic<uint32_t> g_generation{0};
-bool g_clock_is_tsc = false;
+std::atomic<bool> g_clock_is_tsc{false};
 // Before any session exists, categories read as off (never reached: g_generation is 0 then).
 static std::atomic<uint8_t> g_no_categories[format::kMaxCategories];
 std::atomic<uint8_t>* g_category_enabled = g_no_categories;
@@ -437,8 +437,9 @@ bool start(const Config& config) {
   std::string process_name = read_process_name();
   std::strncpy(header.process_name, process_name.c_str(), sizeof header.process_name - 1);
   gethostname(header.hostname, sizeof header.hostname - 1);
-  detail::g_clock_is_tsc = recorder::tsc_is_usable();
-  header.clock = recorder::calibrate_clock(detail::g_clock_is_tsc);
+  const bool use_tsc = recorder::tsc_is_usable();
+  detail::g_clock_is_tsc.store(use_tsc, std::memory_order_relaxed);
+  header.clock = recorder::calibrate_clock(use_tsc);
   header.packet_size = static_cast<uint32_t>(config.packet_size);
   header.packets_per_channel = packets;
   header.max_channels = config.max_threads;

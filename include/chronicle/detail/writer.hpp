@@ -41,10 +41,11 @@ struct ThreadWriter {
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
-// and nothing else when tracing is off.
+// and nothing else when tracing is off. It is loaded with acquire (a plain load on x86), which
+// publishes the two globals below, set by start() before it stores the generation.
 extern std::atomic<uint32_t> g_generation;
 extern std::atomic<uint8_t>* g_category_enabled;
-extern bool g_clock_is_tsc;
+extern std::atomic<bool> g_clock_is_tsc;
 extern thread_local constinit ThreadWriter t_writer __attribute__((tls_model("initial-exec")));
 
 // Slow paths.
@@ -55,7 +56,7 @@ uint64_t read_monotonic_ns();
 
 CHRONICLE_INLINE uint64_t read_ticks() {
 #if defined(__x86_64__) || defined(__i386__)
-  if (g_clock_is_tsc) [[likely]]
+  if (g_clock_is_tsc.load(std::memory_order_relaxed)) [[likely]]
     return __rdtsc();
 #endif
   return read_monotonic_ns();
@@ -157,7 +158,7 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
 class ScopedSpan {
  public:
   CHRONICLE_INLINE explicit ScopedSpan(Site& site) {
-    const uint32_t generation = g_generation.load(std::memory_order_relaxed);
+    const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
       if (emit_with_name(site, generation, format::EventId::span_begin)) generation_ = generation;
     }

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Installs what chronicle needs to build and test, from Debian 12 packages. Idempotent: does
+# nothing when every package is already there.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git   # toolchain
+  libfmt-dev          # {fmt}: note formatting, tool output
+  libcli11-dev        # CLI11: the chronicle command's subcommands and options
+  nlohmann-json3-dev  # JSON: tests read babeltrace2's Python output
+  libgtest-dev libgmock-dev  # GoogleTest: the tests
+  libbenchmark-dev    # Google Benchmark: bench/
+  libasio-dev         # standalone Asio: the traced echo-server example and handler tracking
+  babeltrace2 python3-bt2  # the reference CTF reader: tests check it reads our traces
+  binutils            # nm/objdump: the compiled-out test compares machine code
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "chronicle: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,27 @@
+#!/bin/bash
+# The test command of the README: installs what is needed, builds, and runs every test:
+# the normal build, then ASan+UBSan, then TSan (the ring buffer and collector under threads).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh || exit 1
+failed=0
+run_suite() {  # name, build dir, ctest label regex, cmake args...
+  local name=$1 dir=$2 labels=$3
+  shift 3
+  echo "=== $name: build ($dir)"
+  if ! bash scripts/build.sh "$dir" -DCHRONICLE_BUILD_BENCH=OFF "$@" >"$dir.log" 2>&1 && ! { tail -50 "$dir.log"; false; }; then
+    failed=1
+    return
+  fi
+  echo "=== $name: tests"
+  (cd "$dir" && ctest --output-on-failure -j2 --timeout 300 -L "$labels") || failed=1
+}
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+mkdir -p build
+run_suite "ASan+UBSan" build-asan "unit|cli" -DCHRONICLE_SANITIZE=address,undefined
+run_suite "TSan" build-tsan "unit" -DCHRONICLE_SANITIZE=thread
+# Last, so the output ends with the summary of the whole suite.
+run_suite "all tests" build "." 
+exit $failed
