@@ -169,14 +169,17 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
                              uint64_t discarded) {
   PacketHeader header_copy;
   std::memcpy(static_cast<void*>(&header_copy), packet, sizeof header_copy);
+  const uint64_t packet_size = format::padded_packet_size(content);
   header_copy.content_size_bits.store(content * 8, std::memory_order_relaxed);
-  header_copy.packet_size_bits = content * 8;
+  header_copy.packet_size_bits = packet_size * 8;
   header_copy.timestamp_end.store(std::max(timestamp_end, header_copy.timestamp_begin), std::memory_order_relaxed);
   header_copy.events_discarded.store(discarded, std::memory_order_relaxed);
   StreamFile& stream = stream_for(channel);
-  iovec parts[2] = {{&header_copy, sizeof header_copy},
-                    {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize}};
-  write_all(stream.fd, parts, 2, fmt::format("stream of channel {}", channel));
+  static const uint8_t kZeros[format::kPacketAlignment] = {};
+  iovec parts[3] = {{&header_copy, sizeof header_copy},
+                    {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize},
+                    {const_cast<uint8_t*>(kZeros), packet_size - content}};
+  write_all(stream.fd, parts, 3, fmt::format("stream of channel {}", channel));
   stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
   count_events(packet, content);
   stats_.bytes += content;
@@ -282,10 +285,11 @@ void Collector::write_strings() {
   const uint64_t content =
       std::clamp<uint64_t>(format::content_bytes(live), format::kPacketHeaderSize, header.strings_size);
   std::vector<uint8_t> copy(packet, packet + content);
+  copy.resize(format::padded_packet_size(content), 0);
   PacketHeader header_copy;
   std::memcpy(static_cast<void*>(&header_copy), packet, sizeof header_copy);
   header_copy.content_size_bits.store(content * 8, std::memory_order_relaxed);
-  header_copy.packet_size_bits = content * 8;
+  header_copy.packet_size_bits = copy.size() * 8;
   std::memcpy(copy.data(), static_cast<const void*>(&header_copy), sizeof header_copy);
   write_file(output_dir_ + "/strings", copy.data(), copy.size());
 }

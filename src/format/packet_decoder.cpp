@@ -11,6 +11,7 @@ uint64_t content_bytes(const PacketHeader& header) {
 }
 
 std::string check_packet_header(const uint8_t* packet, size_t available) {
+  if (reinterpret_cast<uintptr_t>(packet) % alignof(PacketHeader) != 0) return "packet header is not 8-byte aligned";
   if (available < kPacketHeaderSize)
     return fmt::format("packet header cut short ({} of {} bytes)", available, kPacketHeaderSize);
   const auto& header = *reinterpret_cast<const PacketHeader*>(packet);
@@ -19,8 +20,10 @@ std::string check_packet_header(const uint8_t* packet, size_t available) {
     return fmt::format("unknown stream id {}", header.stream_id);
   const uint64_t content_bits = header.content_size_bits.load(std::memory_order_relaxed);
   const uint64_t packet_bits = header.packet_size_bits;
-  if (content_bits % 8 != 0 || packet_bits % 8 != 0)
-    return fmt::format("packet sizes are not whole bytes (content {} bits, packet {} bits)", content_bits, packet_bits);
+  if (content_bits % 8 != 0 || packet_bits % (kPacketAlignment * 8) != 0)
+    return fmt::format("packet sizes are not whole bytes, or the packet not a multiple of {} bytes (content {} bits, "
+                       "packet {} bits)",
+                       kPacketAlignment, content_bits, packet_bits);
   if (content_bits < kPacketHeaderSize * 8 || content_bits > packet_bits)
     return fmt::format("content size {} bits is outside [{}, packet size {}]", content_bits, kPacketHeaderSize * 8,
                        packet_bits);

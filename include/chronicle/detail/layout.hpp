@@ -42,6 +42,13 @@ static_assert(sizeof(PacketHeader) == kPacketHeaderSize);
 
 inline constexpr uint64_t kSeqRewriting = ~uint64_t{0};
 
+// Packets on disk are trimmed to their content and padded to this many bytes, so that every
+// packet header in a file stays 8-byte aligned (CTF allows packet_size > content_size).
+inline constexpr uint64_t kPacketAlignment = 8;
+inline constexpr uint64_t padded_packet_size(uint64_t content_bytes) {
+  return (content_bytes + kPacketAlignment - 1) / kPacketAlignment * kPacketAlignment;
+}
+
 // ---- event header (LTTng-style compact header) ---------------------------------------------
 // compact:  one little-endian u32 = id | (timestamp & (2^27-1)) << 5
 // extended: a byte holding 31, then u32 id and u64 full timestamp (13 bytes)
