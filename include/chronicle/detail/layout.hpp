@@ -42,6 +42,19 @@ static_assert(sizeof(PacketHeader) == kPacketHeaderSize);
 
 inline constexpr uint64_t kSeqRewriting = ~uint64_t{0};
 
+// The fences of the flight recorder's seqlock. ThreadSanitizer does not model fences (GCC
+// refuses them under -fsanitize=thread); a sequentially consistent read-modify-write of a
+// shared word orders the same accesses in a way it understands.
+inline void seqlock_fence(std::memory_order order) {
+#if defined(__SANITIZE_THREAD__)
+  static std::atomic<uint32_t> ordering_word{0};
+  ordering_word.fetch_add(0, std::memory_order_seq_cst);
+  (void)order;
+#else
+  std::atomic_thread_fence(order);
+#endif
+}
+
 // Packets on disk are trimmed to their content and padded to this many bytes, so that every
 // packet header in a file stays 8-byte aligned (CTF allows packet_size > content_size).
 inline constexpr uint64_t kPacketAlignment = 8;
