@@ -101,6 +101,28 @@ TEST(Metrics, AnotherProcessReadsTheMappingFile) {
   EXPECT_EQ(find(snapshot, "test.macro_counter")->count, 2u);
 }
 
+TEST(Metrics, AForkedChildCountsInAFileOfItsOwn) {
+  Counter counter{"test.forked"};
+  counter.add(7);
+  const pid_t child = fork();
+  if (child == 0) {
+    counter.add(5);
+    Counter{"test.forked_child_only"}.inc();  // a slow path: the child's own file appears
+    const MetricsSnapshot snapshot = metrics::read_own_metrics();
+    const MetricSample* sample = find(snapshot, "test.forked");
+    const bool ok = snapshot.pid == getpid() && sample && sample->count == 12 &&
+                    metrics_path() == metrics::MetricsMapping::path_for(getpid());
+    ::unlink(metrics_path().c_str());
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const MetricsSnapshot snapshot = metrics::read_own_metrics();
+  EXPECT_EQ(find(snapshot, "test.forked")->count, 7u);
+  EXPECT_EQ(snapshot.pid, getpid());
+}
+
 MetricsSnapshot hierarchy() {
   MetricsSnapshot snapshot;
   auto add = [&](std::string pool, std::string customer, std::string vm, std::string stream, double value) {

@@ -50,6 +50,7 @@ struct MetricsRegistry {
   std::string path;  // empty: private memory (the file could not be made)
   int fd = -1;
   std::vector<uint32_t> free_shards;
+  bool forked_child = false;  // mapped privately since fork; no file of its own yet
   std::map<std::string, uint32_t> entry_by_series;
   std::deque<MetricSite> sites;  // by entry index; a deque keeps their addresses
   MetricEntry discarded{};        // what a metric that found no room points to
@@ -142,40 +143,19 @@ void ensure_mapping(MetricsRegistry& reg) {
   pthread_atfork(nullptr, nullptr, reopen_in_child);
 }
 
-// A child forked without exec must not count into its parent's file: it gets a copy of the
-// mapping in a file of its own, mapped at the same address so every pointer stays valid.
+// A child forked without exec must not count into its parent's file. Right after fork it gets
+// private copy-on-write pages at the same address (every pointer stays valid, no file is made
+// for a child that is about to exec); its own file is made at its next slow path
+// (publish_child_file), so a child that lives on shows up to readers under its pid.
 void reopen_in_child() {
   MetricsRegistry& reg = metrics_registry();
   new (&reg.mutex) std::mutex;  // another thread of the parent may have held it
   if (reg.path.empty()) return;
-  const size_t size = format::kMetricsFileSize;
-  const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
-  ::unlink(path.c_str());
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  const size_t used = format::kMetricsShardsOffset +
-                      size_t{reg.header->shard_count.load(std::memory_order_relaxed)} * format::kShardSize;
-  bool copied = fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0;
-  for (size_t done = 0; copied && done < used;) {
-    const ssize_t n = ::pwrite(fd, reg.base + done, used - done, static_cast<off_t>(done));
-    if (n <= 0) copied = false;
-    else done += static_cast<size_t>(n);
-  }
-  const int old_fd = reg.fd;
-  if (copied && mmap(reg.base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
-    flock(fd, LOCK_SH);
-    reg.fd = fd;
-    reg.path = path;
-  } else {
-    // Private copy-on-write pages: the child's updates at least never reach the parent.
-    if (fd >= 0) {
-      ::close(fd);
-      ::unlink(path.c_str());
-    }
-    mmap(reg.base, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, old_fd, 0);
-    reg.fd = -1;
-    reg.path.clear();
-  }
-  if (old_fd >= 0) ::close(old_fd);
+  mmap(reg.base, format::kMetricsFileSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, reg.fd, 0);
+  ::close(reg.fd);
+  reg.fd = -1;
+  reg.path.clear();
+  reg.forked_child = true;
   reg.header->pid = getpid();
   // Only the forking thread exists here: the parent's other shards become free to reuse.
   reg.free_shards.clear();
@@ -186,6 +166,35 @@ void reopen_in_child() {
     if (format::shard_cells(header) == own) continue;
     header->state.store(static_cast<uint32_t>(format::ShardState::retired), std::memory_order_relaxed);
     reg.free_shards.push_back(shard);
+  }
+}
+
+// Registry mutex held. Updates other threads make between the copy and the remapping are lost:
+// a short window, once, in a forked child that kept running without exec.
+void publish_child_file(MetricsRegistry& reg) {
+  if (!reg.forked_child) return;
+  reg.forked_child = false;
+  const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
+  ::unlink(path.c_str());
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const size_t used = format::kMetricsShardsOffset +
+                      size_t{reg.header->shard_count.load(std::memory_order_relaxed)} * format::kShardSize;
+  bool copied = fd >= 0 && ftruncate(fd, static_cast<off_t>(format::kMetricsFileSize)) == 0;
+  for (size_t done = 0; copied && done < used;) {
+    const ssize_t n = ::pwrite(fd, reg.base + done, used - done, static_cast<off_t>(done));
+    if (n <= 0) copied = false;
+    else done += static_cast<size_t>(n);
+  }
+  if (copied &&
+      mmap(reg.base, format::kMetricsFileSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
+    flock(fd, LOCK_SH);
+    reg.fd = fd;
+    reg.path = path;
+    return;
+  }
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
   }
 }
 
@@ -250,6 +259,7 @@ std::atomic<uint64_t>* attach_metric_shard() {
   MetricsRegistry& reg = metrics_registry();
   std::lock_guard lock(reg.mutex);
   ensure_mapping(reg);
+  publish_child_file(reg);
   uint32_t shard = format::kSharedShard;
   if (!reg.free_shards.empty()) {
     shard = reg.free_shards.back();
@@ -298,6 +308,7 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
   MetricsRegistry& reg = metrics_registry();
   std::lock_guard lock(reg.mutex);
   ensure_mapping(reg);
+  publish_child_file(reg);
   MetricEntry* entries = format::metric_entries(reg.base, *reg.header);
   if (auto found = reg.entry_by_series.find(series); found != reg.entry_by_series.end()) {
     MetricEntry& entry = entries[found->second];
@@ -338,6 +349,7 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
 std::string metrics_path() {
   MetricsRegistry& reg = metrics_registry();
   std::lock_guard lock(reg.mutex);
+  if (reg.base) publish_child_file(reg);
   return reg.path;
 }
 
