@@ -18,6 +18,9 @@ struct Command {
 Command add_record(CLI::App& app);
 Command add_snapshot(CLI::App& app);
 Command add_dump(CLI::App& app);
+Command add_stats(CLI::App& app);
+Command add_top(CLI::App& app);
+Command add_metrics(CLI::App& app);
 
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();

@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   CLI::App app{"chronicle: record C++ programs' trace points as CTF traces, and read them"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
-  std::vector<Command> commands = {add_record(app), add_snapshot(app), add_dump(app)};
+  std::vector<Command> commands = {add_record(app), add_snapshot(app), add_dump(app), add_stats(app),
+                                   add_top(app),    add_metrics(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

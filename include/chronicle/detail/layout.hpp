@@ -90,7 +90,18 @@ enum class DefinitionId : uint32_t {
 };
 
 // What a call site is; stored with its definition so tools know how its events read.
-enum class SiteKind : uint8_t { span = 0, instant = 1, note = 2, counter = 3 };
+// The metric kinds are sites built at run time for a metric (name and labels) by
+// chronicle/metrics.hpp; their counter events carry, for metric_counter, the increment (sum them
+// for the total), for metric_gauge the new value, for metric_histogram one observation.
+enum class SiteKind : uint8_t {
+  span = 0,
+  instant = 1,
+  note = 2,
+  counter = 3,
+  metric_counter = 4,
+  metric_gauge = 5,
+  metric_histogram = 6,
+};
 
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"

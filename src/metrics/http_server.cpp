@@ -1,0 +1,66 @@
+#include "metrics/http_server.hpp"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+#include <stdexcept>
+#include <thread>
+
+#include "chronicle/metrics_exporter.hpp"
+#include "metrics/exposition.hpp"
+
+namespace chronicle {
+namespace metrics {
+
+struct MetricsHttpServer::State {
+  httplib::Server server;
+  std::thread thread;
+};
+
+MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, uint16_t port)
+    : state_(std::make_unique<State>()) {
+  state_->server.Get("/metrics", [source = std::move(source)](const httplib::Request& request,
+                                                              httplib::Response& response) {
+    try {
+      const TextFormat format = negotiate_format(request.get_header_value("Accept"));
+      response.set_content(expose(source(), format), std::string(content_type(format)).c_str());
+    } catch (const std::exception& error) {
+      response.status = 500;
+      response.set_content(fmt::format("cannot read metrics: {}\n", error.what()), "text/plain");
+    }
+  });
+  state_->server.Get("/", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("chronicle metrics: see /metrics\n", "text/plain");
+  });
+  if (port == 0) {
+    const int chosen = state_->server.bind_to_any_port(address);
+    if (chosen <= 0) throw std::runtime_error(fmt::format("cannot listen on {} (any port)", address));
+    port_ = static_cast<uint16_t>(chosen);
+  } else {
+    if (!state_->server.bind_to_port(address, port))
+      throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
+    port_ = port;
+  }
+  state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  state_->server.stop();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+}  // namespace metrics
+
+struct MetricsExporter::Server {
+  Server(uint16_t port, const std::string& address) : http(metrics::read_own_metrics, address, port) {}
+  metrics::MetricsHttpServer http;
+};
+
+MetricsExporter::MetricsExporter(uint16_t port, const std::string& address)
+    : server_(std::make_unique<Server>(port, address)) {}
+
+MetricsExporter::~MetricsExporter() = default;
+
+uint16_t MetricsExporter::port() const { return server_->http.port(); }
+
+}  // namespace chronicle

@@ -1,0 +1,31 @@
+// An HTTP endpoint for metrics: GET /metrics answers with the snapshot `source` gives, in the
+// format the scraper's Accept header asks for. Serves on a thread of its own.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "metrics/snapshot.hpp"
+
+namespace chronicle::metrics {
+
+class MetricsHttpServer {
+ public:
+  using Source = std::function<MetricsSnapshot()>;
+  // Port 0 picks a free one. Throws std::runtime_error when it cannot listen.
+  MetricsHttpServer(Source source, const std::string& address, uint16_t port);
+  ~MetricsHttpServer();
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
+
+  uint16_t port() const { return port_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace chronicle::metrics

@@ -1,0 +1,22 @@
+// Metric and label names: what is valid, and how labels are stored in the metrics mapping.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace chronicle::metrics {
+
+using LabelList = std::vector<std::pair<std::string, std::string>>;
+
+// [A-Za-z_:][A-Za-z0-9_:.]*  (Prometheus names, plus '.' which exposition turns into '_').
+bool valid_metric_name(std::string_view name);
+// [A-Za-z_][A-Za-z0-9_]*
+bool valid_label_name(std::string_view name);
+
+// key US value RS ..., the form MetricEntry::labels holds (see metrics_layout.hpp).
+std::string encode_labels(const LabelList& labels);
+LabelList decode_labels(std::string_view encoded);
+
+}  // namespace chronicle::metrics

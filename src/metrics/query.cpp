@@ -1,0 +1,151 @@
+#include "metrics/query.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <map>
+
+namespace chronicle::metrics {
+namespace {
+
+bool has_labels(const LabelList& labels, const LabelList& wanted) {
+  for (const auto& pair : wanted)
+    if (std::find(labels.begin(), labels.end(), pair) == labels.end()) return false;
+  return true;
+}
+
+std::string label_value(const LabelList& labels, const std::string& key) {
+  for (const auto& [name, value] : labels)
+    if (name == key) return value;
+  return {};
+}
+
+}  // namespace
+
+std::optional<Aggregation> parse_aggregation(std::string_view text) {
+  if (text == "sum") return Aggregation::sum;
+  if (text == "avg") return Aggregation::avg;
+  if (text == "max") return Aggregation::max;
+  if (text == "min") return Aggregation::min;
+  if (text == "count") return Aggregation::count;
+  return std::nullopt;
+}
+
+std::vector<Series> select(const MetricsSnapshot& snapshot, std::string_view name, const LabelList& where) {
+  std::vector<Series> out;
+  for (const MetricSample& sample : snapshot.metrics)
+    if (sample.name == name && has_labels(sample.labels, where)) out.push_back({sample.labels, sample.value, 1});
+  return out;
+}
+
+std::vector<Series> rates(const MetricsSnapshot& before, const MetricsSnapshot& after, std::string_view name,
+                          const LabelList& where) {
+  const double seconds = static_cast<double>(after.monotonic_ns - before.monotonic_ns) / 1e9;
+  std::vector<Series> out;
+  for (const MetricSample& sample : after.metrics) {
+    if (sample.name != name || !has_labels(sample.labels, where)) continue;
+    if (sample.kind == format::MetricKind::gauge) {
+      out.push_back({sample.labels, sample.value, 1});
+      continue;
+    }
+    double earlier = 0;
+    for (const MetricSample& old : before.metrics)
+      if (old.name == sample.name && old.labels == sample.labels) earlier = old.value;
+    out.push_back({sample.labels, seconds > 0 ? (sample.value - earlier) / seconds : 0, 1});
+  }
+  return out;
+}
+
+std::vector<Series> aggregate(std::span<const Series> series, const std::vector<std::string>& by, Aggregation how) {
+  std::map<std::vector<std::string>, Series> groups;
+  for (const Series& one : series) {
+    std::vector<std::string> key;
+    for (const auto& label : by) key.push_back(label_value(one.labels, label));
+    auto [found, fresh] = groups.try_emplace(key);
+    Series& group = found->second;
+    if (fresh) {
+      for (size_t i = 0; i < by.size(); ++i) group.labels.emplace_back(by[i], key[i]);
+      group.members = 0;
+      group.value = how == Aggregation::max   ? -std::numeric_limits<double>::infinity()
+                    : how == Aggregation::min ? std::numeric_limits<double>::infinity()
+                                              : 0;
+    }
+    ++group.members;
+    switch (how) {
+      case Aggregation::sum:
+      case Aggregation::avg: group.value += one.value; break;
+      case Aggregation::max: group.value = std::max(group.value, one.value); break;
+      case Aggregation::min: group.value = std::min(group.value, one.value); break;
+      case Aggregation::count: group.value += 1; break;
+    }
+  }
+  std::vector<Series> out;
+  out.reserve(groups.size());
+  for (auto& [key, group] : groups) {
+    if (how == Aggregation::avg) group.value /= static_cast<double>(group.members);
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+std::vector<Series> drill_down(const MetricsSnapshot& snapshot, std::string_view name, const LabelList& path,
+                               const std::string& child_label, Aggregation how) {
+  std::vector<std::string> by;
+  for (const auto& [key, value] : path) by.push_back(key);
+  by.push_back(child_label);
+  const auto selected = select(snapshot, name, path);
+  return aggregate(selected, by, how);
+}
+
+double quantile(const MetricSample& histogram, double q) {
+  if (histogram.count == 0 || histogram.buckets.size() != histogram.bounds.size() + 1)
+    return std::numeric_limits<double>::quiet_NaN();
+  q = std::clamp(q, 0.0, 1.0);
+  const double rank = q * static_cast<double>(histogram.count);
+  double below = 0;
+  for (size_t bucket = 0; bucket < histogram.buckets.size(); ++bucket) {
+    const double in_bucket = static_cast<double>(histogram.buckets[bucket]);
+    if (below + in_bucket >= rank && in_bucket > 0) {
+      // Above the last bound nothing is known but the bound itself (Prometheus does the same).
+      if (bucket == histogram.bounds.size()) return histogram.bounds.back();
+      const double lower = bucket == 0 ? std::min(0.0, histogram.bounds[0]) : histogram.bounds[bucket - 1];
+      const double upper = histogram.bounds[bucket];
+      return lower + (upper - lower) * (rank - below) / in_bucket;
+    }
+    below += in_bucket;
+  }
+  return histogram.bounds.back();
+}
+
+std::optional<MetricSample> merge_histograms(const MetricsSnapshot& snapshot, std::string_view name,
+                                             const LabelList& where) {
+  std::optional<MetricSample> merged;
+  for (const MetricSample& sample : snapshot.metrics) {
+    if (sample.kind != format::MetricKind::histogram || sample.name != name || !has_labels(sample.labels, where))
+      continue;
+    if (!merged) {
+      merged = sample;
+      merged->labels = where;
+      continue;
+    }
+    if (merged->bounds != sample.bounds) continue;
+    for (size_t i = 0; i < sample.buckets.size(); ++i) merged->buckets[i] += sample.buckets[i];
+    merged->count += sample.count;
+    merged->sum += sample.sum;
+    merged->value = static_cast<double>(merged->count);
+  }
+  return merged;
+}
+
+std::string series_name(std::string_view name, const LabelList& labels) {
+  std::string text(name);
+  if (labels.empty()) return text;
+  text += '{';
+  for (size_t i = 0; i < labels.size(); ++i)
+    fmt::format_to(std::back_inserter(text), "{}{}=\"{}\"", i ? "," : "", labels[i].first, labels[i].second);
+  text += '}';
+  return text;
+}
+
+}  // namespace chronicle::metrics

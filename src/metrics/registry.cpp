@@ -1,0 +1,366 @@
+// The writer side of metrics: the process's metrics mapping, the metric directory, per-thread
+// shards. Everything here is off the hot path (see chronicle/metrics.hpp for that).
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "chronicle/metrics.hpp"
+#include "metrics/metric_names.hpp"
+#include "recorder/clock.hpp"
+
+namespace chronicle {
+namespace detail {
+thread_local constinit MetricShardSlot t_metric_shard{};
+}  // namespace detail
+
+namespace {
+
+using format::MetricEntry;
+using format::MetricKind;
+using format::MetricsHeader;
+using format::ShardHeader;
+
+// A metric's trace site: built at run time, so it owns the strings the Site points to.
+struct MetricSite {
+  std::string category = "metrics";
+  std::string name;
+  detail::Site site{};
+};
+
+// Process-wide, leaked on purpose: threads may update metrics while static destructors run.
+struct MetricsRegistry {
+  std::mutex mutex;
+  uint8_t* base = nullptr;
+  MetricsHeader* header = nullptr;
+  std::string path;  // empty: private memory (the file could not be made)
+  int fd = -1;
+  std::vector<uint32_t> free_shards;
+  bool forked_child = false;  // mapped privately since fork; no file of its own yet
+  std::map<std::string, uint32_t> entry_by_series;
+  std::deque<MetricSite> sites;  // by entry index; a deque keeps their addresses
+  MetricEntry discarded{};        // what a metric that found no room points to
+  MetricSite discarded_site;
+};
+
+MetricsRegistry& metrics_registry() {
+  static MetricsRegistry* instance = new MetricsRegistry;
+  return *instance;
+}
+
+std::string read_process_name() {
+  char name[64] = {};
+  int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = ::read(fd, name, sizeof name - 1);
+    ::close(fd);
+    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
+  }
+  return name;
+}
+
+std::string metrics_directory() {
+  const char* directory = std::getenv("CHRONICLE_METRICS_DIR");
+  return directory && *directory ? directory : "/dev/shm";
+}
+
+void fill_header(uint8_t* base, MetricsHeader& header) {
+  header.version = format::kMetricsVersion;
+  header.header_size = format::kMetricsHeaderSize;
+  header.pid = getpid();
+  header.entry_size = sizeof(MetricEntry);
+  const std::string name = read_process_name();
+  std::strncpy(header.process_name, name.c_str(), sizeof header.process_name - 1);
+  header.directory_offset = format::kMetricsDirectoryOffset;
+  header.shards_offset = format::kMetricsShardsOffset;
+  header.file_size = format::kMetricsFileSize;
+  header.max_metrics = format::kMaxMetrics;
+  header.max_shards = format::kMaxMetricShards;
+  header.shard_size = format::kShardSize;
+  header.cells_per_shard = format::kCellsPerShard;
+  header.realtime_ns_at_create = recorder::read_realtime_ns();
+  header.cells_used.store(1, std::memory_order_relaxed);  // cell 0 is the discard cell
+  format::metric_shard(base, header, format::kSharedShard)
+      ->state.store(static_cast<uint32_t>(format::ShardState::active), std::memory_order_relaxed);
+  header.shard_count.store(1, std::memory_order_relaxed);
+}
+
+void unlink_at_exit() {
+  MetricsRegistry& reg = metrics_registry();
+  std::lock_guard lock(reg.mutex);
+  if (!reg.path.empty() && std::getenv("CHRONICLE_METRICS_KEEP") == nullptr) ::unlink(reg.path.c_str());
+}
+
+void reopen_in_child();
+
+// Creates the mapping at the first metric. Registry mutex held.
+void ensure_mapping(MetricsRegistry& reg) {
+  if (reg.base) return;
+  const size_t size = format::kMetricsFileSize;
+  const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
+  // A file left by an earlier process with our pid (it crashed) is replaced.
+  ::unlink(path.c_str());
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  void* mapped = MAP_FAILED;
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0)
+    mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapped != MAP_FAILED) {
+    // Readers take an exclusive lock to learn that the writer is gone.
+    flock(fd, LOCK_SH);
+    reg.fd = fd;
+    reg.path = path;
+    std::atexit(unlink_at_exit);
+  } else {
+    // Metrics keep working, only invisible from outside.
+    fmt::print(stderr, "chronicle: metrics are private to the process: cannot create {}: {}\n", path,
+               std::strerror(errno));
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(path.c_str());
+    }
+    mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) throw std::bad_alloc();
+  }
+  reg.base = static_cast<uint8_t*>(mapped);
+  reg.header = new (mapped) MetricsHeader{};
+  fill_header(reg.base, *reg.header);
+  std::atomic_thread_fence(std::memory_order_release);
+  reg.header->magic = format::kMetricsMagic;  // last: a reader that sees it sees a whole header
+  pthread_atfork(nullptr, nullptr, reopen_in_child);
+}
+
+// A child forked without exec must not count into its parent's file. Right after fork it gets
+// private copy-on-write pages at the same address (every pointer stays valid, no file is made
+// for a child that is about to exec); its own file is made at its next slow path
+// (publish_child_file), so a child that lives on shows up to readers under its pid.
+void reopen_in_child() {
+  MetricsRegistry& reg = metrics_registry();
+  new (&reg.mutex) std::mutex;  // another thread of the parent may have held it
+  if (reg.path.empty()) return;
+  mmap(reg.base, format::kMetricsFileSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, reg.fd, 0);
+  ::close(reg.fd);
+  reg.fd = -1;
+  reg.path.clear();
+  reg.forked_child = true;
+  reg.header->pid = getpid();
+  // Only the forking thread exists here: the parent's other shards become free to reuse.
+  reg.free_shards.clear();
+  const std::atomic<uint64_t>* own = detail::t_metric_shard.cells;
+  for (uint32_t shard = format::kSharedShard + 1; shard < reg.header->shard_count.load(std::memory_order_relaxed);
+       ++shard) {
+    ShardHeader* header = format::metric_shard(reg.base, *reg.header, shard);
+    if (format::shard_cells(header) == own) continue;
+    header->state.store(static_cast<uint32_t>(format::ShardState::retired), std::memory_order_relaxed);
+    reg.free_shards.push_back(shard);
+  }
+}
+
+// Registry mutex held. Updates other threads make between the copy and the remapping are lost:
+// a short window, once, in a forked child that kept running without exec.
+void publish_child_file(MetricsRegistry& reg) {
+  if (!reg.forked_child) return;
+  reg.forked_child = false;
+  const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
+  ::unlink(path.c_str());
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const size_t used = format::kMetricsShardsOffset +
+                      size_t{reg.header->shard_count.load(std::memory_order_relaxed)} * format::kShardSize;
+  bool copied = fd >= 0 && ftruncate(fd, static_cast<off_t>(format::kMetricsFileSize)) == 0;
+  for (size_t done = 0; copied && done < used;) {
+    const ssize_t n = ::pwrite(fd, reg.base + done, used - done, static_cast<off_t>(done));
+    if (n <= 0) copied = false;
+    else done += static_cast<size_t>(n);
+  }
+  if (copied &&
+      mmap(reg.base, format::kMetricsFileSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
+    flock(fd, LOCK_SH);
+    reg.fd = fd;
+    reg.path = path;
+    return;
+  }
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+}
+
+// Gives the thread's shard back when it ends; its cells keep their values (totals never go
+// down) and the next thread to take the shard adds to them.
+struct MetricShardRelease {
+  uint32_t shard = ~uint32_t{0};
+  ~MetricShardRelease() {
+    if (shard == ~uint32_t{0}) return;
+    MetricsRegistry& reg = metrics_registry();
+    std::lock_guard lock(reg.mutex);
+    format::metric_shard(reg.base, *reg.header, shard)
+        ->state.store(static_cast<uint32_t>(format::ShardState::retired), std::memory_order_release);
+    reg.free_shards.push_back(shard);
+    // Updates made later in this thread's exit (other thread_local destructors) go to shard 0.
+    detail::t_metric_shard = {format::shard_cells(format::metric_shard(reg.base, *reg.header, format::kSharedShard)),
+                              false};
+  }
+};
+thread_local MetricShardRelease t_metric_shard_release;
+
+std::string series_text(std::string_view name, const Labels& labels) {
+  std::string text(name);
+  if (labels.empty()) return text;
+  text += '{';
+  for (size_t i = 0; i < labels.size(); ++i)
+    fmt::format_to(std::back_inserter(text), "{}{}=\"{}\"", i ? "," : "", labels[i].first, labels[i].second);
+  text += '}';
+  return text;
+}
+
+format::SiteKind site_kind(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::counter: return format::SiteKind::metric_counter;
+    case MetricKind::gauge: return format::SiteKind::metric_gauge;
+    case MetricKind::histogram: return format::SiteKind::metric_histogram;
+  }
+  return format::SiteKind::metric_counter;
+}
+
+void init_site(MetricSite& site, std::string name, MetricKind kind) {
+  site.name = std::move(name);
+  site.site.category = site.category.c_str();
+  site.site.name = site.name.c_str();
+  site.site.file = "";
+  site.site.line = 0;
+  site.site.kind = static_cast<uint8_t>(site_kind(kind));
+}
+
+detail::MetricHandle discarded_handle(MetricsRegistry& reg, MetricKind kind) {
+  reg.header->metrics_dropped.fetch_add(1, std::memory_order_relaxed);
+  if (reg.discarded_site.name.empty()) init_site(reg.discarded_site, "metrics.discarded", kind);
+  reg.discarded.bound_count = 0;
+  return {format::kDiscardCell, &reg.discarded, &reg.discarded_site.site};
+}
+
+}  // namespace
+
+namespace detail {
+
+std::atomic<uint64_t>* attach_metric_shard() {
+  MetricsRegistry& reg = metrics_registry();
+  std::lock_guard lock(reg.mutex);
+  ensure_mapping(reg);
+  publish_child_file(reg);
+  uint32_t shard = format::kSharedShard;
+  if (!reg.free_shards.empty()) {
+    shard = reg.free_shards.back();
+    reg.free_shards.pop_back();
+  } else if (const uint32_t count = reg.header->shard_count.load(std::memory_order_relaxed);
+             count < reg.header->max_shards) {
+    shard = count;
+    reg.header->shard_count.store(count + 1, std::memory_order_release);
+  }
+  ShardHeader* header = format::metric_shard(reg.base, *reg.header, shard);
+  const bool exclusive = shard != format::kSharedShard;
+  if (exclusive) {
+    header->thread_id = static_cast<int32_t>(syscall(SYS_gettid));
+    header->state.store(static_cast<uint32_t>(format::ShardState::active), std::memory_order_release);
+    t_metric_shard_release.shard = shard;
+  }
+  t_metric_shard = {format::shard_cells(header), exclusive};
+  return t_metric_shard.cells;
+}
+
+MetricHandle register_metric(MetricKind kind, std::string_view name, const Labels& given_labels,
+                             const std::vector<double>& bounds) {
+  if (!metrics::valid_metric_name(name))
+    throw std::invalid_argument(fmt::format("metric name \"{}\": use [A-Za-z_:][A-Za-z0-9_:.]*", name));
+  Labels labels = given_labels;
+  std::sort(labels.begin(), labels.end());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (!metrics::valid_label_name(labels[i].first))
+      throw std::invalid_argument(fmt::format("label name \"{}\" of metric {}: use [A-Za-z_][A-Za-z0-9_]*",
+                                              labels[i].first, name));
+    if (labels[i].second.find_first_of("\x1e\x1f") != std::string::npos)
+      throw std::invalid_argument(fmt::format("label {} of metric {}: control characters", labels[i].first, name));
+    if (i > 0 && labels[i].first == labels[i - 1].first)
+      throw std::invalid_argument(fmt::format("label {} of metric {} given twice", labels[i].first, name));
+  }
+  if (kind == MetricKind::histogram) {
+    if (bounds.empty() || bounds.size() > format::kMaxHistogramBounds)
+      throw std::invalid_argument(fmt::format("histogram {}: 1 to {} bucket bounds", name, format::kMaxHistogramBounds));
+    if (!std::is_sorted(bounds.begin(), bounds.end()) ||
+        std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end())
+      throw std::invalid_argument(fmt::format("histogram {}: bucket bounds must increase", name));
+  }
+  const std::string encoded_labels = metrics::encode_labels(labels);
+  const std::string series = series_text(name, labels);
+
+  MetricsRegistry& reg = metrics_registry();
+  std::lock_guard lock(reg.mutex);
+  ensure_mapping(reg);
+  publish_child_file(reg);
+  MetricEntry* entries = format::metric_entries(reg.base, *reg.header);
+  if (auto found = reg.entry_by_series.find(series); found != reg.entry_by_series.end()) {
+    MetricEntry& entry = entries[found->second];
+    if (entry.kind != kind)
+      throw std::invalid_argument(fmt::format("metric {} exists with another kind", series));
+    return {entry.first_cell, &entry, &reg.sites[found->second].site};
+  }
+  if (name.size() >= format::kMetricNameSize || encoded_labels.size() >= format::kMetricLabelsSize)
+    throw std::invalid_argument(fmt::format("metric {}: name or labels too long", series));
+  const uint32_t index = reg.header->metric_count.load(std::memory_order_relaxed);
+  const uint32_t cells = kind == MetricKind::counter     ? 1
+                         : kind == MetricKind::histogram ? static_cast<uint32_t>(bounds.size()) + 2
+                                                         : 0;
+  const uint32_t first_cell = reg.header->cells_used.load(std::memory_order_relaxed);
+  if (index >= reg.header->max_metrics || first_cell + cells > reg.header->cells_per_shard)
+    return discarded_handle(reg, kind);
+
+  MetricEntry& entry = entries[index];
+  entry.kind = kind;
+  entry.first_cell = first_cell;
+  entry.cell_count = cells;
+  entry.bound_count = static_cast<uint32_t>(bounds.size());
+  std::memcpy(entry.name, name.data(), name.size());
+  std::memcpy(entry.labels, encoded_labels.data(), encoded_labels.size());
+  std::copy(bounds.begin(), bounds.end(), entry.bounds);
+  entry.state.store(static_cast<uint32_t>(format::MetricEntryState::ready), std::memory_order_release);
+  reg.header->cells_used.store(first_cell + cells, std::memory_order_relaxed);
+  reg.header->metric_count.store(index + 1, std::memory_order_release);
+
+  MetricSite& site = reg.sites.emplace_back();
+  init_site(site, series, kind);
+  reg.entry_by_series.emplace(series, index);
+  return {first_cell, &entry, &site.site};
+}
+
+}  // namespace detail
+
+std::string metrics_path() {
+  MetricsRegistry& reg = metrics_registry();
+  std::lock_guard lock(reg.mutex);
+  if (reg.base) publish_child_file(reg);
+  return reg.path;
+}
+
+}  // namespace chronicle
+
+namespace chronicle::detail {
+
+const uint8_t* own_metrics_base() {
+  MetricsRegistry& reg = metrics_registry();
+  std::lock_guard lock(reg.mutex);
+  return reg.base;
+}
+
+}  // namespace chronicle::detail

@@ -1,0 +1,310 @@
+// Metrics in one process: values summed over thread shards, the mapping as another process
+// reads it, queries, exposition, trace events for metric changes, counter windows.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chronicle/chronicle.hpp>
+#include <chronicle/metrics.hpp>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "analysis/counter_windows.hpp"
+#include "metrics/exposition.hpp"
+#include "metrics/query.hpp"
+#include "metrics/snapshot.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using metrics::MetricSample;
+using metrics::MetricsSnapshot;
+
+const MetricSample* find(const MetricsSnapshot& snapshot, std::string_view name, const Labels& labels = {}) {
+  Labels sorted = labels;
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& sample : snapshot.metrics)
+    if (sample.name == name && sample.labels == sorted) return &sample;
+  return nullptr;
+}
+
+TEST(Metrics, CounterSumsEveryThreadsShard) {
+  Counter bytes{"test.bytes_acked", {{"stream", "12"}}};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([] {
+      Counter same{"test.bytes_acked", {{"stream", "12"}}};  // another handle on the same metric
+      for (int i = 0; i < 100000; ++i) same.add(2);
+    });
+  for (auto& thread : threads) thread.join();
+  bytes.inc();
+  const MetricsSnapshot snapshot = metrics::read_own_metrics();
+  const MetricSample* sample = find(snapshot, "test.bytes_acked", {{"stream", "12"}});
+  ASSERT_NE(sample, nullptr);
+  EXPECT_EQ(sample->count, 800001u);
+  EXPECT_EQ(sample->kind, format::MetricKind::counter);
+}
+
+TEST(Metrics, FinishedThreadsKeepTheirCountsAndGiveBackTheirShards) {
+  Counter counter{"test.thread_churn"};
+  for (int round = 0; round < 300; ++round) std::thread([&] { counter.add(3); }).join();
+  const MetricsSnapshot snapshot = metrics::read_own_metrics();
+  EXPECT_EQ(find(snapshot, "test.thread_churn")->count, 900u);
+  EXPECT_LT(snapshot.threads, format::kMaxMetricShards) << "shards of finished threads are reused";
+}
+
+TEST(Metrics, GaugeHoldsOneValueForAllThreads) {
+  Gauge depth{"test.queue_depth", {{"pool", "io"}}};
+  depth.set(17);
+  std::thread([] { Gauge{"test.queue_depth", {{"pool", "io"}}}.add(3); }).join();
+  depth.sub(0.5);
+  EXPECT_DOUBLE_EQ(depth.value(), 19.5);
+  EXPECT_DOUBLE_EQ(find(metrics::read_own_metrics(), "test.queue_depth", {{"pool", "io"}})->value, 19.5);
+}
+
+TEST(Metrics, HistogramBucketsSumAndQuantiles) {
+  Histogram latency{"test.latency_seconds", {{"customer", "acme"}}, {0.001, 0.01, 0.1}};
+  for (double value : {0.0005, 0.005, 0.005, 0.05, 0.5}) latency.observe(value);
+  { auto timer = latency.time(); }
+  const MetricsSnapshot snapshot = metrics::read_own_metrics();
+  const MetricSample* sample = find(snapshot, "test.latency_seconds", {{"customer", "acme"}});
+  ASSERT_NE(sample, nullptr);
+  EXPECT_EQ(sample->count, 6u);
+  EXPECT_EQ(sample->buckets, (std::vector<uint64_t>{2, 2, 1, 1}));  // the timer's tiny value is in the first
+  EXPECT_NEAR(sample->sum, 0.5605, 0.01);
+  // Ranks: 3 of 6 falls in (0.001, 0.01] with 2 below and 2 inside: halfway.
+  EXPECT_NEAR(metrics::quantile(*sample, 0.5), 0.0055, 1e-9);
+  EXPECT_DOUBLE_EQ(metrics::quantile(*sample, 1.0), 0.1);  // above the last bound: the bound
+}
+
+TEST(Metrics, RefusesBadNamesAndLabels) {
+  EXPECT_THROW(Counter{"9lives"}, std::invalid_argument);
+  EXPECT_THROW((Counter{"ok", {{"bad-label", "x"}}}), std::invalid_argument);
+  EXPECT_THROW((Counter{"ok", {{"a", "1"}, {"a", "2"}}}), std::invalid_argument);
+  EXPECT_THROW((Histogram{"test.bad_bounds", {}, {1.0, 0.5}}), std::invalid_argument);
+  Counter counter{"test.kind_clash"};
+  EXPECT_THROW(Gauge{"test.kind_clash"}, std::invalid_argument);
+}
+
+TEST(Metrics, AnotherProcessReadsTheMappingFile) {
+  Counter counter{"test.from_outside"};
+  counter.add(41);
+  CHRONICLE_METRIC_ADD("test.macro_counter", 2);
+  const std::string path = metrics::MetricsMapping::path_for(getpid());
+  EXPECT_EQ(path, metrics_path());
+  metrics::MetricsMapping mapping(path);
+  EXPECT_TRUE(mapping.writer_alive());
+  const MetricsSnapshot snapshot = mapping.read();
+  EXPECT_EQ(snapshot.pid, getpid());
+  EXPECT_EQ(find(snapshot, "test.from_outside")->count, 41u);
+  EXPECT_EQ(find(snapshot, "test.macro_counter")->count, 2u);
+}
+
+TEST(Metrics, AForkedChildCountsInAFileOfItsOwn) {
+  Counter counter{"test.forked"};
+  counter.add(7);
+  const pid_t child = fork();
+  if (child == 0) {
+    counter.add(5);
+    Counter{"test.forked_child_only"}.inc();  // a slow path: the child's own file appears
+    const MetricsSnapshot snapshot = metrics::read_own_metrics();
+    const MetricSample* sample = find(snapshot, "test.forked");
+    const bool ok = snapshot.pid == getpid() && sample && sample->count == 12 &&
+                    metrics_path() == metrics::MetricsMapping::path_for(getpid());
+    ::unlink(metrics_path().c_str());
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const MetricsSnapshot snapshot = metrics::read_own_metrics();
+  EXPECT_EQ(find(snapshot, "test.forked")->count, 7u);
+  EXPECT_EQ(snapshot.pid, getpid());
+}
+
+MetricsSnapshot hierarchy() {
+  MetricsSnapshot snapshot;
+  auto add = [&](std::string pool, std::string customer, std::string vm, std::string stream, double value) {
+    MetricSample sample;
+    sample.name = "requests";
+    sample.labels = {{"customer", customer}, {"pool", pool}, {"stream", stream}, {"vm", vm}};
+    sample.value = value;
+    sample.count = static_cast<uint64_t>(value);
+    snapshot.metrics.push_back(sample);
+  };
+  add("p1", "acme", "vm1", "s1", 10);
+  add("p1", "acme", "vm1", "s2", 20);
+  add("p1", "acme", "vm2", "s3", 5);
+  add("p1", "globex", "vm3", "s4", 7);
+  add("p2", "initech", "vm4", "s5", 100);
+  return snapshot;
+}
+
+TEST(MetricsQuery, AggregatesByAnyLabels) {
+  const MetricsSnapshot snapshot = hierarchy();
+  const auto all = metrics::select(snapshot, "requests");
+  const auto total = metrics::aggregate(all, {}, metrics::Aggregation::sum);
+  ASSERT_EQ(total.size(), 1u);
+  EXPECT_EQ(total[0].value, 142);
+  const auto by_pool = metrics::aggregate(all, {"pool"}, metrics::Aggregation::sum);
+  ASSERT_EQ(by_pool.size(), 2u);
+  EXPECT_EQ(by_pool[0].labels, (metrics::LabelList{{"pool", "p1"}}));
+  EXPECT_EQ(by_pool[0].value, 42);
+  EXPECT_EQ(by_pool[1].value, 100);
+  EXPECT_EQ(metrics::aggregate(all, {"pool"}, metrics::Aggregation::max)[0].value, 20);
+  EXPECT_EQ(metrics::aggregate(all, {"pool"}, metrics::Aggregation::avg)[0].value, 10.5);
+  EXPECT_EQ(metrics::aggregate(all, {"pool"}, metrics::Aggregation::count)[0].value, 4);
+  EXPECT_EQ(metrics::aggregate(all, {"pool"}, metrics::Aggregation::min)[0].value, 5);
+}
+
+TEST(MetricsQuery, DrillsDownFromATotalToWhatMadeIt) {
+  const MetricsSnapshot snapshot = hierarchy();
+  const auto customers = metrics::drill_down(snapshot, "requests", {{"pool", "p1"}}, "customer");
+  ASSERT_EQ(customers.size(), 2u);
+  EXPECT_EQ(customers[0].labels, (metrics::LabelList{{"pool", "p1"}, {"customer", "acme"}}));
+  EXPECT_EQ(customers[0].value, 35);
+  EXPECT_EQ(customers[1].value, 7);
+  const auto vms = metrics::drill_down(snapshot, "requests", {{"pool", "p1"}, {"customer", "acme"}}, "vm");
+  ASSERT_EQ(vms.size(), 2u);
+  EXPECT_EQ(vms[0].value, 30);
+  EXPECT_EQ(vms[1].value, 5);
+  const auto streams =
+      metrics::drill_down(snapshot, "requests", {{"pool", "p1"}, {"customer", "acme"}, {"vm", "vm1"}}, "stream");
+  ASSERT_EQ(streams.size(), 2u);
+  EXPECT_EQ(streams[0].value + streams[1].value, 30);
+}
+
+TEST(MetricsQuery, RatesBetweenSnapshots) {
+  MetricsSnapshot before = hierarchy();
+  MetricsSnapshot after = hierarchy();
+  before.monotonic_ns = 1'000'000'000;
+  after.monotonic_ns = 3'000'000'000;
+  for (auto& sample : after.metrics) sample.value += 10;
+  const auto per_second = metrics::rates(before, after, "requests", {{"pool", "p2"}});
+  ASSERT_EQ(per_second.size(), 1u);
+  EXPECT_DOUBLE_EQ(per_second[0].value, 5);
+}
+
+TEST(MetricsExposition, OpenMetricsText) {
+  MetricsSnapshot snapshot;
+  MetricSample counter;
+  counter.name = "tcp.bytes_acked";
+  counter.labels = {{"stream", "1\"2"}};
+  counter.count = 4096;
+  counter.value = 4096;
+  MetricSample histogram;
+  histogram.name = "rpc.latency_seconds";
+  histogram.kind = format::MetricKind::histogram;
+  histogram.bounds = {0.01, 1};
+  histogram.buckets = {3, 1, 1};
+  histogram.count = 5;
+  histogram.sum = 2.5;
+  MetricSample gauge;
+  gauge.name = "disk.free_bytes";
+  gauge.kind = format::MetricKind::gauge;
+  gauge.value = 1.5e9;
+  snapshot.metrics = {counter, histogram, gauge};
+  EXPECT_EQ(metrics::expose(snapshot, metrics::TextFormat::openmetrics),
+            "# HELP tcp_bytes_acked chronicle counter tcp.bytes_acked\n"
+            "# TYPE tcp_bytes_acked counter\n"
+            "tcp_bytes_acked_total{stream=\"1\\\"2\"} 4096\n"
+            "# HELP rpc_latency_seconds chronicle histogram rpc.latency_seconds\n"
+            "# TYPE rpc_latency_seconds histogram\n"
+            "rpc_latency_seconds_bucket{le=\"0.01\"} 3\n"
+            "rpc_latency_seconds_bucket{le=\"1.0\"} 4\n"
+            "rpc_latency_seconds_bucket{le=\"+Inf\"} 5\n"
+            "rpc_latency_seconds_sum 2.5\n"
+            "rpc_latency_seconds_count 5\n"
+            "# HELP disk_free_bytes chronicle gauge disk.free_bytes\n"
+            "# TYPE disk_free_bytes gauge\n"
+            "disk_free_bytes 1500000000\n"
+            "# EOF\n");
+  const std::string prometheus = metrics::expose(snapshot, metrics::TextFormat::prometheus);
+  EXPECT_NE(prometheus.find("# TYPE tcp_bytes_acked_total counter\n"), std::string::npos);
+  EXPECT_EQ(prometheus.find("# EOF"), std::string::npos);
+}
+
+TEST(MetricsTracing, ChangesAreTraceEventsWhileASessionRuns) {
+  test::TemporaryDirectory directory;
+  Counter acked{"test.traced_bytes", {{"stream", "7"}}};
+  Gauge depth{"test.traced_depth"};
+  Histogram latency{"test.traced_latency"};
+  acked.add(5);  // before the session: counted, not traced
+  Config config;
+  config.output = directory / "trace";
+  ASSERT_TRUE(start(config)) << last_error();
+  acked.add(10);
+  acked.add(20);
+  depth.set(3);
+  latency.observe(0.25);
+  stop();
+  reader::Trace trace(directory / "trace");
+  std::map<std::string, std::vector<double>> values;
+  std::map<std::string, format::SiteKind> kinds;
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (!site) return true;
+    kinds[site->name] = site->kind;
+    values[site->name].push_back(event.type == format::EventId::counter ? static_cast<double>(event.value)
+                                                                         : event.value_float);
+    return true;
+  });
+  EXPECT_EQ(values["test.traced_bytes{stream=\"7\"}"], (std::vector<double>{10, 20}));
+  EXPECT_EQ(kinds["test.traced_bytes{stream=\"7\"}"], format::SiteKind::metric_counter);
+  EXPECT_EQ(values["test.traced_depth"], (std::vector<double>{3}));
+  EXPECT_EQ(kinds["test.traced_depth"], format::SiteKind::metric_gauge);
+  EXPECT_EQ(values["test.traced_latency"], (std::vector<double>{0.25}));
+  EXPECT_EQ(kinds["test.traced_latency"], format::SiteKind::metric_histogram);
+  EXPECT_EQ(find(metrics::read_own_metrics(), "test.traced_bytes", {{"stream", "7"}})->count, 35u);
+
+  const analysis::CounterWindows windows(trace);
+  const analysis::CounterSeries* bytes = nullptr;
+  for (const auto& series : windows.series())
+    if (series.label() == "test.traced_bytes{stream=\"7\"}") bytes = &series;
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(bytes->kind(), analysis::SeriesKind::increments);
+  const auto whole = bytes->window(windows.first_ns(), windows.last_ns());
+  EXPECT_EQ(whole.samples, 2u);
+  EXPECT_EQ(whole.sum, 30);
+}
+
+TEST(CounterWindows, PrefixSumsAnswerWindows) {
+  const int64_t s = 1'000'000'000;
+  analysis::CounterSeries requests("requests", analysis::SeriesKind::increments);
+  for (int second = 0; second < 600; ++second) requests.add(second * s, 2);  // 2 per second for 10 minutes
+  const auto last5 = requests.window(300 * s, 599 * s);
+  EXPECT_EQ(last5.samples, 300u);
+  EXPECT_EQ(last5.sum, 600);
+  EXPECT_NEAR(last5.rate_per_second, 2, 0.01);
+  EXPECT_EQ(requests.window(0, 599 * s).last, 1200);
+  EXPECT_EQ(requests.window(100 * s, 100 * s).sum, 2);  // closed at both ends
+
+  analysis::CounterSeries depth("depth", analysis::SeriesKind::level);
+  depth.add(0, 10);       // 10 for 10 s
+  depth.add(10 * s, 30);  // 30 for 10 s
+  depth.add(20 * s, 0);
+  const auto both = depth.window(0, 20 * s);
+  EXPECT_DOUBLE_EQ(both.time_average, 20);
+  EXPECT_DOUBLE_EQ(both.mean, 40.0 / 3);
+  EXPECT_DOUBLE_EQ(depth.window(5 * s, 15 * s).time_average, 20);
+  EXPECT_DOUBLE_EQ(depth.window(12 * s, 14 * s).time_average, 30);
+  EXPECT_EQ(depth.window(12 * s, 14 * s).samples, 0u);
+  EXPECT_DOUBLE_EQ(depth.window(12 * s, 14 * s).last, 30);
+}
+
+TEST(CounterWindows, ParsesDurationsAndTimes) {
+  EXPECT_EQ(analysis::parse_duration("5m"), 300'000'000'000);
+  EXPECT_EQ(analysis::parse_duration("250ms"), 250'000'000);
+  EXPECT_EQ(analysis::parse_duration("1.5s"), 1'500'000'000);
+  EXPECT_EQ(analysis::parse_duration("2"), 2'000'000'000);
+  EXPECT_THROW(analysis::parse_duration("fast"), std::invalid_argument);
+  EXPECT_EQ(analysis::parse_time_point("+2s", 1000, 9000), 2'000'001'000);
+  EXPECT_EQ(analysis::parse_time_point("-1us", 1000, 9000), 8000);
+  EXPECT_EQ(analysis::parse_time_point("2024-05-01T12:00:00.25Z", 0, 0), 1714564800'250'000'000);
+  EXPECT_EQ(analysis::parse_time_point("2024-05-01 12:00:00", 0, 0), 1714564800'000'000'000);
+  EXPECT_THROW(analysis::parse_time_point("yesterday", 0, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace chronicle
