@@ -12,6 +12,8 @@ packages=(
   libasio-dev         # standalone Asio: the traced echo-server example and handler tracking
   babeltrace2 python3-bt2  # the reference CTF reader: tests check it reads our traces
   binutils            # nm/objdump: the compiled-out test compares machine code
+  libcpp-httplib-dev  # cpp-httplib: the /metrics endpoint (chronicle metrics serve, MetricsExporter)
+  prometheus          # a real Prometheus and promtool: tests scrape our endpoint and check rules
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -9,7 +9,9 @@ run_suite() {  # name, build dir, ctest label regex, cmake args...
   local name=$1 dir=$2 labels=$3
   shift 3
   echo "=== $name: build ($dir)"
-  if ! bash scripts/build.sh "$dir" -DCHRONICLE_BUILD_BENCH=OFF "$@" >"$dir.log" 2>&1 && ! { tail -50 "$dir.log"; false; }; then
+  mkdir -p "$dir"
+  if ! bash scripts/build.sh "$dir" -DCHRONICLE_BUILD_BENCH=OFF "$@" >"$dir/build.log" 2>&1; then
+    tail -50 "$dir/build.log"
     failed=1
     return
   fi
@@ -19,9 +21,8 @@ run_suite() {  # name, build dir, ctest label regex, cmake args...
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-mkdir -p build
-run_suite "ASan+UBSan" build-asan "unit|cli" -DCHRONICLE_SANITIZE=address,undefined
-run_suite "TSan" build-tsan "unit" -DCHRONICLE_SANITIZE=thread
+run_suite "ASan+UBSan" build-asan "unit|cli|metrics" -DCHRONICLE_SANITIZE=address,undefined
+run_suite "TSan" build-tsan "unit|metrics" -DCHRONICLE_SANITIZE=thread
 # Last, so the output ends with the summary of the whole suite.
 run_suite "all tests" build "." 
 exit $failed
