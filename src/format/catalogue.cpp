@@ -18,7 +18,27 @@ constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name
 constexpr auto id(EventId e) { return static_cast<uint32_t>(e); }
 constexpr auto id(DefinitionId e) { return static_cast<uint32_t>(e); }
 
-constexpr std::array kCatalogue = {
+constexpr int32_t fixed_size(std::span<const FieldSpec> fields) {
+  int32_t size = 0;
+  for (const auto& field : fields) {
+    switch (field.type) {
+      case FieldType::u8: size += 1; break;
+      case FieldType::u32: size += 4; break;
+      case FieldType::u64:
+      case FieldType::s64:
+      case FieldType::f64: size += 8; break;
+      case FieldType::string: return -1;
+    }
+  }
+  return size;
+}
+
+constexpr auto with_sizes(auto catalogue) {
+  for (auto& spec : catalogue) spec.fixed_payload_size = fixed_size(spec.fields);
+  return catalogue;
+}
+
+constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::span_begin), "span_begin", kNameOnly},
     EventSpec{kStreamThread, id(EventId::span_end), "span_end", {}},
     EventSpec{kStreamThread, id(EventId::instant), "instant", kNameOnly},
@@ -27,7 +47,7 @@ constexpr std::array kCatalogue = {
     EventSpec{kStreamThread, id(EventId::counter_float), "counter_float", kCounterFloat},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
-};
+});
 
 }  // namespace
 
@@ -39,7 +59,21 @@ const EventSpec* find_event(uint32_t stream_id, uint32_t event_id) {
   return nullptr;
 }
 
+const EventTable& event_table() {
+  static const EventTable table = [] {
+    EventTable built;
+    for (const auto& spec : kCatalogue)
+      if (spec.stream_id < 2 && spec.id < kDirectLookupIds) built.by_id[spec.stream_id][spec.id] = &spec;
+    return built;
+  }();
+  return table;
+}
+
 std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, size_t available) {
+  if (spec.fixed_payload_size >= 0) {
+    if (static_cast<size_t>(spec.fixed_payload_size) > available) return std::nullopt;
+    return static_cast<size_t>(spec.fixed_payload_size);
+  }
   size_t offset = 0;
   for (const auto& field : spec.fields) {
     size_t size = 0;

@@ -24,10 +24,24 @@ struct EventSpec {
   uint32_t id;
   std::string_view name;
   std::span<const FieldSpec> fields;
+  int32_t fixed_payload_size = -1;  // bytes when no field is a string, else -1 (set by the catalogue)
 };
 
 std::span<const EventSpec> catalogue();
 const EventSpec* find_event(uint32_t stream_id, uint32_t id);
+
+// The decoder's lookup: a direct table for the compact-header ids of both streams.
+inline constexpr uint32_t kDirectLookupIds = 32;
+struct EventTable {
+  const EventSpec* by_id[2][kDirectLookupIds] = {};
+};
+const EventTable& event_table();
+
+inline const EventSpec* lookup_event(const EventTable& table, uint32_t stream_id, uint32_t id) {
+  if (stream_id < 2 && id < kDirectLookupIds) [[likely]]
+    return table.by_id[stream_id][id];
+  return find_event(stream_id, id);
+}
 
 // Bytes the payload of `spec` takes at `data` (at most `available`), or nullopt if it does not
 // fit (a string without its terminating NUL, a field cut short).

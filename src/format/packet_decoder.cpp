@@ -39,7 +39,8 @@ PacketDecoder::PacketDecoder(const uint8_t* packet, size_t content_bytes)
       content_bytes_(content_bytes),
       cursor_(kPacketHeaderSize),
       stream_id_(reinterpret_cast<const PacketHeader*>(packet)->stream_id),
-      ticks_(reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin) {}
+      ticks_(reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin),
+      table_(&event_table()) {}
 
 bool PacketDecoder::next(RawEvent& event) {
   if (cursor_ >= content_bytes_) return false;
@@ -67,9 +68,14 @@ bool PacketDecoder::next(RawEvent& event) {
     ticks_ = ticks;
     header_size = kCompactHeaderSize;
   }
-  const EventSpec* spec = find_event(stream_id_, id);
+  const EventSpec* spec = lookup_event(*table_, stream_id_, id);
   if (!spec) throw DecodeError(start, fmt::format("unknown event id {} in stream {}", id, stream_id_));
-  auto size = payload_size(*spec, data + header_size, left - header_size);
+  std::optional<size_t> size;
+  if (spec->fixed_payload_size >= 0) [[likely]] {
+    if (static_cast<size_t>(spec->fixed_payload_size) <= left - header_size) size = spec->fixed_payload_size;
+  } else {
+    size = payload_size(*spec, data + header_size, left - header_size);
+  }
   if (!size) throw DecodeError(start, fmt::format("payload of {} event runs past the packet content", spec->name));
   event.spec = spec;
   event.ticks = ticks_;

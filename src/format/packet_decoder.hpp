@@ -45,6 +45,7 @@ class PacketDecoder {
   size_t cursor_;
   uint32_t stream_id_;
   uint64_t ticks_;
+  const EventTable* table_;
 };
 
 // Checks a packet header against the bytes available; returns an empty string when sound,
