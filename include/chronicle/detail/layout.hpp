@@ -61,7 +61,24 @@ enum class EventId : uint32_t {
   note = 3,
   counter = 4,
   counter_float = 5,
+  // The task layer (chronicle/task.hpp). Task ids are u64s made by the writing thread.
+  task_create = 6,
+  task_run_begin = 7,
+  task_run_end = 8,
+  task_wait = 9,
+  task_resolve = 10,
+  task_label = 11,
+  loop_suspend = 12,
+  loop_resume = 13,
 };
+
+// What a task is; stored as a u8 in task_create (a CTF enum in the metadata).
+enum class TaskKind : uint8_t { unknown = 0, coroutine = 1, promise = 2, handler = 3, timer = 4, io = 5 };
+inline constexpr uint8_t kTaskKindCount = 6;
+
+// How a task ended; stored as a u8 in task_resolve (a CTF enum in the metadata).
+enum class TaskOutcome : uint8_t { ok = 0, failed = 1, cancelled = 2 };
+inline constexpr uint8_t kTaskOutcomeCount = 3;
 
 // Ids of the events of the strings stream.
 enum class DefinitionId : uint32_t {
@@ -70,7 +87,8 @@ enum class DefinitionId : uint32_t {
 };
 
 // What a call site is; stored with its definition so tools know how its events read.
-enum class SiteKind : uint8_t { span = 0, instant = 1, note = 2, counter = 3 };
+// `task`: the name a task is created with (a coroutine's function, an Asio operation).
+enum class SiteKind : uint8_t { span = 0, instant = 1, note = 2, counter = 3, task = 4 };
 
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
