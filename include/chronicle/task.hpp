@@ -45,6 +45,14 @@ struct TaskName {
 
 inline TaskId current_task() noexcept { return detail::t_tasks.current; }
 
+// Makes `task` the thread's current task and returns the one it replaces (for executors and
+// task types that switch tasks themselves; scoped code uses CurrentTaskScope).
+inline TaskId exchange_current_task(TaskId task) noexcept {
+  const TaskId previous = detail::t_tasks.current;
+  detail::t_tasks.current = task;
+  return previous;
+}
+
 // Records a new task and returns its id (0 when not tracing).
 inline TaskId create_task(TaskKind kind, TaskName name = {}, TaskId parent = current_task()) {
   detail::ThreadWriter* writer = detail::task_writer();
@@ -123,6 +131,7 @@ class TaskRunScope {
 #else  // CHRONICLE_DISABLE
 
 inline TaskId current_task() noexcept { return 0; }
+inline TaskId exchange_current_task(TaskId) noexcept { return 0; }
 inline TaskId create_task(TaskKind, TaskName = {}, TaskId = 0) { return 0; }
 inline void begin_task_run(TaskId) {}
 inline void end_task_run(TaskId) {}
