@@ -85,8 +85,12 @@ inline void task_waits_for(TaskId waiter, TaskId awaited) {
 inline void resolve_task(TaskId task, TaskOutcome outcome, std::string_view text = {},
                          TaskId resolver = current_task()) {
   if (task == 0) return;
-  if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]]
-    detail::emit_task_resolve(*writer, task, resolver, outcome, text.data(), text.size());
+  if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]] {
+    if (text.empty()) [[likely]]
+      detail::emit_task_resolve_quiet(*writer, task, resolver, outcome);
+    else
+      detail::emit_task_resolve(*writer, task, resolver, outcome, text.data(), text.size());
+  }
 }
 
 // Names a task for people ("B.read"); the last label wins.

@@ -165,8 +165,9 @@ int run_dump(const DumpOptions& options) {
       const std::string& name = site ? site->name : unknown;
       if (!matches(options.category, category) || !matches(options.name, name)) return true;
       line.clear();
-      fmt::format_to(std::back_inserter(line), "{} {:>7} {:<15} {:<10} {}/{}", trace.format_time(event.ticks),
-                     event.thread_id, thread_labels[event.thread_id], type_name(event.type), category, name);
+      fmt::format_to(std::back_inserter(line), "{} {:>7} {:<15} {:<10} {}{}{}", trace.format_time(event.ticks),
+                     event.thread_id, thread_labels[event.thread_id], type_name(event.type), category,
+                     name.empty() ? "" : "/", name);
       switch (event.type) {
         case format::EventId::counter: fmt::format_to(std::back_inserter(line), " value={}", event.value); break;
         case format::EventId::counter_float:

@@ -16,6 +16,7 @@ std::string task_id_text(TaskId id) {
   constexpr unsigned kCounterBits = 40;
   const uint64_t thread = id >> kCounterBits;
   const uint64_t counter = id & ((uint64_t{1} << kCounterBits) - 1);
+  if (id == 0) return "-";
   return thread == 0 ? fmt::format("t?{}", id) : fmt::format("t{}.{}", thread, counter);
 }
 

@@ -17,7 +17,8 @@ namespace chronicle::model {
 
 using TaskId = uint64_t;
 
-// "t3.17": the 17th task made by the 3rd thread that made tasks (ids are index << 40 | counter).
+// "t3.17": the 17th task made by the 3rd thread that made tasks (ids are index << 40 | counter);
+// "-" for 0 (no task); "t?N" for an id no thread makes.
 std::string task_id_text(TaskId id);
 
 struct RunInterval {

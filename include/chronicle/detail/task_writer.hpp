@@ -150,6 +150,17 @@ CHRONICLE_INLINE void emit_loop_event(format::EventId event) {
     emit_fixed(*writer, event, nullptr, 0);
 }
 
+// A resolution without text (most are: every success) stays inline: its size is fixed.
+CHRONICLE_INLINE void emit_task_resolve_quiet(ThreadWriter& writer, uint64_t task, uint64_t resolver,
+                                              format::TaskOutcome outcome) {
+  uint8_t payload[8 + 8 + 1 + 1];
+  std::memcpy(payload, &task, 8);
+  std::memcpy(payload + 8, &resolver, 8);
+  payload[16] = static_cast<uint8_t>(outcome);
+  payload[17] = 0;  // the empty text
+  emit_fixed(writer, format::EventId::task_resolve, payload, sizeof payload);
+}
+
 void emit_task_resolve(ThreadWriter& writer, uint64_t task, uint64_t resolver, format::TaskOutcome outcome,
                        const char* text, size_t length);
 void emit_task_label(ThreadWriter& writer, uint64_t task, const char* text, size_t length);
