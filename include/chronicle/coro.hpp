@@ -68,13 +68,44 @@ class TaskPromiseBase {
   TaskId id() const { return id_; }
 
   // A run begins where the coroutine resumes and ends where it suspends. The thread's current
-  // task is restored at the end, so runs nest correctly through symmetric transfer.
+  // task is restored at the end, so runs nest correctly through symmetric transfer. When the
+  // task that handed control over already recorded this run's beginning (at the same instant
+  // as its own events), only the current task changes here.
   void begin_run() {
     previous_current_ = exchange_current_task(id_);
-    begin_task_run(id_);
+    if (!std::exchange(run_begin_recorded_, false)) begin_task_run(id_);
   }
   void end_run() {
     end_task_run(id_);
+    exchange_current_task(previous_current_);
+  }
+
+  // This task awaits `child`, which starts now on this thread: the wait, this run's end and
+  // the child's run's beginning are one instant.
+  void hand_over_to(TaskPromiseBase& child) {
+#ifndef CHRONICLE_DISABLE
+    detail::TaskEventBatch batch;
+    batch.wait(id_, child.id_);
+    batch.task_event(format::EventId::task_run_end, id_);
+    batch.task_event(format::EventId::task_run_begin, child.id_);
+    child.run_begin_recorded_ = batch.active() && child.id_ != 0;
+#endif
+    child.awaiting_ = this;
+    exchange_current_task(previous_current_);
+  }
+
+  // The coroutine is done: its success (a failure was recorded as it escaped), its run's end,
+  // and the awaiting task's resumption are one instant.
+  void finish() noexcept {
+#ifndef CHRONICLE_DISABLE
+    detail::TaskEventBatch batch;
+    if (succeeded_) batch.resolve_quiet(id_, id_, TaskOutcome::ok);
+    batch.task_event(format::EventId::task_run_end, id_);
+    if (awaiting_) {
+      batch.task_event(format::EventId::task_run_begin, awaiting_->id_);
+      awaiting_->run_begin_recorded_ = batch.active() && awaiting_->id_ != 0;
+    }
+#endif
     exchange_current_task(previous_current_);
   }
 
@@ -91,7 +122,7 @@ class TaskPromiseBase {
     template <typename Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> handle) const noexcept {
       TaskPromiseBase& promise = handle.promise();
-      promise.end_run();
+      promise.finish();
       return promise.continuation_ ? promise.continuation_ : std::noop_coroutine();
     }
     void await_resume() const noexcept {}
@@ -114,15 +145,17 @@ class TaskPromiseBase {
   }
 
  protected:
-  void resolved_ok() {
-    if (id_ != 0) resolve_task(id_, TaskOutcome::ok, {}, id_);
-  }
+  // Recorded when the coroutine finishes (finish()), with its run's end.
+  void resolved_ok() { succeeded_ = true; }
 
  private:
   TaskId id_;
   TaskId previous_current_ = 0;
   std::coroutine_handle<> continuation_;
   std::exception_ptr error_;
+  TaskPromiseBase* awaiting_ = nullptr;  // the task<T> that awaits this one, if a task<T> does
+  bool run_begin_recorded_ = false;
+  bool succeeded_ = false;
 };
 
 template <typename Inner>
@@ -134,10 +167,12 @@ class TracedAwaiter {
 
   template <typename Promise>
   auto await_suspend(std::coroutine_handle<Promise> handle) {
-    if constexpr (requires { inner_.awaited_task(); }) task_waits_for(promise_.id(), inner_.awaited_task());
     // Ended before the hand-off: once inner_ has the handle, another thread may resume the
     // coroutine (and destroy this awaiter with its frame) at any moment.
-    promise_.end_run();
+    if constexpr (requires { inner_.awaited_promise(); })
+      promise_.hand_over_to(inner_.awaited_promise());
+    else
+      promise_.end_run();
     try {
       return inner_.await_suspend(handle);
     } catch (...) {
@@ -229,7 +264,7 @@ class [[nodiscard]] task {
       return handle_;  // start it: symmetric transfer, no stack growth
     }
     T await_resume() { return handle_.promise().take(); }
-    TaskId awaited_task() const { return handle_.promise().id(); }
+    detail::TaskPromiseBase& awaited_promise() const { return handle_.promise(); }
 
    private:
     std::coroutine_handle<promise_type> handle_;

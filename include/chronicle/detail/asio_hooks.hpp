@@ -130,9 +130,20 @@ class Completion {
   void begin(TaskOutcome outcome, std::string_view text) {
     invoked_ = true;
     if (task_ == 0) return;
-    resolve_task(task_, outcome, text);
+#ifndef CHRONICLE_DISABLE
+    if (text.empty()) {
+      // The resolution and the run's beginning are one instant: one clock read.
+      detail::TaskEventBatch batch;
+      batch.resolve_quiet(task_, current_task(), outcome);
+      batch.task_event(format::EventId::task_run_begin, task_);
+    } else {
+      resolve_task(task_, outcome, text);
+      begin_task_run(task_);
+    }
+#else
+    (void)outcome, (void)text;
+#endif
     previous_task_ = exchange_current_task(task_);
-    begin_task_run(task_);
     running_ = true;
   }
   void end_run() {
