@@ -408,13 +408,19 @@ TEST(TaskGraphBadInput, DuplicatesAndTaskZeroAreReported) {
       make(EventId::task_resolve, 4, 1),
       make(EventId::task_run_begin, 5, 0),
       make(EventId::task_create, 6, 5, 5),
-      make(EventId::loop_resume, 7, 0),
+      make(EventId::loop_resume, 7, 0),  // the loop was idle when the trace began: fine
+      make(EventId::loop_suspend, 8, 0),
+      make(EventId::loop_resume, 9, 0),
+      make(EventId::loop_resume, 10, 0),
   });
   EXPECT_TRUE(any_problem_contains(graph, "created twice"));
   EXPECT_TRUE(any_problem_contains(graph, "resolved again"));
   EXPECT_TRUE(any_problem_contains(graph, "names task 0"));
   EXPECT_TRUE(any_problem_contains(graph, "names itself as its parent"));
-  EXPECT_TRUE(any_problem_contains(graph, "resumes without suspending"));
+  EXPECT_TRUE(any_problem_contains(graph, "resumes without suspending (tick 10)"));
+  EXPECT_FALSE(any_problem_contains(graph, "resumes without suspending (tick 7)"));
+  ASSERT_EQ(graph.idle().size(), 1u);
+  EXPECT_EQ(graph.idle()[0].begin, 8u);
   EXPECT_EQ(*graph.find(1)->resolved, 3u);
 }
 

@@ -93,9 +93,9 @@ class TaskPrinter {
     for (const auto& run : task.runs) by_thread[run.thread_id].push_back(&run);
     for (const auto& [thread_id, runs] : by_thread) {
       std::string text = thread(thread_id) + ":";
-      for (const auto* run : runs)
-        text += fmt::format(" {} for {}{}", offset(run->begin), duration(run->begin, run->end),
-                            run->ended ? "" : " (never ended)");
+      for (size_t i = 0; i < runs.size(); ++i)
+        text += fmt::format("{} {} for {}{}", i == 0 ? "" : ",", offset(runs[i]->begin),
+                            duration(runs[i]->begin, runs[i]->end), runs[i]->ended ? "" : " (never ended)");
       add("ran", text);
     }
     if (task.runs.empty()) add("ran", "never");
@@ -134,7 +134,8 @@ int dump_tasks(const reader::Trace& trace, const DumpOptions& options, uint64_t&
   uint64_t idle_ns = 0;
   for (const auto& idle : graph.idle()) idle_ns += trace.to_unix_ns(idle.end) - trace.to_unix_ns(idle.begin);
   if (!graph.idle().empty())
-    fmt::print("loops idle {} in {} stretches\n", human_duration(static_cast<int64_t>(idle_ns)), graph.idle().size());
+    fmt::print("event loops idle for {} in all ({} stretches)\n", human_duration(static_cast<int64_t>(idle_ns)),
+               graph.idle().size());
   for (const auto& problem : graph.problems()) fmt::print(stderr, "chronicle: warning: {}\n", problem);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 namespace chronicle::model {
 namespace {
@@ -171,6 +172,7 @@ void TaskGraphBuilder::add(const reader::Event& event) {
         note_problem(fmt::format("the loop of thread {} suspends twice (tick {})", event.thread_id, event.ticks));
         break;
       }
+      loop_threads_.insert(event.thread_id);
       idle_open_[event.thread_id] = graph_.idle_.size();
       graph_.idle_.push_back({event.thread_id, event.ticks, event.ticks, false});
       break;
@@ -178,8 +180,10 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::loop_resume: {
       auto open = idle_open_.find(event.thread_id);
       if (open == idle_open_.end()) {
-        note_problem(fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id,
-                                 event.ticks));
+        // A loop's first event may be a resume: it went idle before the trace began.
+        if (!loop_threads_.insert(event.thread_id).second)
+          note_problem(fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id,
+                                   event.ticks));
         break;
       }
       graph_.idle_[open->second].end = event.ticks;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,7 @@ class TaskGraphBuilder {
   };
   std::map<uint32_t, std::vector<Running>> running_;
   std::map<uint32_t, size_t> idle_open_;  // thread -> index in idle_
+  std::set<uint32_t> loop_threads_;        // threads with a loop event so far
   std::map<uint32_t, std::vector<std::string>> open_spans_;
   // Tasks known only from other events so far: the first such event's role and time.
   std::map<TaskId, std::pair<const char*, uint64_t>> first_mention_;
