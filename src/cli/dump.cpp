@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
+#include "model/task_graph.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 
@@ -15,6 +16,7 @@ struct DumpOptions {
   std::string category;
   std::string name;
   uint64_t limit = 0;
+  bool tasks = false;
 };
 
 bool matches(const std::string& pattern, const std::string& text) {
@@ -29,8 +31,113 @@ std::string_view type_name(format::EventId type) {
     case format::EventId::note: return "note";
     case format::EventId::counter:
     case format::EventId::counter_float: return "counter";
+    case format::EventId::task_create: return "task_create";
+    case format::EventId::task_run_begin: return "task_run_begin";
+    case format::EventId::task_run_end: return "task_run_end";
+    case format::EventId::task_wait: return "task_wait";
+    case format::EventId::task_resolve: return "task_resolve";
+    case format::EventId::task_label: return "task_label";
+    case format::EventId::loop_suspend: return "loop_suspend";
+    case format::EventId::loop_resume: return "loop_resume";
   }
   return "?";
+}
+
+bool is_task_layer_event(format::EventId type) {
+  return type >= format::EventId::task_create && type <= format::EventId::loop_resume;
+}
+
+// "12.3 us": a duration in the unit that keeps three significant digits readable.
+std::string human_duration(int64_t ns) {
+  if (ns < 1'000) return fmt::format("{} ns", ns);
+  if (ns < 1'000'000) return fmt::format("{:.1f} us", ns / 1e3);
+  if (ns < 1'000'000'000) return fmt::format("{:.2f} ms", ns / 1e6);
+  return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+class TaskPrinter {
+ public:
+  TaskPrinter(const reader::Trace& trace, const model::TaskGraph& graph) : trace_(trace), graph_(graph) {}
+
+  std::string offset(uint64_t ticks) const {
+    return fmt::format("+{:.6f} ms", (trace_.to_unix_ns(ticks) - trace_.to_unix_ns(graph_.first_ticks())) / 1e6);
+  }
+  std::string duration(uint64_t from, uint64_t to) const {
+    return human_duration(trace_.to_unix_ns(to) - trace_.to_unix_ns(from));
+  }
+  std::string thread(uint32_t thread_id) const {
+    const std::string name = trace_.thread_name(thread_id);
+    return name.empty() ? fmt::format("thread {}", thread_id) : fmt::format("thread {} ({})", thread_id, name);
+  }
+  std::string who(model::TaskId id) const {
+    if (id == 0) return "-";
+    const model::Task* task = graph_.find(id);
+    return task ? fmt::format("{} \"{}\"", model::task_id_text(id), task->display_name()) : model::task_id_text(id);
+  }
+
+  void print(const model::Task& task, std::string& out) const {
+    auto add = [&out](std::string_view heading, const std::string& text) {
+      fmt::format_to(std::back_inserter(out), "  {:<11}{}\n", heading, text);
+    };
+    fmt::format_to(std::back_inserter(out), "{} {} \"{}\"", model::task_id_text(task.id),
+                   format::task_kind_name(task.kind), task.display_name());
+    if (!task.label.empty() && !task.name.empty()) fmt::format_to(std::back_inserter(out), " ({})", task.name);
+    out += '\n';
+    if (task.created)
+      add("created", fmt::format("{} on {} by {}", offset(*task.created), thread(task.created_on_thread),
+                                 who(task.parent)));
+    else
+      add("created", "not in the trace");
+    // Runs grouped by thread, each thread's in time order.
+    std::map<uint32_t, std::vector<const model::RunInterval*>> by_thread;
+    for (const auto& run : task.runs) by_thread[run.thread_id].push_back(&run);
+    for (const auto& [thread_id, runs] : by_thread) {
+      std::string text = thread(thread_id) + ":";
+      for (size_t i = 0; i < runs.size(); ++i)
+        text += fmt::format("{} {} for {}{}", i == 0 ? "" : ",", offset(runs[i]->begin),
+                            duration(runs[i]->begin, runs[i]->end), runs[i]->ended ? "" : " (never ended)");
+      add("ran", text);
+    }
+    if (task.runs.empty()) add("ran", "never");
+    for (const model::TaskId awaited : task.waits_on) add("waits on", who(awaited));
+    if (task.resolved) {
+      std::string text = fmt::format("{} at {}", format::task_outcome_name(task.outcome), offset(*task.resolved));
+      if (!task.outcome_text.empty()) text += fmt::format(" \"{}\"", task.outcome_text);
+      if (task.resolver != 0 && task.resolver != task.id) text += " by " + who(task.resolver);
+      add("resolved", text);
+    } else {
+      add("resolved", "never");
+    }
+    for (const auto& note : task.notes) add("note", fmt::format("{} \"{}\"", offset(note.ticks), note.text));
+  }
+
+ private:
+  const reader::Trace& trace_;
+  const model::TaskGraph& graph_;
+};
+
+int dump_tasks(const reader::Trace& trace, const DumpOptions& options, uint64_t& printed) {
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  TaskPrinter printer(trace, graph);
+  uint64_t edges[3] = {};
+  for (const auto& edge : graph.edges()) ++edges[static_cast<size_t>(edge.kind)];
+  fmt::print("{} tasks; edges: {} created-by, {} waits-on, {} resolved-by\n", graph.tasks().size(), edges[0], edges[1],
+             edges[2]);
+  std::string text;
+  for (const auto& task : graph.tasks()) {
+    if (!matches(options.name, task.display_name())) continue;
+    text.clear();
+    printer.print(task, text);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    if (++printed == options.limit) break;
+  }
+  uint64_t idle_ns = 0;
+  for (const auto& idle : graph.idle()) idle_ns += trace.to_unix_ns(idle.end) - trace.to_unix_ns(idle.begin);
+  if (!graph.idle().empty())
+    fmt::print("event loops idle for {} in all ({} stretches)\n", human_duration(static_cast<int64_t>(idle_ns)),
+               graph.idle().size());
+  for (const auto& problem : graph.problems()) fmt::print(stderr, "chronicle: warning: {}\n", problem);
+  return 0;
 }
 
 int run_dump(const DumpOptions& options) {
@@ -43,23 +150,51 @@ int run_dump(const DumpOptions& options) {
     reader::Trace trace(directory);
     if (traces.size() > 1)
       fmt::print("# {} (pid {}, {})\n", directory, trace.description().pid, trace.description().process_name);
+    if (options.tasks) {
+      dump_tasks(trace, options, printed);
+      if (options.limit != 0 && printed >= options.limit) break;
+      continue;
+    }
     std::map<uint32_t, std::string> thread_labels;
     for (const auto& stream : trace.streams()) thread_labels[stream.thread_id] = trace.thread_name(stream.thread_id);
     trace.for_each_event([&](const reader::Event& event) {
+      const bool task_layer = is_task_layer_event(event.type);
       const reader::Site* site = trace.site(event.name_id);
-      const std::string unknown = fmt::format("#{}", event.name_id);
-      const std::string& category = site ? site->category : unknown;
+      const std::string unknown = task_layer ? std::string() : fmt::format("#{}", event.name_id);
+      const std::string task_category = "task";
+      const std::string& category = task_layer ? task_category : site ? site->category : unknown;
       const std::string& name = site ? site->name : unknown;
       if (!matches(options.category, category) || !matches(options.name, name)) return true;
       line.clear();
-      fmt::format_to(std::back_inserter(line), "{} {:>7} {:<15} {:<10} {}/{}", trace.format_time(event.ticks),
-                     event.thread_id, thread_labels[event.thread_id], type_name(event.type), category, name);
+      fmt::format_to(std::back_inserter(line), "{} {:>7} {:<15} {:<10} {}{}{}", trace.format_time(event.ticks),
+                     event.thread_id, thread_labels[event.thread_id], type_name(event.type), category,
+                     name.empty() ? "" : "/", name);
       switch (event.type) {
         case format::EventId::counter: fmt::format_to(std::back_inserter(line), " value={}", event.value); break;
         case format::EventId::counter_float:
           fmt::format_to(std::back_inserter(line), " value={}", event.value_float);
           break;
         case format::EventId::note: fmt::format_to(std::back_inserter(line), " text=\"{}\"", event.text); break;
+        case format::EventId::task_create:
+          fmt::format_to(std::back_inserter(line), " task={} parent={} kind={}", model::task_id_text(event.task),
+                         model::task_id_text(event.related_task), format::task_kind_name(event.task_kind));
+          break;
+        case format::EventId::task_run_begin:
+        case format::EventId::task_run_end:
+          fmt::format_to(std::back_inserter(line), " task={}", model::task_id_text(event.task));
+          break;
+        case format::EventId::task_wait:
+          fmt::format_to(std::back_inserter(line), " task={} awaited={}", model::task_id_text(event.task),
+                         model::task_id_text(event.related_task));
+          break;
+        case format::EventId::task_resolve:
+          fmt::format_to(std::back_inserter(line), " task={} resolver={} outcome={} text=\"{}\"",
+                         model::task_id_text(event.task), model::task_id_text(event.related_task),
+                         format::task_outcome_name(event.outcome), event.text);
+          break;
+        case format::EventId::task_label:
+          fmt::format_to(std::back_inserter(line), " task={} text=\"{}\"", model::task_id_text(event.task), event.text);
+          break;
         default: break;
       }
       line += '\n';
@@ -85,7 +220,10 @@ Command add_dump(CLI::App& app) {
   command->add_option("directory", options->directory, "Trace directory")->required();
   command->add_option("--category", options->category, "Only events of this category (a glob pattern)");
   command->add_option("--name", options->name, "Only events of this name (a glob pattern)");
-  command->add_option("--limit", options->limit, "Stop after this many events");
+  command->add_option("--limit", options->limit, "Stop after this many events (with --tasks: tasks)");
+  command->add_flag("--tasks", options->tasks,
+                    "Print the task graph instead: each task with its kind, label, creator, runs per thread, waits, "
+                    "resolution and notes (--name filters tasks by label)");
   return {command, [options] { return run_dump(*options); }};
 }
 

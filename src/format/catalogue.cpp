@@ -13,6 +13,25 @@ constexpr FieldSpec kCounterFloat[] = {{"name_id", FieldType::u32}, {"value", Fi
 constexpr FieldSpec kSiteDefinition[] = {{"name_id", FieldType::u32},  {"kind", FieldType::u8},
                                          {"category", FieldType::string}, {"name", FieldType::string},
                                          {"file", FieldType::string},     {"line", FieldType::u32}};
+// Names by value; the order follows TaskKind and TaskOutcome in layout.hpp.
+constexpr std::string_view kTaskKindNames[] = {"unknown", "coroutine", "promise", "handler", "timer", "io"};
+constexpr std::string_view kTaskOutcomeNames[] = {"ok", "failed", "cancelled"};
+static_assert(std::size(kTaskKindNames) == kTaskKindCount);
+static_assert(std::size(kTaskOutcomeNames) == kTaskOutcomeCount);
+
+// Task ids are u64 (thread index << 40 | the thread's counter); 0 means "no task" (a parent or
+// resolver outside any task, e.g. the event loop itself).
+constexpr FieldSpec kTaskCreate[] = {{"task", FieldType::u64},
+                                     {"parent", FieldType::u64},
+                                     {"kind", FieldType::u8, kTaskKindNames},
+                                     {"name_id", FieldType::u32}};
+constexpr FieldSpec kTaskOnly[] = {{"task", FieldType::u64}};
+constexpr FieldSpec kTaskWait[] = {{"task", FieldType::u64}, {"awaited", FieldType::u64}};
+constexpr FieldSpec kTaskResolve[] = {{"task", FieldType::u64},
+                                      {"resolver", FieldType::u64},
+                                      {"outcome", FieldType::u8, kTaskOutcomeNames},
+                                      {"text", FieldType::string}};
+constexpr FieldSpec kTaskLabel[] = {{"task", FieldType::u64}, {"text", FieldType::string}};
 constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name", FieldType::string}};
 
 constexpr auto id(EventId e) { return static_cast<uint32_t>(e); }
@@ -45,6 +64,14 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::note), "note", kNote},
     EventSpec{kStreamThread, id(EventId::counter), "counter", kCounter},
     EventSpec{kStreamThread, id(EventId::counter_float), "counter_float", kCounterFloat},
+    EventSpec{kStreamThread, id(EventId::task_create), "task_create", kTaskCreate},
+    EventSpec{kStreamThread, id(EventId::task_run_begin), "task_run_begin", kTaskOnly},
+    EventSpec{kStreamThread, id(EventId::task_run_end), "task_run_end", kTaskOnly},
+    EventSpec{kStreamThread, id(EventId::task_wait), "task_wait", kTaskWait},
+    EventSpec{kStreamThread, id(EventId::task_resolve), "task_resolve", kTaskResolve},
+    EventSpec{kStreamThread, id(EventId::task_label), "task_label", kTaskLabel},
+    EventSpec{kStreamThread, id(EventId::loop_suspend), "loop_suspend", {}},
+    EventSpec{kStreamThread, id(EventId::loop_resume), "loop_resume", {}},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
 });
@@ -94,6 +121,16 @@ std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, s
     offset += size;
   }
   return offset;
+}
+
+std::string_view task_kind_name(TaskKind kind) {
+  const auto index = static_cast<size_t>(kind);
+  return index < std::size(kTaskKindNames) ? kTaskKindNames[index] : "unknown";
+}
+
+std::string_view task_outcome_name(TaskOutcome outcome) {
+  const auto index = static_cast<size_t>(outcome);
+  return index < std::size(kTaskOutcomeNames) ? kTaskOutcomeNames[index] : "?";
 }
 
 std::string_view field_type_name(FieldType type) {

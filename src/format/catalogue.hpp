@@ -17,6 +17,8 @@ enum class FieldType : uint8_t { u8, u32, u64, s64, f64, string };
 struct FieldSpec {
   std::string_view name;
   FieldType type;
+  // When set, the integer's values are named (by index) and the metadata declares a CTF enum.
+  std::span<const std::string_view> enumerators = {};
 };
 
 struct EventSpec {
@@ -48,5 +50,9 @@ inline const EventSpec* lookup_event(const EventTable& table, uint32_t stream_id
 std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, size_t available);
 
 std::string_view field_type_name(FieldType type);
+
+// The names the metadata gives task kinds and outcomes ("unknown"/"?" for a value out of range).
+std::string_view task_kind_name(TaskKind kind);
+std::string_view task_outcome_name(TaskOutcome outcome);
 
 }  // namespace chronicle::format

@@ -183,7 +183,16 @@ std::string make_metadata(const TraceDescription& trace) {
     out += fmt::format("  id = {};\n", event.id);
     out += fmt::format("  stream_id = {};\n", event.stream_id);
     add("  fields := struct {");
-    for (const FieldSpec& field : event.fields) out += fmt::format("    {} _{};\n", tsdl_type(field.type), field.name);
+    for (const FieldSpec& field : event.fields) {
+      if (field.enumerators.empty()) {
+        out += fmt::format("    {} _{};\n", tsdl_type(field.type), field.name);
+        continue;
+      }
+      out += fmt::format("    enum : {} {{", tsdl_type(field.type));
+      for (size_t value = 0; value < field.enumerators.size(); ++value)
+        out += fmt::format("{} {} = {}", value == 0 ? "" : ",", field.enumerators[value], value);
+      out += fmt::format(" }} _{};\n", field.name);
+    }
     add("  };");
     add("};");
   }

@@ -255,7 +255,15 @@ bool Trace::StreamCursor::next(Event& event) {
   event.value_float = 0;
   event.text = {};
   event.depth = static_cast<uint32_t>(open_spans_.size());
-  if (raw.payload_size >= 4 && type != format::EventId::span_end) event.name_id = load<uint32_t>(raw.payload);
+  event.task = 0;
+  event.related_task = 0;
+  event.task_kind = format::TaskKind::unknown;
+  event.outcome = format::TaskOutcome::ok;
+  // Payload sizes were checked against the catalogue by the decoder.
+  const bool starts_with_name = type == format::EventId::span_begin || type == format::EventId::instant ||
+                                type == format::EventId::note || type == format::EventId::counter ||
+                                type == format::EventId::counter_float;
+  if (starts_with_name) event.name_id = load<uint32_t>(raw.payload);
   switch (type) {
     case format::EventId::span_begin: open_spans_.push_back(event.name_id); break;
     case format::EventId::span_end:
@@ -269,6 +277,28 @@ bool Trace::StreamCursor::next(Event& event) {
     case format::EventId::counter_float: event.value_float = load<double>(raw.payload + 4); break;
     case format::EventId::note:
       event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 4), raw.payload_size - 5);
+      break;
+    case format::EventId::task_create:
+      event.task = load<uint64_t>(raw.payload);
+      event.related_task = load<uint64_t>(raw.payload + 8);
+      event.task_kind = static_cast<format::TaskKind>(raw.payload[16]);
+      event.name_id = load<uint32_t>(raw.payload + 17);
+      break;
+    case format::EventId::task_run_begin:
+    case format::EventId::task_run_end: event.task = load<uint64_t>(raw.payload); break;
+    case format::EventId::task_wait:
+      event.task = load<uint64_t>(raw.payload);
+      event.related_task = load<uint64_t>(raw.payload + 8);
+      break;
+    case format::EventId::task_resolve:
+      event.task = load<uint64_t>(raw.payload);
+      event.related_task = load<uint64_t>(raw.payload + 8);
+      event.outcome = static_cast<format::TaskOutcome>(raw.payload[16]);
+      event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 17), raw.payload_size - 18);
+      break;
+    case format::EventId::task_label:
+      event.task = load<uint64_t>(raw.payload);
+      event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 8), raw.payload_size - 9);
       break;
     default: break;
   }

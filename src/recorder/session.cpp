@@ -366,21 +366,28 @@ uint32_t intern_site(Site& site) {
 void emit_note(Site& site, uint32_t generation, const char* text, size_t length) {
   ThreadWriter* writer = writer_for(site, generation);
   if (!writer) return;
-  Session* session = session_of(generation);
+  const uint32_t id = site.id.load(std::memory_order_relaxed);
+  emit_with_text(*writer, format::EventId::note, &id, sizeof id, text, length);
+}
+
+void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size,
+                    const char* text, size_t length) {
+  Session* session = session_of(writer.generation);
   if (!session) return;
-  // A note never spans packets: longer text is cut to what one packet holds.
-  const size_t room = session->header->packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - 5;
+  // An event never spans packets: longer text is cut to what one packet holds.
+  const size_t room =
+      session->header->packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - fixed_size - 1;
   length = std::min(length, room);
   uint64_t ticks = read_ticks();
-  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(format::EventId::note), 4 + length + 1, ticks);
+  uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), fixed_size + length + 1, ticks);
   if (!out) return;
-  const uint32_t id = site.id.load(std::memory_order_relaxed);
-  std::memcpy(out, &id, 4);
-  std::memcpy(out + 4, text, length);
-  out[4 + length] = '\0';
+  std::memcpy(out, fixed, fixed_size);
+  uint8_t* text_out = out + fixed_size;
+  if (length > 0) std::memcpy(text_out, text, length);
+  text_out[length] = '\0';
   // An embedded NUL would end the CTF string early; keep the event's size honest.
-  std::replace(out + 4, out + 4 + length, '\0', ' ');
-  commit_event(*writer, out + 4 + length + 1, ticks);
+  std::replace(text_out, text_out + length, uint8_t{'\0'}, uint8_t{' '});
+  commit_event(writer, text_out + length + 1, ticks);
 }
 
 }  // namespace detail

@@ -81,7 +81,24 @@ enum class EventId : uint32_t {
   note = 3,
   counter = 4,
   counter_float = 5,
+  // The task layer (chronicle/task.hpp). Task ids are u64s made by the writing thread.
+  task_create = 6,
+  task_run_begin = 7,
+  task_run_end = 8,
+  task_wait = 9,
+  task_resolve = 10,
+  task_label = 11,
+  loop_suspend = 12,
+  loop_resume = 13,
 };
+
+// What a task is; stored as a u8 in task_create (a CTF enum in the metadata).
+enum class TaskKind : uint8_t { unknown = 0, coroutine = 1, promise = 2, handler = 3, timer = 4, io = 5 };
+inline constexpr uint8_t kTaskKindCount = 6;
+
+// How a task ended; stored as a u8 in task_resolve (a CTF enum in the metadata).
+enum class TaskOutcome : uint8_t { ok = 0, failed = 1, cancelled = 2 };
+inline constexpr uint8_t kTaskOutcomeCount = 3;
 
 // Ids of the events of the strings stream.
 enum class DefinitionId : uint32_t {
@@ -93,6 +110,7 @@ enum class DefinitionId : uint32_t {
 // The metric kinds are sites built at run time for a metric (name and labels) by
 // chronicle/metrics.hpp; their counter events carry, for metric_counter, the increment (sum them
 // for the total), for metric_gauge the new value, for metric_histogram one observation.
+// `task`: the name a task is created with (a coroutine's function, an Asio operation).
 enum class SiteKind : uint8_t {
   span = 0,
   instant = 1,
@@ -101,6 +119,7 @@ enum class SiteKind : uint8_t {
   metric_counter = 4,
   metric_gauge = 5,
   metric_histogram = 6,
+  task = 7,
 };
 
 // ---- the shared-memory session file -------------------------------------------------------

@@ -155,6 +155,12 @@ CHRONICLE_INLINE void emit_counter(Site& site, uint32_t generation, Value value)
 // Free text: truncated to what one packet holds.
 void emit_note(Site& site, uint32_t generation, const char* text, size_t length);
 
+// An event whose payload is `fixed_size` bytes of fixed fields followed by a NUL-terminated
+// string (embedded NULs become spaces; the text is cut to what one packet holds). For a writer
+// that writer_for() returned.
+void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size,
+                    const char* text, size_t length);
+
 class ScopedSpan {
  public:
   CHRONICLE_INLINE explicit ScopedSpan(Site& site) {

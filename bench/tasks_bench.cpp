@@ -1,0 +1,166 @@
+// What the task layer costs: a co_await in chronicle::task<T> against the same await in a bare
+// coroutine type with no trace points, and an Asio handler with and without the tracking
+// header. Built twice: tasks_bench (Asio tracking on) and tasks_bench_untracked (plain Asio);
+// compare the BM_AsioPost lines of the two. Figures: docs/performance-tasks.md.
+#include <benchmark/benchmark.h>
+
+#include <asio.hpp>
+#include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
+#include <coroutine>
+#include <filesystem>
+#include <optional>
+#include <unistd.h>
+
+namespace {
+
+// A session that records into the flight recorder's rings in /dev/shm: the writer does all its
+// work, and no collector thread competes for the machine's cores.
+class Session {
+ public:
+  explicit Session(bool on) {
+    if (!on) return;
+    chronicle::Config config;
+    config.mode = chronicle::Mode::flight;
+    config.buffer_size = size_t{64} << 20;
+    if (!chronicle::start(config)) throw std::runtime_error(chronicle::last_error());
+  }
+  ~Session() { chronicle::stop(); }
+};
+
+// The baseline: a lazy task with the same shape as chronicle::task<int> (continuation, value,
+// symmetric transfer) and nothing else.
+template <typename T>
+class bare_task {
+ public:
+  struct promise_type {
+    std::coroutine_handle<> continuation;
+    std::optional<T> value;
+    std::exception_ptr error;
+    bare_task get_return_object() { return bare_task(std::coroutine_handle<promise_type>::from_promise(*this)); }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    struct Final {
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        return h.promise().continuation ? h.promise().continuation : std::noop_coroutine();
+      }
+      void await_resume() noexcept {}
+    };
+    Final final_suspend() noexcept { return {}; }
+    void return_value(T v) { value.emplace(v); }
+    void unhandled_exception() { error = std::current_exception(); }
+  };
+  bare_task(bare_task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  ~bare_task() {
+    if (handle_) handle_.destroy();
+  }
+  bool await_ready() { return false; }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) {
+    handle_.promise().continuation = awaiting;
+    return handle_;
+  }
+  T await_resume() {
+    if (handle_.promise().error) std::rethrow_exception(handle_.promise().error);
+    return *handle_.promise().value;
+  }
+  void start() { handle_.resume(); }
+  T result() { return *handle_.promise().value; }
+
+ private:
+  explicit bare_task(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
+  std::coroutine_handle<promise_type> handle_;
+};
+
+// Suspends and is resumed at once (await_suspend returns false): a suspension point with no
+// scheduler behind it, so what is measured is the await machinery and its trace points.
+struct Yield {
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<>) const noexcept { return false; }
+  void await_resume() const noexcept {}
+};
+
+constexpr int kAwaitsPerTask = 1000;
+
+chronicle::task<int> traced_yields() {
+  for (int i = 0; i < kAwaitsPerTask; ++i) co_await Yield{};
+  co_return 1;
+}
+
+bare_task<int> bare_yields() {
+  for (int i = 0; i < kAwaitsPerTask; ++i) co_await Yield{};
+  co_return 1;
+}
+
+chronicle::task<int> traced_leaf(int value) { co_return value; }
+chronicle::task<int> traced_awaits_children() {
+  int sum = 0;
+  for (int i = 0; i < kAwaitsPerTask; ++i) sum += co_await traced_leaf(i);
+  co_return sum;
+}
+
+bare_task<int> bare_leaf(int value) { co_return value; }
+bare_task<int> bare_awaits_children() {
+  int sum = 0;
+  for (int i = 0; i < kAwaitsPerTask; ++i) sum += co_await bare_leaf(i);
+  co_return sum;
+}
+
+// One suspending co_await (run end + run begin when traced).
+void BM_AwaitYield_Bare(benchmark::State& state) {
+  for (auto _ : state) {
+    auto task = bare_yields();
+    task.start();
+    benchmark::DoNotOptimize(task.result());
+  }
+  state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
+}
+void BM_AwaitYield_Chronicle(benchmark::State& state) {
+  Session session(state.range(0) != 0);
+  for (auto _ : state) benchmark::DoNotOptimize(chronicle::sync_wait(traced_yields()));
+  state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
+}
+BENCHMARK(BM_AwaitYield_Bare);
+BENCHMARK(BM_AwaitYield_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
+
+// Creating a child task and awaiting it to its end (create, wait, run end/begin of the parent,
+// run begin/end and resolve of the child when traced).
+void BM_AwaitChildTask_Bare(benchmark::State& state) {
+  for (auto _ : state) {
+    auto task = bare_awaits_children();
+    task.start();
+    benchmark::DoNotOptimize(task.result());
+  }
+  state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
+}
+void BM_AwaitChildTask_Chronicle(benchmark::State& state) {
+  Session session(state.range(0) != 0);
+  for (auto _ : state) benchmark::DoNotOptimize(chronicle::sync_wait(traced_awaits_children()));
+  state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
+}
+BENCHMARK(BM_AwaitChildTask_Bare);
+BENCHMARK(BM_AwaitChildTask_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
+
+// A posted handler run by io_context: with the tracking header, create + resolve + run
+// begin/end when traced.
+constexpr int kHandlersPerBatch = 1000;
+void BM_AsioPost(benchmark::State& state) {
+  Session session(state.range(0) != 0);
+  asio::io_context io(1);
+  int64_t calls = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kHandlersPerBatch; ++i) asio::post(io, [&calls] { ++calls; });
+    io.run();
+    io.restart();
+  }
+  benchmark::DoNotOptimize(calls);
+  state.SetItemsProcessed(state.iterations() * kHandlersPerBatch);
+}
+#ifdef ASIO_CUSTOM_HANDLER_TRACKING
+BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Tracked")->ArgName("tracing")->Arg(0)->Arg(1);
+#else
+BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Untracked")->ArgName("tracing")->Arg(0);
+#endif
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,48 @@
+// Asio handler tracking as chronicle tasks. Build an unmodified Asio program with
+//
+//   -DASIO_CUSTOM_HANDLER_TRACKING='"chronicle/asio_tracking.hpp"'
+//
+// (Boost.Asio: BOOST_ASIO_CUSTOM_HANDLER_TRACKING='"chronicle/boost_asio_tracking.hpp"') and
+// link chronicle: every asynchronous operation and posted handler becomes a task.
+//
+//   Asio hook              chronicle event
+//   creation               task_create: parent = the handler running now, kind from the object
+//                          (socket: io, deadline_timer: timer, io_context/strand/...: handler),
+//                          name "object.operation" ("socket.async_receive"), plus " in
+//                          async_read" when a composed operation started it
+//   invocation begin       task_resolve (ok; cancelled on operation_aborted; failed with
+//                          ec.message() otherwise), then task_run_begin; the handler is the
+//                          thread's current task while it runs
+//   invocation end         task_run_end
+//   completion destroyed   task_resolve cancelled when the handler is destroyed uninvoked (the
+//   without invocation     io_context shut down); task_run_end when the handler threw
+//   operation              an instant "object.operation" (socket.close, timer.cancel) in the
+//                          running handler
+//   reactor hooks          nothing (see below)
+//
+// Idle time: Asio 1.22 has no hook around its blocking wait (epoll_wait in the scheduler), so
+// loop_suspend/loop_resume cannot be recorded from here; the gaps between the runs of a loop
+// thread's handlers show it instead. A program with its own loop calls chronicle::loop_suspend()
+// and loop_resume() (or LoopIdleScope) around its wait.
+//
+// This header is included by Asio's own detail/handler_tracking.hpp, at global scope.
+#pragma once
+
+#include "chronicle/detail/asio_hooks.hpp"
+
+#define ASIO_INHERIT_TRACKED_HANDLER : public ::chronicle::asio_tracking::TrackedHandler
+#define ASIO_ALSO_INHERIT_TRACKED_HANDLER , public ::chronicle::asio_tracking::TrackedHandler
+#define ASIO_HANDLER_TRACKING_INIT (void)0
+#define ASIO_HANDLER_LOCATION(args) ::chronicle::asio_tracking::Location chronicle_tracked_location args
+#define ASIO_HANDLER_CREATION(args) ::chronicle::asio_tracking::creation args
+#define ASIO_HANDLER_COMPLETION(args) ::chronicle::asio_tracking::Completion tracked_completion args
+#define ASIO_HANDLER_INVOCATION_BEGIN(args) tracked_completion.invocation_begin args
+#define ASIO_HANDLER_INVOCATION_END tracked_completion.invocation_end()
+#define ASIO_HANDLER_OPERATION(args) ::chronicle::asio_tracking::operation args
+#define ASIO_HANDLER_REACTOR_REGISTRATION(args) (void)0
+#define ASIO_HANDLER_REACTOR_DEREGISTRATION(args) (void)0
+#define ASIO_HANDLER_REACTOR_READ_EVENT 1
+#define ASIO_HANDLER_REACTOR_WRITE_EVENT 2
+#define ASIO_HANDLER_REACTOR_ERROR_EVENT 4
+#define ASIO_HANDLER_REACTOR_EVENTS(args) (void)0
+#define ASIO_HANDLER_REACTOR_OPERATION(args) (void)0

@@ -1,0 +1,429 @@
+// chronicle::task<T>: a lazy C++20 coroutine that records itself as a task.
+//
+//   chronicle::task<int> read_block(int n) {       // created: named "read_block" (its function)
+//     co_await pool.schedule();                     // runs on: the pool's threads from here on
+//     co_return n * 2;                              // resolved: ok
+//   }
+//   chronicle::task<int> handle() {
+//     int a = co_await read_block(1);               // waits on: read_block's task
+//     int b = co_await read_block(2).named("second read");  // an explicit label
+//     co_return a + b;                              // an escaping exception: resolved failed
+//   }
+//   int total = chronicle::sync_wait(handle());
+//
+// Every co_await in a task<T> ends the task's run on this thread and begins another where it
+// resumes, so its run intervals show where and how long it really ran. The thread's current
+// task is the coroutine while it runs: the spans, notes, counters and tasks it makes are its.
+#pragma once
+
+#include <condition_variable>
+#include <coroutine>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "chronicle/task.hpp"
+
+namespace chronicle {
+
+template <typename T = void>
+class task;
+
+namespace detail {
+
+// The awaiter an awaitable gives: its operator co_await, member or free, or itself.
+template <typename Awaitable>
+decltype(auto) awaiter_of(Awaitable&& awaitable) {
+  if constexpr (requires { std::forward<Awaitable>(awaitable).operator co_await(); })
+    return std::forward<Awaitable>(awaitable).operator co_await();
+  else if constexpr (requires { operator co_await(std::forward<Awaitable>(awaitable)); })
+    return operator co_await(std::forward<Awaitable>(awaitable));
+  else
+    return std::forward<Awaitable>(awaitable);
+}
+
+inline std::string exception_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& caught) {
+    return caught.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+class TaskPromiseBase {
+ public:
+  // The coroutine's own source location names it (GCC gives the coroutine function's).
+  explicit TaskPromiseBase(std::source_location where)
+      : id_(create_task(TaskKind::coroutine, TaskName(where))) {}
+
+  TaskId id() const { return id_; }
+
+  // A run begins where the coroutine resumes and ends where it suspends. The thread's current
+  // task is restored at the end, so runs nest correctly through symmetric transfer. When the
+  // task that handed control over already recorded this run's beginning (at the same instant
+  // as its own events), only the current task changes here.
+  void begin_run() {
+    previous_current_ = exchange_current_task(id_);
+    if (!std::exchange(run_begin_recorded_, false)) begin_task_run(id_);
+  }
+  void end_run() {
+    end_task_run(id_);
+    exchange_current_task(previous_current_);
+  }
+
+  // This task awaits `child`, which starts now on this thread: the wait, this run's end and
+  // the child's run's beginning are one instant.
+  void hand_over_to(TaskPromiseBase& child) {
+#ifndef CHRONICLE_DISABLE
+    detail::TaskEventBatch batch;
+    batch.wait(id_, child.id_);
+    batch.task_event(format::EventId::task_run_end, id_);
+    batch.task_event(format::EventId::task_run_begin, child.id_);
+    child.run_begin_recorded_ = batch.active() && child.id_ != 0;
+#endif
+    child.awaiting_ = this;
+    exchange_current_task(previous_current_);
+  }
+
+  // The coroutine is done: its success (a failure was recorded as it escaped), its run's end,
+  // and the awaiting task's resumption are one instant.
+  void finish() noexcept {
+#ifndef CHRONICLE_DISABLE
+    detail::TaskEventBatch batch;
+    if (succeeded_) batch.resolve_quiet(id_, id_, TaskOutcome::ok);
+    batch.task_event(format::EventId::task_run_end, id_);
+    if (awaiting_) {
+      batch.task_event(format::EventId::task_run_begin, awaiting_->id_);
+      awaiting_->run_begin_recorded_ = batch.active() && awaiting_->id_ != 0;
+    }
+#endif
+    exchange_current_task(previous_current_);
+  }
+
+  struct InitialAwaiter {
+    TaskPromiseBase& promise;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<>) const noexcept {}
+    void await_resume() const noexcept { promise.begin_run(); }
+  };
+  InitialAwaiter initial_suspend() noexcept { return {*this}; }
+
+  struct FinalAwaiter {
+    bool await_ready() const noexcept { return false; }
+    template <typename Promise>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> handle) const noexcept {
+      TaskPromiseBase& promise = handle.promise();
+      promise.finish();
+      return promise.continuation_ ? promise.continuation_ : std::noop_coroutine();
+    }
+    void await_resume() const noexcept {}
+  };
+  FinalAwaiter final_suspend() noexcept { return {}; }
+
+  void unhandled_exception() noexcept {
+    error_ = std::current_exception();
+    if (id_ != 0) resolve_task(id_, TaskOutcome::failed, exception_text(error_), id_);
+  }
+
+  // Wraps every co_await in the coroutine so that suspending ends the run and resuming begins
+  // one, and awaiting another task<T> records the wait.
+  template <typename Awaitable>
+  auto await_transform(Awaitable&& awaitable);
+
+  void set_continuation(std::coroutine_handle<> continuation) { continuation_ = continuation; }
+  void rethrow_if_failed() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ protected:
+  // Recorded when the coroutine finishes (finish()), with its run's end.
+  void resolved_ok() { succeeded_ = true; }
+
+ private:
+  TaskId id_;
+  TaskId previous_current_ = 0;
+  std::coroutine_handle<> continuation_;
+  std::exception_ptr error_;
+  TaskPromiseBase* awaiting_ = nullptr;  // the task<T> that awaits this one, if a task<T> does
+  bool run_begin_recorded_ = false;
+  bool succeeded_ = false;
+};
+
+template <typename Inner>
+class TracedAwaiter {
+ public:
+  TracedAwaiter(TaskPromiseBase& promise, Inner&& inner) : promise_(promise), inner_(std::forward<Inner>(inner)) {}
+
+  bool await_ready() { return inner_.await_ready(); }
+
+  template <typename Promise>
+  auto await_suspend(std::coroutine_handle<Promise> handle) {
+    // Ended before the hand-off: once inner_ has the handle, another thread may resume the
+    // coroutine (and destroy this awaiter with its frame) at any moment.
+    if constexpr (requires { inner_.awaited_promise(); })
+      promise_.hand_over_to(inner_.awaited_promise());
+    else
+      promise_.end_run();
+    try {
+      return inner_.await_suspend(handle);
+    } catch (...) {
+      promise_.begin_run();  // still running here: the exception goes on in the coroutine
+      throw;
+    }
+  }
+
+  decltype(auto) await_resume() {
+    promise_.begin_run();
+    return inner_.await_resume();
+  }
+
+ private:
+  TaskPromiseBase& promise_;
+  Inner inner_;  // a reference when the awaitable is an lvalue awaiter, a value otherwise
+};
+
+template <typename Awaitable>
+auto TaskPromiseBase::await_transform(Awaitable&& awaitable) {
+  using Inner = decltype(awaiter_of(std::forward<Awaitable>(awaitable)));
+  return TracedAwaiter<Inner>(*this, awaiter_of(std::forward<Awaitable>(awaitable)));
+}
+
+template <typename T>
+class TaskPromise : public TaskPromiseBase {
+ public:
+  explicit TaskPromise(std::source_location where = std::source_location::current()) : TaskPromiseBase(where) {}
+  task<T> get_return_object() noexcept;
+  template <typename Value>
+  void return_value(Value&& value) {
+    value_.emplace(std::forward<Value>(value));
+    resolved_ok();
+  }
+  T take() {
+    rethrow_if_failed();
+    return std::move(*value_);
+  }
+
+ private:
+  std::optional<T> value_;
+};
+
+template <>
+class TaskPromise<void> : public TaskPromiseBase {
+ public:
+  explicit TaskPromise(std::source_location where = std::source_location::current()) : TaskPromiseBase(where) {}
+  task<void> get_return_object() noexcept;
+  void return_void() { resolved_ok(); }
+  void take() { rethrow_if_failed(); }
+};
+
+}  // namespace detail
+
+// Lazy: the coroutine starts when awaited (or given to sync_wait), and runs until its first
+// suspension on the awaiting thread.
+template <typename T>
+class [[nodiscard]] task {
+ public:
+  using promise_type = detail::TaskPromise<T>;
+
+  task(task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  task& operator=(task&& other) noexcept {
+    if (this != &other) {
+      if (handle_) handle_.destroy();
+      handle_ = std::exchange(other.handle_, {});
+    }
+    return *this;
+  }
+  ~task() {
+    if (handle_) handle_.destroy();
+  }
+
+  // The task's id in the trace (0 when not tracing).
+  TaskId id() const { return handle_ ? handle_.promise().id() : 0; }
+
+  // Gives the task a label ("B.read") in place of its function's name.
+  task&& named(std::string_view label) && {
+    label_task(id(), label);
+    return std::move(*this);
+  }
+
+  class Awaiter {
+   public:
+    explicit Awaiter(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
+    bool await_ready() const noexcept { return !handle_; }
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+      handle_.promise().set_continuation(awaiting);
+      return handle_;  // start it: symmetric transfer, no stack growth
+    }
+    T await_resume() { return handle_.promise().take(); }
+    detail::TaskPromiseBase& awaited_promise() const { return handle_.promise(); }
+
+   private:
+    std::coroutine_handle<promise_type> handle_;
+  };
+  // The task is consumed by being awaited: its result is taken from it.
+  Awaiter operator co_await() && noexcept { return Awaiter(handle_); }
+
+ private:
+  friend promise_type;
+  explicit task(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
+  std::coroutine_handle<promise_type> handle_;
+};
+
+template <typename T>
+task<T> detail::TaskPromise<T>::get_return_object() noexcept {
+  return task<T>(std::coroutine_handle<TaskPromise<T>>::from_promise(*this));
+}
+
+inline task<void> detail::TaskPromise<void>::get_return_object() noexcept {
+  return task<void>(std::coroutine_handle<TaskPromise<void>>::from_promise(*this));
+}
+
+// A fixed set of threads that resume coroutines: `co_await pool.schedule()` moves the awaiting
+// coroutine onto one of them. Its threads mark their idle time as loop suspend/resume.
+class thread_pool {
+ public:
+  explicit thread_pool(unsigned threads, std::string name = "pool") {
+    workers_.reserve(threads);
+    for (unsigned i = 0; i < threads; ++i)
+      workers_.emplace_back([this, thread_name = name + "-" + std::to_string(i)] { work(thread_name); });
+  }
+  // Runs what is queued, then joins the threads.
+  ~thread_pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& worker : workers_) worker.join();
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  void post(std::coroutine_handle<> handle) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(handle);
+    }
+    wake_.notify_one();
+  }
+
+  struct ScheduleAwaiter {
+    thread_pool& pool;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> handle) const { pool.post(handle); }
+    void await_resume() const noexcept {}
+  };
+  ScheduleAwaiter schedule() { return {*this}; }
+
+ private:
+  void work(const std::string& thread_name) {
+    set_thread_name(thread_name);
+    std::unique_lock lock(mutex_);
+    while (true) {
+      if (queue_.empty()) {
+        if (stopping_) return;
+        LoopIdleScope idle;
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        continue;
+      }
+      std::coroutine_handle<> next = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      next.resume();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::coroutine_handle<>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+namespace detail {
+
+// Shared between sync_wait and the coroutine that drives the task to its end.
+template <typename T>
+struct SyncWaitState {
+  std::mutex mutex;
+  std::condition_variable done_signal;
+  bool done = false;
+  std::exception_ptr error;
+  std::optional<std::conditional_t<std::is_void_v<T>, bool, T>> value;
+};
+
+// An untraced coroutine: it only carries the task's end back to the waiting thread.
+struct SyncWaitDriver {
+  struct promise_type {
+    std::mutex* mutex = nullptr;
+    std::condition_variable* done_signal = nullptr;
+    bool* done = nullptr;
+    SyncWaitDriver get_return_object() noexcept {
+      return SyncWaitDriver{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    struct Signal {
+      bool await_ready() const noexcept { return false; }
+      void await_suspend(std::coroutine_handle<promise_type> handle) const noexcept {
+        promise_type& promise = handle.promise();
+        std::condition_variable* done_signal = promise.done_signal;
+        std::lock_guard lock(*promise.mutex);
+        *promise.done = true;
+        // Notified under the lock: the waiter cannot return and free the state before.
+        done_signal->notify_one();
+      }
+      void await_resume() const noexcept {}
+    };
+    Signal final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }  // the driver catches everything
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+template <typename T>
+SyncWaitDriver drive(task<T> work, SyncWaitState<T>& state) {
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(work);
+      state.value.emplace(true);
+    } else {
+      state.value.emplace(co_await std::move(work));
+    }
+  } catch (...) {
+    state.error = std::current_exception();
+  }
+}
+
+}  // namespace detail
+
+// Runs `work` to its end, starting it on this thread, and returns its result (or rethrows).
+template <typename T>
+T sync_wait(task<T> work) {
+  detail::SyncWaitState<T> state;
+  detail::SyncWaitDriver driver = detail::drive(std::move(work), state);
+  auto& promise = driver.handle.promise();
+  promise.mutex = &state.mutex;
+  promise.done_signal = &state.done_signal;
+  promise.done = &state.done;
+  driver.handle.resume();
+  {
+    std::unique_lock lock(state.mutex);
+    state.done_signal.wait(lock, [&] { return state.done; });
+  }
+  driver.handle.destroy();
+  if (state.error) std::rethrow_exception(state.error);
+  if constexpr (!std::is_void_v<T>) return std::move(*state.value);
+}
+
+}  // namespace chronicle

@@ -1,0 +1,212 @@
+// The hot path of the task layer: task ids, the thread's current task, and the task events.
+// Like writer.hpp, header-only for inlining; the rare work lives in src/recorder/tasks.cpp.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "chronicle/detail/writer.hpp"
+
+namespace chronicle::detail {
+
+// Per thread: the next task id to hand out and the task running now. Trivial, so the
+// thread_local needs no guard.
+struct TaskThreadState {
+  uint64_t next_id;  // 0 until the thread made its first task
+  uint64_t current;  // 0: no task runs on this thread
+};
+extern thread_local constinit TaskThreadState t_tasks __attribute__((tls_model("initial-exec")));
+
+// Every task event goes through this one site: its category ("task") switches them all, and
+// writer_for() needs a site to check it.
+extern Site g_task_site;
+
+// Slow paths (src/recorder/tasks.cpp).
+uint64_t first_task_id_of_thread();
+// The interned name of a task made at a source location; `function` is a signature that is
+// shortened once ("chronicle::task<int> ns::read(int)" -> "ns::read").
+uint32_t intern_task_name_slow(const char* function, const char* file, uint32_t line);
+// The interned name "object.operation" (plus " in composed" when given) of an Asio operation.
+uint32_t intern_operation_name_slow(const char* object, const char* operation, const char* composed);
+// The interned name of a task named by a string with static storage.
+uint32_t intern_literal_name_slow(const char* name);
+
+// Ids are unique in the process without any shared write: the thread's index sits in the top
+// 24 bits, its own counter in the low 40.
+inline constexpr unsigned kTaskCounterBits = 40;
+
+CHRONICLE_INLINE uint64_t new_task_id() {
+  uint64_t id = t_tasks.next_id;
+  if (id == 0) [[unlikely]]
+    id = first_task_id_of_thread();
+  t_tasks.next_id = id + 1;
+  return id;
+}
+
+// A small per-thread cache in front of the interning slow paths, keyed by the addresses of the
+// static strings that name a task (literal, source location or Asio operation), so a task's
+// creation costs no lock and no hashing of text.
+struct TaskNameCacheEntry {
+  const void* first;
+  const void* second;
+  const void* third;
+  uint32_t line;
+  uint32_t id;
+};
+inline constexpr size_t kTaskNameCacheSize = 64;
+extern thread_local constinit TaskNameCacheEntry t_task_names[kTaskNameCacheSize]
+    __attribute__((tls_model("initial-exec")));
+
+CHRONICLE_INLINE TaskNameCacheEntry& task_name_slot(const void* first, const void* second, const void* third,
+                                                  uint32_t line) {
+  uintptr_t mixed = reinterpret_cast<uintptr_t>(first) ^ (reinterpret_cast<uintptr_t>(second) >> 3) ^
+                    (reinterpret_cast<uintptr_t>(third) >> 5) ^ line;
+  mixed ^= mixed >> 7;
+  mixed ^= mixed >> 13;
+  return t_task_names[mixed % kTaskNameCacheSize];
+}
+
+CHRONICLE_INLINE uint32_t task_name_from_location(const char* function, const char* file, uint32_t line) {
+  TaskNameCacheEntry& slot = task_name_slot(function, file, nullptr, line);
+  if (slot.first == function && slot.second == file && slot.third == nullptr && slot.line == line) [[likely]]
+    return slot.id;
+  const uint32_t id = intern_task_name_slow(function, file, line);
+  slot = {function, file, nullptr, line, id};
+  return id;
+}
+
+// Line ~0 marks the entries of operation names, so they never match a location's.
+inline constexpr uint32_t kOperationNameLine = ~uint32_t{0};
+
+CHRONICLE_INLINE uint32_t task_name_from_operation(const char* object, const char* operation, const char* composed) {
+  TaskNameCacheEntry& slot = task_name_slot(object, operation, composed, kOperationNameLine);
+  if (slot.first == object && slot.second == operation && slot.third == composed && slot.line == kOperationNameLine)
+      [[likely]]
+    return slot.id;
+  const uint32_t id = intern_operation_name_slow(object, operation, composed);
+  slot = {object, operation, composed, kOperationNameLine, id};
+  return id;
+}
+
+// Line ~0 - 1 marks literal names.
+inline constexpr uint32_t kLiteralNameLine = ~uint32_t{0} - 1;
+
+CHRONICLE_INLINE uint32_t task_name_from_literal(const char* name) {
+  TaskNameCacheEntry& slot = task_name_slot(name, nullptr, nullptr, kLiteralNameLine);
+  if (slot.first == name && slot.second == nullptr && slot.line == kLiteralNameLine) [[likely]]
+    return slot.id;
+  const uint32_t id = intern_literal_name_slow(name);
+  slot = {name, nullptr, nullptr, kLiteralNameLine, id};
+  return id;
+}
+
+// The writer for a task event, or nullptr when tracing is off (one load and one branch) or the
+// "task" category is.
+CHRONICLE_INLINE ThreadWriter* task_writer() {
+  const uint32_t generation = g_generation.load(std::memory_order_relaxed);
+  if (generation == 0) [[likely]]
+    return nullptr;
+  return writer_for(g_task_site, generation);
+}
+
+// Writes an event whose payload is `size` bytes of fixed fields.
+CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, const uint8_t* payload, size_t size) {
+  uint64_t ticks = read_ticks();
+  uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), size, ticks);
+  if (!out) return;
+  if (size > 0) std::memcpy(out, payload, size);
+  commit_event(writer, out + size, ticks);
+}
+
+CHRONICLE_INLINE void emit_task_create(ThreadWriter& writer, uint64_t task, uint64_t parent, format::TaskKind kind,
+                                       uint32_t name_id) {
+  uint8_t payload[8 + 8 + 1 + 4];
+  std::memcpy(payload, &task, 8);
+  std::memcpy(payload + 8, &parent, 8);
+  payload[16] = static_cast<uint8_t>(kind);
+  std::memcpy(payload + 17, &name_id, 4);
+  emit_fixed(writer, format::EventId::task_create, payload, sizeof payload);
+}
+
+CHRONICLE_INLINE void emit_task_event(format::EventId event, uint64_t task) {
+  if (ThreadWriter* writer = task_writer()) [[unlikely]] {
+    uint8_t payload[8];
+    std::memcpy(payload, &task, 8);
+    emit_fixed(*writer, event, payload, sizeof payload);
+  }
+}
+
+CHRONICLE_INLINE void emit_task_pair(format::EventId event, uint64_t task, uint64_t other) {
+  if (ThreadWriter* writer = task_writer()) [[unlikely]] {
+    uint8_t payload[16];
+    std::memcpy(payload, &task, 8);
+    std::memcpy(payload + 8, &other, 8);
+    emit_fixed(*writer, event, payload, sizeof payload);
+  }
+}
+
+CHRONICLE_INLINE void emit_loop_event(format::EventId event) {
+  if (ThreadWriter* writer = task_writer()) [[unlikely]]
+    emit_fixed(*writer, event, nullptr, 0);
+}
+
+// A resolution without text (most are: every success) stays inline: its size is fixed.
+CHRONICLE_INLINE void emit_task_resolve_quiet(ThreadWriter& writer, uint64_t task, uint64_t resolver,
+                                              format::TaskOutcome outcome) {
+  uint8_t payload[8 + 8 + 1 + 1];
+  std::memcpy(payload, &task, 8);
+  std::memcpy(payload + 8, &resolver, 8);
+  payload[16] = static_cast<uint8_t>(outcome);
+  payload[17] = 0;  // the empty text
+  emit_fixed(writer, format::EventId::task_resolve, payload, sizeof payload);
+}
+
+// Task events that happen at one instant (a coroutine handing over to another: its wait, its
+// run's end and the other's run's beginning) share one clock read, which is most of an
+// event's cost.
+class TaskEventBatch {
+ public:
+  CHRONICLE_INLINE TaskEventBatch() : writer_(task_writer()) {
+    if (writer_) [[unlikely]]
+      ticks_ = read_ticks();
+  }
+  CHRONICLE_INLINE bool active() const { return writer_ != nullptr; }
+  CHRONICLE_INLINE void task_event(format::EventId event, uint64_t task) {
+    if (!writer_ || task == 0) return;
+    uint8_t payload[8];
+    std::memcpy(payload, &task, 8);
+    write(event, payload, sizeof payload);
+  }
+  CHRONICLE_INLINE void wait(uint64_t task, uint64_t awaited) {
+    if (!writer_ || task == 0 || awaited == 0) return;
+    uint8_t payload[16];
+    std::memcpy(payload, &task, 8);
+    std::memcpy(payload + 8, &awaited, 8);
+    write(format::EventId::task_wait, payload, sizeof payload);
+  }
+  CHRONICLE_INLINE void resolve_quiet(uint64_t task, uint64_t resolver, format::TaskOutcome outcome) {
+    if (!writer_ || task == 0) return;
+    uint8_t payload[8 + 8 + 1 + 1];
+    std::memcpy(payload, &task, 8);
+    std::memcpy(payload + 8, &resolver, 8);
+    payload[16] = static_cast<uint8_t>(outcome);
+    payload[17] = 0;  // the empty text
+    write(format::EventId::task_resolve, payload, sizeof payload);
+  }
+
+ private:
+  CHRONICLE_INLINE void write(format::EventId event, const uint8_t* payload, size_t size) {
+    uint8_t* out = begin_event(*writer_, static_cast<uint32_t>(event), size, ticks_);
+    if (!out) return;
+    std::memcpy(out, payload, size);
+    commit_event(*writer_, out + size, ticks_);
+  }
+  ThreadWriter* writer_;
+  uint64_t ticks_ = 0;
+};
+
+void emit_task_resolve(ThreadWriter& writer, uint64_t task, uint64_t resolver, format::TaskOutcome outcome,
+                       const char* text, size_t length);
+void emit_task_label(ThreadWriter& writer, uint64_t task, const char* text, size_t length);
+
+}  // namespace chronicle::detail

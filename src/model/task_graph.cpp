@@ -1,0 +1,288 @@
+#include "model/task_graph.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace chronicle::model {
+namespace {
+
+// Garbage can name millions of unknown tasks; past this many, problems are only counted.
+constexpr size_t kMaxProblems = 200;
+
+}  // namespace
+
+std::string task_id_text(TaskId id) {
+  constexpr unsigned kCounterBits = 40;
+  const uint64_t thread = id >> kCounterBits;
+  const uint64_t counter = id & ((uint64_t{1} << kCounterBits) - 1);
+  if (id == 0) return "-";
+  return thread == 0 ? fmt::format("t?{}", id) : fmt::format("t{}.{}", thread, counter);
+}
+
+std::string_view edge_kind_name(EdgeKind kind) {
+  switch (kind) {
+    case EdgeKind::created_by: return "created-by";
+    case EdgeKind::waits_on: return "waits-on";
+    case EdgeKind::resolved_by: return "resolved-by";
+  }
+  return "?";
+}
+
+uint64_t Task::busy_ticks() const {
+  uint64_t total = 0;
+  for (const auto& run : runs) total += run.end - run.begin;
+  return total;
+}
+
+const Task* TaskGraph::find(TaskId id) const {
+  auto found = index_.find(id);
+  return found == index_.end() ? nullptr : &tasks_[found->second];
+}
+
+std::vector<const Task*> TaskGraph::children(TaskId id) const {
+  std::vector<const Task*> out;
+  for (const auto& task : tasks_)
+    if (task.parent == id && task.seen_created) out.push_back(&task);
+  return out;
+}
+
+TaskGraphBuilder::TaskGraphBuilder(SiteNames site_names) : site_names_(std::move(site_names)) {}
+
+void TaskGraphBuilder::note_problem(std::string problem) {
+  if (graph_.problems_.size() < kMaxProblems) graph_.problems_.push_back(std::move(problem));
+  else ++problems_dropped_;
+}
+
+Task& TaskGraphBuilder::task(TaskId id, uint64_t ticks, const char* role) {
+  auto [found, inserted] = graph_.index_.try_emplace(id, graph_.tasks_.size());
+  if (inserted) {
+    Task fresh;
+    fresh.id = id;
+    graph_.tasks_.push_back(std::move(fresh));
+    if (role) first_mention_[id] = {role, ticks};
+  }
+  return graph_.tasks_[found->second];
+}
+
+void TaskGraphBuilder::add(const reader::Event& event) {
+  using format::EventId;
+  last_ticks_ = std::max(last_ticks_, event.ticks);
+  first_ticks_ = std::min(first_ticks_, event.ticks);
+  const bool is_task_event = event.type >= EventId::task_create && event.type <= EventId::task_label;
+  if (is_task_event && event.task == 0) {
+    note_problem(fmt::format("a {} event at tick {} names task 0 (no task)", static_cast<uint32_t>(event.type),
+                             event.ticks));
+    return;
+  }
+  auto& running = running_[event.thread_id];
+  switch (event.type) {
+    case EventId::task_create: {
+      const bool known = graph_.index_.count(event.task) != 0;
+      Task& created = task(event.task, event.ticks, nullptr);
+      if (created.seen_created) {
+        note_problem(fmt::format("task {} is created twice (again at tick {})", task_id_text(event.task), event.ticks));
+        break;
+      }
+      if (known) {
+        auto mention = first_mention_.find(event.task);
+        note_problem(fmt::format("task {} is named by a {} before its creation at tick {}", task_id_text(event.task),
+                                 mention != first_mention_.end() ? mention->second.first : "event", event.ticks));
+      }
+      created.seen_created = true;
+      created.created = event.ticks;
+      created.created_on_thread = event.thread_id;
+      created.kind = event.task_kind;
+      created.parent = event.related_task;
+      created.name = site_names_ ? site_names_(event.name_id) : std::string();
+      if (event.related_task != 0) {
+        // Index, not reference: task() may grow the vector.
+        task(event.related_task, event.ticks, event.related_task == event.task ? nullptr : "parent");
+        if (event.related_task == event.task)
+          note_problem(fmt::format("task {} names itself as its parent", task_id_text(event.task)));
+        graph_.edges_.push_back({EdgeKind::created_by, event.task, event.related_task, event.ticks});
+      }
+      break;
+    }
+    case EventId::task_run_begin: {
+      Task& started = task(event.task, event.ticks, "run begin");
+      for (const auto& open : running)
+        if (open.task == event.task)
+          note_problem(fmt::format("task {} begins to run on thread {} at tick {} while it already runs there",
+                                   task_id_text(event.task), event.thread_id, event.ticks));
+      started.runs.push_back({event.thread_id, event.ticks, event.ticks, false});
+      running.push_back({event.task, started.runs.size() - 1});
+      break;
+    }
+    case EventId::task_run_end: {
+      task(event.task, event.ticks, "run end");
+      auto match = std::find_if(running.rbegin(), running.rend(),
+                                [&](const Running& open) { return open.task == event.task; });
+      if (match == running.rend()) {
+        note_problem(fmt::format("task {} ends a run on thread {} at tick {} that never began",
+                                 task_id_text(event.task), event.thread_id, event.ticks));
+        break;
+      }
+      // Runs opened inside this one and never ended end with it, marked unended.
+      const size_t keep = static_cast<size_t>(running.rend() - match) - 1;
+      for (size_t i = running.size(); i-- > keep;) {
+        Task& owner = graph_.tasks_[graph_.index_.at(running[i].task)];
+        RunInterval& run = owner.runs[running[i].run];
+        run.end = event.ticks;
+        run.ended = i == keep;
+        if (i != keep)
+          note_problem(fmt::format("task {} has no run end on thread {}: cut at tick {} where {} ends its run",
+                                   task_id_text(owner.id), event.thread_id, event.ticks, task_id_text(event.task)));
+      }
+      running.resize(keep);
+      break;
+    }
+    case EventId::task_wait: {
+      task(event.task, event.ticks, "wait");
+      if (event.related_task == 0) {
+        note_problem(fmt::format("task {} waits on task 0 at tick {}", task_id_text(event.task), event.ticks));
+        break;
+      }
+      task(event.related_task, event.ticks, "wait");
+      graph_.tasks_[graph_.index_.at(event.task)].waits_on.push_back(event.related_task);
+      graph_.edges_.push_back({EdgeKind::waits_on, event.task, event.related_task, event.ticks});
+      break;
+    }
+    case EventId::task_resolve: {
+      if (event.related_task != 0 && event.related_task != event.task)
+        task(event.related_task, event.ticks, "resolve (as the resolver)");
+      Task& resolved = task(event.task, event.ticks, "resolve");
+      if (resolved.resolved) {
+        note_problem(fmt::format("task {} is resolved again at tick {} (the first resolution is kept)",
+                                 task_id_text(event.task), event.ticks));
+        break;
+      }
+      resolved.resolved = event.ticks;
+      resolved.outcome = event.outcome;
+      resolved.outcome_text = std::string(event.text);
+      resolved.resolver = event.related_task;
+      if (event.related_task != 0 && event.related_task != event.task)
+        graph_.edges_.push_back({EdgeKind::resolved_by, event.task, event.related_task, event.ticks});
+      break;
+    }
+    case EventId::task_label: task(event.task, event.ticks, "label").label = std::string(event.text); break;
+    case EventId::loop_suspend: {
+      if (idle_open_.count(event.thread_id)) {
+        note_problem(fmt::format("the loop of thread {} suspends twice (tick {})", event.thread_id, event.ticks));
+        break;
+      }
+      loop_threads_.insert(event.thread_id);
+      idle_open_[event.thread_id] = graph_.idle_.size();
+      graph_.idle_.push_back({event.thread_id, event.ticks, event.ticks, false});
+      break;
+    }
+    case EventId::loop_resume: {
+      auto open = idle_open_.find(event.thread_id);
+      if (open == idle_open_.end()) {
+        // A loop's first event may be a resume: it went idle before the trace began.
+        if (!loop_threads_.insert(event.thread_id).second)
+          note_problem(fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id,
+                                   event.ticks));
+        break;
+      }
+      graph_.idle_[open->second].end = event.ticks;
+      graph_.idle_[open->second].ended = true;
+      idle_open_.erase(open);
+      break;
+    }
+    case EventId::span_begin:
+    case EventId::instant:
+    case EventId::note:
+    case EventId::counter:
+    case EventId::counter_float: {
+      // What a thread records belongs to the task running on it (the innermost one): the run
+      // intervals say which, so these events need no task field and cost nothing more.
+      if (running.empty()) break;
+      Task& owner = graph_.tasks_[graph_.index_.at(running.back().task)];
+      std::string text = site_names_ ? site_names_(event.name_id) : std::string();
+      if (event.type == EventId::note) text = std::string(event.text);
+      else if (event.type == EventId::counter) text += fmt::format(" = {}", event.value);
+      else if (event.type == EventId::counter_float) text += fmt::format(" = {}", event.value_float);
+      owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
+      break;
+    }
+    case EventId::span_end: break;
+  }
+}
+
+void TaskGraphBuilder::check_wait_cycles() {
+  // Iterative depth-first search over waits-on edges: a wait that reaches back to a task on the
+  // current path is a cycle (a deadlock, or corrupt data). Iterative so a long chain cannot
+  // overflow the stack; each task is finished once, so it ends on any input.
+  enum class Mark : uint8_t { unseen, on_path, done };
+  std::vector<Mark> marks(graph_.tasks_.size(), Mark::unseen);
+  struct Frame {
+    size_t task;
+    size_t next_wait;
+  };
+  for (size_t root = 0; root < graph_.tasks_.size(); ++root) {
+    if (marks[root] != Mark::unseen) continue;
+    std::vector<Frame> path{{root, 0}};
+    marks[root] = Mark::on_path;
+    while (!path.empty()) {
+      Frame& frame = path.back();
+      const auto& waits = graph_.tasks_[frame.task].waits_on;
+      if (frame.next_wait == waits.size()) {
+        marks[frame.task] = Mark::done;
+        path.pop_back();
+        continue;
+      }
+      const size_t next = graph_.index_.at(waits[frame.next_wait++]);
+      if (marks[next] == Mark::unseen) {
+        marks[next] = Mark::on_path;
+        path.push_back({next, 0});
+      } else if (marks[next] == Mark::on_path) {
+        std::string cycle;
+        auto from = std::find_if(path.begin(), path.end(), [&](const Frame& f) { return f.task == next; });
+        for (; from != path.end(); ++from) cycle += task_id_text(graph_.tasks_[from->task].id) + " -> ";
+        cycle += task_id_text(graph_.tasks_[next].id);
+        note_problem("tasks wait on each other in a cycle: " + cycle);
+      }
+    }
+  }
+}
+
+TaskGraph TaskGraphBuilder::finish() {
+  for (auto& [thread, running] : running_) {
+    for (const auto& open : running) {
+      Task& owner = graph_.tasks_[graph_.index_.at(open.task)];
+      owner.runs[open.run].end = last_ticks_;
+      note_problem(fmt::format("task {} was still running on thread {} when the trace ended (no run end)",
+                               task_id_text(owner.id), thread));
+    }
+    running.clear();
+  }
+  for (const auto& [id, mention] : first_mention_)
+    if (!graph_.tasks_[graph_.index_.at(id)].seen_created)
+      note_problem(fmt::format("task {} is never created in the trace (first named by a {} at tick {})",
+                               task_id_text(id), mention.first, mention.second));
+  first_mention_.clear();
+  for (auto& [thread, index] : idle_open_) graph_.idle_[index].end = last_ticks_;
+  idle_open_.clear();
+  check_wait_cycles();
+  graph_.first_ticks_ = first_ticks_ == ~uint64_t{0} ? 0 : first_ticks_;
+  graph_.last_ticks_ = last_ticks_;
+  if (problems_dropped_ > 0) graph_.problems_.push_back(fmt::format("... and {} more problems", problems_dropped_));
+  problems_dropped_ = 0;
+  return std::move(graph_);
+}
+
+TaskGraph build_task_graph(const reader::Trace& trace) {
+  TaskGraphBuilder builder([&trace](uint32_t site_id) {
+    const reader::Site* site = trace.site(site_id);
+    return site ? site->name : std::string();
+  });
+  trace.for_each_event([&](const reader::Event& event) {
+    builder.add(event);
+    return true;
+  });
+  return builder.finish();
+}
+
+}  // namespace chronicle::model

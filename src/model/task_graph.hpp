@@ -1,0 +1,149 @@
+// The task graph of a trace: every task (kind, name, label, creation and resolution, the
+// intervals it ran on each thread, its notes, its outcome) and the edges between tasks
+// (created-by, waits-on, resolved-by). Built from the reader's events; the CLI, the tests and
+// later tools (stats, viewer, critical path) share it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::model {
+
+using TaskId = uint64_t;
+
+// "t3.17": the 17th task made by the 3rd thread that made tasks (ids are index << 40 | counter);
+// "-" for 0 (no task); "t?N" for an id no thread makes.
+std::string task_id_text(TaskId id);
+
+struct RunInterval {
+  uint32_t thread_id = 0;
+  uint64_t begin = 0;  // ticks
+  uint64_t end = 0;    // ticks; the trace's last time when the run never ended
+  bool ended = true;   // false: no run_end (the program crashed or the trace was cut)
+};
+
+// Something recorded on a thread while the task ran there: a note's text, or an instant's or
+// a span's name.
+struct TaskNote {
+  uint64_t ticks = 0;
+  uint32_t thread_id = 0;
+  format::EventId type = format::EventId::note;
+  std::string text;
+};
+
+struct Task {
+  TaskId id = 0;
+  format::TaskKind kind = format::TaskKind::unknown;
+  std::string name;   // from creation: a coroutine's function, an Asio operation
+  std::string label;  // the last task_label; empty if none
+  TaskId parent = 0;  // the creating task; 0: created outside any task
+  uint32_t created_on_thread = 0;
+  std::optional<uint64_t> created;   // ticks; none when the trace has no creation (before it began)
+  std::optional<uint64_t> resolved;  // ticks; none when never resolved in the trace
+  format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
+  std::string outcome_text;                                // error text of a failure or cancellation
+  TaskId resolver = 0;
+  std::vector<RunInterval> runs;  // in order of their beginning
+  std::vector<TaskId> waits_on;   // in order of the waits
+  std::vector<TaskNote> notes;
+  // The trace never shows this task created (it is known only from other events): events
+  // were lost, or it was made before the trace began.
+  bool seen_created = false;
+
+  // The label, or else the name: what to call the task.
+  const std::string& display_name() const { return label.empty() ? name : label; }
+  uint64_t busy_ticks() const;
+};
+
+enum class EdgeKind : uint8_t { created_by, waits_on, resolved_by };
+std::string_view edge_kind_name(EdgeKind kind);
+
+// `from` created-by/waits-on/resolved-by `to`, at `ticks`.
+struct Edge {
+  EdgeKind kind = EdgeKind::created_by;
+  TaskId from = 0;
+  TaskId to = 0;
+  uint64_t ticks = 0;
+};
+
+// A stretch of time in which a thread's event loop had no work.
+struct IdleInterval {
+  uint32_t thread_id = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  bool ended = true;
+};
+
+class TaskGraph {
+ public:
+  // Tasks in order of first appearance (creation, normally).
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::vector<Edge>& edges() const { return edges_; }
+  const std::vector<IdleInterval>& idle() const { return idle_; }
+  // Ticks of the first and last events seen (task or not); 0 when there were none.
+  uint64_t first_ticks() const { return first_ticks_; }
+  uint64_t last_ticks() const { return last_ticks_; }
+  // Inconsistencies found in the events (unknown tasks, unmatched run ends, wait cycles...),
+  // one sentence each. The graph is still whole: the builder never gives up.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  const Task* find(TaskId id) const;
+  // Tasks created by `id`, in creation order.
+  std::vector<const Task*> children(TaskId id) const;
+
+ private:
+  friend class TaskGraphBuilder;
+  std::vector<Task> tasks_;
+  std::map<TaskId, size_t> index_;
+  std::vector<Edge> edges_;
+  std::vector<IdleInterval> idle_;
+  std::vector<std::string> problems_;
+  uint64_t first_ticks_ = 0;
+  uint64_t last_ticks_ = 0;
+};
+
+// Feeds events in time order (as Trace::for_each_event gives them); finish() closes what was
+// left open and checks the waits for cycles. Robust against any event sequence.
+class TaskGraphBuilder {
+ public:
+  // Names a site id (the task names of task_create, note and span names); may be empty.
+  using SiteNames = std::function<std::string(uint32_t site_id)>;
+  explicit TaskGraphBuilder(SiteNames site_names);
+
+  void add(const reader::Event& event);
+  TaskGraph finish();
+
+ private:
+  Task& task(TaskId id, uint64_t ticks, const char* role);
+  void note_problem(std::string problem);
+  void check_wait_cycles();
+
+  SiteNames site_names_;
+  TaskGraph graph_;
+  // Per thread: the tasks running there, innermost last (a handler may run inside another's
+  // run, as Asio's dispatch does), with their index into Task::runs.
+  struct Running {
+    TaskId task;
+    size_t run;
+  };
+  std::map<uint32_t, std::vector<Running>> running_;
+  std::map<uint32_t, size_t> idle_open_;  // thread -> index in idle_
+  std::set<uint32_t> loop_threads_;        // threads with a loop event so far
+  std::map<uint32_t, std::vector<std::string>> open_spans_;
+  // Tasks known only from other events so far: the first such event's role and time.
+  std::map<TaskId, std::pair<const char*, uint64_t>> first_mention_;
+  uint64_t first_ticks_ = ~uint64_t{0};
+  uint64_t last_ticks_ = 0;
+  size_t problems_dropped_ = 0;
+};
+
+TaskGraph build_task_graph(const reader::Trace& trace);
+
+}  // namespace chronicle::model

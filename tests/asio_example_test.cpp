@@ -1,0 +1,129 @@
+// The traced Asio echo example, recorded by `chronicle record`: its task graph shows, for every
+// connection the server accepted, the accept -> read -> write chain that served it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "model/task_graph.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using model::Task;
+using test::run;
+using test::TemporaryDirectory;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kEchoExample = ECHO_EXAMPLE;
+
+std::vector<const Task*> children_named(const model::TaskGraph& graph, const Task& parent, std::string_view name) {
+  std::vector<const Task*> out;
+  for (const Task* child : graph.children(parent.id))
+    if (child->name == name) out.push_back(child);
+  return out;
+}
+
+TEST(AsioExample, EveryAcceptedConnectionHasItsAcceptReadWriteChain) {
+  constexpr int kConnections = 5;
+  constexpr int kMessages = 20;
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kEchoExample + " " +
+                          std::to_string(kConnections) + " " + std::to_string(kMessages));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  reader::Trace trace(directory / "trace");
+  ASSERT_EQ(trace.events_discarded(), 0u);
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+
+  uint32_t server_thread = 0;
+  for (const auto& stream : trace.streams())
+    if (trace.thread_name(stream.thread_id) == "server") server_thread = stream.thread_id;
+  ASSERT_NE(server_thread, 0u);
+
+  std::vector<const Task*> accepted;
+  int cancelled_accepts = 0;
+  for (const Task& task : graph.tasks()) {
+    // Every handler that ran, ran once, on one thread, to its end.
+    ASSERT_LE(task.runs.size(), 1u) << model::task_id_text(task.id);
+    for (const auto& run : task.runs) EXPECT_TRUE(run.ended);
+    if (task.name != "socket.async_accept") continue;
+    EXPECT_EQ(task.kind, format::TaskKind::io);
+    if (task.outcome == format::TaskOutcome::cancelled) ++cancelled_accepts;
+    else accepted.push_back(&task);
+  }
+  EXPECT_EQ(cancelled_accepts, 1) << "the last accept is cancelled when the server stops";
+  ASSERT_EQ(accepted.size(), size_t{kConnections});
+
+  std::set<std::string> labels;
+  for (const Task* accept : accepted) {
+    SCOPED_TRACE(accept->display_name());
+    labels.insert(accept->label);
+    EXPECT_EQ(accept->outcome, format::TaskOutcome::ok);
+    ASSERT_EQ(accept->runs.size(), 1u);
+    EXPECT_EQ(accept->runs[0].thread_id, server_thread);
+    // accept -> read: the accept handler starts the connection's first read (and the next accept).
+    const auto reads = children_named(graph, *accept, "socket.async_receive");
+    ASSERT_EQ(reads.size(), 1u);
+    EXPECT_EQ(children_named(graph, *accept, "socket.async_accept").size(), 1u);
+    // read -> write -> read -> ... until the client closes: one write per message at least.
+    const Task* read = reads[0];
+    int writes = 0;
+    while (true) {
+      EXPECT_EQ(read->kind, format::TaskKind::io);
+      const auto next_writes = children_named(graph, *read, "socket.async_send in async_write");
+      if (next_writes.empty()) break;
+      ASSERT_EQ(next_writes.size(), 1u);
+      EXPECT_EQ(read->outcome, format::TaskOutcome::ok);
+      ++writes;
+      const auto next_reads = children_named(graph, *next_writes[0], "socket.async_receive");
+      ASSERT_EQ(next_reads.size(), 1u);
+      EXPECT_LE(*next_writes[0]->created, *next_reads[0]->created);
+      read = next_reads[0];
+    }
+    EXPECT_GE(writes, kMessages);
+    // The chain ends with the read that saw the client close.
+    EXPECT_EQ(read->outcome, format::TaskOutcome::failed);
+    EXPECT_EQ(read->outcome_text, "End of file");
+  }
+  std::set<std::string> expected_labels;
+  for (int i = 1; i <= kConnections; ++i) expected_labels.insert("accept connection " + std::to_string(i));
+  EXPECT_EQ(labels, expected_labels);
+
+  // The client's side: each connection labelled, then its first write.
+  int connects = 0;
+  for (const Task& task : graph.tasks()) {
+    if (task.name != "socket.async_connect") continue;
+    ++connects;
+    EXPECT_TRUE(task.label.starts_with("client ")) << task.label;
+    EXPECT_EQ(children_named(graph, task, "socket.async_send in async_write").size(), 1u);
+  }
+  EXPECT_EQ(connects, kConnections);
+}
+
+TEST(AsioExample, DumpTasksPrintsTheGraph) {
+  TemporaryDirectory directory;
+  ASSERT_EQ(run(kCli + " record -q -o " + (directory / "trace") + " -- " + kEchoExample + " 2 3").exit_code, 0);
+  const auto result = run(kCli + " dump --tasks " + (directory / "trace"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  EXPECT_NE(result.out.find("io \"accept connection 1\" (socket.async_accept)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("resolved   cancelled at"), std::string::npos);
+  EXPECT_NE(result.out.find("\"Operation aborted.\""), std::string::npos);
+  EXPECT_NE(result.out.find("(server): +"), std::string::npos);
+  EXPECT_NE(result.out.find("note       +"), std::string::npos);
+  const auto filtered = run(kCli + " dump --tasks --name 'accept connection*' " + (directory / "trace"));
+  size_t tasks = 0;
+  for (size_t at = filtered.out.find("\nt"); at != std::string::npos; at = filtered.out.find("\nt", at + 1)) ++tasks;
+  EXPECT_EQ(tasks, 2u) << filtered.out;
+  // babeltrace2 reads the task events too, kinds and outcomes as enums.
+  const auto babeltrace = run("babeltrace2 " + (directory / "trace"));
+  ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
+  EXPECT_NE(babeltrace.out.find("kind = ( \"io\""), std::string::npos);
+  EXPECT_NE(babeltrace.out.find("outcome = ( \"cancelled\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chronicle

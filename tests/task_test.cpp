@@ -1,0 +1,448 @@
+// The task layer end to end: what task<T>, the task API and the pool record, read back as
+// events and as the task graph; and the graph builder on input that makes no sense.
+#include <gtest/gtest.h>
+
+#include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
+#include <chronicle/task.hpp>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "model/task_graph.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using format::EventId;
+using model::EdgeKind;
+using test::TemporaryDirectory;
+
+Config test_config(const TemporaryDirectory& directory) {
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  return config;
+}
+
+// Only the task layer's events and notes: what these tests look at.
+std::vector<reader::Event> task_events(const reader::Trace& trace) {
+  std::vector<reader::Event> out;
+  for (const auto& event : test::read_all(trace))
+    if ((event.type >= EventId::task_create && event.type <= EventId::task_label) || event.type == EventId::note)
+      out.push_back(event);
+  return out;
+}
+
+// --- a chain of coroutines --------------------------------------------------------------------
+
+task<int> chain_c() {
+  CHRONICLE_NOTE("test", "c starts");
+  throw std::runtime_error("disk on fire");
+  co_return 0;
+}
+
+task<int> chain_b() { co_return co_await chain_c() + 1; }
+
+task<int> chain_a() {
+  try {
+    co_return co_await chain_b();
+  } catch (const std::exception& error) {
+    CHRONICLE_NOTE("test", "a caught {}", error.what());
+  }
+  co_return -1;
+}
+
+struct Expected {
+  EventId type;
+  int task;     // 1: a, 2: b, 3: c, 0: none
+  int related;  // parent, awaited or resolver
+};
+
+TEST(Coroutines, AChainThatFailsGivesExactlyTheExpectedEventsAndGraph) {
+  TemporaryDirectory directory;
+  const Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_EQ(sync_wait(chain_a()), -1);
+  stop();
+
+  reader::Trace trace(config.output);
+  const auto events = task_events(trace);
+  // Ids are learnt from the creations, in order: a, b, c.
+  std::vector<uint64_t> ids = {0};
+  for (const auto& event : events)
+    if (event.type == EventId::task_create) ids.push_back(event.task);
+  ASSERT_EQ(ids.size(), 4u);
+  const Expected expected[] = {
+      {EventId::task_create, 1, 0},    {EventId::task_run_begin, 1, 0}, {EventId::task_create, 2, 1},
+      {EventId::task_wait, 1, 2},      {EventId::task_run_end, 1, 0},   {EventId::task_run_begin, 2, 0},
+      {EventId::task_create, 3, 2},    {EventId::task_wait, 2, 3},      {EventId::task_run_end, 2, 0},
+      {EventId::task_run_begin, 3, 0}, {EventId::note, 3, 0},           {EventId::task_resolve, 3, 3},
+      {EventId::task_run_end, 3, 0},   {EventId::task_run_begin, 2, 0}, {EventId::task_resolve, 2, 2},
+      {EventId::task_run_end, 2, 0},   {EventId::task_run_begin, 1, 0}, {EventId::note, 1, 0},
+      {EventId::task_resolve, 1, 1},   {EventId::task_run_end, 1, 0},
+  };
+  ASSERT_EQ(events.size(), std::size(expected));
+  for (size_t i = 0; i < events.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(events[i].type, expected[i].type);
+    if (expected[i].type == EventId::note) continue;
+    EXPECT_EQ(events[i].task, ids[expected[i].task]);
+    EXPECT_EQ(events[i].related_task, ids[expected[i].related]);
+    EXPECT_EQ(events[i].thread_id, events[0].thread_id);
+  }
+  EXPECT_EQ(events[0].task_kind, format::TaskKind::coroutine);
+  EXPECT_EQ(trace.site(events[0].name_id)->name, "chronicle::chain_a");
+  EXPECT_EQ(trace.site(events[2].name_id)->name, "chronicle::chain_b");
+  EXPECT_EQ(trace.site(events[6].name_id)->name, "chronicle::chain_c");
+  EXPECT_TRUE(trace.site(events[0].name_id)->file.ends_with("task_test.cpp"));
+  EXPECT_EQ(events[10].text, "c starts");
+  EXPECT_EQ(events[11].outcome, format::TaskOutcome::failed);
+  EXPECT_EQ(events[11].text, "disk on fire");
+  EXPECT_EQ(events[14].outcome, format::TaskOutcome::failed);
+  EXPECT_EQ(events[14].text, "disk on fire");
+  EXPECT_EQ(events[17].text, "a caught disk on fire");
+  EXPECT_EQ(events[18].outcome, format::TaskOutcome::ok);
+  EXPECT_EQ(events[18].text, "");
+
+  // The graph, edge by edge.
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  ASSERT_EQ(graph.tasks().size(), 3u);
+  const std::vector<model::Edge>& edges = graph.edges();
+  ASSERT_EQ(edges.size(), 4u);
+  auto expect_edge = [&](size_t index, EdgeKind kind, int from, int to) {
+    SCOPED_TRACE("edge " + std::to_string(index));
+    EXPECT_EQ(edges[index].kind, kind);
+    EXPECT_EQ(edges[index].from, ids[from]);
+    EXPECT_EQ(edges[index].to, ids[to]);
+  };
+  expect_edge(0, EdgeKind::created_by, 2, 1);
+  expect_edge(1, EdgeKind::waits_on, 1, 2);
+  expect_edge(2, EdgeKind::created_by, 3, 2);
+  expect_edge(3, EdgeKind::waits_on, 2, 3);
+
+  const model::Task& a = *graph.find(ids[1]);
+  const model::Task& b = *graph.find(ids[2]);
+  const model::Task& c = *graph.find(ids[3]);
+  EXPECT_EQ(a.name, "chronicle::chain_a");
+  EXPECT_EQ(a.kind, format::TaskKind::coroutine);
+  EXPECT_EQ(a.parent, 0u);
+  EXPECT_EQ(b.parent, a.id);
+  EXPECT_EQ(c.parent, b.id);
+  EXPECT_EQ(a.waits_on, std::vector<uint64_t>{b.id});
+  EXPECT_EQ(b.waits_on, std::vector<uint64_t>{c.id});
+  EXPECT_EQ(a.outcome, format::TaskOutcome::ok);
+  EXPECT_EQ(b.outcome, format::TaskOutcome::failed);
+  EXPECT_EQ(b.outcome_text, "disk on fire");
+  EXPECT_EQ(c.outcome, format::TaskOutcome::failed);
+  EXPECT_EQ(c.resolver, c.id);
+  EXPECT_EQ(a.runs.size(), 2u);
+  EXPECT_EQ(b.runs.size(), 2u);
+  EXPECT_EQ(c.runs.size(), 1u);
+  for (const auto* task : {&a, &b, &c}) {
+    ASSERT_TRUE(task->created && task->resolved);
+    for (const auto& run : task->runs) EXPECT_TRUE(run.ended);
+    EXPECT_LE(*task->created, task->runs.front().begin);
+    EXPECT_LE(*task->resolved, task->runs.back().end);
+  }
+  // b's two runs frame c's; a's second run follows b's last.
+  EXPECT_LE(b.runs[0].end, c.runs[0].begin);
+  EXPECT_LE(c.runs[0].end, b.runs[1].begin);
+  EXPECT_LE(b.runs[1].end, a.runs[1].begin);
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_EQ(c.notes[0].text, "c starts");
+  ASSERT_EQ(a.notes.size(), 1u);
+  EXPECT_EQ(a.notes[0].text, "a caught disk on fire");
+  EXPECT_TRUE(b.notes.empty());
+}
+
+task<std::string> labelled_child() { co_return "done"; }
+
+task<std::string> labelled_parent() { co_return co_await labelled_child().named("B.read"); }
+
+TEST(Coroutines, AnExplicitLabelNamesTheTask) {
+  TemporaryDirectory directory;
+  const Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_EQ(sync_wait(labelled_parent()), "done");
+  stop();
+  reader::Trace trace(config.output);
+  const auto graph = model::build_task_graph(trace);
+  ASSERT_EQ(graph.tasks().size(), 2u);
+  EXPECT_EQ(graph.tasks()[1].label, "B.read");
+  EXPECT_EQ(graph.tasks()[1].display_name(), "B.read");
+  EXPECT_EQ(graph.tasks()[1].name, "chronicle::labelled_child");
+  EXPECT_EQ(graph.tasks()[0].display_name(), "chronicle::labelled_parent");
+}
+
+TEST(Coroutines, RunWithoutASessionAndRecordNothing) {
+  ASSERT_FALSE(active());
+  EXPECT_THROW(sync_wait(chain_b()), std::runtime_error);
+  EXPECT_EQ(sync_wait(chain_a()), -1);
+  EXPECT_EQ(create_task(TaskKind::promise, "ignored"), 0u);
+}
+
+// --- a pool -----------------------------------------------------------------------------------
+
+task<void> hopper(thread_pool& pool, int hops) {
+  for (int hop = 0; hop < hops; ++hop) {
+    co_await pool.schedule();
+    CHRONICLE_COUNTER("test", "hop", hop);
+  }
+}
+
+TEST(Pool, TasksMovingBetweenThreadsKeepTheirIdentityAndRunIntervals) {
+  TemporaryDirectory directory;
+  const Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int kTasks = 4;
+  constexpr int kHops = 25;
+  std::vector<uint32_t> launcher_threads(kTasks);
+  {
+    thread_pool pool(2, "pool");
+    std::vector<std::thread> launchers;
+    for (int i = 0; i < kTasks; ++i)
+      launchers.emplace_back([&pool] { sync_wait(hopper(pool, kHops)); });
+    for (auto& launcher : launchers) launcher.join();
+  }
+  stop();
+
+  reader::Trace trace(config.output);
+  std::set<uint32_t> pool_threads;
+  for (const auto& stream : trace.streams())
+    if (trace.thread_name(stream.thread_id).starts_with("pool-")) pool_threads.insert(stream.thread_id);
+  ASSERT_EQ(pool_threads.size(), 2u);
+
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  ASSERT_EQ(graph.tasks().size(), size_t{kTasks});
+  std::set<uint32_t> used_pool_threads;
+  for (const auto& task : graph.tasks()) {
+    SCOPED_TRACE(model::task_id_text(task.id));
+    EXPECT_EQ(task.name, "chronicle::hopper");
+    ASSERT_EQ(task.runs.size(), size_t{kHops + 1});
+    EXPECT_EQ(pool_threads.count(task.runs[0].thread_id), 0u) << "the first run is on the launching thread";
+    EXPECT_EQ(task.runs[0].thread_id, task.created_on_thread);
+    for (size_t i = 1; i < task.runs.size(); ++i) {
+      EXPECT_EQ(pool_threads.count(task.runs[i].thread_id), 1u);
+      used_pool_threads.insert(task.runs[i].thread_id);
+      EXPECT_LE(task.runs[i - 1].end, task.runs[i].begin) << "a task runs in one place at a time";
+    }
+    for (const auto& run : task.runs) EXPECT_TRUE(run.ended);
+    // Each hop's counter, in order, on the task that made it, on the thread it ran on.
+    ASSERT_EQ(task.notes.size(), size_t{kHops});
+    for (int hop = 0; hop < kHops; ++hop) {
+      EXPECT_EQ(task.notes[hop].text, fmt::format("hop = {}", hop));
+      EXPECT_EQ(task.notes[hop].thread_id, task.runs[hop + 1].thread_id);
+    }
+    EXPECT_EQ(task.outcome, format::TaskOutcome::ok);
+    EXPECT_TRUE(task.resolved.has_value());
+  }
+  EXPECT_FALSE(used_pool_threads.empty());
+  // The pool's threads were idle at least while waiting for the first work.
+  std::set<uint32_t> idle_threads;
+  for (const auto& idle : graph.idle()) {
+    EXPECT_TRUE(idle.ended);
+    EXPECT_LE(idle.begin, idle.end);
+    idle_threads.insert(idle.thread_id);
+  }
+  EXPECT_EQ(idle_threads, pool_threads);
+}
+
+// --- the plain API ----------------------------------------------------------------------------
+
+TEST(TaskApi, APromiseResolvedByATaskOnAnotherThread) {
+  TemporaryDirectory directory;
+  const Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  TaskId main_task = 0;
+  TaskId promise = 0;
+  TaskId resolver = 0;
+  {
+    main_task = create_task(TaskKind::handler, "main");
+    TaskRunScope run(main_task);
+    promise = create_task(TaskKind::promise, "reply");
+    label_task(promise, "B.read");
+    std::thread other([&] {
+      resolver = create_task(TaskKind::handler, "resolver", main_task);
+      TaskRunScope resolver_run(resolver);
+      EXPECT_EQ(current_task(), resolver);
+      CHRONICLE_NOTE("test", "resolving {}", 1);
+      resolve_task(promise, TaskOutcome::cancelled, "shutting down");
+    });
+    task_waits_for(main_task, promise);
+    other.join();
+  }
+  EXPECT_EQ(current_task(), 0u);
+  stop();
+
+  reader::Trace trace(config.output);
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  ASSERT_EQ(graph.tasks().size(), 3u);
+  const auto& reply = *graph.find(promise);
+  EXPECT_EQ(reply.kind, format::TaskKind::promise);
+  EXPECT_EQ(reply.name, "reply");
+  EXPECT_EQ(reply.label, "B.read");
+  EXPECT_EQ(reply.parent, main_task);
+  EXPECT_EQ(reply.outcome, format::TaskOutcome::cancelled);
+  EXPECT_EQ(reply.outcome_text, "shutting down");
+  EXPECT_EQ(reply.resolver, resolver);
+  EXPECT_TRUE(reply.runs.empty());
+  ASSERT_EQ(graph.find(resolver)->notes.size(), 1u);
+  EXPECT_EQ(graph.find(resolver)->notes[0].text, "resolving 1");
+  EXPECT_EQ(graph.find(resolver)->parent, main_task);
+  std::set<std::tuple<EdgeKind, uint64_t, uint64_t>> edges;
+  for (const auto& edge : graph.edges()) edges.insert({edge.kind, edge.from, edge.to});
+  const std::set<std::tuple<EdgeKind, uint64_t, uint64_t>> expected = {
+      {EdgeKind::created_by, promise, main_task},
+      {EdgeKind::created_by, resolver, main_task},
+      {EdgeKind::waits_on, main_task, promise},
+      {EdgeKind::resolved_by, promise, resolver},
+  };
+  EXPECT_EQ(edges, expected);
+  EXPECT_EQ(graph.edges().size(), 4u);
+  // Ids: the thread's index above, its own counter below; two threads, two indexes.
+  EXPECT_NE(resolver >> 40, main_task >> 40);
+  EXPECT_EQ(promise, main_task + 1);
+}
+
+// --- the builder on bad input -----------------------------------------------------------------
+
+reader::Event make(EventId type, uint64_t ticks, uint64_t task, uint64_t related = 0, uint32_t thread = 1) {
+  reader::Event event;
+  event.type = type;
+  event.ticks = ticks;
+  event.task = task;
+  event.related_task = related;
+  event.thread_id = thread;
+  return event;
+}
+
+model::TaskGraph build(const std::vector<reader::Event>& events) {
+  model::TaskGraphBuilder builder([](uint32_t id) { return "site" + std::to_string(id); });
+  for (const auto& event : events) builder.add(event);
+  return builder.finish();
+}
+
+bool any_problem_contains(const model::TaskGraph& graph, std::string_view words) {
+  for (const auto& problem : graph.problems())
+    if (problem.find(words) != std::string::npos) return true;
+  return false;
+}
+
+TEST(TaskGraphBadInput, WaitsAndResolutionsOfUnknownTasksAreKeptAndReported) {
+  const auto graph = build({make(EventId::task_create, 1, 10),
+                            make(EventId::task_wait, 2, 10, 99),
+                            make(EventId::task_resolve, 3, 98, 97)});
+  ASSERT_EQ(graph.tasks().size(), 4u);
+  EXPECT_FALSE(graph.find(99)->seen_created);
+  EXPECT_EQ(graph.find(98)->resolver, 97u);
+  EXPECT_TRUE(any_problem_contains(graph, "task t?99 is never created"));
+  EXPECT_TRUE(any_problem_contains(graph, "task t?98 is never created"));
+  EXPECT_TRUE(any_problem_contains(graph, "task t?97 is never created"));
+  EXPECT_EQ(graph.edges().size(), 2u);
+}
+
+TEST(TaskGraphBadInput, CyclesInWaitsAreReportedOnce) {
+  std::vector<reader::Event> events;
+  for (uint64_t id = 1; id <= 3; ++id) events.push_back(make(EventId::task_create, id, id));
+  events.push_back(make(EventId::task_wait, 4, 1, 2));
+  events.push_back(make(EventId::task_wait, 5, 2, 3));
+  events.push_back(make(EventId::task_wait, 6, 3, 1));
+  events.push_back(make(EventId::task_wait, 7, 3, 3));  // and one on itself
+  const auto graph = build(events);
+  size_t cycles = 0;
+  for (const auto& problem : graph.problems()) cycles += problem.find("cycle") != std::string::npos;
+  EXPECT_EQ(cycles, 2u);
+  EXPECT_TRUE(any_problem_contains(graph, "t?1 -> t?2 -> t?3 -> t?1"));
+  EXPECT_TRUE(any_problem_contains(graph, "t?3 -> t?3"));
+}
+
+TEST(TaskGraphBadInput, AVeryLongWaitChainNeitherOverflowsNorLoops) {
+  std::vector<reader::Event> events;
+  constexpr uint64_t kLength = 200'000;
+  for (uint64_t id = 1; id <= kLength; ++id) events.push_back(make(EventId::task_create, id, id));
+  for (uint64_t id = 1; id < kLength; ++id) events.push_back(make(EventId::task_wait, kLength + id, id, id + 1));
+  const auto graph = build(events);
+  EXPECT_TRUE(graph.problems().empty());
+  EXPECT_EQ(graph.edges().size(), kLength - 1);
+}
+
+TEST(TaskGraphBadInput, MissingRunEndsAreMarkedIncomplete) {
+  const auto graph = build({
+      make(EventId::task_create, 1, 1),
+      make(EventId::task_create, 2, 2),
+      make(EventId::task_run_begin, 3, 1),
+      make(EventId::task_run_begin, 4, 2),  // 2 runs inside 1 and never ends (a crash, say)
+      make(EventId::task_run_end, 6, 1),
+      make(EventId::task_run_begin, 7, 1, 0, 2),  // on another thread, until the trace ends
+      make(EventId::task_run_end, 8, 2, 0, 3),    // ends a run that never began
+      make(EventId::loop_suspend, 9, 0, 0, 4),
+  });
+  const auto& one = *graph.find(1);
+  ASSERT_EQ(one.runs.size(), 2u);
+  EXPECT_TRUE(one.runs[0].ended);
+  EXPECT_EQ(one.runs[0].end, 6u);
+  EXPECT_FALSE(one.runs[1].ended);
+  EXPECT_EQ(one.runs[1].end, 9u);
+  const auto& two = *graph.find(2);
+  ASSERT_EQ(two.runs.size(), 1u);
+  EXPECT_FALSE(two.runs[0].ended);
+  EXPECT_EQ(two.runs[0].end, 6u);
+  EXPECT_TRUE(any_problem_contains(graph, "task t?2 has no run end on thread 1"));
+  EXPECT_TRUE(any_problem_contains(graph, "task t?1 was still running on thread 2 when the trace ended"));
+  EXPECT_TRUE(any_problem_contains(graph, "task t?2 ends a run on thread 3 at tick 8 that never began"));
+  ASSERT_EQ(graph.idle().size(), 1u);
+  EXPECT_FALSE(graph.idle()[0].ended);
+}
+
+TEST(TaskGraphBadInput, DuplicatesAndTaskZeroAreReported) {
+  const auto graph = build({
+      make(EventId::task_create, 1, 1),
+      make(EventId::task_create, 2, 1),
+      make(EventId::task_resolve, 3, 1),
+      make(EventId::task_resolve, 4, 1),
+      make(EventId::task_run_begin, 5, 0),
+      make(EventId::task_create, 6, 5, 5),
+      make(EventId::loop_resume, 7, 0),  // the loop was idle when the trace began: fine
+      make(EventId::loop_suspend, 8, 0),
+      make(EventId::loop_resume, 9, 0),
+      make(EventId::loop_resume, 10, 0),
+  });
+  EXPECT_TRUE(any_problem_contains(graph, "created twice"));
+  EXPECT_TRUE(any_problem_contains(graph, "resolved again"));
+  EXPECT_TRUE(any_problem_contains(graph, "names task 0"));
+  EXPECT_TRUE(any_problem_contains(graph, "names itself as its parent"));
+  EXPECT_TRUE(any_problem_contains(graph, "resumes without suspending (tick 10)"));
+  EXPECT_FALSE(any_problem_contains(graph, "resumes without suspending (tick 7)"));
+  ASSERT_EQ(graph.idle().size(), 1u);
+  EXPECT_EQ(graph.idle()[0].begin, 8u);
+  EXPECT_EQ(*graph.find(1)->resolved, 3u);
+}
+
+TEST(TaskGraphBadInput, RandomEventsNeverCrash) {
+  std::mt19937 random(11);
+  const EventId types[] = {EventId::task_create,  EventId::task_run_begin, EventId::task_run_end,
+                           EventId::task_wait,    EventId::task_resolve,   EventId::task_label,
+                           EventId::loop_suspend, EventId::loop_resume,    EventId::note};
+  for (int round = 0; round < 50; ++round) {
+    std::vector<reader::Event> events;
+    uint64_t ticks = 0;
+    for (int i = 0; i < 2000; ++i) {
+      ticks += random() % 3;
+      events.push_back(make(types[random() % std::size(types)], ticks, random() % 20, random() % 20,
+                            static_cast<uint32_t>(random() % 3)));
+    }
+    const auto graph = build(events);
+    EXPECT_LE(graph.problems().size(), 201u);
+    for (const auto& task : graph.tasks())
+      for (const auto& run : task.runs) EXPECT_LE(run.begin, run.end);
+  }
+}
+
+}  // namespace
+}  // namespace chronicle
