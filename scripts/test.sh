@@ -21,8 +21,8 @@ run_suite() {  # name, build dir, ctest label regex, cmake args...
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-run_suite "ASan+UBSan" build-asan "unit|cli|metrics" -DCHRONICLE_SANITIZE=address,undefined
-run_suite "TSan" build-tsan "unit|metrics" -DCHRONICLE_SANITIZE=thread
+run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task" -DCHRONICLE_SANITIZE=address,undefined
+run_suite "TSan" build-tsan "unit|metrics|task" -DCHRONICLE_SANITIZE=thread
 # Last, so the output ends with the summary of the whole suite.
 run_suite "all tests" build "." 
 exit $failed

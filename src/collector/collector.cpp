@@ -226,7 +226,7 @@ bool Collector::copy_stable(uint32_t channel, uint64_t seq) {
   const uint64_t discarded = live.events_discarded.load(std::memory_order_relaxed);
   std::memcpy(scratch_.data(), packet, content);
   const uint64_t timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
-  format::seqlock_fence(std::memory_order_acquire);
+  format::memory_fence(std::memory_order_acquire);
   if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return false;
   auto* copy = reinterpret_cast<PacketHeader*>(scratch_.data());
   copy->content_size_bits.store(content * 8, std::memory_order_relaxed);

@@ -138,7 +138,7 @@ void ensure_mapping(MetricsRegistry& reg) {
   reg.base = static_cast<uint8_t*>(mapped);
   reg.header = new (mapped) MetricsHeader{};
   fill_header(reg.base, *reg.header);
-  std::atomic_thread_fence(std::memory_order_release);
+  format::memory_fence(std::memory_order_release);
   reg.header->magic = format::kMetricsMagic;  // last: a reader that sees it sees a whole header
   pthread_atfork(nullptr, nullptr, reopen_in_child);
 }

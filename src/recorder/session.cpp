@@ -174,7 +174,7 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
   uint8_t* slot = format::ring_slot(session.base, *session.header, writer.channel, seq);
   auto* packet = reinterpret_cast<PacketHeader*>(slot);
   packet->packet_seq_num.store(format::kSeqRewriting, std::memory_order_relaxed);
-  format::seqlock_fence(std::memory_order_release);
+  format::memory_fence(std::memory_order_release);
   packet->magic = format::kPacketMagic;
   std::memcpy(packet->uuid, session.header->uuid, 16);
   packet->stream_id = format::kStreamThread;
@@ -473,7 +473,7 @@ bool start(const Config& config) {
   for (size_t i = 0; i < reg.categories.size(); ++i) set_category_flag(*session, reg, static_cast<uint16_t>(i));
   for (size_t i = 0; i < reg.sites.size(); ++i) define_site(*session, *reg.sites[i], static_cast<uint32_t>(i + 1));
   // Magic last: a reader that sees it sees a whole header.
-  format::seqlock_fence(std::memory_order_release);
+  format::memory_fence(std::memory_order_release);
   header.magic = format::kShmMagic;
 
   session->generation = reg.next_generation++;

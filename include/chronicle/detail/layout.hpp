@@ -42,10 +42,10 @@ static_assert(sizeof(PacketHeader) == kPacketHeaderSize);
 
 inline constexpr uint64_t kSeqRewriting = ~uint64_t{0};
 
-// The fences of the flight recorder's seqlock. ThreadSanitizer does not model fences (GCC
-// refuses them under -fsanitize=thread); a sequentially consistent read-modify-write of a
-// shared word orders the same accesses in a way it understands.
-inline void seqlock_fence(std::memory_order order) {
+// Fences (the flight recorder's seqlock, publishing a mapping header). ThreadSanitizer does
+// not model fences (GCC refuses them under -fsanitize=thread); a sequentially consistent
+// read-modify-write of a shared word orders the same accesses in a way it understands.
+inline void memory_fence(std::memory_order order) {
 #if defined(__SANITIZE_THREAD__)
   static std::atomic<uint32_t> ordering_word{0};
   ordering_word.fetch_add(0, std::memory_order_seq_cst);
