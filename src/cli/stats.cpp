@@ -1,12 +1,17 @@
-// `chronicle stats --counters DIR`: counter history over a window of a trace (the last 5
-// minutes, since a time, between two times), answered from prefix sums built in one pass.
+// `chronicle stats DIR`: a trace in numbers (a flat profile of spans, threads busy and idle,
+// tasks by kind, counters, losses), `--critical-path TASK`, and `--counters`: counter history
+// over a window (the last 5 minutes, since a time, between two times), from prefix sums.
 #include <fnmatch.h>
 
 #include <cmath>
 #include <ctime>
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/counter_windows.hpp"
+#include "analysis/critical_path.hpp"
+#include "analysis/profile.hpp"
 #include "cli/common.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
@@ -21,6 +26,9 @@ struct StatsOptions {
   std::string since;
   std::vector<std::string> between;
   std::string name;
+  bool json = false;
+  std::string critical_path;
+  size_t top = 30;
 };
 
 std::string cell(double value) {
@@ -67,6 +75,168 @@ int print_counter_windows(const StatsOptions& options) {
   return 0;
 }
 
+std::string duration_text(uint64_t ns) {
+  if (ns < 1'000) return fmt::format("{} ns", ns);
+  if (ns < 1'000'000) return fmt::format("{:.1f} us", static_cast<double>(ns) / 1e3);
+  if (ns < 1'000'000'000) return fmt::format("{:.2f} ms", static_cast<double>(ns) / 1e6);
+  return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
+}
+
+nlohmann::json distribution_json(const analysis::Distribution& d) {
+  return {{"count", d.count}, {"total_ns", d.total}, {"mean_ns", d.mean()}, {"p50_ns", d.p50},
+          {"p90_ns", d.p90},  {"p99_ns", d.p99},     {"max_ns", d.max}};
+}
+
+nlohmann::json profile_json(const analysis::Profile& p) {
+  nlohmann::json out = {{"directory", p.directory},
+                        {"process", p.process_name},
+                        {"pid", p.pid},
+                        {"events", p.events},
+                        {"bytes", p.bytes},
+                        {"bytes_per_event", p.bytes_per_event()},
+                        {"events_per_second", p.events_per_second()},
+                        {"duration_ns", p.duration},
+                        {"discarded", p.discarded},
+                        {"spans", nlohmann::json::array()},
+                        {"threads", nlohmann::json::array()},
+                        {"task_kinds", nlohmann::json::array()},
+                        {"counters", nlohmann::json::array()},
+                        {"problems", p.problems}};
+  for (const auto& span : p.spans) {
+    nlohmann::json entry = distribution_json(span.duration);
+    entry["category"] = span.category;
+    entry["name"] = span.name;
+    entry["self_ns"] = span.self;
+    out["spans"].push_back(entry);
+  }
+  for (const auto& thread : p.threads)
+    out["threads"].push_back({{"thread_id", thread.thread_id}, {"name", thread.name}, {"events", thread.events},
+                              {"busy_ns", thread.busy}, {"idle_ns", thread.idle}, {"span_ns", thread.span},
+                              {"discarded", thread.discarded}});
+  for (const auto& kind : p.task_kinds)
+    out["task_kinds"].push_back({{"kind", kind.kind}, {"count", kind.count}, {"failed", kind.failed},
+                                 {"cancelled", kind.cancelled}, {"unresolved", kind.unresolved},
+                                 {"lifetime", distribution_json(kind.lifetime)},
+                                 {"run_time", distribution_json(kind.run_time)}});
+  for (const auto& counter : p.counters)
+    out["counters"].push_back({{"category", counter.category}, {"name", counter.name}, {"samples", counter.samples},
+                               {"min", counter.min}, {"max", counter.max}, {"last", counter.last},
+                               {"rate_per_second", counter.rate_per_second}});
+  return out;
+}
+
+void print_profile(const analysis::Profile& p, size_t top) {
+  fmt::print("# {} (pid {}, {})\n", p.directory, p.pid, p.process_name);
+  fmt::print("{} events in {}: {:.0f} events/s, {:.2f} bytes/event, {} discarded\n", human_count(p.events),
+             duration_text(p.duration), p.events_per_second(), p.bytes_per_event(), human_count(p.discarded));
+  if (!p.spans.empty()) {
+    fmt::print("\nSpans by self time{}:\n", p.spans.size() > top ? fmt::format(" (top {} of {})", top, p.spans.size()) : "");
+    fmt::print("  {:<36} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "NAME", "COUNT", "SELF", "TOTAL",
+               "MEAN", "P50", "P90", "P99", "MAX");
+    for (size_t i = 0; i < p.spans.size() && i < top; ++i) {
+      const auto& span = p.spans[i];
+      fmt::print("  {:<36} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n", span.category + "/" + span.name,
+                 span.duration.count, duration_text(span.self), duration_text(span.duration.total),
+                 duration_text(static_cast<uint64_t>(span.duration.mean())), duration_text(span.duration.p50),
+                 duration_text(span.duration.p90), duration_text(span.duration.p99), duration_text(span.duration.max));
+    }
+  }
+  fmt::print("\nThreads:\n  {:>8} {:<16} {:>10} {:>11} {:>11} {:>11} {:>10}\n", "TID", "NAME", "EVENTS", "BUSY", "IDLE",
+             "SEEN", "DISCARDED");
+  for (const auto& thread : p.threads)
+    fmt::print("  {:>8} {:<16} {:>10} {:>11} {:>11} {:>11} {:>10}\n", thread.thread_id, thread.name,
+               human_count(thread.events), duration_text(thread.busy), duration_text(thread.idle),
+               duration_text(thread.span), human_count(thread.discarded));
+  if (!p.task_kinds.empty()) {
+    fmt::print("\nTasks by kind:\n  {:<12} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "KIND", "COUNT",
+               "FAILED", "CANCELLED", "OPEN", "LIFE P50", "LIFE P99", "LIFE MAX", "RUN P50", "RUN P99");
+    for (const auto& kind : p.task_kinds)
+      fmt::print("  {:<12} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", kind.kind, kind.count,
+                 kind.failed, kind.cancelled, kind.unresolved, duration_text(kind.lifetime.p50),
+                 duration_text(kind.lifetime.p99), duration_text(kind.lifetime.max), duration_text(kind.run_time.p50),
+                 duration_text(kind.run_time.p99));
+  }
+  if (!p.counters.empty()) {
+    fmt::print("\nCounters:\n  {:<36} {:>9} {:>12} {:>12} {:>12} {:>12}\n", "NAME", "SAMPLES", "MIN", "MAX", "LAST",
+               "RATE/S");
+    for (const auto& counter : p.counters)
+      fmt::print("  {:<36} {:>9} {:>12} {:>12} {:>12} {:>12}\n", counter.category + "/" + counter.name, counter.samples,
+                 cell(counter.min), cell(counter.max), cell(counter.last), cell(counter.rate_per_second));
+  }
+  for (const auto& problem : p.problems) fmt::print(stderr, "chronicle: warning: {}\n", problem);
+}
+
+analysis::ProgressCallback progress_line() {
+  if (!stderr_is_terminal()) return {};
+  return [](uint64_t seen, uint64_t expected) {
+    if (seen >= expected) {
+      fmt::print(stderr, "\r\033[K");
+      return;
+    }
+    fmt::print(stderr, "\rchronicle: reading: {} events (~{:.0f}%)", human_count(seen),
+               100.0 * static_cast<double>(seen) / static_cast<double>(expected));
+  };
+}
+
+int print_critical_path(const reader::Trace& trace, const model::TaskGraph& graph, const StatsOptions& options) {
+  const model::TaskId target = analysis::find_task(graph, options.critical_path);
+  const analysis::CriticalPath path = analysis::critical_path(graph, target);
+  const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
+  auto ns = [frequency](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * 1e9 / frequency); };
+  const model::Task* task = graph.find(target);
+  if (options.json) {
+    nlohmann::json out = {{"task", model::task_id_text(target)},
+                          {"name", task->display_name()},
+                          {"length_ns", ns(path.end - path.start)},
+                          {"steps", nlohmann::json::array()}};
+    for (const auto& step : path.steps)
+      out["steps"].push_back({{"task", model::task_id_text(step.task)}, {"what", step.what},
+                              {"from_ns", ns(step.from - path.start)}, {"contributed_ns", ns(step.to - step.from)}});
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("Critical path of {} \"{}\": {} from {} to its {}\n", model::task_id_text(target), task->display_name(),
+             duration_text(ns(path.end - path.start)), trace.format_time(path.start),
+             task->resolved ? "resolution" : "last activity (never resolved)");
+  fmt::print("  {:>12} {:>11}  {:<40} {}\n", "AT", "CONTRIBUTED", "TASK", "WHAT");
+  for (const auto& step : path.steps)
+    fmt::print("  +{:>11} {:>11}  {:<40} {}\n", duration_text(ns(step.from - path.start)),
+               duration_text(ns(step.to - step.from)), step.task_name, step.what);
+  return 0;
+}
+
+int print_summary(const StatsOptions& options) {
+  const auto traces = reader::find_traces(options.directory);
+  if (traces.empty())
+    throw reader::TraceError(options.directory, 0, "no trace here (no metadata file in it or its subdirectories)");
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < traces.size(); ++i) {
+    reader::Trace trace(traces[i]);
+    model::TaskGraph graph;
+    const analysis::Profile profile = analysis::profile_trace(trace, &graph, progress_line());
+    if (!options.critical_path.empty()) {
+      if (traces.size() > 1) {
+        try {
+          analysis::find_task(graph, options.critical_path);
+        } catch (const std::invalid_argument&) {
+          continue;  // the task belongs to another process of the run
+        }
+      }
+      return print_critical_path(trace, graph, options);
+    }
+    if (options.json) {
+      all.push_back(profile_json(profile));
+    } else {
+      if (i > 0) fmt::print("\n");
+      print_profile(profile, options.top);
+    }
+  }
+  if (!options.critical_path.empty())
+    throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", options.critical_path));
+  if (options.json) fmt::print("{}\n", (all.size() == 1 ? all[0] : all).dump(2));
+  return 0;
+}
+
 }  // namespace
 
 Command add_stats(CLI::App& app) {
@@ -82,14 +252,13 @@ Command add_stats(CLI::App& app) {
   auto* between = command->add_option("--between", options->between, "Window: between two TIMEs")->expected(2);
   last->excludes(since)->excludes(between);
   since->excludes(between);
-  command->add_option("--name", options->name, "Only series whose name matches this glob pattern");
-  return {command, [options] {
-            if (!options->counters) {
-              fmt::print(stderr, "chronicle stats: say what to summarize (--counters)\n");
-              return kExitFailure;
-            }
-            return print_counter_windows(*options);
-          }};
+  command->add_option("--name", options->name, "With --counters: only series whose name matches this glob");
+  command->add_flag("--json", options->json, "Machine-readable output");
+  command->add_option("--top", options->top, "How many span names to list (default 30)");
+  command->add_option("--critical-path", options->critical_path,
+                      "The chain of runs, waits and resolutions that decided when a task (id t3.17, label or "
+                      "name) finished, with the time each step contributed");
+  return {command, [options] { return options->counters ? print_counter_windows(*options) : print_summary(*options); }};
 }
 
 }  // namespace chronicle::cli

@@ -1,0 +1,249 @@
+#include "analysis/profile.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace chronicle::analysis {
+namespace {
+
+struct OpenSpan {
+  uint32_t name_id;
+  uint64_t begin;
+  uint64_t children = 0;
+};
+
+struct SpanAccumulator {
+  LogHistogram durations;
+  uint64_t total = 0;
+  uint64_t self = 0;
+};
+
+struct CounterAccumulator {
+  uint64_t samples = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double first = 0, last = 0;
+  uint64_t first_ticks = 0, last_ticks = 0;
+};
+
+struct ThreadAccumulator {
+  uint64_t events = 0;
+  uint64_t first = 0, last = 0;
+  std::vector<OpenSpan> open;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;  // outermost spans, merged later with task runs
+};
+
+// Sum of the lengths of a set of intervals, overlaps counted once.
+uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t total = 0, cursor = 0;
+  bool started = false;
+  for (const auto& [begin, end] : intervals) {
+    if (end <= begin) continue;
+    if (!started || begin >= cursor) {
+      total += end - begin;
+      cursor = end;
+      started = true;
+    } else if (end > cursor) {
+      total += end - cursor;
+      cursor = end;
+    }
+  }
+  return total;
+}
+
+class Clock {
+ public:
+  explicit Clock(const reader::Trace& trace) : frequency_(static_cast<double>(trace.description().clock.frequency_hz)) {}
+  uint64_t ns(uint64_t ticks) const { return static_cast<uint64_t>(static_cast<double>(ticks) * 1e9 / frequency_); }
+
+ private:
+  double frequency_;
+};
+
+Distribution distribution(const LogHistogram& histogram, uint64_t total, const Clock& clock) {
+  Distribution out;
+  out.count = histogram.count();
+  out.total = clock.ns(total);
+  out.p50 = clock.ns(histogram.quantile(0.5));
+  out.p90 = clock.ns(histogram.quantile(0.9));
+  out.p99 = clock.ns(histogram.quantile(0.99));
+  out.max = clock.ns(histogram.max());
+  return out;
+}
+
+}  // namespace
+
+double Profile::events_per_second() const {
+  return duration ? static_cast<double>(events) * 1e9 / static_cast<double>(duration) : 0.0;
+}
+double Profile::bytes_per_event() const { return events ? static_cast<double>(bytes) / static_cast<double>(events) : 0.0; }
+
+Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress) {
+  const Clock clock(trace);
+  Profile profile;
+  profile.directory = trace.directory();
+  profile.process_name = trace.description().process_name;
+  profile.pid = trace.description().pid;
+  uint64_t expected = 0;
+  for (const auto& stream : trace.streams()) {
+    profile.bytes += stream.bytes;
+    profile.discarded += stream.events_discarded;
+  }
+  expected = profile.bytes / 6 + 1;
+
+  // Call sites with the same category and name are one span or counter to the reader of the
+  // profile: accumulate by (category, name), found once per site id.
+  using Key = std::pair<std::string, std::string>;
+  std::map<Key, SpanAccumulator> spans;
+  std::map<Key, CounterAccumulator> counters;
+  std::vector<SpanAccumulator*> span_by_site;
+  std::vector<CounterAccumulator*> counter_by_site;
+  auto key_of = [&trace](uint32_t name_id) -> Key {
+    if (const reader::Site* site = trace.site(name_id)) return {site->category, site->name};
+    return {"", "#" + std::to_string(name_id)};
+  };
+  auto slot = [&key_of](auto& by_site, auto& by_key, uint32_t name_id) {
+    if (name_id >= by_site.size()) by_site.resize(name_id + 1, nullptr);
+    if (!by_site[name_id]) by_site[name_id] = &by_key[key_of(name_id)];
+    return by_site[name_id];
+  };
+  std::map<uint32_t, ThreadAccumulator> threads;
+  model::TaskGraphBuilder graph_builder([&trace](uint32_t id) {
+    const reader::Site* site = trace.site(id);
+    return site ? site->name : std::string();
+  });
+  uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
+  uint64_t seen = 0;
+
+  trace.for_each_event([&](const reader::Event& event) {
+    ++seen;
+    if (progress && (seen & 0xfffff) == 0) progress(seen, expected);
+    first = std::min(first, event.ticks);
+    last = std::max(last, event.ticks);
+    ThreadAccumulator& thread = threads[event.thread_id];
+    if (thread.events++ == 0) thread.first = event.ticks;
+    thread.last = event.ticks;
+    switch (event.type) {
+      case format::EventId::span_begin: thread.open.push_back({event.name_id, event.ticks}); break;
+      case format::EventId::span_end: {
+        if (thread.open.empty()) break;  // its begin was lost
+        const OpenSpan span = thread.open.back();
+        thread.open.pop_back();
+        const uint64_t length = event.ticks - span.begin;
+        SpanAccumulator& accumulator = *slot(span_by_site, spans, span.name_id);
+        accumulator.durations.add(length);
+        accumulator.total += length;
+        accumulator.self += length > span.children ? length - span.children : 0;
+        if (!thread.open.empty()) thread.open.back().children += length;
+        else thread.busy.emplace_back(span.begin, event.ticks);
+        break;
+      }
+      case format::EventId::counter:
+      case format::EventId::counter_float: {
+        const double value =
+            event.type == format::EventId::counter ? static_cast<double>(event.value) : event.value_float;
+        CounterAccumulator& counter = *slot(counter_by_site, counters, event.name_id);
+        if (counter.samples++ == 0) {
+          counter.first = value;
+          counter.first_ticks = event.ticks;
+        }
+        counter.min = std::min(counter.min, value);
+        counter.max = std::max(counter.max, value);
+        counter.last = value;
+        counter.last_ticks = event.ticks;
+        break;
+      }
+      default: break;
+    }
+    graph_builder.add(event);
+    return true;
+  });
+  if (progress) progress(seen, seen);
+  profile.events = seen;
+  if (seen > 0) {
+    profile.duration = clock.ns(last - first);
+    profile.first_unix_ns = trace.to_unix_ns(first);
+  }
+
+  model::TaskGraph graph = graph_builder.finish();
+  profile.problems = graph.problems();
+
+  for (const auto& [key, accumulator] : spans) {
+    SpanProfile span;
+    span.category = key.first;
+    span.name = key.second;
+    span.duration = distribution(accumulator.durations, accumulator.total, clock);
+    span.self = clock.ns(accumulator.self);
+    profile.spans.push_back(std::move(span));
+  }
+  std::sort(profile.spans.begin(), profile.spans.end(),
+            [](const SpanProfile& a, const SpanProfile& b) { return a.self > b.self; });
+
+  // Task runs make a thread busy as much as spans do.
+  for (const auto& task : graph.tasks())
+    for (const auto& run : task.runs) threads[run.thread_id].busy.emplace_back(run.begin, run.end);
+  std::map<uint32_t, uint64_t> idle_by_thread;
+  for (const auto& idle : graph.idle()) idle_by_thread[idle.thread_id] += idle.end - idle.begin;
+  std::map<uint32_t, uint64_t> discarded_by_thread;
+  for (const auto& stream : trace.streams()) discarded_by_thread[stream.thread_id] += stream.events_discarded;
+  for (auto& [thread_id, accumulator] : threads) {
+    ThreadProfile thread;
+    thread.thread_id = thread_id;
+    thread.name = trace.thread_name(thread_id);
+    thread.events = accumulator.events;
+    thread.busy = clock.ns(union_length(accumulator.busy));
+    thread.idle = clock.ns(idle_by_thread[thread_id]);
+    thread.span = clock.ns(accumulator.last - accumulator.first);
+    thread.discarded = discarded_by_thread[thread_id];
+    profile.threads.push_back(std::move(thread));
+  }
+
+  struct KindAccumulator {
+    TaskKindProfile profile;
+    LogHistogram lifetimes, run_times;
+    uint64_t lifetime_total = 0, run_total = 0;
+  };
+  std::map<std::string, KindAccumulator> kinds;
+  for (const auto& task : graph.tasks()) {
+    KindAccumulator& kind = kinds[std::string(format::task_kind_name(task.kind))];
+    ++kind.profile.count;
+    if (!task.resolved) {
+      ++kind.profile.unresolved;
+    } else {
+      if (task.outcome == format::TaskOutcome::failed) ++kind.profile.failed;
+      if (task.outcome == format::TaskOutcome::cancelled) ++kind.profile.cancelled;
+      if (task.created && *task.resolved >= *task.created) {
+        kind.lifetimes.add(*task.resolved - *task.created);
+        kind.lifetime_total += *task.resolved - *task.created;
+      }
+    }
+    const uint64_t busy = task.busy_ticks();
+    kind.run_times.add(busy);
+    kind.run_total += busy;
+  }
+  for (auto& [name, kind] : kinds) {
+    kind.profile.kind = name;
+    kind.profile.lifetime = distribution(kind.lifetimes, kind.lifetime_total, clock);
+    kind.profile.run_time = distribution(kind.run_times, kind.run_total, clock);
+    profile.task_kinds.push_back(std::move(kind.profile));
+  }
+
+  for (const auto& [key, accumulator] : counters) {
+    CounterProfile counter;
+    counter.category = key.first;
+    counter.name = key.second;
+    counter.samples = accumulator.samples;
+    counter.min = accumulator.min;
+    counter.max = accumulator.max;
+    counter.first = accumulator.first;
+    counter.last = accumulator.last;
+    const uint64_t elapsed = clock.ns(accumulator.last_ticks - accumulator.first_ticks);
+    counter.rate_per_second = elapsed ? (accumulator.last - accumulator.first) * 1e9 / static_cast<double>(elapsed) : 0;
+    profile.counters.push_back(std::move(counter));
+  }
+  if (graph_out) *graph_out = std::move(graph);
+  return profile;
+}
+
+}  // namespace chronicle::analysis

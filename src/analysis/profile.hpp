@@ -1,0 +1,85 @@
+// `chronicle stats`: what a trace says in numbers. One pass over the events; memory grows with
+// the number of distinct names, threads and tasks, not with the number of events.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/log_histogram.hpp"
+#include "model/task_graph.hpp"
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::analysis {
+
+// Durations are in nanoseconds.
+struct Distribution {
+  uint64_t count = 0;
+  uint64_t total = 0;
+  uint64_t p50 = 0, p90 = 0, p99 = 0, max = 0;
+  double mean() const { return count ? static_cast<double>(total) / static_cast<double>(count) : 0.0; }
+};
+
+struct SpanProfile {
+  std::string category;
+  std::string name;
+  Distribution duration;  // inclusive of children
+  uint64_t self = 0;      // total, children excluded
+};
+
+struct ThreadProfile {
+  uint32_t thread_id = 0;
+  std::string name;
+  uint64_t events = 0;
+  uint64_t busy = 0;   // inside an outermost span or a task run
+  uint64_t idle = 0;   // event loop suspended for lack of work
+  uint64_t span = 0;   // from its first event to its last
+  uint64_t discarded = 0;
+};
+
+struct TaskKindProfile {
+  std::string kind;
+  uint64_t count = 0;
+  uint64_t failed = 0;
+  uint64_t cancelled = 0;
+  uint64_t unresolved = 0;
+  Distribution lifetime;  // creation to resolution
+  Distribution run_time;  // time running, over all threads
+};
+
+struct CounterProfile {
+  std::string category;
+  std::string name;
+  uint64_t samples = 0;
+  double min = 0, max = 0, first = 0, last = 0;
+  double rate_per_second = 0;  // (last - first) over the time between them
+};
+
+struct Profile {
+  std::string directory;
+  std::string process_name;
+  int32_t pid = 0;
+  uint64_t events = 0;
+  uint64_t bytes = 0;  // of the stream files
+  uint64_t discarded = 0;
+  uint64_t duration = 0;  // first to last event, ns
+  int64_t first_unix_ns = 0;
+  double events_per_second() const;
+  double bytes_per_event() const;
+  std::vector<SpanProfile> spans;  // by self time, largest first
+  std::vector<ThreadProfile> threads;
+  std::vector<TaskKindProfile> task_kinds;
+  std::vector<CounterProfile> counters;
+  std::vector<std::string> problems;  // from the task graph
+};
+
+// Progress: events seen so far, of about `expected` (estimated from the file sizes).
+using ProgressCallback = std::function<void(uint64_t seen, uint64_t expected)>;
+
+// Reads the trace once, building the profile and (when given) the task graph too.
+Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out = nullptr,
+                      const ProgressCallback& progress = {});
+
+}  // namespace chronicle::analysis

@@ -1,0 +1,204 @@
+// `chronicle stats`: the profile's numbers on traces whose timings we control, and the critical
+// path of a coroutine whose waits we know.
+#include <gtest/gtest.h>
+
+#include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "analysis/critical_path.hpp"
+#include "analysis/profile.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using namespace std::chrono_literals;
+using test::TemporaryDirectory;
+
+const std::string kCli = CHRONICLE_CLI;
+
+Config test_config(const TemporaryDirectory& directory) {
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  return config;
+}
+
+// Busy-waits: a sleeping thread could be descheduled for longer than asked.
+void spin_for(std::chrono::microseconds length) {
+  const auto until = std::chrono::steady_clock::now() + length;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+void outer_with_two_inner() {
+  CHRONICLE_SPAN("profile", "outer");
+  spin_for(4000us);
+  for (int i = 0; i < 2; ++i) {
+    CHRONICLE_SPAN("profile", "inner");
+    spin_for(3000us);
+  }
+}
+
+TEST(Profile, SelfTimeExcludesChildrenAndCountsAreExact) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int i = 0; i < 5; ++i) outer_with_two_inner();
+  for (int i = 1; i <= 10; ++i) CHRONICLE_COUNTER("profile", "level", i * 10);
+  stop();
+  reader::Trace trace(config.output);
+  const analysis::Profile profile = analysis::profile_trace(trace);
+  EXPECT_EQ(profile.events, 5u * 6 + 10);
+  ASSERT_EQ(profile.spans.size(), 2u);
+  const auto& inner = profile.spans[0].name == "inner" ? profile.spans[0] : profile.spans[1];
+  const auto& outer = profile.spans[0].name == "outer" ? profile.spans[0] : profile.spans[1];
+  EXPECT_EQ(inner.duration.count, 10u);
+  EXPECT_EQ(outer.duration.count, 5u);
+  // outer: 4 ms of its own + 2 x 3 ms of inner; inner has no children.
+  EXPECT_NEAR(static_cast<double>(outer.self) / 5e6, 4.0, 0.5);
+  EXPECT_NEAR(static_cast<double>(outer.duration.total) / 5e6, 10.0, 1.0);
+  EXPECT_EQ(inner.self, inner.duration.total);
+  EXPECT_NEAR(static_cast<double>(inner.duration.p50) / 1e6, 3.0, 0.3);
+  EXPECT_GE(inner.duration.max, inner.duration.p99);
+  EXPECT_EQ(profile.spans[0].name, "inner") << "sorted by self time: 30 ms of inner before 20 ms of outer";
+  ASSERT_EQ(profile.counters.size(), 1u);
+  EXPECT_EQ(profile.counters[0].samples, 10u);
+  EXPECT_EQ(profile.counters[0].min, 10);
+  EXPECT_EQ(profile.counters[0].max, 100);
+  EXPECT_EQ(profile.counters[0].last, 100);
+  ASSERT_EQ(profile.threads.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(profile.threads[0].busy) / 1e6, 50.0, 3.0);
+  EXPECT_EQ(profile.discarded, 0u);
+}
+
+TEST(Profile, LostEventsAreCountedPerThread) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.buffer_size = 16 << 10;
+  config.packet_size = 4 << 10;
+  config.drain_interval = 300ms;
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int i = 0; i < 100'000; ++i) CHRONICLE_INSTANT("profile", "flood");
+  stop();
+  reader::Trace trace(config.output);
+  const auto profile = analysis::profile_trace(trace);
+  EXPECT_GT(profile.discarded, 0u);
+  EXPECT_EQ(profile.events + profile.discarded, 100'000u);
+  EXPECT_EQ(profile.threads.at(0).discarded, profile.discarded);
+}
+
+// --- critical path ----------------------------------------------------------------------------
+
+task<int> slow_step(thread_pool& pool, std::chrono::microseconds length) {
+  co_await pool.schedule();
+  spin_for(length);
+  co_return 1;
+}
+
+task<int> request(thread_pool& pool) {
+  int done = co_await slow_step(pool, 30'000us).named("first step");
+  spin_for(2000us);
+  done += co_await slow_step(pool, 50'000us).named("second step");
+  co_return done;
+}
+
+TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    thread_pool pool(2, "pool");
+    EXPECT_EQ(sync_wait(request(pool).named("request")), 2);
+  }
+  stop();
+  reader::Trace trace(config.output);
+  model::TaskGraph graph;
+  analysis::profile_trace(trace, &graph);
+  const model::TaskId target = analysis::find_task(graph, "request");
+  const analysis::CriticalPath path = analysis::critical_path(graph, target);
+  // request ran, waited for "first step", ran, waited for "second step", ran to its end.
+  std::vector<std::string> names;
+  for (const auto& step : path.steps) names.push_back(graph.find(step.task)->display_name());
+  const std::vector<std::string> expected_order = {"request", "first step", "request", "second step", "request"};
+  std::vector<std::string> collapsed;
+  for (const auto& name : names)
+    if (collapsed.empty() || collapsed.back() != name) collapsed.push_back(name);
+  EXPECT_EQ(collapsed, expected_order);
+  const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
+  auto milliseconds = [frequency](uint64_t ticks) { return static_cast<double>(ticks) / frequency * 1e3; };
+  double first = 0, second = 0, total = 0;
+  for (const auto& step : path.steps) {
+    const double length = milliseconds(step.to - step.from);
+    total += length;
+    const std::string& name = graph.find(step.task)->display_name();
+    if (name == "first step") first += length;
+    if (name == "second step") second += length;
+    if (step.what.find("ran after") != std::string::npos) {
+      EXPECT_NE(step.what.find("finished"), std::string::npos);
+    }
+  }
+  EXPECT_NEAR(first, 30.0, 5.0);
+  EXPECT_NEAR(second, 50.0, 5.0);
+  EXPECT_NEAR(total, milliseconds(path.end - path.start), 1e-6) << "the steps add up to the chain";
+  EXPECT_GE(milliseconds(path.end - path.start), 80.0);
+  EXPECT_EQ(path.end, *graph.find(target)->resolved);
+}
+
+TEST(CriticalPath, EndsOnCyclesAndUnknownTasks) {
+  model::TaskGraphBuilder builder([](uint32_t) { return std::string("x"); });
+  auto event = [](format::EventId type, uint64_t ticks, uint64_t task, uint64_t related) {
+    reader::Event e;
+    e.type = type;
+    e.ticks = ticks;
+    e.thread_id = 1;
+    e.task = task;
+    e.related_task = related;
+    return e;
+  };
+  builder.add(event(format::EventId::task_create, 1, 1, 0));
+  builder.add(event(format::EventId::task_create, 2, 2, 1));
+  builder.add(event(format::EventId::task_wait, 3, 1, 2));
+  builder.add(event(format::EventId::task_wait, 4, 2, 1));
+  builder.add(event(format::EventId::task_wait, 5, 1, 99));
+  const model::TaskGraph graph = builder.finish();
+  const auto path = analysis::critical_path(graph, 1);
+  EXPECT_LE(path.steps.size(), 20u);
+  EXPECT_THROW(analysis::find_task(graph, "nothing"), std::invalid_argument);
+}
+
+// --- the command ------------------------------------------------------------------------------
+
+TEST(StatsCommand, JsonAndTextAgreeWithTheTrace) {
+  TemporaryDirectory directory;
+  ASSERT_EQ(test::run(kCli + " record -q -o " + (directory / "trace") + " -- " + ECHO_EXAMPLE + " 3 20").exit_code, 0);
+  auto result = test::run(kCli + " stats --json " + (directory / "trace"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto stats = nlohmann::json::parse(result.out);
+  reader::Trace trace(directory / "trace");
+  EXPECT_EQ(stats["events"].get<size_t>(), test::read_all(trace).size());
+  EXPECT_EQ(stats["discarded"].get<uint64_t>(), 0u);
+  ASSERT_FALSE(stats["task_kinds"].empty());
+  uint64_t tasks = 0;
+  for (const auto& kind : stats["task_kinds"]) tasks += kind["count"].get<uint64_t>();
+  EXPECT_EQ(tasks, model::build_task_graph(trace).tasks().size());
+
+  result = test::run(kCli + " stats " + (directory / "trace"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("Tasks by kind:"), std::string::npos);
+  EXPECT_NE(result.out.find("echo/bytes echoed"), std::string::npos);
+
+  result = test::run(kCli + " stats --critical-path 'accept connection 3' " + (directory / "trace"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("Critical path of"), std::string::npos);
+  EXPECT_NE(result.out.find("accept connection 2"), std::string::npos) << "created by the previous accept";
+
+  result = test::run(kCli + " stats --critical-path no-such-task " + (directory / "trace"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("no-such-task"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chronicle
