@@ -14,6 +14,7 @@ packages=(
   binutils            # nm/objdump: the compiled-out test compares machine code
   libcpp-httplib-dev  # cpp-httplib: the /metrics endpoint (chronicle metrics serve, MetricsExporter)
   prometheus          # a real Prometheus and promtool: tests scrape our endpoint and check rules
+  clang libclang-rt-14-dev  # libFuzzer and its sanitizers: the fuzz targets in fuzz/
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 namespace chronicle::analysis {
 namespace {
@@ -97,16 +98,17 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   using Key = std::pair<std::string, std::string>;
   std::map<Key, SpanAccumulator> spans;
   std::map<Key, CounterAccumulator> counters;
-  std::vector<SpanAccumulator*> span_by_site;
-  std::vector<CounterAccumulator*> counter_by_site;
+  // By site id; a hash map, since a damaged trace may carry any 32-bit id.
+  std::unordered_map<uint32_t, SpanAccumulator*> span_by_site;
+  std::unordered_map<uint32_t, CounterAccumulator*> counter_by_site;
   auto key_of = [&trace](uint32_t name_id) -> Key {
     if (const reader::Site* site = trace.site(name_id)) return {site->category, site->name};
     return {"", "#" + std::to_string(name_id)};
   };
   auto slot = [&key_of](auto& by_site, auto& by_key, uint32_t name_id) {
-    if (name_id >= by_site.size()) by_site.resize(name_id + 1, nullptr);
-    if (!by_site[name_id]) by_site[name_id] = &by_key[key_of(name_id)];
-    return by_site[name_id];
+    auto& found = by_site[name_id];
+    if (!found) found = &by_key[key_of(name_id)];
+    return found;
   };
   std::map<uint32_t, ThreadAccumulator> threads;
   model::TaskGraphBuilder graph_builder([&trace](uint32_t id) {

@@ -143,7 +143,9 @@ void Trace::load_definitions(const std::string& path) {
           site.name = fields.text();
           site.file = fields.text();
           site.line = fields.number<uint32_t>();
-          if (site.id == 0 || site.id > (1u << 24))
+          // Ids are dense from 1, and each definition takes more than a byte of the file: an id
+          // beyond the file's size is damage (and would make the table as large as it says).
+          if (site.id == 0 || site.id > file.size())
             throw TraceError(path, offset + event.offset, fmt::format("site id {} out of range", site.id));
           if (sites_.size() < site.id) sites_.resize(site.id);
           sites_[site.id - 1] = std::move(site);
