@@ -57,20 +57,22 @@ TEST(Profile, SelfTimeExcludesChildrenAndCountsAreExact) {
   const auto& outer = profile.spans[0].name == "outer" ? profile.spans[0] : profile.spans[1];
   EXPECT_EQ(inner.duration.count, 10u);
   EXPECT_EQ(outer.duration.count, 5u);
-  // outer: 4 ms of its own + 2 x 3 ms of inner; inner has no children.
-  EXPECT_NEAR(static_cast<double>(outer.self) / 5e6, 4.0, 0.5);
-  EXPECT_NEAR(static_cast<double>(outer.duration.total) / 5e6, 10.0, 1.0);
+  // Exact relations, not timings (a loaded machine stretches any span): inner has no children,
+  // and outer's self time is its total less its children's (up to tick-to-ns rounding).
   EXPECT_EQ(inner.self, inner.duration.total);
-  EXPECT_NEAR(static_cast<double>(inner.duration.p50) / 1e6, 3.0, 0.3);
+  EXPECT_NEAR(static_cast<double>(outer.self), static_cast<double>(outer.duration.total - inner.duration.total), 10.0);
+  // Lower bounds the busy-waits guarantee.
+  EXPECT_GE(outer.self, 5u * 4'000'000);
+  EXPECT_GE(inner.duration.p50, 3'000'000u * 24 / 25) << "within the histogram's 4%";
   EXPECT_GE(inner.duration.max, inner.duration.p99);
-  EXPECT_EQ(profile.spans[0].name, "inner") << "sorted by self time: 30 ms of inner before 20 ms of outer";
+  EXPECT_GE(inner.duration.p99, inner.duration.p50);
   ASSERT_EQ(profile.counters.size(), 1u);
   EXPECT_EQ(profile.counters[0].samples, 10u);
   EXPECT_EQ(profile.counters[0].min, 10);
   EXPECT_EQ(profile.counters[0].max, 100);
   EXPECT_EQ(profile.counters[0].last, 100);
   ASSERT_EQ(profile.threads.size(), 1u);
-  EXPECT_NEAR(static_cast<double>(profile.threads[0].busy) / 1e6, 50.0, 3.0);
+  EXPECT_EQ(profile.threads[0].busy, outer.duration.total) << "busy = inside outermost spans";
   EXPECT_EQ(profile.discarded, 0u);
 }
 
@@ -140,10 +142,10 @@ TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
       EXPECT_NE(step.what.find("finished"), std::string::npos);
     }
   }
-  EXPECT_NEAR(first, 30.0, 5.0);
-  EXPECT_NEAR(second, 50.0, 5.0);
+  // Lower bounds (the steps busy-wait that long); upper bounds would depend on the machine's load.
+  EXPECT_GE(first, 30.0);
+  EXPECT_GE(second, 50.0);
   EXPECT_NEAR(total, milliseconds(path.end - path.start), 1e-6) << "the steps add up to the chain";
-  EXPECT_GE(milliseconds(path.end - path.start), 80.0);
   EXPECT_EQ(path.end, *graph.find(target)->resolved);
 }
 
