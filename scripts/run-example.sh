@@ -1,16 +1,25 @@
 #!/bin/bash
 # The first command of the README: installs what is needed, builds, records the bundled
-# example under `chronicle record` and shows what it recorded.
+# example (a traced Asio echo server and its load client) under `chronicle record`, and shows
+# what it recorded: a summary, the task graph's start, and the events' start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh build >/dev/null
-trace=traces/example-$(date +%Y%m%d-%H%M%S)
+echo "== building (a few minutes the first time)"
+bash scripts/build.sh build -DCHRONICLE_BUILD_BENCH=OFF >build-example.log 2>&1 || { tail -40 build-example.log; exit 1; }
+trace=traces/echo-$(date +%Y%m%d-%H%M%S)
 mkdir -p traces
-echo "== chronicle record -o $trace -- build/examples/threads_example"
-./build/chronicle record -o "$trace" -- ./build/examples/threads_example
 echo
-echo "== chronicle dump $trace | head -20"
-./build/chronicle dump "$trace" | head -20
+echo "== chronicle record -o $trace -- build/examples/echo_example 8 200"
+./build/chronicle record -o "$trace" -- ./build/examples/echo_example 8 200
 echo
-echo "Trace written to $(pwd)/$trace (CTF 1.8: try 'babeltrace2 $trace | head')"
+echo "== chronicle stats $trace"
+./build/chronicle stats --top 10 "$trace"
+echo
+echo "== chronicle dump --tasks $trace | head -24"
+./build/chronicle dump --tasks "$trace" | head -24 || true
+echo
+echo "== chronicle dump $trace | head -12"
+./build/chronicle dump "$trace" | head -12 || true
+echo
+echo "Trace: $(pwd)/$trace (CTF 1.8; 'babeltrace2 $trace | head' reads it too)"
