@@ -58,10 +58,11 @@ function main() {
   const expected = JSON.parse(fs.readFileSync(expectedPath, 'utf8'));
   const json = JSON.parse(text);
 
-  const plain = hexIdsToBytes(json, '$');
-  const problem = Request.verify(plain);
+  // fromObject takes int64 values as decimal strings (as the JSON encoding writes them);
+  // verify checks the message it made against the definitions.
+  const message = Request.fromObject(hexIdsToBytes(json, '$'));
+  const problem = Request.verify(message);
   assert.equal(problem, null, `verify: ${problem}`);
-  const message = Request.fromObject(plain);
   const bytes = Request.encode(message).finish();
   const decoded = Request.decode(bytes);
   const back = Request.toObject(decoded, { longs: String, enums: Number, bytes: Buffer });
