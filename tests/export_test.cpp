@@ -189,10 +189,10 @@ class Database {
 
 // The queries docs/export.md shows: they must run on every export.
 const char* const kDocumentedQueries[] = {
-    R"sql(SELECT s.category || '/' || s.name AS span, count(*) AS calls,
+    R"sql(SELECT s.category || '/' || s.name AS span_name, count(*) AS calls,
             sum(s.duration_ns - coalesce(c.child_ns, 0)) / 1000 AS self_us, sum(s.duration_ns) / 1000 AS total_us
      FROM spans s LEFT JOIN (SELECT parent, sum(duration_ns) AS child_ns FROM spans GROUP BY parent) c ON c.parent = s.span
-     GROUP BY span ORDER BY self_us DESC LIMIT 10)sql",
+     GROUP BY span_name ORDER BY self_us DESC LIMIT 10)sql",
     R"sql(SELECT t.task_text, t.name, t.outcome_text AS error, p.task_text AS creator, p.name AS creator_name
      FROM tasks t LEFT JOIN tasks p ON p.process = t.process AND p.task = t.parent
      WHERE t.outcome = 'failed' ORDER BY t.resolved_ns)sql",
