@@ -15,6 +15,8 @@ packages=(
   libcpp-httplib-dev  # cpp-httplib: the /metrics endpoint (chronicle metrics serve, MetricsExporter)
   prometheus          # a real Prometheus and promtool: tests scrape our endpoint and check rules
   clang libclang-rt-14-dev  # libFuzzer and its sanitizers: the fuzz targets in fuzz/
+  libsqlite3-dev sqlite3  # SQLite: chronicle export --format sqlite; the sqlite3 shell for docs/export.md
+  python3             # the export tests read Chrome JSON with Python's json module
 )
 missing=()
 for package in "${packages[@]}"; do
@@ -25,4 +27,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Node.js and npm (Debian's, unless a node is already there): the export tests decode OTLP/JSON
+# with the official OpenTelemetry protobuf definitions from the npm registry, pinned in
+# tests/otlp/package-lock.json and installed here so that the tests themselves need no network.
+if ! command -v npm >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+otlp_dir="$(dirname "$0")/../tests/otlp"
+if [ ! -d "$otlp_dir/node_modules/@opentelemetry/otlp-transformer" ] ||
+   [ "$otlp_dir/package-lock.json" -nt "$otlp_dir/node_modules/.package-lock.json" ]; then
+  echo "chronicle: npm ci in tests/otlp"
+  (cd "$otlp_dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
 fi

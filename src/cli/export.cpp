@@ -1,0 +1,77 @@
+// `chronicle export DIR --format chrome|otlp|sqlite -o FILE`: the trace in another tool's format.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "export/chrome_json.hpp"
+#include "export/otlp_json.hpp"
+#include "export/sqlite_export.hpp"
+
+namespace chronicle::cli {
+namespace {
+
+struct ExportCliOptions {
+  std::string directory;
+  std::string format;
+  std::string output;
+  bool force = false;
+};
+
+int run_export(const ExportCliOptions& options) {
+  namespace fs = std::filesystem;
+  if (!options.force && fs::exists(options.output)) {
+    fmt::print(stderr, "chronicle: error: {} exists (--force overwrites it)\n", options.output);
+    return kExitFailure;
+  }
+  const std::vector<reader::Trace> traces = exports::open_traces(options.directory);
+
+  exports::ExportOptions export_options;
+  const bool show_progress = stderr_is_terminal();
+  if (show_progress)
+    export_options.on_progress = [](uint64_t events) {
+      fmt::print(stderr, "\rchronicle: export: {} events read", human_count(events));
+    };
+
+  // Written next to the output and renamed at the end: a failed export (bad input halfway, a
+  // full disk) leaves no partial file under the name asked for, nor destroys what was there.
+  const std::string partial = options.output + ".partial";
+  std::error_code ignored;
+  fs::remove(partial, ignored);
+  try {
+    if (options.format == "chrome")
+      exports::export_chrome_json(traces, partial, export_options);
+    else if (options.format == "otlp")
+      exports::export_otlp_json(traces, partial, export_options);
+    else
+      exports::export_sqlite(traces, partial, export_options);
+    fs::rename(partial, options.output);
+  } catch (...) {
+    if (show_progress) fmt::print(stderr, "\n");
+    fs::remove(partial, ignored);
+    throw;
+  }
+  if (show_progress) fmt::print(stderr, "\r\033[K");
+  fmt::print(stderr, "chronicle: wrote {} ({}, {}, {} process{})\n", options.output, options.format,
+             human_bytes(fs::file_size(options.output)), traces.size(), traces.size() == 1 ? "" : "es");
+  return 0;
+}
+
+}  // namespace
+
+Command add_export(CLI::App& app) {
+  auto options = std::make_shared<ExportCliOptions>();
+  CLI::App* command = app.add_subcommand(
+      "export", "Write a trace (every process of a record run) as Chrome/Perfetto JSON, OTLP/JSON or SQLite");
+  command->add_option("directory", options->directory, "Trace directory")->required();
+  command->add_option("--format", options->format, "chrome: Chrome Trace Event JSON (Perfetto UI, chrome://tracing); "
+                                                   "otlp: OTLP/JSON ExportTraceServiceRequest; sqlite: a database")
+      ->required()
+      ->check(CLI::IsMember({"chrome", "otlp", "sqlite"}));
+  command->add_option("-o,--output", options->output, "The file to write")->required();
+  command->add_flag("--force", options->force, "Overwrite the output file if it exists");
+  return {command, [options] { return run_export(*options); }};
+}
+
+}  // namespace chronicle::cli

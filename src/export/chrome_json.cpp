@@ -1,0 +1,290 @@
+#include "export/chrome_json.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "format/metadata.hpp"
+
+namespace chronicle::exports {
+namespace {
+
+// Categories of what the task graph adds, apart from the recorded categories: async task
+// tracks, task runs on threads, the arrows between them, and loop idle time.
+constexpr std::string_view kTaskCategory = "task";
+constexpr std::string_view kTaskRunCategory = "task.run";
+constexpr std::string_view kTaskFlowCategory = "task.flow";
+constexpr std::string_view kLoopCategory = "loop";
+
+class ChromeWriter {
+ public:
+  ChromeWriter(OutputFile& out, int64_t time_origin_ns) : out_(out), origin_ns_(time_origin_ns) {}
+
+  void write_trace(const reader::Trace& trace, const model::TaskGraph& graph, ProgressCounter& progress) {
+    trace_ = &trace;
+    pid_ = trace.description().pid;
+    write_names();
+    write_events(graph, progress);
+    write_tasks(graph);
+  }
+
+ private:
+  // Starts an event object with the fields every event has; the caller adds its own and closes it.
+  std::string& open_event(char phase, std::string_view category, std::string_view name, uint32_t thread_id,
+                          uint64_t ticks) {
+    std::string& text = out_.buffer();
+    text += first_event_ ? "\n{\"ph\":\"" : ",\n{\"ph\":\"";
+    first_event_ = false;
+    text += phase;
+    text += "\",\"cat\":";
+    append_json_string(text, category);
+    text += ",\"name\":";
+    append_json_string(text, name);
+    fmt::format_to(std::back_inserter(text), ",\"pid\":{},\"tid\":{},\"ts\":", pid_, thread_id);
+    append_microseconds(text, trace_->to_unix_ns(ticks) - origin_ns_);
+    return text;
+  }
+  void close_event() {
+    out_.buffer() += '}';
+    out_.flush_if_large();
+  }
+  void append_duration(std::string& text, uint64_t begin, uint64_t end) {
+    text += ",\"dur\":";
+    append_microseconds(text, trace_->to_unix_ns(end) - trace_->to_unix_ns(begin));
+  }
+
+  void write_metadata(std::string_view name, uint32_t thread_id, std::string_view value) {
+    std::string& text = out_.buffer();
+    text += first_event_ ? "\n{\"ph\":\"M\",\"name\":" : ",\n{\"ph\":\"M\",\"name\":";
+    first_event_ = false;
+    append_json_string(text, name);
+    fmt::format_to(std::back_inserter(text), ",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", pid_, thread_id);
+    append_json_string(text, value);
+    text += "}}";
+  }
+
+  void write_names() {
+    const auto& description = trace_->description();
+    write_metadata("process_name", 0, description.process_name);
+    for (const auto& stream : trace_->streams()) {
+      std::string name = trace_->thread_name(stream.thread_id);
+      if (name.empty()) name = fmt::format("thread {}", stream.thread_id);
+      write_metadata("thread_name", stream.thread_id, name);
+    }
+  }
+
+  const reader::Site* site(uint32_t id) const { return trace_->site(id); }
+  std::string_view category_of(uint32_t site_id) const {
+    const reader::Site* found = site(site_id);
+    return found ? std::string_view(found->category) : std::string_view("?");
+  }
+  std::string_view name_of(uint32_t site_id) {
+    const reader::Site* found = site(site_id);
+    if (found) return found->name;
+    unknown_name_ = fmt::format("#{}", site_id);
+    return unknown_name_;
+  }
+
+  void write_span(const ThreadSpan& span) {
+    std::string& text = open_event('X', category_of(span.site_id), name_of(span.site_id), span.thread_id, span.begin);
+    append_duration(text, span.begin, span.end);
+    if (!span.ended) text += ",\"args\":{\"unfinished\":true}";
+    close_event();
+  }
+
+  void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
+    SpanPairing spans;
+    ThreadSpan closed;
+    trace_->for_each_event([&](const reader::Event& event) {
+      progress.count();
+      switch (event.type) {
+        case format::EventId::span_begin: spans.begin(event); break;
+        case format::EventId::span_end:
+          if (spans.end(event, closed)) write_span(closed);
+          break;
+        case format::EventId::instant: {
+          std::string& text = open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id,
+                                         event.ticks);
+          text += ",\"s\":\"t\"";
+          close_event();
+          break;
+        }
+        case format::EventId::note: {
+          // Named by the format string so that notes from one place group; the text is an arg.
+          std::string& text = open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id,
+                                         event.ticks);
+          text += ",\"s\":\"t\",\"args\":{\"text\":";
+          append_json_string(text, event.text);
+          text += '}';
+          close_event();
+          break;
+        }
+        case format::EventId::counter:
+        case format::EventId::counter_float: {
+          // Counters are per process in this format: the category keeps equal names apart.
+          const std::string name = fmt::format("{}/{}", category_of(event.name_id), name_of(event.name_id));
+          std::string& text = open_event('C', category_of(event.name_id), name, event.thread_id, event.ticks);
+          if (event.type == format::EventId::counter)
+            fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", event.value);
+          else if (std::isfinite(event.value_float))
+            fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", event.value_float);
+          else
+            text += ",\"args\":{\"value\":null}";  // JSON has no infinities or NaN
+          close_event();
+          break;
+        }
+        default: break;  // the task layer comes from the graph
+      }
+      return true;
+    });
+    for (const ThreadSpan& span : spans.close_all(graph.last_ticks())) write_span(span);
+  }
+
+  void write_task_args(std::string& text, const model::Task& task) {
+    text += ",\"args\":{\"task\":";
+    append_json_string(text, model::task_id_text(task.id));
+    text += ",\"kind\":";
+    append_json_string(text, format::task_kind_name(task.kind));
+    if (!task.name.empty()) {
+      text += ",\"function\":";
+      append_json_string(text, task.name);
+    }
+    if (task.parent != 0) {
+      text += ",\"created_by\":";
+      append_json_string(text, model::task_id_text(task.parent));
+    }
+    if (task.resolved) {
+      text += ",\"outcome\":";
+      append_json_string(text, format::task_outcome_name(task.outcome));
+      if (!task.outcome_text.empty()) {
+        text += ",\"error\":";
+        append_json_string(text, task.outcome_text);
+      }
+    } else {
+      text += ",\"outcome\":\"unresolved\"";
+    }
+    text += '}';
+  }
+
+  // A flow arrow from (thread, ticks) to the run that `to` starts; both ends bind to the slice
+  // that encloses them (bp "e"), which is the run of the task on that thread.
+  void write_flow(std::string_view name, uint32_t from_thread, uint64_t from_ticks, const model::RunInterval& to) {
+    const uint64_t id = ++flow_ids_;
+    std::string& start = open_event('s', kTaskFlowCategory, name, from_thread, from_ticks);
+    fmt::format_to(std::back_inserter(start), ",\"id\":{}", id);
+    close_event();
+    std::string& finish = open_event('f', kTaskFlowCategory, name, to.thread_id, to.begin);
+    fmt::format_to(std::back_inserter(finish), ",\"id\":{},\"bp\":\"e\"", id);
+    close_event();
+  }
+
+  void write_tasks(const model::TaskGraph& graph) {
+    // Async ids: dense over every task of every process, so equal task ids in two processes
+    // do not share a track.
+    std::map<model::TaskId, uint64_t> async_ids;
+    for (const model::Task& task : graph.tasks()) {
+      const uint64_t async_id = ++async_ids_;
+      async_ids[task.id] = async_id;
+      const TaskExtent extent = task_extent(task, graph);
+      std::string& begin = open_event('b', kTaskCategory, task.display_name(), task.created_on_thread, extent.begin);
+      fmt::format_to(std::back_inserter(begin), ",\"id\":\"0x{:x}\"", async_id);
+      write_task_args(begin, task);
+      close_event();
+      std::string& end = open_event('e', kTaskCategory, task.display_name(), task.created_on_thread, extent.end);
+      fmt::format_to(std::back_inserter(end), ",\"id\":\"0x{:x}\"", async_id);
+      close_event();
+      for (const model::RunInterval& run : task.runs) {
+        std::string& text = open_event('X', kTaskRunCategory, task.display_name(), run.thread_id, run.begin);
+        append_duration(text, run.begin, run.end);
+        text += ",\"args\":{\"task\":";
+        append_json_string(text, model::task_id_text(task.id));
+        if (!run.ended) text += ",\"unfinished\":true";
+        text += '}';
+        close_event();
+      }
+    }
+    for (const model::Edge& edge : graph.edges()) {
+      const model::Task* from = graph.find(edge.from);
+      const model::Task* to = graph.find(edge.to);
+      if (!from || !to) continue;
+      switch (edge.kind) {
+        case model::EdgeKind::created_by:
+          // The creator, where it made the task, to the task's first run.
+          if (const auto* first = first_run_from(*from, edge.ticks))
+            write_flow("created", from->created_on_thread, edge.ticks, *first);
+          break;
+        case model::EdgeKind::waits_on: {
+          // The awaited task's completion to the waiter's next run: what the waiter waited for.
+          if (to->runs.empty()) break;
+          const uint64_t done = task_extent(*to, graph).end;
+          const model::RunInterval* last = run_at(*to, done);
+          if (!last) last = &to->runs.back();
+          if (const auto* resumed = first_run_from(*from, std::min(done, last->end)))
+            write_flow("waits on", last->thread_id, std::min(done, last->end), *resumed);
+          break;
+        }
+        case model::EdgeKind::resolved_by:
+          // The resolver, where it resolved the task, to the task's next run.
+          if (const auto* resolving = run_at(*to, edge.ticks))
+            if (const auto* next = first_run_from(*from, edge.ticks))
+              write_flow("resolved", resolving->thread_id, edge.ticks, *next);
+          break;
+      }
+    }
+    for (const model::IdleInterval& idle : graph.idle()) {
+      std::string& text = open_event('X', kLoopCategory, "idle", idle.thread_id, idle.begin);
+      append_duration(text, idle.begin, idle.end);
+      close_event();
+    }
+  }
+
+  OutputFile& out_;
+  int64_t origin_ns_;
+  const reader::Trace* trace_ = nullptr;
+  int32_t pid_ = 0;
+  bool first_event_ = true;
+  uint64_t flow_ids_ = 0;
+  uint64_t async_ids_ = 0;
+  std::string unknown_name_;
+};
+
+}  // namespace
+
+void export_chrome_json(const std::vector<reader::Trace>& traces, const std::string& path,
+                        const ExportOptions& options) {
+  ProgressCounter progress(options);
+  // The graphs first: they give each trace's first event, and the time origin must be known
+  // before the first event is written.
+  std::vector<model::TaskGraph> graphs;
+  int64_t origin_ns = std::numeric_limits<int64_t>::max();
+  for (const auto& trace : traces) {
+    graphs.push_back(build_task_graph(trace, progress));
+    if (graphs.back().last_ticks() != 0) origin_ns = std::min(origin_ns, trace.to_unix_ns(graphs.back().first_ticks()));
+  }
+  if (origin_ns == std::numeric_limits<int64_t>::max()) origin_ns = 0;
+
+  OutputFile out(path);
+  std::string& text = out.buffer();
+  fmt::format_to(std::back_inserter(text), "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"time_origin_unix_ns\":{}",
+                 origin_ns);
+  text += ",\"processes\":[";
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const auto& description = traces[i].description();
+    fmt::format_to(std::back_inserter(text), "{}{{\"pid\":{},\"name\":", i == 0 ? "" : ",", description.pid);
+    append_json_string(text, description.process_name);
+    text += ",\"hostname\":";
+    append_json_string(text, description.hostname);
+    text += ",\"trace_uuid\":";
+    append_json_string(text, format::uuid_to_string(description.uuid));
+    fmt::format_to(std::back_inserter(text), ",\"events_discarded\":{}}}", traces[i].events_discarded());
+  }
+  text += "]},\"traceEvents\":[";
+  ChromeWriter writer(out, origin_ns);
+  for (size_t i = 0; i < traces.size(); ++i) writer.write_trace(traces[i], graphs[i], progress);
+  out.write("\n]}\n");
+  out.close();
+}
+
+}  // namespace chronicle::exports

@@ -1,0 +1,204 @@
+#include "export/export_common.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "reader/trace_directory.hpp"
+
+namespace chronicle::exports {
+
+std::vector<reader::Trace> open_traces(const std::string& directory) {
+  const auto directories = reader::find_traces(directory);
+  if (directories.empty())
+    throw reader::TraceError(directory, 0, "no trace here (no metadata file in it or its subdirectories)");
+  std::vector<reader::Trace> traces;
+  traces.reserve(directories.size());
+  for (const auto& path : directories) traces.emplace_back(path);
+  return traces;
+}
+
+OutputFile::OutputFile(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "wb");
+  if (!file_) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  buffer_.reserve(kFlushSize + (kFlushSize >> 2));
+}
+
+OutputFile::~OutputFile() {
+  if (file_) std::fclose(file_);
+}
+
+void OutputFile::flush() {
+  if (buffer_.empty()) return;
+  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  buffer_.clear();
+}
+
+void OutputFile::close() {
+  flush();
+  std::FILE* file = file_;
+  file_ = nullptr;
+  // fclose reports what the last writes could not do (a full disk shows here at the latest).
+  if (std::fclose(file) != 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `text`, or 0 when it is not one.
+size_t utf8_sequence_length(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  size_t length;
+  uint32_t code_point;
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+    code_point = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    code_point = lead & 0x0F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    code_point = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (text.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(i) & 0x3F);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+  if ((length == 3 && code_point < 0x800) || (length == 4 && code_point < 0x10000) || code_point > 0x10FFFF ||
+      (code_point >= 0xD800 && code_point <= 0xDFFF))
+    return 0;
+  return length;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default: fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+      }
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (const size_t length = utf8_sequence_length(text.substr(i)); length > 0) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  out += '"';
+}
+
+void append_microseconds(std::string& out, int64_t ns) {
+  const char* sign = ns < 0 ? "-" : "";
+  const uint64_t magnitude = ns < 0 ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  fmt::format_to(std::back_inserter(out), "{}{}.{:03}", sign, magnitude / 1000, magnitude % 1000);
+}
+
+model::TaskGraph build_task_graph(const reader::Trace& trace, ProgressCounter& progress) {
+  model::TaskGraphBuilder builder([&trace](uint32_t site_id) {
+    const reader::Site* site = trace.site(site_id);
+    return site ? site->name : std::string();
+  });
+  trace.for_each_event([&](const reader::Event& event) {
+    builder.add(event);
+    progress.count();
+    return true;
+  });
+  return builder.finish();
+}
+
+TaskExtent task_extent(const model::Task& task, const model::TaskGraph& graph) {
+  TaskExtent extent;
+  if (task.created)
+    extent.begin = *task.created;
+  else
+    extent.begin = task.runs.empty() ? graph.first_ticks() : task.runs.front().begin;
+  uint64_t last_run_end = extent.begin;
+  for (const auto& run : task.runs) {
+    extent.begin = std::min(extent.begin, run.begin);
+    last_run_end = std::max(last_run_end, run.end);
+  }
+  if (task.resolved)
+    extent.end = std::max(*task.resolved, last_run_end);
+  else
+    extent.end = std::max(graph.last_ticks(), last_run_end);
+  extent.end = std::max(extent.end, extent.begin);
+  return extent;
+}
+
+const model::RunInterval* run_at(const model::Task& task, uint64_t ticks) {
+  for (const auto& run : task.runs)
+    if (run.begin <= ticks && ticks <= run.end) return &run;
+  return nullptr;
+}
+
+const model::RunInterval* first_run_from(const model::Task& task, uint64_t ticks) {
+  for (const auto& run : task.runs)
+    if (run.begin >= ticks) return &run;
+  return nullptr;
+}
+
+const ThreadSpan* SpanPairing::begin(const reader::Event& event) {
+  if (event.type != format::EventId::span_begin) return nullptr;
+  auto& stack = open_[event.thread_id];
+  ThreadSpan span;
+  span.sequence = next_sequence_++;
+  span.parent_sequence = stack.empty() ? 0 : stack.back().sequence;
+  span.thread_id = event.thread_id;
+  span.site_id = event.name_id;
+  span.depth = static_cast<uint32_t>(stack.size());
+  span.begin = event.ticks;
+  span.end = event.ticks;
+  stack.push_back(span);
+  return &stack.back();
+}
+
+bool SpanPairing::end(const reader::Event& event, ThreadSpan& closed) {
+  if (event.type != format::EventId::span_end) return false;
+  auto& stack = open_[event.thread_id];
+  if (stack.empty()) return false;
+  closed = stack.back();
+  stack.pop_back();
+  closed.end = event.ticks;
+  return true;
+}
+
+std::vector<ThreadSpan> SpanPairing::close_all(uint64_t last_ticks) {
+  std::vector<ThreadSpan> closed;
+  for (auto& [thread_id, stack] : open_) {
+    while (!stack.empty()) {
+      ThreadSpan span = stack.back();
+      stack.pop_back();
+      span.end = std::max(span.begin, last_ticks);
+      span.ended = false;
+      closed.push_back(span);
+    }
+  }
+  return closed;
+}
+
+}  // namespace chronicle::exports

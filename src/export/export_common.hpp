@@ -1,0 +1,128 @@
+// What the exporters share: the traces of a record run, progress reporting, a buffered output
+// file that reports write errors, JSON string escaping, and the pairing of span begins and ends
+// per thread as events stream by.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/task_graph.hpp"
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::exports {
+
+struct ExportOptions {
+  // Called every 2^20 events with the number of events read so far, across all traces (an
+  // exporter reads a trace twice: once for the task graph, once for the events).
+  std::function<void(uint64_t events_read)> on_progress;
+};
+
+// Opens every trace of a record run: DIR itself and its NAME-PID subdirectories. Throws
+// reader::TraceError when there is none or one is malformed.
+std::vector<reader::Trace> open_traces(const std::string& directory);
+
+// Counts events and calls the progress callback every 2^20 of them.
+class ProgressCounter {
+ public:
+  explicit ProgressCounter(const ExportOptions& options) : options_(options) {}
+  void count() {
+    if ((++events_ & kEvery) == 0 && options_.on_progress) options_.on_progress(events_);
+  }
+  uint64_t events() const { return events_; }
+
+ private:
+  static constexpr uint64_t kEvery = (uint64_t{1} << 20) - 1;
+  const ExportOptions& options_;
+  uint64_t events_ = 0;
+};
+
+// A file written through a large buffer; every failure (open, write, close) throws
+// std::runtime_error naming the file and the reason.
+class OutputFile {
+ public:
+  explicit OutputFile(const std::string& path);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  // The text to append to: write() hands it to the file when it has grown large.
+  std::string& buffer() { return buffer_; }
+  void write(std::string_view text) {
+    buffer_.append(text);
+    flush_if_large();
+  }
+  void flush_if_large() {
+    if (buffer_.size() >= kFlushSize) flush();
+  }
+  void close();
+
+ private:
+  static constexpr size_t kFlushSize = 1 << 20;
+  void flush();
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  std::string buffer_;
+};
+
+// Appends `text` as a JSON string literal (quotes included). Bytes that are not valid UTF-8
+// (a note cut in the middle of a character) become U+FFFD, so the output is always valid JSON.
+void append_json_string(std::string& out, std::string_view text);
+
+// Nanoseconds as microseconds with three decimals ("1234.567"), exact for any int64.
+void append_microseconds(std::string& out, int64_t ns);
+
+// The trace's task graph, counting the events read for progress.
+model::TaskGraph build_task_graph(const reader::Trace& trace, ProgressCounter& progress);
+
+// The stretch a task spans: from its creation (else its first run, else the trace's start) to
+// its resolution (else the end of its last run or the trace's end when it was never resolved),
+// never shorter than its runs.
+struct TaskExtent {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+TaskExtent task_extent(const model::Task& task, const model::TaskGraph& graph);
+
+// The task's run that holds `ticks`, or nullptr.
+const model::RunInterval* run_at(const model::Task& task, uint64_t ticks);
+// The first of the task's runs that begins at or after `ticks`, or nullptr.
+const model::RunInterval* first_run_from(const model::Task& task, uint64_t ticks);
+
+// A thread span, paired from its begin and end.
+struct ThreadSpan {
+  uint64_t sequence = 0;         // 1, 2, ...: the order of the begins in the trace (unique)
+  uint64_t parent_sequence = 0;  // the enclosing span on the same thread; 0 at the top
+  uint32_t thread_id = 0;
+  uint32_t site_id = 0;
+  uint32_t depth = 0;
+  uint64_t begin = 0;  // ticks
+  uint64_t end = 0;    // ticks; the trace's last event when it never ended
+  bool ended = true;
+};
+
+// Pairs span begins and ends per thread from a time-ordered event stream. Ends whose begin is
+// not in the trace (a flight-recorder trace starts mid-span) are ignored.
+class SpanPairing {
+ public:
+  // Returns the span a span_begin opens (ticks and end not final), for the caller to note its
+  // sequence; nullptr for other events.
+  const ThreadSpan* begin(const reader::Event& event);
+  // The span a span_end closes, or false when it closes none.
+  bool end(const reader::Event& event, ThreadSpan& closed);
+  // The spans open on `thread_id`, innermost last.
+  const std::vector<ThreadSpan>& open_on(uint32_t thread_id) { return open_[thread_id]; }
+  // Closes what is still open at `last_ticks`, innermost first per thread.
+  std::vector<ThreadSpan> close_all(uint64_t last_ticks);
+
+ private:
+  std::map<uint32_t, std::vector<ThreadSpan>> open_;
+  uint64_t next_sequence_ = 1;
+};
+
+}  // namespace chronicle::exports

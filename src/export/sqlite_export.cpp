@@ -1,0 +1,292 @@
+#include "export/sqlite_export.hpp"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <variant>
+
+#include "format/metadata.hpp"
+
+namespace chronicle::exports {
+namespace {
+
+constexpr std::string_view kSchema = R"sql(
+CREATE TABLE processes (process INTEGER PRIMARY KEY, pid INTEGER, name TEXT, hostname TEXT,
+  trace_uuid TEXT, directory TEXT, events_discarded INTEGER);
+CREATE TABLE strings (process INTEGER, site INTEGER, kind TEXT, category TEXT, name TEXT,
+  file TEXT, line INTEGER, PRIMARY KEY (process, site));
+CREATE TABLE threads (process INTEGER, thread INTEGER, name TEXT, events_discarded INTEGER,
+  PRIMARY KEY (process, thread));
+CREATE TABLE spans (span INTEGER PRIMARY KEY, process INTEGER, thread INTEGER, site INTEGER,
+  category TEXT, name TEXT, begin_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, depth INTEGER,
+  parent INTEGER, task INTEGER, unfinished INTEGER);
+CREATE TABLE tasks (process INTEGER, task INTEGER, task_text TEXT, kind TEXT, name TEXT, label TEXT,
+  parent INTEGER, created_ns INTEGER, created_thread INTEGER, resolved_ns INTEGER, outcome TEXT,
+  outcome_text TEXT, resolver INTEGER, busy_ns INTEGER, runs INTEGER, PRIMARY KEY (process, task));
+CREATE TABLE task_runs (process INTEGER, task INTEGER, thread INTEGER, begin_ns INTEGER, end_ns INTEGER,
+  duration_ns INTEGER, unfinished INTEGER);
+CREATE TABLE edges (process INTEGER, kind TEXT, from_task INTEGER, to_task INTEGER, at_ns INTEGER);
+CREATE TABLE counters (process INTEGER, thread INTEGER, site INTEGER, category TEXT, name TEXT,
+  at_ns INTEGER, value NUMERIC);
+CREATE TABLE notes (process INTEGER, thread INTEGER, site INTEGER, kind TEXT, category TEXT, name TEXT,
+  text TEXT, at_ns INTEGER, span INTEGER, task INTEGER);
+)sql";
+
+// Made after the rows are in: building an index once is faster than keeping it up to date.
+constexpr std::string_view kIndexes = R"sql(
+CREATE INDEX spans_by_parent ON spans (parent);
+CREATE INDEX spans_by_name ON spans (name, duration_ns);
+CREATE INDEX spans_by_thread_time ON spans (process, thread, begin_ns);
+CREATE INDEX tasks_by_outcome ON tasks (outcome);
+CREATE INDEX tasks_by_parent ON tasks (process, parent);
+CREATE INDEX task_runs_by_task ON task_runs (process, task);
+CREATE INDEX edges_by_from ON edges (process, from_task);
+CREATE INDEX edges_by_to ON edges (process, to_task);
+CREATE INDEX counters_by_name_time ON counters (name, at_ns);
+CREATE INDEX notes_by_task ON notes (process, task);
+CREATE INDEX notes_by_span ON notes (span);
+)sql";
+
+using Value = std::variant<std::nullptr_t, int64_t, double, std::string_view>;
+
+class Database {
+ public:
+  explicit Database(const std::string& path) : path_(path) {
+    if (std::filesystem::exists(path))
+      throw std::runtime_error(fmt::format("{}: exists; a database is only written anew", path));
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXRESCODE,
+                        nullptr) != SQLITE_OK)
+      fail("cannot open");
+  }
+  ~Database() {
+    for (auto& [sql, statement] : statements_) sqlite3_finalize(statement);
+    sqlite3_close(db_);
+  }
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  void execute(std::string_view sql) {
+    char* message = nullptr;
+    if (sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+      const std::string reason = message ? message : sqlite3_errmsg(db_);
+      sqlite3_free(message);
+      throw std::runtime_error(fmt::format("{}: {}", path_, reason));
+    }
+  }
+
+  void insert(const char* sql, std::initializer_list<Value> values) {
+    sqlite3_stmt*& statement = statements_[sql];
+    if (!statement && sqlite3_prepare_v2(db_, sql, -1, &statement, nullptr) != SQLITE_OK) fail("cannot prepare");
+    int index = 1;
+    for (const Value& value : values) {
+      int result = SQLITE_OK;
+      if (const auto* number = std::get_if<int64_t>(&value))
+        result = sqlite3_bind_int64(statement, index, *number);
+      else if (const auto* real = std::get_if<double>(&value))
+        result = sqlite3_bind_double(statement, index, *real);
+      else if (const auto* text = std::get_if<std::string_view>(&value))
+        result = sqlite3_bind_text(statement, index, text->data(), static_cast<int>(text->size()), SQLITE_TRANSIENT);
+      else
+        result = sqlite3_bind_null(statement, index);
+      if (result != SQLITE_OK) fail("cannot bind");
+      ++index;
+    }
+    if (sqlite3_step(statement) != SQLITE_DONE) fail("cannot insert");
+    sqlite3_reset(statement);
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) {
+    throw std::runtime_error(fmt::format("{}: {}: {}", path_, what, db_ ? sqlite3_errmsg(db_) : "out of memory"));
+  }
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  std::map<const char*, sqlite3_stmt*> statements_;
+};
+
+// Task ids are unsigned; SQLite integers are signed: the same 64 bits.
+int64_t task_value(model::TaskId id) { return static_cast<int64_t>(id); }
+Value optional_task(model::TaskId id) { return id == 0 ? Value(nullptr) : Value(task_value(id)); }
+
+std::string_view site_kind_name(format::SiteKind kind) {
+  switch (kind) {
+    case format::SiteKind::span: return "span";
+    case format::SiteKind::instant: return "instant";
+    case format::SiteKind::note: return "note";
+    case format::SiteKind::counter: return "counter";
+    default: return "metric";
+  }
+}
+
+std::string_view edge_kind_column(model::EdgeKind kind) {
+  switch (kind) {
+    case model::EdgeKind::created_by: return "created_by";
+    case model::EdgeKind::waits_on: return "waits_on";
+    case model::EdgeKind::resolved_by: return "resolved_by";
+  }
+  return "?";
+}
+
+class SqliteWriter {
+ public:
+  explicit SqliteWriter(Database& db) : db_(db) {}
+
+  void write_trace(const reader::Trace& trace, int64_t process, ProgressCounter& progress) {
+    trace_ = &trace;
+    process_ = process;
+    const model::TaskGraph graph = build_task_graph(trace, progress);
+    const auto& description = trace.description();
+    const std::string uuid = format::uuid_to_string(description.uuid);
+    db_.insert("INSERT INTO processes VALUES (?,?,?,?,?,?,?)",
+               {process, int64_t{description.pid}, description.process_name, description.hostname, uuid,
+                trace.directory(), static_cast<int64_t>(trace.events_discarded())});
+    for (const reader::Site& site : trace.sites()) {
+      if (site.id == 0) continue;
+      db_.insert("INSERT INTO strings VALUES (?,?,?,?,?,?,?)",
+                 {process, int64_t{site.id}, site_kind_name(site.kind), site.category, site.name, site.file,
+                  int64_t{site.line}});
+    }
+    std::map<uint32_t, uint64_t> discarded;
+    for (const auto& stream : trace.streams()) discarded[stream.thread_id] += stream.events_discarded;
+    for (const auto& [thread_id, count] : discarded)
+      db_.insert("INSERT INTO threads VALUES (?,?,?,?)",
+                 {process, int64_t{thread_id}, trace.thread_name(thread_id), static_cast<int64_t>(count)});
+    write_tasks(graph);
+    write_events(graph, progress);
+  }
+
+ private:
+  int64_t ns(uint64_t ticks) const { return trace_->to_unix_ns(ticks); }
+  Value optional_ns(const std::optional<uint64_t>& ticks) const {
+    return ticks ? Value(ns(*ticks)) : Value(nullptr);
+  }
+  int64_t span_id(uint64_t sequence) const { return static_cast<int64_t>(span_offset_ + sequence); }
+
+  void write_tasks(const model::TaskGraph& graph) {
+    for (const model::Task& task : graph.tasks()) {
+      const std::string id_text = model::task_id_text(task.id);
+      db_.insert("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                 {process_, task_value(task.id), id_text, format::task_kind_name(task.kind), task.name,
+                  task.label.empty() ? Value(nullptr) : Value(std::string_view(task.label)), optional_task(task.parent),
+                  optional_ns(task.created),
+                  task.created ? Value(int64_t{task.created_on_thread}) : Value(nullptr), optional_ns(task.resolved),
+                  task.resolved ? Value(format::task_outcome_name(task.outcome)) : Value(nullptr),
+                  task.outcome_text.empty() ? Value(nullptr) : Value(std::string_view(task.outcome_text)),
+                  optional_task(task.resolver == task.id ? 0 : task.resolver), ns(task.busy_ticks()) - ns(0),
+                  static_cast<int64_t>(task.runs.size())});
+      for (const model::RunInterval& run : task.runs)
+        db_.insert("INSERT INTO task_runs VALUES (?,?,?,?,?,?,?)",
+                   {process_, task_value(task.id), int64_t{run.thread_id}, ns(run.begin), ns(run.end),
+                    ns(run.end) - ns(run.begin), int64_t{!run.ended}});
+    }
+    for (const model::Edge& edge : graph.edges())
+      db_.insert("INSERT INTO edges VALUES (?,?,?,?,?)",
+                 {process_, edge_kind_column(edge.kind), task_value(edge.from), task_value(edge.to), ns(edge.ticks)});
+  }
+
+  void write_span(const ThreadSpan& span, model::TaskId task) {
+    const reader::Site* site = trace_->site(span.site_id);
+    db_.insert("INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+               {span_id(span.sequence), process_, int64_t{span.thread_id}, int64_t{span.site_id},
+                site ? Value(std::string_view(site->category)) : Value(nullptr),
+                site ? Value(std::string_view(site->name)) : Value(nullptr), ns(span.begin), ns(span.end),
+                ns(span.end) - ns(span.begin), int64_t{span.depth},
+                span.parent_sequence ? Value(span_id(span.parent_sequence)) : Value(nullptr), optional_task(task),
+                int64_t{!span.ended}});
+  }
+
+  void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
+    SpanPairing spans;
+    std::map<uint32_t, std::vector<model::TaskId>> running;  // per thread, innermost last
+    std::map<uint64_t, model::TaskId> task_of_open_span;
+    auto running_task = [&](uint32_t thread_id) -> model::TaskId {
+      const auto found = running.find(thread_id);
+      return found == running.end() || found->second.empty() ? 0 : found->second.back();
+    };
+    uint64_t last_sequence = 0;
+    ThreadSpan closed;
+    trace_->for_each_event([&](const reader::Event& event) {
+      progress.count();
+      switch (event.type) {
+        case format::EventId::span_begin: {
+          const ThreadSpan* span = spans.begin(event);
+          task_of_open_span[span->sequence] = running_task(event.thread_id);
+          last_sequence = span->sequence;
+          break;
+        }
+        case format::EventId::span_end:
+          if (spans.end(event, closed)) {
+            write_span(closed, task_of_open_span[closed.sequence]);
+            task_of_open_span.erase(closed.sequence);
+          }
+          break;
+        case format::EventId::counter:
+        case format::EventId::counter_float: {
+          const reader::Site* site = trace_->site(event.name_id);
+          db_.insert("INSERT INTO counters VALUES (?,?,?,?,?,?,?)",
+                     {process_, int64_t{event.thread_id}, int64_t{event.name_id},
+                      site ? Value(std::string_view(site->category)) : Value(nullptr),
+                      site ? Value(std::string_view(site->name)) : Value(nullptr), ns(event.ticks),
+                      event.type == format::EventId::counter ? Value(event.value) : Value(event.value_float)});
+          break;
+        }
+        case format::EventId::note:
+        case format::EventId::instant: {
+          const reader::Site* site = trace_->site(event.name_id);
+          const auto& open = spans.open_on(event.thread_id);
+          const bool note = event.type == format::EventId::note;
+          db_.insert("INSERT INTO notes VALUES (?,?,?,?,?,?,?,?,?,?)",
+                     {process_, int64_t{event.thread_id}, int64_t{event.name_id},
+                      std::string_view(note ? "note" : "instant"),
+                      site ? Value(std::string_view(site->category)) : Value(nullptr),
+                      site ? Value(std::string_view(site->name)) : Value(nullptr),
+                      note ? Value(event.text) : Value(nullptr), ns(event.ticks),
+                      open.empty() ? Value(nullptr) : Value(span_id(open.back().sequence)),
+                      optional_task(running_task(event.thread_id))});
+          break;
+        }
+        case format::EventId::task_run_begin: running[event.thread_id].push_back(event.task); break;
+        case format::EventId::task_run_end: {
+          auto& stack = running[event.thread_id];
+          for (size_t i = stack.size(); i-- > 0;)
+            if (stack[i] == event.task) {
+              stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
+              break;
+            }
+          break;
+        }
+        default: break;
+      }
+      return true;
+    });
+    for (const ThreadSpan& span : spans.close_all(graph.last_ticks())) write_span(span, task_of_open_span[span.sequence]);
+    // The next process's span ids follow this one's.
+    span_offset_ += last_sequence;
+  }
+
+  Database& db_;
+  const reader::Trace* trace_ = nullptr;
+  int64_t process_ = 0;
+  uint64_t span_offset_ = 0;
+};
+
+}  // namespace
+
+void export_sqlite(const std::vector<reader::Trace>& traces, const std::string& path, const ExportOptions& options) {
+  ProgressCounter progress(options);
+  Database db(path);
+  // A new file written in one go: a crash leaves a file the caller discards anyway, so the
+  // journal would only cost time.
+  db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;");
+  db.execute("BEGIN");
+  db.execute(kSchema);
+  SqliteWriter writer(db);
+  for (size_t i = 0; i < traces.size(); ++i) writer.write_trace(traces[i], static_cast<int64_t>(i + 1), progress);
+  db.execute(kIndexes);
+  db.execute("COMMIT");
+}
+
+}  // namespace chronicle::exports

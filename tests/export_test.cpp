@@ -1,0 +1,426 @@
+// `chronicle export`: each format read back by a reader that is not ours (Python's json module,
+// the official OTLP protobuf definitions, SQLite) and compared with the model of the same trace;
+// on the Asio echo example's trace, on a synthetic trace with every kind of event, on a record
+// run of two processes, and on bad input.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
+#include <chronicle/task.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "export/otlp_json.hpp"
+#include "model/task_graph.hpp"
+#include "reader/trace_directory.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using format::EventId;
+using test::run;
+using test::TemporaryDirectory;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kEchoExample = ECHO_EXAMPLE;
+const std::string kForkExec = FORK_EXEC;
+const std::string kChromeCheck = CHROME_CHECK;
+const std::string kOtlpCheckDirectory = OTLP_CHECK_DIR;
+
+// What the model and the raw events of one trace say the exports must hold.
+struct Expected {
+  std::string process_name;
+  std::array<uint8_t, 16> uuid{};
+  size_t streams = 0;
+  size_t span_begins = 0;
+  size_t instants = 0;
+  size_t notes = 0;
+  size_t counters = 0;
+  size_t tasks = 0;
+  size_t runs = 0;
+  size_t idle = 0;
+  size_t edges = 0;
+  size_t waits = 0;
+  std::vector<std::pair<model::TaskId, std::string>> failed;      // task, error text
+  std::vector<std::pair<model::TaskId, model::TaskId>> parents;  // task, creating task
+};
+
+Expected expect(const std::string& directory) {
+  reader::Trace trace(directory);
+  Expected expected;
+  expected.process_name = trace.description().process_name;
+  expected.uuid = trace.description().uuid;
+  expected.streams = trace.streams().size();
+  trace.for_each_event([&](const reader::Event& event) {
+    switch (event.type) {
+      case EventId::span_begin: ++expected.span_begins; break;
+      case EventId::instant: ++expected.instants; break;
+      case EventId::note: ++expected.notes; break;
+      case EventId::counter:
+      case EventId::counter_float: ++expected.counters; break;
+      default: break;
+    }
+    return true;
+  });
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  expected.tasks = graph.tasks().size();
+  for (const auto& task : graph.tasks()) {
+    expected.runs += task.runs.size();
+    if (task.resolved && task.outcome == format::TaskOutcome::failed) expected.failed.emplace_back(task.id, task.outcome_text);
+    if (task.parent != 0 && graph.find(task.parent)) expected.parents.emplace_back(task.id, task.parent);
+  }
+  expected.idle = graph.idle().size();
+  expected.edges = graph.edges().size();
+  for (const auto& edge : graph.edges()) expected.waits += edge.kind == model::EdgeKind::waits_on;
+  return expected;
+}
+
+std::vector<Expected> expect_all(const std::string& directory) {
+  std::vector<Expected> all;
+  for (const auto& path : reader::find_traces(directory)) all.push_back(expect(path));
+  return all;
+}
+
+void export_to(const std::string& trace, const std::string& format, const std::string& output) {
+  const auto result = run(kCli + " export " + trace + " --format " + format + " -o " + output);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_NE(result.err.find("wrote " + output), std::string::npos) << result.err;
+}
+
+// --- Chrome JSON ------------------------------------------------------------------------------
+
+void check_chrome(const std::string& trace, const TemporaryDirectory& scratch) {
+  const std::string output = scratch / "trace.json";
+  ASSERT_NO_FATAL_FAILURE(export_to(trace, "chrome", output));
+  const auto result = run("python3 " + kChromeCheck + " " + output);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto summary = nlohmann::json::parse(result.out);
+  EXPECT_TRUE(summary["problems"].empty()) << summary["problems"].dump(2);
+
+  size_t complete = 0, instants = 0, counters = 0, tasks = 0, metadata = 0;
+  for (const Expected& expected : expect_all(trace)) {
+    complete += expected.span_begins + expected.runs + expected.idle;
+    instants += expected.instants + expected.notes;
+    counters += expected.counters;
+    tasks += expected.tasks;
+    metadata += 1 + expected.streams;  // process name, thread names
+  }
+  const auto& phases = summary["phases"];
+  auto count = [&](const char* phase) { return phases.contains(phase) ? phases[phase].get<size_t>() : size_t{0}; };
+  EXPECT_EQ(count("X"), complete);
+  EXPECT_EQ(count("i"), instants);
+  EXPECT_EQ(count("C"), counters);
+  EXPECT_EQ(count("b"), tasks);
+  EXPECT_EQ(count("e"), tasks);
+  EXPECT_EQ(count("M"), metadata);
+  EXPECT_EQ(count("s"), count("f"));
+  EXPECT_EQ(summary["flows"].get<size_t>(), count("s"));
+  EXPECT_EQ(summary["metadata"]["process_name"].get<size_t>(), reader::find_traces(trace).size());
+  EXPECT_EQ(summary["pids"].size(), reader::find_traces(trace).size()) << "one pid per process";
+}
+
+// --- OTLP ------------------------------------------------------------------------------------
+
+std::string hex_id(uint64_t id) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+void check_otlp(const std::string& trace, const TemporaryDirectory& scratch) {
+  ASSERT_TRUE(std::filesystem::exists(kOtlpCheckDirectory + "/node_modules/@opentelemetry/otlp-transformer"))
+      << "the OTLP definitions are not installed: run scripts/install-deps.sh (npm ci in tests/otlp)";
+  const std::string output = scratch / "trace.otlp.json";
+  ASSERT_NO_FATAL_FAILURE(export_to(trace, "otlp", output));
+  nlohmann::json resources = nlohmann::json::array();
+  for (const Expected& expected : expect_all(trace)) {
+    const exports::OtlpIds ids(expected.uuid);
+    nlohmann::json errors = nlohmann::json::array();
+    for (const auto& [task, message] : expected.failed)
+      errors.push_back({{"spanId", hex_id(ids.task_span(task))}, {"message", message}});
+    nlohmann::json parents = nlohmann::json::array();
+    for (const auto& [task, parent] : expected.parents)
+      parents.push_back({hex_id(ids.task_span(task)), hex_id(ids.task_span(parent))});
+    resources.push_back({{"service", expected.process_name},
+                         {"spans", expected.span_begins + expected.tasks},
+                         {"task_spans", expected.tasks},
+                         {"errors", errors},
+                         {"parents", parents}});
+  }
+  const std::string expectations = scratch / "expected.json";
+  std::ofstream(expectations) << nlohmann::json{{"resources", resources}}.dump();
+  const auto result = run("cd " + kOtlpCheckDirectory + " && node check_otlp.js " + output + " " + expectations);
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find(": ok"), std::string::npos) << result.out;
+}
+
+// --- SQLite ----------------------------------------------------------------------------------
+
+class Database {
+ public:
+  explicit Database(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+      throw std::runtime_error(sqlite3_errmsg(db_));
+  }
+  ~Database() { sqlite3_close(db_); }
+  // The first column of each row, as text.
+  std::vector<std::string> column(const std::string& sql) {
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr) != SQLITE_OK)
+      throw std::runtime_error(sql + ": " + sqlite3_errmsg(db_));
+    std::vector<std::string> values;
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(statement, 0);
+      values.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+    }
+    sqlite3_finalize(statement);
+    return values;
+  }
+  size_t count(const std::string& sql) { return std::stoull(column(sql).at(0)); }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// The queries docs/export.md shows: they must run on every export.
+const char* const kDocumentedQueries[] = {
+    R"sql(SELECT s.category || '/' || s.name AS span_name, count(*) AS calls,
+            sum(s.duration_ns - coalesce(c.child_ns, 0)) / 1000 AS self_us, sum(s.duration_ns) / 1000 AS total_us
+     FROM spans s LEFT JOIN (SELECT parent, sum(duration_ns) AS child_ns FROM spans GROUP BY parent) c ON c.parent = s.span
+     GROUP BY span_name ORDER BY self_us DESC LIMIT 10)sql",
+    R"sql(SELECT t.task_text, t.name, t.outcome_text AS error, p.task_text AS creator, p.name AS creator_name
+     FROM tasks t LEFT JOIN tasks p ON p.process = t.process AND p.task = t.parent
+     WHERE t.outcome = 'failed' ORDER BY t.resolved_ns)sql",
+    R"sql(SELECT category || '/' || name AS counter, strftime('%H:%M', at_ns / 1000000000, 'unixepoch') AS minute,
+            max(value) AS max, count(*) AS samples
+     FROM counters GROUP BY counter, minute ORDER BY counter, minute)sql",
+};
+
+void check_sqlite(const std::string& trace, const TemporaryDirectory& scratch) {
+  const std::string output = scratch / "trace.sqlite";
+  ASSERT_NO_FATAL_FAILURE(export_to(trace, "sqlite", output));
+  size_t spans = 0, notes = 0, counters = 0, tasks = 0, runs = 0, edges = 0, failed = 0;
+  for (const Expected& expected : expect_all(trace)) {
+    spans += expected.span_begins;
+    notes += expected.notes + expected.instants;
+    counters += expected.counters;
+    tasks += expected.tasks;
+    runs += expected.runs;
+    edges += expected.edges;
+    failed += expected.failed.size();
+  }
+  Database db(output);
+  EXPECT_EQ(db.count("SELECT count(*) FROM processes"), reader::find_traces(trace).size());
+  EXPECT_EQ(db.count("SELECT count(*) FROM spans"), spans);
+  EXPECT_EQ(db.count("SELECT count(*) FROM notes"), notes);
+  EXPECT_EQ(db.count("SELECT count(*) FROM counters"), counters);
+  EXPECT_EQ(db.count("SELECT count(*) FROM tasks"), tasks);
+  EXPECT_EQ(db.count("SELECT count(*) FROM task_runs"), runs);
+  EXPECT_EQ(db.count("SELECT count(*) FROM edges"), edges);
+  EXPECT_EQ(db.count("SELECT count(*) FROM tasks WHERE outcome = 'failed'"), failed);
+  EXPECT_GT(db.count("SELECT count(*) FROM threads"), 0u);
+  EXPECT_GT(db.count("SELECT count(*) FROM strings"), 0u);
+  EXPECT_EQ(db.count("SELECT count(*) FROM spans WHERE end_ns < begin_ns OR duration_ns != end_ns - begin_ns"), 0u);
+  EXPECT_EQ(db.count("SELECT count(*) FROM spans c WHERE parent IS NOT NULL AND NOT EXISTS "
+                     "(SELECT 1 FROM spans p WHERE p.span = c.parent AND p.depth = c.depth - 1)"),
+            0u)
+      << "every parent span exists, one level up";
+  for (const char* query : kDocumentedQueries) EXPECT_NO_THROW(db.column(query)) << query;
+  EXPECT_EQ(db.column(kDocumentedQueries[1]).size(), failed);
+}
+
+// --- the traces ------------------------------------------------------------------------------
+
+class EchoTrace : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new TemporaryDirectory;
+    const auto result = run(kCli + " record -q -o " + (*directory_ / "trace") + " -- " + kEchoExample + " 3 20");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  static void TearDownTestSuite() {
+    delete directory_;
+    directory_ = nullptr;
+  }
+  static std::string trace() { return *directory_ / "trace"; }
+  TemporaryDirectory scratch_;
+  static inline TemporaryDirectory* directory_ = nullptr;
+};
+
+TEST_F(EchoTrace, ChromeJsonMatchesTheModel) { check_chrome(trace(), scratch_); }
+TEST_F(EchoTrace, OtlpDecodesWithTheOfficialDefinitions) { check_otlp(trace(), scratch_); }
+TEST_F(EchoTrace, SqliteCountsMatchTheModel) { check_sqlite(trace(), scratch_); }
+
+// Every kind of event: nested and unfinished spans on two threads, instants, notes (one with a
+// cut UTF-8 character), integer and float counters, coroutines that wait and fail, a promise
+// resolved by another task, an event loop's idle time.
+task<int> leaf(int n) {
+  CHRONICLE_SPAN("synthetic", "leaf work");
+  CHRONICLE_NOTE("synthetic", "leaf {}", n);
+  if (n == 2) throw std::runtime_error("checksum \"mismatch\"");
+  co_return n;
+}
+
+task<int> root_task() {
+  int total = co_await leaf(1);
+  try {
+    total += co_await leaf(2).named("B.read");
+  } catch (const std::exception&) {
+    total = -1;
+  }
+  co_return total;
+}
+
+void record_synthetic(const std::string& output, const std::string& shm_dir) {
+  Config config;
+  config.output = output;
+  config.shm_dir = shm_dir;
+  ASSERT_TRUE(start(config)) << last_error();
+  set_thread_name("main");
+  {
+    CHRONICLE_SPAN("synthetic", "outer");
+    for (int i = 0; i < 3; ++i) {
+      CHRONICLE_SPAN("synthetic", "inner");
+      CHRONICLE_COUNTER("synthetic", "queue depth", i);
+      CHRONICLE_COUNTER("synthetic", "load", 0.5 * i);
+    }
+    CHRONICLE_INSTANT("synthetic", "checkpoint");
+    const std::string cut = "caf\xC3\xA9 \xC3";  // ends in the middle of a character
+    CHRONICLE_NOTE("synthetic", "text {} with \"quotes\"\n and a newline", cut);
+  }
+  EXPECT_EQ(sync_wait(root_task()), -1);
+  const TaskId reply = create_task(TaskKind::promise, "reply");
+  std::thread worker([reply] {
+    set_thread_name("worker");
+    const TaskId resolver = create_task(TaskKind::handler, "timeout handler");
+    {
+      TaskRunScope running(resolver);
+      CHRONICLE_SPAN("synthetic", "worker span");
+      resolve_task(reply, TaskOutcome::failed, "timeout");
+    }
+    resolve_task(resolver, TaskOutcome::ok);
+  });
+  worker.join();
+  { TaskRunScope continuation(reply); }  // the reply's continuation: the end of the resolution arrow
+  {
+    LoopIdleScope idle;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHRONICLE_SPAN_BEGIN("synthetic", "never ended");
+  stop();
+}
+
+class SyntheticTrace : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new TemporaryDirectory;
+    record_synthetic(*directory_ / "trace", directory_->path());
+  }
+  static void TearDownTestSuite() {
+    delete directory_;
+    directory_ = nullptr;
+  }
+  static std::string trace() { return *directory_ / "trace"; }
+  TemporaryDirectory scratch_;
+  static inline TemporaryDirectory* directory_ = nullptr;
+};
+
+TEST_F(SyntheticTrace, HoldsWhatTheTestsExpect) {
+  const Expected expected = expect(trace());
+  EXPECT_EQ(expected.span_begins, 8u);  // outer, 3 inner, 2 leaf work, worker span, never ended
+  EXPECT_EQ(expected.failed.size(), 2u);
+  EXPECT_GE(expected.waits, 2u);
+  EXPECT_GE(expected.idle, 1u);
+}
+TEST_F(SyntheticTrace, ChromeJsonMatchesTheModel) {
+  check_chrome(trace(), scratch_);
+  const auto summary = nlohmann::json::parse(run("python3 " + kChromeCheck + " " + (scratch_ / "trace.json")).out);
+  EXPECT_TRUE(summary["flow_names"].contains("waits on")) << summary.dump();
+  EXPECT_TRUE(summary["flow_names"].contains("created")) << summary.dump();
+  EXPECT_TRUE(summary["flow_names"].contains("resolved")) << summary.dump();
+}
+TEST_F(SyntheticTrace, OtlpDecodesWithTheOfficialDefinitions) { check_otlp(trace(), scratch_); }
+TEST_F(SyntheticTrace, SqliteCountsMatchTheModel) {
+  check_sqlite(trace(), scratch_);
+  Database db(scratch_ / "trace.sqlite");
+  EXPECT_EQ(db.column("SELECT name FROM spans WHERE unfinished = 1"), std::vector<std::string>{"never ended"});
+  EXPECT_EQ(db.column("SELECT outcome_text FROM tasks WHERE outcome = 'failed' ORDER BY resolved_ns"),
+            (std::vector<std::string>{"checksum \"mismatch\"", "timeout"}));
+  EXPECT_EQ(db.column("SELECT p.name FROM spans c JOIN spans p ON p.span = c.parent WHERE c.name = 'inner'"),
+            (std::vector<std::string>{"outer", "outer", "outer"}));
+}
+
+// --- several processes -------------------------------------------------------------------------
+
+TEST(ExportProcesses, EveryProcessOfARecordRunIsInOneFile) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kForkExec);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_EQ(reader::find_traces(directory / "trace").size(), 2u);
+  check_chrome(directory / "trace", directory);
+  check_otlp(directory / "trace", directory);
+  check_sqlite(directory / "trace", directory);
+}
+
+// --- the command on bad input and bad output ---------------------------------------------------
+
+class ExportCommand : public EchoTrace {};
+
+TEST_F(ExportCommand, ATruncatedTraceIsBadInputNamingTheFileAndOffset) {
+  const std::string copy = scratch_ / "truncated";
+  std::filesystem::copy(trace(), copy);
+  std::string stream;
+  for (const auto& entry : std::filesystem::directory_iterator(copy))
+    if (entry.path().filename().string().starts_with("thread-")) stream = entry.path().string();
+  ASSERT_FALSE(stream.empty());
+  std::filesystem::resize_file(stream, std::filesystem::file_size(stream) - 1000);
+  for (const char* format : {"chrome", "otlp", "sqlite"}) {
+    const std::string output = scratch_ / (std::string("out.") + format);
+    const auto result = run(kCli + " export " + copy + " --format " + format + " -o " + output);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_NE(result.err.find(stream), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("offset"), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(output)) << "no output from bad input";
+    EXPECT_FALSE(std::filesystem::exists(output + ".partial"));
+  }
+}
+
+TEST_F(ExportCommand, NotATraceIsBadInput) {
+  const auto result = run(kCli + " export " + scratch_.path() + " --format chrome -o " + (scratch_ / "out.json"));
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("no trace here"), std::string::npos) << result.err;
+}
+
+TEST_F(ExportCommand, AnUnwritableOutputIsAClearError) {
+  const std::string output = scratch_ / "no-such-directory/out.json";
+  const auto result = run(kCli + " export " + trace() + " --format chrome -o " + output);
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("cannot create"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("No such file or directory"), std::string::npos) << result.err;
+}
+
+TEST_F(ExportCommand, AnExistingOutputIsKeptUnlessForced) {
+  const std::string output = scratch_ / "out.db";
+  std::ofstream(output) << "precious";
+  auto result = run(kCli + " export " + trace() + " --format sqlite -o " + output);
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("--force"), std::string::npos) << result.err;
+  EXPECT_EQ(std::filesystem::file_size(output), 8u);
+  result = run(kCli + " export " + trace() + " --format sqlite --force -o " + output);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_GT(Database(output).count("SELECT count(*) FROM tasks"), 0u);
+}
+
+TEST_F(ExportCommand, AnUnknownFormatIsRefused) {
+  const auto result = run(kCli + " export " + trace() + " --format xml -o " + (scratch_ / "out"));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("xml"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace chronicle
