@@ -4,6 +4,7 @@
 #include <chronicle/chronicle.hpp>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -13,13 +14,17 @@ int main(int argc, char** argv) {
   const long kill_at = std::strtol(argv[1], nullptr, 10);
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   std::vector<std::thread> workers;
+  // Every thread has written before the killer starts, however the threads are scheduled.
+  std::atomic<int> started{0};
   for (int t = 1; t < threads; ++t)
-    workers.emplace_back([] {
+    workers.emplace_back([&started] {
       for (long i = 0;; ++i) {
         CHRONICLE_COUNTER("crash", "sequence", i);
+        if (i == 0) started.fetch_add(1);
         if (i % 64 == 0) std::this_thread::yield();
       }
     });
+  while (started.load() < threads - 1) std::this_thread::yield();
   for (long i = 0;; ++i) {
     CHRONICLE_SPAN("crash", "step");
     CHRONICLE_COUNTER("crash", "sequence", i);
