@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
   Settings settings;
   settings.connections = positive_argument(argv, 1, argc, settings.connections);
   settings.messages = positive_argument(argv, 2, argc, settings.messages);
-  settings.message_bytes = static_cast<size_t>(positive_argument(argv, 3, argc, static_cast<int>(settings.message_bytes)));
+  settings.message_bytes =
+      static_cast<size_t>(positive_argument(argv, 3, argc, static_cast<int>(settings.message_bytes)));
 
   asio::io_context server_io;
   EchoServer server(server_io);
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
 
   server.stop();
   server_thread.join();
-  std::printf("echo: %d connections x %d messages of %zu bytes, %d finished\n", settings.connections,
-              settings.messages, settings.message_bytes, finished.load());
+  std::printf("echo: %d connections x %d messages of %zu bytes, %d finished\n", settings.connections, settings.messages,
+              settings.message_bytes, finished.load());
   return finished.load() == settings.connections ? 0 : 1;
 }

@@ -50,8 +50,10 @@ TEST(AsioExample, EveryAcceptedConnectionHasItsAcceptReadWriteChain) {
     for (const auto& run : task.runs) EXPECT_TRUE(run.ended);
     if (task.name != "socket.async_accept") continue;
     EXPECT_EQ(task.kind, format::TaskKind::io);
-    if (task.outcome == format::TaskOutcome::cancelled) ++cancelled_accepts;
-    else accepted.push_back(&task);
+    if (task.outcome == format::TaskOutcome::cancelled)
+      ++cancelled_accepts;
+    else
+      accepted.push_back(&task);
   }
   EXPECT_EQ(cancelled_accepts, 1) << "the last accept is cancelled when the server stops";
   ASSERT_EQ(accepted.size(), size_t{kConnections});

@@ -86,8 +86,8 @@ TEST_P(Crash, RecordRecoversEverySequenceNumberUpToTheKill) {
   std::mt19937 random(GetParam());
   const long kill_at = std::uniform_int_distribution<long>(1'000, 400'000)(random);
   TemporaryDirectory directory;
-  const auto result = run(kCli + " record --buffer-size 64M -o " + (directory / "trace") + " -- " + kCrashWriter +
-                          " " + std::to_string(kill_at) + " 3");
+  const auto result = run(kCli + " record --buffer-size 64M -o " + (directory / "trace") + " -- " + kCrashWriter + " " +
+                          std::to_string(kill_at) + " 3");
   EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
   EXPECT_NE(result.err.find("killed by signal 9"), std::string::npos) << result.err;
   reader::Trace trace(directory / "trace");
@@ -110,9 +110,9 @@ TEST_P(Crash, FlightRecorderMappingLeftBehindIsReadBySnapshot) {
   std::mt19937 random(GetParam());
   const long kill_at = std::uniform_int_distribution<long>(50'000, 400'000)(random);
   TemporaryDirectory directory;
-  const auto killed = run("CHRONICLE_OUTPUT=" + (directory / "unused") + " CHRONICLE_MODE=flight CHRONICLE_SHM_DIR=" +
-                          directory.path() + " CHRONICLE_BUFFER_SIZE=256K " + kCrashWriter + " " +
-                          std::to_string(kill_at) + " 2");
+  const auto killed = run("CHRONICLE_OUTPUT=" + (directory / "unused") +
+                          " CHRONICLE_MODE=flight CHRONICLE_SHM_DIR=" + directory.path() +
+                          " CHRONICLE_BUFFER_SIZE=256K " + kCrashWriter + " " + std::to_string(kill_at) + " 2");
   EXPECT_EQ(killed.exit_code, 128 + SIGKILL);
   std::string mapping;
   for (const auto& entry : std::filesystem::directory_iterator(directory.path()))

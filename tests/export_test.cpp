@@ -46,7 +46,7 @@ struct Expected {
   size_t idle = 0;
   size_t edges = 0;
   size_t waits = 0;
-  std::vector<std::pair<model::TaskId, std::string>> failed;      // task, error text
+  std::vector<std::pair<model::TaskId, std::string>> failed;     // task, error text
   std::vector<std::pair<model::TaskId, model::TaskId>> parents;  // task, creating task
 };
 
@@ -58,12 +58,21 @@ Expected expect(const std::string& directory) {
   expected.streams = trace.streams().size();
   trace.for_each_event([&](const reader::Event& event) {
     switch (event.type) {
-      case EventId::span_begin: ++expected.span_begins; break;
-      case EventId::instant: ++expected.instants; break;
-      case EventId::note: ++expected.notes; break;
+      case EventId::span_begin:
+        ++expected.span_begins;
+        break;
+      case EventId::instant:
+        ++expected.instants;
+        break;
+      case EventId::note:
+        ++expected.notes;
+        break;
       case EventId::counter:
-      case EventId::counter_float: ++expected.counters; break;
-      default: break;
+      case EventId::counter_float:
+        ++expected.counters;
+        break;
+      default:
+        break;
     }
     return true;
   });
@@ -71,7 +80,8 @@ Expected expect(const std::string& directory) {
   expected.tasks = graph.tasks().size();
   for (const auto& task : graph.tasks()) {
     expected.runs += task.runs.size();
-    if (task.resolved && task.outcome == format::TaskOutcome::failed) expected.failed.emplace_back(task.id, task.outcome_text);
+    if (task.resolved && task.outcome == format::TaskOutcome::failed)
+      expected.failed.emplace_back(task.id, task.outcome_text);
     if (task.parent != 0 && graph.find(task.parent)) expected.parents.emplace_back(task.id, task.parent);
   }
   expected.idle = graph.idle().size();
@@ -252,9 +262,15 @@ class EchoTrace : public ::testing::Test {
   static inline TemporaryDirectory* directory_ = nullptr;
 };
 
-TEST_F(EchoTrace, ChromeJsonMatchesTheModel) { check_chrome(trace(), scratch_); }
-TEST_F(EchoTrace, OtlpDecodesWithTheOfficialDefinitions) { check_otlp(trace(), scratch_); }
-TEST_F(EchoTrace, SqliteCountsMatchTheModel) { check_sqlite(trace(), scratch_); }
+TEST_F(EchoTrace, ChromeJsonMatchesTheModel) {
+  check_chrome(trace(), scratch_);
+}
+TEST_F(EchoTrace, OtlpDecodesWithTheOfficialDefinitions) {
+  check_otlp(trace(), scratch_);
+}
+TEST_F(EchoTrace, SqliteCountsMatchTheModel) {
+  check_sqlite(trace(), scratch_);
+}
 
 // Every kind of event: nested and unfinished spans on two threads, instants, notes (one with a
 // cut UTF-8 character), integer and float counters, coroutines that wait and fail, a promise
@@ -344,7 +360,9 @@ TEST_F(SyntheticTrace, ChromeJsonMatchesTheModel) {
   EXPECT_TRUE(summary["flow_names"].contains("created")) << summary.dump();
   EXPECT_TRUE(summary["flow_names"].contains("resolved")) << summary.dump();
 }
-TEST_F(SyntheticTrace, OtlpDecodesWithTheOfficialDefinitions) { check_otlp(trace(), scratch_); }
+TEST_F(SyntheticTrace, OtlpDecodesWithTheOfficialDefinitions) {
+  check_otlp(trace(), scratch_);
+}
 TEST_F(SyntheticTrace, SqliteCountsMatchTheModel) {
   check_sqlite(trace(), scratch_);
   Database db(scratch_ / "trace.sqlite");

@@ -8,9 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/metrics.hpp>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -123,8 +123,9 @@ TEST(MetricsCli, ReadsARunningProcessWithoutItsHelp) {
   EXPECT_EQ(by_pool.out, "requests{pool=\"p1\"} 84\nrequests{pool=\"p2\"} 200\n");
   auto drill = run(kCli + " metrics query " + std::to_string(writer.pid()) +
                    " requests --where pool=p1 --where customer=acme --drill vm");
-  EXPECT_EQ(drill.out, "requests{pool=\"p1\",customer=\"acme\",vm=\"vm1\"} 60\n"
-                       "requests{pool=\"p1\",customer=\"acme\",vm=\"vm2\"} 10\n");
+  EXPECT_EQ(drill.out,
+            "requests{pool=\"p1\",customer=\"acme\",vm=\"vm1\"} 60\n"
+            "requests{pool=\"p1\",customer=\"acme\",vm=\"vm2\"} 10\n");
   auto max = run(kCli + " metrics query " + std::to_string(writer.pid()) + " requests --by customer --op max");
   EXPECT_NE(max.out.find("requests{customer=\"acme\"} 40\n"), std::string::npos) << max.out;
 }

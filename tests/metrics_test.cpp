@@ -247,7 +247,7 @@ TEST(MetricsTracing, ChangesAreTraceEventsWhileASessionRuns) {
     if (!site) return true;
     kinds[site->name] = site->kind;
     values[site->name].push_back(event.type == format::EventId::counter ? static_cast<double>(event.value)
-                                                                         : event.value_float);
+                                                                        : event.value_float);
     return true;
   });
   EXPECT_EQ(values["test.traced_bytes{stream=\"7\"}"], (std::vector<double>{10, 20}));

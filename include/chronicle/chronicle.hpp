@@ -21,63 +21,64 @@
 
 #include "chronicle/detail/writer.hpp"
 
-#define CHRONICLE_DETAIL_SITE(variable, category, name, kind)                                       \
-  static constinit ::chronicle::detail::Site variable {                                             \
+#define CHRONICLE_DETAIL_SITE(variable, category, name, kind)                                     \
+  static constinit ::chronicle::detail::Site variable {                                           \
     category, name, __FILE__, __LINE__, static_cast<uint8_t>(::chronicle::format::SiteKind::kind) \
   }
 
-#define CHRONICLE_SPAN(category, name)                                           \
+#define CHRONICLE_SPAN(category, name)                                            \
   CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, name, span); \
-  ::chronicle::detail::ScopedSpan CHRONICLE_UNIQUE(chronicle_span_) { CHRONICLE_UNIQUE(chronicle_site_) }
+  ::chronicle::detail::ScopedSpan CHRONICLE_UNIQUE(chronicle_span_) {             \
+    CHRONICLE_UNIQUE(chronicle_site_)                                             \
+  }
 
-#define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event)                                      \
-  do {                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
-    if (chronicle_generation != 0) [[unlikely]] {                                                      \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind);                                     \
-      ::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation,                        \
-                                          ::chronicle::format::EventId::event);                        \
-    }                                                                                                  \
+#define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event)                                                     \
+  do {                                                                                                                \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);          \
+    if (chronicle_generation != 0) [[unlikely]] {                                                                     \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind);                                                    \
+      ::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation, ::chronicle::format::EventId::event); \
+    }                                                                                                                 \
   } while (0)
 
 #define CHRONICLE_SPAN_BEGIN(category, name) CHRONICLE_DETAIL_NAMED_EVENT(category, name, span, span_begin)
 
-#define CHRONICLE_SPAN_END(category, name)                                                             \
-  do {                                                                                                 \
+#define CHRONICLE_SPAN_END(category, name)                                                                   \
+  do {                                                                                                       \
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
-    if (chronicle_generation != 0) [[unlikely]] {                                                      \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span);                                     \
-      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                       \
-        ::chronicle::detail::emit_span_end(chronicle_generation);                                      \
-    }                                                                                                  \
+    if (chronicle_generation != 0) [[unlikely]] {                                                            \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span);                                           \
+      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                             \
+        ::chronicle::detail::emit_span_end(chronicle_generation);                                            \
+    }                                                                                                        \
   } while (0)
 
 #define CHRONICLE_INSTANT(category, name) CHRONICLE_DETAIL_NAMED_EVENT(category, name, instant, instant)
 
-#define CHRONICLE_COUNTER(category, name, value)                                                       \
-  do {                                                                                                 \
+#define CHRONICLE_COUNTER(category, name, value)                                                             \
+  do {                                                                                                       \
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
-    if (chronicle_generation != 0) [[unlikely]] {                                                      \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, counter);                                  \
-      ::chronicle::detail::emit_counter(chronicle_site, chronicle_generation, (value));                \
-    }                                                                                                  \
+    if (chronicle_generation != 0) [[unlikely]] {                                                            \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, counter);                                        \
+      ::chronicle::detail::emit_counter(chronicle_site, chronicle_generation, (value));                      \
+    }                                                                                                        \
   } while (0)
 
 // The format string is the note's interned name; the formatted text is stored with the event.
-#define CHRONICLE_NOTE(category, format_string, ...)                                                   \
-  do {                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
-    if (chronicle_generation != 0) [[unlikely]] {                                                      \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note);                            \
-      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                     \
-        char chronicle_text[1024];                                                                     \
-        const auto chronicle_result = ::fmt::format_to_n(chronicle_text, sizeof chronicle_text,        \
+#define CHRONICLE_NOTE(category, format_string, ...)                                                            \
+  do {                                                                                                          \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);    \
+    if (chronicle_generation != 0) [[unlikely]] {                                                               \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note);                                     \
+      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                              \
+        char chronicle_text[1024];                                                                              \
+        const auto chronicle_result = ::fmt::format_to_n(chronicle_text, sizeof chronicle_text,                 \
                                                          FMT_STRING(format_string) __VA_OPT__(, ) __VA_ARGS__); \
-        ::chronicle::detail::emit_note(chronicle_site, chronicle_generation, chronicle_text,           \
-                                       chronicle_result.size < sizeof chronicle_text ? chronicle_result.size \
-                                                                                     : sizeof chronicle_text); \
-      }                                                                                                \
-    }                                                                                                  \
+        ::chronicle::detail::emit_note(                                                                         \
+            chronicle_site, chronicle_generation, chronicle_text,                                               \
+            chronicle_result.size < sizeof chronicle_text ? chronicle_result.size : sizeof chronicle_text);     \
+      }                                                                                                         \
+    }                                                                                                           \
   } while (0)
 
 #else  // CHRONICLE_DISABLE

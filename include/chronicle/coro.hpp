@@ -62,8 +62,7 @@ inline std::string exception_text(const std::exception_ptr& error) {
 class TaskPromiseBase {
  public:
   // The coroutine's own source location names it (GCC gives the coroutine function's).
-  explicit TaskPromiseBase(std::source_location where)
-      : id_(create_task(TaskKind::coroutine, TaskName(where))) {}
+  explicit TaskPromiseBase(std::source_location where) : id_(create_task(TaskKind::coroutine, TaskName(where))) {}
 
   TaskId id() const { return id_; }
 
@@ -115,7 +114,9 @@ class TaskPromiseBase {
     void await_suspend(std::coroutine_handle<>) const noexcept {}
     void await_resume() const noexcept { promise.begin_run(); }
   };
-  InitialAwaiter initial_suspend() noexcept { return {*this}; }
+  InitialAwaiter initial_suspend() noexcept {
+    return {*this};
+  }
 
   struct FinalAwaiter {
     bool await_ready() const noexcept { return false; }
@@ -127,7 +128,9 @@ class TaskPromiseBase {
     }
     void await_resume() const noexcept {}
   };
-  FinalAwaiter final_suspend() noexcept { return {}; }
+  FinalAwaiter final_suspend() noexcept {
+    return {};
+  }
 
   void unhandled_exception() noexcept {
     error_ = std::current_exception();
@@ -139,14 +142,18 @@ class TaskPromiseBase {
   template <typename Awaitable>
   auto await_transform(Awaitable&& awaitable);
 
-  void set_continuation(std::coroutine_handle<> continuation) { continuation_ = continuation; }
+  void set_continuation(std::coroutine_handle<> continuation) {
+    continuation_ = continuation;
+  }
   void rethrow_if_failed() const {
     if (error_) std::rethrow_exception(error_);
   }
 
  protected:
   // Recorded when the coroutine finishes (finish()), with its run's end.
-  void resolved_ok() { succeeded_ = true; }
+  void resolved_ok() {
+    succeeded_ = true;
+  }
 
  private:
   TaskId id_;

@@ -145,8 +145,7 @@ class Histogram {
  public:
   // 100 µs to 10 s, about three buckets per decade.
   static std::vector<double> default_latency_bounds() {
-    return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-            0.1,    0.25,    0.5,    1,     2.5,    5,     10};
+    return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   }
 
   explicit Histogram(std::string_view name, const Labels& labels = {},
@@ -191,20 +190,20 @@ std::string metrics_path();
 }  // namespace chronicle
 
 // One metric per call site, registered the first time the line runs.
-#define CHRONICLE_METRIC_ADD(name, amount)                         \
-  do {                                                             \
-    static ::chronicle::Counter chronicle_metric_counter{name};    \
-    chronicle_metric_counter.add(amount);                          \
+#define CHRONICLE_METRIC_ADD(name, amount)                      \
+  do {                                                          \
+    static ::chronicle::Counter chronicle_metric_counter{name}; \
+    chronicle_metric_counter.add(amount);                       \
   } while (0)
 
-#define CHRONICLE_METRIC_SET(name, value)                          \
-  do {                                                             \
-    static ::chronicle::Gauge chronicle_metric_gauge{name};        \
-    chronicle_metric_gauge.set(value);                             \
+#define CHRONICLE_METRIC_SET(name, value)                   \
+  do {                                                      \
+    static ::chronicle::Gauge chronicle_metric_gauge{name}; \
+    chronicle_metric_gauge.set(value);                      \
   } while (0)
 
-#define CHRONICLE_METRIC_OBSERVE(name, value)                      \
-  do {                                                             \
+#define CHRONICLE_METRIC_OBSERVE(name, value)                       \
+  do {                                                              \
     static ::chronicle::Histogram chronicle_metric_histogram{name}; \
-    chronicle_metric_histogram.observe(value);                     \
+    chronicle_metric_histogram.observe(value);                      \
   } while (0)

@@ -43,7 +43,9 @@ struct TaskName {
 
 #ifndef CHRONICLE_DISABLE
 
-inline TaskId current_task() noexcept { return detail::t_tasks.current; }
+inline TaskId current_task() noexcept {
+  return detail::t_tasks.current;
+}
 
 // Makes `task` the thread's current task and returns the one it replaces (for executors and
 // task types that switch tasks themselves; scoped code uses CurrentTaskScope).
@@ -59,10 +61,10 @@ inline TaskId create_task(TaskKind kind, TaskName name = {}, TaskId parent = cur
   if (!writer) [[likely]]
     return 0;
   const TaskId task = detail::new_task_id();
-  const uint32_t name_id =
-      name.literal ? detail::task_name_from_literal(name.literal)
-                   : detail::task_name_from_location(name.location.function_name(), name.location.file_name(),
-                                                     name.location.line());
+  const uint32_t name_id = name.literal
+                               ? detail::task_name_from_literal(name.literal)
+                               : detail::task_name_from_location(name.location.function_name(),
+                                                                 name.location.file_name(), name.location.line());
   detail::emit_task_create(*writer, task, parent, kind, name_id);
   return task;
 }
@@ -101,8 +103,12 @@ inline void label_task(TaskId task, std::string_view text) {
 }
 
 // The event loop of this thread blocks for lack of work / has work again.
-inline void loop_suspend() { detail::emit_loop_event(format::EventId::loop_suspend); }
-inline void loop_resume() { detail::emit_loop_event(format::EventId::loop_resume); }
+inline void loop_suspend() {
+  detail::emit_loop_event(format::EventId::loop_suspend);
+}
+inline void loop_resume() {
+  detail::emit_loop_event(format::EventId::loop_resume);
+}
 
 // Makes `task` the thread's current task for the scope, without recording anything: what the
 // thread records meanwhile is attributed to it, and tasks it creates are its children.
@@ -134,9 +140,15 @@ class TaskRunScope {
 
 #else  // CHRONICLE_DISABLE
 
-inline TaskId current_task() noexcept { return 0; }
-inline TaskId exchange_current_task(TaskId) noexcept { return 0; }
-inline TaskId create_task(TaskKind, TaskName = {}, TaskId = 0) { return 0; }
+inline TaskId current_task() noexcept {
+  return 0;
+}
+inline TaskId exchange_current_task(TaskId) noexcept {
+  return 0;
+}
+inline TaskId create_task(TaskKind, TaskName = {}, TaskId = 0) {
+  return 0;
+}
 inline void begin_task_run(TaskId) {}
 inline void end_task_run(TaskId) {}
 inline void task_waits_for(TaskId, TaskId) {}

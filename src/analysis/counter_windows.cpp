@@ -1,10 +1,10 @@
 #include "analysis/counter_windows.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <ctime>
-#include <fmt/format.h>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -17,10 +17,14 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 std::optional<SeriesKind> kind_of(format::SiteKind kind) {
   switch (kind) {
     case format::SiteKind::counter:
-    case format::SiteKind::metric_gauge: return SeriesKind::level;
-    case format::SiteKind::metric_counter: return SeriesKind::increments;
-    case format::SiteKind::metric_histogram: return SeriesKind::observations;
-    default: return std::nullopt;
+    case format::SiteKind::metric_gauge:
+      return SeriesKind::level;
+    case format::SiteKind::metric_counter:
+      return SeriesKind::increments;
+    case format::SiteKind::metric_histogram:
+      return SeriesKind::observations;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -54,7 +58,8 @@ void CounterSeries::add(int64_t time_ns, double value) {
 
 double CounterSeries::area_until(int64_t time_ns) const {
   // The last sample at or before time_ns (the caller keeps time_ns >= the first sample).
-  const size_t at = static_cast<size_t>(std::upper_bound(times_ns_.begin(), times_ns_.end(), time_ns) - times_ns_.begin()) - 1;
+  const size_t at =
+      static_cast<size_t>(std::upper_bound(times_ns_.begin(), times_ns_.end(), time_ns) - times_ns_.begin()) - 1;
   return prefix_area_[at] + values_[at] * static_cast<double>(time_ns - times_ns_[at]);
 }
 
@@ -62,21 +67,28 @@ WindowStats CounterSeries::window(int64_t from_ns, int64_t to_ns) const {
   WindowStats stats;
   stats.from_ns = from_ns;
   stats.to_ns = to_ns;
-  const size_t begin = static_cast<size_t>(std::lower_bound(times_ns_.begin(), times_ns_.end(), from_ns) - times_ns_.begin());
-  const size_t end = static_cast<size_t>(std::upper_bound(times_ns_.begin(), times_ns_.end(), to_ns) - times_ns_.begin());
+  const size_t begin =
+      static_cast<size_t>(std::lower_bound(times_ns_.begin(), times_ns_.end(), from_ns) - times_ns_.begin());
+  const size_t end =
+      static_cast<size_t>(std::upper_bound(times_ns_.begin(), times_ns_.end(), to_ns) - times_ns_.begin());
   stats.samples = end > begin ? end - begin : 0;
   stats.sum = stats.samples ? prefix_values_[end] - prefix_values_[begin] : 0;
   stats.mean = stats.samples ? stats.sum / static_cast<double>(stats.samples) : kNaN;
   const double seconds = static_cast<double>(to_ns - from_ns) / 1e9;
-  if (kind_ == SeriesKind::increments) stats.rate_per_second = seconds > 0 ? stats.sum / seconds : kNaN;
-  else stats.rate_per_second = seconds > 0 ? static_cast<double>(stats.samples) / seconds : kNaN;
+  if (kind_ == SeriesKind::increments)
+    stats.rate_per_second = seconds > 0 ? stats.sum / seconds : kNaN;
+  else
+    stats.rate_per_second = seconds > 0 ? static_cast<double>(stats.samples) / seconds : kNaN;
   if (kind_ == SeriesKind::level) {
     stats.last = end > 0 ? values_[end - 1] : kNaN;
     // The level is known from the first sample on; the average covers what is known.
     const int64_t known_from = times_ns_.empty() ? to_ns : std::max(from_ns, times_ns_.front());
-    if (times_ns_.empty() || to_ns < known_from) stats.time_average = kNaN;
-    else if (to_ns == known_from) stats.time_average = stats.last;
-    else stats.time_average = (area_until(to_ns) - area_until(known_from)) / static_cast<double>(to_ns - known_from);
+    if (times_ns_.empty() || to_ns < known_from)
+      stats.time_average = kNaN;
+    else if (to_ns == known_from)
+      stats.time_average = stats.last;
+    else
+      stats.time_average = (area_until(to_ns) - area_until(known_from)) / static_cast<double>(to_ns - known_from);
   } else {
     stats.last = prefix_values_[end];
     stats.time_average = kNaN;
@@ -115,7 +127,8 @@ int64_t parse_duration(std::string_view text) {
     double ns;
   };
   // Longest suffixes first, so "ms" is not read as "s".
-  constexpr Unit units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}};
+  constexpr Unit units[] = {{"ns", 1},   {"us", 1e3},   {"ms", 1e6},   {"s", 1e9},
+                            {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}};
   for (const Unit& unit : units) {
     if (text.size() > unit.suffix.size() && text.ends_with(unit.suffix)) {
       const std::string_view number = text.substr(0, text.size() - unit.suffix.size());
@@ -155,16 +168,18 @@ int64_t parse_time_point(std::string_view text, int64_t trace_first_ns, int64_t 
   }
   if (!text.empty() && text.find_first_not_of("0123456789.") == std::string_view::npos)
     return static_cast<int64_t>(std::llround(parse_number(text, text) * 1e9));
-  throw std::invalid_argument(
-      fmt::format("\"{}\" is not a time: use +30s (after the start), -30s (before the end), an ISO time, or Unix seconds",
-                  text));
+  throw std::invalid_argument(fmt::format(
+      "\"{}\" is not a time: use +30s (after the start), -30s (before the end), an ISO time, or Unix seconds", text));
 }
 
 std::string_view kind_name(SeriesKind kind) {
   switch (kind) {
-    case SeriesKind::level: return "level";
-    case SeriesKind::increments: return "counter";
-    case SeriesKind::observations: return "histogram";
+    case SeriesKind::level:
+      return "level";
+    case SeriesKind::increments:
+      return "counter";
+    case SeriesKind::observations:
+      return "histogram";
   }
   return "?";
 }

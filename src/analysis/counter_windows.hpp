@@ -23,12 +23,12 @@ enum class SeriesKind {
 struct WindowStats {
   int64_t from_ns = 0;  // the window, Unix ns (closed at both ends)
   int64_t to_ns = 0;
-  uint64_t samples = 0;       // events in the window
-  double sum = 0;             // of the values in the window (increments: the increase)
-  double mean = 0;            // of the values in the window (NaN without samples)
-  double time_average = 0;    // level series: the level averaged over time (NaN before the first sample)
-  double rate_per_second = 0; // increments: increase per second; others: samples per second
-  double last = 0;            // at the window's end: the level, or the running total of increments
+  uint64_t samples = 0;        // events in the window
+  double sum = 0;              // of the values in the window (increments: the increase)
+  double mean = 0;             // of the values in the window (NaN without samples)
+  double time_average = 0;     // level series: the level averaged over time (NaN before the first sample)
+  double rate_per_second = 0;  // increments: increase per second; others: samples per second
+  double last = 0;             // at the window's end: the level, or the running total of increments
 };
 
 class CounterSeries {

@@ -16,7 +16,8 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
   for (const auto& edge : graph.edges())
     if (edge.kind == model::EdgeKind::waits_on) waits[edge.from].push_back(&edge);
   for (auto& [task, list] : waits)
-    std::stable_sort(list.begin(), list.end(), [](const model::Edge* a, const model::Edge* b) { return a->ticks < b->ticks; });
+    std::stable_sort(list.begin(), list.end(),
+                     [](const model::Edge* a, const model::Edge* b) { return a->ticks < b->ticks; });
 
   auto last_activity = [&graph](const model::Task& task) {
     if (task.resolved) return *task.resolved;
@@ -28,7 +29,9 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
     if (task.created) return *task.created;
     return task.runs.empty() ? graph.first_ticks() : task.runs.front().begin;
   };
-  auto name_of = [](const model::Task& task) { return fmt::format("{} {}", model::task_id_text(task.id), task.display_name()); };
+  auto name_of = [](const model::Task& task) {
+    return fmt::format("{} {}", model::task_id_text(task.id), task.display_name());
+  };
 
   CriticalPath path;
   path.target = target;
@@ -50,8 +53,8 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
       seen->second = moment;
     }
     if (at_resolution && task->resolver != 0 && task->resolver != current && graph.find(task->resolver)) {
-      backwards.push_back({current, name_of(*task),
-                           fmt::format("resolved by {}", model::task_id_text(task->resolver)), moment, moment});
+      backwards.push_back({current, name_of(*task), fmt::format("resolved by {}", model::task_id_text(task->resolver)),
+                           moment, moment});
       current = task->resolver;
       at_resolution = false;
       continue;
@@ -65,8 +68,8 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
       const model::Task* awaited = graph.find(wait->to);
       if (awaited && awaited->resolved && *awaited->resolved <= moment && *awaited->resolved >= wait->ticks) {
         backwards.push_back({current, name_of(*task),
-                             fmt::format("ran after {} finished", model::task_id_text(awaited->id)),
-                             *awaited->resolved, moment});
+                             fmt::format("ran after {} finished", model::task_id_text(awaited->id)), *awaited->resolved,
+                             moment});
         current = awaited->id;
         moment = *awaited->resolved;
         at_resolution = true;
@@ -86,8 +89,8 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
       if (run.begin >= began && run.begin < first_run) first_run = run.begin;
     if (first_run > began && first_run < moment) {
       backwards.push_back({current, name_of(*task), "ran", first_run, moment});
-      backwards.push_back({current, name_of(*task), "pending since creation (queued or waiting for I/O)", began,
-                           first_run});
+      backwards.push_back(
+          {current, name_of(*task), "pending since creation (queued or waiting for I/O)", began, first_run});
     } else {
       backwards.push_back({current, name_of(*task), "ran since creation", began, moment});
     }

@@ -20,15 +20,15 @@ namespace chronicle::analysis {
 struct CriticalStep {
   model::TaskId task = 0;
   std::string task_name;
-  std::string what;  // "ran after t1.5 finished", "ran since creation", "resolved by t1.4", ...
+  std::string what;   // "ran after t1.5 finished", "ran since creation", "resolved by t1.4", ...
   uint64_t from = 0;  // ticks
   uint64_t to = 0;
 };
 
 struct CriticalPath {
   model::TaskId target = 0;
-  uint64_t start = 0;  // ticks: where the chain begins
-  uint64_t end = 0;    // ticks: when the target finished (or its last activity)
+  uint64_t start = 0;               // ticks: where the chain begins
+  uint64_t end = 0;                 // ticks: when the target finished (or its last activity)
   std::vector<CriticalStep> steps;  // in time order
 };
 

@@ -55,7 +55,8 @@ uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
 
 class Clock {
  public:
-  explicit Clock(const reader::Trace& trace) : frequency_(static_cast<double>(trace.description().clock.frequency_hz)) {}
+  explicit Clock(const reader::Trace& trace)
+      : frequency_(static_cast<double>(trace.description().clock.frequency_hz)) {}
   uint64_t ns(uint64_t ticks) const { return static_cast<uint64_t>(static_cast<double>(ticks) * 1e9 / frequency_); }
 
  private:
@@ -78,7 +79,9 @@ Distribution distribution(const LogHistogram& histogram, uint64_t total, const C
 double Profile::events_per_second() const {
   return duration ? static_cast<double>(events) * 1e9 / static_cast<double>(duration) : 0.0;
 }
-double Profile::bytes_per_event() const { return events ? static_cast<double>(bytes) / static_cast<double>(events) : 0.0; }
+double Profile::bytes_per_event() const {
+  return events ? static_cast<double>(bytes) / static_cast<double>(events) : 0.0;
+}
 
 Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress) {
   const Clock clock(trace);
@@ -127,7 +130,9 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     if (thread.events++ == 0) thread.first = event.ticks;
     thread.last = event.ticks;
     switch (event.type) {
-      case format::EventId::span_begin: thread.open.push_back({event.name_id, event.ticks}); break;
+      case format::EventId::span_begin:
+        thread.open.push_back({event.name_id, event.ticks});
+        break;
       case format::EventId::span_end: {
         if (thread.open.empty()) break;  // its begin was lost
         const OpenSpan span = thread.open.back();
@@ -137,8 +142,10 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
         accumulator.durations.add(length);
         accumulator.total += length;
         accumulator.self += length > span.children ? length - span.children : 0;
-        if (!thread.open.empty()) thread.open.back().children += length;
-        else thread.busy.emplace_back(span.begin, event.ticks);
+        if (!thread.open.empty())
+          thread.open.back().children += length;
+        else
+          thread.busy.emplace_back(span.begin, event.ticks);
         break;
       }
       case format::EventId::counter:
@@ -156,7 +163,8 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
         counter.last_ticks = event.ticks;
         break;
       }
-      default: break;
+      default:
+        break;
     }
     graph_builder.add(event);
     return true;

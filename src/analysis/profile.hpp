@@ -33,9 +33,9 @@ struct ThreadProfile {
   uint32_t thread_id = 0;
   std::string name;
   uint64_t events = 0;
-  uint64_t busy = 0;   // inside an outermost span or a task run
-  uint64_t idle = 0;   // event loop suspended for lack of work
-  uint64_t span = 0;   // from its first event to its last
+  uint64_t busy = 0;  // inside an outermost span or a task run
+  uint64_t idle = 0;  // event loop suspended for lack of work
+  uint64_t span = 0;  // from its first event to its last
   uint64_t discarded = 0;
 };
 

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
-#include <ctime>
 #include <fmt/format.h>
+#include <ctime>
 
 namespace chronicle::cli {
 
-bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+bool stderr_is_terminal() {
+  return isatty(STDERR_FILENO) == 1;
+}
 
 std::string human_bytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -25,20 +25,33 @@ bool matches(const std::string& pattern, const std::string& text) {
 
 std::string_view type_name(format::EventId type) {
   switch (type) {
-    case format::EventId::span_begin: return "span_begin";
-    case format::EventId::span_end: return "span_end";
-    case format::EventId::instant: return "instant";
-    case format::EventId::note: return "note";
+    case format::EventId::span_begin:
+      return "span_begin";
+    case format::EventId::span_end:
+      return "span_end";
+    case format::EventId::instant:
+      return "instant";
+    case format::EventId::note:
+      return "note";
     case format::EventId::counter:
-    case format::EventId::counter_float: return "counter";
-    case format::EventId::task_create: return "task_create";
-    case format::EventId::task_run_begin: return "task_run_begin";
-    case format::EventId::task_run_end: return "task_run_end";
-    case format::EventId::task_wait: return "task_wait";
-    case format::EventId::task_resolve: return "task_resolve";
-    case format::EventId::task_label: return "task_label";
-    case format::EventId::loop_suspend: return "loop_suspend";
-    case format::EventId::loop_resume: return "loop_resume";
+    case format::EventId::counter_float:
+      return "counter";
+    case format::EventId::task_create:
+      return "task_create";
+    case format::EventId::task_run_begin:
+      return "task_run_begin";
+    case format::EventId::task_run_end:
+      return "task_run_end";
+    case format::EventId::task_wait:
+      return "task_wait";
+    case format::EventId::task_resolve:
+      return "task_resolve";
+    case format::EventId::task_label:
+      return "task_label";
+    case format::EventId::loop_suspend:
+      return "loop_suspend";
+    case format::EventId::loop_resume:
+      return "loop_resume";
   }
   return "?";
 }
@@ -84,8 +97,8 @@ class TaskPrinter {
     if (!task.label.empty() && !task.name.empty()) fmt::format_to(std::back_inserter(out), " ({})", task.name);
     out += '\n';
     if (task.created)
-      add("created", fmt::format("{} on {} by {}", offset(*task.created), thread(task.created_on_thread),
-                                 who(task.parent)));
+      add("created",
+          fmt::format("{} on {} by {}", offset(*task.created), thread(task.created_on_thread), who(task.parent)));
     else
       add("created", "not in the trace");
     // Runs grouped by thread, each thread's in time order.
@@ -170,11 +183,15 @@ int run_dump(const DumpOptions& options) {
                      event.thread_id, thread_labels[event.thread_id], type_name(event.type), category,
                      name.empty() ? "" : "/", name);
       switch (event.type) {
-        case format::EventId::counter: fmt::format_to(std::back_inserter(line), " value={}", event.value); break;
+        case format::EventId::counter:
+          fmt::format_to(std::back_inserter(line), " value={}", event.value);
+          break;
         case format::EventId::counter_float:
           fmt::format_to(std::back_inserter(line), " value={}", event.value_float);
           break;
-        case format::EventId::note: fmt::format_to(std::back_inserter(line), " text=\"{}\"", event.text); break;
+        case format::EventId::note:
+          fmt::format_to(std::back_inserter(line), " text=\"{}\"", event.text);
+          break;
         case format::EventId::task_create:
           fmt::format_to(std::back_inserter(line), " task={} parent={} kind={}", model::task_id_text(event.task),
                          model::task_id_text(event.related_task), format::task_kind_name(event.task_kind));
@@ -195,7 +212,8 @@ int run_dump(const DumpOptions& options) {
         case format::EventId::task_label:
           fmt::format_to(std::back_inserter(line), " task={} text=\"{}\"", model::task_id_text(event.task), event.text);
           break;
-        default: break;
+        default:
+          break;
       }
       line += '\n';
       std::fwrite(line.data(), 1, line.size(), stdout);

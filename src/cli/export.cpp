@@ -1,8 +1,8 @@
 // `chronicle export DIR --format chrome|otlp|sqlite -o FILE`: the trace in another tool's format.
 #include <unistd.h>
 
-#include <filesystem>
 #include <fmt/format.h>
+#include <filesystem>
 
 #include "cli/common.hpp"
 #include "export/chrome_json.hpp"
@@ -65,8 +65,10 @@ Command add_export(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "export", "Write a trace (every process of a record run) as Chrome/Perfetto JSON, OTLP/JSON or SQLite");
   command->add_option("directory", options->directory, "Trace directory")->required();
-  command->add_option("--format", options->format, "chrome: Chrome Trace Event JSON (Perfetto UI, chrome://tracing); "
-                                                   "otlp: OTLP/JSON ExportTraceServiceRequest; sqlite: a database")
+  command
+      ->add_option("--format", options->format,
+                   "chrome: Chrome Trace Event JSON (Perfetto UI, chrome://tracing); "
+                   "otlp: OTLP/JSON ExportTraceServiceRequest; sqlite: a database")
       ->required()
       ->check(CLI::IsMember({"chrome", "otlp", "sqlite"}));
   command->add_option("-o,--output", options->output, "The file to write")->required();

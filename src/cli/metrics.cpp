@@ -2,10 +2,10 @@
 // mapping with no help from the process, for Prometheus (serve, show) and for people (query).
 #include <signal.h>
 
+#include <fmt/format.h>
 #include <chrono>
 #include <cmath>
 #include <thread>
-#include <fmt/format.h>
 
 #include "analysis/counter_windows.hpp"
 #include "cli/common.hpp"
@@ -52,7 +52,8 @@ int run_serve(const MetricsOptions& options) {
 
 int run_show(const MetricsOptions& options) {
   metrics::MetricsMapping mapping(metrics::MetricsMapping::path_for(options.pid));
-  const auto format = options.format == "prometheus" ? metrics::TextFormat::prometheus : metrics::TextFormat::openmetrics;
+  const auto format =
+      options.format == "prometheus" ? metrics::TextFormat::prometheus : metrics::TextFormat::openmetrics;
   const std::string text = metrics::expose(mapping.read(), format);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
@@ -72,7 +73,9 @@ metrics::LabelList parse_matchers(const std::vector<std::string>& texts) {
 int run_query(const MetricsOptions& options) {
   metrics::MetricsMapping mapping(metrics::MetricsMapping::path_for(options.pid));
   const auto how = metrics::parse_aggregation(options.aggregation);
-  if (!how) throw std::invalid_argument(fmt::format("aggregation \"{}\": say sum, avg, max, min or count", options.aggregation));
+  if (!how)
+    throw std::invalid_argument(
+        fmt::format("aggregation \"{}\": say sum, avg, max, min or count", options.aggregation));
   const metrics::LabelList where = parse_matchers(options.where);
   std::vector<std::string> by = options.by;
   // Drilling down groups by the path's labels and then the child's.
@@ -98,7 +101,8 @@ int run_query(const MetricsOptions& options) {
 
 Command add_metrics(CLI::App& app) {
   auto options = std::make_shared<MetricsOptions>();
-  CLI::App* command = app.add_subcommand("metrics", "A running process's metrics: serve them to Prometheus, print, query");
+  CLI::App* command =
+      app.add_subcommand("metrics", "A running process's metrics: serve them to Prometheus, print, query");
   command->require_subcommand(1);
   CLI::App* serve = command->add_subcommand("serve", "Serve a process's metrics at http://ADDRESS:PORT/metrics");
   serve->add_option("pid", options->pid, "Process id")->required();

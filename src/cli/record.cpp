@@ -7,10 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <thread>
@@ -41,7 +41,9 @@ struct TrackedSession {
 };
 
 volatile sig_atomic_t g_forward_signal = 0;
-void remember_signal(int signal) { g_forward_signal = signal; }
+void remember_signal(int signal) {
+  g_forward_signal = signal;
+}
 
 std::string describe_status(const std::string& program, int status) {
   if (WIFEXITED(status)) return fmt::format("{} exited with status {}", program, WEXITSTATUS(status));
@@ -60,7 +62,8 @@ int run_record(RecordOptions& options) {
     options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());
   std::error_code error;
   if (fs::exists(options.output, error) && !fs::is_empty(options.output, error))
-    throw std::runtime_error(fmt::format("{} exists and is not empty: choose another directory with -o", options.output));
+    throw std::runtime_error(
+        fmt::format("{} exists and is not empty: choose another directory with -o", options.output));
   fs::create_directories(options.output, error);
   if (error) throw std::runtime_error(fmt::format("cannot create {}: {}", options.output, error.message()));
 
@@ -86,7 +89,7 @@ int run_record(RecordOptions& options) {
     throw std::runtime_error(fmt::format("cannot run {}: {}", program, std::strerror(failed)));
   }
   // Ctrl-C reaches the program too (same process group); we stay to collect what it leaves.
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = remember_signal;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);

@@ -2,9 +2,9 @@
 // Works on a running process and on the mapping a dead one left behind.
 #include <sys/stat.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 
 #include "cli/common.hpp"
 #include "collector/collector.hpp"

@@ -3,9 +3,9 @@
 // over a window (the last 5 minutes, since a time, between two times), from prefix sums.
 #include <fnmatch.h>
 
+#include <fmt/format.h>
 #include <cmath>
 #include <ctime>
-#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -40,8 +40,8 @@ std::string utc_time(int64_t unix_ns) {
   const time_t seconds = static_cast<time_t>(unix_ns / 1'000'000'000);
   std::tm parts{};
   gmtime_r(&seconds, &parts);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}", parts.tm_year + 1900, parts.tm_mon + 1,
-                     parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec, unix_ns % 1'000'000'000 / 1'000'000);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                     parts.tm_hour, parts.tm_min, parts.tm_sec, unix_ns % 1'000'000'000 / 1'000'000);
 }
 
 int print_counter_windows(const StatsOptions& options) {
@@ -110,17 +110,28 @@ nlohmann::json profile_json(const analysis::Profile& p) {
     out["spans"].push_back(entry);
   }
   for (const auto& thread : p.threads)
-    out["threads"].push_back({{"thread_id", thread.thread_id}, {"name", thread.name}, {"events", thread.events},
-                              {"busy_ns", thread.busy}, {"idle_ns", thread.idle}, {"span_ns", thread.span},
+    out["threads"].push_back({{"thread_id", thread.thread_id},
+                              {"name", thread.name},
+                              {"events", thread.events},
+                              {"busy_ns", thread.busy},
+                              {"idle_ns", thread.idle},
+                              {"span_ns", thread.span},
                               {"discarded", thread.discarded}});
   for (const auto& kind : p.task_kinds)
-    out["task_kinds"].push_back({{"kind", kind.kind}, {"count", kind.count}, {"failed", kind.failed},
-                                 {"cancelled", kind.cancelled}, {"unresolved", kind.unresolved},
+    out["task_kinds"].push_back({{"kind", kind.kind},
+                                 {"count", kind.count},
+                                 {"failed", kind.failed},
+                                 {"cancelled", kind.cancelled},
+                                 {"unresolved", kind.unresolved},
                                  {"lifetime", distribution_json(kind.lifetime)},
                                  {"run_time", distribution_json(kind.run_time)}});
   for (const auto& counter : p.counters)
-    out["counters"].push_back({{"category", counter.category}, {"name", counter.name}, {"samples", counter.samples},
-                               {"min", counter.min}, {"max", counter.max}, {"last", counter.last},
+    out["counters"].push_back({{"category", counter.category},
+                               {"name", counter.name},
+                               {"samples", counter.samples},
+                               {"min", counter.min},
+                               {"max", counter.max},
+                               {"last", counter.last},
                                {"rate_per_second", counter.rate_per_second}});
   return out;
 }
@@ -130,7 +141,8 @@ void print_profile(const analysis::Profile& p, size_t top) {
   fmt::print("{} events in {}: {:.0f} events/s, {:.2f} bytes/event, {} discarded\n", human_count(p.events),
              duration_text(p.duration), p.events_per_second(), p.bytes_per_event(), human_count(p.discarded));
   if (!p.spans.empty()) {
-    fmt::print("\nSpans by self time{}:\n", p.spans.size() > top ? fmt::format(" (top {} of {})", top, p.spans.size()) : "");
+    fmt::print("\nSpans by self time{}:\n",
+               p.spans.size() > top ? fmt::format(" (top {} of {})", top, p.spans.size()) : "");
     fmt::print("  {:<36} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "NAME", "COUNT", "SELF", "TOTAL",
                "MEAN", "P50", "P90", "P99", "MAX");
     for (size_t i = 0; i < p.spans.size() && i < top; ++i) {
@@ -148,8 +160,8 @@ void print_profile(const analysis::Profile& p, size_t top) {
                human_count(thread.events), duration_text(thread.busy), duration_text(thread.idle),
                duration_text(thread.span), human_count(thread.discarded));
   if (!p.task_kinds.empty()) {
-    fmt::print("\nTasks by kind:\n  {:<12} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "KIND", "COUNT",
-               "FAILED", "CANCELLED", "OPEN", "LIFE P50", "LIFE P99", "LIFE MAX", "RUN P50", "RUN P99");
+    fmt::print("\nTasks by kind:\n  {:<12} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "KIND",
+               "COUNT", "FAILED", "CANCELLED", "OPEN", "LIFE P50", "LIFE P99", "LIFE MAX", "RUN P50", "RUN P99");
     for (const auto& kind : p.task_kinds)
       fmt::print("  {:<12} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", kind.kind, kind.count,
                  kind.failed, kind.cancelled, kind.unresolved, duration_text(kind.lifetime.p50),
@@ -190,8 +202,10 @@ int print_critical_path(const reader::Trace& trace, const model::TaskGraph& grap
                           {"length_ns", ns(path.end - path.start)},
                           {"steps", nlohmann::json::array()}};
     for (const auto& step : path.steps)
-      out["steps"].push_back({{"task", model::task_id_text(step.task)}, {"what", step.what},
-                              {"from_ns", ns(step.from - path.start)}, {"contributed_ns", ns(step.to - step.from)}});
+      out["steps"].push_back({{"task", model::task_id_text(step.task)},
+                              {"what", step.what},
+                              {"from_ns", ns(step.from - path.start)},
+                              {"contributed_ns", ns(step.to - step.from)}});
     fmt::print("{}\n", out.dump(2));
     return 0;
   }

@@ -3,11 +3,11 @@
 // with no help from the process.
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -70,14 +70,19 @@ std::optional<TraceActivity> trace_activity(int pid) {
 
 std::string_view kind_label(format::MetricKind kind) {
   switch (kind) {
-    case format::MetricKind::counter: return "counter";
-    case format::MetricKind::gauge: return "gauge";
-    case format::MetricKind::histogram: return "histogram";
+    case format::MetricKind::counter:
+      return "counter";
+    case format::MetricKind::gauge:
+      return "gauge";
+    case format::MetricKind::histogram:
+      return "histogram";
   }
   return "?";
 }
 
-std::string number(double value) { return std::isnan(value) ? "-" : fmt::format("{:.6g}", value); }
+std::string number(double value) {
+  return std::isnan(value) ? "-" : fmt::format("{:.6g}", value);
+}
 
 void print_table(const TopOptions& options, const metrics::MetricsSnapshot& before,
                  const metrics::MetricsSnapshot& after, const std::optional<TraceActivity>& trace_before,
@@ -89,10 +94,10 @@ void print_table(const TopOptions& options, const metrics::MetricsSnapshot& befo
   if (after.dropped) fmt::format_to(std::back_inserter(out), ", {} metrics refused (full)", after.dropped);
   out += '\n';
   if (trace_after && trace_before && seconds > 0)
-    fmt::format_to(std::back_inserter(out), "trace session: {} threads, {}/s written, {} events discarded\n",
-                   trace_after->threads,
-                   human_bytes(static_cast<uint64_t>(static_cast<double>(trace_after->bytes - trace_before->bytes) / seconds)),
-                   human_count(trace_after->discarded));
+    fmt::format_to(
+        std::back_inserter(out), "trace session: {} threads, {}/s written, {} events discarded\n", trace_after->threads,
+        human_bytes(static_cast<uint64_t>(static_cast<double>(trace_after->bytes - trace_before->bytes) / seconds)),
+        human_count(trace_after->discarded));
   else
     out += "trace session: none\n";
   struct Row {
@@ -108,8 +113,9 @@ void print_table(const TopOptions& options, const metrics::MetricsSnapshot& befo
       if (series.labels == sample.labels) per_second = series.value;
     if (sample.kind == format::MetricKind::gauge) per_second = std::nan("");
     const bool histogram = sample.kind == format::MetricKind::histogram;
-    rows.push_back({metrics::series_name(sample.name, sample.labels), sample.kind, histogram ? sample.sum : sample.value,
-                    per_second, histogram ? metrics::quantile(sample, 0.5) : std::nan(""),
+    rows.push_back({metrics::series_name(sample.name, sample.labels), sample.kind,
+                    histogram ? sample.sum : sample.value, per_second,
+                    histogram ? metrics::quantile(sample, 0.5) : std::nan(""),
                     histogram ? metrics::quantile(sample, 0.99) : std::nan("")});
   }
   if (options.sort == "rate")
@@ -120,8 +126,8 @@ void print_table(const TopOptions& options, const metrics::MetricsSnapshot& befo
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.value > b.value; });
   else
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.series < b.series; });
-  fmt::format_to(std::back_inserter(out), "{:<56} {:<9} {:>14} {:>12} {:>10} {:>10}\n", "METRIC", "KIND",
-                 "VALUE|SUM", "RATE/S", "P50", "P99");
+  fmt::format_to(std::back_inserter(out), "{:<56} {:<9} {:>14} {:>12} {:>10} {:>10}\n", "METRIC", "KIND", "VALUE|SUM",
+                 "RATE/S", "P50", "P99");
   for (const Row& row : rows)
     fmt::format_to(std::back_inserter(out), "{:<56} {:<9} {:>14} {:>12} {:>10} {:>10}\n", row.series,
                    kind_label(row.kind), number(row.value), number(row.rate), number(row.p50), number(row.p99));
@@ -140,8 +146,10 @@ int run_top(const TopOptions& options) {
     std::this_thread::sleep_for(interval);
     metrics::MetricsSnapshot after = mapping.read();
     std::optional<TraceActivity> trace_after = trace_activity(options.pid);
-    if (refresh_screen) std::fputs("\x1b[H\x1b[2J", stdout);
-    else if (done > 0) std::fputs("\n", stdout);
+    if (refresh_screen)
+      std::fputs("\x1b[H\x1b[2J", stdout);
+    else if (done > 0)
+      std::fputs("\n", stdout);
     print_table(options, before, after, trace_before, trace_after);
     if (!mapping.writer_alive()) {
       fmt::print(stderr, "chronicle top: process {} has exited\n", options.pid);

@@ -7,11 +7,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 #include <stdexcept>
 
 #include "format/input_error.hpp"
@@ -60,7 +60,7 @@ void write_file(const std::string& path, const void* data, size_t size) {
 SessionMapping::SessionMapping(const std::string& path) : path_(path), owned_(true) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat info{};
+  struct stat info {};
   if (fstat(fd_, &info) != 0 || info.st_size < static_cast<off_t>(format::kShmHeaderSize)) {
     ::close(fd_);
     throw format::InputError(fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path,

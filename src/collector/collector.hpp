@@ -43,7 +43,7 @@ class SessionMapping {
 
 struct CollectorStats {
   uint64_t events = 0;
-  uint64_t bytes = 0;     // written to stream files
+  uint64_t bytes = 0;  // written to stream files
   uint64_t packets = 0;
   uint64_t discarded = 0;  // cumulative over threads, as last seen
   uint64_t decode_errors = 0;

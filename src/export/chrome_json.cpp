@@ -100,21 +100,23 @@ class ChromeWriter {
     trace_->for_each_event([&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
-        case format::EventId::span_begin: spans.begin(event); break;
+        case format::EventId::span_begin:
+          spans.begin(event);
+          break;
         case format::EventId::span_end:
           if (spans.end(event, closed)) write_span(closed);
           break;
         case format::EventId::instant: {
-          std::string& text = open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id,
-                                         event.ticks);
+          std::string& text =
+              open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id, event.ticks);
           text += ",\"s\":\"t\"";
           close_event();
           break;
         }
         case format::EventId::note: {
           // Named by the format string so that notes from one place group; the text is an arg.
-          std::string& text = open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id,
-                                         event.ticks);
+          std::string& text =
+              open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id, event.ticks);
           text += ",\"s\":\"t\",\"args\":{\"text\":";
           append_json_string(text, event.text);
           text += '}';
@@ -135,7 +137,8 @@ class ChromeWriter {
           close_event();
           break;
         }
-        default: break;  // the task layer comes from the graph
+        default:
+          break;  // the task layer comes from the graph
       }
       return true;
     });

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
@@ -92,10 +92,17 @@ void append_json_string(std::string& out, std::string_view text) {
       ++i;
     } else if (c < 0x20) {
       switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        case '\r': out += "\\r"; break;
-        default: fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+        case '\n':
+          out += "\\n";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        default:
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
       }
       ++i;
     } else if (c < 0x80) {

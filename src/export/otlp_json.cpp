@@ -227,7 +227,9 @@ class OtlpWriter {
           }
           break;
         }
-        case format::EventId::task_run_begin: running_[event.thread_id].push_back(event.task); break;
+        case format::EventId::task_run_begin:
+          running_[event.thread_id].push_back(event.task);
+          break;
         case format::EventId::task_run_end: {
           auto& stack = running_[event.thread_id];
           for (size_t i = stack.size(); i-- > 0;)
@@ -237,7 +239,8 @@ class OtlpWriter {
             }
           break;
         }
-        default: break;
+        default:
+          break;
       }
       return true;
     });
@@ -303,8 +306,7 @@ class OtlpWriter {
 
 }  // namespace
 
-void export_otlp_json(const std::vector<reader::Trace>& traces, const std::string& path,
-                      const ExportOptions& options) {
+void export_otlp_json(const std::vector<reader::Trace>& traces, const std::string& path, const ExportOptions& options) {
   ProgressCounter progress(options);
   OutputFile out(path);
   out.write("{\"resourceSpans\":[");

@@ -108,24 +108,36 @@ class Database {
 };
 
 // Task ids are unsigned; SQLite integers are signed: the same 64 bits.
-int64_t task_value(model::TaskId id) { return static_cast<int64_t>(id); }
-Value optional_task(model::TaskId id) { return id == 0 ? Value(nullptr) : Value(task_value(id)); }
+int64_t task_value(model::TaskId id) {
+  return static_cast<int64_t>(id);
+}
+Value optional_task(model::TaskId id) {
+  return id == 0 ? Value(nullptr) : Value(task_value(id));
+}
 
 std::string_view site_kind_name(format::SiteKind kind) {
   switch (kind) {
-    case format::SiteKind::span: return "span";
-    case format::SiteKind::instant: return "instant";
-    case format::SiteKind::note: return "note";
-    case format::SiteKind::counter: return "counter";
-    default: return "metric";
+    case format::SiteKind::span:
+      return "span";
+    case format::SiteKind::instant:
+      return "instant";
+    case format::SiteKind::note:
+      return "note";
+    case format::SiteKind::counter:
+      return "counter";
+    default:
+      return "metric";
   }
 }
 
 std::string_view edge_kind_column(model::EdgeKind kind) {
   switch (kind) {
-    case model::EdgeKind::created_by: return "created_by";
-    case model::EdgeKind::waits_on: return "waits_on";
-    case model::EdgeKind::resolved_by: return "resolved_by";
+    case model::EdgeKind::created_by:
+      return "created_by";
+    case model::EdgeKind::waits_on:
+      return "waits_on";
+    case model::EdgeKind::resolved_by:
+      return "resolved_by";
   }
   return "?";
 }
@@ -160,23 +172,21 @@ class SqliteWriter {
 
  private:
   int64_t ns(uint64_t ticks) const { return trace_->to_unix_ns(ticks); }
-  Value optional_ns(const std::optional<uint64_t>& ticks) const {
-    return ticks ? Value(ns(*ticks)) : Value(nullptr);
-  }
+  Value optional_ns(const std::optional<uint64_t>& ticks) const { return ticks ? Value(ns(*ticks)) : Value(nullptr); }
   int64_t span_id(uint64_t sequence) const { return static_cast<int64_t>(span_offset_ + sequence); }
 
   void write_tasks(const model::TaskGraph& graph) {
     for (const model::Task& task : graph.tasks()) {
       const std::string id_text = model::task_id_text(task.id);
-      db_.insert("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                 {process_, task_value(task.id), id_text, format::task_kind_name(task.kind), task.name,
-                  task.label.empty() ? Value(nullptr) : Value(std::string_view(task.label)), optional_task(task.parent),
-                  optional_ns(task.created),
-                  task.created ? Value(int64_t{task.created_on_thread}) : Value(nullptr), optional_ns(task.resolved),
-                  task.resolved ? Value(format::task_outcome_name(task.outcome)) : Value(nullptr),
-                  task.outcome_text.empty() ? Value(nullptr) : Value(std::string_view(task.outcome_text)),
-                  optional_task(task.resolver == task.id ? 0 : task.resolver), ns(task.busy_ticks()) - ns(0),
-                  static_cast<int64_t>(task.runs.size())});
+      db_.insert(
+          "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          {process_, task_value(task.id), id_text, format::task_kind_name(task.kind), task.name,
+           task.label.empty() ? Value(nullptr) : Value(std::string_view(task.label)), optional_task(task.parent),
+           optional_ns(task.created), task.created ? Value(int64_t{task.created_on_thread}) : Value(nullptr),
+           optional_ns(task.resolved), task.resolved ? Value(format::task_outcome_name(task.outcome)) : Value(nullptr),
+           task.outcome_text.empty() ? Value(nullptr) : Value(std::string_view(task.outcome_text)),
+           optional_task(task.resolver == task.id ? 0 : task.resolver), ns(task.busy_ticks()) - ns(0),
+           static_cast<int64_t>(task.runs.size())});
       for (const model::RunInterval& run : task.runs)
         db_.insert("INSERT INTO task_runs VALUES (?,?,?,?,?,?,?)",
                    {process_, task_value(task.id), int64_t{run.thread_id}, ns(run.begin), ns(run.end),
@@ -238,17 +248,18 @@ class SqliteWriter {
           const reader::Site* site = trace_->site(event.name_id);
           const auto& open = spans.open_on(event.thread_id);
           const bool note = event.type == format::EventId::note;
-          db_.insert("INSERT INTO notes VALUES (?,?,?,?,?,?,?,?,?,?)",
-                     {process_, int64_t{event.thread_id}, int64_t{event.name_id},
-                      std::string_view(note ? "note" : "instant"),
-                      site ? Value(std::string_view(site->category)) : Value(nullptr),
-                      site ? Value(std::string_view(site->name)) : Value(nullptr),
-                      note ? Value(event.text) : Value(nullptr), ns(event.ticks),
-                      open.empty() ? Value(nullptr) : Value(span_id(open.back().sequence)),
-                      optional_task(running_task(event.thread_id))});
+          db_.insert(
+              "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?,?,?)",
+              {process_, int64_t{event.thread_id}, int64_t{event.name_id}, std::string_view(note ? "note" : "instant"),
+               site ? Value(std::string_view(site->category)) : Value(nullptr),
+               site ? Value(std::string_view(site->name)) : Value(nullptr), note ? Value(event.text) : Value(nullptr),
+               ns(event.ticks), open.empty() ? Value(nullptr) : Value(span_id(open.back().sequence)),
+               optional_task(running_task(event.thread_id))});
           break;
         }
-        case format::EventId::task_run_begin: running[event.thread_id].push_back(event.task); break;
+        case format::EventId::task_run_begin:
+          running[event.thread_id].push_back(event.task);
+          break;
         case format::EventId::task_run_end: {
           auto& stack = running[event.thread_id];
           for (size_t i = stack.size(); i-- > 0;)
@@ -258,11 +269,13 @@ class SqliteWriter {
             }
           break;
         }
-        default: break;
+        default:
+          break;
       }
       return true;
     });
-    for (const ThreadSpan& span : spans.close_all(graph.last_ticks())) write_span(span, task_of_open_span[span.sequence]);
+    for (const ThreadSpan& span : spans.close_all(graph.last_ticks()))
+      write_span(span, task_of_open_span[span.sequence]);
     // The next process's span ids follow this one's.
     span_offset_ += last_sequence;
   }

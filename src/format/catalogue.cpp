@@ -10,7 +10,7 @@ constexpr FieldSpec kNameOnly[] = {{"name_id", FieldType::u32}};
 constexpr FieldSpec kNote[] = {{"name_id", FieldType::u32}, {"text", FieldType::string}};
 constexpr FieldSpec kCounter[] = {{"name_id", FieldType::u32}, {"value", FieldType::s64}};
 constexpr FieldSpec kCounterFloat[] = {{"name_id", FieldType::u32}, {"value", FieldType::f64}};
-constexpr FieldSpec kSiteDefinition[] = {{"name_id", FieldType::u32},  {"kind", FieldType::u8},
+constexpr FieldSpec kSiteDefinition[] = {{"name_id", FieldType::u32},     {"kind", FieldType::u8},
                                          {"category", FieldType::string}, {"name", FieldType::string},
                                          {"file", FieldType::string},     {"line", FieldType::u32}};
 // Names by value; the order follows TaskKind and TaskOutcome in layout.hpp.
@@ -34,19 +34,30 @@ constexpr FieldSpec kTaskResolve[] = {{"task", FieldType::u64},
 constexpr FieldSpec kTaskLabel[] = {{"task", FieldType::u64}, {"text", FieldType::string}};
 constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name", FieldType::string}};
 
-constexpr auto id(EventId e) { return static_cast<uint32_t>(e); }
-constexpr auto id(DefinitionId e) { return static_cast<uint32_t>(e); }
+constexpr auto id(EventId e) {
+  return static_cast<uint32_t>(e);
+}
+constexpr auto id(DefinitionId e) {
+  return static_cast<uint32_t>(e);
+}
 
 constexpr int32_t fixed_size(std::span<const FieldSpec> fields) {
   int32_t size = 0;
   for (const auto& field : fields) {
     switch (field.type) {
-      case FieldType::u8: size += 1; break;
-      case FieldType::u32: size += 4; break;
+      case FieldType::u8:
+        size += 1;
+        break;
+      case FieldType::u32:
+        size += 4;
+        break;
       case FieldType::u64:
       case FieldType::s64:
-      case FieldType::f64: size += 8; break;
-      case FieldType::string: return -1;
+      case FieldType::f64:
+        size += 8;
+        break;
+      case FieldType::string:
+        return -1;
     }
   }
   return size;
@@ -78,7 +89,9 @@ constexpr std::array kCatalogue = with_sizes(std::array{
 
 }  // namespace
 
-std::span<const EventSpec> catalogue() { return kCatalogue; }
+std::span<const EventSpec> catalogue() {
+  return kCatalogue;
+}
 
 const EventSpec* find_event(uint32_t stream_id, uint32_t event_id) {
   for (const auto& spec : kCatalogue)
@@ -105,11 +118,17 @@ std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, s
   for (const auto& field : spec.fields) {
     size_t size = 0;
     switch (field.type) {
-      case FieldType::u8: size = 1; break;
-      case FieldType::u32: size = 4; break;
+      case FieldType::u8:
+        size = 1;
+        break;
+      case FieldType::u32:
+        size = 4;
+        break;
       case FieldType::u64:
       case FieldType::s64:
-      case FieldType::f64: size = 8; break;
+      case FieldType::f64:
+        size = 8;
+        break;
       case FieldType::string: {
         const void* nul = std::memchr(data + offset, 0, available - offset);
         if (!nul) return std::nullopt;
@@ -135,12 +154,18 @@ std::string_view task_outcome_name(TaskOutcome outcome) {
 
 std::string_view field_type_name(FieldType type) {
   switch (type) {
-    case FieldType::u8: return "uint8_t";
-    case FieldType::u32: return "uint32_t";
-    case FieldType::u64: return "uint64_t";
-    case FieldType::s64: return "int64_t";
-    case FieldType::f64: return "double";
-    case FieldType::string: return "string";
+    case FieldType::u8:
+      return "uint8_t";
+    case FieldType::u32:
+      return "uint32_t";
+    case FieldType::u64:
+      return "uint64_t";
+    case FieldType::s64:
+      return "int64_t";
+    case FieldType::f64:
+      return "double";
+    case FieldType::string:
+      return "string";
   }
   return "?";
 }

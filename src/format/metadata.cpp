@@ -58,12 +58,18 @@ std::string string_value(std::string_view text, std::string_view key) {
 
 std::string_view tsdl_type(FieldType type) {
   switch (type) {
-    case FieldType::u8: return "uint8_t";
-    case FieldType::u32: return "uint32_t";
-    case FieldType::u64: return "uint64_t";
-    case FieldType::s64: return "int64_t";
-    case FieldType::f64: return "double";
-    case FieldType::string: return "string";
+    case FieldType::u8:
+      return "uint8_t";
+    case FieldType::u32:
+      return "uint32_t";
+    case FieldType::u64:
+      return "uint64_t";
+    case FieldType::s64:
+      return "int64_t";
+    case FieldType::f64:
+      return "double";
+    case FieldType::string:
+      return "string";
   }
   return "?";
 }
@@ -89,9 +95,9 @@ int64_t ticks_to_unix_ns(const ClockCalibration& clock, uint64_t ticks) {
 }
 
 std::string uuid_to_string(const std::array<uint8_t, 16>& u) {
-  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-                     u[15]);
+  return fmt::format(
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", u[0],
+      u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
 std::string make_metadata(const TraceDescription& trace) {
@@ -206,8 +212,8 @@ TraceDescription parse_metadata(std::string_view text) {
     throw std::runtime_error("metadata is not from chronicle (env.tracer_name is not \"chronicle\")");
   const int64_t version = integer_value(text, "chronicle_format");
   if (version != kFormatVersion)
-    throw std::runtime_error(fmt::format("trace format version {} is not the one this build reads ({})", version,
-                                         kFormatVersion));
+    throw std::runtime_error(
+        fmt::format("trace format version {} is not the one this build reads ({})", version, kFormatVersion));
   TraceDescription trace;
   trace.hostname = string_value(text, "hostname");
   trace.process_name = string_value(text, "procname");

@@ -15,20 +15,23 @@ std::string check_packet_header(const uint8_t* packet, size_t available) {
   if (available < kPacketHeaderSize)
     return fmt::format("packet header cut short ({} of {} bytes)", available, kPacketHeaderSize);
   const auto& header = *reinterpret_cast<const PacketHeader*>(packet);
-  if (header.magic != kPacketMagic) return fmt::format("bad packet magic 0x{:08x} (expected 0x{:08x})", header.magic, kPacketMagic);
+  if (header.magic != kPacketMagic)
+    return fmt::format("bad packet magic 0x{:08x} (expected 0x{:08x})", header.magic, kPacketMagic);
   if (header.stream_id != kStreamThread && header.stream_id != kStreamStrings)
     return fmt::format("unknown stream id {}", header.stream_id);
   const uint64_t content_bits = header.content_size_bits.load(std::memory_order_relaxed);
   const uint64_t packet_bits = header.packet_size_bits;
   if (content_bits % 8 != 0 || packet_bits % (kPacketAlignment * 8) != 0)
-    return fmt::format("packet sizes are not whole bytes, or the packet not a multiple of {} bytes (content {} bits, "
-                       "packet {} bits)",
-                       kPacketAlignment, content_bits, packet_bits);
+    return fmt::format(
+        "packet sizes are not whole bytes, or the packet not a multiple of {} bytes (content {} bits, "
+        "packet {} bits)",
+        kPacketAlignment, content_bits, packet_bits);
   if (content_bits < kPacketHeaderSize * 8 || content_bits > packet_bits)
     return fmt::format("content size {} bits is outside [{}, packet size {}]", content_bits, kPacketHeaderSize * 8,
                        packet_bits);
   if (packet_bits / 8 > available)
-    return fmt::format("packet size {} bytes runs past the end of the data ({} bytes left)", packet_bits / 8, available);
+    return fmt::format("packet size {} bytes runs past the end of the data ({} bytes left)", packet_bits / 8,
+                       available);
   if (header.timestamp_end.load(std::memory_order_relaxed) < header.timestamp_begin)
     return "packet ends before it begins (timestamp_end < timestamp_begin)";
   return {};

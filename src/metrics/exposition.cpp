@@ -1,7 +1,7 @@
 #include "metrics/exposition.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -25,10 +25,14 @@ std::string bound_text(double bound) {
 
 void append_escaped(std::string& out, std::string_view value) {
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
 }
 
@@ -52,9 +56,12 @@ std::string label_text(const LabelList& labels, std::string_view extra_key = {},
 
 std::string_view type_name(MetricKind kind) {
   switch (kind) {
-    case MetricKind::counter: return "counter";
-    case MetricKind::gauge: return "gauge";
-    case MetricKind::histogram: return "histogram";
+    case MetricKind::counter:
+      return "counter";
+    case MetricKind::gauge:
+      return "gauge";
+    case MetricKind::histogram:
+      return "histogram";
   }
   return "unknown";
 }
@@ -80,7 +87,7 @@ std::string exposition_name(std::string_view name) {
 
 TextFormat negotiate_format(std::string_view accept_header) {
   return accept_header.find("application/openmetrics-text") != std::string_view::npos ? TextFormat::openmetrics
-                                                                                     : TextFormat::prometheus;
+                                                                                      : TextFormat::prometheus;
 }
 
 std::string_view content_type(TextFormat format) {
@@ -116,7 +123,8 @@ std::string expose(const MetricsSnapshot& snapshot, TextFormat format) {
           fmt::format_to(std::back_inserter(out), "{}_total{} {}\n", family, label_text(sample->labels), sample->count);
           break;
         case MetricKind::gauge:
-          fmt::format_to(std::back_inserter(out), "{}{} {}\n", family, label_text(sample->labels), number(sample->value));
+          fmt::format_to(std::back_inserter(out), "{}{} {}\n", family, label_text(sample->labels),
+                         number(sample->value));
           break;
         case MetricKind::histogram: {
           uint64_t cumulative = 0;

@@ -9,7 +9,8 @@
 
 namespace chronicle::metrics {
 
-inline constexpr std::string_view kOpenMetricsContentType = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+inline constexpr std::string_view kOpenMetricsContentType =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 inline constexpr std::string_view kPrometheusTextContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 enum class TextFormat { openmetrics, prometheus };

@@ -19,16 +19,16 @@ struct MetricsHttpServer::State {
 
 MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, uint16_t port)
     : state_(std::make_unique<State>()) {
-  state_->server.Get("/metrics", [source = std::move(source)](const httplib::Request& request,
-                                                              httplib::Response& response) {
-    try {
-      const TextFormat format = negotiate_format(request.get_header_value("Accept"));
-      response.set_content(expose(source(), format), std::string(content_type(format)).c_str());
-    } catch (const std::exception& error) {
-      response.status = 500;
-      response.set_content(fmt::format("cannot read metrics: {}\n", error.what()), "text/plain");
-    }
-  });
+  state_->server.Get("/metrics",
+                     [source = std::move(source)](const httplib::Request& request, httplib::Response& response) {
+                       try {
+                         const TextFormat format = negotiate_format(request.get_header_value("Accept"));
+                         response.set_content(expose(source(), format), std::string(content_type(format)).c_str());
+                       } catch (const std::exception& error) {
+                         response.status = 500;
+                         response.set_content(fmt::format("cannot read metrics: {}\n", error.what()), "text/plain");
+                       }
+                     });
   state_->server.Get("/", [](const httplib::Request&, httplib::Response& response) {
     response.set_content("chronicle metrics: see /metrics\n", "text/plain");
   });
@@ -61,6 +61,8 @@ MetricsExporter::MetricsExporter(uint16_t port, const std::string& address)
 
 MetricsExporter::~MetricsExporter() = default;
 
-uint16_t MetricsExporter::port() const { return server_->http.port(); }
+uint16_t MetricsExporter::port() const {
+  return server_->http.port();
+}
 
 }  // namespace chronicle

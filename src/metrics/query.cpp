@@ -1,8 +1,8 @@
 #include "metrics/query.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <map>
 
@@ -74,10 +74,18 @@ std::vector<Series> aggregate(std::span<const Series> series, const std::vector<
     ++group.members;
     switch (how) {
       case Aggregation::sum:
-      case Aggregation::avg: group.value += one.value; break;
-      case Aggregation::max: group.value = std::max(group.value, one.value); break;
-      case Aggregation::min: group.value = std::min(group.value, one.value); break;
-      case Aggregation::count: group.value += 1; break;
+      case Aggregation::avg:
+        group.value += one.value;
+        break;
+      case Aggregation::max:
+        group.value = std::max(group.value, one.value);
+        break;
+      case Aggregation::min:
+        group.value = std::min(group.value, one.value);
+        break;
+      case Aggregation::count:
+        group.value += 1;
+        break;
     }
   }
   std::vector<Series> out;

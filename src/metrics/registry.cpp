@@ -7,12 +7,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -53,7 +53,7 @@ struct MetricsRegistry {
   bool forked_child = false;  // mapped privately since fork; no file of its own yet
   std::map<std::string, uint32_t> entry_by_series;
   std::deque<MetricSite> sites;  // by entry index; a deque keeps their addresses
-  MetricEntry discarded{};        // what a metric that found no room points to
+  MetricEntry discarded{};       // what a metric that found no room points to
   MetricSite discarded_site;
 };
 
@@ -182,8 +182,10 @@ void publish_child_file(MetricsRegistry& reg) {
   bool copied = fd >= 0 && ftruncate(fd, static_cast<off_t>(format::kMetricsFileSize)) == 0;
   for (size_t done = 0; copied && done < used;) {
     const ssize_t n = ::pwrite(fd, reg.base + done, used - done, static_cast<off_t>(done));
-    if (n <= 0) copied = false;
-    else done += static_cast<size_t>(n);
+    if (n <= 0)
+      copied = false;
+    else
+      done += static_cast<size_t>(n);
   }
   if (copied &&
       mmap(reg.base, format::kMetricsFileSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED) {
@@ -228,9 +230,12 @@ std::string series_text(std::string_view name, const Labels& labels) {
 
 format::SiteKind site_kind(MetricKind kind) {
   switch (kind) {
-    case MetricKind::counter: return format::SiteKind::metric_counter;
-    case MetricKind::gauge: return format::SiteKind::metric_gauge;
-    case MetricKind::histogram: return format::SiteKind::metric_histogram;
+    case MetricKind::counter:
+      return format::SiteKind::metric_counter;
+    case MetricKind::gauge:
+      return format::SiteKind::metric_gauge;
+    case MetricKind::histogram:
+      return format::SiteKind::metric_histogram;
   }
   return format::SiteKind::metric_counter;
 }
@@ -288,8 +293,8 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
   std::sort(labels.begin(), labels.end());
   for (size_t i = 0; i < labels.size(); ++i) {
     if (!metrics::valid_label_name(labels[i].first))
-      throw std::invalid_argument(fmt::format("label name \"{}\" of metric {}: use [A-Za-z_][A-Za-z0-9_]*",
-                                              labels[i].first, name));
+      throw std::invalid_argument(
+          fmt::format("label name \"{}\" of metric {}: use [A-Za-z_][A-Za-z0-9_]*", labels[i].first, name));
     if (labels[i].second.find_first_of("\x1e\x1f") != std::string::npos)
       throw std::invalid_argument(fmt::format("label {} of metric {}: control characters", labels[i].first, name));
     if (i > 0 && labels[i].first == labels[i - 1].first)
@@ -297,7 +302,8 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
   }
   if (kind == MetricKind::histogram) {
     if (bounds.empty() || bounds.size() > format::kMaxHistogramBounds)
-      throw std::invalid_argument(fmt::format("histogram {}: 1 to {} bucket bounds", name, format::kMaxHistogramBounds));
+      throw std::invalid_argument(
+          fmt::format("histogram {}: 1 to {} bucket bounds", name, format::kMaxHistogramBounds));
     if (!std::is_sorted(bounds.begin(), bounds.end()) ||
         std::adjacent_find(bounds.begin(), bounds.end()) != bounds.end())
       throw std::invalid_argument(fmt::format("histogram {}: bucket bounds must increase", name));
@@ -312,8 +318,7 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
   MetricEntry* entries = format::metric_entries(reg.base, *reg.header);
   if (auto found = reg.entry_by_series.find(series); found != reg.entry_by_series.end()) {
     MetricEntry& entry = entries[found->second];
-    if (entry.kind != kind)
-      throw std::invalid_argument(fmt::format("metric {} exists with another kind", series));
+    if (entry.kind != kind) throw std::invalid_argument(fmt::format("metric {} exists with another kind", series));
     return {entry.first_cell, &entry, &reg.sites[found->second].site};
   }
   if (name.size() >= format::kMetricNameSize || encoded_labels.size() >= format::kMetricLabelsSize)

@@ -6,12 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <stdexcept>
 
 #include "format/input_error.hpp"
@@ -29,7 +29,9 @@ using format::MetricEntry;
 using format::MetricKind;
 using format::MetricsHeader;
 
-std::string bounded_text(const char* text, size_t capacity) { return std::string(text, strnlen(text, capacity)); }
+std::string bounded_text(const char* text, size_t capacity) {
+  return std::string(text, strnlen(text, capacity));
+}
 
 }  // namespace
 
@@ -41,7 +43,7 @@ std::string MetricsMapping::path_for(int pid) {
 MetricsMapping::MetricsMapping(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat info{};
+  struct stat info {};
   if (fstat(fd_, &info) != 0 || static_cast<uint64_t>(info.st_size) < format::kMetricsHeaderSize) {
     ::close(fd_);
     throw format::InputError(fmt::format("{}: file is too small for chronicle metrics (offset 0)", path));
@@ -56,7 +58,8 @@ MetricsMapping::MetricsMapping(const std::string& path) : path_(path) {
   const auto& header = *reinterpret_cast<const MetricsHeader*>(base_);
   std::string problem;
   size_t offset = 0;
-  if (header.magic != format::kMetricsMagic) problem = "bad magic";
+  if (header.magic != format::kMetricsMagic)
+    problem = "bad magic";
   else if (header.version != format::kMetricsVersion) {
     problem = fmt::format("layout version {} is not {}", header.version, format::kMetricsVersion);
     offset = offsetof(MetricsHeader, version);
@@ -88,7 +91,9 @@ bool MetricsMapping::writer_alive() const {
   return true;
 }
 
-MetricsSnapshot MetricsMapping::read() const { return read_metrics(base_); }
+MetricsSnapshot MetricsMapping::read() const {
+  return read_metrics(base_);
+}
 
 MetricsSnapshot read_metrics(const uint8_t* base) {
   MetricsSnapshot snapshot;
@@ -143,14 +148,17 @@ MetricsSnapshot read_metrics(const uint8_t* base) {
         sample.value = static_cast<double>(sample.count);
         break;
       }
-      default: continue;
+      default:
+        continue;
     }
     snapshot.metrics.push_back(std::move(sample));
   }
   return snapshot;
 }
 
-MetricsSnapshot read_own_metrics() { return read_metrics(detail::own_metrics_base()); }
+MetricsSnapshot read_own_metrics() {
+  return read_metrics(detail::own_metrics_base());
+}
 
 }  // namespace metrics
 }  // namespace chronicle

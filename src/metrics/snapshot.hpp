@@ -27,9 +27,9 @@ struct MetricSample {
 struct MetricsSnapshot {
   int pid = 0;
   std::string process_name;
-  uint64_t monotonic_ns = 0;  // when it was taken, for rates between two snapshots
-  uint32_t threads = 0;       // shards that have held a thread
-  uint32_t dropped = 0;       // registrations refused (directory or cells full)
+  uint64_t monotonic_ns = 0;          // when it was taken, for rates between two snapshots
+  uint32_t threads = 0;               // shards that have held a thread
+  uint32_t dropped = 0;               // registrations refused (directory or cells full)
   std::vector<MetricSample> metrics;  // in registration order
 };
 

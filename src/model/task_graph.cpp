@@ -23,9 +23,12 @@ std::string task_id_text(TaskId id) {
 
 std::string_view edge_kind_name(EdgeKind kind) {
   switch (kind) {
-    case EdgeKind::created_by: return "created-by";
-    case EdgeKind::waits_on: return "waits-on";
-    case EdgeKind::resolved_by: return "resolved-by";
+    case EdgeKind::created_by:
+      return "created-by";
+    case EdgeKind::waits_on:
+      return "waits-on";
+    case EdgeKind::resolved_by:
+      return "resolved-by";
   }
   return "?";
 }
@@ -51,8 +54,10 @@ std::vector<const Task*> TaskGraph::children(TaskId id) const {
 TaskGraphBuilder::TaskGraphBuilder(SiteNames site_names) : site_names_(std::move(site_names)) {}
 
 void TaskGraphBuilder::note_problem(std::string problem) {
-  if (graph_.problems_.size() < kMaxProblems) graph_.problems_.push_back(std::move(problem));
-  else ++problems_dropped_;
+  if (graph_.problems_.size() < kMaxProblems)
+    graph_.problems_.push_back(std::move(problem));
+  else
+    ++problems_dropped_;
 }
 
 Task& TaskGraphBuilder::task(TaskId id, uint64_t ticks, const char* role) {
@@ -72,8 +77,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
   first_ticks_ = std::min(first_ticks_, event.ticks);
   const bool is_task_event = event.type >= EventId::task_create && event.type <= EventId::task_label;
   if (is_task_event && event.task == 0) {
-    note_problem(fmt::format("a {} event at tick {} names task 0 (no task)", static_cast<uint32_t>(event.type),
-                             event.ticks));
+    note_problem(
+        fmt::format("a {} event at tick {} names task 0 (no task)", static_cast<uint32_t>(event.type), event.ticks));
     return;
   }
   auto& running = running_[event.thread_id];
@@ -117,8 +122,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     }
     case EventId::task_run_end: {
       task(event.task, event.ticks, "run end");
-      auto match = std::find_if(running.rbegin(), running.rend(),
-                                [&](const Running& open) { return open.task == event.task; });
+      auto match =
+          std::find_if(running.rbegin(), running.rend(), [&](const Running& open) { return open.task == event.task; });
       if (match == running.rend()) {
         note_problem(fmt::format("task {} ends a run on thread {} at tick {} that never began",
                                  task_id_text(event.task), event.thread_id, event.ticks));
@@ -166,7 +171,9 @@ void TaskGraphBuilder::add(const reader::Event& event) {
         graph_.edges_.push_back({EdgeKind::resolved_by, event.task, event.related_task, event.ticks});
       break;
     }
-    case EventId::task_label: task(event.task, event.ticks, "label").label = std::string(event.text); break;
+    case EventId::task_label:
+      task(event.task, event.ticks, "label").label = std::string(event.text);
+      break;
     case EventId::loop_suspend: {
       if (idle_open_.count(event.thread_id)) {
         note_problem(fmt::format("the loop of thread {} suspends twice (tick {})", event.thread_id, event.ticks));
@@ -182,8 +189,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       if (open == idle_open_.end()) {
         // A loop's first event may be a resume: it went idle before the trace began.
         if (!loop_threads_.insert(event.thread_id).second)
-          note_problem(fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id,
-                                   event.ticks));
+          note_problem(
+              fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id, event.ticks));
         break;
       }
       graph_.idle_[open->second].end = event.ticks;
@@ -201,13 +208,17 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       if (running.empty()) break;
       Task& owner = graph_.tasks_[graph_.index_.at(running.back().task)];
       std::string text = site_names_ ? site_names_(event.name_id) : std::string();
-      if (event.type == EventId::note) text = std::string(event.text);
-      else if (event.type == EventId::counter) text += fmt::format(" = {}", event.value);
-      else if (event.type == EventId::counter_float) text += fmt::format(" = {}", event.value_float);
+      if (event.type == EventId::note)
+        text = std::string(event.text);
+      else if (event.type == EventId::counter)
+        text += fmt::format(" = {}", event.value);
+      else if (event.type == EventId::counter_float)
+        text += fmt::format(" = {}", event.value_float);
       owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
       break;
     }
-    case EventId::span_end: break;
+    case EventId::span_end:
+      break;
   }
 }
 

@@ -48,7 +48,7 @@ struct Task {
   std::optional<uint64_t> created;   // ticks; none when the trace has no creation (before it began)
   std::optional<uint64_t> resolved;  // ticks; none when never resolved in the trace
   format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
-  std::string outcome_text;                                // error text of a failure or cancellation
+  std::string outcome_text;                               // error text of a failure or cancellation
   TaskId resolver = 0;
   std::vector<RunInterval> runs;  // in order of their beginning
   std::vector<TaskId> waits_on;   // in order of the waits
@@ -135,7 +135,7 @@ class TaskGraphBuilder {
   };
   std::map<uint32_t, std::vector<Running>> running_;
   std::map<uint32_t, size_t> idle_open_;  // thread -> index in idle_
-  std::set<uint32_t> loop_threads_;        // threads with a loop event so far
+  std::set<uint32_t> loop_threads_;       // threads with a loop event so far
   std::map<uint32_t, std::vector<std::string>> open_spans_;
   // Tasks known only from other events so far: the first such event's role and time.
   std::map<TaskId, std::pair<const char*, uint64_t>> first_mention_;

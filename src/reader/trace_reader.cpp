@@ -5,17 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace chronicle::reader {
 
 TraceError::TraceError(std::string file, uint64_t offset, const std::string& reason)
-    : format::InputError(fmt::format("{}: offset {}: {}", file, offset, reason)), file_(std::move(file)), offset_(offset) {}
+    : format::InputError(fmt::format("{}: offset {}: {}", file, offset, reason)),
+      file_(std::move(file)),
+      offset_(offset) {}
 
 // A read-only mapping of a whole file.
 class MappedFile {
@@ -23,7 +25,7 @@ class MappedFile {
   explicit MappedFile(const std::string& path) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw TraceError(path, 0, fmt::format("cannot open: {}", std::strerror(errno)));
-    struct stat info{};
+    struct stat info {};
     if (fstat(fd, &info) != 0) {
       ::close(fd);
       throw TraceError(path, 0, fmt::format("cannot stat: {}", std::strerror(errno)));
@@ -95,8 +97,8 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
   {
     MappedFile metadata(metadata_path);
     try {
-      description_ = format::parse_metadata(
-          std::string_view(reinterpret_cast<const char*>(metadata.data()), metadata.size()));
+      description_ =
+          format::parse_metadata(std::string_view(reinterpret_cast<const char*>(metadata.data()), metadata.size()));
     } catch (const std::exception& parse_error) {
       throw TraceError(metadata_path, 0, parse_error.what());
     }
@@ -109,8 +111,10 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
   for (const auto& entry : fs::directory_iterator(directory, error)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || name == "metadata" || name.starts_with(".") || entry.file_size() == 0) continue;
-    if (name == "strings") has_strings = true;
-    else stream_paths.push_back(entry.path().string());
+    if (name == "strings")
+      has_strings = true;
+    else
+      stream_paths.push_back(entry.path().string());
   }
   if (error) throw TraceError(directory, 0, fmt::format("cannot list: {}", error.message()));
   if (has_strings) load_definitions(directory + "/strings");
@@ -267,7 +271,9 @@ bool Trace::StreamCursor::next(Event& event) {
                                 type == format::EventId::counter_float;
   if (starts_with_name) event.name_id = load<uint32_t>(raw.payload);
   switch (type) {
-    case format::EventId::span_begin: open_spans_.push_back(event.name_id); break;
+    case format::EventId::span_begin:
+      open_spans_.push_back(event.name_id);
+      break;
     case format::EventId::span_end:
       if (!open_spans_.empty()) {
         event.name_id = open_spans_.back();
@@ -275,8 +281,12 @@ bool Trace::StreamCursor::next(Event& event) {
         event.depth = static_cast<uint32_t>(open_spans_.size());
       }
       break;
-    case format::EventId::counter: event.value = load<int64_t>(raw.payload + 4); break;
-    case format::EventId::counter_float: event.value_float = load<double>(raw.payload + 4); break;
+    case format::EventId::counter:
+      event.value = load<int64_t>(raw.payload + 4);
+      break;
+    case format::EventId::counter_float:
+      event.value_float = load<double>(raw.payload + 4);
+      break;
     case format::EventId::note:
       event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 4), raw.payload_size - 5);
       break;
@@ -287,7 +297,9 @@ bool Trace::StreamCursor::next(Event& event) {
       event.name_id = load<uint32_t>(raw.payload + 17);
       break;
     case format::EventId::task_run_begin:
-    case format::EventId::task_run_end: event.task = load<uint64_t>(raw.payload); break;
+    case format::EventId::task_run_end:
+      event.task = load<uint64_t>(raw.payload);
+      break;
     case format::EventId::task_wait:
       event.task = load<uint64_t>(raw.payload);
       event.related_task = load<uint64_t>(raw.payload + 8);
@@ -302,7 +314,8 @@ bool Trace::StreamCursor::next(Event& event) {
       event.task = load<uint64_t>(raw.payload);
       event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 8), raw.payload_size - 9);
       break;
-    default: break;
+    default:
+      break;
   }
   return true;
 }

@@ -43,18 +43,18 @@ struct Event {
   format::EventId type = format::EventId::instant;
   uint64_t ticks = 0;
   uint32_t thread_id = 0;
-  uint32_t stream = 0;   // index into Trace::streams()
-  uint32_t name_id = 0;  // the site; for span_end, the matching span_begin's (0 if unmatched);
-                         // for task_create, the task's name; 0 for other task events
-  uint32_t depth = 0;    // spans open on the thread before this event
-  int64_t value = 0;     // counter
+  uint32_t stream = 0;     // index into Trace::streams()
+  uint32_t name_id = 0;    // the site; for span_end, the matching span_begin's (0 if unmatched);
+                           // for task_create, the task's name; 0 for other task events
+  uint32_t depth = 0;      // spans open on the thread before this event
+  int64_t value = 0;       // counter
   double value_float = 0;  // counter_float
   std::string_view text;   // note, task_resolve, task_label
   // Task events (chronicle/task.hpp).
   uint64_t task = 0;
   uint64_t related_task = 0;  // task_create: parent; task_wait: awaited; task_resolve: resolver
-  format::TaskKind task_kind = format::TaskKind::unknown;     // task_create
-  format::TaskOutcome outcome = format::TaskOutcome::ok;      // task_resolve
+  format::TaskKind task_kind = format::TaskKind::unknown;  // task_create
+  format::TaskOutcome outcome = format::TaskOutcome::ok;   // task_resolve
 };
 
 struct StreamInfo {

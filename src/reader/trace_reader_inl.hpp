@@ -18,7 +18,9 @@ void Trace::for_each_event(Visitor&& visit) const {
     uint64_t ticks;
     size_t stream;
   };
-  auto later = [](const Head& a, const Head& b) { return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream; };
+  auto later = [](const Head& a, const Head& b) {
+    return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream;
+  };
   std::vector<StreamCursor> cursors;
   std::vector<Event> current(streams_.size());
   cursors.reserve(streams_.size());

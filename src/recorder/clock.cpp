@@ -59,7 +59,9 @@ bool tsc_is_usable() {
   return false;
 }
 
-uint64_t read_realtime_ns() { return read_clock_ns(CLOCK_REALTIME); }
+uint64_t read_realtime_ns() {
+  return read_clock_ns(CLOCK_REALTIME);
+}
 
 format::ClockCalibration calibrate_clock(bool use_tsc) {
   format::ClockCalibration clock{};
@@ -79,8 +81,9 @@ format::ClockCalibration calibrate_clock(bool use_tsc) {
   const Reference second = reference_point();
   clock.ticks_at_start = first.ticks;
   clock.monotonic_ns_at_start = first.monotonic_ns;
-  clock.frequency_hz = static_cast<uint64_t>(std::llround(static_cast<long double>(second.ticks - first.ticks) * 1e9L /
-                                                          static_cast<long double>(second.monotonic_ns - first.monotonic_ns)));
+  clock.frequency_hz =
+      static_cast<uint64_t>(std::llround(static_cast<long double>(second.ticks - first.ticks) * 1e9L /
+                                         static_cast<long double>(second.monotonic_ns - first.monotonic_ns)));
   return clock;
 }
 

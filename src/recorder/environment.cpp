@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <stdexcept>
 
 #include "chronicle/config.hpp"
@@ -25,11 +25,16 @@ size_t parse_size(std::string_view text) {
   if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.remove_suffix(1);
   if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.remove_suffix(1);
   unsigned shift = 0;
-  if (unit.empty()) shift = 0;
-  else if (unit == "K" || unit == "k") shift = 10;
-  else if (unit == "M" || unit == "m") shift = 20;
-  else if (unit == "G" || unit == "g") shift = 30;
-  else throw std::invalid_argument(fmt::format("size '{}' has an unknown unit (use K, M or G)", text));
+  if (unit.empty())
+    shift = 0;
+  else if (unit == "K" || unit == "k")
+    shift = 10;
+  else if (unit == "M" || unit == "m")
+    shift = 20;
+  else if (unit == "G" || unit == "g")
+    shift = 30;
+  else
+    throw std::invalid_argument(fmt::format("size '{}' has an unknown unit (use K, M or G)", text));
   if (number > (~0ULL >> shift)) throw std::invalid_argument(fmt::format("size '{}' is too large", text));
   return static_cast<size_t>(number << shift);
 }
@@ -56,9 +61,12 @@ bool config_from_environment(Config& config) {
   if (!output || !*output) return false;
   if (const char* mode = std::getenv(recorder::kEnvMode); mode && *mode) {
     const std::string_view text = mode;
-    if (text == "stream") config.mode = Mode::stream;
-    else if (text == "flight") config.mode = Mode::flight;
-    else throw std::invalid_argument(fmt::format("{}='{}': expected stream or flight", recorder::kEnvMode, text));
+    if (text == "stream")
+      config.mode = Mode::stream;
+    else if (text == "flight")
+      config.mode = Mode::flight;
+    else
+      throw std::invalid_argument(fmt::format("{}='{}': expected stream or flight", recorder::kEnvMode, text));
   }
   if (const char* size = std::getenv(recorder::kEnvBufferSize); size && *size)
     config.buffer_size = recorder::parse_size(size);

@@ -8,12 +8,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -82,8 +82,8 @@ struct Registry {
   std::unique_ptr<Session> session;
   std::atomic<Session*> current{nullptr};  // the running session, for lock-free slow paths
   std::vector<std::unique_ptr<Session>> retired;
-  std::vector<Site*> sites;               // by id - 1
-  std::vector<std::string> categories;    // by category index
+  std::vector<Site*> sites;             // by id - 1
+  std::vector<std::string> categories;  // by category index
   uint32_t next_generation = 1;
   std::string last_error;
   bool exit_hook_registered = false;
@@ -284,7 +284,9 @@ bool fail(Registry& reg, std::string message) {
   return false;
 }
 
-uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
+uint64_t round_up(uint64_t value, uint64_t to) {
+  return (value + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -330,9 +332,9 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   ChannelDescriptor& desc = channel(*session, writer.channel);
   const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
   const bool fits_a_packet = needed <= session->header->packet_size - format::kPacketHeaderSize;
-  const bool must_wait = session->header->policy == format::BufferPolicy::stream &&
-                         seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >=
-                             session->header->packets_per_channel;
+  const bool must_wait =
+      session->header->policy == format::BufferPolicy::stream &&
+      seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >= session->header->packets_per_channel;
   if (!fits_a_packet || must_wait) {
     // The open packet keeps counting what is lost while it waits, so the count is current
     // even if the process dies now.
@@ -370,8 +372,8 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
   emit_with_text(*writer, format::EventId::note, &id, sizeof id, text, length);
 }
 
-void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size,
-                    const char* text, size_t length) {
+void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
+                    size_t length) {
   Session* session = session_of(writer.generation);
   if (!session) return;
   // An event never spans packets: longer text is cut to what one packet holds.
@@ -512,8 +514,8 @@ void stop() {
   ThreadWriter& writer = detail::t_writer;
   if (writer.generation == session->generation && writer.channel != kNoChannel) {
     channel(*session, writer.channel).packets_committed.fetch_add(1, std::memory_order_release);
-    channel(*session, writer.channel).state.store(static_cast<uint32_t>(format::ChannelState::closed),
-                                                  std::memory_order_release);
+    channel(*session, writer.channel)
+        .state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
   }
   writer = ThreadWriter{};
   session->header->state.store(static_cast<uint32_t>(format::SessionState::finished), std::memory_order_release);
@@ -534,9 +536,13 @@ void stop() {
   session->fd = -1;
 }
 
-bool active() { return detail::g_generation.load(std::memory_order_relaxed) != 0; }
+bool active() {
+  return detail::g_generation.load(std::memory_order_relaxed) != 0;
+}
 
-const std::string& last_error() { return registry().last_error; }
+const std::string& last_error() {
+  return registry().last_error;
+}
 
 std::string shm_path() {
   Registry& reg = registry();

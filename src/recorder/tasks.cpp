@@ -42,8 +42,10 @@ std::string short_function_name(std::string_view signature) {
   int depth = 0;
   for (size_t i = 0; i < signature.size(); ++i) {
     const char c = signature[i];
-    if (c == '<') ++depth;
-    else if (c == '>') --depth;
+    if (c == '<')
+      ++depth;
+    else if (c == '>')
+      --depth;
     else if (c == '(' && depth == 0 && signature.substr(0, i).find("operator") == std::string_view::npos) {
       open = i;
       break;
@@ -54,9 +56,12 @@ std::string short_function_name(std::string_view signature) {
   size_t start = 0;
   for (size_t i = 0; i < head.size(); ++i) {
     const char c = head[i];
-    if (c == '<') ++depth;
-    else if (c == '>') --depth;
-    else if (c == ' ' && depth == 0) start = i + 1;  // after the return type
+    if (c == '<')
+      ++depth;
+    else if (c == '>')
+      --depth;
+    else if (c == ' ' && depth == 0)
+      start = i + 1;  // after the return type
   }
   std::string name(head.substr(start));
   for (std::string_view anonymous : {"{anonymous}::", "(anonymous namespace)::"}) {

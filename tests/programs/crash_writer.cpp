@@ -1,8 +1,8 @@
 // Writes increasing sequence numbers as counter events from several threads; thread 0 kills the
 // whole process with SIGKILL right after committing sequence number KILL_AT.
 //   crash_writer KILL_AT [THREADS]
-#include <chronicle/chronicle.hpp>
 #include <signal.h>
+#include <chronicle/chronicle.hpp>
 
 #include <atomic>
 #include <cstdlib>

@@ -1,9 +1,9 @@
 // Sets metrics to known values from several threads, prints "ready" and waits to be killed (or
 // for its standard input to close), so tests can read its metrics from outside.
 //   metrics_writer [THREADS] [--export PORT]
+#include <unistd.h>
 #include <chronicle/metrics.hpp>
 #include <chronicle/metrics_exporter.hpp>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,15 +24,15 @@ struct Request {
 
 // pool -> customer -> vm -> stream, with counts per thread.
 constexpr Request kRequests[] = {
-    {"p1", "acme", "vm1", "s1", 10}, {"p1", "acme", "vm1", "s2", 20},     {"p1", "acme", "vm2", "s3", 5},
+    {"p1", "acme", "vm1", "s1", 10},  {"p1", "acme", "vm1", "s2", 20},     {"p1", "acme", "vm2", "s3", 5},
     {"p1", "globex", "vm3", "s4", 7}, {"p2", "initech", "vm4", "s5", 100},
 };
 
 void work() {
   for (const Request& request : kRequests) {
-    chronicle::Counter requests{"requests",
-                                {{"pool", request.pool}, {"customer", request.customer}, {"vm", request.vm},
-                                 {"stream", request.stream}}};
+    chronicle::Counter requests{
+        "requests",
+        {{"pool", request.pool}, {"customer", request.customer}, {"vm", request.vm}, {"stream", request.stream}}};
     for (uint64_t i = 0; i < request.count; ++i) requests.inc();
   }
   chronicle::Counter bytes{"tcp.bytes_acked", {{"stream", "12"}}};

@@ -70,8 +70,8 @@ inline void creation(Context& /*context*/, TrackedHandler& handler, const char* 
 }
 
 template <typename Context>
-inline void operation(Context& /*context*/, const char* object_type, void* /*object*/,
-                      std::uintmax_t /*native_handle*/, const char* op_name) {
+inline void operation(Context& /*context*/, const char* object_type, void* /*object*/, std::uintmax_t /*native_handle*/,
+                      const char* op_name) {
 #ifndef CHRONICLE_DISABLE
   detail::ThreadWriter* writer = detail::task_writer();
   if (!writer) [[likely]]
@@ -116,8 +116,7 @@ class Completion {
     }
     // operation_aborted is ECANCELED in the system category (std's or Boost's).
     const std::string_view category = error.category().name();
-    const bool aborted =
-        error.value() == ECANCELED && (category == "system" || category == "asio.system");
+    const bool aborted = error.value() == ECANCELED && (category == "system" || category == "asio.system");
     const std::string text = error.message();
     begin(aborted ? TaskOutcome::cancelled : TaskOutcome::failed, text);
   }
@@ -159,4 +158,3 @@ class Completion {
 };
 
 }  // namespace chronicle::asio_tracking
-

@@ -28,7 +28,7 @@ struct PacketHeader {
   std::atomic<uint64_t> timestamp_end;
   std::atomic<uint64_t> content_size_bits;
   uint64_t packet_size_bits;
-  std::atomic<uint64_t> packet_seq_num;  // kSeqRewriting while a flight-recorder slot is reused
+  std::atomic<uint64_t> packet_seq_num;    // kSeqRewriting while a flight-recorder slot is reused
   std::atomic<uint64_t> events_discarded;  // cumulative for the stream, as CTF wants
   uint32_t thread_id;
   uint32_t pid;
@@ -161,9 +161,9 @@ struct ShmHeader {
   uint64_t rings_offset;
   uint64_t file_size;
   std::atomic<uint32_t> channel_count;
-  std::atomic<uint32_t> state;               // SessionState
-  std::atomic<uint64_t> events_no_channel;   // dropped: more threads than max_channels
-  std::atomic<uint64_t> strings_dropped;     // definitions that did not fit the strings packet
+  std::atomic<uint32_t> state;                            // SessionState
+  std::atomic<uint64_t> events_no_channel;                // dropped: more threads than max_channels
+  std::atomic<uint64_t> strings_dropped;                  // definitions that did not fit the strings packet
   std::atomic<uint8_t> category_enabled[kMaxCategories];  // switched from outside by `ctl`
 };
 static_assert(sizeof(ShmHeader) <= kShmHeaderSize);

@@ -112,6 +112,8 @@ inline ShardHeader* metric_shard(void* base, const MetricsHeader& header, uint32
                                         uint64_t{shard} * header.shard_size);
 }
 
-inline std::atomic<uint64_t>* shard_cells(ShardHeader* shard) { return reinterpret_cast<std::atomic<uint64_t>*>(shard + 1); }
+inline std::atomic<uint64_t>* shard_cells(ShardHeader* shard) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(shard + 1);
+}
 
 }  // namespace chronicle::format

@@ -58,7 +58,7 @@ extern thread_local constinit TaskNameCacheEntry t_task_names[kTaskNameCacheSize
     __attribute__((tls_model("initial-exec")));
 
 CHRONICLE_INLINE TaskNameCacheEntry& task_name_slot(const void* first, const void* second, const void* third,
-                                                  uint32_t line) {
+                                                    uint32_t line) {
   uintptr_t mixed = reinterpret_cast<uintptr_t>(first) ^ (reinterpret_cast<uintptr_t>(second) >> 3) ^
                     (reinterpret_cast<uintptr_t>(third) >> 5) ^ line;
   mixed ^= mixed >> 7;

@@ -25,7 +25,7 @@ struct Site {
   const char* name;
   const char* file;
   uint32_t line;
-  uint8_t kind;  // format::SiteKind
+  uint8_t kind;                 // format::SiteKind
   std::atomic<uint32_t> id{0};  // 0 until interned in this process
   uint16_t category_index = 0;  // valid once id != 0 (id is stored with release)
 };
@@ -91,8 +91,8 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, s
   }
   uint8_t* out = writer.pos;
   if (compact) {
-    const uint32_t header =
-        event_id | static_cast<uint32_t>(ticks & format::kCompactTimestampMask) << format::kCompactIdBits;
+    const uint32_t header = event_id | static_cast<uint32_t>(ticks & format::kCompactTimestampMask)
+                                           << format::kCompactIdBits;
     std::memcpy(out, &header, 4);
     return out + 4;
   }
@@ -158,8 +158,8 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
 // An event whose payload is `fixed_size` bytes of fixed fields followed by a NUL-terminated
 // string (embedded NULs become spaces; the text is cut to what one packet holds). For a writer
 // that writer_for() returned.
-void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size,
-                    const char* text, size_t length);
+void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
+                    size_t length);
 
 class ScopedSpan {
  public:
@@ -170,7 +170,8 @@ class ScopedSpan {
     }
   }
   CHRONICLE_INLINE ~ScopedSpan() {
-    if (generation_ != 0) [[unlikely]] emit_span_end(generation_);
+    if (generation_ != 0) [[unlikely]]
+      emit_span_end(generation_);
   }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
