@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Prints the table of figures and the ratios to the targets from a bench/run.sh work directory:
+chronicle.json, lttng_off.json, lttng_on.json (Google Benchmark JSON) and figures.env."""
+import json
+import os
+import sys
+
+work = sys.argv[1]
+
+
+def load_env(path):
+    values = {}
+    if os.path.exists(path):
+        for line in open(path):
+            key, _, value = line.rstrip("\n").partition("=")
+            values[key] = value
+    return values
+
+
+def load_runs(name):
+    """run name -> the median aggregate if there are repetitions, else the single run."""
+    path = os.path.join(work, name)
+    if not os.path.exists(path):
+        return {}
+    runs = {}
+    for entry in json.load(open(path)).get("benchmarks", []):
+        run = entry.get("run_name", entry["name"])
+        if entry.get("error_occurred"):
+            runs[run] = {"error": entry.get("error_message", "error")}
+            continue
+        if entry.get("run_type") == "aggregate":
+            if entry.get("aggregate_name") == "median":
+                runs[run] = entry
+        elif run not in runs:
+            runs[run] = entry
+    return runs
+
+
+env = load_env(os.path.join(work, "figures.env"))
+chron = load_runs("chronicle.json")
+lt_off = load_runs("lttng_off.json")
+lt_on = load_runs("lttng_on.json")
+
+
+def num(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def times(runs, name):
+    """(wall, CPU) ns per iteration of one thread. With N threads Google Benchmark divides the
+    threads' mean wall time by the iterations of all threads, so the wall figure is scaled by N
+    back to one thread's; CPU time is already each thread's own."""
+    run = runs.get(name)
+    if not run or "error" in run:
+        return None, None
+    threads = run.get("threads", 1)
+    return run["real_time"] * threads, run["cpu_time"]
+
+
+def counter(runs, name, key):
+    run = runs.get(name)
+    return run.get(key) if run and "error" not in run else None
+
+
+def fmt_ns(value):
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" if value < 1 else f"{value:.1f}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def fmt_ratio(value, digits=2):
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def verdict(ok):
+    return "n/a" if ok is None else ("met" if ok else "MISSED")
+
+
+rows = []
+
+
+def row(label, runs, name, note=""):
+    real, cpu = times(runs, name)
+    error = runs.get(name, {}).get("error") if runs.get(name) else ("not run" if not runs else "missing")
+    if real is None:
+        note = f"{note} ({error})".strip()
+    rows.append((label, fmt_ns(real), fmt_ns(cpu), note))
+    return real, cpu
+
+
+def trace_note(name):
+    b = counter(chron, name, "B/event")
+    lost = counter(chron, name, "lost%")
+    if b is None:
+        return ""
+    return f"{b:.3f} B/event on disk, {lost:.1f}% of events not in the trace"
+
+
+empty = row("empty loop", chron, "bm_empty_loop")
+tsc = row("one __rdtsc()", chron, "bm_rdtsc")
+tsc2 = row("two __rdtsc() (a span's minimum)", chron, "bm_rdtsc_pair")
+clock = row("clock_gettime(CLOCK_MONOTONIC)", chron, "bm_clock_gettime_monotonic")
+s1 = row("span recorded, stream, 1 thread", chron, "bm_span_enabled/threads:1", trace_note("bm_span_enabled/threads:1"))
+s2 = row("span recorded, stream, 2 threads", chron, "bm_span_enabled/threads:2", trace_note("bm_span_enabled/threads:2"))
+f1 = row("span recorded, flight, 1 thread", chron, "bm_span_enabled_flight/threads:1",
+         "writer alone: nothing dropped, oldest packets overwritten")
+f2 = row("span recorded, flight, 2 threads", chron, "bm_span_enabled_flight/threads:2", "")
+off = row("span runtime-disabled (no session)", chron, "bm_span_disabled")
+out = row("span compiled out (CHRONICLE_DISABLE)", chron, "bm_span_compiled_out",
+          "same instructions as the empty loop: " + env.get("compiled_out_identical", "?"))
+decode_ns = counter(chron, "bm_collector_decode", "ns/event")  # seconds per event in the JSON
+decode_ns = decode_ns * 1e9 if decode_ns is not None else None
+rows.append(("collector: decode one event (count_events)", "", fmt_ns(decode_ns),
+             "per event, on a 64 KiB packet of spans"))
+if lt_off or lt_on:
+    row("LTTng-UST: 1 event, tracepoint off", lt_off, "bm_lttng_event")
+    lt_pair_off = row("LTTng-UST: 2 events, tracepoint off", lt_off, "bm_lttng_event_pair")
+    lt1 = row("LTTng-UST: 1 event, recorded", lt_on, "bm_lttng_event")
+    lt_b = ratio(num(env.get("lttng_bytes")), num(env.get("lttng_events")))
+    lt_events = num(env.get("lttng_events"))
+    lt_disc = num(env.get("lttng_discarded"))
+    lt_lost = (f" ({100 * lt_disc / (lt_disc + lt_events):.1f}%)"
+               if lt_events is not None and lt_disc is not None and lt_disc + lt_events > 0 else "")
+    lt2 = row("LTTng-UST: 2 events (= a span), recorded", lt_on, "bm_lttng_event_pair",
+              (f"{lt_b:.3f} B/event on disk, " if lt_b else "") +
+              f"{env.get('lttng_events', '?')} events in the trace, {env.get('lttng_discarded', '?')} discarded{lt_lost}")
+    row("two __rdtsc() in the LTTng binary (cross-check)", lt_off, "bm_rdtsc_pair")
+else:
+    lt2 = (None, None)
+    lt_b = None
+
+width = max(len(r[0]) for r in rows)
+print(f"{'measurement':<{width}}  {'wall ns':>9}  {'CPU ns':>9}  notes")
+for label, real, cpu, note in rows:
+    print(f"{label:<{width}}  {real:>9}  {cpu:>9}  {note}")
+print("(ns per iteration of one thread, median of the repetitions. With 2 threads both columns are")
+print(" per thread. CPU = the thread's own CPU time, which leaves out time it waited for a core;")
+print(" ratios use it.)")
+
+# ---- record -------------------------------------------------------------------------------
+def storm_figures(prefix):
+    f = {key: num(env.get(f"{prefix}_{key}")) for key in
+         ("seconds", "spans", "recorded", "discarded", "record_cpu", "wall", "storm_cpu", "disk")}
+    return f if f["seconds"] and f["spans"] is not None and f["recorded"] is not None else None
+
+
+def storm_runs(prefix):
+    runs = []
+    i = 1
+    while f"{prefix}_{i}_spans" in env:
+        f = storm_figures(f"{prefix}_{i}")
+        if f:
+            runs.append(f)
+        i += 1
+    return runs
+
+
+storm = storm_runs("storm")
+storm16 = storm_runs("storm16")
+print()
+if storm or storm16:
+    print("chronicle record, one thread emitting spans flat out (span_storm), one line per run:")
+    print(f"  {'buffers':<8} {'emitted':>12} {'recorded':>12} {'discarded':>11} {'not in trace':>12}"
+          f" {'record CPU':>10} {'per event':>9} {'storm on core':>13}")
+    for label, runs in (("4 MiB", storm), ("16 MiB", storm16)):
+        for f in runs:
+            attempted = 2 * f["spans"]
+            print(f"  {label:<8} {attempted / f['seconds'] / 1e6:7.1f} Mev/s {f['recorded'] / f['seconds'] / 1e6:7.1f} Mev/s"
+                  f" {f['discarded']:>11.0f} {100 * (attempted - f['recorded']) / attempted:11.2f}%"
+                  f" {f['record_cpu'] / f['wall']:5.2f} core {1e9 * f['record_cpu'] / max(f['recorded'], 1):6.1f} ns"
+                  f" {100 * f['storm_cpu'] / f['seconds']:12.0f}%")
+    print("  (events emitted = 2 per span; 'not in trace' counts both events of a span whose begin was")
+    print("   dropped; record CPU = the record process's own user+sys time over its wall time;")
+    print(f"   {next(iter(storm or storm16))['disk'] / max(next(iter(storm or storm16))['recorded'], 1):.3f} B/event on disk)")
+
+idle_cpu = num(env.get("idle_record_cpu"))
+idle_wall = num(env.get("idle_wall"))
+if idle_cpu is not None and idle_wall:
+    print(f"idle (program sleeping {num(env.get('idle_seconds')):.1f} s with tracing on): record's own CPU"
+          f" {idle_cpu:.2f} s = {100 * idle_cpu / idle_wall:.1f}% of a core")
+
+# ---- targets ------------------------------------------------------------------------------
+print()
+print("targets (ratios from CPU times measured in this run):")
+r_flight = ratio(f1[1], tsc2[1])
+r_stream = ratio(s1[1], tsc2[1])
+print(f"  span <= 1.3 x two TSC reads: flight (no drops) {fmt_ratio(r_flight)} x,"
+      f" stream {fmt_ratio(r_stream)} x  -> {verdict(None if r_flight is None else r_flight <= 1.3)}")
+r_lt = ratio(lt2[1], f1[1])
+r_lt_stream = ratio(lt2[1], s1[1])
+print(f"  span >= 6x cheaper than two LTTng-UST events: {fmt_ratio(r_lt, 1)} x (vs flight),"
+      f" {fmt_ratio(r_lt_stream, 1)} x (vs stream)  -> {verdict(None if r_lt is None else r_lt >= 6)}")
+if env.get("lttng_status", "ok") != "ok":
+    print(f"    LTTng: {env.get('lttng_status')}")
+net = off[1] - empty[1] if off[1] is not None and empty[1] is not None else None
+print(f"  runtime-disabled <= 1 ns: {fmt_ns(off[1])} ns ({fmt_ns(net)} ns over the empty loop)"
+      f"  -> {verdict(None if off[1] is None else off[1] <= 1)}")
+r_out = ratio(out[1], empty[1])
+print(f"  compiled out = empty loop: {fmt_ratio(r_out)} x the empty loop's time, identical code:"
+      f" {env.get('compiled_out_identical', '?')}  -> {verdict(None if r_out is None else env.get('compiled_out_identical') == 'yes')}")
+b1 = counter(chron, "bm_span_enabled/threads:1", "B/event")
+print(f"  <= 6 bytes per event on disk: {fmt_ratio(b1, 3)} (LTTng-UST: {fmt_ratio(lt_b, 3)})"
+      f"  -> {verdict(None if b1 is None else b1 <= 6.0)}")
+if b1 is not None:
+    # Spans alone: (8-byte begin + 4-byte end) / 2 = 6 B; each 64 KiB packet adds an 88-byte header.
+    print(f"    events {6.0:.3f} B + packet headers {b1 - 6.0:.3f} B (88 B per 64 KiB packet)")
+if storm:
+    clean = sum(1 for f in storm if f["discarded"] == 0 and f["recorded"] >= 2 * f["spans"])
+    extra = ""
+    if storm16:
+        clean16 = sum(1 for f in storm16 if f["discarded"] == 0 and f["recorded"] >= 2 * f["spans"])
+        extra = f"; with 16 MiB buffers {clean16} of {len(storm16)}"
+    print(f"  record keeps up with one thread, no drop: {clean} of {len(storm)} runs without a drop{extra}"
+          f"  -> {verdict(clean == len(storm))}")
+    loads = sorted(f["record_cpu"] / f["wall"] for f in storm + storm16)
+    median = loads[len(loads) // 2]
+    print(f"  record well under one core (< 0.5): median {median:.2f} core ({loads[0]:.2f}-{loads[-1]:.2f})"
+          f"  -> {verdict(median < 0.5)}")
+if idle_cpu is not None and idle_wall:
+    print(f"  record sleeps when idle: {100 * idle_cpu / idle_wall:.1f}% of a core  -> {verdict(idle_cpu / idle_wall < 0.02)}")
+print()
+run_seconds = num(env.get("run_seconds")) or 0
+print(f"other processes (not this script's children) used {env.get('others_cpu', '?')} s of CPU during the run"
+      f" ({run_seconds:.0f} s x {env.get('cores', '?')} cores), lttng-sessiond and its consumer included;"
+      f" wall-clock figures are clean only when that is small")
+print(f"measured processes ran at: {env.get('priority', '?')}")
+print(f"machine: {env.get('busy_start', '?')}% of the CPU busy with other work just before the run;"
+      f" load average {env.get('load_start', '?')} at start, {env.get('load_end', '?')} at the end"
+      f" ({env.get('cores', '?')} cores); page-cache write: {env.get('dd_write', '?')}")
