@@ -178,6 +178,24 @@ TEST(Drops, WrittenEqualsReadPlusDiscardedWhenTheCollectorIsSlow) {
   for (size_t i = 1; i < events.size(); ++i) ASSERT_GT(events[i].value, events[i - 1].value);
 }
 
+TEST(Drops, ASpanWhoseBeginIsDroppedCountsItsEndAsDiscardedToo) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.buffer_size = 16 << 10;
+  config.packet_size = 4 << 10;
+  config.drain_interval = std::chrono::milliseconds(300);
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int kSpans = 100'000;
+  for (int i = 0; i < kSpans; ++i) {
+    CHRONICLE_SPAN("test", "span");
+  }
+  stop();
+  reader::Trace trace(config.output);
+  const auto events = test::read_all(trace);
+  EXPECT_GT(trace.events_discarded(), 0u);
+  EXPECT_EQ(events.size() + trace.events_discarded(), size_t{2 * kSpans});
+}
+
 TEST(FlightRecorder, KeepsTheMostRecentEventsWithoutGaps) {
   TemporaryDirectory directory;
   Config config = test_config(directory);

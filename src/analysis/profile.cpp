@@ -1,5 +1,7 @@
 #include "analysis/profile.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
@@ -106,7 +108,7 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   std::unordered_map<uint32_t, CounterAccumulator*> counter_by_site;
   auto key_of = [&trace](uint32_t name_id) -> Key {
     if (const reader::Site* site = trace.site(name_id)) return {site->category, site->name};
-    return {"", "#" + std::to_string(name_id)};
+    return {"", fmt::format("#{}", name_id)};
   };
   auto slot = [&key_of](auto& by_site, auto& by_key, uint32_t name_id) {
     auto& found = by_site[name_id];

@@ -160,7 +160,12 @@ int run_record(RecordOptions& options) {
     }
     // Sleep rather than spin when there was nothing to copy, backing off up to 10 ms.
     if (work == 0) {
-      std::this_thread::sleep_for(idle_sleep);
+      // On the first live session's futex: its writers wake us when a ring passes half full.
+      TrackedSession* first_live = nullptr;
+      for (auto& [path, session] : sessions)
+        if (!session.done && !first_live) first_live = &session;
+      if (first_live) first_live->collector->wait_for_work(idle_sleep);
+      else std::this_thread::sleep_for(idle_sleep);
       idle_sleep = std::min(idle_sleep * 2, std::chrono::microseconds(10'000));
     } else {
       idle_sleep = std::chrono::microseconds(500);

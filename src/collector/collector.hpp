@@ -2,6 +2,7 @@
 // program runs (stream policy), at its end, after its death, or as a snapshot.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -49,6 +50,9 @@ struct CollectorStats {
   uint64_t decode_errors = 0;
 };
 
+// Wakes the collector of this session if it sleeps (a writer whose ring fills, or stop()).
+void request_drain(format::ShmHeader& header);
+
 class Collector {
  public:
   // Creates `output_dir` if needed. Writes a first metadata file at once.
@@ -68,6 +72,10 @@ class Collector {
   // The rings' current contents without consuming them (either policy), then the definitions
   // and metadata: what `chronicle snapshot` writes.
   void snapshot();
+
+  // Sleeps until a writer asks for a drain, or `timeout` passes. Returns at once when closed
+  // packets are already waiting.
+  void wait_for_work(std::chrono::microseconds timeout);
 
   const CollectorStats& stats() const { return stats_; }
   const std::string& output_dir() const { return output_dir_; }

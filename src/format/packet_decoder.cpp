@@ -37,6 +37,40 @@ std::string check_packet_header(const uint8_t* packet, size_t available) {
   return {};
 }
 
+std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes) {
+  const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
+  const EventTable& table = event_table();
+  uint64_t events = 0;
+  size_t cursor = kPacketHeaderSize;
+  while (cursor < content_bytes) {
+    const uint8_t* data = packet + cursor;
+    const size_t left = content_bytes - cursor;
+    uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
+    size_t header_size = kCompactHeaderSize;
+    if (id == kExtendedId) {
+      if (left < kExtendedHeaderSize) return std::nullopt;
+      std::memcpy(&id, data + 1, 4);
+      header_size = kExtendedHeaderSize;
+    } else if (left < kCompactHeaderSize) {
+      return std::nullopt;
+    }
+    const EventSpec* spec = lookup_event(table, stream_id, id);
+    if (!spec) return std::nullopt;
+    size_t size;
+    if (spec->fixed_payload_size >= 0) {
+      size = static_cast<size_t>(spec->fixed_payload_size);
+    } else {
+      auto variable = payload_size(*spec, data + header_size, left - header_size);
+      if (!variable) return std::nullopt;
+      size = *variable;
+    }
+    if (header_size + size > left) return std::nullopt;
+    cursor += header_size + size;
+    ++events;
+  }
+  return events;
+}
+
 PacketDecoder::PacketDecoder(const uint8_t* packet, size_t content_bytes)
     : packet_(packet),
       content_bytes_(content_bytes),

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -53,5 +54,10 @@ class PacketDecoder {
 std::string check_packet_header(const uint8_t* packet, size_t available);
 
 uint64_t content_bytes(const PacketHeader& header);
+
+// The number of events in a packet's content, walking only their sizes (no timestamps): what
+// the collector needs to count as it copies. Returns nullopt if the content does not walk to
+// its exact end (damage).
+std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes);
 
 }  // namespace chronicle::format

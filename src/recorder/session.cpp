@@ -70,7 +70,6 @@ struct Session {
   // The in-process collector, when config.output is set.
   std::thread collector_thread;
   std::mutex collector_mutex;
-  std::condition_variable collector_wake;
   bool collector_stop = false;
   std::string collector_error;
 };
@@ -193,6 +192,15 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
   writer.last_ticks = ticks;
 }
 
+// The open packet keeps counting what is lost while it waits for a free slot, so the count is
+// current even if the process dies now.
+void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks) {
+  const uint64_t discarded = desc.events_discarded.load(std::memory_order_relaxed) + 1;
+  desc.events_discarded.store(discarded, std::memory_order_relaxed);
+  writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
+  writer.packet->timestamp_end.store(std::max(ticks, writer.last_ticks), std::memory_order_release);
+}
+
 // The session a writer of `generation` writes to, if it is still the running one.
 Session* session_of(uint32_t generation) {
   Session* session = registry().current.load(std::memory_order_acquire);
@@ -249,13 +257,13 @@ void run_collector(Session* session) {
     while (!session->collector_stop) {
       lock.unlock();
       const size_t drained = collector.drain();
-      lock.lock();
       if (drained == 0) {
-        session->collector_wake.wait_for(lock, idle_sleep);
+        collector.wait_for_work(idle_sleep);
         idle_sleep = std::min(idle_sleep * 2, longest);
       } else {
         idle_sleep = std::min(shortest, longest);
       }
+      lock.lock();
     }
     lock.unlock();
     collector.finish();
@@ -336,17 +344,26 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
       session->header->policy == format::BufferPolicy::stream &&
       seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >= session->header->packets_per_channel;
   if (!fits_a_packet || must_wait) {
-    // The open packet keeps counting what is lost while it waits, so the count is current
-    // even if the process dies now.
-    const uint64_t discarded = desc.events_discarded.load(std::memory_order_relaxed) + 1;
-    desc.events_discarded.store(discarded, std::memory_order_relaxed);
-    writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
-    writer.packet->timestamp_end.store(ticks, std::memory_order_release);
+    note_discarded(desc, writer, ticks);
     return false;
   }
   desc.packets_committed.store(seq + 1, std::memory_order_release);
   open_packet(*session, writer, seq + 1, ticks);
+  // Past half full, a sleeping collector is woken rather than left to its timer: one syscall
+  // per packet, and only while the ring is filling.
+  if (session->header->policy == format::BufferPolicy::stream &&
+      session->header->collector_waiting.load(std::memory_order_relaxed) != 0 &&
+      2 * (seq + 2 - desc.packets_consumed.load(std::memory_order_relaxed)) >= session->header->packets_per_channel)
+    collector::request_drain(*session->header);
   return true;
+}
+
+void count_discarded(uint32_t generation) {
+  ThreadWriter& writer = t_writer;
+  if (writer.generation != generation || writer.channel == kNoChannel || !writer.packet) return;
+  Session* session = session_of(generation);
+  if (!session) return;
+  note_discarded(channel(*session, writer.channel), writer, read_ticks());
 }
 
 uint32_t intern_site(Site& site) {
@@ -527,7 +544,7 @@ void stop() {
       std::lock_guard stop_lock(session->collector_mutex);
       session->collector_stop = true;
     }
-    session->collector_wake.notify_all();
+    collector::request_drain(*session->header);
     session->collector_thread.join();
   }
   if (!session->config.keep_shm && !session->config.output.empty()) ::unlink(session->path.c_str());

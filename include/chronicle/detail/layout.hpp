@@ -164,6 +164,10 @@ struct ShmHeader {
   std::atomic<uint32_t> state;                            // SessionState
   std::atomic<uint64_t> events_no_channel;                // dropped: more threads than max_channels
   std::atomic<uint64_t> strings_dropped;                  // definitions that did not fit the strings packet
+  // A sleeping collector waits on drain_requests (a futex word, shared between processes); a
+  // writer whose ring passes half full bumps it and wakes the collector, if one is waiting.
+  std::atomic<uint32_t> drain_requests;
+  std::atomic<uint32_t> collector_waiting;
   std::atomic<uint8_t> category_enabled[kMaxCategories];  // switched from outside by `ctl`
 };
 static_assert(sizeof(ShmHeader) <= kShmHeaderSize);

@@ -112,17 +112,23 @@ CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint8_t* event_end, uin
       static_cast<uint64_t>(event_end - reinterpret_cast<uint8_t*>(writer.packet)) * 8, std::memory_order_release);
 }
 
-CHRONICLE_INLINE bool emit_with_name(Site& site, uint32_t generation, format::EventId event) {
+enum class Emitted : uint8_t { off, written, dropped };
+
+CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format::EventId event) {
   ThreadWriter* writer = writer_for(site, generation);
-  if (!writer) return false;
+  if (!writer) return Emitted::off;
   uint64_t ticks = read_ticks();
   uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), 4, ticks);
-  if (!out) return false;
+  if (!out) return Emitted::dropped;
   const uint32_t id = site.id.load(std::memory_order_relaxed);
   std::memcpy(out, &id, 4);
   commit_event(*writer, out + 4, ticks);
-  return true;
+  return Emitted::written;
 }
+
+// Counts one more discarded event on this thread's channel without writing anything: the end of
+// a span whose begin was dropped, so that the discarded count covers both halves.
+void count_discarded(uint32_t generation);
 
 CHRONICLE_INLINE void emit_span_end(uint32_t generation) {
   ThreadWriter& writer = t_writer;
@@ -166,18 +172,23 @@ class ScopedSpan {
   CHRONICLE_INLINE explicit ScopedSpan(Site& site) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
-      if (emit_with_name(site, generation, format::EventId::span_begin)) generation_ = generation;
+      const Emitted begin = emit_with_name(site, generation, format::EventId::span_begin);
+      if (begin != Emitted::off) generation_ = generation;
+      begin_dropped_ = begin == Emitted::dropped;
     }
   }
   CHRONICLE_INLINE ~ScopedSpan() {
-    if (generation_ != 0) [[unlikely]]
-      emit_span_end(generation_);
+    if (generation_ != 0) [[unlikely]] {
+      if (begin_dropped_) count_discarded(generation_);
+      else emit_span_end(generation_);
+    }
   }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
 
  private:
   uint32_t generation_ = 0;
+  bool begin_dropped_ = false;  // its end is not written either, but counted as discarded
 };
 
 }  // namespace chronicle::detail
