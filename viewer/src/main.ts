@@ -107,13 +107,14 @@ let fetchTimer: number | undefined;
 function requestWindow() {
   draw();
   clearTimeout(fetchTimer);
+  const number = ++requested;
+  document.body.dataset.settled = 'false';
   fetchTimer = window.setTimeout(async () => {
-    const number = ++requested;
-    const asked = { ...view };
-    const answer = await backend.window(asked.begin, asked.end, width());
+    const answer = await backend.window(view.begin, view.end, width());
     if (number !== requested) return;
     data = answer;
     ++windowsLoaded;
+    document.body.dataset.settled = 'true';
     draw();
   }, 16);
 }
@@ -137,25 +138,26 @@ function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
 
 // ---- drawing ----
 
-interface DrawCounts { lanes: number; spans: number; blocks: number; taskLines: number; taskBlocks: number; tasksShown: number; arrows: number; arrowsShown: number; labels: number }
-let counts: DrawCounts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0 };
+interface DrawCounts { lanes: number; spans: number; blocks: number; taskLines: number; taskBlocks: number; tasksShown: number; arrows: number; arrowsShown: number; labels: number; taskLabels: number }
+let counts: DrawCounts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
 let hitBoxes: [number, number, number, number, Selection][] = [];
 
-function drawLabel(text: string, x0: number, x1: number, y: number, height: number) {
+function drawLabel(text: string, x0: number, x1: number, y: number, height: number): boolean {
   const left = Math.max(x0, 0) + 3;
   const room = Math.min(x1, width()) - left - 2;
-  if (room < 12) return;
+  if (room < 12) return false;
   let shown = text;
   if (context.measureText(shown).width > room) {
     // Cut to what fits, with an ellipsis; nothing when not even 3 characters fit.
     const perChar = context.measureText(shown).width / shown.length;
     const keep = Math.floor(room / perChar) - 1;
-    if (keep < 3) return;
+    if (keep < 3) return false;
     shown = shown.slice(0, keep) + '…';
   }
   context.fillText(shown, left, y + height / 2 + 1);
   counts.labels++;
+  return true;
 }
 
 function matches(name: string | undefined) { return highlight !== '' && !!name && name.toLowerCase().includes(highlight); }
@@ -166,7 +168,7 @@ function render() {
   context.clearRect(0, 0, w, h);
   context.font = '11px system-ui, sans-serif';
   context.textBaseline = 'middle';
-  counts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0 };
+  counts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
   hitBoxes = [];
   context.save();
   context.translate(0, -top);
@@ -280,7 +282,7 @@ function drawTasks(answer: WindowAnswer) {
     // Short tasks get their labels only once zoomed in enough for them to fit.
     context.fillStyle = '#222';
     context.font = '9px system-ui, sans-serif';
-    drawLabel(name, x0 + 2, x1, y, TASK_ROW);
+    if (drawLabel(name, x0 + 2, x1, y, TASK_ROW)) counts.taskLabels++;
     context.font = '11px system-ui, sans-serif';
     hitBoxes.push([x0 - 2, x1 + 2, y, y + TASK_ROW, { kind: 'task', index: task }]);
     counts.taskLines++;
@@ -362,6 +364,7 @@ function publishState() {
   body.arrowsDrawn = String(counts.arrows);
   body.arrowsShown = String(counts.arrowsShown);
   body.labelsDrawn = String(counts.labels);
+  body.taskLabelsDrawn = String(counts.taskLabels);
   body.viewBegin = String(view.begin);
   body.viewEnd = String(view.end);
   body.windowsLoaded = String(windowsLoaded);
