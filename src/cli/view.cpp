@@ -1,5 +1,6 @@
 // `chronicle view DIR`: indexes a trace once and serves the viewer and the trace's windows over
 // HTTP on a loopback address; `--html FILE` writes one self-contained page instead.
+#include <malloc.h>
 #include <signal.h>
 
 #include <chrono>
@@ -36,10 +37,16 @@ int run_view(const ViewOptions& options) {
     fmt::print(stderr, "chronicle: {} traces under {}; showing {} (name one directory to see another)\n", traces.size(),
                options.directory, traces.front());
   const auto started = std::chrono::steady_clock::now();
-  reader::Trace trace(traces.front());
-  const viewer::TimelineIndex index = viewer::TimelineIndex::build(trace);
+  std::string title;
+  // The index holds all the server needs: the trace's mappings are let go once it is built, and
+  // so is the memory the building used.
+  const viewer::TimelineIndex index = [&] {
+    reader::Trace trace(traces.front());
+    title = fmt::format("{} ({})", trace.description().process_name, traces.front());
+    return viewer::TimelineIndex::build(trace);
+  }();
+  malloc_trim(0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const std::string title = fmt::format("{} ({})", trace.description().process_name, traces.front());
   fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s\n", human_count(index.event_count()),
              human_count(index.task_lines().size()), seconds);
 

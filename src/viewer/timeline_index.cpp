@@ -36,6 +36,12 @@ void IntervalRow::add(uint64_t begin, uint64_t end, uint32_t item) {
   items.push_back(item);
 }
 
+void IntervalRow::shrink_to_fit() {
+  begins.shrink_to_fit();
+  ends.shrink_to_fit();
+  items.shrink_to_fit();
+}
+
 void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
                     double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks) {
   const auto& begins = row.begins;
@@ -82,36 +88,40 @@ void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin,
 }
 
 void MinMaxPyramid::build(const std::vector<double>& values) {
-  mins_.assign(1, values);
-  maxs_.assign(1, values);
-  while (mins_.back().size() > kFanOut) {
-    const auto& lower_min = mins_.back();
-    const auto& lower_max = maxs_.back();
-    std::vector<double> upper_min((lower_min.size() + kFanOut - 1) / kFanOut);
+  mins_.clear();
+  maxs_.clear();
+  const std::vector<double>* lower_min = &values;
+  const std::vector<double>* lower_max = &values;
+  while (lower_min->size() > kFanOut) {
+    std::vector<double> upper_min((lower_min->size() + kFanOut - 1) / kFanOut);
     std::vector<double> upper_max(upper_min.size());
     for (size_t block = 0; block < upper_min.size(); ++block) {
       const size_t first = block * kFanOut;
-      const size_t last = std::min(first + kFanOut, lower_min.size());
-      upper_min[block] = *std::min_element(lower_min.begin() + first, lower_min.begin() + last);
-      upper_max[block] = *std::max_element(lower_max.begin() + first, lower_max.begin() + last);
+      const size_t last = std::min(first + kFanOut, lower_min->size());
+      upper_min[block] = *std::min_element(lower_min->begin() + first, lower_min->begin() + last);
+      upper_max[block] = *std::max_element(lower_max->begin() + first, lower_max->begin() + last);
     }
     mins_.push_back(std::move(upper_min));
     maxs_.push_back(std::move(upper_max));
+    lower_min = &mins_.back();
+    lower_max = &maxs_.back();
   }
 }
 
-std::pair<double, double> MinMaxPyramid::range(size_t first, size_t last) const {
+std::pair<double, double> MinMaxPyramid::range(const std::vector<double>& values, size_t first, size_t last) const {
   double low = std::numeric_limits<double>::infinity();
   double high = -low;
   auto take = [&](size_t level, size_t from, size_t to) {
+    const auto& level_min = level == 0 ? values : mins_[level - 1];
+    const auto& level_max = level == 0 ? values : maxs_[level - 1];
     for (size_t k = from; k < to; ++k) {
-      low = std::min(low, mins_[level][k]);
-      high = std::max(high, maxs_[level][k]);
+      low = std::min(low, level_min[k]);
+      high = std::max(high, level_max[k]);
     }
   };
   // Climb while whole blocks of the next level fit, taking the ragged edges at each level.
   size_t level = 0;
-  while (level + 1 < mins_.size()) {
+  while (level < mins_.size()) {
     const size_t upper_first = (first + kFanOut - 1) / kFanOut;
     const size_t upper_last = last / kFanOut;
     if (upper_first >= upper_last) break;
@@ -141,7 +151,12 @@ class IndexBuilder {
     index_tasks();
     index_arrows();
     index_idle();
-    for (auto& counter : index_.counters_) counter.pyramid.build(counter.values);
+    for (auto& counter : index_.counters_) {
+      counter.times.shrink_to_fit();
+      counter.values.shrink_to_fit();
+      counter.pyramid.build(counter.values);
+    }
+    for (IntervalRow& row : index_.task_rows_) row.shrink_to_fit();
     index_busy_prefix();
     return std::move(index_);
   }
@@ -214,6 +229,9 @@ class IndexBuilder {
       return true;
     });
     while (!open.empty()) add_span(last);  // cut by the trace's end
+    // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
+    for (IntervalRow& row : lane.depths) row.shrink_to_fit();
+    lane.markers.shrink_to_fit();
     for (uint32_t counter = 0; counter < index_.counters_.size(); ++counter) {
       CounterSeries& series = index_.counters_[counter];
       if (series.lane != lane_number || series.values.empty()) continue;
@@ -433,7 +451,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
         const size_t column_last = static_cast<size_t>(
             std::lower_bound(times.begin() + column_first, times.begin() + last, column_end) - times.begin());
         if (column_last == column_first) continue;
-        const auto [low, high] = series.pyramid.range(column_first, column_last);
+        const auto [low, high] = series.pyramid.range(series.values, column_first, column_last);
         view.points.push_back({times[column_first], low, high, series.values[column_last - 1]});
         column_first = column_last;
       }

@@ -25,6 +25,7 @@ struct IntervalRow {
   std::vector<uint32_t> items;
   size_t size() const { return begins.size(); }
   void add(uint64_t begin, uint64_t end, uint32_t item);
+  void shrink_to_fit();
 };
 
 // An interval wide enough to draw on its own, by its index in its row.
@@ -79,16 +80,16 @@ struct Arrow {
 };
 
 // Min/max of a series over any index range in O(levels x fan-out): level k summarises blocks of
-// kFanOut^k samples.
+// kFanOut^k samples. Level 0 is the series itself, which the pyramid does not copy.
 class MinMaxPyramid {
  public:
   static constexpr size_t kFanOut = 16;
   void build(const std::vector<double>& values);
-  // Over samples [first, last); `last` > `first`.
-  std::pair<double, double> range(size_t first, size_t last) const;
+  // Over samples [first, last) of `values`, the series it was built from; `last` > `first`.
+  std::pair<double, double> range(const std::vector<double>& values, size_t first, size_t last) const;
 
  private:
-  std::vector<std::vector<double>> mins_;  // level 0 is the samples themselves
+  std::vector<std::vector<double>> mins_;  // level k + 1
   std::vector<std::vector<double>> maxs_;
 };
 
