@@ -41,6 +41,38 @@ const base = await new Promise((resolve, reject) => {
 });
 const openSeconds = (performance.now() - started) / 1000;
 
+// The same in a browser: from `chronicle view` starting to the first frame drawn, then key
+// presses (pan and zoom) until each new window is drawn.
+const { chromium } = await import('playwright-core');
+const { mkdtempSync, rmSync } = await import('node:fs');
+const { tmpdir } = await import('node:os');
+const profile = mkdtempSync(join(tmpdir(), 'chronicle-viewer-perf-'));
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: '/usr/bin/chromium', headless: true, viewport: { width: 1600, height: 1000 },
+  args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+         '--disable-sync', '--no-first-run'],
+});
+const page = await browser.newPage();
+const pageStarted = performance.now();
+const settled = () => page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.settled === 'true')
+  .then(() => page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))));
+await page.goto(base);
+await settled();
+const firstFrameSeconds = (performance.now() - started) / 1000;
+const pageSeconds = (performance.now() - pageStarted) / 1000;
+const keyTimes = [], fetchTimes = [], renderTimes = [];
+await page.mouse.move(800, 300);
+for (const key of ['w', 'w', 'w', 'w', 'w', 'd', 'd', 'a', 's', 's', 'w', 'd']) {
+  const begin = performance.now();
+  await page.keyboard.press(key);
+  await settled();
+  keyTimes.push(performance.now() - begin);
+  fetchTimes.push(Number(await page.evaluate(() => document.body.dataset.fetchMs)));
+  renderTimes.push(Number(await page.evaluate(() => document.body.dataset.renderMs)));
+}
+await browser.close();
+rmSync(profile, { recursive: true, force: true });
+
 async function timed(path) {
   const begin = performance.now();
   const response = await fetch(base + path);
@@ -90,7 +122,12 @@ server.kill('SIGTERM');
 const mib = bytes => (bytes / 1048576).toFixed(1);
 console.log(`trace: ${trace}: ${summary.events.toLocaleString('en')} events, ${mib(traceBytes)} MiB on disk, ${summary.tasks.toLocaleString('en')} tasks, ${summary.lanes.length} threads`);
 console.log(`${stderr.trim().split('\n').filter(l => l.includes('indexed')).join(' ')}`);
-console.log(`open (start to serving): ${openSeconds.toFixed(2)} s`);
+console.log(`open (start to serving): ${openSeconds.toFixed(2)} s; to the first frame in Chromium: ${firstFrameSeconds.toFixed(2)} s ` +
+            `(of which loading the page and its first window: ${pageSeconds.toFixed(2)} s; the rest is starting Chromium)`);
+for (const times of [keyTimes, fetchTimes, renderTimes]) times.sort((a, b) => a - b);
+console.log(`in Chromium, fetching a window: median ${fetchTimes[Math.floor(fetchTimes.length / 2)].toFixed(0)} ms, max ${fetchTimes[fetchTimes.length - 1].toFixed(0)} ms; ` +
+            `drawing it: median ${renderTimes[Math.floor(renderTimes.length / 2)].toFixed(0)} ms, max ${renderTimes[renderTimes.length - 1].toFixed(0)} ms`);
+console.log(`in Chromium, a key press (W/A/S/D) to the new window drawn: median ${keyTimes[Math.floor(keyTimes.length / 2)].toFixed(0)} ms, max ${keyTimes[keyTimes.length - 1].toFixed(0)} ms (includes the page's 16 ms debounce)`);
 console.log(`server memory after the requests: RSS ${mib(rss)} MiB (${(rss / traceBytes).toFixed(2)} x the trace; ${mib(anon)} MiB of it anonymous); ` +
             `peak RSS ${mib(peak)} MiB (${(peak / traceBytes).toFixed(2)} x; it counts the trace's mapped file pages while indexing)`);
 console.log('\n| request | median ms | max ms | largest answer |\n| --- | ---: | ---: | ---: |');

@@ -110,8 +110,10 @@ function requestWindow() {
   const number = ++requested;
   document.body.dataset.settled = 'false';
   fetchTimer = window.setTimeout(async () => {
+    const asked = performance.now();
     const answer = await backend.window(view.begin, view.end, width());
     if (number !== requested) return;
+    document.body.dataset.fetchMs = (performance.now() - asked).toFixed(1);
     data = answer;
     ++windowsLoaded;
     document.body.dataset.settled = 'true';
@@ -163,6 +165,7 @@ function drawLabel(text: string, x0: number, x1: number, y: number, height: numb
 function matches(name: string | undefined) { return highlight !== '' && !!name && name.toLowerCase().includes(highlight); }
 
 function render() {
+  const renderStarted = performance.now();
   const top = scroller.scrollTop;
   const w = width(), h = canvas.clientHeight;
   context.clearRect(0, 0, w, h);
@@ -181,6 +184,7 @@ function render() {
   drawRangeSelection(h);
   drawRuler();
   publishState();
+  document.body.dataset.renderMs = (performance.now() - renderStarted).toFixed(1);
 }
 
 function drawLanes(answer: WindowAnswer) {
