@@ -14,7 +14,11 @@ packages=(
   binutils            # nm/objdump: the compiled-out test compares machine code
   libcpp-httplib-dev  # cpp-httplib: the /metrics endpoint (chronicle metrics serve, MetricsExporter)
   prometheus          # a real Prometheus and promtool: tests scrape our endpoint and check rules
+  chromium            # the viewer's end-to-end tests drive it headless (playwright-core, no browser download)
 )
+# The viewer's front end is built with npm (packages from viewer/package-lock.json); Debian's
+# node and npm unless the machine has them from elsewhere.
+command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
