@@ -20,7 +20,9 @@ namespace {
 
 // A self-contained page holds the whole trace as JSON in the browser's memory: fine for a trace
 // to share, not for one that needs the server's level of detail.
+// Each task's details are in it too, about 1 KiB each.
 constexpr uint64_t kMaxEventsForHtml = 2'000'000;
+constexpr uint64_t kMaxTasksForHtml = 50'000;
 
 struct ViewOptions {
   std::string directory;
@@ -51,9 +53,11 @@ int run_view(const ViewOptions& options) {
              human_count(index.task_lines().size()), seconds);
 
   if (!options.html.empty()) {
-    if (index.event_count() > kMaxEventsForHtml)
-      throw std::invalid_argument(fmt::format("{} events are too many for one page (at most {}): use chronicle view without --html",
-                                              human_count(index.event_count()), human_count(kMaxEventsForHtml)));
+    if (index.event_count() > kMaxEventsForHtml || index.task_lines().size() > kMaxTasksForHtml)
+      throw std::invalid_argument(fmt::format(
+          "{} events and {} tasks are too many for one page (at most {} and {}): use chronicle view without --html",
+          human_count(index.event_count()), human_count(index.task_lines().size()), human_count(kMaxEventsForHtml),
+          human_count(kMaxTasksForHtml)));
     const std::string html = viewer::standalone_html(index, title);
     std::ofstream out(options.html, std::ios::binary);
     out << html;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <future>
 #include <limits>
-#include <map>
 #include <queue>
 #include <set>
 #include <unordered_map>
