@@ -56,7 +56,7 @@ httplib::Server::Handler json_handler(Answer answer) {
 }
 
 const char* kNotBuilt =
-    "chronicle was built without its viewer (CHRONICLE_BUILD_VIEWER=OFF, or no node/npm at build time).\n"
+    "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
     "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=\n";
 
 std::string escape_for_script(std::string text) {
