@@ -17,7 +17,11 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer and its sanitizers: the fuzz targets in fuzz/
   libsqlite3-dev sqlite3  # SQLite: chronicle export --format sqlite; the sqlite3 shell for docs/export.md
   python3             # the export tests read Chrome JSON with Python's json module
+  chromium            # the viewer's end-to-end tests drive it headless (playwright-core, no browser download)
 )
+# The viewer's front end is built with npm (packages from viewer/package-lock.json); Debian's
+# node and npm unless the machine has them from elsewhere.
+command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

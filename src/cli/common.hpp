@@ -22,6 +22,7 @@ Command add_stats(CLI::App& app);
 Command add_top(CLI::App& app);
 Command add_metrics(CLI::App& app);
 Command add_export(CLI::App& app);
+Command add_view(CLI::App& app);
 
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();

@@ -1,0 +1,100 @@
+// `chronicle view DIR`: indexes a trace once and serves the viewer and the trace's windows over
+// HTTP on a loopback address; `--html FILE` writes one self-contained page instead.
+#include <malloc.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "cli/common.hpp"
+#include "reader/trace_directory.hpp"
+#include "reader/trace_reader.hpp"
+#include "viewer/assets.hpp"
+#include "viewer/timeline_index.hpp"
+#include "viewer/viewer_server.hpp"
+
+namespace chronicle::cli {
+namespace {
+
+// A self-contained page holds the whole trace as JSON in the browser's memory: fine for a trace
+// to share, not for one that needs the server's level of detail.
+// Each task's details are in it too, about 1 KiB each.
+constexpr uint64_t kMaxEventsForHtml = 2'000'000;
+constexpr uint64_t kMaxTasksForHtml = 50'000;
+
+struct ViewOptions {
+  std::string directory;
+  std::string address = "127.0.0.1";
+  uint16_t port = 0;
+  std::string html;
+};
+
+int run_view(const ViewOptions& options) {
+  const auto traces = reader::find_traces(options.directory);
+  if (traces.empty())
+    throw reader::TraceError(options.directory, 0, "no trace here (no metadata file in it or its subdirectories)");
+  if (traces.size() > 1)
+    fmt::print(stderr, "chronicle: {} traces under {}; showing {} (name one directory to see another)\n", traces.size(),
+               options.directory, traces.front());
+  const auto started = std::chrono::steady_clock::now();
+  std::string title;
+  // The index holds all the server needs: the trace's mappings are let go once it is built, and
+  // so is the memory the building used.
+  const viewer::TimelineIndex index = [&] {
+    reader::Trace trace(traces.front());
+    title = fmt::format("{} ({})", trace.description().process_name, traces.front());
+    return viewer::TimelineIndex::build(trace);
+  }();
+  malloc_trim(0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s\n", human_count(index.event_count()),
+             human_count(index.task_lines().size()), seconds);
+
+  if (!options.html.empty()) {
+    if (index.event_count() > kMaxEventsForHtml || index.task_lines().size() > kMaxTasksForHtml)
+      throw std::invalid_argument(fmt::format(
+          "{} events and {} tasks are too many for one page (at most {} and {}): use chronicle view without --html",
+          human_count(index.event_count()), human_count(index.task_lines().size()), human_count(kMaxEventsForHtml),
+          human_count(kMaxTasksForHtml)));
+    const std::string html = viewer::standalone_html(index, title);
+    std::ofstream out(options.html, std::ios::binary);
+    out << html;
+    if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", options.html));
+    fmt::print(stderr, "chronicle: wrote {} ({})\n", options.html, human_bytes(html.size()));
+    return 0;
+  }
+
+  // Blocked before the server's threads start, so that they inherit the mask and only sigwait
+  // below sees these signals.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  viewer::ViewerServer server(index, title, options.address, options.port);
+  if (viewer::embedded_assets().empty())
+    fmt::print(stderr, "chronicle: this build has no viewer page (CHRONICLE_BUILD_VIEWER=OFF); only the JSON API answers\n");
+  const bool ipv6 = options.address.find(':') != std::string::npos;
+  fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n", traces.front(), ipv6 ? "[" : "", options.address,
+             ipv6 ? "]" : "", server.port());
+  std::fflush(stdout);
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  return 0;
+}
+
+}  // namespace
+
+Command add_view(CLI::App& app) {
+  auto options = std::make_shared<ViewOptions>();
+  CLI::App* view = app.add_subcommand("view", "Serve a trace to the viewer in a browser (or write it as one HTML file)");
+  view->add_option("DIR", options->directory, "Trace directory")->required();
+  view->add_option("--port", options->port, "Port to listen on (0: a free one, printed)");
+  view->add_option("--address", options->address, "Address to listen on")->capture_default_str();
+  view->add_option("--html", options->html, "Write one self-contained HTML file (small traces) instead of serving");
+  return {view, [options] { return run_view(*options); }};
+}
+
+}  // namespace chronicle::cli

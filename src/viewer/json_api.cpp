@@ -1,0 +1,308 @@
+#include "viewer/json_api.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace chronicle::viewer {
+namespace {
+
+using nlohmann::json;
+
+// Past these, details list the first ones and say how many there are.
+constexpr size_t kMaxListed = 50;
+
+json task_ref(const TimelineIndex& index, uint32_t task) {
+  const TaskLine& line = index.task_lines()[task];
+  return {{"index", task},
+          {"id", model::task_id_text(index.graph().tasks()[task].id)},
+          {"display", index.graph().tasks()[task].display_name()},
+          {"begin", line.begin},
+          {"end", line.end},
+          {"row", line.row}};
+}
+
+json task_ref_by_id(const TimelineIndex& index, model::TaskId id) {
+  const auto task = index.task_index(id);
+  return task ? task_ref(index, *task) : json(nullptr);
+}
+
+json span_ref(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span) {
+  const IntervalRow& row = index.lanes()[lane].depths[depth];
+  return {{"lane", lane},
+          {"depth", depth},
+          {"index", span},
+          {"name", index.site_name(row.items[span])},
+          {"begin", row.begins[span]},
+          {"end", row.ends[span]}};
+}
+
+std::string thread_text(const TimelineIndex& index, uint32_t thread_id) {
+  return fmt::format("{} ({})", index.lane_of_thread(thread_id), thread_id);
+}
+
+std::string_view marker_type(format::EventId type) {
+  switch (type) {
+    case format::EventId::note: return "note";
+    case format::EventId::instant: return "instant";
+    case format::EventId::span_begin: return "span";
+    case format::EventId::counter:
+    case format::EventId::counter_float: return "counter";
+    default: return "event";
+  }
+}
+
+}  // namespace
+
+LineState line_state(const TimelineIndex& index, uint32_t task) {
+  if (!index.task_lines()[task].resolved) return LineState::unresolved;
+  switch (index.graph().tasks()[task].outcome) {
+    case format::TaskOutcome::ok: return LineState::ok;
+    case format::TaskOutcome::failed: return LineState::failed;
+    case format::TaskOutcome::cancelled: return LineState::cancelled;
+  }
+  return LineState::ok;
+}
+
+json summary_json(const TimelineIndex& index, const std::string& title) {
+  json lanes = json::array();
+  for (const Lane& lane : index.lanes())
+    lanes.push_back({{"thread_id", lane.thread_id},
+                     {"name", lane.name},
+                     {"depths", lane.depths.size()},
+                     {"spans", lane.span_count},
+                     {"idle", lane.idle.size()}});
+  json counters = json::array();
+  for (const CounterSeries& series : index.counters())
+    counters.push_back({{"name", series.name},
+                        {"lane", series.lane},
+                        {"min", series.min},
+                        {"max", series.max},
+                        {"samples", series.values.size()}});
+  size_t waits = 0;
+  for (const Arrow& arrow : index.arrows()) waits += arrow.kind == ArrowKind::wait;
+  return {{"title", title},
+          {"duration", index.duration()},
+          {"origin_unix_ns", index.origin_unix_ns()},
+          {"events", index.event_count()},
+          {"lanes", std::move(lanes)},
+          {"tasks", index.task_lines().size()},
+          {"task_rows", index.task_rows().size()},
+          {"wait_arrows", waits},
+          {"resolve_arrows", index.arrows().size() - waits},
+          {"counters", std::move(counters)}};
+}
+
+json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width) {
+  const Window window = index.window(begin, end, width);
+  std::set<uint32_t> sites;
+  json lanes = json::array();
+  for (const LaneWindow& view : window.lanes) {
+    const Lane& lane = index.lanes()[view.lane];
+    json spans = json::array();
+    for (const VisibleInterval& span : view.spans) {
+      const IntervalRow& row = lane.depths[span.row];
+      spans.push_back({row.begins[span.index], row.ends[span.index], span.row, span.index, row.items[span.index]});
+      sites.insert(row.items[span.index]);
+    }
+    json blocks = json::array();
+    for (const BusyBlock& block : view.blocks) blocks.push_back({block.begin, block.end, block.row, block.count});
+    json idle = json::array();
+    for (const VisibleInterval& wide : view.idle_wide)
+      idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
+    for (const BusyBlock& block : view.idle) idle.push_back({block.begin, block.end, block.count});
+    lanes.push_back({{"lane", view.lane}, {"spans", std::move(spans)}, {"blocks", std::move(blocks)}, {"idle", std::move(idle)}});
+  }
+  json names = json::object();
+  for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
+
+  json lines = json::array();
+  json task_names = json::object();
+  for (const VisibleInterval& line : window.task_lines) {
+    const uint32_t task = index.task_rows()[line.row].items[line.index];
+    const TaskLine& where = index.task_lines()[task];
+    lines.push_back({where.begin, where.end, line.row, task, static_cast<int>(line_state(index, task))});
+    task_names[std::to_string(task)] = index.graph().tasks()[task].display_name();
+  }
+  json task_blocks = json::array();
+  for (const BusyBlock& block : window.task_blocks) {
+    const auto [failed, cancelled] = index.failed_and_cancelled(block.row, block.first, block.count);
+    task_blocks.push_back({block.begin, block.end, block.row, block.count, failed, cancelled});
+  }
+  json arrows = json::array();
+  for (const ArrowInView& view : window.arrows) {
+    const Arrow& arrow = index.arrows()[view.arrow];
+    arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time,
+                      index.task_lines()[arrow.from_task].row, index.task_lines()[arrow.to_task].row, view.merged});
+  }
+  json counters = json::array();
+  for (const CounterWindow& view : window.counters) {
+    json points = json::array();
+    for (const CounterPoint& point : view.points) points.push_back({point.time, point.min, point.max, point.last});
+    counters.push_back({{"counter", view.counter}, {"downsampled", view.downsampled}, {"points", std::move(points)}});
+  }
+  return {{"begin", window.begin},
+          {"end", window.end},
+          {"width", window.width},
+          {"lanes", std::move(lanes)},
+          {"names", std::move(names)},
+          {"tasks", {{"lines", std::move(lines)}, {"blocks", std::move(task_blocks)}, {"names", std::move(task_names)}}},
+          {"arrows", std::move(arrows)},
+          {"counters", std::move(counters)}};
+}
+
+json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span) {
+  const Lane& where = index.lanes().at(lane);
+  const IntervalRow& row = where.depths.at(depth);
+  if (span >= row.size()) throw std::out_of_range("no such span");
+  const reader::Site* site = index.site(row.items[span]);
+  const uint64_t begin = row.begins[span];
+  const uint64_t end = row.ends[span];
+  json out = span_ref(index, lane, depth, span);
+  out["kind"] = "span";
+  out["duration"] = end - begin;
+  out["thread"] = thread_text(index, where.thread_id);
+  out["fields"] = {{"category", site ? site->category : ""},
+                   {"name", site ? site->name : ""},
+                   {"site", site ? fmt::format("{}:{}", site->file, site->line) : ""},
+                   {"depth", depth}};
+  const auto parent = index.span_parent(lane, depth, span);
+  out["parent"] = parent ? span_ref(index, lane, depth - 1, *parent) : json(nullptr);
+  const auto [first_child, last_child] = index.span_children(lane, depth, span);
+  json children = json::array();
+  for (uint32_t child = first_child; child < last_child && children.size() < kMaxListed; ++child)
+    children.push_back(span_ref(index, lane, depth + 1, child));
+  out["children"] = std::move(children);
+  out["children_count"] = last_child - first_child;
+  json notes = json::array();
+  auto first_marker = std::lower_bound(where.markers.begin(), where.markers.end(), begin,
+                                       [](const Marker& marker, uint64_t time) { return marker.time < time; });
+  for (auto marker = first_marker; marker != where.markers.end() && marker->time <= end && notes.size() < kMaxListed; ++marker)
+    notes.push_back({{"time", marker->time},
+                     {"type", marker_type(marker->type)},
+                     {"text", marker->type == format::EventId::note ? marker->text : index.site_name(marker->site)}});
+  out["notes"] = std::move(notes);
+  return out;
+}
+
+json task_details_json(const TimelineIndex& index, uint32_t task_number) {
+  const auto& tasks = index.graph().tasks();
+  const model::Task& task = tasks.at(task_number);
+  const TaskLine& line = index.task_lines()[task_number];
+  json out = task_ref(index, task_number);
+  out["kind"] = "task";
+  out["task_kind"] = format::task_kind_name(task.kind);
+  out["name"] = task.name;
+  out["label"] = task.label;
+  out["created"] = task.created ? json(line.begin) : json(nullptr);
+  out["resolved"] = task.resolved ? json(line.end) : json(nullptr);
+  out["duration"] = line.end - line.begin;
+  static constexpr std::string_view kStates[] = {"ok", "failed", "cancelled", "unresolved"};
+  out["outcome"] = kStates[static_cast<int>(line_state(index, task_number))];
+  out["outcome_text"] = task.outcome_text;
+  out["thread"] = task.created ? json(thread_text(index, task.created_on_thread)) : json(nullptr);
+  out["fields"] = {{"id", model::task_id_text(task.id)},
+                   {"kind", format::task_kind_name(task.kind)},
+                   {"busy_ns", index.duration_ns(task.busy_ticks())},
+                   {"seen_created", task.seen_created}};
+  json runs = json::array();
+  for (const auto& run : task.runs)
+    runs.push_back({{"thread", thread_text(index, run.thread_id)},
+                    {"begin", index.to_ns(run.begin)},
+                    {"end", index.to_ns(run.end)},
+                    {"ended", run.ended}});
+  out["runs"] = std::move(runs);
+  json notes = json::array();
+  for (const auto& note : task.notes) {
+    if (notes.size() == kMaxListed) break;
+    notes.push_back({{"time", index.to_ns(note.ticks)}, {"type", marker_type(note.type)}, {"text", note.text}});
+  }
+  out["notes"] = std::move(notes);
+  out["notes_count"] = task.notes.size();
+  out["parent"] = task.parent ? task_ref_by_id(index, task.parent) : json(nullptr);
+  json children = json::array();
+  size_t children_count = 0;
+  for (const model::Task* child : index.graph().children(task.id)) {
+    ++children_count;
+    if (children.size() < kMaxListed) children.push_back(task_ref_by_id(index, child->id));
+  }
+  out["children"] = std::move(children);
+  out["children_count"] = children_count;
+  json waits_on = json::array();
+  json waited_by = json::array();
+  json resolves = json::array();
+  json resolved_by = nullptr;
+  for (const model::Edge& edge : index.graph().edges()) {
+    auto with_time = [&](model::TaskId other) {
+      json ref = task_ref_by_id(index, other);
+      if (!ref.is_null()) ref["time"] = index.to_ns(edge.ticks);
+      return ref;
+    };
+    if (edge.kind == model::EdgeKind::waits_on) {
+      if (edge.from == task.id && waits_on.size() < kMaxListed) waits_on.push_back(with_time(edge.to));
+      if (edge.to == task.id && waited_by.size() < kMaxListed) waited_by.push_back(with_time(edge.from));
+    } else if (edge.kind == model::EdgeKind::resolved_by) {
+      if (edge.from == task.id) resolved_by = with_time(edge.to);
+      if (edge.to == task.id && resolves.size() < kMaxListed) resolves.push_back(with_time(edge.from));
+    }
+  }
+  out["waits_on"] = std::move(waits_on);
+  out["waited_by"] = std::move(waited_by);
+  out["resolved_by"] = std::move(resolved_by);
+  out["resolves"] = std::move(resolves);
+  json steps = json::array();
+  for (const CriticalStep& step : index.critical_path(task_number)) {
+    json ref = task_ref(index, step.task);
+    ref["via"] = model::edge_kind_name(step.via);
+    steps.push_back(std::move(ref));
+  }
+  // TODO(critical-path): fill from analysis::critical_path when it lands; the shape stays.
+  out["critical_path"] = {{"method", "simple walk back over waits-on and resolved-by edges (placeholder)"},
+                          {"steps", std::move(steps)}};
+  return out;
+}
+
+json search_json(const TimelineIndex& index, const std::string& text, size_t limit) {
+  json hits = json::array();
+  for (const SearchHit& hit : index.search(text, limit)) {
+    if (hit.kind == SearchHit::Kind::task) {
+      json ref = task_ref(index, hit.task);
+      ref["kind"] = "task";
+      ref["text"] = hit.text;
+      hits.push_back(std::move(ref));
+    } else {
+      json ref = span_ref(index, hit.lane, hit.depth, hit.index);
+      ref["kind"] = "span";
+      ref["text"] = hit.text;
+      hits.push_back(std::move(ref));
+    }
+  }
+  return {{"query", text}, {"hits", std::move(hits)}};
+}
+
+json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
+  const RangeStats stats = index.range_stats(begin, end);
+  json lanes = json::array();
+  for (const LaneStats& lane : stats.lanes)
+    lanes.push_back({{"lane", lane.lane},
+                     {"name", index.lanes()[lane.lane].name},
+                     {"spans", lane.spans},
+                     {"busy_ns", lane.busy_ns},
+                     {"idle_ns", lane.idle_ns}});
+  json names = json::array();
+  for (const NameTotal& total : stats.top_names)
+    names.push_back({{"name", index.site_name(total.site)}, {"count", total.count}, {"total_ns", total.total_ns}});
+  return {{"begin", stats.begin},
+          {"end", stats.end},
+          {"lanes", std::move(lanes)},
+          {"top_names", std::move(names)},
+          {"names_complete", stats.names_complete},
+          {"tasks", {{"overlapping", stats.tasks_overlapping},
+                     {"created", stats.tasks_created},
+                     {"resolved", stats.tasks_resolved},
+                     {"failed", stats.tasks_failed},
+                     {"cancelled", stats.tasks_cancelled}}}};
+}
+
+}  // namespace chronicle::viewer

@@ -1,0 +1,26 @@
+// The viewer's answers as JSON, one function per request: the server and the HTML export both
+// use them, so the browser sees the same shapes from either.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "viewer/timeline_index.hpp"
+
+namespace chronicle::viewer {
+
+// What the page needs before its first window: lanes, rows, counters, the trace's extent.
+nlohmann::json summary_json(const TimelineIndex& index, const std::string& title);
+// Times are ns since the origin; `width` in pixels.
+nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width);
+// Throws std::out_of_range for indexes that name nothing.
+nlohmann::json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span);
+nlohmann::json task_details_json(const TimelineIndex& index, uint32_t task);
+nlohmann::json search_json(const TimelineIndex& index, const std::string& text, size_t limit);
+nlohmann::json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end);
+
+// Codes the page colours task lines by.
+enum class LineState : uint8_t { ok = 0, failed = 1, cancelled = 2, unresolved = 3 };
+LineState line_state(const TimelineIndex& index, uint32_t task);
+
+}  // namespace chronicle::viewer

@@ -1,0 +1,628 @@
+#include "viewer/timeline_index.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <future>
+#include <limits>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+namespace chronicle::viewer {
+namespace {
+
+// Past this many spans in a range, stats give per-thread totals only: a per-name breakdown
+// would visit every span, and range stats must answer as fast as a pan.
+constexpr uint64_t kMaxSpansToBreakDown = 2'000'000;
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool contains_folded(std::string_view haystack, const std::string& needle_lower) {
+  return lowercase(haystack).find(needle_lower) != std::string::npos;
+}
+
+}  // namespace
+
+void IntervalRow::add(uint64_t begin, uint64_t end, uint32_t item) {
+  begins.push_back(begin);
+  ends.push_back(std::max(begin, end));
+  items.push_back(item);
+}
+
+void IntervalRow::shrink_to_fit() {
+  begins.shrink_to_fit();
+  ends.shrink_to_fit();
+  items.shrink_to_fit();
+}
+
+void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
+                    double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks) {
+  const auto& begins = row.begins;
+  const auto& ends = row.ends;
+  const size_t count = row.size();
+  const double min_ns = min_pixels * ns_per_pixel;
+  auto is_wide = [&](size_t k) { return static_cast<double>(ends[k] - begins[k]) >= min_ns; };
+  // The end of the pixel column after the one holding `time`: a block takes in every interval
+  // that begins before it, so each step of a block moves at least a column and costs a search.
+  auto reach_after = [&](uint64_t time) {
+    const double column = std::floor(static_cast<double>(time - begin) / ns_per_pixel);
+    const double reach = static_cast<double>(begin) + (column + 2) * ns_per_pixel;
+    return reach >= static_cast<double>(end) ? end : static_cast<uint64_t>(reach);
+  };
+  size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+  while (i < count && begins[i] <= end) {
+    if (is_wide(i)) {
+      wide.push_back({row_number, static_cast<uint32_t>(i)});
+      ++i;
+      continue;
+    }
+    BusyBlock block{row_number, begins[i], ends[i], static_cast<uint32_t>(i), 1};
+    size_t next = i + 1;
+    while (next < count) {
+      const uint64_t reach = reach_after(std::max(block.end, begin));
+      const size_t past = static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+      if (past == next) break;
+      // Rows do not overlap, so of the intervals beginning before `reach` only the last can
+      // reach further: when it is wide it is drawn by itself and ends the block.
+      const size_t last = past - 1;
+      if (is_wide(last)) {
+        block.count += static_cast<uint32_t>(last - next);
+        if (last > next) block.end = ends[last - 1];
+        next = last;
+        break;
+      }
+      block.count += static_cast<uint32_t>(past - next);
+      block.end = ends[last];
+      next = past;
+    }
+    blocks.push_back(block);
+    i = next;
+  }
+}
+
+void MinMaxPyramid::build(const std::vector<double>& values) {
+  mins_.clear();
+  maxs_.clear();
+  const std::vector<double>* lower_min = &values;
+  const std::vector<double>* lower_max = &values;
+  while (lower_min->size() > kFanOut) {
+    std::vector<double> upper_min((lower_min->size() + kFanOut - 1) / kFanOut);
+    std::vector<double> upper_max(upper_min.size());
+    for (size_t block = 0; block < upper_min.size(); ++block) {
+      const size_t first = block * kFanOut;
+      const size_t last = std::min(first + kFanOut, lower_min->size());
+      upper_min[block] = *std::min_element(lower_min->begin() + first, lower_min->begin() + last);
+      upper_max[block] = *std::max_element(lower_max->begin() + first, lower_max->begin() + last);
+    }
+    mins_.push_back(std::move(upper_min));
+    maxs_.push_back(std::move(upper_max));
+    lower_min = &mins_.back();
+    lower_max = &maxs_.back();
+  }
+}
+
+std::pair<double, double> MinMaxPyramid::range(const std::vector<double>& values, size_t first, size_t last) const {
+  double low = std::numeric_limits<double>::infinity();
+  double high = -low;
+  auto take = [&](size_t level, size_t from, size_t to) {
+    const auto& level_min = level == 0 ? values : mins_[level - 1];
+    const auto& level_max = level == 0 ? values : maxs_[level - 1];
+    for (size_t k = from; k < to; ++k) {
+      low = std::min(low, level_min[k]);
+      high = std::max(high, level_max[k]);
+    }
+  };
+  // Climb while whole blocks of the next level fit, taking the ragged edges at each level.
+  size_t level = 0;
+  while (level < mins_.size()) {
+    const size_t upper_first = (first + kFanOut - 1) / kFanOut;
+    const size_t upper_last = last / kFanOut;
+    if (upper_first >= upper_last) break;
+    take(level, first, upper_first * kFanOut);
+    take(level, upper_last * kFanOut, last);
+    first = upper_first;
+    last = upper_last;
+    ++level;
+  }
+  take(level, first, last);
+  return {low, high};
+}
+
+// Fills a TimelineIndex from a trace.
+class IndexBuilder {
+ public:
+  explicit IndexBuilder(const reader::Trace& trace) : trace_(trace) {}
+
+  TimelineIndex build() {
+    // The task graph needs all events in time order (a merge of the streams); the lanes need
+    // each stream alone. Both at once: the machine has at least two cores.
+    auto graph = std::async(std::launch::async, [this] { return model::build_task_graph(trace_); });
+    find_origin();
+    for (size_t stream = 0; stream < trace_.streams().size(); ++stream) index_stream(stream);
+    index_.graph_ = graph.get();
+    index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graph_.last_ticks()));
+    index_tasks();
+    index_arrows();
+    index_idle();
+    for (auto& counter : index_.counters_) {
+      counter.times.shrink_to_fit();
+      counter.values.shrink_to_fit();
+      counter.pyramid.build(counter.values);
+    }
+    for (IntervalRow& row : index_.task_rows_) row.shrink_to_fit();
+    index_busy_prefix();
+    return std::move(index_);
+  }
+
+ private:
+  void find_origin() {
+    uint64_t origin = std::numeric_limits<uint64_t>::max();
+    for (size_t stream = 0; stream < trace_.streams().size(); ++stream) {
+      reader::Trace::StreamCursor cursor(trace_, stream);
+      reader::Event first;
+      if (cursor.next(first)) origin = std::min(origin, first.ticks);
+    }
+    if (origin == std::numeric_limits<uint64_t>::max()) origin = 0;
+    index_.origin_ticks_ = origin;
+    index_.origin_unix_ns_ = trace_.to_unix_ns(origin);
+    index_.ns_per_tick_ = 1e9 / static_cast<double>(trace_.description().clock.frequency_hz);
+    index_.sites_ = trace_.sites();
+  }
+
+  void index_stream(size_t stream) {
+    Lane lane;
+    lane.thread_id = trace_.streams()[stream].thread_id;
+    lane.name = trace_.thread_name(lane.thread_id);
+    const uint32_t lane_number = static_cast<uint32_t>(index_.lanes_.size());
+    struct Open {
+      uint64_t begin;
+      uint32_t site;
+    };
+    std::vector<Open> open;
+    std::unordered_map<uint32_t, uint32_t> counter_of_site;
+    uint64_t last = 0;
+    auto add_span = [&](uint64_t end) {
+      const Open span = open.back();
+      open.pop_back();
+      if (lane.depths.size() <= open.size()) lane.depths.resize(open.size() + 1);
+      lane.depths[open.size()].add(span.begin, end, span.site);
+      ++lane.span_count;
+    };
+    trace_.for_each_in_stream(stream, [&](const reader::Event& event) {
+      using format::EventId;
+      const uint64_t time = index_.to_ns(event.ticks);
+      last = std::max(last, time);
+      ++index_.event_count_;
+      switch (event.type) {
+        case EventId::span_begin: open.push_back({time, event.name_id}); break;
+        case EventId::span_end:
+          if (!open.empty()) add_span(time);
+          break;
+        case EventId::instant:
+        case EventId::note:
+          lane.markers.push_back({time, event.name_id, event.type, std::string(event.text)});
+          break;
+        case EventId::counter:
+        case EventId::counter_float: {
+          auto [found, inserted] = counter_of_site.try_emplace(event.name_id, static_cast<uint32_t>(index_.counters_.size()));
+          if (inserted) {
+            CounterSeries series;
+            series.site = event.name_id;
+            series.lane = lane_number;
+            series.name = index_.site_name(event.name_id);
+            index_.counters_.push_back(std::move(series));
+          }
+          CounterSeries& series = index_.counters_[found->second];
+          series.times.push_back(time);
+          series.values.push_back(event.type == EventId::counter ? static_cast<double>(event.value) : event.value_float);
+          break;
+        }
+        default: break;
+      }
+      return true;
+    });
+    while (!open.empty()) add_span(last);  // cut by the trace's end
+    // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
+    for (IntervalRow& row : lane.depths) row.shrink_to_fit();
+    lane.markers.shrink_to_fit();
+    for (uint32_t counter = 0; counter < index_.counters_.size(); ++counter) {
+      CounterSeries& series = index_.counters_[counter];
+      if (series.lane != lane_number || series.values.empty()) continue;
+      series.min = *std::min_element(series.values.begin(), series.values.end());
+      series.max = *std::max_element(series.values.begin(), series.values.end());
+    }
+    index_.duration_ = std::max(index_.duration_, last);
+    index_.lanes_.push_back(std::move(lane));
+  }
+
+  void index_tasks() {
+    const auto& tasks = index_.graph_.tasks();
+    index_.task_lines_.resize(tasks.size());
+    std::vector<uint32_t> order(tasks.size());
+    for (uint32_t k = 0; k < tasks.size(); ++k) {
+      const model::Task& task = tasks[k];
+      TaskLine& line = index_.task_lines_[k];
+      if (task.created) line.begin = index_.to_ns(*task.created);
+      else if (!task.runs.empty()) line.begin = index_.to_ns(task.runs.front().begin);
+      line.resolved = task.resolved.has_value();
+      line.end = task.resolved ? index_.to_ns(*task.resolved) : index_.duration_;
+      line.end = std::max(line.end, line.begin);
+      order[k] = k;
+    }
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      const auto& lines = index_.task_lines_;
+      return lines[a].begin != lines[b].begin ? lines[a].begin < lines[b].begin : a < b;
+    });
+    // Greedy interval packing, lowest free row first so that the layout stays compact and stable.
+    using Busy = std::pair<uint64_t, uint32_t>;  // (end, row)
+    std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> free_rows;
+    for (uint32_t k : order) {
+      TaskLine& line = index_.task_lines_[k];
+      while (!busy.empty() && busy.top().first < line.begin) {
+        free_rows.push(busy.top().second);
+        busy.pop();
+      }
+      uint32_t row;
+      if (free_rows.empty()) {
+        row = static_cast<uint32_t>(index_.task_rows_.size());
+        index_.task_rows_.emplace_back();
+        index_.task_row_failed_.push_back({0});
+        index_.task_row_cancelled_.push_back({0});
+      } else {
+        row = free_rows.top();
+        free_rows.pop();
+      }
+      line.row = row;
+      index_.task_rows_[row].add(line.begin, line.end, k);
+      const auto outcome = tasks[k].outcome;
+      const bool resolved = line.resolved;
+      auto& failed = index_.task_row_failed_[row];
+      auto& cancelled = index_.task_row_cancelled_[row];
+      failed.push_back(failed.back() + (resolved && outcome == format::TaskOutcome::failed));
+      cancelled.push_back(cancelled.back() + (resolved && outcome == format::TaskOutcome::cancelled));
+      busy.push({line.end, row});
+    }
+  }
+
+  void index_arrows() {
+    for (const model::Edge& edge : index_.graph_.edges()) {
+      if (edge.kind == model::EdgeKind::created_by) continue;
+      const auto from = index_.task_index(edge.from);
+      const auto to = index_.task_index(edge.to);
+      if (!from || !to) continue;
+      Arrow arrow;
+      const uint64_t time = index_.to_ns(edge.ticks);
+      if (edge.kind == model::EdgeKind::waits_on) {
+        const TaskLine& awaited = index_.task_lines_[*to];
+        arrow = {ArrowKind::wait, *from, *to, time, awaited.resolved && awaited.end >= time ? awaited.end : time};
+      } else {
+        arrow = {ArrowKind::resolve, *to, *from, time, time};  // the resolver resolves `from`
+      }
+      index_.arrows_.push_back(arrow);
+    }
+    index_.arrows_by_length_.assign(65, {});
+    for (uint32_t k = 0; k < index_.arrows_.size(); ++k) {
+      const Arrow& arrow = index_.arrows_[k];
+      const uint64_t length = arrow.to_time - arrow.from_time;  // waits end no earlier than they begin
+      index_.arrows_by_length_[std::bit_width(length)].push_back(k);
+    }
+    for (auto& bucket : index_.arrows_by_length_)
+      std::sort(bucket.begin(), bucket.end(), [&](uint32_t a, uint32_t b) {
+        return index_.arrows_[a].from_time < index_.arrows_[b].from_time;
+      });
+  }
+
+  void index_idle() {
+    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
+    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    const auto& idle = index_.graph_.idle();
+    for (uint32_t k = 0; k < idle.size(); ++k) {
+      auto lane = lane_of_thread.find(idle[k].thread_id);
+      if (lane == lane_of_thread.end()) continue;
+      index_.lanes_[lane->second].idle.add(index_.to_ns(idle[k].begin), index_.to_ns(idle[k].end), k);
+    }
+  }
+
+  void index_busy_prefix() {
+    for (const Lane& lane : index_.lanes_) {
+      std::vector<uint64_t> prefix{0};
+      if (!lane.depths.empty()) {
+        const IntervalRow& top = lane.depths.front();
+        prefix.reserve(top.size() + 1);
+        for (size_t k = 0; k < top.size(); ++k) prefix.push_back(prefix.back() + (top.ends[k] - top.begins[k]));
+      }
+      index_.busy_prefix_.push_back(std::move(prefix));
+    }
+  }
+
+  const reader::Trace& trace_;
+  TimelineIndex index_;
+};
+
+TimelineIndex TimelineIndex::build(const reader::Trace& trace) { return IndexBuilder(trace).build(); }
+
+uint64_t TimelineIndex::to_ns(uint64_t ticks) const {
+  if (ticks <= origin_ticks_) return 0;
+  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks - origin_ticks_) * ns_per_tick_));
+}
+
+uint64_t TimelineIndex::duration_ns(uint64_t ticks) const {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * ns_per_tick_));
+}
+
+std::pair<uint32_t, uint32_t> TimelineIndex::failed_and_cancelled(uint32_t row, uint32_t first, uint32_t count) const {
+  const auto& failed = task_row_failed_.at(row);
+  const auto& cancelled = task_row_cancelled_.at(row);
+  return {failed.at(first + count) - failed[first], cancelled.at(first + count) - cancelled[first]};
+}
+
+const reader::Site* TimelineIndex::site(uint32_t id) const {
+  if (id == 0 || id > sites_.size() || sites_[id - 1].id == 0) return nullptr;
+  return &sites_[id - 1];
+}
+
+std::string TimelineIndex::site_name(uint32_t id) const {
+  const reader::Site* found = site(id);
+  if (!found) return "?";
+  return found->category.empty() ? found->name : found->category + "/" + found->name;
+}
+
+std::optional<uint32_t> TimelineIndex::task_index(model::TaskId id) const {
+  const model::Task* task = graph_.find(id);
+  if (!task) return std::nullopt;
+  return static_cast<uint32_t>(task - graph_.tasks().data());
+}
+
+std::string TimelineIndex::lane_of_thread(uint32_t thread_id) const {
+  for (const Lane& lane : lanes_)
+    if (lane.thread_id == thread_id) return lane.name;
+  return std::to_string(thread_id);
+}
+
+Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels) const {
+  Window out;
+  end = std::max(end, begin + 1);
+  width = std::max<uint32_t>(width, 1);
+  out.begin = begin;
+  out.end = end;
+  out.width = width;
+  const double ns_per_pixel = static_cast<double>(end - begin) / width;
+  for (uint32_t lane_number = 0; lane_number < lanes_.size(); ++lane_number) {
+    const Lane& lane = lanes_[lane_number];
+    LaneWindow view;
+    view.lane = lane_number;
+    for (uint32_t depth = 0; depth < lane.depths.size(); ++depth)
+      visible_in_row(lane.depths[depth], depth, begin, end, ns_per_pixel, min_pixels, view.spans, view.blocks);
+    visible_in_row(lane.idle, 0, begin, end, ns_per_pixel, min_pixels, view.idle_wide, view.idle);
+    out.lanes.push_back(std::move(view));
+  }
+  for (uint32_t row = 0; row < task_rows_.size(); ++row)
+    visible_in_row(task_rows_[row], row, begin, end, ns_per_pixel, min_pixels, out.task_lines, out.task_blocks);
+
+  // Arrows: one per kind, pixel columns and rows; those drawn at the same place are merged.
+  std::unordered_map<uint64_t, uint32_t> drawn;
+  for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
+    const auto& bucket = arrows_by_length_[length_class];
+    if (bucket.empty()) continue;
+    const uint64_t longest = length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
+    const uint64_t earliest = begin > longest ? begin - longest : 0;
+    auto first = std::lower_bound(bucket.begin(), bucket.end(), earliest,
+                                  [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; });
+    for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
+      const Arrow& arrow = arrows_[*it];
+      if (arrow.to_time < begin) continue;
+      auto column = [&](uint64_t time) {
+        return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
+                                                -1.0, static_cast<double>(width) + 1) + 1);
+      };
+      const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
+                           (uint64_t{task_lines_[arrow.from_task].row} << 17) ^ (uint64_t{task_lines_[arrow.to_task].row} << 1) ^
+                           static_cast<uint64_t>(arrow.kind);
+      auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
+      if (inserted) out.arrows.push_back({*it, 1});
+      else ++out.arrows[found->second].merged;
+    }
+  }
+
+  for (uint32_t counter = 0; counter < counters_.size(); ++counter) {
+    const CounterSeries& series = counters_[counter];
+    CounterWindow view;
+    view.counter = counter;
+    const auto& times = series.times;
+    const size_t first = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), begin) - times.begin());
+    const size_t last = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), end) - times.begin());
+    // The sample before the window holds the value at its left edge.
+    if (first > 0) view.points.push_back({times[first - 1], series.values[first - 1], series.values[first - 1], series.values[first - 1]});
+    if (last - first <= 2 * static_cast<size_t>(width)) {
+      for (size_t k = first; k < last; ++k) view.points.push_back({times[k], series.values[k], series.values[k], series.values[k]});
+    } else {
+      view.downsampled = true;
+      size_t column_first = first;
+      for (uint32_t column = 0; column < width && column_first < last; ++column) {
+        const auto column_end = static_cast<uint64_t>(static_cast<double>(begin) + (column + 1) * ns_per_pixel);
+        const size_t column_last = static_cast<size_t>(
+            std::lower_bound(times.begin() + column_first, times.begin() + last, column_end) - times.begin());
+        if (column_last == column_first) continue;
+        const auto [low, high] = series.pyramid.range(series.values, column_first, column_last);
+        view.points.push_back({times[column_first], low, high, series.values[column_last - 1]});
+        column_first = column_last;
+      }
+    }
+    out.counters.push_back(std::move(view));
+  }
+  return out;
+}
+
+std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit) const {
+  std::vector<SearchHit> hits;
+  const std::string needle = lowercase(text);
+  if (needle.empty()) return hits;
+  const auto& tasks = graph_.tasks();
+  for (uint32_t k = 0; k < tasks.size() && hits.size() < limit; ++k) {
+    if (!contains_folded(tasks[k].label, needle) && !contains_folded(tasks[k].name, needle)) continue;
+    SearchHit hit;
+    hit.kind = SearchHit::Kind::task;
+    hit.task = k;
+    hit.begin = task_lines_[k].begin;
+    hit.end = task_lines_[k].end;
+    hit.text = tasks[k].display_name();
+    hits.push_back(std::move(hit));
+  }
+  std::sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) { return a.begin < b.begin; });
+  std::vector<bool> site_matches(sites_.size() + 1, false);
+  bool any_site = false;
+  for (const auto& candidate : sites_)
+    if (candidate.id != 0 && contains_folded(site_name(candidate.id), needle)) any_site = site_matches[candidate.id] = true;
+  if (!any_site) return hits;
+  for (uint32_t lane = 0; lane < lanes_.size() && hits.size() < limit; ++lane)
+    for (uint32_t depth = 0; depth < lanes_[lane].depths.size() && hits.size() < limit; ++depth) {
+      const IntervalRow& row = lanes_[lane].depths[depth];
+      for (uint32_t k = 0; k < row.size() && hits.size() < limit; ++k) {
+        if (row.items[k] >= site_matches.size() || !site_matches[row.items[k]]) continue;
+        SearchHit hit;
+        hit.kind = SearchHit::Kind::span;
+        hit.lane = lane;
+        hit.depth = depth;
+        hit.index = k;
+        hit.begin = row.begins[k];
+        hit.end = row.ends[k];
+        hit.text = site_name(row.items[k]);
+        hits.push_back(std::move(hit));
+      }
+    }
+  return hits;
+}
+
+RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
+  RangeStats stats;
+  stats.begin = begin;
+  stats.end = end;
+  auto overlapping = [&](const IntervalRow& row) {
+    const size_t first = static_cast<size_t>(std::lower_bound(row.ends.begin(), row.ends.end(), begin) - row.ends.begin());
+    const size_t last = static_cast<size_t>(std::upper_bound(row.begins.begin(), row.begins.end(), end) - row.begins.begin());
+    return std::pair<size_t, size_t>{first, std::max(first, last)};
+  };
+  auto clipped = [&](uint64_t from, uint64_t to) { return std::min(to, end) - std::min(std::max(from, begin), std::min(to, end)); };
+  uint64_t spans_in_range = 0;
+  for (uint32_t lane_number = 0; lane_number < lanes_.size(); ++lane_number) {
+    const Lane& lane = lanes_[lane_number];
+    LaneStats lane_stats;
+    lane_stats.lane = lane_number;
+    for (const IntervalRow& row : lane.depths) {
+      const auto [first, last] = overlapping(row);
+      lane_stats.spans += last - first;
+    }
+    if (!lane.depths.empty()) {
+      const IntervalRow& top = lane.depths.front();
+      const auto [first, last] = overlapping(top);
+      if (first < last) {
+        const auto& prefix = busy_prefix_[lane_number];
+        uint64_t busy = prefix[last] - prefix[first];
+        // The whole first and last spans are in the sum: take off what lies outside the range.
+        busy -= (top.ends[first] - top.begins[first]) - clipped(top.begins[first], top.ends[first]);
+        if (last - 1 != first) busy -= (top.ends[last - 1] - top.begins[last - 1]) - clipped(top.begins[last - 1], top.ends[last - 1]);
+        lane_stats.busy_ns = busy;
+      }
+    }
+    const auto [idle_first, idle_last] = overlapping(lane.idle);
+    for (size_t k = idle_first; k < idle_last; ++k) lane_stats.idle_ns += clipped(lane.idle.begins[k], lane.idle.ends[k]);
+    spans_in_range += lane_stats.spans;
+    stats.lanes.push_back(lane_stats);
+  }
+  stats.names_complete = spans_in_range <= kMaxSpansToBreakDown;
+  if (stats.names_complete) {
+    std::unordered_map<uint32_t, NameTotal> by_site;
+    for (const Lane& lane : lanes_)
+      for (const IntervalRow& row : lane.depths) {
+        const auto [first, last] = overlapping(row);
+        for (size_t k = first; k < last; ++k) {
+          NameTotal& total = by_site[row.items[k]];
+          total.site = row.items[k];
+          ++total.count;
+          total.total_ns += clipped(row.begins[k], row.ends[k]);
+        }
+      }
+    for (const auto& [site, total] : by_site) stats.top_names.push_back(total);
+    std::sort(stats.top_names.begin(), stats.top_names.end(),
+              [](const NameTotal& a, const NameTotal& b) { return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.site < b.site; });
+    if (stats.top_names.size() > 20) stats.top_names.resize(20);
+  }
+  const auto& tasks = graph_.tasks();
+  for (uint32_t k = 0; k < task_lines_.size(); ++k) {
+    const TaskLine& line = task_lines_[k];
+    if (line.begin <= end && line.end >= begin) ++stats.tasks_overlapping;
+    if (tasks[k].created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
+    if (line.resolved && line.end >= begin && line.end <= end) {
+      ++stats.tasks_resolved;
+      stats.tasks_failed += tasks[k].outcome == format::TaskOutcome::failed;
+      stats.tasks_cancelled += tasks[k].outcome == format::TaskOutcome::cancelled;
+    }
+  }
+  return stats;
+}
+
+std::optional<uint32_t> TimelineIndex::span_parent(uint32_t lane, uint32_t depth, uint32_t index) const {
+  if (depth == 0 || lane >= lanes_.size() || depth >= lanes_[lane].depths.size()) return std::nullopt;
+  const IntervalRow& row = lanes_[lane].depths[depth];
+  const IntervalRow& above = lanes_[lane].depths[depth - 1];
+  const uint64_t begin = row.begins.at(index);
+  auto after = std::upper_bound(above.begins.begin(), above.begins.end(), begin);
+  if (after == above.begins.begin()) return std::nullopt;
+  const auto parent = static_cast<uint32_t>(after - above.begins.begin() - 1);
+  if (above.ends[parent] < begin) return std::nullopt;
+  return parent;
+}
+
+std::pair<uint32_t, uint32_t> TimelineIndex::span_children(uint32_t lane, uint32_t depth, uint32_t index) const {
+  if (lane >= lanes_.size() || depth + 1 >= lanes_[lane].depths.size()) return {0, 0};
+  const IntervalRow& row = lanes_[lane].depths[depth];
+  const IntervalRow& below = lanes_[lane].depths[depth + 1];
+  const auto first = std::lower_bound(below.begins.begin(), below.begins.end(), row.begins.at(index));
+  const auto last = std::upper_bound(first, below.begins.end(), row.ends.at(index));
+  return {static_cast<uint32_t>(first - below.begins.begin()), static_cast<uint32_t>(last - below.begins.begin())};
+}
+
+std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task) const {
+  // PLACEHOLDER: replace with analysis::critical_path once it lands in main.
+  std::vector<CriticalStep> path;
+  const auto& tasks = graph_.tasks();
+  if (task >= tasks.size()) return path;
+  std::set<uint32_t> seen{task};
+  path.push_back({task, model::EdgeKind::waits_on});
+  uint32_t current = task;
+  while (path.size() < 10'000) {
+    const model::Task& here = tasks[current];
+    std::optional<uint32_t> next;
+    auto via = model::EdgeKind::waits_on;
+    uint64_t latest = 0;
+    for (model::TaskId awaited : here.waits_on) {
+      const auto index = task_index(awaited);
+      if (!index || !tasks[*index].resolved || seen.count(*index)) continue;
+      if (!next || *tasks[*index].resolved >= latest) {
+        next = index;
+        latest = *tasks[*index].resolved;
+      }
+    }
+    if (!next && here.resolver != 0 && here.resolver != here.id) {
+      const auto index = task_index(here.resolver);
+      if (index && !seen.count(*index)) {
+        next = index;
+        via = model::EdgeKind::resolved_by;
+      }
+    }
+    if (!next) break;
+    seen.insert(*next);
+    path.push_back({*next, via});
+    current = *next;
+  }
+  return path;
+}
+
+}  // namespace chronicle::viewer

@@ -1,0 +1,257 @@
+// What the viewer shows, indexed once so that any window of the trace is answered at the
+// detail its width in pixels can show: spans per thread and depth, task lines packed into rows,
+// wait and resolve arrows, counter series with min/max pyramids, idle intervals and markers.
+// The browser asks for windows and never holds the whole trace.
+//
+// Times are nanoseconds since the trace's first event (the "origin"), in every structure and
+// answer here: the browser does arithmetic on doubles, which are exact to 2^53 ns (104 days).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/task_graph.hpp"
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::viewer {
+
+// Intervals that never overlap, sorted by begin (hence also by end): one depth of one thread's
+// spans, one row of task lines, one thread's idle periods. `item` says what each one is.
+struct IntervalRow {
+  std::vector<uint64_t> begins;
+  std::vector<uint64_t> ends;
+  std::vector<uint32_t> items;
+  size_t size() const { return begins.size(); }
+  void add(uint64_t begin, uint64_t end, uint32_t item);
+  void shrink_to_fit();
+};
+
+// An interval wide enough to draw on its own, by its index in its row.
+struct VisibleInterval {
+  uint32_t row = 0;
+  uint32_t index = 0;
+};
+
+// Intervals too narrow to draw one by one, merged into one busy stretch.
+struct BusyBlock {
+  uint32_t row = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t first = 0;  // index of the first merged interval in its row
+  uint32_t count = 0;
+};
+
+struct Marker {  // an instant or a note
+  uint64_t time = 0;
+  uint32_t site = 0;
+  format::EventId type = format::EventId::instant;
+  std::string text;
+};
+
+struct Lane {  // one thread stream
+  uint32_t thread_id = 0;
+  std::string name;
+  std::vector<IntervalRow> depths;  // spans; items are site ids
+  IntervalRow idle;                 // loop suspended; items index TaskGraph::idle()
+  std::vector<Marker> markers;      // by time
+  uint64_t span_count = 0;
+};
+
+struct TaskLine {
+  uint64_t begin = 0;  // creation, or the first sign of the task when its creation is not in the trace
+  uint64_t end = 0;    // resolution, or the trace's end when never resolved
+  uint32_t row = 0;
+  bool resolved = false;
+};
+
+enum class ArrowKind : uint8_t { wait, resolve };
+
+// A wait goes from the waiting task, when it waits, to the awaited task where it resolves (or
+// the wait's time when it never does); a resolution from the resolver to the resolved task, at
+// the time of the resolution.
+struct Arrow {
+  ArrowKind kind = ArrowKind::wait;
+  uint32_t from_task = 0;  // task indexes
+  uint32_t to_task = 0;
+  uint64_t from_time = 0;
+  uint64_t to_time = 0;
+};
+
+// Min/max of a series over any index range in O(levels x fan-out): level k summarises blocks of
+// kFanOut^k samples. Level 0 is the series itself, which the pyramid does not copy.
+class MinMaxPyramid {
+ public:
+  static constexpr size_t kFanOut = 16;
+  void build(const std::vector<double>& values);
+  // Over samples [first, last) of `values`, the series it was built from; `last` > `first`.
+  std::pair<double, double> range(const std::vector<double>& values, size_t first, size_t last) const;
+
+ private:
+  std::vector<std::vector<double>> mins_;  // level k + 1
+  std::vector<std::vector<double>> maxs_;
+};
+
+struct CounterSeries {
+  uint32_t site = 0;
+  uint32_t lane = 0;
+  std::string name;  // "category/name"
+  std::vector<uint64_t> times;
+  std::vector<double> values;
+  MinMaxPyramid pyramid;
+  double min = 0;
+  double max = 0;
+};
+
+struct CounterPoint {  // one pixel column's samples, or one sample when they are few
+  uint64_t time = 0;
+  double min = 0;
+  double max = 0;
+  double last = 0;
+};
+
+struct LaneWindow {
+  uint32_t lane = 0;
+  std::vector<VisibleInterval> spans;  // row is the depth
+  std::vector<BusyBlock> blocks;
+  std::vector<BusyBlock> idle;         // merged where narrow; count is how many
+  std::vector<VisibleInterval> idle_wide;
+};
+
+struct ArrowInView {
+  uint32_t arrow = 0;  // index into TimelineIndex::arrows()
+  uint32_t merged = 1; // arrows drawn at the same pixels, rows and kind
+};
+
+struct CounterWindow {
+  uint32_t counter = 0;
+  std::vector<CounterPoint> points;
+  bool downsampled = false;
+};
+
+struct Window {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t width = 0;
+  std::vector<LaneWindow> lanes;
+  std::vector<VisibleInterval> task_lines;  // row, index into the row's items (task indexes)
+  std::vector<BusyBlock> task_blocks;
+  std::vector<ArrowInView> arrows;
+  std::vector<CounterWindow> counters;
+};
+
+struct SearchHit {
+  enum class Kind : uint8_t { task, span } kind = Kind::task;
+  uint32_t task = 0;  // task index
+  uint32_t lane = 0;  // span
+  uint32_t depth = 0;
+  uint32_t index = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  std::string text;
+};
+
+struct NameTotal {
+  uint32_t site = 0;
+  uint64_t count = 0;
+  uint64_t total_ns = 0;  // clipped to the range
+};
+
+struct LaneStats {
+  uint32_t lane = 0;
+  uint64_t spans = 0;   // spans that overlap the range, at any depth
+  uint64_t busy_ns = 0; // time covered by top-level spans, clipped to the range
+  uint64_t idle_ns = 0;
+};
+
+struct RangeStats {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  std::vector<LaneStats> lanes;
+  std::vector<NameTotal> top_names;  // by total time, when the range is small enough to break down
+  bool names_complete = true;        // false: too many spans in the range to break down by name
+  uint64_t tasks_overlapping = 0;
+  uint64_t tasks_created = 0;
+  uint64_t tasks_resolved = 0;
+  uint64_t tasks_failed = 0;
+  uint64_t tasks_cancelled = 0;
+};
+
+// A stretch of a task's critical path: `task` was what `from` waited for.
+struct CriticalStep {
+  uint32_t task = 0;
+  model::EdgeKind via = model::EdgeKind::waits_on;
+};
+
+class TimelineIndex {
+ public:
+  // Reads the whole trace once (thread streams indexed while another thread builds the task
+  // graph).
+  static TimelineIndex build(const reader::Trace& trace);
+
+  uint64_t origin_ticks() const { return origin_ticks_; }
+  int64_t origin_unix_ns() const { return origin_unix_ns_; }
+  uint64_t duration() const { return duration_; }
+  uint64_t event_count() const { return event_count_; }
+  const std::vector<Lane>& lanes() const { return lanes_; }
+  const std::vector<IntervalRow>& task_rows() const { return task_rows_; }
+  const std::vector<TaskLine>& task_lines() const { return task_lines_; }  // by task index
+  const std::vector<Arrow>& arrows() const { return arrows_; }
+  const std::vector<CounterSeries>& counters() const { return counters_; }
+  const model::TaskGraph& graph() const { return graph_; }
+  const reader::Site* site(uint32_t id) const;
+  std::string site_name(uint32_t id) const;  // "category/name", or "?"
+  uint64_t to_ns(uint64_t ticks) const;
+  uint64_t duration_ns(uint64_t ticks) const;
+  // Failed and cancelled tasks among `count` lines of a task row from `first` (to colour blocks).
+  std::pair<uint32_t, uint32_t> failed_and_cancelled(uint32_t row, uint32_t first, uint32_t count) const;
+  std::optional<uint32_t> task_index(model::TaskId id) const;
+  std::string lane_of_thread(uint32_t thread_id) const;
+
+  // Everything in [begin, end] as `width` pixels show it: intervals at least `min_pixels` wide
+  // one by one, narrower ones merged into busy blocks; counters at most a point per pixel.
+  Window window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels = 1.0) const;
+
+  // Tasks whose label or name, and spans whose name, contain `text` (case-insensitive).
+  std::vector<SearchHit> search(const std::string& text, size_t limit) const;
+  RangeStats range_stats(uint64_t begin, uint64_t end) const;
+
+  // The span at `index` of `depth` on `lane`: its parent and children by index.
+  std::optional<uint32_t> span_parent(uint32_t lane, uint32_t depth, uint32_t index) const;
+  std::pair<uint32_t, uint32_t> span_children(uint32_t lane, uint32_t depth, uint32_t index) const;  // [first, last)
+
+  // PLACEHOLDER until analysis::critical_path lands: walks back from the task over the wait it
+  // resolved last, or else its resolver, to where the chain starts; the task itself first.
+  std::vector<CriticalStep> critical_path(uint32_t task) const;
+
+ private:
+  uint64_t origin_ticks_ = 0;
+  int64_t origin_unix_ns_ = 0;
+  uint64_t duration_ = 0;
+  uint64_t event_count_ = 0;
+  double ns_per_tick_ = 1;
+  std::vector<reader::Site> sites_;
+  std::vector<Lane> lanes_;
+  model::TaskGraph graph_;
+  std::vector<TaskLine> task_lines_;
+  std::vector<IntervalRow> task_rows_;  // items are task indexes
+  // Per row: failures and cancellations among the first i lines (to colour merged blocks).
+  std::vector<std::vector<uint32_t>> task_row_failed_;
+  std::vector<std::vector<uint32_t>> task_row_cancelled_;
+  std::vector<Arrow> arrows_;
+  // Arrows by length class (the bit width of their length in ns): within a class, sorted by the
+  // earlier end, so a window finds its arrows with a binary search per class.
+  std::vector<std::vector<uint32_t>> arrows_by_length_;
+  std::vector<CounterSeries> counters_;
+  // Depth-0 prefix sums of span durations per lane, for busy time over any range.
+  std::vector<std::vector<uint64_t>> busy_prefix_;
+
+  friend class IndexBuilder;
+};
+
+// For tests and the HTML export: which merged blocks and single intervals a row shows.
+void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
+                    double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks);
+
+}  // namespace chronicle::viewer

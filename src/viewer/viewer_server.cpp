@@ -1,0 +1,200 @@
+#include "viewer/viewer_server.hpp"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "viewer/assets.hpp"
+#include "viewer/json_api.hpp"
+
+namespace chronicle::viewer {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint32_t kMaxWidth = 16384;
+constexpr size_t kMaxSearchHits = 500;
+
+// The page asks in doubles: negative or fractional times are clamped and rounded.
+uint64_t time_parameter(const httplib::Request& request, const char* name, uint64_t fallback) {
+  if (!request.has_param(name)) return fallback;
+  const double value = std::stod(request.get_param_value(name));
+  if (!std::isfinite(value) || value <= 0) return 0;
+  return static_cast<uint64_t>(std::llround(value));
+}
+
+uint32_t count_parameter(const httplib::Request& request, const char* name) {
+  if (!request.has_param(name)) throw std::invalid_argument(fmt::format("missing parameter {}", name));
+  return static_cast<uint32_t>(std::stoul(request.get_param_value(name)));
+}
+
+void reply(httplib::Response& response, const json& body) {
+  response.set_header("Cache-Control", "no-store");
+  // With the charset, cpp-httplib does not compress the answer: browsers accept brotli, which it
+  // runs at its slowest quality (about 150 ms for a window's 150 KiB), and on a loopback
+  // connection sending the bytes costs far less than squeezing them.
+  response.set_content(body.dump(), "application/json; charset=utf-8");
+}
+
+// Answers with `answer()` as JSON, or 400 with the reason when the request was wrong.
+template <typename Answer>
+httplib::Server::Handler json_handler(Answer answer) {
+  return [answer](const httplib::Request& request, httplib::Response& response) {
+    try {
+      reply(response, answer(request));
+    } catch (const std::exception& error) {
+      response.status = 400;
+      reply(response, {{"error", error.what()}});
+    }
+  };
+}
+
+const char* kNotBuilt =
+    "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
+    "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=\n";
+
+std::string escape_for_script(std::string text) {
+  // Inside <script>, only "</" can end the element early; "<\/" means the same in JS and JSON.
+  std::string out;
+  out.reserve(text.size());
+  for (size_t k = 0; k < text.size(); ++k) {
+    out += text[k];
+    if (text[k] == '<' && k + 1 < text.size() && text[k + 1] == '/') out += '\\';
+  }
+  return out;
+}
+
+json full_dump_json(const TimelineIndex& index, const std::string& title) {
+  json lanes = json::array();
+  std::set<uint32_t> sites;
+  for (const Lane& lane : index.lanes()) {
+    json depths = json::array();
+    for (const IntervalRow& row : lane.depths) {
+      json spans = json::array();
+      for (size_t k = 0; k < row.size(); ++k) {
+        spans.push_back({row.begins[k], row.ends[k], row.items[k]});
+        sites.insert(row.items[k]);
+      }
+      depths.push_back(std::move(spans));
+    }
+    json idle = json::array();
+    for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
+    json markers = json::array();
+    for (const Marker& marker : lane.markers)
+      markers.push_back({marker.time, marker.type == format::EventId::note ? "note" : "instant",
+                         marker.type == format::EventId::note ? marker.text : index.site_name(marker.site)});
+    lanes.push_back({{"depths", std::move(depths)}, {"idle", std::move(idle)}, {"markers", std::move(markers)}});
+  }
+  json names = json::object();
+  for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
+  json tasks = json::array();
+  json details = json::array();
+  for (uint32_t task = 0; task < index.task_lines().size(); ++task) {
+    const TaskLine& line = index.task_lines()[task];
+    tasks.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, task)),
+                     index.graph().tasks()[task].display_name(), index.graph().tasks()[task].name});
+    details.push_back(task_details_json(index, task));
+  }
+  json arrows = json::array();
+  for (const Arrow& arrow : index.arrows())
+    arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time});
+  json counters = json::array();
+  for (const CounterSeries& series : index.counters()) {
+    json samples = json::array();
+    for (size_t k = 0; k < series.times.size(); ++k) samples.push_back({series.times[k], series.values[k]});
+    counters.push_back(std::move(samples));
+  }
+  return {{"summary", summary_json(index, title)},
+          {"lanes", std::move(lanes)},
+          {"names", std::move(names)},
+          {"tasks", std::move(tasks)},
+          {"task_details", std::move(details)},
+          {"arrows", std::move(arrows)},
+          {"counters", std::move(counters)}};
+}
+
+}  // namespace
+
+struct ViewerServer::State {
+  httplib::Server server;
+  std::thread thread;
+};
+
+ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const std::string& address, uint16_t port)
+    : state_(std::make_unique<State>()) {
+  httplib::Server& server = state_->server;
+  // Answers are written in pieces: without this, Nagle's algorithm and the browser's delayed
+  // ACK add 40 ms to every answer on a kept-alive connection.
+  server.set_tcp_nodelay(true);
+  const TimelineIndex* trace = &index;
+  server.Get("/api/summary", json_handler([trace, title](const httplib::Request&) { return summary_json(*trace, title); }));
+  server.Get("/api/window", json_handler([trace](const httplib::Request& request) {
+               const uint64_t begin = time_parameter(request, "begin", 0);
+               const uint64_t end = time_parameter(request, "end", trace->duration());
+               const uint32_t width = std::clamp<uint32_t>(count_parameter(request, "width"), 1, kMaxWidth);
+               return window_json(*trace, begin, end, width);
+             }));
+  server.Get("/api/span", json_handler([trace](const httplib::Request& request) {
+               return span_details_json(*trace, count_parameter(request, "lane"), count_parameter(request, "depth"),
+                                        count_parameter(request, "index"));
+             }));
+  server.Get("/api/task", json_handler([trace](const httplib::Request& request) {
+               return task_details_json(*trace, count_parameter(request, "index"));
+             }));
+  server.Get("/api/search", json_handler([trace](const httplib::Request& request) {
+               const size_t limit = request.has_param("limit") ? std::min<size_t>(count_parameter(request, "limit"), kMaxSearchHits) : 100;
+               return search_json(*trace, request.get_param_value("q"), limit);
+             }));
+  server.Get("/api/stats", json_handler([trace](const httplib::Request& request) {
+               return stats_json(*trace, time_parameter(request, "begin", 0), time_parameter(request, "end", trace->duration()));
+             }));
+  server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {
+    const std::string path = request.path == "/" ? "/index.html" : request.path;
+    const Asset* asset = find_asset(path);
+    if (asset) {
+      response.set_content(std::string(asset->bytes), std::string(asset->content_type).c_str());
+    } else if (embedded_assets().empty()) {
+      response.status = request.path == "/" ? 200 : 404;
+      response.set_content(kNotBuilt, "text/plain");
+    } else {
+      response.status = 404;
+      response.set_content("not found\n", "text/plain");
+    }
+  });
+  if (port == 0) {
+    const int chosen = server.bind_to_any_port(address);
+    if (chosen <= 0) throw std::runtime_error(fmt::format("cannot listen on {} (any port)", address));
+    port_ = static_cast<uint16_t>(chosen);
+  } else {
+    if (!server.bind_to_port(address, port)) throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
+    port_ = port;
+  }
+  state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
+}
+
+ViewerServer::~ViewerServer() {
+  state_->server.stop();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+std::string standalone_html(const TimelineIndex& index, const std::string& title) {
+  const Asset* page = find_asset("/index.html");
+  const Asset* script = find_asset("/viewer.js");
+  if (!page || !script) throw std::runtime_error("this chronicle was built without its viewer (CHRONICLE_BUILD_VIEWER=OFF)");
+  const std::string marker = "<script src=\"viewer.js\"></script>";
+  std::string html(page->bytes);
+  const size_t at = html.find(marker);
+  if (at == std::string::npos) throw std::runtime_error("the embedded page has no script tag to inline");
+  const std::string inlined = "<script>window.CHRONICLE_DATA = " + escape_for_script(full_dump_json(index, title).dump()) +
+                              ";</script>\n<script>" + escape_for_script(std::string(script->bytes)) + "</script>";
+  html.replace(at, marker.size(), inlined);
+  return html;
+}
+
+}  // namespace chronicle::viewer

@@ -1,0 +1,288 @@
+// The viewer's index and API against the model: at several zooms and positions, what a window
+// shows (single spans plus merged blocks, task lines plus blocks, arrows, counter points)
+// accounts for exactly what the trace and its task graph hold in that window, with the same
+// extents; and the HTTP server answers the same.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "model/task_graph.hpp"
+#include "support.hpp"
+#include "viewer/json_api.hpp"
+#include "viewer/timeline_index.hpp"
+#include "viewer/viewer_server.hpp"
+
+namespace chronicle {
+namespace {
+
+using test::run;
+using test::TemporaryDirectory;
+using viewer::TimelineIndex;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kDemo = TIMELINE_DEMO;
+
+struct PlainSpan {
+  uint64_t begin;
+  uint64_t end;
+  uint32_t depth;
+};
+
+// The spans of each stream, paired by hand from the raw events (not by the index's code).
+std::vector<std::vector<PlainSpan>> spans_by_stream(const reader::Trace& trace, const TimelineIndex& index) {
+  std::vector<std::vector<PlainSpan>> out(trace.streams().size());
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    std::vector<uint64_t> open;
+    trace.for_each_in_stream(stream, [&](const reader::Event& event) {
+      if (event.type == format::EventId::span_begin) open.push_back(index.to_ns(event.ticks));
+      if (event.type == format::EventId::span_end && !open.empty()) {
+        out[stream].push_back({open.back(), index.to_ns(event.ticks), static_cast<uint32_t>(open.size() - 1)});
+        open.pop_back();
+      }
+      return true;
+    });
+  }
+  return out;
+}
+
+class ViewerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new TemporaryDirectory;
+    const auto result = run(kCli + " record -q -o " + (*directory_ / "trace") + " -- " + kDemo + " 120 3");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    trace_ = new reader::Trace(*directory_ / "trace");
+    ASSERT_EQ(trace_->events_discarded(), 0u);
+    index_ = new TimelineIndex(TimelineIndex::build(*trace_));
+    graph_ = new model::TaskGraph(model::build_task_graph(*trace_));
+  }
+  static void TearDownTestSuite() {
+    delete graph_;
+    delete index_;
+    delete trace_;
+    delete directory_;
+  }
+
+  // (begin, end, width): the whole trace, a tenth, a hundredth and a thousandth of it at
+  // several places, at a few widths.
+  static std::vector<std::tuple<uint64_t, uint64_t, uint32_t>> windows() {
+    const uint64_t duration = index_->duration();
+    std::vector<std::tuple<uint64_t, uint64_t, uint32_t>> out{{0, duration, 1000}, {0, duration, 97}};
+    for (uint64_t parts : {10, 100, 1000})
+      for (uint64_t at : {uint64_t{0}, parts / 3, parts / 2, parts - 1}) {
+        const uint64_t length = duration / parts;
+        out.emplace_back(at * length, at * length + length, 800);
+      }
+    return out;
+  }
+
+  static TemporaryDirectory* directory_;
+  static reader::Trace* trace_;
+  static TimelineIndex* index_;
+  static model::TaskGraph* graph_;
+};
+
+TemporaryDirectory* ViewerTest::directory_ = nullptr;
+reader::Trace* ViewerTest::trace_ = nullptr;
+TimelineIndex* ViewerTest::index_ = nullptr;
+model::TaskGraph* ViewerTest::graph_ = nullptr;
+
+TEST_F(ViewerTest, TheTraceHasWhatTheViewerDraws) {
+  EXPECT_EQ(index_->lanes().size(), trace_->streams().size());
+  EXPECT_EQ(index_->task_lines().size(), graph_->tasks().size());
+  EXPECT_EQ(index_->task_lines().size(), 3u * 120u * 2u);  // a job and its part per round
+  size_t waits = 0;
+  size_t resolutions = 0;
+  for (const auto& edge : graph_->edges()) {
+    waits += edge.kind == model::EdgeKind::waits_on;
+    resolutions += edge.kind == model::EdgeKind::resolved_by;
+  }
+  EXPECT_EQ(waits, 360u);
+  EXPECT_EQ(resolutions, 360u);
+  EXPECT_EQ(index_->arrows().size(), waits + resolutions);
+  EXPECT_FALSE(graph_->idle().empty());
+  EXPECT_EQ(index_->counters().size(), 3u);  // demo/round on each worker
+}
+
+TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {
+  const auto expected_spans = spans_by_stream(*trace_, *index_);
+  size_t blocks_seen = 0;
+  size_t single_spans_seen = 0;
+  for (const auto& [begin, end, width] : windows()) {
+    SCOPED_TRACE(::testing::Message() << "window " << begin << ".." << end << " at " << width << " px");
+    const viewer::Window window = index_->window(begin, end, width);
+    const double ns_per_pixel = static_cast<double>(end - begin) / width;
+    ASSERT_EQ(window.lanes.size(), expected_spans.size());
+    for (size_t lane = 0; lane < expected_spans.size(); ++lane) {
+      const auto& view = window.lanes[lane];
+      const auto& rows = index_->lanes()[lane].depths;
+      std::map<uint32_t, uint64_t> expected_by_depth;
+      std::map<uint32_t, std::pair<uint64_t, uint64_t>> extent_by_depth;  // first begin, last end in view
+      for (const PlainSpan& span : expected_spans[lane]) {
+        if (span.end < begin || span.begin > end) continue;
+        ++expected_by_depth[span.depth];
+        auto [found, fresh] = extent_by_depth.try_emplace(span.depth, span.begin, span.end);
+        if (!fresh) found->second = {std::min(found->second.first, span.begin), std::max(found->second.second, span.end)};
+      }
+      std::map<uint32_t, uint64_t> shown_by_depth;
+      std::map<uint32_t, std::pair<uint64_t, uint64_t>> shown_extent;
+      auto extend = [&](uint32_t depth, uint64_t from, uint64_t to) {
+        auto [found, fresh] = shown_extent.try_emplace(depth, from, to);
+        if (!fresh) found->second = {std::min(found->second.first, from), std::max(found->second.second, to)};
+      };
+      for (const auto& span : view.spans) {
+        const auto& row = rows[span.row];
+        EXPECT_GE(static_cast<double>(row.ends[span.index] - row.begins[span.index]), ns_per_pixel) << "a span under a pixel drawn alone";
+        ++shown_by_depth[span.row];
+        extend(span.row, row.begins[span.index], row.ends[span.index]);
+      }
+      for (const auto& block : view.blocks) {
+        const auto& row = rows[block.row];
+        // A block's extent is exactly that of the spans it merges.
+        EXPECT_EQ(block.begin, row.begins[block.first]);
+        EXPECT_EQ(block.end, row.ends[block.first + block.count - 1]);
+        shown_by_depth[block.row] += block.count;
+        extend(block.row, block.begin, block.end);
+      }
+      EXPECT_EQ(shown_by_depth, expected_by_depth) << "lane " << lane;
+      EXPECT_EQ(shown_extent, extent_by_depth) << "lane " << lane;
+      // Drawn items never exceed about one per pixel and depth: that is the level of detail.
+      EXPECT_LE(view.spans.size() + view.blocks.size(), (width + 2) * rows.size());
+      blocks_seen += view.blocks.size();
+      single_spans_seen += view.spans.size();
+    }
+  }
+  // Both levels of detail were exercised: merged when zoomed out, single spans when zoomed in.
+  EXPECT_GT(blocks_seen, 0u);
+  EXPECT_GT(single_spans_seen, 0u);
+}
+
+TEST_F(ViewerTest, TasksAndArrowsInTheWindowMatchTheModel) {
+  size_t task_blocks_seen = 0;
+  for (const auto& [begin, end, width] : windows()) {
+    SCOPED_TRACE(::testing::Message() << "window " << begin << ".." << end << " at " << width << " px");
+    const viewer::Window window = index_->window(begin, end, width);
+    uint64_t expected_tasks = 0;
+    for (const model::Task& task : graph_->tasks()) {
+      const uint64_t created = task.created ? index_->to_ns(*task.created) : 0;
+      const uint64_t resolved = task.resolved ? index_->to_ns(*task.resolved) : index_->duration();
+      expected_tasks += created <= end && resolved >= begin;
+    }
+    uint64_t shown_tasks = window.task_lines.size();
+    for (const auto& block : window.task_blocks) shown_tasks += block.count;
+    EXPECT_EQ(shown_tasks, expected_tasks);
+
+    uint64_t expected_arrows = 0;
+    for (const model::Edge& edge : graph_->edges()) {
+      if (edge.kind == model::EdgeKind::created_by) continue;
+      uint64_t from = index_->to_ns(edge.ticks);
+      uint64_t to = from;
+      if (edge.kind == model::EdgeKind::waits_on) to = std::max(from, index_->to_ns(*graph_->find(edge.to)->resolved));
+      expected_arrows += from <= end && to >= begin;
+    }
+    uint64_t shown_arrows = 0;
+    for (const auto& arrow : window.arrows) shown_arrows += arrow.merged;
+    EXPECT_EQ(shown_arrows, expected_arrows);
+    task_blocks_seen += window.task_blocks.size();
+  }
+  EXPECT_GT(task_blocks_seen, 0u);
+}
+
+TEST_F(ViewerTest, CountersAreDownsampledToTheWidthWithTheirExtremes) {
+  const uint64_t duration = index_->duration();
+  for (uint32_t width : {20u, 100u, 2000u}) {
+    const viewer::Window window = index_->window(0, duration, width);
+    for (const auto& view : window.counters) {
+      const auto& series = index_->counters()[view.counter];
+      EXPECT_LE(view.points.size(), 2 * size_t{width} + 1);
+      double low = view.points.front().min;
+      double high = view.points.front().max;
+      for (const auto& point : view.points) {
+        low = std::min(low, point.min);
+        high = std::max(high, point.max);
+      }
+      EXPECT_EQ(low, series.min);
+      EXPECT_EQ(high, series.max);
+      EXPECT_EQ(view.points.back().last, series.values.back());
+      EXPECT_EQ(view.downsampled, series.values.size() > 2 * size_t{width});
+    }
+  }
+}
+
+TEST_F(ViewerTest, RangeStatsAgreeWithTheSpans) {
+  const auto spans = spans_by_stream(*trace_, *index_);
+  const uint64_t begin = index_->duration() / 3;
+  const uint64_t end = begin + index_->duration() / 7;
+  const viewer::RangeStats stats = index_->range_stats(begin, end);
+  for (size_t lane = 0; lane < spans.size(); ++lane) {
+    uint64_t busy = 0;
+    uint64_t count = 0;
+    for (const PlainSpan& span : spans[lane]) {
+      if (span.end < begin || span.begin > end) continue;
+      ++count;
+      if (span.depth == 0) busy += std::min(span.end, end) - std::max(span.begin, begin);
+    }
+    EXPECT_EQ(stats.lanes[lane].spans, count);
+    EXPECT_EQ(stats.lanes[lane].busy_ns, busy);
+  }
+  EXPECT_TRUE(stats.names_complete);
+  EXPECT_FALSE(stats.top_names.empty());
+}
+
+TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
+  const auto hits = index_->search("JOB 1.7", 10);
+  ASSERT_FALSE(hits.empty());
+  EXPECT_EQ(hits.front().text, "job 1.7");
+  const nlohmann::json job = viewer::task_details_json(*index_, hits.front().task);
+  EXPECT_EQ(job["label"], "job 1.7");
+  ASSERT_EQ(job["waits_on"].size(), 1u);
+  EXPECT_EQ(job["waits_on"][0]["display"], "part");
+  EXPECT_EQ(job["resolves"].size(), 1u);
+  const nlohmann::json part = viewer::task_details_json(*index_, job["waits_on"][0]["index"].get<uint32_t>());
+  EXPECT_EQ(part["parent"]["display"], "job 1.7");
+  EXPECT_EQ(part["resolved_by"]["display"], "job 1.7");
+  // The placeholder critical path of the job: itself, then the part it waited on.
+  ASSERT_EQ(job["critical_path"]["steps"].size(), 2u);
+  EXPECT_EQ(job["critical_path"]["steps"][1]["display"], "part");
+
+  const auto spans = index_->search("demo/parse", 5);
+  ASSERT_EQ(spans.size(), 5u);
+  const nlohmann::json parse = viewer::span_details_json(*index_, spans[0].lane, spans[0].depth, spans[0].index);
+  EXPECT_EQ(parse["name"], "demo/parse");
+  EXPECT_EQ(parse["parent"]["name"], "demo/prepare");
+  const auto round_index = index_->span_parent(spans[0].lane, 1, parse["parent"]["index"].get<uint32_t>());
+  ASSERT_TRUE(round_index);
+  const nlohmann::json round = viewer::span_details_json(*index_, spans[0].lane, 0, *round_index);
+  EXPECT_EQ(round["name"], "demo/round");
+  EXPECT_GE(round["children_count"].get<int>(), 1);
+}
+
+TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  httplib::Client client("127.0.0.1", server.port());
+  const auto summary = client.Get("/api/summary");
+  ASSERT_TRUE(summary);
+  ASSERT_EQ(summary->status, 200);
+  const auto summary_json = nlohmann::json::parse(summary->body);
+  EXPECT_EQ(summary_json["tasks"], index_->task_lines().size());
+  EXPECT_EQ(summary_json["lanes"].size(), index_->lanes().size());
+  for (const auto& [begin, end, width] : windows()) {
+    const auto answer = client.Get("/api/window?begin=" + std::to_string(begin) + "&end=" + std::to_string(end) +
+                                   "&width=" + std::to_string(width));
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200);
+    EXPECT_EQ(nlohmann::json::parse(answer->body), viewer::window_json(*index_, begin, end, width));
+  }
+  const auto bad = client.Get("/api/task?index=999999999");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  const auto search = client.Get("/api/search?q=job%202.5");
+  ASSERT_TRUE(search);
+  EXPECT_EQ(nlohmann::json::parse(search->body)["hits"][0]["display"], "job 2.5");
+}
+
+}  // namespace
+}  // namespace chronicle

@@ -1,0 +1,210 @@
+// End to end: record traces, serve them with `chronicle view --port 0`, and drive the page in
+// Debian's Chromium (headless, through playwright-core): what is drawn matches the model
+// (`chronicle dump --tasks`), zoom and pan move the window, a click opens a task's details,
+// search finds a label, shift+drag gives range stats, and --html works from a file.
+//
+//   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+const [chronicle, echoExample, timelineDemo, artifacts] = process.argv.slice(2);
+if (!artifacts) throw new Error('usage: viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR');
+mkdirSync(artifacts, { recursive: true });
+const work = mkdtempSync(join(tmpdir(), 'chronicle-viewer-e2e-'));
+const children = [];
+
+function record(name, program, ...args) {
+  const directory = join(work, name);
+  execFileSync(chronicle, ['record', '-q', '-o', directory, '--', program, ...args], { stdio: 'inherit' });
+  return directory;
+}
+
+// The model's counts, as `chronicle dump --tasks` prints them on its first line.
+function modelCounts(directory) {
+  const first = execFileSync(chronicle, ['dump', '--tasks', directory], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().split('\n')[0];
+  const match = first.match(/^(\d+) tasks; edges: \d+ created-by, (\d+) waits-on, (\d+) resolved-by/);
+  assert.ok(match, `unexpected dump header: ${first}`);
+  return { tasks: Number(match[1]), arrows: Number(match[2]) + Number(match[3]) };
+}
+
+function serve(directory) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(chronicle, ['view', directory, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    let output = '';
+    child.stdout.on('data', chunk => {
+      output += chunk;
+      const url = output.match(/http:\/\/127\.0\.0\.1:\d+\//);
+      if (url) resolve(url[0]);
+    });
+    child.on('exit', code => reject(new Error(`chronicle view exited with ${code}: ${output}`)));
+  });
+}
+
+const attribute = (page, name) => page.evaluate(key => document.body.dataset[key], name);
+const numberOf = async (page, name) => Number(await attribute(page, name));
+
+// Waits until the page has drawn an answer for the view it shows now.
+async function settled(page) {
+  await page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.settled === 'true',
+                             null, { timeout: 10000 });
+  // The frame drawn from the answer comes on the next animation frame.
+  await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+}
+
+async function checkDrawnMatchesModel(page, model, lanes) {
+  await settled(page);
+  assert.equal(await numberOf(page, 'lanesDrawn'), lanes, 'one lane per thread');
+  assert.equal(await numberOf(page, 'tasksShown'), model.tasks, 'every task drawn (alone or merged) at full zoom');
+  assert.equal(await numberOf(page, 'arrowsShown'), model.arrows, 'an arrow per wait and resolution');
+}
+
+const results = [];
+async function step(name, body) {
+  const started = Date.now();
+  try {
+    await body();
+    results.push(`ok   ${name} (${Date.now() - started} ms)`);
+  } catch (error) {
+    results.push(`FAIL ${name}: ${error.message}`);
+    throw error;
+  }
+}
+
+const profile = mkdtempSync(join(tmpdir(), 'chronicle-viewer-chromium-'));
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1400, height: 900 },
+  args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+         '--disable-sync', '--no-first-run'],
+});
+
+try {
+  const echoTrace = record('echo', echoExample, '4', '30');
+  const demoTrace = record('demo', timelineDemo, '150', '3');
+
+  await step('the echo example: lanes, tasks and arrows drawn match the model', async () => {
+    const page = await browser.newPage();
+    await page.goto(await serve(echoTrace));
+    await checkDrawnMatchesModel(page, modelCounts(echoTrace), 2);
+    await page.screenshot({ path: join(artifacts, 'echo-full.png') });
+    await page.close();
+  });
+
+  const page = await browser.newPage();
+  page.on('pageerror', error => results.push(`page error: ${error.message}`));
+  await step('the demo trace: lanes, tasks and arrows drawn match the model', async () => {
+    await page.goto(await serve(demoTrace));
+    const model = modelCounts(demoTrace);
+    assert.ok(model.arrows > 0);
+    await checkDrawnMatchesModel(page, model, 3);
+    await page.screenshot({ path: join(artifacts, 'demo-full.png') });
+  });
+
+  const canvas = page.locator('#timeline');
+  const box = await canvas.boundingBox();
+  await step('wheel zooms around the pointer, and details appear', async () => {
+    const before = { begin: await numberOf(page, 'viewBegin'), end: await numberOf(page, 'viewEnd') };
+    const labelledBefore = (await numberOf(page, 'taskLabelsDrawn')) / (await numberOf(page, 'taskLinesDrawn'));
+    // Zoom around a task in the middle of the trace, so that tasks stay in view.
+    const anchor = await page.evaluate(() => {
+      const lines = window.chronicleViewer.data().tasks.lines;
+      return window.chronicleViewer.taskPoint(lines[Math.floor(lines.length / 2)][3]);
+    });
+    await page.mouse.move(anchor.x, box.y + 200);
+    for (let k = 0; k < 8; ++k) await page.mouse.wheel(0, -300);
+    await settled(page);
+    const after = { begin: await numberOf(page, 'viewBegin'), end: await numberOf(page, 'viewEnd') };
+    assert.ok(after.end - after.begin < (before.end - before.begin) / 20, 'the window shrank');
+    const pointerTime = before.begin + ((anchor.x - box.x) / box.width) * (before.end - before.begin);
+    assert.ok(after.begin < pointerTime && pointerTime < after.end, 'the time under the pointer stays in view');
+    const labelledAfter = (await numberOf(page, 'taskLabelsDrawn')) / (await numberOf(page, 'taskLinesDrawn'));
+    assert.ok(labelledAfter > labelledBefore, `zoomed in, short tasks get labels (${labelledBefore} -> ${labelledAfter})`);
+    assert.ok(await numberOf(page, 'spanBlocksDrawn') < 50, 'zoomed in, few spans are merged');
+    await page.screenshot({ path: join(artifacts, 'demo-zoomed.png') });
+  });
+
+  await step('drag pans, and A/D/W/S keys pan and zoom', async () => {
+    const begin = await numberOf(page, 'viewBegin');
+    const loaded = await numberOf(page, 'windowsLoaded');
+    await page.mouse.move(box.x + 600, box.y + 100);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 400, box.y + 100, { steps: 5 });
+    await page.mouse.up();
+    await settled(page);
+    const panned = await numberOf(page, 'viewBegin');
+    assert.ok(panned > begin, 'dragging left moves the window later');
+    assert.ok(await numberOf(page, 'windowsLoaded') > loaded, 'the server was asked for the new window');
+    await page.keyboard.press('d');
+    await settled(page);
+    assert.ok(await numberOf(page, 'viewBegin') > panned, 'D pans right');
+    const length = (await numberOf(page, 'viewEnd')) - (await numberOf(page, 'viewBegin'));
+    await page.keyboard.press('s');
+    await settled(page);
+    assert.ok((await numberOf(page, 'viewEnd')) - (await numberOf(page, 'viewBegin')) > length, 'S zooms out');
+    await page.keyboard.press('w');
+    await settled(page);
+  });
+
+  await step('clicking a task opens its details', async () => {
+    const point = await page.evaluate(() => {
+      const viewer = window.chronicleViewer;
+      for (const line of viewer.data().tasks.lines) {
+        const p = viewer.taskPoint(line[3]);
+        if (p && p.y > 0 && p.y < window.innerHeight) return { ...p, task: line[3] };
+      }
+      return null;
+    });
+    assert.ok(point, 'a task line is in view');
+    await page.mouse.click(point.x, point.y);
+    await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), point.task);
+    const text = await page.locator('#panel').innerText();
+    for (const heading of ['Waits on', 'Resolved by', 'Critical path', 'Parent', 'Children', 'Runs']) assert.ok(text.includes(heading), heading);
+    await page.screenshot({ path: join(artifacts, 'demo-task-details.png') });
+  });
+
+  await step('search finds a label and jumps to it', async () => {
+    await page.fill('#search', 'job 2.77');
+    await page.press('#search', 'Enter');
+    await page.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 2.77');
+    await settled(page);
+    const hit = await page.evaluate(() => window.chronicleViewer.data().tasks.lines.some(l => window.chronicleViewer.data().tasks.names[l[3]] === 'job 2.77'));
+    assert.ok(hit, 'the found task is drawn');
+    await page.screenshot({ path: join(artifacts, 'demo-search.png') });
+  });
+
+  await step('shift+drag gives the stats of a range', async () => {
+    await page.keyboard.down('Shift');
+    await page.mouse.move(box.x + 300, box.y + 100);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 700, box.y + 100, { steps: 4 });
+    await page.mouse.up();
+    await page.keyboard.up('Shift');
+    await page.waitForFunction(() => document.getElementById('panel').dataset.kind === 'stats');
+    assert.ok((await page.locator('#panel').innerText()).includes('Spans by total time'));
+    await page.screenshot({ path: join(artifacts, 'demo-range-stats.png') });
+  });
+
+  await step('--html writes one page that works from a file', async () => {
+    const html = join(work, 'demo.html');
+    execFileSync(chronicle, ['view', '--html', html, demoTrace], { stdio: 'inherit' });
+    const offline = await browser.newPage();
+    await offline.goto(`file://${html}`);
+    await checkDrawnMatchesModel(offline, modelCounts(demoTrace), 3);
+    await offline.fill('#search', 'job 0.5');
+    await offline.press('#search', 'Enter');
+    await offline.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 0.5');
+    await offline.screenshot({ path: join(artifacts, 'demo-html.png') });
+  });
+} finally {
+  console.log(results.join('\n'));
+  await browser.close();
+  for (const child of children) child.kill('SIGTERM');
+  rmSync(work, { recursive: true, force: true });
+  rmSync(profile, { recursive: true, force: true });
+}

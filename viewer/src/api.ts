@@ -1,0 +1,85 @@
+// The shapes `chronicle view` answers with (src/viewer/json_api.cpp), and the two places
+// answers come from: the server, or the data a self-contained page carries.
+
+export interface LaneInfo { thread_id: number; name: string; depths: number; spans: number; idle: number }
+export interface CounterInfo { name: string; lane: number; min: number; max: number; samples: number }
+export interface Summary {
+  title: string; duration: number; origin_unix_ns: number; events: number;
+  lanes: LaneInfo[]; tasks: number; task_rows: number; wait_arrows: number; resolve_arrows: number;
+  counters: CounterInfo[];
+}
+
+// [begin, end, depth, index, site]
+export type SpanTuple = [number, number, number, number, number];
+// [begin, end, depth, merged count]
+export type BlockTuple = [number, number, number, number];
+// [begin, end, merged count]
+export type IdleTuple = [number, number, number];
+// [begin, end, row, task index, state: 0 ok, 1 failed, 2 cancelled, 3 unresolved]
+export type TaskLineTuple = [number, number, number, number, number];
+// [begin, end, row, count, failed, cancelled]
+export type TaskBlockTuple = [number, number, number, number, number, number];
+// [kind: 0 wait, 1 resolve, from task, to task, from time, to time, from row, to row, merged]
+export type ArrowTuple = [number, number, number, number, number, number, number, number];
+// [time, min, max, last]
+export type CounterPointTuple = [number, number, number, number];
+
+export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; idle: IdleTuple[] }
+export interface WindowAnswer {
+  begin: number; end: number; width: number;
+  lanes: LaneWindow[];
+  names: Record<string, string>;
+  tasks: { lines: TaskLineTuple[]; blocks: TaskBlockTuple[]; names: Record<string, string> };
+  arrows: ArrowTuple[];
+  counters: { counter: number; downsampled: boolean; points: CounterPointTuple[] }[];
+}
+
+export interface TaskRef { index: number; id: string; display: string; begin: number; end: number; row: number; time?: number; via?: string }
+export interface SpanRef { lane: number; depth: number; index: number; name: string; begin: number; end: number }
+export interface Note { time: number; type: string; text: string }
+export interface TaskDetails extends TaskRef {
+  kind: 'task'; task_kind: string; name: string; label: string; created: number | null; resolved: number | null;
+  duration: number; outcome: string; outcome_text: string; thread: string | null; fields: Record<string, unknown>;
+  runs: { thread: string; begin: number; end: number; ended: boolean }[]; notes: Note[]; notes_count: number;
+  parent: TaskRef | null; children: TaskRef[]; children_count: number;
+  waits_on: TaskRef[]; waited_by: TaskRef[]; resolved_by: TaskRef | null; resolves: TaskRef[];
+  critical_path: { method: string; steps: TaskRef[] };
+}
+export interface SpanDetails extends SpanRef {
+  kind: 'span'; duration: number; thread: string; fields: Record<string, unknown>;
+  parent: SpanRef | null; children: SpanRef[]; children_count: number; notes: Note[];
+}
+export type SearchHit = (TaskRef & { kind: 'task'; text: string }) | (SpanRef & { kind: 'span'; text: string });
+export interface RangeStats {
+  begin: number; end: number;
+  lanes: { lane: number; name: string; spans: number; busy_ns: number; idle_ns: number }[];
+  top_names: { name: string; count: number; total_ns: number }[]; names_complete: boolean;
+  tasks: { overlapping: number; created: number; resolved: number; failed: number; cancelled: number };
+}
+
+export interface Backend {
+  summary(): Promise<Summary>;
+  window(begin: number, end: number, width: number): Promise<WindowAnswer>;
+  span(lane: number, depth: number, index: number): Promise<SpanDetails>;
+  task(index: number): Promise<TaskDetails>;
+  search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
+  stats(begin: number, end: number): Promise<RangeStats>;
+}
+
+async function getJson<T>(path: string): Promise<T> {
+  const response = await fetch(path);
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error ?? response.statusText);
+  return body as T;
+}
+
+export class HttpBackend implements Backend {
+  summary() { return getJson<Summary>('api/summary'); }
+  window(begin: number, end: number, width: number) {
+    return getJson<WindowAnswer>(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(end)}&width=${Math.round(width)}`);
+  }
+  span(lane: number, depth: number, index: number) { return getJson<SpanDetails>(`api/span?lane=${lane}&depth=${depth}&index=${index}`); }
+  task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
+  search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
+  stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
+}

@@ -1,0 +1,590 @@
+// The chronicle viewer: a canvas timeline of one trace. It keeps only the window it shows, as
+// the server aggregated it for the canvas's width, and asks again after every pan or zoom.
+import { Backend, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
+import { EmbeddedTrace, LocalBackend } from './local';
+
+const RULER_HEIGHT = 24;
+const LANE_HEADER = 16;
+const SPAN_ROW = 16;
+const COUNTER_TRACK = 40;
+const TASK_ROW = 12;
+const SECTION_GAP = 6;
+const STATE_COLOURS = ['#3a9d5d', '#d64545', '#e0a030', '#8a8a8a'];  // ok, failed, cancelled, unresolved
+const WAIT_COLOUR = '#2f6fdf';
+const RESOLVE_COLOUR = '#b040c8';
+const BLOCK_COLOUR = '#8c99a8';
+const MIN_ZOOM_NS = 100;
+
+interface View { begin: number; end: number }
+type Selection = { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | null;
+
+interface Layout {
+  laneTop: number[];      // y of each lane's header
+  counterTop: number[];
+  tasksTop: number;       // y of task row 0
+  height: number;
+}
+
+const canvas = document.getElementById('timeline') as HTMLCanvasElement;
+const scroller = document.getElementById('scroller') as HTMLDivElement;
+const spacer = document.getElementById('spacer') as HTMLDivElement;
+const panel = document.getElementById('panel') as HTMLDivElement;
+const statusText = document.getElementById('status') as HTMLSpanElement;
+const searchBox = document.getElementById('search') as HTMLInputElement;
+const context = canvas.getContext('2d')!;
+
+const embedded = (window as unknown as { CHRONICLE_DATA?: EmbeddedTrace }).CHRONICLE_DATA;
+const backend: Backend = embedded ? new LocalBackend(embedded) : new HttpBackend();
+
+let summary: Summary;
+let layout: Layout;
+let view: View = { begin: 0, end: 1 };
+let data: WindowAnswer | null = null;
+let selection: Selection = null;
+let highlight = '';
+let rangeSelection: View | null = null;
+let requested = 0;   // the latest window request's number: older answers are dropped
+let windowsLoaded = 0;
+
+function formatDuration(ns: number): string {
+  const magnitude = Math.abs(ns);
+  if (magnitude < 1e3) return `${ns.toFixed(0)} ns`;
+  if (magnitude < 1e6) return `${(ns / 1e3).toPrecision(4)} µs`;
+  if (magnitude < 1e9) return `${(ns / 1e6).toPrecision(4)} ms`;
+  return `${(ns / 1e9).toPrecision(5)} s`;
+}
+
+function colourOf(name: string): string {
+  let hash = 2166136261;
+  for (let k = 0; k < name.length; ++k) hash = Math.imul(hash ^ name.charCodeAt(k), 16777619);
+  return `hsl(${(hash >>> 0) % 360}, 55%, 62%)`;
+}
+
+function width() { return canvas.clientWidth; }
+function xOf(time: number) { return ((time - view.begin) / (view.end - view.begin)) * width(); }
+function timeAt(x: number) { return view.begin + (x / width()) * (view.end - view.begin); }
+
+function computeLayout(): Layout {
+  let y = RULER_HEIGHT;
+  const laneTop: number[] = [];
+  for (const lane of summary.lanes) {
+    laneTop.push(y);
+    y += LANE_HEADER + Math.max(lane.depths, 1) * SPAN_ROW + SECTION_GAP;
+  }
+  const counterTop: number[] = [];
+  for (let k = 0; k < summary.counters.length; ++k) {
+    counterTop.push(y);
+    y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP;
+  }
+  const tasksTop = y + LANE_HEADER;
+  y = tasksTop + summary.task_rows * TASK_ROW + SECTION_GAP;
+  return { laneTop, counterTop, tasksTop, height: y };
+}
+
+function resize() {
+  const ratio = window.devicePixelRatio || 1;
+  const cssWidth = scroller.clientWidth;
+  const cssHeight = Math.min(scroller.clientHeight, layout.height);
+  canvas.style.width = `${cssWidth}px`;
+  canvas.style.height = `${cssHeight}px`;
+  canvas.width = Math.round(cssWidth * ratio);
+  canvas.height = Math.round(cssHeight * ratio);
+  context.setTransform(ratio, 0, 0, ratio, 0, 0);
+  spacer.style.height = `${Math.max(0, layout.height - cssHeight)}px`;
+  requestWindow();
+}
+
+// Frames are drawn from the last answer at the current view (so panning moves at once), and a
+// fresh answer is asked for; only the newest answer is kept.
+let frameQueued = false;
+function draw() {
+  if (frameQueued) return;
+  frameQueued = true;
+  requestAnimationFrame(() => { frameQueued = false; render(); });
+}
+
+let fetchTimer: number | undefined;
+function requestWindow() {
+  draw();
+  clearTimeout(fetchTimer);
+  const number = ++requested;
+  document.body.dataset.settled = 'false';
+  fetchTimer = window.setTimeout(async () => {
+    const asked = performance.now();
+    const answer = await backend.window(view.begin, view.end, width());
+    if (number !== requested) return;
+    document.body.dataset.fetchMs = (performance.now() - asked).toFixed(1);
+    data = answer;
+    ++windowsLoaded;
+    document.body.dataset.settled = 'true';
+    draw();
+  }, 16);
+}
+
+function setView(begin: number, end: number) {
+  const span = Math.max(end - begin, MIN_ZOOM_NS);
+  const maxSpan = summary.duration * 1.2 + MIN_ZOOM_NS;
+  const clamped = Math.min(span, maxSpan);
+  let start = begin + (end - begin - clamped) / 2;
+  start = Math.max(-summary.duration * 0.1, Math.min(start, summary.duration * 1.1 - clamped));
+  view = { begin: start, end: start + clamped };
+  requestWindow();
+}
+
+function zoomAround(x: number, factor: number) {
+  const anchor = timeAt(x);
+  setView(anchor - (anchor - view.begin) * factor, anchor + (view.end - anchor) * factor);
+}
+
+function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
+
+// ---- drawing ----
+
+interface DrawCounts { lanes: number; spans: number; blocks: number; taskLines: number; taskBlocks: number; tasksShown: number; arrows: number; arrowsShown: number; labels: number; taskLabels: number }
+let counts: DrawCounts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
+// Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
+let hitBoxes: [number, number, number, number, Selection][] = [];
+
+function drawLabel(text: string, x0: number, x1: number, y: number, height: number): boolean {
+  const left = Math.max(x0, 0) + 3;
+  const room = Math.min(x1, width()) - left - 2;
+  if (room < 12) return false;
+  let shown = text;
+  if (context.measureText(shown).width > room) {
+    // Cut to what fits, with an ellipsis; nothing when not even 3 characters fit.
+    const perChar = context.measureText(shown).width / shown.length;
+    const keep = Math.floor(room / perChar) - 1;
+    if (keep < 3) return false;
+    shown = shown.slice(0, keep) + '…';
+  }
+  context.fillText(shown, left, y + height / 2 + 1);
+  counts.labels++;
+  return true;
+}
+
+function matches(name: string | undefined) { return highlight !== '' && !!name && name.toLowerCase().includes(highlight); }
+
+function render() {
+  const renderStarted = performance.now();
+  const top = scroller.scrollTop;
+  const w = width(), h = canvas.clientHeight;
+  context.clearRect(0, 0, w, h);
+  context.font = '11px system-ui, sans-serif';
+  context.textBaseline = 'middle';
+  counts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
+  hitBoxes = [];
+  context.save();
+  context.translate(0, -top);
+  if (data) {
+    drawLanes(data);
+    drawCounters(data);
+    drawTasks(data);
+  }
+  context.restore();
+  drawRangeSelection(h);
+  drawRuler();
+  publishState();
+  document.body.dataset.renderMs = (performance.now() - renderStarted).toFixed(1);
+}
+
+function drawLanes(answer: WindowAnswer) {
+  for (const lane of answer.lanes) {
+    const info = summary.lanes[lane.lane];
+    const y0 = layout.laneTop[lane.lane];
+    const bodyTop = y0 + LANE_HEADER;
+    const bodyHeight = Math.max(info.depths, 1) * SPAN_ROW;
+    counts.lanes++;
+    context.fillStyle = '#eef0f3';
+    context.fillRect(0, y0, width(), LANE_HEADER);
+    context.fillStyle = '#333';
+    context.fillText(`${info.name} (${info.thread_id}) · ${info.spans.toLocaleString()} spans`, 4, y0 + LANE_HEADER / 2);
+    // Idle (the loop suspended): shaded behind the spans.
+    context.fillStyle = 'rgba(120, 150, 200, 0.18)';
+    for (const [b, e] of lane.idle) context.fillRect(xOf(b), bodyTop, Math.max(xOf(e) - xOf(b), 1), bodyHeight);
+    context.fillStyle = BLOCK_COLOUR;
+    for (const [b, e, depth, count] of lane.blocks) {
+      const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
+      context.fillRect(x0, bodyTop + depth * SPAN_ROW + 1, x1 - x0, SPAN_ROW - 2);
+      counts.blocks += count;
+    }
+    for (const [b, e, depth, index, site] of lane.spans) {
+      const name = answer.names[site] ?? '?';
+      const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
+      const y = bodyTop + depth * SPAN_ROW + 1;
+      const isSelected = selection?.kind === 'span' && selection.lane === lane.lane && selection.depth === depth && selection.index === index;
+      context.fillStyle = colourOf(name);
+      context.fillRect(x0, y, x1 - x0, SPAN_ROW - 2);
+      if (matches(name) || isSelected) {
+        context.strokeStyle = isSelected ? '#000' : '#f0c000';
+        context.lineWidth = 2;
+        context.strokeRect(x0 + 1, y + 1, x1 - x0 - 2, SPAN_ROW - 4);
+      }
+      context.fillStyle = '#111';
+      drawLabel(name, x0, x1, y, SPAN_ROW - 2);
+      hitBoxes.push([x0, x1, y, y + SPAN_ROW - 2, { kind: 'span', lane: lane.lane, depth, index }]);
+      counts.spans++;
+    }
+  }
+}
+
+function drawCounters(answer: WindowAnswer) {
+  for (const series of answer.counters) {
+    const info = summary.counters[series.counter];
+    const y0 = layout.counterTop[series.counter];
+    const top = y0 + LANE_HEADER, bottom = top + COUNTER_TRACK;
+    context.fillStyle = '#eef0f3';
+    context.fillRect(0, y0, width(), LANE_HEADER);
+    context.fillStyle = '#333';
+    context.fillText(`${info.name} (${summary.lanes[info.lane]?.name ?? ''}) · ${info.min} … ${info.max}`, 4, y0 + LANE_HEADER / 2);
+    const range = info.max - info.min || 1;
+    const yOf = (value: number) => bottom - ((value - info.min) / range) * (COUNTER_TRACK - 4) - 2;
+    const colour = colourOf(info.name);
+    context.fillStyle = colour;
+    context.strokeStyle = colour;
+    context.lineWidth = 1.5;
+    context.beginPath();
+    let previous: number | null = null;
+    for (const [time, low, high, last] of series.points) {
+      const x = Math.max(xOf(time), -1);
+      if (previous !== null) context.lineTo(x, previous); else context.moveTo(x, yOf(last));
+      if (high !== low) context.fillRect(x, yOf(high), 1, Math.max(yOf(low) - yOf(high), 1));
+      context.lineTo(x, yOf(last));
+      previous = yOf(last);
+    }
+    if (previous !== null) context.lineTo(width(), previous);
+    context.stroke();
+  }
+}
+
+function taskY(row: number) { return layout.tasksTop + row * TASK_ROW; }
+
+function drawTasks(answer: WindowAnswer) {
+  const headerY = layout.tasksTop - LANE_HEADER;
+  context.fillStyle = '#eef0f3';
+  context.fillRect(0, headerY, width(), LANE_HEADER);
+  context.fillStyle = '#333';
+  context.fillText(`tasks · ${summary.tasks.toLocaleString()} in ${summary.task_rows} rows · arrows: waits (blue), resolutions (purple)`, 4, headerY + LANE_HEADER / 2);
+  for (const [b, e, row, count, failed, cancelled] of answer.tasks.blocks) {
+    const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
+    context.fillStyle = failed ? STATE_COLOURS[1] : cancelled ? STATE_COLOURS[2] : BLOCK_COLOUR;
+    context.fillRect(x0, taskY(row) + 3, x1 - x0, TASK_ROW - 6);
+    counts.taskBlocks++;
+    counts.tasksShown += count;
+  }
+  for (const [b, e, row, task, state] of answer.tasks.lines) {
+    const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 2);
+    const y = taskY(row);
+    const name = answer.tasks.names[task] ?? '';
+    context.fillStyle = STATE_COLOURS[state];
+    context.fillRect(x0, y + 4, x1 - x0, TASK_ROW - 8);
+    const isSelected = selection?.kind === 'task' && selection.index === task;
+    if (matches(name) || isSelected) {
+      context.strokeStyle = isSelected ? '#000' : '#f0c000';
+      context.lineWidth = 2;
+      context.strokeRect(x0 - 1, y + 1, x1 - x0 + 2, TASK_ROW - 2);
+    }
+    // Short tasks get their labels only once zoomed in enough for them to fit.
+    context.fillStyle = '#222';
+    context.font = '9px system-ui, sans-serif';
+    if (drawLabel(name, x0 + 2, x1, y, TASK_ROW)) counts.taskLabels++;
+    context.font = '11px system-ui, sans-serif';
+    hitBoxes.push([x0 - 2, x1 + 2, y, y + TASK_ROW, { kind: 'task', index: task }]);
+    counts.taskLines++;
+    counts.tasksShown++;
+  }
+  // Zoomed out, arrows long on screen say little and hide the lines: they fade.
+  const zoomedOut = (view.end - view.begin) / Math.max(summary.duration, 1);
+  for (const [kind, , , fromTime, toTime, fromRow, toRow, merged] of answer.arrows) {
+    const x0 = xOf(fromTime), x1 = xOf(toTime);
+    const y0 = taskY(fromRow) + TASK_ROW / 2, y1 = taskY(toRow) + TASK_ROW / 2;
+    const length = Math.hypot(x1 - x0, y1 - y0);
+    const faded = zoomedOut > 0.05 && length > 120;
+    context.globalAlpha = faded ? Math.max(0.12, 120 / length) * 0.6 : 0.9;
+    context.strokeStyle = context.fillStyle = kind === 0 ? WAIT_COLOUR : RESOLVE_COLOUR;
+    context.lineWidth = 1;
+    context.beginPath();
+    context.moveTo(x0, y0);
+    context.lineTo(x1, y1);
+    context.stroke();
+    const angle = Math.atan2(y1 - y0, x1 - x0);
+    context.beginPath();
+    context.moveTo(x1, y1);
+    context.lineTo(x1 - 6 * Math.cos(angle - 0.4), y1 - 6 * Math.sin(angle - 0.4));
+    context.lineTo(x1 - 6 * Math.cos(angle + 0.4), y1 - 6 * Math.sin(angle + 0.4));
+    context.fill();
+    counts.arrows++;
+    counts.arrowsShown += merged;
+  }
+  context.globalAlpha = 1;
+}
+
+function niceStep(rough: number) {
+  const power = Math.pow(10, Math.floor(Math.log10(rough)));
+  for (const multiple of [1, 2, 5, 10]) if (multiple * power >= rough) return multiple * power;
+  return 10 * power;
+}
+
+function drawRuler() {
+  const w = width();
+  context.fillStyle = '#f4f5f7';
+  context.fillRect(0, 0, w, RULER_HEIGHT);
+  context.strokeStyle = '#999';
+  context.fillStyle = '#333';
+  context.lineWidth = 1;
+  const step = niceStep(((view.end - view.begin) / w) * 100);
+  context.beginPath();
+  for (let t = Math.ceil(view.begin / step) * step; t <= view.end; t += step) {
+    const x = Math.round(xOf(t)) + 0.5;
+    context.moveTo(x, RULER_HEIGHT - 8);
+    context.lineTo(x, RULER_HEIGHT);
+    context.fillText(formatDuration(t), x + 3, 8);
+  }
+  context.stroke();
+  context.beginPath();
+  context.moveTo(0, RULER_HEIGHT - 0.5);
+  context.lineTo(w, RULER_HEIGHT - 0.5);
+  context.stroke();
+}
+
+function drawRangeSelection(height: number) {
+  if (!rangeSelection) return;
+  const x0 = xOf(Math.min(rangeSelection.begin, rangeSelection.end));
+  const x1 = xOf(Math.max(rangeSelection.begin, rangeSelection.end));
+  context.fillStyle = 'rgba(255, 200, 0, 0.2)';
+  context.fillRect(x0, 0, x1 - x0, height);
+  context.strokeStyle = '#c89000';
+  context.strokeRect(x0 + 0.5, 0.5, x1 - x0 - 1, height - 1);
+}
+
+statusText.textContent = '';
+function publishState() {
+  const body = document.body.dataset;
+  body.lanesDrawn = String(counts.lanes);
+  body.spansDrawn = String(counts.spans);
+  body.spanBlocksDrawn = String(counts.blocks);
+  body.taskLinesDrawn = String(counts.taskLines);
+  body.taskBlocksDrawn = String(counts.taskBlocks);
+  body.tasksShown = String(counts.tasksShown);
+  body.arrowsDrawn = String(counts.arrows);
+  body.arrowsShown = String(counts.arrowsShown);
+  body.labelsDrawn = String(counts.labels);
+  body.taskLabelsDrawn = String(counts.taskLabels);
+  body.viewBegin = String(view.begin);
+  body.viewEnd = String(view.end);
+  body.windowsLoaded = String(windowsLoaded);
+  body.dataBegin = String(data?.begin ?? '');
+  body.dataEnd = String(data?.end ?? '');
+  statusText.textContent = `${formatDuration(view.begin)} … ${formatDuration(view.end)} (${formatDuration(view.end - view.begin)} shown)`;
+}
+
+// ---- the details panel ----
+
+function escapeHtml(text: unknown) {
+  return String(text).replace(/[&<>"]/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
+}
+function rows(entries: [string, unknown][]) {
+  return `<table>${entries.map(([k, v]) => `<tr><td>${escapeHtml(k)}</td><td>${escapeHtml(v ?? '—')}</td></tr>`).join('')}</table>`;
+}
+function taskLink(ref: TaskRef | null, extra = '') {
+  if (!ref) return '—';
+  return `<a data-task="${ref.index}">${escapeHtml(ref.id)} ${escapeHtml(ref.display)}</a>${extra}`;
+}
+function spanLink(ref: { lane: number; depth: number; index: number; name: string; begin: number; end: number } | null) {
+  if (!ref) return '—';
+  return `<a data-lane="${ref.lane}" data-depth="${ref.depth}" data-span="${ref.index}">${escapeHtml(ref.name)}</a> (${formatDuration(ref.end - ref.begin)})`;
+}
+function list(items: string[], total?: number) {
+  if (items.length === 0) return '<p>none</p>';
+  const more = total !== undefined && total > items.length ? `<li>… ${total - items.length} more</li>` : '';
+  return `<ul>${items.map(i => `<li>${i}</li>`).join('')}${more}</ul>`;
+}
+
+function showTask(details: TaskDetails) {
+  panel.dataset.kind = 'task';
+  panel.dataset.task = String(details.index);
+  panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.display)}</h3>` +
+    rows([['id', details.id], ['kind', details.task_kind], ['name', details.name], ['label', details.label || '—'],
+          ['created', details.created === null ? 'before the trace' : formatDuration(details.created)],
+          ['resolved', details.resolved === null ? 'never' : formatDuration(details.resolved)],
+          ['duration', formatDuration(details.duration)], ['outcome', details.outcome + (details.outcome_text ? `: ${details.outcome_text}` : '')],
+          ['created on', details.thread], ...Object.entries(details.fields).filter(([k]) => k !== 'id' && k !== 'kind')]) +
+    `<h3>Runs</h3>${list(details.runs.map(r => `${escapeHtml(r.thread)}: ${formatDuration(r.begin)} for ${formatDuration(r.end - r.begin)}${r.ended ? '' : ' (never ended)'}`))}` +
+    `<h3>Parent</h3><p>${taskLink(details.parent)}</p>` +
+    `<h3>Children</h3>${list(details.children.map(c => taskLink(c)), details.children_count)}` +
+    `<h3>Waits on</h3>${list(details.waits_on.map(c => taskLink(c, ` at ${formatDuration(c.time ?? 0)}`)))}` +
+    `<h3>Waited on by</h3>${list(details.waited_by.map(c => taskLink(c, ` at ${formatDuration(c.time ?? 0)}`)))}` +
+    `<h3>Resolved by</h3><p>${taskLink(details.resolved_by)}</p>` +
+    `<h3>Resolves</h3>${list(details.resolves.map(c => taskLink(c)))}` +
+    `<h3>Critical path</h3><p style="color:#777">${escapeHtml(details.critical_path.method)}</p>` +
+    list(details.critical_path.steps.map((s, k) => (k ? `${escapeHtml(s.via)} ` : '') + taskLink(s))) +
+    `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`), details.notes_count)}`;
+}
+
+function showSpan(details: SpanDetails) {
+  panel.dataset.kind = 'span';
+  panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.name)}</h3>` +
+    rows([['begin', formatDuration(details.begin)], ['end', formatDuration(details.end)], ['duration', formatDuration(details.duration)],
+          ['thread', details.thread], ...Object.entries(details.fields)]) +
+    `<h3>Parent</h3><p>${spanLink(details.parent)}</p>` +
+    `<h3>Children</h3>${list(details.children.map(spanLink), details.children_count)}` +
+    `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`))}`;
+}
+
+function showStats(stats: RangeStats) {
+  panel.dataset.kind = 'stats';
+  panel.innerHTML = `<h3 id="details-title">Range ${formatDuration(stats.begin)} … ${formatDuration(stats.end)}</h3>` +
+    rows([['length', formatDuration(stats.end - stats.begin)], ['tasks alive', stats.tasks.overlapping], ['created', stats.tasks.created],
+          ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
+    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}`))}` +
+    `<h3>Spans by total time</h3>` +
+    (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} × , ${formatDuration(n.total_ns)}`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
+}
+
+async function select(target: Selection, reveal = false) {
+  selection = target;
+  draw();
+  if (!target) return;
+  if (target.kind === 'task') {
+    const details = await backend.task(target.index);
+    showTask(details);
+    if (reveal) revealRange(details.begin, details.end, taskY(details.row));
+  } else {
+    const details = await backend.span(target.lane, target.depth, target.index);
+    showSpan(details);
+    if (reveal) revealRange(details.begin, details.end, layout.laneTop[target.lane]);
+  }
+}
+
+function revealRange(begin: number, end: number, y: number) {
+  const length = Math.max(end - begin, MIN_ZOOM_NS * 10);
+  setView(begin - length * 0.5, end + length * 0.5);
+  scroller.scrollTop = Math.max(0, y - 80);
+}
+
+panel.addEventListener('click', event => {
+  const link = (event.target as HTMLElement).closest('a');
+  if (!link) return;
+  if (link.dataset.task) void select({ kind: 'task', index: Number(link.dataset.task) }, true);
+  else if (link.dataset.span) void select({ kind: 'span', lane: Number(link.dataset.lane), depth: Number(link.dataset.depth), index: Number(link.dataset.span) }, true);
+});
+
+// ---- search ----
+
+async function search(text: string) {
+  highlight = text.trim().toLowerCase();
+  draw();
+  if (!highlight) return;
+  const answer = await backend.search(text.trim());
+  panel.dataset.kind = 'search';
+  const link = (hit: SearchHit) => hit.kind === 'task'
+    ? taskLink(hit)
+    : spanLink(hit);
+  panel.innerHTML = `<h3 id="details-title">${answer.hits.length} matches for “${escapeHtml(text)}”</h3>${list(answer.hits.map(link))}`;
+  const first = answer.hits[0];
+  if (!first) return;
+  // Jump to the first match and open it.
+  if (first.kind === 'task') await select({ kind: 'task', index: first.index }, true);
+  else await select({ kind: 'span', lane: first.lane, depth: first.depth, index: first.index }, true);
+  panel.insertAdjacentHTML('afterbegin', `<h3>${answer.hits.length} matches for “${escapeHtml(text)}”</h3>${list(answer.hits.slice(0, 20).map(link), answer.hits.length)}<hr>`);
+}
+
+searchBox.addEventListener('keydown', event => {
+  if (event.key === 'Enter') void search(searchBox.value);
+  event.stopPropagation();
+});
+
+// ---- pointer and keys ----
+
+let drag: { x: number; y: number; begin: number; end: number; moved: boolean; range: boolean } | null = null;
+
+canvas.addEventListener('mousedown', event => {
+  canvas.focus();
+  drag = { x: event.offsetX, y: event.offsetY, begin: view.begin, end: view.end, moved: false, range: event.shiftKey };
+  if (drag.range) rangeSelection = { begin: timeAt(event.offsetX), end: timeAt(event.offsetX) };
+  canvas.style.cursor = drag.range ? 'col-resize' : 'grabbing';
+});
+window.addEventListener('mousemove', event => {
+  if (!drag) return;
+  const x = event.clientX - canvas.getBoundingClientRect().left;
+  if (Math.abs(x - drag.x) > 3) drag.moved = true;
+  if (drag.range) {
+    rangeSelection = { begin: rangeSelection!.begin, end: timeAt(x) };
+    draw();
+  } else if (drag.moved) {
+    const shift = ((x - drag.x) / width()) * (drag.end - drag.begin);
+    setView(drag.begin - shift, drag.end - shift);
+  }
+});
+window.addEventListener('mouseup', event => {
+  if (!drag) return;
+  const finished = drag;
+  drag = null;
+  canvas.style.cursor = 'grab';
+  if (finished.range) {
+    if (!rangeSelection || !finished.moved) { rangeSelection = null; draw(); return; }
+    const begin = Math.max(0, Math.min(rangeSelection.begin, rangeSelection.end));
+    const end = Math.max(rangeSelection.begin, rangeSelection.end);
+    void backend.stats(begin, end).then(showStats);
+    return;
+  }
+  if (finished.moved) return;
+  const rect = canvas.getBoundingClientRect();
+  const x = event.clientX - rect.left, y = event.clientY - rect.top + scroller.scrollTop;
+  const hit = hitBoxes.find(([x0, x1, y0, y1]) => x >= x0 && x <= x1 && y >= y0 && y <= y1);
+  rangeSelection = null;
+  void select(hit ? hit[4] : null);
+});
+canvas.addEventListener('wheel', event => {
+  if (event.shiftKey) return;  // shift+wheel scrolls the lanes
+  event.preventDefault();
+  const delta = event.deltaMode === 1 ? event.deltaY * 16 : event.deltaY;
+  zoomAround(event.offsetX, Math.exp(delta * 0.002));
+}, { passive: false });
+
+// W/S zoom and A/D pan, as Perfetto and Tracy do; zoom around the pointer when it is over the timeline.
+let pointerX: number | null = null;
+canvas.addEventListener('mousemove', event => { pointerX = event.offsetX; });
+canvas.addEventListener('mouseleave', () => { pointerX = null; });
+window.addEventListener('keydown', event => {
+  if (event.target === searchBox) return;
+  const key = event.key.toLowerCase();
+  const anchor = pointerX ?? width() / 2;
+  if (key === 'w') zoomAround(anchor, 0.8);
+  else if (key === 's') zoomAround(anchor, 1.25);
+  else if (key === 'a') pan(-(view.end - view.begin) * 0.1);
+  else if (key === 'd') pan((view.end - view.begin) * 0.1);
+  else if (key === 'escape') { selection = null; rangeSelection = null; draw(); }
+  else return;
+  event.preventDefault();
+});
+scroller.addEventListener('scroll', draw);
+window.addEventListener('resize', resize);
+
+// A hook for tests and the curious: the state the page draws from.
+(window as unknown as Record<string, unknown>).chronicleViewer = {
+  summary: () => summary,
+  view: () => ({ ...view }),
+  data: () => data,
+  counts: () => ({ ...counts }),
+  setView,
+  // Where a task's line is on the page (client coordinates), to click it.
+  taskPoint(index: number) {
+    const line = data?.tasks.lines.find(l => l[3] === index);
+    if (!line) return null;
+    const rect = canvas.getBoundingClientRect();
+    const x0 = Math.max(xOf(line[0]), 0), x1 = Math.min(Math.max(xOf(line[1]), xOf(line[0]) + 2), width());
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + taskY(line[2]) + TASK_ROW / 2 - scroller.scrollTop };
+  },
+};
+
+async function start() {
+  summary = await backend.summary();
+  document.title = `chronicle · ${summary.title}`;
+  (document.getElementById('title') as HTMLSpanElement).textContent = summary.title;
+  layout = computeLayout();
+  view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
+  resize();
+  document.body.dataset.ready = 'true';
+}
+
+start().catch(error => { panel.textContent = `cannot load the trace: ${error}`; });
