@@ -254,11 +254,12 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   json steps = json::array();
   for (const CriticalStep& step : index.critical_path(task_number)) {
     json ref = task_ref(index, step.task);
-    ref["via"] = model::edge_kind_name(step.via);
+    ref["what"] = step.what;
+    ref["at"] = index.to_ns(step.from);
+    ref["contributed"] = index.to_ns(step.to) - index.to_ns(step.from);
     steps.push_back(std::move(ref));
   }
-  // TODO(critical-path): fill from analysis::critical_path when it lands; the shape stays.
-  out["critical_path"] = {{"method", "simple walk back over waits-on and resolved-by edges (placeholder)"},
+  out["critical_path"] = {{"method", "the runs, waits and resolutions that decided when it finished"},
                           {"steps", std::move(steps)}};
   return out;
 }

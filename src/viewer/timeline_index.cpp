@@ -1,5 +1,7 @@
 #include "viewer/timeline_index.hpp"
 
+#include "analysis/critical_path.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -590,39 +592,14 @@ std::pair<uint32_t, uint32_t> TimelineIndex::span_children(uint32_t lane, uint32
 }
 
 std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task) const {
-  // PLACEHOLDER: replace with analysis::critical_path once it lands in main.
-  std::vector<CriticalStep> path;
+  std::vector<CriticalStep> steps;
   const auto& tasks = graph_.tasks();
-  if (task >= tasks.size()) return path;
-  std::set<uint32_t> seen{task};
-  path.push_back({task, model::EdgeKind::waits_on});
-  uint32_t current = task;
-  while (path.size() < 10'000) {
-    const model::Task& here = tasks[current];
-    std::optional<uint32_t> next;
-    auto via = model::EdgeKind::waits_on;
-    uint64_t latest = 0;
-    for (model::TaskId awaited : here.waits_on) {
-      const auto index = task_index(awaited);
-      if (!index || !tasks[*index].resolved || seen.count(*index)) continue;
-      if (!next || *tasks[*index].resolved >= latest) {
-        next = index;
-        latest = *tasks[*index].resolved;
-      }
-    }
-    if (!next && here.resolver != 0 && here.resolver != here.id) {
-      const auto index = task_index(here.resolver);
-      if (index && !seen.count(*index)) {
-        next = index;
-        via = model::EdgeKind::resolved_by;
-      }
-    }
-    if (!next) break;
-    seen.insert(*next);
-    path.push_back({*next, via});
-    current = *next;
+  if (task >= tasks.size()) return steps;
+  for (const analysis::CriticalStep& step : analysis::critical_path(graph_, tasks[task].id).steps) {
+    const auto index = task_index(step.task);
+    if (index) steps.push_back({*index, step.what, step.from, step.to});
   }
-  return path;
+  return steps;
 }
 
 }  // namespace chronicle::viewer

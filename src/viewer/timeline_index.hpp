@@ -179,9 +179,12 @@ struct RangeStats {
 };
 
 // A stretch of a task's critical path: `task` was what `from` waited for.
+// A step of a task's critical path (analysis::critical_path), the task by index.
 struct CriticalStep {
   uint32_t task = 0;
-  model::EdgeKind via = model::EdgeKind::waits_on;
+  std::string what;   // "ran", "ran after t1.5 finished", "resolved by t1.4", ...
+  uint64_t from = 0;  // ticks
+  uint64_t to = 0;
 };
 
 class TimelineIndex {
@@ -221,8 +224,8 @@ class TimelineIndex {
   std::optional<uint32_t> span_parent(uint32_t lane, uint32_t depth, uint32_t index) const;
   std::pair<uint32_t, uint32_t> span_children(uint32_t lane, uint32_t depth, uint32_t index) const;  // [first, last)
 
-  // PLACEHOLDER until analysis::critical_path lands: walks back from the task over the wait it
-  // resolved last, or else its resolver, to where the chain starts; the task itself first.
+  // The chain of runs, waits and resolutions that decided when the task finished, in time order
+  // (analysis::critical_path over the index's task graph).
   std::vector<CriticalStep> critical_path(uint32_t task) const;
 
  private:

@@ -43,7 +43,7 @@ export interface TaskDetails extends TaskRef {
   runs: { thread: string; begin: number; end: number; ended: boolean }[]; notes: Note[]; notes_count: number;
   parent: TaskRef | null; children: TaskRef[]; children_count: number;
   waits_on: TaskRef[]; waited_by: TaskRef[]; resolved_by: TaskRef | null; resolves: TaskRef[];
-  critical_path: { method: string; steps: TaskRef[] };
+  critical_path: { method: string; steps: (TaskRef & { what: string; at: number; contributed: number })[] };
 }
 export interface SpanDetails extends SpanRef {
   kind: 'span'; duration: number; thread: string; fields: Record<string, unknown>;
