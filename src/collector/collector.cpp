@@ -133,8 +133,10 @@ void SessionMapping::validate() const {
   if (h.packet_size < 1024 || h.packet_size % 8 != 0 || h.packets_per_channel < 2 || h.max_channels == 0)
     throw bad(offsetof(ShmHeader, packet_size), "impossible ring geometry");
   const uint64_t rings_end = h.rings_offset + uint64_t{h.max_channels} * h.packets_per_channel * h.packet_size;
+  const uint64_t counts_end = h.packet_events_offset + uint64_t{h.max_channels} * h.packets_per_channel * 4;
   if (h.channel_table_offset + uint64_t{h.max_channels} * sizeof(ChannelDescriptor) > h.strings_offset ||
-      h.strings_offset + h.strings_size > h.rings_offset || rings_end > size_ ||
+      h.strings_offset + h.strings_size > h.rings_offset || rings_end > h.packet_events_offset ||
+      counts_end > size_ || h.packet_events_offset % 4 != 0 ||
       h.strings_size < format::kPacketHeaderSize)
     throw bad(offsetof(ShmHeader, channel_table_offset), "regions overlap or run past the end of the file");
   if (h.clock.frequency_hz == 0) throw bad(offsetof(ShmHeader, clock), "clock frequency is 0");
@@ -193,7 +195,7 @@ void Collector::count_events(const uint8_t* packet, uint64_t content) {
 // Writes one packet trimmed to its content: on disk packet_size = content_size, with the end
 // time and discard count as read (they may be newer than the copy's header).
 void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
-                             uint64_t discarded) {
+                             uint64_t discarded, std::optional<uint64_t> known_events) {
   PacketHeader header_copy;
   std::memcpy(static_cast<void*>(&header_copy), packet, sizeof header_copy);
   const uint64_t packet_size = format::padded_packet_size(content);
@@ -208,7 +210,11 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
                     {const_cast<uint8_t*>(kZeros), packet_size - content}};
   write_all(stream.fd, parts, 3, fmt::format("stream of channel {}", channel));
   stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
-  count_events(packet, content);
+  // Every event takes at least 4 bytes: a larger count is damage, and the packet is walked.
+  if (known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize)
+    stats_.events += *known_events;
+  else
+    count_events(packet, content);
   stats_.bytes += content;
   ++stats_.packets;
 }
@@ -229,7 +235,8 @@ size_t Collector::drain() {
       if (format::check_packet_header(packet, header.packet_size).empty() &&
           packet_header.packet_seq_num.load(std::memory_order_relaxed) == seq) {
         write_packet(channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
-                     packet_header.events_discarded.load(std::memory_order_relaxed));
+                     packet_header.events_discarded.load(std::memory_order_relaxed),
+                     format::packet_event_count(mapping_.base(), header, channel, seq)->load(std::memory_order_relaxed));
         copied += content;
       } else {
         ++stats_.decode_errors;

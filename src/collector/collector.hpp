@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,8 +87,10 @@ class Collector {
     uint64_t last_seq_written = ~uint64_t{0};
   };
   StreamFile& stream_for(uint32_t channel);
+  // `known_events`: the count the writer left for a closed packet; without it the packet's
+  // events are counted by walking them.
   void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
-                    uint64_t discarded);
+                    uint64_t discarded, std::optional<uint64_t> known_events = std::nullopt);
   bool copy_stable(uint32_t channel, uint64_t seq);
   void write_strings();
   void write_metadata(bool refine_clock);

@@ -190,6 +190,15 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
   writer.pos = slot + format::kPacketHeaderSize;
   writer.end = slot + session.header->packet_size;
   writer.last_ticks = ticks;
+  writer.events_in_packet = 0;
+}
+
+// Closes the writer's open packet `seq`: its event count first, then the release store that
+// hands it to the collector.
+void close_packet(Session& session, ThreadWriter& writer, uint64_t seq) {
+  format::packet_event_count(session.base, *session.header, writer.channel, seq)
+      ->store(writer.events_in_packet, std::memory_order_relaxed);
+  channel(session, writer.channel).packets_committed.store(seq + 1, std::memory_order_release);
 }
 
 // The open packet keeps counting what is lost while it waits for a free slot, so the count is
@@ -214,7 +223,7 @@ void close_thread_channel() {
   Session* session = session_of(writer.generation);
   if (session && writer.channel != kNoChannel) {
     ChannelDescriptor& desc = channel(*session, writer.channel);
-    desc.packets_committed.fetch_add(1, std::memory_order_release);
+    close_packet(*session, writer, desc.packets_committed.load(std::memory_order_relaxed));
     desc.state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
   }
   writer = ThreadWriter{};
@@ -347,7 +356,7 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
     note_discarded(desc, writer, ticks);
     return false;
   }
-  desc.packets_committed.store(seq + 1, std::memory_order_release);
+  close_packet(*session, writer, seq);
   open_packet(*session, writer, seq + 1, ticks);
   // Past half full, a sleeping collector is woken rather than left to its timer: one syscall
   // per packet, and only while the ring is filling.
@@ -430,7 +439,8 @@ bool start(const Config& config) {
   const uint64_t table_size = round_up(uint64_t{config.max_threads} * sizeof(ChannelDescriptor), 4096);
   const uint64_t strings_offset = table_offset + table_size;
   const uint64_t rings_offset = strings_offset + kStringsRegionSize;
-  const uint64_t file_size = rings_offset + uint64_t{config.max_threads} * packets * config.packet_size;
+  const uint64_t packet_events_offset = rings_offset + uint64_t{config.max_threads} * packets * config.packet_size;
+  const uint64_t file_size = packet_events_offset + uint64_t{config.max_threads} * packets * sizeof(uint32_t);
 
   static std::atomic<unsigned> serial{0};
   session->path = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
@@ -473,6 +483,7 @@ bool start(const Config& config) {
   header.strings_offset = strings_offset;
   header.strings_size = kStringsRegionSize;
   header.rings_offset = rings_offset;
+  header.packet_events_offset = packet_events_offset;
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
 
@@ -530,7 +541,7 @@ void stop() {
   // they stand by the collector.
   ThreadWriter& writer = detail::t_writer;
   if (writer.generation == session->generation && writer.channel != kNoChannel) {
-    channel(*session, writer.channel).packets_committed.fetch_add(1, std::memory_order_release);
+    close_packet(*session, writer, channel(*session, writer.channel).packets_committed.load(std::memory_order_relaxed));
     channel(*session, writer.channel)
         .state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
   }

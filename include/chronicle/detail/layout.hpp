@@ -159,6 +159,9 @@ struct ShmHeader {
   uint64_t strings_offset;  // one CTF packet of stream kStreamStrings, append only
   uint64_t strings_size;
   uint64_t rings_offset;
+  // Per channel and ring slot, the number of events of the packet closed in that slot (u32),
+  // written by the writer before it publishes the packet: the collector counts without decoding.
+  uint64_t packet_events_offset;
   uint64_t file_size;
   std::atomic<uint32_t> channel_count;
   std::atomic<uint32_t> state;                            // SessionState
@@ -193,6 +196,12 @@ inline size_t ring_bytes(const ShmHeader& header) {
 
 inline ChannelDescriptor* channel_table(void* base, const ShmHeader& header) {
   return reinterpret_cast<ChannelDescriptor*>(static_cast<uint8_t*>(base) + header.channel_table_offset);
+}
+
+inline std::atomic<uint32_t>* packet_event_count(void* base, const ShmHeader& header, uint32_t channel,
+                                                uint64_t seq) {
+  return reinterpret_cast<std::atomic<uint32_t>*>(static_cast<uint8_t*>(base) + header.packet_events_offset) +
+         size_t{channel} * header.packets_per_channel + seq % header.packets_per_channel;
 }
 
 inline uint8_t* ring_slot(void* base, const ShmHeader& header, uint32_t channel, uint64_t seq) {

@@ -38,6 +38,7 @@ struct ThreadWriter {
   uint64_t last_ticks;
   uint32_t generation;  // the session this state belongs to; 0: none
   uint32_t channel;
+  uint32_t events_in_packet;
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
@@ -107,6 +108,7 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, s
 CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint8_t* event_end, uint64_t ticks) {
   writer.pos = event_end;
   writer.last_ticks = ticks;
+  ++writer.events_in_packet;
   writer.packet->timestamp_end.store(ticks, std::memory_order_relaxed);
   writer.packet->content_size_bits.store(
       static_cast<uint64_t>(event_end - reinterpret_cast<uint8_t*>(writer.packet)) * 8, std::memory_order_release);
