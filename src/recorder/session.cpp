@@ -358,11 +358,11 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   }
   close_packet(*session, writer, seq);
   open_packet(*session, writer, seq + 1, ticks);
-  // Past half full, a sleeping collector is woken rather than left to its timer: one syscall
+  // Past a quarter full, a sleeping collector is woken rather than left to its timer: one syscall
   // per packet, and only while the ring is filling.
   if (session->header->policy == format::BufferPolicy::stream &&
       session->header->collector_waiting.load(std::memory_order_relaxed) != 0 &&
-      2 * (seq + 2 - desc.packets_consumed.load(std::memory_order_relaxed)) >= session->header->packets_per_channel)
+      4 * (seq + 2 - desc.packets_consumed.load(std::memory_order_relaxed)) >= session->header->packets_per_channel)
     collector::request_drain(*session->header);
   return true;
 }
