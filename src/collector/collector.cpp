@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/file.h>
-#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -135,9 +135,8 @@ void SessionMapping::validate() const {
   const uint64_t rings_end = h.rings_offset + uint64_t{h.max_channels} * h.packets_per_channel * h.packet_size;
   const uint64_t counts_end = h.packet_events_offset + uint64_t{h.max_channels} * h.packets_per_channel * 4;
   if (h.channel_table_offset + uint64_t{h.max_channels} * sizeof(ChannelDescriptor) > h.strings_offset ||
-      h.strings_offset + h.strings_size > h.rings_offset || rings_end > h.packet_events_offset ||
-      counts_end > size_ || h.packet_events_offset % 4 != 0 ||
-      h.strings_size < format::kPacketHeaderSize)
+      h.strings_offset + h.strings_size > h.rings_offset || rings_end > h.packet_events_offset || counts_end > size_ ||
+      h.packet_events_offset % 4 != 0 || h.strings_size < format::kPacketHeaderSize)
     throw bad(offsetof(ShmHeader, channel_table_offset), "regions overlap or run past the end of the file");
   if (h.clock.frequency_hz == 0) throw bad(offsetof(ShmHeader, clock), "clock frequency is 0");
 }
@@ -234,9 +233,10 @@ size_t Collector::drain() {
       const uint64_t content = format::content_bytes(packet_header);
       if (format::check_packet_header(packet, header.packet_size).empty() &&
           packet_header.packet_seq_num.load(std::memory_order_relaxed) == seq) {
-        write_packet(channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
-                     packet_header.events_discarded.load(std::memory_order_relaxed),
-                     format::packet_event_count(mapping_.base(), header, channel, seq)->load(std::memory_order_relaxed));
+        write_packet(
+            channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
+            packet_header.events_discarded.load(std::memory_order_relaxed),
+            format::packet_event_count(mapping_.base(), header, channel, seq)->load(std::memory_order_relaxed));
         copied += content;
       } else {
         ++stats_.decode_errors;

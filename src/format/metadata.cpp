@@ -56,24 +56,6 @@ std::string string_value(std::string_view text, std::string_view key) {
   return value ? std::string(*value) : std::string();
 }
 
-std::string_view tsdl_type(FieldType type) {
-  switch (type) {
-    case FieldType::u8:
-      return "uint8_t";
-    case FieldType::u32:
-      return "uint32_t";
-    case FieldType::u64:
-      return "uint64_t";
-    case FieldType::s64:
-      return "int64_t";
-    case FieldType::f64:
-      return "double";
-    case FieldType::string:
-      return "string";
-  }
-  return "?";
-}
-
 }  // namespace
 
 ClockOffset clock_offset(const ClockCalibration& clock) {
@@ -191,10 +173,10 @@ std::string make_metadata(const TraceDescription& trace) {
     add("  fields := struct {");
     for (const FieldSpec& field : event.fields) {
       if (field.enumerators.empty()) {
-        out += fmt::format("    {} _{};\n", tsdl_type(field.type), field.name);
+        out += fmt::format("    {} _{};\n", field_type_name(field.type), field.name);
         continue;
       }
-      out += fmt::format("    enum : {} {{", tsdl_type(field.type));
+      out += fmt::format("    enum : {} {{", field_type_name(field.type));
       for (size_t value = 0; value < field.enumerators.size(); ++value)
         out += fmt::format("{} {} = {}", value == 0 ? "" : ",", field.enumerators[value], value);
       out += fmt::format(" }} _{};\n", field.name);

@@ -22,6 +22,7 @@
 #include "chronicle/metrics.hpp"
 #include "metrics/metric_names.hpp"
 #include "recorder/clock.hpp"
+#include "recorder/environment.hpp"
 
 namespace chronicle {
 namespace detail {
@@ -62,17 +63,6 @@ MetricsRegistry& metrics_registry() {
   return *instance;
 }
 
-std::string read_process_name() {
-  char name[64] = {};
-  int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = ::read(fd, name, sizeof name - 1);
-    ::close(fd);
-    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
-  }
-  return name;
-}
-
 std::string metrics_directory() {
   const char* directory = std::getenv("CHRONICLE_METRICS_DIR");
   return directory && *directory ? directory : "/dev/shm";
@@ -83,7 +73,7 @@ void fill_header(uint8_t* base, MetricsHeader& header) {
   header.header_size = format::kMetricsHeaderSize;
   header.pid = getpid();
   header.entry_size = sizeof(MetricEntry);
-  const std::string name = read_process_name();
+  const std::string name = recorder::read_process_name();
   std::strncpy(header.process_name, name.c_str(), sizeof header.process_name - 1);
   header.directory_offset = format::kMetricsDirectoryOffset;
   header.shards_offset = format::kMetricsShardsOffset;

@@ -39,6 +39,17 @@ size_t parse_size(std::string_view text) {
   return static_cast<size_t>(number << shift);
 }
 
+std::string read_process_name() {
+  char name[64] = {};
+  int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = ::read(fd, name, sizeof name - 1);
+    ::close(fd);
+    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
+  }
+  return name;
+}
+
 std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid) {
   std::error_code error;
   std::filesystem::create_directories(output, error);

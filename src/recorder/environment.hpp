@@ -19,6 +19,9 @@ inline constexpr const char* kEnvShmDir = "CHRONICLE_SHM_DIR";
 inline constexpr const char* kEnvCollector = "CHRONICLE_COLLECTOR";  // "external": `chronicle record` drains
 inline constexpr const char* kEnvKeepShm = "CHRONICLE_KEEP_SHM";
 
+// This process's name, as the kernel has it (/proc/self/comm; "" if unreadable).
+std::string read_process_name();
+
 // The directory a process writes its trace into when several processes share one output
 // directory: the first to claim `output` gets it, the others a subdirectory <name>-<pid>.
 std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid);

@@ -237,17 +237,6 @@ struct ThreadExit {
 };
 thread_local ThreadExit t_thread_exit;
 
-std::string read_process_name() {
-  char name[64] = {};
-  int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = ::read(fd, name, sizeof name - 1);
-    ::close(fd);
-    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
-  }
-  return name;
-}
-
 void fill_random(uint8_t* out, size_t size) {
   std::random_device device;
   for (size_t i = 0; i < size; ++i) out[i] = static_cast<uint8_t>(device());
@@ -470,7 +459,7 @@ bool start(const Config& config) {
   fill_random(header.uuid, sizeof header.uuid);
   header.pid = getpid();
   header.policy = config.mode == Mode::flight ? format::BufferPolicy::flight : format::BufferPolicy::stream;
-  std::string process_name = read_process_name();
+  std::string process_name = recorder::read_process_name();
   std::strncpy(header.process_name, process_name.c_str(), sizeof header.process_name - 1);
   gethostname(header.hostname, sizeof header.hostname - 1);
   const bool use_tsc = recorder::tsc_is_usable();
@@ -603,7 +592,7 @@ namespace chronicle {
 namespace {
 
 std::string process_name_for_output() {
-  std::string name = read_process_name();
+  std::string name = recorder::read_process_name();
   return name.empty() ? std::string("process") : name;
 }
 

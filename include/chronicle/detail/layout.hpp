@@ -164,9 +164,9 @@ struct ShmHeader {
   uint64_t packet_events_offset;
   uint64_t file_size;
   std::atomic<uint32_t> channel_count;
-  std::atomic<uint32_t> state;                            // SessionState
-  std::atomic<uint64_t> events_no_channel;                // dropped: more threads than max_channels
-  std::atomic<uint64_t> strings_dropped;                  // definitions that did not fit the strings packet
+  std::atomic<uint32_t> state;              // SessionState
+  std::atomic<uint64_t> events_no_channel;  // dropped: more threads than max_channels
+  std::atomic<uint64_t> strings_dropped;    // definitions that did not fit the strings packet
   // A sleeping collector waits on drain_requests (a futex word, shared between processes); a
   // writer whose ring passes half full bumps it and wakes the collector, if one is waiting.
   std::atomic<uint32_t> drain_requests;
@@ -198,8 +198,7 @@ inline ChannelDescriptor* channel_table(void* base, const ShmHeader& header) {
   return reinterpret_cast<ChannelDescriptor*>(static_cast<uint8_t*>(base) + header.channel_table_offset);
 }
 
-inline std::atomic<uint32_t>* packet_event_count(void* base, const ShmHeader& header, uint32_t channel,
-                                                uint64_t seq) {
+inline std::atomic<uint32_t>* packet_event_count(void* base, const ShmHeader& header, uint32_t channel, uint64_t seq) {
   return reinterpret_cast<std::atomic<uint32_t>*>(static_cast<uint8_t*>(base) + header.packet_events_offset) +
          size_t{channel} * header.packets_per_channel + seq % header.packets_per_channel;
 }

@@ -181,8 +181,10 @@ class ScopedSpan {
   }
   CHRONICLE_INLINE ~ScopedSpan() {
     if (generation_ != 0) [[unlikely]] {
-      if (begin_dropped_) count_discarded(generation_);
-      else emit_span_end(generation_);
+      if (begin_dropped_)
+        count_discarded(generation_);
+      else
+        emit_span_end(generation_);
     }
   }
   ScopedSpan(const ScopedSpan&) = delete;
