@@ -125,4 +125,31 @@ class SpanPairing {
   uint64_t next_sequence_ = 1;
 };
 
+// The tasks running on each thread, innermost last (a handler may run inside another's run,
+// as Asio's dispatch does), followed from task_run_begin / task_run_end in time order.
+class RunningTasks {
+ public:
+  void follow(const reader::Event& event) {
+    if (event.type == format::EventId::task_run_begin) {
+      stacks_[event.thread_id].push_back(event.task);
+    } else if (event.type == format::EventId::task_run_end) {
+      auto& stack = stacks_[event.thread_id];
+      for (size_t i = stack.size(); i-- > 0;)
+        if (stack[i] == event.task) {
+          stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+    }
+  }
+  // The innermost task running on the thread; 0 when none.
+  model::TaskId innermost(uint32_t thread_id) const {
+    const auto found = stacks_.find(thread_id);
+    return found == stacks_.end() || found->second.empty() ? 0 : found->second.back();
+  }
+  void clear() { stacks_.clear(); }
+
+ private:
+  std::map<uint32_t, std::vector<model::TaskId>> stacks_;
+};
+
 }  // namespace chronicle::exports

@@ -175,10 +175,8 @@ class OtlpWriter {
 
   // The span a thread span at the top of its thread's stack belongs to: the task running there.
   uint64_t running_task_span(uint32_t thread_id) {
-    const auto found = running_.find(thread_id);
-    if (found == running_.end() || found->second.empty()) return 0;
-    const model::TaskId task = found->second.back();
-    return graph_->find(task) ? ids_->task_span(task) : 0;
+    const model::TaskId task = running_.innermost(thread_id);
+    return task != 0 && graph_->find(task) ? ids_->task_span(task) : 0;
   }
 
   void write_thread_spans(ProgressCounter& progress) {
@@ -221,24 +219,15 @@ class OtlpWriter {
           const auto& open = spans.open_on(event.thread_id);
           if (!open.empty()) {
             events_of[open.back().sequence].add(std::move(span_event));
-          } else if (const auto found = running_.find(event.thread_id);
-                     found != running_.end() && !found->second.empty()) {
-            task_events_[found->second.back()].add(std::move(span_event));
+          } else if (const model::TaskId task = running_.innermost(event.thread_id); task != 0) {
+            task_events_[task].add(std::move(span_event));
           }
           break;
         }
         case format::EventId::task_run_begin:
-          running_[event.thread_id].push_back(event.task);
+        case format::EventId::task_run_end:
+          running_.follow(event);
           break;
-        case format::EventId::task_run_end: {
-          auto& stack = running_[event.thread_id];
-          for (size_t i = stack.size(); i-- > 0;)
-            if (stack[i] == event.task) {
-              stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
-              break;
-            }
-          break;
-        }
         default:
           break;
       }
@@ -300,7 +289,7 @@ class OtlpWriter {
   const model::TaskGraph* graph_ = nullptr;
   std::optional<OtlpIds> ids_;
   bool first_span_ = true;
-  std::map<uint32_t, std::vector<model::TaskId>> running_;  // per thread, innermost last
+  RunningTasks running_;
   std::map<model::TaskId, EventList> task_events_;
 };
 

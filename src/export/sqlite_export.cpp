@@ -210,12 +210,9 @@ class SqliteWriter {
 
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
     SpanPairing spans;
-    std::map<uint32_t, std::vector<model::TaskId>> running;  // per thread, innermost last
+    RunningTasks running;
     std::map<uint64_t, model::TaskId> task_of_open_span;
-    auto running_task = [&](uint32_t thread_id) -> model::TaskId {
-      const auto found = running.find(thread_id);
-      return found == running.end() || found->second.empty() ? 0 : found->second.back();
-    };
+    auto running_task = [&running](uint32_t thread_id) { return running.innermost(thread_id); };
     uint64_t last_sequence = 0;
     ThreadSpan closed;
     trace_->for_each_event([&](const reader::Event& event) {
@@ -258,17 +255,9 @@ class SqliteWriter {
           break;
         }
         case format::EventId::task_run_begin:
-          running[event.thread_id].push_back(event.task);
+        case format::EventId::task_run_end:
+          running.follow(event);
           break;
-        case format::EventId::task_run_end: {
-          auto& stack = running[event.thread_id];
-          for (size_t i = stack.size(); i-- > 0;)
-            if (stack[i] == event.task) {
-              stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
-              break;
-            }
-          break;
-        }
         default:
           break;
       }

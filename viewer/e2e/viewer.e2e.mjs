@@ -51,7 +51,7 @@ const numberOf = async (page, name) => Number(await attribute(page, name));
 // Waits until the page has drawn an answer for the view it shows now.
 async function settled(page) {
   await page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.settled === 'true',
-                             null, { timeout: 10000 });
+                             null, { timeout: 60000 });
   // The frame drawn from the answer comes on the next animation frame.
   await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve))));
 }
@@ -90,6 +90,7 @@ try {
 
   await step('the echo example: lanes, tasks and arrows drawn match the model', async () => {
     const page = await browser.newPage();
+    page.setDefaultTimeout(60000);
     await page.goto(await serve(echoTrace));
     await checkDrawnMatchesModel(page, modelCounts(echoTrace), 2);
     await page.screenshot({ path: join(artifacts, 'echo-full.png') });
@@ -97,6 +98,7 @@ try {
   });
 
   const page = await browser.newPage();
+    page.setDefaultTimeout(60000);
   page.on('pageerror', error => results.push(`page error: ${error.message}`));
   await step('the demo trace: lanes, tasks and arrows drawn match the model', async () => {
     await page.goto(await serve(demoTrace));
@@ -194,6 +196,7 @@ try {
     const html = join(work, 'demo.html');
     execFileSync(chronicle, ['view', '--html', html, demoTrace], { stdio: 'inherit' });
     const offline = await browser.newPage();
+    offline.setDefaultTimeout(60000);
     await offline.goto(`file://${html}`);
     await checkDrawnMatchesModel(offline, modelCounts(demoTrace), 3);
     await offline.fill('#search', 'job 0.5');
