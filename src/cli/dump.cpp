@@ -155,8 +155,6 @@ int dump_tasks(const reader::Trace& trace, const DumpOptions& options, uint64_t&
 
 int run_dump(const DumpOptions& options) {
   const auto traces = reader::find_traces(options.directory);
-  if (traces.empty())
-    throw reader::TraceError(options.directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   uint64_t printed = 0;
   std::string line;
   for (const auto& directory : traces) {

@@ -46,8 +46,6 @@ std::string utc_time(int64_t unix_ns) {
 
 int print_counter_windows(const StatsOptions& options) {
   const auto traces = reader::find_traces(options.directory);
-  if (traces.empty())
-    throw reader::TraceError(options.directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   for (const auto& directory : traces) {
     reader::Trace trace(directory);
     const analysis::CounterWindows windows(trace);
@@ -221,8 +219,6 @@ int print_critical_path(const reader::Trace& trace, const model::TaskGraph& grap
 
 int print_summary(const StatsOptions& options) {
   const auto traces = reader::find_traces(options.directory);
-  if (traces.empty())
-    throw reader::TraceError(options.directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < traces.size(); ++i) {
     reader::Trace trace(traces[i]);

@@ -3,9 +3,9 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <fmt/format.h>
 #include <chrono>
 #include <cstdio>
-#include <fmt/format.h>
 #include <fstream>
 
 #include "cli/common.hpp"
@@ -33,8 +33,6 @@ struct ViewOptions {
 
 int run_view(const ViewOptions& options) {
   const auto traces = reader::find_traces(options.directory);
-  if (traces.empty())
-    throw reader::TraceError(options.directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   if (traces.size() > 1)
     fmt::print(stderr, "chronicle: {} traces under {}; showing {} (name one directory to see another)\n", traces.size(),
                options.directory, traces.front());
@@ -75,7 +73,8 @@ int run_view(const ViewOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   viewer::ViewerServer server(index, title, options.address, options.port);
   if (viewer::embedded_assets().empty())
-    fmt::print(stderr, "chronicle: this build has no viewer page (CHRONICLE_BUILD_VIEWER=OFF); only the JSON API answers\n");
+    fmt::print(stderr,
+               "chronicle: this build has no viewer page (CHRONICLE_BUILD_VIEWER=OFF); only the JSON API answers\n");
   const bool ipv6 = options.address.find(':') != std::string::npos;
   fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n", traces.front(), ipv6 ? "[" : "", options.address,
              ipv6 ? "]" : "", server.port());
@@ -89,7 +88,8 @@ int run_view(const ViewOptions& options) {
 
 Command add_view(CLI::App& app) {
   auto options = std::make_shared<ViewOptions>();
-  CLI::App* view = app.add_subcommand("view", "Serve a trace to the viewer in a browser (or write it as one HTML file)");
+  CLI::App* view =
+      app.add_subcommand("view", "Serve a trace to the viewer in a browser (or write it as one HTML file)");
   view->add_option("DIR", options->directory, "Trace directory")->required();
   view->add_option("--port", options->port, "Port to listen on (0: a free one, printed)");
   view->add_option("--address", options->address, "Address to listen on")->capture_default_str();

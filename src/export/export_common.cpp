@@ -13,8 +13,6 @@ namespace chronicle::exports {
 
 std::vector<reader::Trace> open_traces(const std::string& directory) {
   const auto directories = reader::find_traces(directory);
-  if (directories.empty())
-    throw reader::TraceError(directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   std::vector<reader::Trace> traces;
   traces.reserve(directories.size());
   for (const auto& path : directories) traces.emplace_back(path);

@@ -1,5 +1,9 @@
 #include "metrics/metric_names.hpp"
 
+#include <fmt/format.h>
+
+#include <iterator>
+
 #include <algorithm>
 
 #include "chronicle/detail/metrics_layout.hpp"
@@ -53,6 +57,16 @@ LabelList decode_labels(std::string_view encoded) {
     encoded.remove_prefix(std::min(value_end + 1, encoded.size()));
   }
   return labels;
+}
+
+std::string series_name(std::string_view name, const LabelList& labels) {
+  std::string text(name);
+  if (labels.empty()) return text;
+  text += '{';
+  for (size_t i = 0; i < labels.size(); ++i)
+    fmt::format_to(std::back_inserter(text), "{}{}=\"{}\"", i ? "," : "", labels[i].first, labels[i].second);
+  text += '}';
+  return text;
 }
 
 }  // namespace chronicle::metrics

@@ -19,4 +19,7 @@ bool valid_label_name(std::string_view name);
 std::string encode_labels(const LabelList& labels);
 LabelList decode_labels(std::string_view encoded);
 
+// How a series reads to people and in exposition: name{label="value",...}.
+std::string series_name(std::string_view name, const LabelList& labels);
+
 }  // namespace chronicle::metrics

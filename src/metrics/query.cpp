@@ -146,14 +146,4 @@ std::optional<MetricSample> merge_histograms(const MetricsSnapshot& snapshot, st
   return merged;
 }
 
-std::string series_name(std::string_view name, const LabelList& labels) {
-  std::string text(name);
-  if (labels.empty()) return text;
-  text += '{';
-  for (size_t i = 0; i < labels.size(); ++i)
-    fmt::format_to(std::back_inserter(text), "{}{}=\"{}\"", i ? "," : "", labels[i].first, labels[i].second);
-  text += '}';
-  return text;
-}
-
 }  // namespace chronicle::metrics

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics/metric_names.hpp"
 #include "metrics/snapshot.hpp"
 
 namespace chronicle::metrics {
@@ -56,8 +57,5 @@ double quantile(const MetricSample& histogram, double q);
 // others are skipped). nullopt when there is none.
 std::optional<MetricSample> merge_histograms(const MetricsSnapshot& snapshot, std::string_view name,
                                              const LabelList& where = {});
-
-// "name{key="value",...}" (labels in stored order).
-std::string series_name(std::string_view name, const LabelList& labels);
 
 }  // namespace chronicle::metrics

@@ -208,16 +208,6 @@ struct MetricShardRelease {
 };
 thread_local MetricShardRelease t_metric_shard_release;
 
-std::string series_text(std::string_view name, const Labels& labels) {
-  std::string text(name);
-  if (labels.empty()) return text;
-  text += '{';
-  for (size_t i = 0; i < labels.size(); ++i)
-    fmt::format_to(std::back_inserter(text), "{}{}=\"{}\"", i ? "," : "", labels[i].first, labels[i].second);
-  text += '}';
-  return text;
-}
-
 format::SiteKind site_kind(MetricKind kind) {
   switch (kind) {
     case MetricKind::counter:
@@ -299,7 +289,7 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
       throw std::invalid_argument(fmt::format("histogram {}: bucket bounds must increase", name));
   }
   const std::string encoded_labels = metrics::encode_labels(labels);
-  const std::string series = series_text(name, labels);
+  const std::string series = metrics::series_name(name, labels);
 
   MetricsRegistry& reg = metrics_registry();
   std::lock_guard lock(reg.mutex);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "reader/trace_reader.hpp"
+
 namespace chronicle::reader {
 
 std::vector<std::string> find_traces(const std::string& directory) {
@@ -15,6 +17,7 @@ std::vector<std::string> find_traces(const std::string& directory) {
     if (entry.is_directory() && fs::exists(entry.path() / "metadata", error)) children.push_back(entry.path().string());
   std::sort(children.begin(), children.end());
   traces.insert(traces.end(), children.begin(), children.end());
+  if (traces.empty()) throw TraceError(directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   return traces;
 }
 
