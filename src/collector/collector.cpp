@@ -170,13 +170,12 @@ Collector::~Collector() {
     if (stream.fd >= 0) ::close(stream.fd);
 }
 
-Collector::StreamFile& Collector::stream_for(uint32_t channel) {
-  StreamFile& stream = streams_[channel];
+Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
+  StreamFile& stream = streams_[packet.stream_instance_id];
   if (stream.fd >= 0) return stream;
-  const ChannelDescriptor& desc = format::channel_table(mapping_.base(), mapping_.header())[channel];
-  std::string path = fmt::format("{}/thread-{}", output_dir_, desc.thread_id);
+  std::string path = fmt::format("{}/thread-{}", output_dir_, packet.thread_id);
   for (int suffix = 2; std::filesystem::exists(path); ++suffix)
-    path = fmt::format("{}/thread-{}-{}", output_dir_, desc.thread_id, suffix);
+    path = fmt::format("{}/thread-{}-{}", output_dir_, packet.thread_id, suffix);
   stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (stream.fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   return stream;
@@ -202,7 +201,8 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   header_copy.packet_size_bits = packet_size * 8;
   header_copy.timestamp_end.store(std::max(timestamp_end, header_copy.timestamp_begin), std::memory_order_relaxed);
   header_copy.events_discarded.store(discarded, std::memory_order_relaxed);
-  StreamFile& stream = stream_for(channel);
+  StreamFile& stream = stream_for(header_copy);
+  stream.last_discarded = std::max(stream.last_discarded, discarded);
   static const uint8_t kZeros[format::kPacketAlignment] = {};
   iovec parts[3] = {{&header_copy, sizeof header_copy},
                     {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize},
@@ -251,13 +251,13 @@ size_t Collector::drain() {
 
 // Copies the packet of sequence `seq` from its slot, checking with the seqlock that the writer
 // did not reuse the slot meanwhile; writes it if the copy is whole. Returns whether it did.
-bool Collector::copy_stable(uint32_t channel, uint64_t seq) {
+bool Collector::copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_at_least) {
   const ShmHeader& header = mapping_.header();
   const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
   if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return false;
   const uint64_t content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
-  const uint64_t discarded = live.events_discarded.load(std::memory_order_relaxed);
+  const uint64_t discarded = std::max(live.events_discarded.load(std::memory_order_relaxed), discarded_at_least);
   std::memcpy(scratch_.data(), packet, content);
   const uint64_t timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
   format::memory_fence(std::memory_order_acquire);
@@ -278,20 +278,21 @@ void Collector::finish() {
   drain();
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
   ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
-  stats_.discarded = 0;
   for (uint32_t channel = 0; channel < channels; ++channel) {
     ChannelDescriptor& desc = table[channel];
     const uint64_t open_seq = desc.packets_committed.load(std::memory_order_acquire);
-    // The packet being filled when the program stopped or died: its committed prefix.
+    // The packet being filled when the program stopped or died: its committed prefix, with the
+    // channel's count of discarded events (a signal handler's drops reach only the channel).
     if (open_seq >= consumed_[channel]) {
       const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, open_seq);
       const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
+      const uint64_t discarded = desc.events_discarded.load(std::memory_order_relaxed);
       const bool has_content = format::content_bytes(live) > format::kPacketHeaderSize ||
-                               live.events_discarded.load(std::memory_order_relaxed) > 0;
-      if (has_content) copy_stable(channel, open_seq);
+                               live.events_discarded.load(std::memory_order_relaxed) > 0 || discarded > 0;
+      if (has_content) copy_stable(channel, open_seq, discarded);
     }
-    stats_.discarded += desc.events_discarded.load(std::memory_order_relaxed);
   }
+  stats_.discarded = discarded_in_streams();
   write_strings();
   write_metadata(true);
 }
@@ -300,16 +301,22 @@ void Collector::snapshot() {
   const ShmHeader& header = mapping_.header();
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
   const ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
-  stats_.discarded = 0;
   for (uint32_t channel = 0; channel < channels; ++channel) {
     const uint64_t open_seq = table[channel].packets_committed.load(std::memory_order_acquire);
     const uint64_t window = header.packets_per_channel;
     const uint64_t first = open_seq + 1 > window ? open_seq + 1 - window : 0;
-    for (uint64_t seq = std::max(first, consumed_[channel]); seq <= open_seq; ++seq) copy_stable(channel, seq);
-    stats_.discarded += table[channel].events_discarded.load(std::memory_order_relaxed);
+    for (uint64_t seq = std::max(first, consumed_[channel]); seq <= open_seq; ++seq)
+      copy_stable(channel, seq, seq == open_seq ? table[channel].events_discarded.load(std::memory_order_relaxed) : 0);
   }
+  stats_.discarded = discarded_in_streams();
   write_strings();
   write_metadata(true);
+}
+
+uint64_t Collector::discarded_in_streams() const {
+  uint64_t sum = 0;
+  for (const auto& [instance, stream] : streams_) sum += stream.last_discarded;
+  return sum;
 }
 
 void Collector::write_strings() {

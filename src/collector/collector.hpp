@@ -82,24 +82,28 @@ class Collector {
   const std::string& output_dir() const { return output_dir_; }
 
  private:
+  // One per stream instance: a channel's ring carries the packets of each thread that used it
+  // in turn, told apart by the packet header's stream_instance_id.
   struct StreamFile {
     int fd = -1;
     uint64_t last_seq_written = ~uint64_t{0};
+    uint64_t last_discarded = 0;  // cumulative for this stream, as last written
   };
-  StreamFile& stream_for(uint32_t channel);
+  StreamFile& stream_for(const format::PacketHeader& packet);
   // `known_events`: the count the writer left for a closed packet; without it the packet's
   // events are counted by walking them.
   void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
                     uint64_t discarded, std::optional<uint64_t> known_events = std::nullopt);
-  bool copy_stable(uint32_t channel, uint64_t seq);
+  bool copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_at_least = 0);
+  uint64_t discarded_in_streams() const;
   void write_strings();
   void write_metadata(bool refine_clock);
   void count_events(const uint8_t* packet, uint64_t content);
 
   SessionMapping& mapping_;
   std::string output_dir_;
-  std::map<uint32_t, StreamFile> streams_;
-  std::vector<uint64_t> consumed_;  // per channel, stream policy
+  std::map<uint64_t, StreamFile> streams_;  // by stream instance
+  std::vector<uint64_t> consumed_;          // per channel, stream policy
   std::vector<uint8_t> scratch_;
   CollectorStats stats_;
 };

@@ -1,7 +1,44 @@
 // A tracing session: the shared mapping, channel registration, packet switching, interning.
 // Everything here is off the hot path (see chronicle/detail/writer.hpp for that).
+//
+// ---- Trace points and stop() ---------------------------------------------------------------
+// Each thread has one state byte, ThreadWriter::state (writer.hpp):
+//
+//   outside --(enter_trace_point: store 1, signal fence, reload g_generation)--> writing
+//   writing --(leave_trace_point: signal fence, store 0 release)--> outside
+//   outside --(a slow path that takes the registry lock)--> in slow path --> outside
+//
+// * A signal handler that finds its own thread's byte non-zero drops its event and counts it
+//   with an atomic add (count_nested_drop), so it never interleaves with the event it
+//   interrupted and never waits for a lock that thread holds.
+// * stop() stores g_generation = 0, then runs membarrier(PRIVATE_EXPEDITED): every thread of the
+//   process has then passed a full barrier. A writer whose store of 1 came before that barrier
+//   is seen by stop(), which waits until it stores 0 (release; stop() loads with acquire, so all
+//   its writes to the mapping happen before the unmap). A writer whose store came after it
+//   reloads g_generation after its store, sees the change and writes nothing. Only the heavy
+//   side pays for the store->load ordering; the trace point has a compiler fence only.
+// * Threads in a slow path (state 2) may wait for the registry lock that stop() holds while it
+//   waits: stop() does not wait for them, because a slow path revalidates the session under the
+//   lock before it touches the mapping.
+// * Without membarrier (old kernel, seccomp), or when a writer stays inside a trace point for
+//   longer than kQuiescenceLimit (stopped by a debugger, blocked in a signal handler), the
+//   mapping is kept mapped, as every mapping was before: leaking is safe, unmapping is not.
+//
+// ---- Channels --------------------------------------------------------------------------------
+// A channel (one ring) belongs to one thread at a time, under the registry lock:
+//   unused --attach--> active --thread exit (pthread key destructor) or stop--> closed
+//   closed --attach of another thread: epoch + 1--> active
+// A reused channel keeps its packet sequence: the new thread's packets queue behind the old
+// one's in the same ring, so nothing needs to be drained first. Each packet's
+// stream_instance_id is (epoch << 32 | channel), so readers split the ring into one stream per
+// thread; events_discarded starts again from 0 for each epoch (it is cumulative per stream).
+// A ring's memory is reserved (posix_fallocate) when its channel is first used: a full
+// /dev/shm refuses the thread a channel, and its events are counted in events_no_channel,
+// instead of a SIGBUS at an arbitrary store.
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,6 +48,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -32,9 +70,10 @@ namespace detail {
 
 std::atomic<uint32_t> g_generation{0};
 std::atomic<bool> g_clock_is_tsc{false};
-// Before any session exists, categories read as off (never reached: g_generation is 0 then).
-static std::atomic<uint8_t> g_no_categories[format::kMaxCategories];
-std::atomic<uint8_t>* g_category_enabled = g_no_categories;
+// In process memory, not in the mapping: a trace point reads its category's flag before it
+// enters the trace point, when the mapping of a session being stopped may be going away. Each
+// session's mapping holds a copy for outside readers.
+std::atomic<uint8_t> g_category_enabled[format::kMaxCategories];
 thread_local constinit ThreadWriter t_writer{};
 
 uint64_t read_monotonic_ns() {
@@ -55,6 +94,7 @@ using format::ShmHeader;
 
 constexpr uint32_t kNoChannel = ~uint32_t{0};
 constexpr size_t kStringsRegionSize = size_t{4} << 20;
+constexpr auto kQuiescenceLimit = std::chrono::milliseconds(200);
 
 struct Session {
   Config config;
@@ -66,6 +106,8 @@ struct Session {
   ShmHeader* header = nullptr;
   uint64_t strings_last_ticks = 0;
   std::vector<std::string> category_patterns;  // empty: all
+  // Bumped when a channel closes, so threads that found none try again (writer.hpp).
+  std::atomic<uint32_t> channel_releases{0};
 
   // The in-process collector, when config.output is set.
   std::thread collector_thread;
@@ -74,8 +116,9 @@ struct Session {
   std::string collector_error;
 };
 
-// Process-wide state. Leaked on purpose: threads may still write while static destructors run,
-// and a stopped session's mapping stays mapped because a thread may be halfway through an event.
+// Process-wide state. Leaked on purpose: threads may still write while static destructors run.
+// Session objects are never freed (a few hundred bytes each); their mappings are, once stop()
+// knows no thread can write (see the protocol above).
 struct Registry {
   std::mutex mutex;
   std::unique_ptr<Session> session;
@@ -83,14 +126,56 @@ struct Registry {
   std::vector<std::unique_ptr<Session>> retired;
   std::vector<Site*> sites;             // by id - 1
   std::vector<std::string> categories;  // by category index
+  // The state byte of every thread that ever attached and has not exited, for stop().
+  std::vector<std::atomic<uint8_t>*> thread_states;
   uint32_t next_generation = 1;
   std::string last_error;
   bool exit_hook_registered = false;
+  bool membarrier_ready = false;
+  pthread_key_t thread_exit_key{};
 };
 
 Registry& registry() {
   static Registry* instance = new Registry;
   return *instance;
+}
+
+// Marks the calling thread as inside a slow path for the scope: a signal handler arriving now
+// drops its event instead of waiting for the lock this thread holds.
+class SlowPathScope {
+ public:
+  SlowPathScope() : state_(detail::t_writer.state) {
+    entered_ = state_.load(std::memory_order_relaxed) == detail::kOutsideTracePoint;
+    if (entered_) state_.store(detail::kInSlowPath, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+  ~SlowPathScope() {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (entered_) state_.store(detail::kOutsideTracePoint, std::memory_order_release);
+  }
+  SlowPathScope(const SlowPathScope&) = delete;
+  SlowPathScope& operator=(const SlowPathScope&) = delete;
+  // False when the thread was already inside a trace point or slow path (a nested call).
+  bool entered() const { return entered_; }
+
+ private:
+  std::atomic<uint8_t>& state_;
+  bool entered_;
+};
+
+// Whether the calling thread's state byte is in Registry::thread_states.
+thread_local constinit bool t_state_listed = false;
+
+// Forgets the writer's session, keeping its state byte.
+void reset_writer(ThreadWriter& writer) {
+  writer.pos = nullptr;
+  writer.end = nullptr;
+  writer.packet = nullptr;
+  writer.last_ticks = 0;
+  writer.generation = 0;
+  writer.channel = kNoChannel;
+  writer.events_in_packet = 0;
+  writer.discarded_published = 0;
 }
 
 ChannelDescriptor& channel(Session& session, uint32_t index) {
@@ -161,8 +246,9 @@ uint16_t category_index(Registry& reg, std::string_view category) {
 }
 
 void set_category_flag(Session& session, Registry& reg, uint16_t index) {
-  session.header->category_enabled[index].store(category_wanted(session, reg.categories[index]) ? 1 : 0,
-                                                std::memory_order_relaxed);
+  const uint8_t enabled = category_wanted(session, reg.categories[index]) ? 1 : 0;
+  session.header->category_enabled[index].store(enabled, std::memory_order_relaxed);
+  detail::g_category_enabled[index].store(enabled, std::memory_order_relaxed);
 }
 
 // Starts packet `seq` of the writer's channel in its ring slot. A reader copying that slot
@@ -177,7 +263,7 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
   packet->magic = format::kPacketMagic;
   std::memcpy(packet->uuid, session.header->uuid, 16);
   packet->stream_id = format::kStreamThread;
-  packet->stream_instance_id = writer.channel;
+  packet->stream_instance_id = format::stream_instance(writer.channel, desc.epoch.load(std::memory_order_relaxed));
   packet->timestamp_begin = ticks;
   packet->timestamp_end.store(ticks, std::memory_order_relaxed);
   packet->content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
@@ -193,19 +279,26 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
   writer.events_in_packet = 0;
 }
 
-// Closes the writer's open packet `seq`: its event count first, then the release store that
+// Closes the writer's open packet `seq`: its event count and final discard count first (a
+// signal handler may have counted drops in the channel only), then the release store that
 // hands it to the collector.
 void close_packet(Session& session, ThreadWriter& writer, uint64_t seq) {
+  ChannelDescriptor& desc = channel(session, writer.channel);
   format::packet_event_count(session.base, *session.header, writer.channel, seq)
       ->store(writer.events_in_packet, std::memory_order_relaxed);
-  channel(session, writer.channel).packets_committed.store(seq + 1, std::memory_order_release);
+  writer.discarded_published = desc.events_discarded.load(std::memory_order_relaxed);
+  writer.packet->events_discarded.store(writer.discarded_published, std::memory_order_relaxed);
+  desc.packets_committed.store(seq + 1, std::memory_order_release);
+  writer.packet = nullptr;
+  writer.pos = writer.end = nullptr;
 }
 
-// The open packet keeps counting what is lost while it waits for a free slot, so the count is
-// current even if the process dies now.
+// Counts one lost event of the writer's channel. The open packet (if any) keeps the count
+// current, so it is right even if the process dies now. An atomic add: a signal handler on
+// this thread may count a nested drop in between.
 void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks) {
-  const uint64_t discarded = desc.events_discarded.load(std::memory_order_relaxed) + 1;
-  desc.events_discarded.store(discarded, std::memory_order_relaxed);
+  const uint64_t discarded = desc.events_discarded.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!writer.packet) return;
   writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
   writer.packet->timestamp_end.store(std::max(ticks, writer.last_ticks), std::memory_order_release);
 }
@@ -216,26 +309,46 @@ Session* session_of(uint32_t generation) {
   return session && session->generation == generation ? session : nullptr;
 }
 
-void close_thread_channel() {
-  ThreadWriter& writer = detail::t_writer;
-  if (writer.generation == 0) return;
-  std::lock_guard lock(registry().mutex);
-  Session* session = session_of(writer.generation);
-  if (session && writer.channel != kNoChannel) {
-    ChannelDescriptor& desc = channel(*session, writer.channel);
-    close_packet(*session, writer, desc.packets_committed.load(std::memory_order_relaxed));
-    desc.state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
-  }
-  writer = ThreadWriter{};
+bool open_next_packet(Session& session, ThreadWriter& writer, uint64_t ticks);
+
+// Registry mutex held. Closes the calling thread's channel in `session`: its open packet is
+// handed to the collector, and the channel may go to the next thread that attaches. Discards
+// that no packet carries yet (the thread had none open) go into an empty packet, or, with no
+// free slot for one, into the session's count of events that had no room.
+void close_channel(Session& session, ThreadWriter& writer) {
+  if (writer.channel == kNoChannel) return;
+  ChannelDescriptor& desc = channel(session, writer.channel);
+  if (!writer.packet && desc.events_discarded.load(std::memory_order_relaxed) > writer.discarded_published &&
+      !open_next_packet(session, writer, std::max(detail::read_ticks(), writer.last_ticks)))
+    session.header->events_no_channel.fetch_add(
+        desc.events_discarded.load(std::memory_order_relaxed) - writer.discarded_published, std::memory_order_relaxed);
+  if (writer.packet) close_packet(session, writer, desc.packets_committed.load(std::memory_order_relaxed));
+  desc.state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
+  session.channel_releases.fetch_add(1, std::memory_order_relaxed);
+  // The collector frees the ring for the next thread sooner if it is told now.
+  if (session.header->policy == format::BufferPolicy::stream &&
+      session.header->collector_waiting.load(std::memory_order_relaxed) != 0)
+    collector::request_drain(*session.header);
 }
 
-struct ThreadExit {
-  bool armed = false;
-  ~ThreadExit() {
-    if (armed) close_thread_channel();
-  }
-};
-thread_local ThreadExit t_thread_exit;
+void forget_thread_state(Registry& reg, std::atomic<uint8_t>* state) {
+  auto& states = reg.thread_states;
+  states.erase(std::remove(states.begin(), states.end(), state), states.end());
+}
+
+// The pthread key destructor: runs after the thread's C++ thread_local destructors (glibc calls
+// those first), so their trace points are still recorded. One that traces after this runs
+// attaches again and sets the key again, and glibc calls this once more.
+void close_thread_channel(void*) {
+  ThreadWriter& writer = detail::t_writer;
+  SlowPathScope scope;
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  if (Session* session = session_of(writer.generation)) close_channel(*session, writer);
+  forget_thread_state(reg, &writer.state);
+  t_state_listed = false;
+  reset_writer(writer);
+}
 
 void fill_random(uint8_t* out, size_t size) {
   std::random_device device;
@@ -294,37 +407,117 @@ uint64_t round_up(uint64_t value, uint64_t to) {
   return (value + to - 1) / to * to;
 }
 
+// Whether packet `seq` of the channel can be opened now: always in flight mode; in stream mode
+// once the collector has consumed what its slot held.
+bool slot_free(const ShmHeader& header, const ChannelDescriptor& desc, uint64_t seq) {
+  return header.policy != format::BufferPolicy::stream ||
+         seq - desc.packets_consumed.load(std::memory_order_acquire) < header.packets_per_channel;
+}
+
+// Registry mutex held. Makes channel `index` the next thread's: a new epoch, whose discard count
+// starts from 0 (the previous thread's last packet carries its own).
+uint32_t reuse_channel(Session& session, uint32_t index) {
+  ChannelDescriptor& desc = channel(session, index);
+  desc.epoch.store(desc.epoch.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  desc.events_discarded.store(0, std::memory_order_relaxed);
+  return index;
+}
+
+// Registry mutex held. A closed channel whose ring has room for a packet now; or, in flight
+// mode, none (new channels go first there, so dead threads' windows stay readable longest).
+uint32_t closed_channel_with_room(Session& session, bool any_closed) {
+  const ShmHeader& header = *session.header;
+  const uint32_t used = header.channel_count.load(std::memory_order_relaxed);
+  for (uint32_t index = 0; index < used; ++index) {
+    const ChannelDescriptor& desc = channel(session, index);
+    if (desc.state.load(std::memory_order_relaxed) != static_cast<uint32_t>(format::ChannelState::closed)) continue;
+    if (any_closed || slot_free(header, desc, desc.packets_committed.load(std::memory_order_relaxed))) return index;
+  }
+  return kNoChannel;
+}
+
+// Registry mutex held. A new channel whose ring memory can be reserved, or kNoChannel.
+uint32_t new_channel(Session& session) {
+  ShmHeader& header = *session.header;
+  const uint32_t used = header.channel_count.load(std::memory_order_relaxed);
+  if (used >= header.max_channels) return kNoChannel;
+  const uint64_t ring_offset = header.rings_offset + uint64_t{used} * format::ring_bytes(header);
+  if (posix_fallocate(session.fd, static_cast<off_t>(ring_offset), static_cast<off_t>(format::ring_bytes(header))) !=
+      0) {
+    header.channels_without_memory.fetch_add(1, std::memory_order_relaxed);
+    return kNoChannel;
+  }
+  ChannelDescriptor& desc = channel(session, used);
+  desc.packets_committed.store(0, std::memory_order_relaxed);
+  desc.events_discarded.store(0, std::memory_order_relaxed);
+  desc.packets_consumed.store(0, std::memory_order_relaxed);
+  desc.epoch.store(0, std::memory_order_relaxed);
+  header.channel_count.store(used + 1, std::memory_order_release);
+  return used;
+}
+
+// Registry mutex held. A channel for a new thread: in stream mode a closed one that has room (no
+// new memory), else a new one, else any closed one (its thread then waits for a free slot,
+// counting its events as discarded). kNoChannel when there is none.
+uint32_t claim_channel(Session& session) {
+  const bool stream = session.header->policy == format::BufferPolicy::stream;
+  if (stream) {
+    if (uint32_t index = closed_channel_with_room(session, false); index != kNoChannel)
+      return reuse_channel(session, index);
+  }
+  if (uint32_t index = new_channel(session); index != kNoChannel) return index;
+  if (uint32_t index = closed_channel_with_room(session, true); index != kNoChannel)
+    return reuse_channel(session, index);
+  return kNoChannel;
+}
+
+// Opens the next packet of the writer's channel if its ring slot is free. Returns whether it did.
+bool open_next_packet(Session& session, ThreadWriter& writer, uint64_t ticks) {
+  ChannelDescriptor& desc = channel(session, writer.channel);
+  const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
+  if (!slot_free(*session.header, desc, seq)) return false;
+  open_packet(session, writer, seq, ticks);
+  return true;
+}
+
 }  // namespace
 
 namespace detail {
 
 bool attach_thread(ThreadWriter& writer, uint32_t generation) {
+  SlowPathScope scope;
+  if (!scope.entered()) {
+    count_nested_drop(writer);
+    return false;
+  }
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
   Session* session = session_of(generation);
   if (!session) return false;
-  t_thread_exit.armed = true;
-  writer = ThreadWriter{};
+  if (!t_state_listed) reg.thread_states.push_back(&writer.state);
+  t_state_listed = true;
+  pthread_setspecific(reg.thread_exit_key, &writer);
+  // Nested drops count as "no channel" until the channel is whole.
+  reset_writer(writer);
   writer.generation = generation;
-  const uint32_t index = session->header->channel_count.load(std::memory_order_relaxed);
-  if (index >= session->header->max_channels) {
-    // Events of this thread are counted as lost in switch_packet (pos == end == nullptr).
-    writer.channel = kNoChannel;
+  const uint32_t index = claim_channel(*session);
+  if (index == kNoChannel) {
+    // Events of this thread are counted as lost in switch_packet (pos == end == nullptr) until
+    // a channel is released.
+    writer.events_in_packet = session->channel_releases.load(std::memory_order_relaxed);
     return true;
   }
-  writer.channel = index;
   ChannelDescriptor& desc = channel(*session, index);
   desc.thread_id = static_cast<int32_t>(syscall(SYS_gettid));
   char name[16] = {};
   pthread_getname_np(pthread_self(), name, sizeof name);
   std::memcpy(desc.thread_name, name, sizeof name);
-  desc.packets_committed.store(0, std::memory_order_relaxed);
-  desc.events_discarded.store(0, std::memory_order_relaxed);
-  desc.packets_consumed.store(0, std::memory_order_relaxed);
   define_thread(*session, desc.thread_id, name);
-  open_packet(*session, writer, 0, std::max(read_ticks(), session->header->clock.ticks_at_start));
   desc.state.store(static_cast<uint32_t>(format::ChannelState::active), std::memory_order_release);
-  session->header->channel_count.store(index + 1, std::memory_order_release);
+  writer.channel = index;
+  // A reused ring may still be full of the previous thread's packets: then this thread starts
+  // without a packet and counts its events as discarded until a slot is free.
+  open_next_packet(*session, writer, std::max(read_ticks(), session->header->clock.ticks_at_start));
   return true;
 }
 
@@ -333,38 +526,66 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   if (!session) return false;
   if (writer.channel == kNoChannel) {
     session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
+    // A channel was released since this thread found none: attach again at the next event.
+    if (session->channel_releases.load(std::memory_order_relaxed) != writer.events_in_packet) writer.generation = 0;
     return false;
   }
   ChannelDescriptor& desc = channel(*session, writer.channel);
-  const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
   const bool fits_a_packet = needed <= session->header->packet_size - format::kPacketHeaderSize;
-  const bool must_wait =
-      session->header->policy == format::BufferPolicy::stream &&
-      seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >= session->header->packets_per_channel;
-  if (!fits_a_packet || must_wait) {
+  if (!fits_a_packet) {
     note_discarded(desc, writer, ticks);
     return false;
   }
-  close_packet(*session, writer, seq);
-  open_packet(*session, writer, seq + 1, ticks);
+  const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
+  if (writer.packet) {
+    const bool must_wait =
+        session->header->policy == format::BufferPolicy::stream &&
+        seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >= session->header->packets_per_channel;
+    if (must_wait) {
+      note_discarded(desc, writer, ticks);
+      return false;
+    }
+    close_packet(*session, writer, seq);
+  }
+  if (!open_next_packet(*session, writer, ticks)) {
+    note_discarded(desc, writer, ticks);
+    return false;
+  }
   // Past a quarter full, a sleeping collector is woken rather than left to its timer: one syscall
   // per packet, and only while the ring is filling.
+  const uint64_t open_seq = desc.packets_committed.load(std::memory_order_relaxed);
   if (session->header->policy == format::BufferPolicy::stream &&
       session->header->collector_waiting.load(std::memory_order_relaxed) != 0 &&
-      4 * (seq + 2 - desc.packets_consumed.load(std::memory_order_relaxed)) >= session->header->packets_per_channel)
+      4 * (open_seq + 1 - desc.packets_consumed.load(std::memory_order_relaxed)) >=
+          session->header->packets_per_channel)
     collector::request_drain(*session->header);
   return true;
 }
 
+void count_nested_drop(ThreadWriter& writer) {
+  Session* session = session_of(writer.generation);
+  if (!session) return;
+  if (writer.channel == kNoChannel)
+    session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
+  else
+    channel(*session, writer.channel).events_discarded.fetch_add(1, std::memory_order_relaxed);
+}
+
 void count_discarded(uint32_t generation) {
   ThreadWriter& writer = t_writer;
-  if (writer.generation != generation || writer.channel == kNoChannel || !writer.packet) return;
+  if (writer.generation != generation) return;
+  if (!enter_trace_point(writer)) return;
   Session* session = session_of(generation);
-  if (!session) return;
-  note_discarded(channel(*session, writer.channel), writer, read_ticks());
+  if (session && writer.channel != kNoChannel) note_discarded(channel(*session, writer.channel), writer, read_ticks());
+  leave_trace_point(writer);
 }
 
 uint32_t intern_site(Site& site) {
+  SlowPathScope scope;
+  if (!scope.entered()) {
+    count_nested_drop(t_writer);
+    return 0;
+  }
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
   uint32_t id = site.id.load(std::memory_order_relaxed);
@@ -389,11 +610,13 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
 
 void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
                     size_t length) {
+  // Session objects are never freed, and their config is not in the mapping: safe to read
+  // before the trace point is entered.
   Session* session = session_of(writer.generation);
   if (!session) return;
   // An event never spans packets: longer text is cut to what one packet holds.
   const size_t room =
-      session->header->packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - fixed_size - 1;
+      session->config.packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - fixed_size - 1;
   length = std::min(length, room);
   uint64_t ticks = read_ticks();
   uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), fixed_size + length + 1, ticks);
@@ -409,8 +632,63 @@ void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fix
 
 }  // namespace detail
 
+namespace {
+
+// In a child forked without exec: it must not write into its parent's rings, nor keep the
+// parent's lock on the session file (readers would think the writer alive after the parent
+// died). The lock belongs to the open file description, which the inherited descriptor and the
+// inherited mapping both hold: closing and unmapping drop the child's references, whereas
+// flock(LOCK_UN) would drop the parent's lock too. Only this thread exists in the child.
+void forget_sessions_after_fork() {
+  detail::g_generation.store(0, std::memory_order_relaxed);
+  reset_writer(detail::t_writer);
+  t_state_listed = false;
+  Registry& child = registry();
+  new (&child.mutex) std::mutex;  // another thread of the parent may have held it
+  child.current.store(nullptr, std::memory_order_relaxed);
+  if (child.session) {
+    ::close(child.session->fd);
+    child.session->fd = -1;
+    munmap(child.session->base, child.session->size);
+    child.session->base = nullptr;
+    child.session->header = nullptr;
+  }
+  (void)child.session.release();
+  // The other threads of the parent do not exist here.
+  new (&child.thread_states) std::vector<std::atomic<uint8_t>*>();
+}
+
+// Registry mutex held; once per process.
+void register_process_hooks(Registry& reg) {
+  reg.exit_hook_registered = true;
+  std::atexit([] { stop(); });
+  pthread_atfork(nullptr, nullptr, forget_sessions_after_fork);
+  pthread_key_create(&reg.thread_exit_key, close_thread_channel);
+  // stop() unmaps a session only once it knows no thread writes into it (see the protocol).
+  const long commands = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  reg.membarrier_ready = commands > 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+                         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+// Registry mutex held, g_generation already 0. Waits until no thread is inside a trace point of
+// the stopped session; false when that cannot be known (no membarrier) or takes too long.
+bool wait_until_no_thread_writes(Registry& reg) {
+  if (!reg.membarrier_ready || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + kQuiescenceLimit;
+  for (std::atomic<uint8_t>* state : reg.thread_states) {
+    while (state->load(std::memory_order_acquire) == detail::kWritingEvents) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      sched_yield();
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool start(const Config& config) {
   Registry& reg = registry();
+  SlowPathScope scope;
   std::unique_lock lock(reg.mutex);
   if (reg.session) return fail(reg, "a session is already running");
   if (config.packet_size < 1024 || config.packet_size % 8 != 0 || config.packet_size > (size_t{1} << 30))
@@ -442,6 +720,16 @@ bool start(const Config& config) {
     ::close(session->fd);
     ::unlink(session->path.c_str());
     return fail(reg, fmt::format("cannot size {} to {} bytes: {}", session->path, file_size, reason));
+  }
+  // The memory every session needs, reserved now: a sparse file on a full tmpfs turns the first
+  // store to a new page into SIGBUS. Rings are reserved when their channel is first used.
+  for (auto [from, to] : {std::pair{uint64_t{0}, rings_offset}, std::pair{packet_events_offset, file_size}}) {
+    if (int error = posix_fallocate(session->fd, static_cast<off_t>(from), static_cast<off_t>(to - from)); error != 0) {
+      ::close(session->fd);
+      ::unlink(session->path.c_str());
+      return fail(reg, fmt::format("no room in {} for a session ({} bytes without the rings): {}", config.shm_dir,
+                                   rings_offset + (file_size - packet_events_offset), std::strerror(error)));
+    }
   }
   void* mapped = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, session->fd, 0);
   if (mapped == MAP_FAILED) {
@@ -497,47 +785,32 @@ bool start(const Config& config) {
 
   session->generation = reg.next_generation++;
   if (reg.next_generation == 0) reg.next_generation = 1;
+  if (!reg.exit_hook_registered) register_process_hooks(reg);
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
-  detail::g_category_enabled = raw->header->category_enabled;
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
   detail::g_generation.store(raw->generation, std::memory_order_release);
-  if (!reg.exit_hook_registered) {
-    reg.exit_hook_registered = true;
-    std::atexit([] { stop(); });
-    // A child forked without exec must not write into its parent's rings.
-    pthread_atfork(nullptr, nullptr, [] {
-      detail::g_generation.store(0, std::memory_order_relaxed);
-      detail::t_writer = ThreadWriter{};
-      Registry& child = registry();
-      new (&child.mutex) std::mutex;  // another thread of the parent may have held it
-      child.current.store(nullptr, std::memory_order_relaxed);
-      (void)child.session.release();
-    });
-  }
   return true;
 }
 
 void stop() {
   Registry& reg = registry();
+  SlowPathScope scope;
   std::unique_lock lock(reg.mutex);
   if (!reg.session) return;
   Session* session = reg.session.get();
   detail::g_generation.store(0, std::memory_order_release);
   reg.current.store(nullptr, std::memory_order_release);
   // The calling thread's last packet is closed here; other threads' open packets are read as
-  // they stand by the collector.
+  // they stand by the collector, once they can no longer change.
   ThreadWriter& writer = detail::t_writer;
-  if (writer.generation == session->generation && writer.channel != kNoChannel) {
-    close_packet(*session, writer, channel(*session, writer.channel).packets_committed.load(std::memory_order_relaxed));
-    channel(*session, writer.channel)
-        .state.store(static_cast<uint32_t>(format::ChannelState::closed), std::memory_order_release);
-  }
-  writer = ThreadWriter{};
+  if (writer.generation == session->generation) close_channel(*session, writer);
+  reset_writer(writer);
+  const bool no_writer_left = wait_until_no_thread_writes(reg);
   session->header->state.store(static_cast<uint32_t>(format::SessionState::finished), std::memory_order_release);
   reg.retired.push_back(std::move(reg.session));
-  lock.unlock();  // the collector's thread may need it (it does not, but writers' slow paths do)
+  lock.unlock();  // writers' slow paths may be waiting for it
 
   if (session->collector_thread.joinable()) {
     {
@@ -551,6 +824,11 @@ void stop() {
   flock(session->fd, LOCK_UN);
   ::close(session->fd);
   session->fd = -1;
+  if (no_writer_left) {
+    munmap(session->base, session->size);
+    session->base = nullptr;
+    session->header = nullptr;
+  }
 }
 
 bool active() {
@@ -570,6 +848,7 @@ std::string shm_path() {
 void set_thread_name(std::string_view name) {
   std::string truncated(name.substr(0, 15));
   pthread_setname_np(pthread_self(), truncated.c_str());
+  SlowPathScope scope;
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
   ThreadWriter& writer = detail::t_writer;

@@ -124,7 +124,7 @@ enum class SiteKind : uint8_t {
 
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
-inline constexpr uint32_t kShmVersion = 1;
+inline constexpr uint32_t kShmVersion = 2;                    // 2: channels are reused (epoch), rings reserved
 inline constexpr size_t kShmHeaderSize = 4096;
 inline constexpr size_t kMaxCategories = 256;
 
@@ -167,6 +167,9 @@ struct ShmHeader {
   std::atomic<uint32_t> state;              // SessionState
   std::atomic<uint64_t> events_no_channel;  // dropped: more threads than max_channels
   std::atomic<uint64_t> strings_dropped;    // definitions that did not fit the strings packet
+  // Threads refused a channel because their ring's memory could not be reserved (a full
+  // /dev/shm); their events are counted in events_no_channel.
+  std::atomic<uint64_t> channels_without_memory;
   // A sleeping collector waits on drain_requests (a futex word, shared between processes); a
   // writer whose ring passes half full bumps it and wakes the collector, if one is waiting.
   std::atomic<uint32_t> drain_requests;
@@ -177,18 +180,32 @@ static_assert(sizeof(ShmHeader) <= kShmHeaderSize);
 
 enum class ChannelState : uint32_t { unused = 0, active = 1, closed = 2 };
 
-// One per thread. The writer owns packets_committed and events_discarded; the stream-mode
-// collector owns packets_consumed. They sit on separate cache lines so neither slows the other.
+// One per thread at a time: a closed channel goes to the next thread that needs one, with its
+// epoch incremented (src/recorder/session.cpp, "Channels"). The writer owns packets_committed
+// and events_discarded (a signal handler on the writer's thread adds to events_discarded
+// atomically); the stream-mode collector owns packets_consumed. They sit on separate cache
+// lines so neither slows the other.
 struct alignas(64) ChannelDescriptor {
   std::atomic<uint32_t> state;  // ChannelState
   int32_t thread_id;
   char thread_name[16];
-  // Packets [0, packets_committed) are closed; packet packets_committed is the one being filled.
+  std::atomic<uint32_t> epoch;  // how many threads had this channel before the current one
+  // Packets [0, packets_committed) are closed; packet packets_committed is the one being filled
+  // (or, when its writer has none open, the next one it opens).
   alignas(64) std::atomic<uint64_t> packets_committed;
-  std::atomic<uint64_t> events_discarded;
+  std::atomic<uint64_t> events_discarded;  // of the current epoch: cumulative per stream
   alignas(64) std::atomic<uint64_t> packets_consumed;
 };
 static_assert(sizeof(ChannelDescriptor) == 192);
+
+// A packet's stream_instance_id: which channel, and which of the threads that used it in turn.
+// Readers make one stream of each.
+inline constexpr uint64_t stream_instance(uint32_t channel, uint32_t epoch) {
+  return uint64_t{epoch} << 32 | channel;
+}
+inline constexpr uint32_t channel_of_stream_instance(uint64_t instance) {
+  return static_cast<uint32_t>(instance);
+}
 
 inline size_t ring_bytes(const ShmHeader& header) {
   return size_t{header.packet_size} * header.packets_per_channel;

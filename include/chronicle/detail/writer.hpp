@@ -30,7 +30,18 @@ struct Site {
   uint16_t category_index = 0;  // valid once id != 0 (id is stored with release)
 };
 
+// What the calling thread is doing with its session, read by stop() (which waits for
+// kWritingEvents to end before it unmaps) and by a signal handler on the same thread (which
+// drops its event when it finds the thread inside a trace point).
+enum TracePointState : uint8_t {
+  kOutsideTracePoint = 0,
+  kWritingEvents = 1,  // touching the session's memory; never blocks
+  kInSlowPath = 2,     // holds or waits for the registry lock; revalidates the session under it
+};
+
 // The calling thread's write position in its channel. Trivial, so thread_local needs no guard.
+// With no open packet (no channel, or a reused channel whose next slot is not free yet) pos and
+// end are both null, so every event takes the slow path.
 struct ThreadWriter {
   uint8_t* pos;
   uint8_t* end;
@@ -38,14 +49,17 @@ struct ThreadWriter {
   uint64_t last_ticks;
   uint32_t generation;  // the session this state belongs to; 0: none
   uint32_t channel;
-  uint32_t events_in_packet;
+  uint32_t events_in_packet;     // without a channel: the session's channel releases seen
+  std::atomic<uint8_t> state;    // TracePointState; never copied or reset with the rest
+  uint64_t discarded_published;  // the channel's discard count its last closed packet carries
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
 // and nothing else when tracing is off. It is loaded with acquire (a plain load on x86), which
-// publishes the two globals below, set by start() before it stores the generation.
+// publishes what start() set before it stored the generation (the session, the category flags,
+// the clock choice).
 extern std::atomic<uint32_t> g_generation;
-extern std::atomic<uint8_t>* g_category_enabled;
+extern std::atomic<uint8_t> g_category_enabled[format::kMaxCategories];
 extern std::atomic<bool> g_clock_is_tsc;
 extern thread_local constinit ThreadWriter t_writer __attribute__((tls_model("initial-exec")));
 
@@ -54,6 +68,9 @@ bool attach_thread(ThreadWriter& writer, uint32_t generation);
 bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed);
 uint32_t intern_site(Site& site);
 uint64_t read_monotonic_ns();
+// Counts an event dropped because this thread was already inside a trace point (a signal
+// handler interrupted it): atomically, as the interrupted code may be updating the same count.
+void count_nested_drop(ThreadWriter& writer);
 
 CHRONICLE_INLINE uint64_t read_ticks() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -77,17 +94,46 @@ CHRONICLE_INLINE ThreadWriter* writer_for(Site& site, uint32_t generation) {
   return &writer;
 }
 
-// Writes the event header and returns where the payload goes, or nullptr when the event is
-// dropped (stream policy, collector behind).
+// The nesting guard and the session check of every event (the protocol is in
+// src/recorder/session.cpp, "Trace points and stop()"). A signal handler that finds its thread
+// already inside a trace point drops its event and counts it; a writer that finds the session
+// stopped since it looked writes nothing.
+CHRONICLE_INLINE bool enter_trace_point(ThreadWriter& writer) {
+  if (writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint) [[unlikely]] {
+    count_nested_drop(writer);
+    return false;
+  }
+  writer.state.store(kWritingEvents, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (g_generation.load(std::memory_order_relaxed) != writer.generation) [[unlikely]] {
+    writer.state.store(kOutsideTracePoint, std::memory_order_release);
+    return false;
+  }
+  return true;
+}
+
+CHRONICLE_INLINE void leave_trace_point(ThreadWriter& writer) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  writer.state.store(kOutsideTracePoint, std::memory_order_release);
+}
+
+// Enters the trace point, writes the event header and returns where the payload goes, or
+// nullptr when the event is dropped (stream policy with the collector behind, a nested event,
+// no channel), having left the trace point again. A non-null result is followed by
+// commit_event(), which leaves it.
 CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, size_t payload_size, uint64_t& ticks) {
+  if (!enter_trace_point(writer)) return nullptr;
   // Ticks of one thread never go backwards in its stream, whatever core it runs on.
   if (ticks < writer.last_ticks) ticks = writer.last_ticks;
   // babeltrace2 rebuilds full times assuming at most one wrap of the 27-bit field between two
   // events, so a larger gap takes the extended header.
   bool compact = event_id < format::kExtendedId && ticks - writer.last_ticks <= format::kCompactTimestampMask;
   size_t needed = (compact ? format::kCompactHeaderSize : format::kExtendedHeaderSize) + payload_size;
-  if (writer.pos + needed > writer.end) [[unlikely]] {
-    if (!switch_packet(writer, ticks, needed)) return nullptr;
+  if (needed > static_cast<size_t>(writer.end - writer.pos)) [[unlikely]] {
+    if (!switch_packet(writer, ticks, needed)) {
+      leave_trace_point(writer);
+      return nullptr;
+    }
     compact = event_id < format::kExtendedId;  // a new packet starts at this event's time
   }
   uint8_t* out = writer.pos;
@@ -112,6 +158,7 @@ CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint8_t* event_end, uin
   writer.packet->timestamp_end.store(ticks, std::memory_order_relaxed);
   writer.packet->content_size_bits.store(
       static_cast<uint64_t>(event_end - reinterpret_cast<uint8_t*>(writer.packet)) * 8, std::memory_order_release);
+  leave_trace_point(writer);
 }
 
 enum class Emitted : uint8_t { off, written, dropped };
