@@ -249,26 +249,32 @@ size_t Collector::drain() {
   return copied;
 }
 
-// Copies the packet of sequence `seq` from its slot, checking with the seqlock that the writer
-// did not reuse the slot meanwhile; writes it if the copy is whole. Returns whether it did.
-bool Collector::copy_stable(uint32_t channel, uint64_t seq) {
+// Copies the packet of sequence `seq` from its slot into `into` (packet_size bytes), checking
+// with the seqlock that the writer did not reuse the slot meanwhile.
+Collector::CopyResult Collector::copy_slot(uint32_t channel, uint64_t seq, uint8_t* into, PacketCopy& copy) {
   const ShmHeader& header = mapping_.header();
   const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
-  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return false;
-  const uint64_t content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
-  const uint64_t discarded = live.events_discarded.load(std::memory_order_relaxed);
-  std::memcpy(scratch_.data(), packet, content);
-  const uint64_t timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
+  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return CopyResult::overwritten;
+  copy.seq = seq;
+  copy.content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
+  copy.discarded = live.events_discarded.load(std::memory_order_relaxed);
+  std::memcpy(into, packet, copy.content);
+  copy.timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
   format::memory_fence(std::memory_order_acquire);
-  if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return false;
-  auto* copy = reinterpret_cast<PacketHeader*>(scratch_.data());
-  copy->content_size_bits.store(content * 8, std::memory_order_relaxed);
-  if (!format::check_packet_header(scratch_.data(), header.packet_size).empty()) {
-    ++stats_.decode_errors;
-    return false;
-  }
-  write_packet(channel, scratch_.data(), content, timestamp_end, discarded);
+  if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return CopyResult::overwritten;
+  reinterpret_cast<PacketHeader*>(into)->content_size_bits.store(copy.content * 8, std::memory_order_relaxed);
+  if (!format::check_packet_header(into, header.packet_size).empty()) return CopyResult::damaged;
+  return CopyResult::copied;
+}
+
+// Copies packet `seq` and writes it if the copy is whole. Returns whether it did.
+bool Collector::copy_stable(uint32_t channel, uint64_t seq) {
+  PacketCopy copy;
+  const CopyResult result = copy_slot(channel, seq, scratch_.data(), copy);
+  stats_.decode_errors += result == CopyResult::damaged;
+  if (result != CopyResult::copied) return false;
+  write_packet(channel, scratch_.data(), copy.content, copy.timestamp_end, copy.discarded);
   return true;
 }
 
@@ -299,17 +305,60 @@ void Collector::finish() {
 void Collector::snapshot() {
   const ShmHeader& header = mapping_.header();
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
-  const ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
   stats_.discarded = 0;
-  for (uint32_t channel = 0; channel < channels; ++channel) {
-    const uint64_t open_seq = table[channel].packets_committed.load(std::memory_order_acquire);
-    const uint64_t window = header.packets_per_channel;
-    const uint64_t first = open_seq + 1 > window ? open_seq + 1 - window : 0;
-    for (uint64_t seq = std::max(first, consumed_[channel]); seq <= open_seq; ++seq) copy_stable(channel, seq);
-    stats_.discarded += table[channel].events_discarded.load(std::memory_order_relaxed);
-  }
+  for (uint32_t channel = 0; channel < channels; ++channel) snapshot_channel(channel);
   write_strings();
   write_metadata(true);
+}
+
+// The ring's window, oldest to newest, is copied into memory before anything is written: a
+// writer that laps the ring meanwhile rewrites slots not yet copied, and the fewer such slots the
+// better. A slot lost that way (or damaged) would be a hole between the packets around it, so
+// only the run of whole copies ending at the newest one is kept: each thread's events are
+// contiguous from the first to the last, as a flight recorder's newest window should be. A copy
+// that left packets out is tried again (the writer may have been lucky once), a few times.
+void Collector::snapshot_channel(uint32_t channel) {
+  constexpr int kAttempts = 4;
+  const ShmHeader& header = mapping_.header();
+  const ChannelDescriptor& desc = format::channel_table(mapping_.base(), header)[channel];
+  window_.resize(size_t{header.packets_per_channel} * header.packet_size);
+  std::vector<PacketCopy> run;  // whole copies since the last hole; packet i at window_[i * packet_size]
+  uint64_t left_out = 0;
+  uint64_t damaged = 0;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    const uint64_t open_seq = desc.packets_committed.load(std::memory_order_acquire);
+    const uint64_t window = header.packets_per_channel;
+    const uint64_t first = std::max(open_seq + 1 > window ? open_seq + 1 - window : 0, consumed_[channel]);
+    run.clear();
+    left_out = 0;
+    damaged = 0;
+    for (uint64_t seq = first; seq <= open_seq; ++seq) {
+      PacketCopy copy;
+      const CopyResult result = copy_slot(channel, seq, window_.data() + run.size() * header.packet_size, copy);
+      if (result != CopyResult::copied) {
+        damaged += result == CopyResult::damaged;
+        left_out += run.size() + 1;
+        run.clear();
+        continue;
+      }
+      run.push_back(copy);
+    }
+    if (left_out == 0) break;
+  }
+  stats_.packets_left_out += left_out;
+  stats_.decode_errors += damaged;
+  if (run.empty()) return;
+  // events_discarded is cumulative for the stream. A run that starts later than the stream's
+  // first packet starts counting at its first packet, so that babeltrace2 reads a first packet
+  // with 0 rather than "may have discarded", and the counts of the trace are the events lost
+  // inside it. (Losses within that first packet cannot be told from older ones.)
+  const uint64_t base = run.front().seq == 0 ? 0 : run.front().discarded;
+  for (size_t index = 0; index < run.size(); ++index) {
+    const PacketCopy& copy = run[index];
+    write_packet(channel, window_.data() + index * header.packet_size, copy.content, copy.timestamp_end,
+                 std::max(copy.discarded, base) - base);
+  }
+  stats_.discarded += std::max(run.back().discarded, base) - base;
 }
 
 void Collector::write_strings() {

@@ -49,6 +49,11 @@ struct CollectorStats {
   uint64_t packets = 0;
   uint64_t discarded = 0;  // cumulative over threads, as last seen
   uint64_t decode_errors = 0;
+  // snapshot(): packets of a ring's window a writer reused while they were copied (or damaged,
+  // also counted in decode_errors), and the older ones before such a packet. They are left out so
+  // that each thread's events stay contiguous (a flight recorder keeps the newest window): the
+  // snapshot starts later, it lacks nothing inside.
+  uint64_t packets_left_out = 0;
 };
 
 // Wakes the collector of this session if it sleeps (a writer whose ring fills, or stop()).
@@ -91,7 +96,18 @@ class Collector {
   // events are counted by walking them.
   void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
                     uint64_t discarded, std::optional<uint64_t> known_events = std::nullopt);
+  // A packet copied out of its ring slot: the header fields a concurrent writer may change are
+  // those read with the copy.
+  struct PacketCopy {
+    uint64_t seq = 0;
+    uint64_t content = 0;
+    uint64_t timestamp_end = 0;
+    uint64_t discarded = 0;
+  };
+  enum class CopyResult { copied, overwritten, damaged };
+  CopyResult copy_slot(uint32_t channel, uint64_t seq, uint8_t* into, PacketCopy& copy);
   bool copy_stable(uint32_t channel, uint64_t seq);
+  void snapshot_channel(uint32_t channel);
   void write_strings();
   void write_metadata(bool refine_clock);
   void count_events(const uint8_t* packet, uint64_t content);
@@ -101,6 +117,7 @@ class Collector {
   std::map<uint32_t, StreamFile> streams_;
   std::vector<uint64_t> consumed_;  // per channel, stream policy
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
 };
 
