@@ -28,14 +28,15 @@ using format::ChannelDescriptor;
 using format::PacketHeader;
 using format::ShmHeader;
 
-void write_all(int fd, const iovec* parts, int count, const std::string& what) {
+// Returns 0, or the errno of the write that failed.
+int write_all(int fd, const iovec* parts, int count) {
   std::vector<iovec> left(parts, parts + count);
   size_t index = 0;
   while (index < left.size()) {
     ssize_t n = ::writev(fd, left.data() + index, static_cast<int>(left.size() - index));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(fmt::format("cannot write {}: {}", what, std::strerror(errno)));
+      return errno;
     }
     size_t written = static_cast<size_t>(n);
     while (index < left.size() && written >= left[index].iov_len) written -= left[index++].iov_len;
@@ -44,6 +45,7 @@ void write_all(int fd, const iovec* parts, int count, const std::string& what) {
       left[index].iov_len -= written;
     }
   }
+  return 0;
 }
 
 void write_file(const std::string& path, const void* data, size_t size) {
@@ -51,8 +53,12 @@ void write_file(const std::string& path, const void* data, size_t size) {
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
   iovec part{const_cast<void*>(data), size};
-  write_all(fd, &part, 1, temporary);
+  const int failed = write_all(fd, &part, 1);
   ::close(fd);
+  if (failed != 0) {
+    ::unlink(temporary.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", temporary, std::strerror(failed)));
+  }
   if (::rename(temporary.c_str(), path.c_str()) != 0)
     throw std::runtime_error(fmt::format("cannot rename {}: {}", temporary, std::strerror(errno)));
 }
@@ -207,10 +213,30 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   iovec parts[3] = {{&header_copy, sizeof header_copy},
                     {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize},
                     {const_cast<uint8_t*>(kZeros), packet_size - content}};
-  write_all(stream.fd, parts, 3, fmt::format("stream of channel {}", channel));
-  stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
   // Every event takes at least 4 bytes: a larger count is damage, and the packet is walked.
-  if (known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize)
+  const bool count_known =
+      known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize;
+  if (write_all(stream.fd, parts, 3) != 0) {
+    // A disk that is full now may have room later: count this packet as lost and go on. The
+    // part of it that was written goes, or the packet after it would be read as its rest (and a
+    // packet running past the end of its file makes babeltrace2 refuse the whole trace).
+    if (::ftruncate(stream.fd, static_cast<off_t>(stream.size)) != 0 ||
+        ::lseek(stream.fd, static_cast<off_t>(stream.size), SEEK_SET) < 0)
+      throw std::runtime_error(fmt::format("cannot write the stream of channel {} nor cut back its partial packet: {}",
+                                           channel, std::strerror(errno)));
+    ++stats_.packets_unwritten;
+    stats_.bytes_unwritten += content;
+    if (count_known) {
+      stats_.events_unwritten += *known_events;
+    } else if (auto events = format::count_events(packet, content)) {
+      stats_.events_unwritten += *events;
+    }
+    return;
+  }
+  stream.size += packet_size;
+  stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
+  latest_timestamp_ = std::max(latest_timestamp_, header_copy.timestamp_end.load(std::memory_order_relaxed));
+  if (count_known)
     stats_.events += *known_events;
   else
     count_events(packet, content);
@@ -298,6 +324,7 @@ void Collector::finish() {
     }
     stats_.discarded += desc.events_discarded.load(std::memory_order_relaxed);
   }
+  write_no_channel_stream();
   write_strings();
   write_metadata(true);
 }
@@ -307,6 +334,7 @@ void Collector::snapshot() {
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
   stats_.discarded = 0;
   for (uint32_t channel = 0; channel < channels; ++channel) snapshot_channel(channel);
+  write_no_channel_stream();
   write_strings();
   write_metadata(true);
 }
@@ -361,6 +389,49 @@ void Collector::snapshot_channel(uint32_t channel) {
   stats_.discarded += std::max(run.back().discarded, base) - base;
 }
 
+format::TraceLosses CollectorStats::losses() const {
+  format::TraceLosses out;
+  out.events_no_channel = events_no_channel;
+  out.definitions_dropped = definitions_dropped;
+  out.packets_undecodable = decode_errors;
+  out.packets_unwritten = packets_unwritten;
+  out.events_unwritten = events_unwritten;
+  out.bytes_unwritten = bytes_unwritten;
+  return out;
+}
+
+// Events of threads that got no channel are lost before any packet could count them. So that
+// babeltrace2 reports them as it reports other discarded events, they get a stream of their own:
+// two empty packets of the thread stream class, the first counting 0 and the second all of them
+// (events_discarded is cumulative; a first packet with a count would read "may have discarded").
+void Collector::write_no_channel_stream() {
+  const ShmHeader& header = mapping_.header();
+  stats_.events_no_channel = header.events_no_channel.load(std::memory_order_relaxed);
+  stats_.definitions_dropped = header.strings_dropped.load(std::memory_order_relaxed);
+  stats_.discarded += stats_.events_no_channel;
+  if (stats_.events_no_channel == 0) return;
+  PacketHeader packets[2] = {};
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    PacketHeader& packet = packets[seq];
+    packet.magic = format::kPacketMagic;
+    std::memcpy(packet.uuid, header.uuid, 16);
+    packet.stream_id = format::kStreamThread;
+    packet.stream_instance_id = header.max_channels;  // no channel has this index
+    packet.timestamp_begin = header.clock.ticks_at_start;
+    packet.timestamp_end.store(
+        seq == 0 ? header.clock.ticks_at_start : std::max(latest_timestamp_, header.clock.ticks_at_start),
+        std::memory_order_relaxed);
+    packet.content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
+    packet.packet_size_bits = format::padded_packet_size(format::kPacketHeaderSize) * 8;
+    packet.packet_seq_num.store(seq, std::memory_order_relaxed);
+    packet.events_discarded.store(seq == 0 ? 0 : stats_.events_no_channel, std::memory_order_relaxed);
+    packet.thread_id = 0;  // no thread has id 0
+    packet.pid = static_cast<uint32_t>(header.pid);
+  }
+  static_assert(format::padded_packet_size(format::kPacketHeaderSize) == sizeof(PacketHeader));
+  write_file(output_dir_ + "/" + std::string(format::kNoChannelStreamName), packets, sizeof packets);
+}
+
 void Collector::write_strings() {
   const ShmHeader& header = mapping_.header();
   const uint8_t* packet = mapping_.base() + header.strings_offset;
@@ -387,6 +458,7 @@ void Collector::write_metadata(bool refine_clock) {
   trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
   trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));
   trace.policy = header.policy;
+  trace.losses = stats_.losses();
   const std::string text = format::make_metadata(trace);
   write_file(output_dir_ + "/metadata", text.data(), text.size());
 }

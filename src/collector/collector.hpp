@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "chronicle/detail/layout.hpp"
+#include "format/metadata.hpp"
 
 namespace chronicle::collector {
 
@@ -54,6 +55,15 @@ struct CollectorStats {
   // that each thread's events stay contiguous (a flight recorder keeps the newest window): the
   // snapshot starts later, it lacks nothing inside.
   uint64_t packets_left_out = 0;
+  // Copied but not written: the trace files could not take them (e.g. disk full).
+  uint64_t packets_unwritten = 0;
+  uint64_t events_unwritten = 0;
+  uint64_t bytes_unwritten = 0;
+  // From the mapping, as last seen.
+  uint64_t events_no_channel = 0;
+  uint64_t definitions_dropped = 0;
+  // What the trace lacks beyond its packets' events_discarded, as its metadata records it.
+  format::TraceLosses losses() const;
 };
 
 // Wakes the collector of this session if it sleeps (a writer whose ring fills, or stop()).
@@ -90,6 +100,7 @@ class Collector {
   struct StreamFile {
     int fd = -1;
     uint64_t last_seq_written = ~uint64_t{0};
+    uint64_t size = 0;  // bytes of whole packets in the file
   };
   StreamFile& stream_for(uint32_t channel);
   // `known_events`: the count the writer left for a closed packet; without it the packet's
@@ -109,6 +120,7 @@ class Collector {
   bool copy_stable(uint32_t channel, uint64_t seq);
   void snapshot_channel(uint32_t channel);
   void write_strings();
+  void write_no_channel_stream();
   void write_metadata(bool refine_clock);
   void count_events(const uint8_t* packet, uint64_t content);
 
@@ -119,6 +131,7 @@ class Collector {
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
+  uint64_t latest_timestamp_ = 0;  // of the packets written
 };
 
 }  // namespace chronicle::collector
