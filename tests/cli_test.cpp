@@ -5,9 +5,11 @@
 #include <chronicle/chronicle.hpp>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "reader/trace_directory.hpp"
 #include "support.hpp"
@@ -21,6 +23,7 @@ using test::TemporaryDirectory;
 const std::string kCli = CHRONICLE_CLI;
 const std::string kCrashWriter = CRASH_WRITER;
 const std::string kForkExec = FORK_EXEC;
+const std::string kSequenceWriter = SEQUENCE_WRITER;
 const std::string kExample = THREADS_EXAMPLE;
 const std::string kBt2Check = BT2_CHECK;
 
@@ -168,6 +171,118 @@ TEST(Snapshot, ReadsARunningProcessByPid) {
   ASSERT_EQ(by_thread.size(), 1u);
   EXPECT_EQ(by_thread.begin()->second.back(), 9'999);
   expect_contiguous_from(by_thread.begin()->second, by_thread.begin()->second.front());
+}
+
+// A program started with its standard input on a pipe; closing the pipe asks it to end.
+class PipedProgram {
+ public:
+  explicit PipedProgram(const std::string& command) : pipe_(popen(command.c_str(), "w")) {}
+  ~PipedProgram() { close(); }
+  bool started() const { return pipe_ != nullptr; }
+  int close() {
+    if (!pipe_) return -1;
+    const int status = pclose(pipe_);
+    pipe_ = nullptr;
+    return status;
+  }
+
+ private:
+  FILE* pipe_;
+};
+
+bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// Events a snapshot says it lacks, per thread: its stream's events_discarded.
+std::map<uint32_t, uint64_t> reported_losses(const reader::Trace& trace) {
+  std::map<uint32_t, uint64_t> out;
+  for (const auto& stream : trace.streams()) out[stream.thread_id] += stream.events_discarded;
+  return out;
+}
+
+TEST(Snapshot, LiveFlightSnapshotsAreContiguousOrCountWhatTheyLack) {
+  TemporaryDirectory directory;
+  PipedProgram writer(kSequenceWriter + " " + directory.path() + " 2");
+  ASSERT_TRUE(writer.started());
+  ASSERT_TRUE(wait_for_file(directory / "ready", std::chrono::seconds(60))) << "the writer never got going";
+  std::string mapping;
+  for (const auto& entry : std::filesystem::directory_iterator(directory.path()))
+    if (entry.path().extension() == ".shm") mapping = entry.path().string();
+  ASSERT_FALSE(mapping.empty());
+  constexpr int kSnapshots = 20;
+  for (int round = 0; round < kSnapshots; ++round) {
+    const std::string output = directory / ("snapshot-" + std::to_string(round));
+    const auto result = run(kCli + " snapshot " + mapping + " -o " + output);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    reader::Trace trace(output);
+    const auto by_thread = sequences(trace);
+    const auto losses = reported_losses(trace);
+    std::string streams;
+    for (const auto& stream : trace.streams())
+      streams += " " + stream.path + " (thread " + std::to_string(stream.thread_id) + ", " +
+                 std::to_string(stream.packets) + " packets)";
+    EXPECT_EQ(by_thread.size(), 2u) << "snapshot " << round << ": a thread has no events; streams:" << streams << "\n"
+                                    << result.err;
+    uint64_t snapshot_loss = 0;
+    for (const auto& [thread, values] : by_thread) {
+      const uint64_t lacking = static_cast<uint64_t>(values.back() - values.front() + 1) - values.size();
+      const uint64_t reported = losses.count(thread) ? losses.at(thread) : 0;
+      EXPECT_EQ(lacking, reported) << "snapshot " << round << ", thread " << thread << ": values " << values.front()
+                                   << ".." << values.back() << ", " << values.size() << " read";
+      snapshot_loss += reported;
+    }
+    // babeltrace2 reads it, and warns of discarded events or packets only when the snapshot says so.
+    const auto babeltrace = run("babeltrace2 " + output);  // the text sink reports discards
+    EXPECT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+    if (snapshot_loss == 0) {
+      EXPECT_EQ(babeltrace.err.find("discarded"), std::string::npos) << "snapshot " << round << ": " << babeltrace.err;
+    }
+  }
+  EXPECT_EQ(writer.close(), 0);
+}
+
+TEST(Losses, EventsOfThreadsWithoutAChannelAreCountedByEveryReader) {
+  TemporaryDirectory directory;
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  config.max_threads = 2;
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int kThreads = 5;
+  constexpr int kEventsPerThread = 10;
+  // No thread ends before all have written: a channel freed by an ending thread could be reused.
+  std::latch all_written(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&all_written] {
+      for (int i = 0; i < kEventsPerThread; ++i) CHRONICLE_COUNTER("loss", "sequence", i);
+      all_written.arrive_and_wait();
+    });
+  for (auto& thread : threads) thread.join();
+  stop();
+
+  constexpr uint64_t kLost = (kThreads - 2) * kEventsPerThread;
+  reader::Trace trace(config.output);
+  EXPECT_EQ(trace.description().losses.events_no_channel, kLost);
+  EXPECT_EQ(trace.events_discarded(), kLost);
+  EXPECT_EQ(test::read_all(trace).size(), 2u * kEventsPerThread);
+
+  const auto stats = run(kCli + " stats --json " + config.output);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const auto json = nlohmann::json::parse(stats.out);
+  EXPECT_EQ(json["losses"]["events_no_channel"].get<uint64_t>(), kLost) << stats.out;
+  EXPECT_EQ(json["discarded"].get<uint64_t>(), kLost) << stats.out;
+
+  const auto babeltrace = run("babeltrace2 " + config.output);  // the text sink reports discards
+  EXPECT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_NE(babeltrace.err.find("discarded " + std::to_string(kLost) + " events"), std::string::npos) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err.find("ERROR"), std::string::npos) << babeltrace.err;
 }
 
 TEST(Dump, PrintsResolvedNamesAndFiltersThem) {

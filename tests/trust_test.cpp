@@ -337,9 +337,12 @@ void flat_out_on_a_small_shm(const std::string& mode) {
   reader::Trace trace(directory / "trace");
   const uint64_t read = count_named(trace, "out");
   EXPECT_LT(read, written) << "an 8 MiB /dev/shm cannot hold four 2 MiB rings and the strings";
-  EXPECT_GT(lost_without_channel(trace), 0u) << "the trace says what was lost";
+  // Four threads alive at once: the fixed part (~4.1 MiB) and one 2 MiB ring fill 8 MiB.
+  EXPECT_GT(trace.description().losses.events_no_channel, 0u) << "the trace says what was lost";
+  // In stream mode every event is read or counted (events_discarded includes those with no
+  // channel); in flight mode the oldest packets are overwritten, which is the mode's promise.
   if (mode == "stream") {
-    EXPECT_EQ(read + trace.events_discarded() + lost_without_channel(trace), written);
+    EXPECT_EQ(read + trace.events_discarded(), written);
   }
 }
 

@@ -108,6 +108,12 @@ int run_record(RecordOptions& options) {
       sum.events += stats.events;
       sum.bytes += stats.bytes;
       sum.discarded += stats.discarded;
+      sum.decode_errors += stats.decode_errors;
+      sum.packets_unwritten += stats.packets_unwritten;
+      sum.events_unwritten += stats.events_unwritten;
+      sum.bytes_unwritten += stats.bytes_unwritten;
+      sum.events_no_channel += stats.events_no_channel;
+      sum.definitions_dropped += stats.definitions_dropped;
     }
     return sum;
   };
@@ -164,8 +170,10 @@ int run_record(RecordOptions& options) {
       TrackedSession* first_live = nullptr;
       for (auto& [path, session] : sessions)
         if (!session.done && !first_live) first_live = &session;
-      if (first_live) first_live->collector->wait_for_work(idle_sleep);
-      else std::this_thread::sleep_for(idle_sleep);
+      if (first_live)
+        first_live->collector->wait_for_work(idle_sleep);
+      else
+        std::this_thread::sleep_for(idle_sleep);
       idle_sleep = std::min(idle_sleep * 2, std::chrono::microseconds(10'000));
     } else {
       idle_sleep = std::chrono::microseconds(500);
@@ -182,6 +190,8 @@ int run_record(RecordOptions& options) {
     fmt::print(stderr, "chronicle: trace in {}: {} events, {}, {} discarded, {} process{}\n", options.output,
                human_count(sum.events), human_bytes(sum.bytes), human_count(sum.discarded), sessions.size(),
                sessions.size() == 1 ? "" : "es");
+    if (const std::string losses = format::describe_losses(sum.losses()); !losses.empty())
+      fmt::print(stderr, "chronicle: lost: {}\n", losses);
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

@@ -54,6 +54,13 @@ int run_snapshot(SnapshotOptions& options) {
   fmt::print(stderr, "chronicle: snapshot of {} (pid {}, {}) in {}: {} events, {}, {} discarded\n", path,
              mapping.header().pid, mapping.writer_alive() ? "running" : "not running", options.output,
              human_count(stats.events), human_bytes(stats.bytes), human_count(stats.discarded));
+  if (const std::string losses = format::describe_losses(stats.losses()); !losses.empty())
+    fmt::print(stderr, "chronicle: lost: {}\n", losses);
+  if (stats.packets_left_out > 0)
+    fmt::print(stderr,
+               "chronicle: {} older packets were left out (rewritten or damaged while copied): each thread's "
+               "events are contiguous, some start later\n",
+               human_count(stats.packets_left_out));
   return 0;
 }
 

@@ -234,11 +234,17 @@ int print_summary(const StatsOptions& options) {
       }
       return print_critical_path(trace, graph, options);
     }
+    const format::TraceLosses& losses = trace.description().losses;
     if (options.json) {
       all.push_back(profile_json(profile));
+      all.back()["losses"] = {
+          {"events_no_channel", losses.events_no_channel},     {"definitions_dropped", losses.definitions_dropped},
+          {"packets_undecodable", losses.packets_undecodable}, {"packets_unwritten", losses.packets_unwritten},
+          {"events_unwritten", losses.events_unwritten},       {"bytes_unwritten", losses.bytes_unwritten}};
     } else {
       if (i > 0) fmt::print("\n");
       print_profile(profile, options.top);
+      if (losses.any()) fmt::print("\nLosses: {}\n", format::describe_losses(losses));
     }
   }
   if (!options.critical_path.empty())

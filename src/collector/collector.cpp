@@ -28,14 +28,15 @@ using format::ChannelDescriptor;
 using format::PacketHeader;
 using format::ShmHeader;
 
-void write_all(int fd, const iovec* parts, int count, const std::string& what) {
+// Returns 0, or the errno of the write that failed.
+int write_all(int fd, const iovec* parts, int count) {
   std::vector<iovec> left(parts, parts + count);
   size_t index = 0;
   while (index < left.size()) {
     ssize_t n = ::writev(fd, left.data() + index, static_cast<int>(left.size() - index));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(fmt::format("cannot write {}: {}", what, std::strerror(errno)));
+      return errno;
     }
     size_t written = static_cast<size_t>(n);
     while (index < left.size() && written >= left[index].iov_len) written -= left[index++].iov_len;
@@ -44,6 +45,7 @@ void write_all(int fd, const iovec* parts, int count, const std::string& what) {
       left[index].iov_len -= written;
     }
   }
+  return 0;
 }
 
 void write_file(const std::string& path, const void* data, size_t size) {
@@ -51,10 +53,18 @@ void write_file(const std::string& path, const void* data, size_t size) {
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
   iovec part{const_cast<void*>(data), size};
-  write_all(fd, &part, 1, temporary);
+  const int failed = write_all(fd, &part, 1);
   ::close(fd);
+  if (failed != 0) {
+    ::unlink(temporary.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", temporary, std::strerror(failed)));
+  }
   if (::rename(temporary.c_str(), path.c_str()) != 0)
     throw std::runtime_error(fmt::format("cannot rename {}: {}", temporary, std::strerror(errno)));
+}
+
+uint64_t stream_instance_of(const uint8_t* packet) {
+  return reinterpret_cast<const PacketHeader*>(packet)->stream_instance_id;
 }
 
 }  // namespace
@@ -202,15 +212,35 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   header_copy.timestamp_end.store(std::max(timestamp_end, header_copy.timestamp_begin), std::memory_order_relaxed);
   header_copy.events_discarded.store(discarded, std::memory_order_relaxed);
   StreamFile& stream = stream_for(header_copy);
-  stream.last_discarded = std::max(stream.last_discarded, discarded);
   static const uint8_t kZeros[format::kPacketAlignment] = {};
   iovec parts[3] = {{&header_copy, sizeof header_copy},
                     {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize},
                     {const_cast<uint8_t*>(kZeros), packet_size - content}};
-  write_all(stream.fd, parts, 3, fmt::format("stream of channel {}", channel));
-  stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
   // Every event takes at least 4 bytes: a larger count is damage, and the packet is walked.
-  if (known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize)
+  const bool count_known =
+      known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize;
+  if (write_all(stream.fd, parts, 3) != 0) {
+    // A disk that is full now may have room later: count this packet as lost and go on. The
+    // part of it that was written goes, or the packet after it would be read as its rest (and a
+    // packet running past the end of its file makes babeltrace2 refuse the whole trace).
+    if (::ftruncate(stream.fd, static_cast<off_t>(stream.size)) != 0 ||
+        ::lseek(stream.fd, static_cast<off_t>(stream.size), SEEK_SET) < 0)
+      throw std::runtime_error(fmt::format("cannot write the stream of channel {} nor cut back its partial packet: {}",
+                                           channel, std::strerror(errno)));
+    ++stats_.packets_unwritten;
+    stats_.bytes_unwritten += content;
+    if (count_known) {
+      stats_.events_unwritten += *known_events;
+    } else if (auto events = format::count_events(packet, content)) {
+      stats_.events_unwritten += *events;
+    }
+    return;
+  }
+  stream.size += packet_size;
+  stream.last_discarded = std::max(stream.last_discarded, discarded);
+  stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
+  latest_timestamp_ = std::max(latest_timestamp_, header_copy.timestamp_end.load(std::memory_order_relaxed));
+  if (count_known)
     stats_.events += *known_events;
   else
     count_events(packet, content);
@@ -249,26 +279,33 @@ size_t Collector::drain() {
   return copied;
 }
 
-// Copies the packet of sequence `seq` from its slot, checking with the seqlock that the writer
-// did not reuse the slot meanwhile; writes it if the copy is whole. Returns whether it did.
-bool Collector::copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_at_least) {
+// Copies the packet of sequence `seq` from its slot into `into` (packet_size bytes), checking
+// with the seqlock that the writer did not reuse the slot meanwhile.
+Collector::CopyResult Collector::copy_slot(uint32_t channel, uint64_t seq, uint8_t* into, PacketCopy& copy) {
   const ShmHeader& header = mapping_.header();
   const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
-  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return false;
-  const uint64_t content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
-  const uint64_t discarded = std::max(live.events_discarded.load(std::memory_order_relaxed), discarded_at_least);
-  std::memcpy(scratch_.data(), packet, content);
-  const uint64_t timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
+  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return CopyResult::overwritten;
+  copy.seq = seq;
+  copy.content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
+  copy.discarded = live.events_discarded.load(std::memory_order_relaxed);
+  std::memcpy(into, packet, copy.content);
+  copy.timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
   format::memory_fence(std::memory_order_acquire);
-  if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return false;
-  auto* copy = reinterpret_cast<PacketHeader*>(scratch_.data());
-  copy->content_size_bits.store(content * 8, std::memory_order_relaxed);
-  if (!format::check_packet_header(scratch_.data(), header.packet_size).empty()) {
-    ++stats_.decode_errors;
-    return false;
-  }
-  write_packet(channel, scratch_.data(), content, timestamp_end, discarded);
+  if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return CopyResult::overwritten;
+  reinterpret_cast<PacketHeader*>(into)->content_size_bits.store(copy.content * 8, std::memory_order_relaxed);
+  if (!format::check_packet_header(into, header.packet_size).empty()) return CopyResult::damaged;
+  return CopyResult::copied;
+}
+
+// Copies packet `seq` and writes it if the copy is whole. Returns whether it did.
+bool Collector::copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_at_least) {
+  PacketCopy copy;
+  const CopyResult result = copy_slot(channel, seq, scratch_.data(), copy);
+  stats_.decode_errors += result == CopyResult::damaged;
+  if (result != CopyResult::copied) return false;
+  write_packet(channel, scratch_.data(), copy.content, copy.timestamp_end,
+               std::max(copy.discarded, discarded_at_least));
   return true;
 }
 
@@ -293,6 +330,7 @@ void Collector::finish() {
     }
   }
   stats_.discarded = discarded_in_streams();
+  write_no_channel_stream();
   write_strings();
   write_metadata(true);
 }
@@ -300,23 +338,117 @@ void Collector::finish() {
 void Collector::snapshot() {
   const ShmHeader& header = mapping_.header();
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
-  const ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
-  for (uint32_t channel = 0; channel < channels; ++channel) {
-    const uint64_t open_seq = table[channel].packets_committed.load(std::memory_order_acquire);
-    const uint64_t window = header.packets_per_channel;
-    const uint64_t first = open_seq + 1 > window ? open_seq + 1 - window : 0;
-    for (uint64_t seq = std::max(first, consumed_[channel]); seq <= open_seq; ++seq)
-      copy_stable(channel, seq, seq == open_seq ? table[channel].events_discarded.load(std::memory_order_relaxed) : 0);
-  }
+  for (uint32_t channel = 0; channel < channels; ++channel) snapshot_channel(channel);
   stats_.discarded = discarded_in_streams();
+  write_no_channel_stream();
   write_strings();
   write_metadata(true);
+}
+
+// The ring's window, oldest to newest, is copied into memory before anything is written: a
+// writer that laps the ring meanwhile rewrites slots not yet copied, and the fewer such slots the
+// better. A slot lost that way (or damaged) would be a hole between the packets around it, so
+// only the run of whole copies ending at the newest one is kept: each thread's events are
+// contiguous from the first to the last, as a flight recorder's newest window should be. A copy
+// that left packets out is tried again (the writer may have been lucky once), a few times.
+void Collector::snapshot_channel(uint32_t channel) {
+  constexpr int kAttempts = 4;
+  const ShmHeader& header = mapping_.header();
+  const ChannelDescriptor& desc = format::channel_table(mapping_.base(), header)[channel];
+  window_.resize(size_t{header.packets_per_channel} * header.packet_size);
+  std::vector<PacketCopy> run;  // whole copies since the last hole; packet i at window_[i * packet_size]
+  uint64_t left_out = 0;
+  uint64_t damaged = 0;
+  uint64_t open_seq = 0;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    open_seq = desc.packets_committed.load(std::memory_order_acquire);
+    const uint64_t window = header.packets_per_channel;
+    const uint64_t first = std::max(open_seq + 1 > window ? open_seq + 1 - window : 0, consumed_[channel]);
+    run.clear();
+    left_out = 0;
+    damaged = 0;
+    for (uint64_t seq = first; seq <= open_seq; ++seq) {
+      PacketCopy copy;
+      const CopyResult result = copy_slot(channel, seq, window_.data() + run.size() * header.packet_size, copy);
+      if (result != CopyResult::copied) {
+        damaged += result == CopyResult::damaged;
+        left_out += run.size() + 1;
+        run.clear();
+        continue;
+      }
+      run.push_back(copy);
+    }
+    if (left_out == 0) break;
+  }
+  stats_.packets_left_out += left_out;
+  stats_.decode_errors += damaged;
+  if (run.empty()) return;
+  // The open packet carries the channel's count: a signal handler's drops reach only the channel.
+  if (run.back().seq == open_seq)
+    run.back().discarded = std::max(run.back().discarded, desc.events_discarded.load(std::memory_order_relaxed));
+  // events_discarded is cumulative for the stream. A run that starts later than the stream's
+  // first packet starts counting at its first packet, so that babeltrace2 reads a first packet
+  // with 0 rather than "may have discarded", and the counts of the trace are the events lost
+  // inside it. (Losses within that first packet cannot be told from older ones.) A later
+  // thread's packets in the run (the channel was reused) start their stream: their counts are
+  // their own from 0.
+  const uint64_t first_instance = stream_instance_of(window_.data());
+  const uint64_t base = run.front().seq == 0 ? 0 : run.front().discarded;
+  for (size_t index = 0; index < run.size(); ++index) {
+    const PacketCopy& copy = run[index];
+    const uint8_t* packet = window_.data() + index * header.packet_size;
+    const uint64_t own_base = stream_instance_of(packet) == first_instance ? base : 0;
+    write_packet(channel, packet, copy.content, copy.timestamp_end, std::max(copy.discarded, own_base) - own_base);
+  }
 }
 
 uint64_t Collector::discarded_in_streams() const {
   uint64_t sum = 0;
   for (const auto& [instance, stream] : streams_) sum += stream.last_discarded;
   return sum;
+}
+
+format::TraceLosses CollectorStats::losses() const {
+  format::TraceLosses out;
+  out.events_no_channel = events_no_channel;
+  out.definitions_dropped = definitions_dropped;
+  out.packets_undecodable = decode_errors;
+  out.packets_unwritten = packets_unwritten;
+  out.events_unwritten = events_unwritten;
+  out.bytes_unwritten = bytes_unwritten;
+  return out;
+}
+
+// Events of threads that got no channel are lost before any packet could count them. So that
+// babeltrace2 reports them as it reports other discarded events, they get a stream of their own:
+// two empty packets of the thread stream class, the first counting 0 and the second all of them
+// (events_discarded is cumulative; a first packet with a count would read "may have discarded").
+void Collector::write_no_channel_stream() {
+  const ShmHeader& header = mapping_.header();
+  stats_.events_no_channel = header.events_no_channel.load(std::memory_order_relaxed);
+  stats_.definitions_dropped = header.strings_dropped.load(std::memory_order_relaxed);
+  stats_.discarded += stats_.events_no_channel;
+  if (stats_.events_no_channel == 0) return;
+  PacketHeader packets[2] = {};
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    PacketHeader& packet = packets[seq];
+    packet.magic = format::kPacketMagic;
+    std::memcpy(packet.uuid, header.uuid, 16);
+    packet.stream_id = format::kStreamThread;
+    packet.stream_instance_id = header.max_channels;  // no channel has this index
+    packet.timestamp_begin = header.clock.ticks_at_start;
+    packet.timestamp_end.store(
+        seq == 0 ? header.clock.ticks_at_start : std::max(latest_timestamp_, header.clock.ticks_at_start),
+        std::memory_order_relaxed);
+    packet.content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
+    packet.packet_size_bits = format::padded_packet_size(format::kPacketHeaderSize) * 8;
+    packet.packet_seq_num.store(seq, std::memory_order_relaxed);
+    packet.events_discarded.store(seq == 0 ? 0 : stats_.events_no_channel, std::memory_order_relaxed);
+    packet.thread_id = 0;  // no thread has id 0
+    packet.pid = static_cast<uint32_t>(header.pid);
+  }
+  static_assert(format::padded_packet_size(format::kPacketHeaderSize) == sizeof(PacketHeader));
+  write_file(output_dir_ + "/" + std::string(format::kNoChannelStreamName), packets, sizeof packets);
 }
 
 void Collector::write_strings() {
@@ -345,6 +477,7 @@ void Collector::write_metadata(bool refine_clock) {
   trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
   trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));
   trace.policy = header.policy;
+  trace.losses = stats_.losses();
   const std::string text = format::make_metadata(trace);
   write_file(output_dir_ + "/metadata", text.data(), text.size());
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "chronicle/detail/layout.hpp"
+#include "format/metadata.hpp"
 
 namespace chronicle::collector {
 
@@ -49,6 +50,20 @@ struct CollectorStats {
   uint64_t packets = 0;
   uint64_t discarded = 0;  // cumulative over threads, as last seen
   uint64_t decode_errors = 0;
+  // snapshot(): packets of a ring's window a writer reused while they were copied (or damaged,
+  // also counted in decode_errors), and the older ones before such a packet. They are left out so
+  // that each thread's events stay contiguous (a flight recorder keeps the newest window): the
+  // snapshot starts later, it lacks nothing inside.
+  uint64_t packets_left_out = 0;
+  // Copied but not written: the trace files could not take them (e.g. disk full).
+  uint64_t packets_unwritten = 0;
+  uint64_t events_unwritten = 0;
+  uint64_t bytes_unwritten = 0;
+  // From the mapping, as last seen.
+  uint64_t events_no_channel = 0;
+  uint64_t definitions_dropped = 0;
+  // What the trace lacks beyond its packets' events_discarded, as its metadata records it.
+  format::TraceLosses losses() const;
 };
 
 // Wakes the collector of this session if it sleeps (a writer whose ring fills, or stop()).
@@ -87,25 +102,40 @@ class Collector {
   struct StreamFile {
     int fd = -1;
     uint64_t last_seq_written = ~uint64_t{0};
+    uint64_t size = 0;            // bytes of whole packets in the file
     uint64_t last_discarded = 0;  // cumulative for this stream, as last written
   };
   StreamFile& stream_for(const format::PacketHeader& packet);
+  uint64_t discarded_in_streams() const;
   // `known_events`: the count the writer left for a closed packet; without it the packet's
   // events are counted by walking them.
   void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
                     uint64_t discarded, std::optional<uint64_t> known_events = std::nullopt);
+  // A packet copied out of its ring slot: the header fields a concurrent writer may change are
+  // those read with the copy.
+  struct PacketCopy {
+    uint64_t seq = 0;
+    uint64_t content = 0;
+    uint64_t timestamp_end = 0;
+    uint64_t discarded = 0;
+  };
+  enum class CopyResult { copied, overwritten, damaged };
+  CopyResult copy_slot(uint32_t channel, uint64_t seq, uint8_t* into, PacketCopy& copy);
   bool copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_at_least = 0);
-  uint64_t discarded_in_streams() const;
+  void snapshot_channel(uint32_t channel);
   void write_strings();
+  void write_no_channel_stream();
   void write_metadata(bool refine_clock);
   void count_events(const uint8_t* packet, uint64_t content);
 
   SessionMapping& mapping_;
   std::string output_dir_;
   std::map<uint64_t, StreamFile> streams_;  // by stream instance
-  std::vector<uint64_t> consumed_;          // per channel, stream policy
+  std::vector<uint64_t> consumed_;  // per channel, stream policy
   std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
+  uint64_t latest_timestamp_ = 0;  // of the packets written
 };
 
 }  // namespace chronicle::collector

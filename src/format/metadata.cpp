@@ -51,12 +51,44 @@ int64_t integer_value(std::string_view text, std::string_view key) {
   return parsed;
 }
 
+// A count the metadata of older traces does not have: 0 then.
+uint64_t optional_count(std::string_view text, std::string_view key) {
+  if (!find_value(text, key)) return 0;
+  const int64_t value = integer_value(text, key);
+  if (value < 0) throw std::runtime_error(fmt::format("metadata '{}' is negative: {}", key, value));
+  return static_cast<uint64_t>(value);
+}
+
+// The env fields of TraceLosses, in one place for the writer and the reader.
+constexpr std::string_view kEventsNoChannel = "chronicle_events_no_channel";
+constexpr std::string_view kDefinitionsDropped = "chronicle_definitions_dropped";
+constexpr std::string_view kPacketsUndecodable = "chronicle_packets_undecodable";
+constexpr std::string_view kPacketsUnwritten = "chronicle_packets_unwritten";
+constexpr std::string_view kEventsUnwritten = "chronicle_events_unwritten";
+constexpr std::string_view kBytesUnwritten = "chronicle_bytes_unwritten";
+
 std::string string_value(std::string_view text, std::string_view key) {
   auto value = find_value(text, key);
   return value ? std::string(*value) : std::string();
 }
 
 }  // namespace
+
+std::string describe_losses(const TraceLosses& losses) {
+  std::string out;
+  auto add = [&out](uint64_t count, std::string_view what) {
+    if (count == 0) return;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", count, what);
+  };
+  add(losses.events_no_channel, "events of threads without a ring");
+  add(losses.definitions_dropped, "definitions that did not fit");
+  add(losses.packets_undecodable, "damaged packets left out");
+  if (losses.packets_unwritten || losses.bytes_unwritten)
+    out += fmt::format("{}{} packets ({} events, {} bytes) not written", out.empty() ? "" : ", ",
+                       losses.packets_unwritten, losses.events_unwritten, losses.bytes_unwritten);
+  return out;
+}
 
 ClockOffset clock_offset(const ClockCalibration& clock) {
   // Wall time at tick 0, in nanoseconds; then split into whole seconds and leftover ticks.
@@ -124,6 +156,13 @@ std::string make_metadata(const TraceDescription& trace) {
   out += fmt::format("  ticks_at_start = {};\n", static_cast<int64_t>(trace.clock.ticks_at_start));
   out += fmt::format("  monotonic_ns_at_start = {};\n", static_cast<int64_t>(trace.clock.monotonic_ns_at_start));
   out += fmt::format("  realtime_ns_at_start = {};\n", static_cast<int64_t>(trace.clock.realtime_ns_at_start));
+  for (const auto& [key, count] : {std::pair{kEventsNoChannel, trace.losses.events_no_channel},
+                                   std::pair{kDefinitionsDropped, trace.losses.definitions_dropped},
+                                   std::pair{kPacketsUndecodable, trace.losses.packets_undecodable},
+                                   std::pair{kPacketsUnwritten, trace.losses.packets_unwritten},
+                                   std::pair{kEventsUnwritten, trace.losses.events_unwritten},
+                                   std::pair{kBytesUnwritten, trace.losses.bytes_unwritten}})
+    out += fmt::format("  {} = {};\n", key, static_cast<int64_t>(count));
   add("};");
   add("");
   add("clock {");
@@ -205,6 +244,12 @@ TraceDescription parse_metadata(std::string_view text) {
   trace.clock.ticks_at_start = static_cast<uint64_t>(integer_value(text, "ticks_at_start"));
   trace.clock.monotonic_ns_at_start = static_cast<uint64_t>(integer_value(text, "monotonic_ns_at_start"));
   trace.clock.realtime_ns_at_start = static_cast<uint64_t>(integer_value(text, "realtime_ns_at_start"));
+  trace.losses.events_no_channel = optional_count(text, kEventsNoChannel);
+  trace.losses.definitions_dropped = optional_count(text, kDefinitionsDropped);
+  trace.losses.packets_undecodable = optional_count(text, kPacketsUndecodable);
+  trace.losses.packets_unwritten = optional_count(text, kPacketsUnwritten);
+  trace.losses.events_unwritten = optional_count(text, kEventsUnwritten);
+  trace.losses.bytes_unwritten = optional_count(text, kBytesUnwritten);
   const int64_t frequency = integer_value(text, "freq");
   if (frequency <= 0) throw std::runtime_error(fmt::format("metadata clock frequency {} is not positive", frequency));
   trace.clock.frequency_hz = static_cast<uint64_t>(frequency);

@@ -10,6 +10,24 @@
 
 namespace chronicle::format {
 
+// What a trace lacks beyond the events_discarded of its packets: written by the collector as env
+// fields of the metadata (chronicle_*), 0 when a trace's metadata has none.
+struct TraceLosses {
+  uint64_t events_no_channel = 0;    // of threads that got no ring (more than max_threads, no shm)
+  uint64_t definitions_dropped = 0;  // site and thread definitions that did not fit the strings packet
+  uint64_t packets_undecodable = 0;  // packets the collector found damaged and left out
+  uint64_t packets_unwritten = 0;    // packets the collector could not write (e.g. disk full)
+  uint64_t events_unwritten = 0;     // the events of those packets
+  uint64_t bytes_unwritten = 0;
+  bool any() const {
+    return events_no_channel || definitions_dropped || packets_undecodable || packets_unwritten || bytes_unwritten;
+  }
+};
+
+// The losses in words ("30 events of threads without a ring, 2 definitions that did not fit"),
+// "" when there are none.
+std::string describe_losses(const TraceLosses& losses);
+
 struct TraceDescription {
   std::array<uint8_t, 16> uuid{};
   ClockCalibration clock{};
@@ -17,6 +35,7 @@ struct TraceDescription {
   std::string process_name;
   std::string hostname;
   BufferPolicy policy = BufferPolicy::stream;
+  TraceLosses losses;
 };
 
 // The CTF clock's offset: wall time = offset_s + (offset + ticks) / frequency.
@@ -38,6 +57,8 @@ TraceDescription parse_metadata(std::string_view text);
 std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
 
 inline constexpr int kFormatVersion = 1;
+// The stream file that counts the events of threads that got no channel (two empty packets).
+inline constexpr std::string_view kNoChannelStreamName = "no-channel";
 inline constexpr std::string_view kTracerName = "chronicle";
 
 }  // namespace chronicle::format
