@@ -370,6 +370,9 @@ void Collector::snapshot_channel(uint32_t channel) {
     for (uint64_t seq = first; seq <= open_seq; ++seq) {
       PacketCopy copy;
       const CopyResult result = copy_slot(channel, seq, window_.data() + run.size() * header.packet_size, copy);
+      // With no packet open (its thread ended, or waits for a free slot), the slot after the
+      // last closed packet still holds an older one: the window ends there, with no hole.
+      if (seq == open_seq && result == CopyResult::overwritten) break;
       if (result != CopyResult::copied) {
         damaged += result == CopyResult::damaged;
         left_out += run.size() + 1;

@@ -131,7 +131,7 @@ class Collector {
   SessionMapping& mapping_;
   std::string output_dir_;
   std::map<uint64_t, StreamFile> streams_;  // by stream instance
-  std::vector<uint64_t> consumed_;  // per channel, stream policy
+  std::vector<uint64_t> consumed_;          // per channel, stream policy
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
