@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <ctime>
 
+#include "reader/trace_reader.hpp"
+
 namespace chronicle::cli {
 
 bool stderr_is_terminal() {
@@ -38,6 +40,15 @@ std::string timestamp_for_path() {
   localtime_r(&now, &parts);
   return fmt::format("{:04}{:02}{:02}-{:02}{:02}{:02}", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
                      parts.tm_hour, parts.tm_min, parts.tm_sec);
+}
+
+void warn_about_damage(const reader::Trace& trace) {
+  for (const reader::Damage& damage : trace.damage()) {
+    const std::string lost =
+        damage.events_lost ? fmt::format("{} events lost", human_count(*damage.events_lost)) : "events lost: unknown";
+    fmt::print(stderr, "chronicle: warning: {}: offset {}: skipped {} ({}): {}\n", damage.file, damage.offset,
+               human_bytes(damage.bytes), lost, damage.reason);
+  }
 }
 
 }  // namespace chronicle::cli

@@ -4,6 +4,10 @@
 #include <functional>
 #include <string>
 
+namespace chronicle::reader {
+class Trace;
+}
+
 namespace chronicle::cli {
 
 inline constexpr int kExitFailure = 1;
@@ -29,5 +33,8 @@ bool stderr_is_terminal();
 std::string human_bytes(uint64_t bytes);
 std::string human_count(uint64_t count);
 std::string timestamp_for_path();
+
+// A warning on standard error for each stretch of the trace the reader skipped as damaged.
+void warn_about_damage(const reader::Trace& trace);
 
 }  // namespace chronicle::cli

@@ -159,6 +159,7 @@ int run_dump(const DumpOptions& options) {
   std::string line;
   for (const auto& directory : traces) {
     reader::Trace trace(directory);
+    warn_about_damage(trace);
     if (traces.size() > 1)
       fmt::print("# {} (pid {}, {})\n", directory, trace.description().pid, trace.description().process_name);
     if (options.tasks) {

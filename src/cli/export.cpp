@@ -26,6 +26,7 @@ int run_export(const ExportCliOptions& options) {
     return kExitFailure;
   }
   const std::vector<reader::Trace> traces = exports::open_traces(options.directory);
+  for (const auto& trace : traces) warn_about_damage(trace);
 
   exports::ExportOptions export_options;
   const bool show_progress = stderr_is_terminal();

@@ -48,6 +48,7 @@ int print_counter_windows(const StatsOptions& options) {
   const auto traces = reader::find_traces(options.directory);
   for (const auto& directory : traces) {
     reader::Trace trace(directory);
+    warn_about_damage(trace);
     const analysis::CounterWindows windows(trace);
     int64_t from = windows.first_ns();
     int64_t to = windows.last_ns();
@@ -131,6 +132,18 @@ nlohmann::json profile_json(const analysis::Profile& p) {
                                {"max", counter.max},
                                {"last", counter.last},
                                {"rate_per_second", counter.rate_per_second}});
+  return out;
+}
+
+// What the reader skipped; events_lost is null when unknown.
+nlohmann::json damage_json(const reader::Trace& trace) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const reader::Damage& damage : trace.damage())
+    out.push_back({{"file", damage.file},
+                   {"offset", damage.offset},
+                   {"bytes", damage.bytes},
+                   {"events_lost", damage.events_lost ? nlohmann::json(*damage.events_lost) : nlohmann::json()},
+                   {"reason", damage.reason}});
   return out;
 }
 
@@ -222,6 +235,7 @@ int print_summary(const StatsOptions& options) {
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < traces.size(); ++i) {
     reader::Trace trace(traces[i]);
+    warn_about_damage(trace);
     model::TaskGraph graph;
     const analysis::Profile profile = analysis::profile_trace(trace, &graph, progress_line());
     if (!options.critical_path.empty()) {
@@ -241,6 +255,7 @@ int print_summary(const StatsOptions& options) {
           {"events_no_channel", losses.events_no_channel},     {"definitions_dropped", losses.definitions_dropped},
           {"packets_undecodable", losses.packets_undecodable}, {"packets_unwritten", losses.packets_unwritten},
           {"events_unwritten", losses.events_unwritten},       {"bytes_unwritten", losses.bytes_unwritten}};
+      all.back()["damage"] = damage_json(trace);
     } else {
       if (i > 0) fmt::print("\n");
       print_profile(profile, options.top);

@@ -37,6 +37,17 @@ std::string check_packet_header(const uint8_t* packet, size_t available) {
   return {};
 }
 
+std::optional<uint64_t> framed_packet_size(const uint8_t* packet, size_t available) {
+  if (reinterpret_cast<uintptr_t>(packet) % alignof(PacketHeader) != 0 || available < kPacketHeaderSize)
+    return std::nullopt;
+  const auto& header = *reinterpret_cast<const PacketHeader*>(packet);
+  const uint64_t bytes = header.packet_size_bits / 8;
+  if (header.magic != kPacketMagic || header.packet_size_bits % (kPacketAlignment * 8) != 0 ||
+      bytes < kPacketHeaderSize || bytes > available)
+    return std::nullopt;
+  return bytes;
+}
+
 std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes) {
   const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
   const EventTable& table = event_table();

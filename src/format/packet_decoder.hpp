@@ -55,6 +55,11 @@ std::string check_packet_header(const uint8_t* packet, size_t available);
 
 uint64_t content_bytes(const PacketHeader& header);
 
+// The size in bytes of the packet at `packet` if its header frames it (whole, with the right
+// magic, and a packet size that is a multiple of the alignment, holds a header and fits in
+// `available`), else nullopt: then where the next packet starts cannot be known.
+std::optional<uint64_t> framed_packet_size(const uint8_t* packet, size_t available);
+
 // The number of events in a packet's content, walking only their sizes (no timestamps): what
 // the collector needs to count as it copies. Returns nullopt if the content does not walk to
 // its exact end (damage).

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 
 namespace chronicle::reader {
 
@@ -120,6 +121,9 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
   if (has_strings) load_definitions(directory + "/strings");
   std::sort(stream_paths.begin(), stream_paths.end());
   for (const auto& path : stream_paths) index_stream(path);
+  if (streams_.empty() && !damage_.empty())
+    throw TraceError(damage_.front().file, damage_.front().offset,
+                     damage_.front().reason + " (nothing readable is left in the trace)");
 }
 
 Trace::~Trace() = default;
@@ -170,28 +174,65 @@ void Trace::index_stream(const std::string& path) {
   StreamInfo info;
   info.path = path;
   info.bytes = file->size();
+  std::vector<uint64_t> readable;
   uint64_t offset = 0;
   uint64_t previous_discarded = 0;
   while (offset < file->size()) {
-    const std::string problem = format::check_packet_header(file->data() + offset, file->size() - offset);
-    if (!problem.empty()) throw TraceError(path, offset, problem);
-    const auto& header = *reinterpret_cast<const format::PacketHeader*>(file->data() + offset);
-    if (header.stream_id != format::kStreamThread)
-      throw TraceError(path, offset, fmt::format("stream id {} where thread events were expected", header.stream_id));
-    if (std::memcmp(header.uuid, description_.uuid.data(), 16) != 0)
-      throw TraceError(path, offset + offsetof(format::PacketHeader, uuid), "packet uuid differs from the metadata's");
-    const uint64_t discarded = header.events_discarded.load(std::memory_order_relaxed);
-    if (discarded < previous_discarded)
-      throw TraceError(path, offset + offsetof(format::PacketHeader, events_discarded),
-                       "events_discarded decreases (it is cumulative)");
-    previous_discarded = discarded;
-    info.thread_id = header.thread_id;
-    ++info.packets;
-    offset += header.packet_size_bits / 8;
+    const uint8_t* packet = file->data() + offset;
+    const uint64_t left = file->size() - offset;
+    const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
+    if (!packet_bytes) {
+      // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
+      damage_.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
+      break;
+    }
+    const std::string problem = packet_problem(packet, offset, previous_discarded);
+    const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+    if (problem.empty()) {
+      readable.push_back(offset);
+      previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
+      info.thread_id = header.thread_id;
+      ++info.packets;
+    } else {
+      // Its events can still be counted when only the header's other fields are wrong.
+      const uint64_t content = format::content_bytes(header);
+      std::optional<uint64_t> events;
+      if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
+        events = format::count_events(packet, content);
+      damage_.push_back({path, offset, *packet_bytes, events, problem});
+    }
+    offset += *packet_bytes;
   }
+  if (readable.empty()) return;  // nothing of this stream to show; damage() says why
   info.events_discarded = previous_discarded;
   streams_.push_back(std::move(info));
   files_.push_back(std::move(file));
+  readable_packets_.push_back(std::move(readable));
+}
+
+// What makes a framed packet unreadable, or an empty string. Decodes every event, so that the
+// cursors never meet a fault after they have handed out part of a packet.
+std::string Trace::packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded) const {
+  const std::string problem = format::check_packet_header(packet, std::numeric_limits<size_t>::max());
+  if (!problem.empty()) return problem;
+  const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+  if (header.stream_id != format::kStreamThread)
+    return fmt::format("stream id {} where thread events were expected", header.stream_id);
+  if (std::memcmp(header.uuid, description_.uuid.data(), 16) != 0)
+    return fmt::format("packet uuid differs from the metadata's (at offset {})",
+                       offset + offsetof(format::PacketHeader, uuid));
+  if (header.events_discarded.load(std::memory_order_relaxed) < previous_discarded)
+    return fmt::format("events_discarded decreases (it is cumulative) (at offset {})",
+                       offset + offsetof(format::PacketHeader, events_discarded));
+  try {
+    format::PacketDecoder decoder(packet, format::content_bytes(header));
+    format::RawEvent event;
+    while (decoder.next(event)) {
+    }
+  } catch (const format::DecodeError& error) {
+    return fmt::format("{} (at offset {})", error.what(), offset + error.offset());
+  }
+  return {};
 }
 
 const Site* Trace::site(uint32_t id) const {
@@ -227,15 +268,13 @@ std::string Trace::format_time(uint64_t ticks) const {
 }
 
 Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index)
-    : trace_(trace), index_(index), data_(trace.files_[index]->data()), size_(trace.files_[index]->size()) {}
+    : trace_(trace), index_(index), data_(trace.files_[index]->data()), packets_(trace.readable_packets_[index]) {}
 
 bool Trace::StreamCursor::next_packet() {
-  if (next_packet_offset_ >= size_) return false;
-  packet_offset_ = next_packet_offset_;
+  if (next_packet_ >= packets_.size()) return false;
+  packet_offset_ = packets_[next_packet_++];
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(data_ + packet_offset_);
-  // Headers were checked when the trace was opened.
   packet_.emplace(data_ + packet_offset_, format::content_bytes(header));
-  next_packet_offset_ = packet_offset_ + header.packet_size_bits / 8;
   return true;
 }
 

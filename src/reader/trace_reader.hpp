@@ -65,12 +65,24 @@ struct StreamInfo {
   uint64_t events_discarded = 0;  // the stream's cumulative count (its last packet's)
 };
 
+// A stretch of a stream file the reader could not use and skipped: one damaged packet, or the
+// rest of the file from a packet whose size frames nothing.
+struct Damage {
+  std::string file;
+  uint64_t offset = 0;                  // where the skipped bytes begin: a packet's start
+  uint64_t bytes = 0;                   // how many were skipped
+  std::optional<uint64_t> events_lost;  // when the skipped packet could still be counted
+  std::string reason;                   // what was wrong (with the offset of the fault when it is inside the packet)
+};
+
 class MappedFile;
 
 class Trace {
  public:
-  // Opens and checks the directory: metadata, definitions and every packet header. Throws
-  // TraceError on anything malformed.
+  // Opens and checks the directory: metadata, definitions and every packet of the streams. A
+  // damaged packet is skipped and listed in damage(); a stream with no readable packet is left
+  // out of streams(). Throws TraceError on malformed metadata or definitions, and when the
+  // streams hold damage and nothing readable.
   explicit Trace(const std::string& directory);
   ~Trace();
   Trace(Trace&&) noexcept;
@@ -82,6 +94,8 @@ class Trace {
   const std::vector<Site>& sites() const { return sites_; }
   std::string thread_name(uint32_t thread_id) const;
   uint64_t events_discarded() const;
+  // What the reader skipped, by file and offset.
+  const std::vector<Damage>& damage() const { return damage_; }
 
   int64_t to_unix_ns(uint64_t ticks) const;
   // Wall time as "YYYY-MM-DD HH:MM:SS.nnnnnnnnn" (UTC).
@@ -101,6 +115,7 @@ class Trace {
  private:
   void load_definitions(const std::string& path);
   void index_stream(const std::string& path);
+  std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded) const;
 
   std::string directory_;
   format::TraceDescription description_;
@@ -108,6 +123,8 @@ class Trace {
   std::map<uint32_t, std::string> thread_names_;
   std::vector<StreamInfo> streams_;
   std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::vector<uint64_t>> readable_packets_;  // per stream: offsets of the sound packets
+  std::vector<Damage> damage_;
   int64_t clock_base_ns_ = 0;
 };
 
@@ -115,7 +132,8 @@ class Trace {
 class Trace::StreamCursor {
  public:
   StreamCursor(const Trace& trace, size_t index);
-  // Reads the next event into `event`; false at the end. Throws TraceError.
+  // Reads the next event into `event`; false at the end. Only packets that decoded when the
+  // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
 
  private:
@@ -123,9 +141,9 @@ class Trace::StreamCursor {
   const Trace& trace_;
   size_t index_;
   const uint8_t* data_;
-  uint64_t size_;
+  const std::vector<uint64_t>& packets_;
+  size_t next_packet_ = 0;
   uint64_t packet_offset_ = 0;
-  uint64_t next_packet_offset_ = 0;
   std::optional<format::PacketDecoder> packet_;
   std::vector<uint32_t> open_spans_;
 };

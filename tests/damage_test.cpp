@@ -1,0 +1,207 @@
+// A damaged packet costs that packet, not the trace: the reader skips it, says what it skipped,
+// and reads the rest.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chronicle/chronicle.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "format/packet_decoder.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using test::TemporaryDirectory;
+
+// Where a packet sits in its stream file, and where its events start.
+struct PacketPlace {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::vector<uint64_t> event_offsets;  // within the file
+};
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::vector<uint8_t> bytes(std::filesystem::file_size(path));
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
+  return bytes;
+}
+
+// The packets of a sound stream file, walked with the format's own decoder.
+std::vector<PacketPlace> packets_of(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  std::vector<PacketPlace> packets;
+  uint64_t offset = 0;
+  while (offset < bytes.size()) {
+    const auto& header = *reinterpret_cast<const format::PacketHeader*>(bytes.data() + offset);
+    PacketPlace packet;
+    packet.offset = offset;
+    packet.size = header.packet_size_bits / 8;
+    format::PacketDecoder decoder(bytes.data() + offset, format::content_bytes(header));
+    format::RawEvent event;
+    while (decoder.next(event)) packet.event_offsets.push_back(offset + event.offset);
+    packets.push_back(packet);
+    offset += packet.size;
+  }
+  return packets;
+}
+
+void overwrite(const std::string& path, uint64_t offset, const void* data, size_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::pwrite(fd, data, size, static_cast<off_t>(offset)), static_cast<ssize_t>(size));
+  ::close(fd);
+}
+
+// Two threads' counters and notes in 4 KiB packets: a few dozen packets per stream file.
+class Damage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Config config;
+    config.output = directory_ / "trace";
+    config.shm_dir = directory_.path();
+    config.buffer_size = 4 << 20;  // room for everything: no drops
+    config.packet_size = 4 << 10;
+    ASSERT_TRUE(start(config)) << last_error();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t)
+      threads.emplace_back([] {
+        for (int i = 0; i < 5'000; ++i) {
+          CHRONICLE_COUNTER("damage", "sequence", i);
+          if (i % 50 == 0) CHRONICLE_NOTE("damage", "at {}", i);
+        }
+      });
+    for (auto& thread : threads) thread.join();
+    stop();
+    trace_ = config.output;
+    const reader::Trace sound(trace_);
+    ASSERT_EQ(sound.events_discarded(), 0u);
+    ASSERT_EQ(sound.streams().size(), 2u);
+    total_events_ = test::read_all(sound).size();
+    ASSERT_EQ(total_events_, 2u * (5'000 + 100));
+    stream_ = sound.streams()[0].path;
+    packets_ = packets_of(stream_);
+    ASSERT_GE(packets_.size(), 8u) << "the test wants many packets per stream";
+  }
+
+  // Events in the packets of the damaged stream from `first` on.
+  size_t events_from(size_t first) const {
+    size_t events = 0;
+    for (size_t i = first; i < packets_.size(); ++i) events += packets_[i].event_offsets.size();
+    return events;
+  }
+
+  TemporaryDirectory directory_;
+  std::string trace_;
+  std::string stream_;
+  std::vector<PacketPlace> packets_;
+  size_t total_events_ = 0;
+};
+
+TEST_F(Damage, AnUnknownEventIdCostsOnlyItsPacket) {
+  const PacketPlace& victim = packets_[packets_.size() / 2];
+  const uint64_t event_offset = victim.event_offsets[victim.event_offsets.size() / 2];
+  uint8_t first_byte = read_file(stream_)[event_offset];
+  first_byte = static_cast<uint8_t>((first_byte & ~0x1f) | 29);  // id 29: no such event
+  overwrite(stream_, event_offset, &first_byte, 1);
+
+  const reader::Trace trace(trace_);
+  EXPECT_EQ(test::read_all(trace).size(), total_events_ - victim.event_offsets.size());
+  size_t in_stream = 0;
+  trace.for_each_in_stream(0, [&](const reader::Event&) { return ++in_stream, true; });
+  EXPECT_EQ(in_stream, events_from(0) - victim.event_offsets.size());
+  ASSERT_EQ(trace.damage().size(), 1u);
+  const reader::Damage& damage = trace.damage()[0];
+  EXPECT_EQ(damage.file, stream_);
+  EXPECT_EQ(damage.offset, victim.offset);
+  EXPECT_EQ(damage.bytes, victim.size);
+  EXPECT_FALSE(damage.events_lost.has_value()) << "a packet that does not decode has no count";
+  EXPECT_NE(damage.reason.find("unknown event id 29"), std::string::npos) << damage.reason;
+  EXPECT_NE(damage.reason.find(std::to_string(event_offset)), std::string::npos) << damage.reason;
+}
+
+TEST_F(Damage, AForeignUuidCostsOnlyItsPacketWhoseEventsAreCounted) {
+  const PacketPlace& victim = packets_[1];
+  const uint8_t foreign = 0xee;
+  overwrite(stream_, victim.offset + offsetof(format::PacketHeader, uuid), &foreign, 1);
+
+  const reader::Trace trace(trace_);
+  EXPECT_EQ(test::read_all(trace).size(), total_events_ - victim.event_offsets.size());
+  ASSERT_EQ(trace.damage().size(), 1u);
+  EXPECT_EQ(trace.damage()[0].offset, victim.offset);
+  EXPECT_EQ(trace.damage()[0].events_lost, victim.event_offsets.size());
+  EXPECT_NE(trace.damage()[0].reason.find("uuid"), std::string::npos) << trace.damage()[0].reason;
+}
+
+// A packet size that frames nothing: the rest of the file cannot be found, so it is all skipped.
+void expect_rest_of_file_skipped(const std::string& trace_path, const std::string& stream, const PacketPlace& victim,
+                                 size_t events_left, const std::string& words) {
+  const reader::Trace trace(trace_path);
+  EXPECT_EQ(test::read_all(trace).size(), events_left);
+  ASSERT_EQ(trace.damage().size(), 1u);
+  const reader::Damage& damage = trace.damage()[0];
+  EXPECT_EQ(damage.file, stream);
+  EXPECT_EQ(damage.offset, victim.offset);
+  EXPECT_EQ(damage.bytes, std::filesystem::file_size(stream) - victim.offset);
+  EXPECT_NE(damage.reason.find(words), std::string::npos) << damage.reason;
+}
+
+TEST_F(Damage, APacketSizeOfZeroSkipsTheRestOfTheFile) {
+  const size_t index = packets_.size() / 2;
+  const uint64_t zero = 0;
+  overwrite(stream_, packets_[index].offset + offsetof(format::PacketHeader, packet_size_bits), &zero, 8);
+  expect_rest_of_file_skipped(trace_, stream_, packets_[index], total_events_ - events_from(index), "content size");
+}
+
+TEST_F(Damage, APacketSizePastTheEndSkipsTheRestOfTheFile) {
+  const size_t index = packets_.size() / 2;
+  const uint64_t huge = uint64_t{1} << 50;
+  overwrite(stream_, packets_[index].offset + offsetof(format::PacketHeader, packet_size_bits), &huge, 8);
+  expect_rest_of_file_skipped(trace_, stream_, packets_[index], total_events_ - events_from(index),
+                              "runs past the end");
+}
+
+TEST_F(Damage, ABadMagicSkipsTheRestOfTheFile) {
+  const size_t index = 2;
+  const uint32_t magic = 0xdeadbeef;
+  overwrite(stream_, packets_[index].offset, &magic, 4);
+  expect_rest_of_file_skipped(trace_, stream_, packets_[index], total_events_ - events_from(index), "bad packet magic");
+}
+
+TEST_F(Damage, ATruncatedLastPacketIsSkipped) {
+  std::filesystem::resize_file(stream_, std::filesystem::file_size(stream_) - 7);
+  expect_rest_of_file_skipped(trace_, stream_, packets_.back(), total_events_ - packets_.back().event_offsets.size(),
+                              "runs past the end");
+}
+
+TEST_F(Damage, AStreamThatIsAllGarbageIsSkippedWhileOthersRemain) {
+  const std::vector<uint8_t> garbage(std::filesystem::file_size(stream_), 'x');
+  overwrite(stream_, 0, garbage.data(), garbage.size());
+  const reader::Trace trace(trace_);
+  EXPECT_EQ(trace.streams().size(), 1u) << "a stream with nothing readable is left out";
+  EXPECT_EQ(test::read_all(trace).size(), total_events_ - events_from(0));
+  ASSERT_EQ(trace.damage().size(), 1u);
+  EXPECT_EQ(trace.damage()[0].offset, 0u);
+  EXPECT_EQ(trace.damage()[0].bytes, garbage.size());
+}
+
+TEST_F(Damage, NothingReadableLeftIsAnError) {
+  const reader::Trace sound(trace_);
+  for (const auto& stream : sound.streams()) {
+    const std::vector<uint8_t> garbage(std::filesystem::file_size(stream.path), 'x');
+    overwrite(stream.path, 0, garbage.data(), garbage.size());
+  }
+  try {
+    const reader::Trace trace(trace_);
+    FAIL() << "a trace with no readable packet opened";
+  } catch (const reader::TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("bad packet magic"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace chronicle
