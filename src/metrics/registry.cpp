@@ -21,6 +21,7 @@
 
 #include "chronicle/metrics.hpp"
 #include "metrics/metric_names.hpp"
+#include "metrics/snapshot.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
 
@@ -349,3 +350,11 @@ const uint8_t* own_metrics_base() {
 }
 
 }  // namespace chronicle::detail
+
+namespace chronicle::metrics {
+
+MetricsSnapshot read_own_metrics() {
+  return read_metrics(detail::own_metrics_base());
+}
+
+}  // namespace chronicle::metrics
