@@ -319,6 +319,54 @@ TEST(Dump, PrintsResolvedNamesAndFiltersThem) {
   EXPECT_EQ(test::count_lines(result.out), 12u);
 }
 
+// --- the tools themselves ------------------------------------------------------------------
+
+// The tools read traces; they never record one of their own, whatever the environment says.
+TEST(Tools, DoNotTraceThemselvesWhenTheEnvironmentAsksForTracing) {
+  TemporaryDirectory directory;
+  ASSERT_EQ(run(kCli + " record -q -o " + (directory / "trace") + " -- " + kExample).exit_code, 0);
+  std::filesystem::create_directory(directory / "shm");
+  const std::string environment = "CHRONICLE_OUTPUT=" + (directory / "should-not-exist") +
+                                  " CHRONICLE_SHM_DIR=" + (directory / "shm") + " CHRONICLE_KEEP_SHM=1 ";
+  for (const std::string command : {" dump ", " stats "}) {
+    const auto result = run(environment + kCli + command + (directory / "trace"));
+    EXPECT_EQ(result.exit_code, 0) << command << result.err;
+    EXPECT_FALSE(std::filesystem::exists(directory / "should-not-exist")) << command;
+    EXPECT_TRUE(std::filesystem::is_empty(directory / "shm")) << command;
+  }
+}
+
+// The same, checked on the binary: the auto-start path is not linked in at all.
+TEST(Tools, BinaryDoesNotContainTheRecorderRuntime) {
+  const auto result = run("nm -C " + kCli);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.find("StartFromEnvironment"), std::string::npos);
+  EXPECT_EQ(result.out.find("chronicle::start("), std::string::npos);
+}
+
+TEST(Usage, UnknownFlagAndMissingArgumentExitWithTwo) {
+  auto result = run(kCli + " dump --no-such-flag x");
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("no-such-flag"), std::string::npos) << result.err;
+  result = run(kCli + " dump");
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("required"), std::string::npos) << result.err;
+  result = run(kCli + " --no-such-flag");
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+}
+
+TEST(Usage, HelpExitsWithZero) {
+  const auto result = run(kCli + " --help");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("dump"), std::string::npos) << result.out;
+}
+
+TEST(Usage, VersionPrintsTheProjectVersion) {
+  const auto result = run(kCli + " --version");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "chronicle " CHRONICLE_VERSION "\n");
+}
+
 // --- babeltrace2 ------------------------------------------------------------------------------
 
 TEST(Babeltrace, ReadsOurTraceWithoutWarningAndCountsEveryEvent) {

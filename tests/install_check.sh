@@ -9,7 +9,7 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$source/tests/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 ninja -C "$work/consumer" >/dev/null
 CHRONICLE_OUTPUT="$work/trace1" CHRONICLE_SHM_DIR="$work" "$work/consumer/consumer"
-flags=$(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs chronicle)
+flags=$(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs chronicle-exporter)
 g++ "$source/tests/consumer/main.cpp" $flags -o "$work/consumer-pc"
 CHRONICLE_OUTPUT="$work/trace2" CHRONICLE_SHM_DIR="$work" "$work/consumer-pc"
 for trace in trace1 trace2; do

@@ -1,6 +1,7 @@
 // Metrics in one process: values summed over thread shards, the mapping as another process
 // reads it, queries, exposition, trace events for metric changes, counter windows.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chronicle/chronicle.hpp>
@@ -291,6 +292,61 @@ TEST(CounterWindows, PrefixSumsAnswerWindows) {
   EXPECT_DOUBLE_EQ(depth.window(12 * s, 14 * s).time_average, 30);
   EXPECT_EQ(depth.window(12 * s, 14 * s).samples, 0u);
   EXPECT_DOUBLE_EQ(depth.window(12 * s, 14 * s).last, 30);
+}
+
+// A full registry hands out inert handles: a histogram that found no room must not write into
+// the cells of metrics that did, and the refusals are counted where Prometheus and people see
+// them. Filled in a forked child, so that this process's registry keeps room for other tests.
+TEST(Metrics, HandlesBeyondAFullRegistryAreInertAndCounted) {
+  int to_child[2];
+  int from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_child[1]);
+    close(from_child[0]);
+    char byte = 0;
+    Counter first{"overflow.first"};
+    first.add(5);
+    for (uint32_t i = 0; i < format::kMaxMetrics; ++i) Counter{"overflow.filler", {{"i", std::to_string(i)}}}.inc();
+    (void)!write(from_child[1], "f", 1);  // full
+    (void)!read(to_child[0], &byte, 1);
+    Histogram late{"overflow.late_seconds", {}, {0.1, 1.0}};
+    for (double seconds : {0.05, 0.5, 5.0}) late.observe(seconds);
+    (void)!write(from_child[1], "o", 1);  // observed
+    (void)!read(to_child[0], &byte, 1);
+    _exit(0);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  char byte = 0;
+  ASSERT_EQ(read(from_child[0], &byte, 1), 1);
+  metrics::MetricsMapping mapping(metrics::MetricsMapping::path_for(child));
+  const MetricsSnapshot full = mapping.read();
+  ASSERT_EQ(write(to_child[1], "g", 1), 1);
+  ASSERT_EQ(read(from_child[0], &byte, 1), 1);
+  const MetricsSnapshot after = mapping.read();
+  const auto shown = test::run(std::string(CHRONICLE_CLI) + " metrics show " + std::to_string(child));
+  close(to_child[1]);
+  waitpid(child, nullptr, 0);
+
+  ASSERT_NE(find(after, "overflow.first"), nullptr);
+  EXPECT_EQ(find(after, "overflow.first")->count, 5u);
+  EXPECT_EQ(find(after, "overflow.late_seconds"), nullptr);
+  ASSERT_EQ(after.metrics.size(), full.metrics.size());
+  for (size_t i = 0; i < after.metrics.size(); ++i) {
+    EXPECT_EQ(after.metrics[i].count, full.metrics[i].count) << after.metrics[i].name;
+    EXPECT_EQ(after.metrics[i].buckets, full.metrics[i].buckets) << after.metrics[i].name;
+  }
+  EXPECT_GT(after.dropped, 0u);
+  EXPECT_NE(metrics::expose(after, metrics::TextFormat::openmetrics).find("\nchronicle_metrics_dropped_total "),
+            std::string::npos);
+  EXPECT_NE(metrics::expose(after, metrics::TextFormat::prometheus).find("\nchronicle_metrics_dropped_total "),
+            std::string::npos);
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("\nchronicle_metrics_dropped_total "), std::string::npos);
 }
 
 TEST(CounterWindows, ParsesDurationsAndTimes) {

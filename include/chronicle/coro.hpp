@@ -22,12 +22,12 @@
 #include <exception>
 #include <mutex>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include "chronicle/detail/source_location.hpp"
 
 #include "chronicle/task.hpp"
 
@@ -62,7 +62,7 @@ inline std::string exception_text(const std::exception_ptr& error) {
 class TaskPromiseBase {
  public:
   // The coroutine's own source location names it (GCC gives the coroutine function's).
-  explicit TaskPromiseBase(std::source_location where) : id_(create_task(TaskKind::coroutine, TaskName(where))) {}
+  explicit TaskPromiseBase(source_location where) : id_(create_task(TaskKind::coroutine, TaskName(where))) {}
 
   TaskId id() const { return id_; }
 
@@ -207,7 +207,7 @@ auto TaskPromiseBase::await_transform(Awaitable&& awaitable) {
 template <typename T>
 class TaskPromise : public TaskPromiseBase {
  public:
-  explicit TaskPromise(std::source_location where = std::source_location::current()) : TaskPromiseBase(where) {}
+  explicit TaskPromise(source_location where = source_location::current()) : TaskPromiseBase(where) {}
   task<T> get_return_object() noexcept;
   template <typename Value>
   void return_value(Value&& value) {
@@ -226,7 +226,7 @@ class TaskPromise : public TaskPromiseBase {
 template <>
 class TaskPromise<void> : public TaskPromiseBase {
  public:
-  explicit TaskPromise(std::source_location where = std::source_location::current()) : TaskPromiseBase(where) {}
+  explicit TaskPromise(source_location where = source_location::current()) : TaskPromiseBase(where) {}
   task<void> get_return_object() noexcept;
   void return_void() { resolved_ok(); }
   void take() { rethrow_if_failed(); }

@@ -15,8 +15,8 @@
 #pragma once
 
 #include <cstdint>
-#include <source_location>
 #include <string_view>
+#include "chronicle/detail/source_location.hpp"
 
 #include "chronicle/config.hpp"
 #include "chronicle/detail/layout.hpp"
@@ -36,9 +36,9 @@ using TaskOutcome = format::TaskOutcome;
 // source location it is created at (the default).
 struct TaskName {
   TaskName(const char* static_name) : literal(static_name) {}  // NOLINT: implicit on purpose
-  TaskName(std::source_location where = std::source_location::current()) : location(where) {}
+  TaskName(source_location where = source_location::current()) : location(where) {}
   const char* literal = nullptr;
-  std::source_location location;
+  source_location location;
 };
 
 #ifndef CHRONICLE_DISABLE

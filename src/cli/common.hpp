@@ -12,6 +12,7 @@ namespace chronicle::cli {
 
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;  // a trace or mapping that is malformed
+inline constexpr int kExitUsage = 2;     // a command line that does not parse (as other tools do)
 
 // A subcommand: its parser, and what runs when it was chosen. Returns the process exit code.
 struct Command {

@@ -142,6 +142,18 @@ std::string expose(const MetricsSnapshot& snapshot, TextFormat format) {
       }
     }
   }
+  // Metrics the program created after the registry was full: their updates went nowhere. Shown
+  // only once it happens, so that a healthy process's exposition is its own metrics alone.
+  if (snapshot.dropped > 0) {
+    const std::string family = "chronicle_metrics_dropped";
+    const std::string declared = format == TextFormat::openmetrics ? family : family + "_total";
+    fmt::format_to(std::back_inserter(out),
+                   "# HELP {} chronicle metrics that could not be registered (the registry was full); their "
+                   "updates are lost\n",
+                   declared);
+    fmt::format_to(std::back_inserter(out), "# TYPE {} counter\n", declared);
+    fmt::format_to(std::back_inserter(out), "{}_total {}\n", family, snapshot.dropped);
+  }
   if (format == TextFormat::openmetrics) out += "# EOF\n";
   return out;
 }

@@ -6,11 +6,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "chronicle/metrics_exporter.hpp"
 #include "metrics/exposition.hpp"
 
-namespace chronicle {
-namespace metrics {
+namespace chronicle::metrics {
 
 struct MetricsHttpServer::State {
   httplib::Server server;
@@ -49,20 +47,4 @@ MetricsHttpServer::~MetricsHttpServer() {
   if (state_->thread.joinable()) state_->thread.join();
 }
 
-}  // namespace metrics
-
-struct MetricsExporter::Server {
-  Server(uint16_t port, const std::string& address) : http(metrics::read_own_metrics, address, port) {}
-  metrics::MetricsHttpServer http;
-};
-
-MetricsExporter::MetricsExporter(uint16_t port, const std::string& address)
-    : server_(std::make_unique<Server>(port, address)) {}
-
-MetricsExporter::~MetricsExporter() = default;
-
-uint16_t MetricsExporter::port() const {
-  return server_->http.port();
-}
-
-}  // namespace chronicle
+}  // namespace chronicle::metrics

@@ -21,6 +21,7 @@
 
 #include "chronicle/metrics.hpp"
 #include "metrics/metric_names.hpp"
+#include "metrics/snapshot.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
 
@@ -83,7 +84,7 @@ void fill_header(uint8_t* base, MetricsHeader& header) {
   header.shard_size = format::kShardSize;
   header.cells_per_shard = format::kCellsPerShard;
   header.realtime_ns_at_create = recorder::read_realtime_ns();
-  header.cells_used.store(1, std::memory_order_relaxed);  // cell 0 is the discard cell
+  header.cells_used.store(format::kDiscardCell + format::kDiscardCells, std::memory_order_relaxed);
   format::metric_shard(base, header, format::kSharedShard)
       ->state.store(static_cast<uint32_t>(format::ShardState::active), std::memory_order_relaxed);
   header.shard_count.store(1, std::memory_order_relaxed);
@@ -349,3 +350,11 @@ const uint8_t* own_metrics_base() {
 }
 
 }  // namespace chronicle::detail
+
+namespace chronicle::metrics {
+
+MetricsSnapshot read_own_metrics() {
+  return read_metrics(detail::own_metrics_base());
+}
+
+}  // namespace chronicle::metrics

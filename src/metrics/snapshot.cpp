@@ -15,13 +15,9 @@
 #include <stdexcept>
 
 #include "format/input_error.hpp"
+#include "recorder/clock.hpp"
 
 namespace chronicle {
-namespace detail {
-const uint8_t* own_metrics_base();  // registry.cpp
-uint64_t read_monotonic_ns();
-}  // namespace detail
-
 namespace metrics {
 namespace {
 
@@ -97,7 +93,7 @@ MetricsSnapshot MetricsMapping::read() const {
 
 MetricsSnapshot read_metrics(const uint8_t* base) {
   MetricsSnapshot snapshot;
-  snapshot.monotonic_ns = detail::read_monotonic_ns();
+  snapshot.monotonic_ns = recorder::read_monotonic_ns();
   if (!base) return snapshot;
   auto* writable_base = const_cast<uint8_t*>(base);  // the layout helpers take void*; nothing is written
   const auto& header = *reinterpret_cast<const MetricsHeader*>(base);
@@ -154,10 +150,6 @@ MetricsSnapshot read_metrics(const uint8_t* base) {
     snapshot.metrics.push_back(std::move(sample));
   }
   return snapshot;
-}
-
-MetricsSnapshot read_own_metrics() {
-  return read_metrics(detail::own_metrics_base());
 }
 
 }  // namespace metrics

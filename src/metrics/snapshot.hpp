@@ -61,7 +61,8 @@ class MetricsMapping {
 // Sums the shards of the mapping at `base` (mapped by this process, or by MetricsMapping).
 MetricsSnapshot read_metrics(const uint8_t* base);
 
-// This process's own metrics (empty when it has none yet).
+// This process's own metrics (empty when it has none yet). Part of the runtime (registry.cpp):
+// only a program that links chronicle has metrics of its own.
 MetricsSnapshot read_own_metrics();
 
 }  // namespace chronicle::metrics

@@ -5,7 +5,9 @@
 #include <fstream>
 #include <string>
 
-#include "chronicle/detail/writer.hpp"
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 namespace chronicle::recorder {
 namespace {
@@ -61,6 +63,10 @@ bool tsc_is_usable() {
 
 uint64_t read_realtime_ns() {
   return read_clock_ns(CLOCK_REALTIME);
+}
+
+uint64_t read_monotonic_ns() {
+  return read_clock_ns(CLOCK_MONOTONIC);
 }
 
 format::ClockCalibration calibrate_clock(bool use_tsc) {

@@ -11,6 +11,7 @@ bool tsc_is_usable();
 format::ClockCalibration calibrate_clock(bool use_tsc);
 
 uint64_t read_realtime_ns();
+uint64_t read_monotonic_ns();
 
 // A better frequency from the time elapsed since the calibration, when enough has passed and
 // the result is plausible; otherwise the calibration's own estimate.

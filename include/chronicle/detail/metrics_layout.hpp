@@ -35,8 +35,12 @@ inline constexpr uint32_t kMaxHistogramBounds = 24;
 // cannot occur in label names and are refused in values.
 inline constexpr char kLabelKeyEnd = '\x1f';
 inline constexpr char kLabelEnd = '\x1e';
-// Cell 0 of every shard takes the updates of metrics that found no room; readers ignore it.
+// Cells [kDiscardCell, kDiscardCell + kDiscardCells) of every shard take the updates of metrics
+// that found no room; readers ignore them. Two, because the handle such a metric gets has no
+// bounds: a counter adds to the first cell, a histogram to its sum (the first) and to its one
+// bucket (the second). With one cell, that bucket was the first registered metric's cell.
 inline constexpr uint32_t kDiscardCell = 0;
+inline constexpr uint32_t kDiscardCells = 2;
 inline constexpr uint32_t kSharedShard = 0;
 
 enum class MetricKind : uint32_t { counter = 1, gauge = 2, histogram = 3 };
@@ -63,7 +67,8 @@ struct MetricsHeader {
   std::atomic<uint32_t> metric_count;  // entries [0, metric_count) are ready (release)
   std::atomic<uint32_t> shard_count;   // shards [0, shard_count) may hold values
   std::atomic<uint32_t> cells_used;
-  std::atomic<uint32_t> metrics_dropped;  // registrations refused: directory or cells full
+  std::atomic<uint32_t> metrics_dropped;  // registrations refused (directory or cells full): their
+                                          // handles write to the discard cells
 };
 static_assert(sizeof(MetricsHeader) <= kMetricsHeaderSize);
 

@@ -1,0 +1,66 @@
+// The parts of the environment's conventions the tools share with the runtime: sizes as
+// CHRONICLE_BUFFER_SIZE writes them, this process's name, and the claim on an output directory
+// several processes share. Apart from environment.cpp so that a tool linking them (`record`
+// checks a size before it starts the program) never links the auto-start path.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <filesystem>
+#include <stdexcept>
+
+#include "recorder/environment.hpp"
+
+namespace chronicle::recorder {
+
+size_t parse_size(std::string_view text) {
+  if (text.empty()) throw std::invalid_argument("empty size");
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) throw std::invalid_argument(fmt::format("size '{}' does not start with a number", text));
+  const unsigned long long number = std::stoull(std::string(text.substr(0, digits)));
+  std::string_view unit = text.substr(digits);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.remove_suffix(1);
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.remove_suffix(1);
+  unsigned shift = 0;
+  if (unit.empty())
+    shift = 0;
+  else if (unit == "K" || unit == "k")
+    shift = 10;
+  else if (unit == "M" || unit == "m")
+    shift = 20;
+  else if (unit == "G" || unit == "g")
+    shift = 30;
+  else
+    throw std::invalid_argument(fmt::format("size '{}' has an unknown unit (use K, M or G)", text));
+  if (number > (~0ULL >> shift)) throw std::invalid_argument(fmt::format("size '{}' is too large", text));
+  return static_cast<size_t>(number << shift);
+}
+
+std::string read_process_name() {
+  char name[64] = {};
+  int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = ::read(fd, name, sizeof name - 1);
+    ::close(fd);
+    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
+  }
+  return name;
+}
+
+std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid) {
+  std::error_code error;
+  std::filesystem::create_directories(output, error);
+  // O_EXCL makes the claim atomic between processes started together.
+  const std::string marker = output + "/.chronicle-owner";
+  int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    const std::string text = fmt::format("{}\n", pid);
+    (void)!::write(fd, text.data(), text.size());
+    ::close(fd);
+    return output;
+  }
+  return fmt::format("{}/{}-{}", output, process_name, pid);
+}
+
+}  // namespace chronicle::recorder
