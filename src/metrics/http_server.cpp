@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <fmt/format.h>
+#include <atomic>
 #include <stdexcept>
 #include <thread>
 
@@ -12,6 +13,7 @@ namespace chronicle::metrics {
 
 struct MetricsHttpServer::State {
   httplib::Server server;
+  std::atomic<bool> listen_returned{false};
   std::thread thread;
 };
 
@@ -39,10 +41,17 @@ MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, 
       throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
     port_ = port;
   }
-  state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
+  state_->thread = std::thread([state = state_.get()] {
+    state->server.listen_after_bind();
+    state->listen_returned.store(true, std::memory_order_release);
+  });
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
+  // httplib's stop() does nothing until the listening thread has marked the server running: a
+  // server destroyed at once would otherwise listen forever, and the join below never return.
+  while (!state_->server.is_running() && !state_->listen_returned.load(std::memory_order_acquire))
+    std::this_thread::yield();
   state_->server.stop();
   if (state_->thread.joinable()) state_->thread.join();
 }
