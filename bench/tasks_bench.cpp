@@ -4,13 +4,13 @@
 // compare the BM_AsioPost lines of the two. Figures: docs/performance-tasks.md.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
 #include <asio.hpp>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
 #include <coroutine>
 #include <filesystem>
 #include <optional>
-#include <unistd.h>
 
 namespace {
 
@@ -91,14 +91,18 @@ bare_task<int> bare_yields() {
   co_return 1;
 }
 
-chronicle::task<int> traced_leaf(int value) { co_return value; }
+chronicle::task<int> traced_leaf(int value) {
+  co_return value;
+}
 chronicle::task<int> traced_awaits_children() {
   int sum = 0;
   for (int i = 0; i < kAwaitsPerTask; ++i) sum += co_await traced_leaf(i);
   co_return sum;
 }
 
-bare_task<int> bare_leaf(int value) { co_return value; }
+bare_task<int> bare_leaf(int value) {
+  co_return value;
+}
 bare_task<int> bare_awaits_children() {
   int sum = 0;
   for (int i = 0; i < kAwaitsPerTask; ++i) sum += co_await bare_leaf(i);

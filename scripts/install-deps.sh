@@ -15,6 +15,7 @@ packages=(
   libcpp-httplib-dev  # cpp-httplib: the /metrics endpoint (chronicle metrics serve, MetricsExporter)
   prometheus          # a real Prometheus and promtool: tests scrape our endpoint and check rules
   clang libclang-rt-14-dev  # libFuzzer and its sanitizers: the fuzz targets in fuzz/
+  clang-format        # the test script checks that every C++ file is formatted
   libsqlite3-dev sqlite3  # SQLite: chronicle export --format sqlite; the sqlite3 shell for docs/export.md
   python3             # the export tests read Chrome JSON with Python's json module
   chromium            # the viewer's end-to-end tests drive it headless (playwright-core, no browser download)

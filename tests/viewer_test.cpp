@@ -6,6 +6,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -125,7 +127,8 @@ TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {
         if (span.end < begin || span.begin > end) continue;
         ++expected_by_depth[span.depth];
         auto [found, fresh] = extent_by_depth.try_emplace(span.depth, span.begin, span.end);
-        if (!fresh) found->second = {std::min(found->second.first, span.begin), std::max(found->second.second, span.end)};
+        if (!fresh)
+          found->second = {std::min(found->second.first, span.begin), std::max(found->second.second, span.end)};
       }
       std::map<uint32_t, uint64_t> shown_by_depth;
       std::map<uint32_t, std::pair<uint64_t, uint64_t>> shown_extent;
@@ -135,7 +138,8 @@ TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {
       };
       for (const auto& span : view.spans) {
         const auto& row = rows[span.row];
-        EXPECT_GE(static_cast<double>(row.ends[span.index] - row.begins[span.index]), ns_per_pixel) << "a span under a pixel drawn alone";
+        EXPECT_GE(static_cast<double>(row.ends[span.index] - row.begins[span.index]), ns_per_pixel)
+            << "a span under a pixel drawn alone";
         ++shown_by_depth[span.row];
         extend(span.row, row.begins[span.index], row.ends[span.index]);
       }
@@ -286,6 +290,37 @@ TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   const auto search = client.Get("/api/search?q=job%202.5");
   ASSERT_TRUE(search);
   EXPECT_EQ(nlohmann::json::parse(search->body)["hits"][0]["display"], "job 2.5");
+}
+
+// A trace that is not whole says so: the summary carries the reader's warnings, which the page
+// shows above the timeline.
+TEST(ViewerWarnings, ADamagedPacketIsNamedInTheSummary) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kDemo + " 20 2");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  {
+    const reader::Trace whole(directory / "trace");
+    const TimelineIndex index = TimelineIndex::build(whole);
+    EXPECT_TRUE(index.warnings().empty());
+    EXPECT_TRUE(viewer::summary_json(index, "t")["warnings"].empty());
+  }
+  std::string victim;
+  for (const auto& entry : std::filesystem::directory_iterator(directory / "trace"))
+    if (entry.path().filename().string().rfind("thread-", 0) == 0) victim = entry.path().string();
+  ASSERT_FALSE(victim.empty());
+  // The first event's id byte (just after the first packet's header) becomes 29: no such event.
+  std::FILE* file = std::fopen(victim.c_str(), "r+b");
+  ASSERT_NE(file, nullptr);
+  std::fseek(file, static_cast<long>(format::kPacketHeaderSize), SEEK_SET);
+  const int first = std::fgetc(file);
+  std::fseek(file, static_cast<long>(format::kPacketHeaderSize), SEEK_SET);
+  std::fputc((first & ~0x1f) | 29, file);
+  std::fclose(file);
+  const reader::Trace damaged(directory / "trace");
+  const TimelineIndex index = TimelineIndex::build(damaged);
+  const auto warnings = viewer::summary_json(index, "t")["warnings"];
+  ASSERT_EQ(warnings.size(), 1u) << warnings.dump();
+  EXPECT_NE(warnings[0].get<std::string>().find(victim + ": offset 0"), std::string::npos) << warnings.dump();
 }
 
 }  // namespace

@@ -43,12 +43,8 @@ std::string timestamp_for_path() {
 }
 
 void warn_about_damage(const reader::Trace& trace) {
-  for (const reader::Damage& damage : trace.damage()) {
-    const std::string lost =
-        damage.events_lost ? fmt::format("{} events lost", human_count(*damage.events_lost)) : "events lost: unknown";
-    fmt::print(stderr, "chronicle: warning: {}: offset {}: skipped {} ({}): {}\n", damage.file, damage.offset,
-               human_bytes(damage.bytes), lost, damage.reason);
-  }
+  for (const reader::Damage& damage : trace.damage())
+    fmt::print(stderr, "chronicle: warning: {}\n", reader::describe(damage));
 }
 
 }  // namespace chronicle::cli

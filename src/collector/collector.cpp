@@ -20,6 +20,7 @@
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
 #include "recorder/clock.hpp"
+#include "shm/shm_file.hpp"
 
 namespace chronicle::collector {
 namespace {
@@ -152,13 +153,7 @@ void SessionMapping::validate() const {
 }
 
 bool SessionMapping::writer_alive() const {
-  if (!owned_) return true;
-  // The writer holds a shared lock for its whole life; a dead one holds nothing.
-  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-    flock(fd_, LOCK_UN);
-    return false;
-  }
-  return true;
+  return !owned_ || shm::writer_alive(fd_);
 }
 
 bool SessionMapping::finished() const {

@@ -24,6 +24,7 @@
 #include "metrics/snapshot.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
+#include "shm/shm_file.hpp"
 
 namespace chronicle {
 namespace detail {
@@ -105,24 +106,19 @@ void ensure_mapping(MetricsRegistry& reg) {
   const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
   // A file left by an earlier process with our pid (it crashed) is replaced.
   ::unlink(path.c_str());
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // The header, the directory and the shared shard are reserved now, other shards when a thread
+  // first takes them (attach_metric_shard): a full /dev/shm never turns an update into SIGBUS.
+  shm::WriterFile file;
+  std::string error;
   void* mapped = MAP_FAILED;
-  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0)
-    mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapped != MAP_FAILED) {
-    // Readers take an exclusive lock to learn that the writer is gone.
-    flock(fd, LOCK_SH);
-    reg.fd = fd;
+  if (shm::create_writer_file(path, size, {{0, format::kMetricsShardsOffset + format::kShardSize}}, file, error)) {
+    mapped = file.base;
+    reg.fd = file.fd;
     reg.path = path;
     std::atexit(unlink_at_exit);
   } else {
     // Metrics keep working, only invisible from outside.
-    fmt::print(stderr, "chronicle: metrics are private to the process: cannot create {}: {}\n", path,
-               std::strerror(errno));
-    if (fd >= 0) {
-      ::close(fd);
-      ::unlink(path.c_str());
-    }
+    fmt::print(stderr, "chronicle: metrics are private to the process: {}\n", error);
     mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapped == MAP_FAILED) throw std::bad_alloc();
   }
@@ -251,7 +247,9 @@ std::atomic<uint64_t>* attach_metric_shard() {
     shard = reg.free_shards.back();
     reg.free_shards.pop_back();
   } else if (const uint32_t count = reg.header->shard_count.load(std::memory_order_relaxed);
-             count < reg.header->max_shards) {
+             count < reg.header->max_shards &&
+             (reg.fd < 0 || shm::reserve(reg.fd, format::kMetricsShardsOffset + uint64_t{count} * format::kShardSize,
+                                         format::kShardSize))) {
     shard = count;
     reg.header->shard_count.store(count + 1, std::memory_order_release);
   }

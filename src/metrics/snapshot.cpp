@@ -16,6 +16,7 @@
 
 #include "format/input_error.hpp"
 #include "recorder/clock.hpp"
+#include "shm/shm_file.hpp"
 
 namespace chronicle {
 namespace metrics {
@@ -79,12 +80,7 @@ MetricsMapping::~MetricsMapping() {
 }
 
 bool MetricsMapping::writer_alive() const {
-  // The writer holds a shared lock for its whole life; a dead one holds nothing.
-  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-    flock(fd_, LOCK_UN);
-    return false;
-  }
-  return true;
+  return shm::writer_alive(fd_);
 }
 
 MetricsSnapshot MetricsMapping::read() const {

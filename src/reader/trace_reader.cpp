@@ -245,6 +245,23 @@ std::string Trace::thread_name(uint32_t thread_id) const {
   return found == thread_names_.end() ? std::string() : found->second;
 }
 
+std::string describe(const Damage& damage) {
+  const std::string lost =
+      damage.events_lost ? fmt::format("{} events lost", *damage.events_lost) : "events lost: unknown";
+  return fmt::format("{}: offset {}: skipped {} bytes ({}): {}", damage.file, damage.offset, damage.bytes, lost,
+                     damage.reason);
+}
+
+std::vector<std::string> Trace::warnings() const {
+  std::vector<std::string> lines;
+  if (const uint64_t discarded = events_discarded(); discarded > 0)
+    lines.push_back(fmt::format("{} events discarded (not in the trace)", discarded));
+  if (const std::string losses = format::describe_losses(description_.losses); !losses.empty())
+    lines.push_back("lost: " + losses);
+  for (const Damage& stretch : damage_) lines.push_back("damaged, skipped: " + describe(stretch));
+  return lines;
+}
+
 uint64_t Trace::events_discarded() const {
   uint64_t total = 0;
   for (const auto& stream : streams_) total += stream.events_discarded;

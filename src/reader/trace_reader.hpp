@@ -75,6 +75,9 @@ struct Damage {
   std::string reason;                   // what was wrong (with the offset of the fault when it is inside the packet)
 };
 
+// "FILE: offset N: skipped B bytes (E events lost): reason".
+std::string describe(const Damage& damage);
+
 class MappedFile;
 
 class Trace {
@@ -96,6 +99,10 @@ class Trace {
   uint64_t events_discarded() const;
   // What the reader skipped, by file and offset.
   const std::vector<Damage>& damage() const { return damage_; }
+  // What a reader must be told before trusting the picture, one line each: events discarded,
+  // events lost before any packet counted them, stretches skipped as damaged. Empty when the
+  // trace is whole.
+  std::vector<std::string> warnings() const;
 
   int64_t to_unix_ns(uint64_t ticks) const;
   // Wall time as "YYYY-MM-DD HH:MM:SS.nnnnnnnnn" (UTC).

@@ -64,6 +64,7 @@
 #include "collector/collector.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
+#include "shm/shm_file.hpp"
 
 namespace chronicle {
 namespace detail {
@@ -99,10 +100,7 @@ constexpr auto kQuiescenceLimit = std::chrono::milliseconds(200);
 struct Session {
   Config config;
   uint32_t generation = 0;
-  std::string path;
-  int fd = -1;
-  uint8_t* base = nullptr;
-  size_t size = 0;
+  shm::WriterFile file;
   ShmHeader* header = nullptr;
   uint64_t strings_last_ticks = 0;
   std::vector<std::string> category_patterns;  // empty: all
@@ -179,7 +177,7 @@ void reset_writer(ThreadWriter& writer) {
 }
 
 ChannelDescriptor& channel(Session& session, uint32_t index) {
-  return format::channel_table(session.base, *session.header)[index];
+  return format::channel_table(session.file.base, *session.header)[index];
 }
 
 bool category_wanted(const Session& session, std::string_view category) {
@@ -190,7 +188,7 @@ bool category_wanted(const Session& session, std::string_view category) {
 
 // Appends one definition event (extended header) to the strings packet. Registry mutex held.
 void write_definition(Session& session, format::DefinitionId id, const std::string& payload) {
-  auto* packet = reinterpret_cast<PacketHeader*>(session.base + session.header->strings_offset);
+  auto* packet = reinterpret_cast<PacketHeader*>(session.file.base + session.header->strings_offset);
   const uint64_t used = packet->content_size_bits.load(std::memory_order_relaxed) / 8;
   const size_t size = format::kExtendedHeaderSize + payload.size();
   if (used + size > session.header->strings_size) {
@@ -199,7 +197,7 @@ void write_definition(Session& session, format::DefinitionId id, const std::stri
   }
   uint64_t ticks = std::max(detail::read_ticks(), session.strings_last_ticks);
   session.strings_last_ticks = ticks;
-  uint8_t* out = session.base + session.header->strings_offset + used;
+  uint8_t* out = session.file.base + session.header->strings_offset + used;
   const uint32_t event_id = static_cast<uint32_t>(id);
   out[0] = static_cast<uint8_t>(format::kExtendedId);
   std::memcpy(out + 1, &event_id, 4);
@@ -256,7 +254,7 @@ void set_category_flag(Session& session, Registry& reg, uint16_t index) {
 // sequence number once the header is whole (the flight recorder's seqlock).
 void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t ticks) {
   ChannelDescriptor& desc = channel(session, writer.channel);
-  uint8_t* slot = format::ring_slot(session.base, *session.header, writer.channel, seq);
+  uint8_t* slot = format::ring_slot(session.file.base, *session.header, writer.channel, seq);
   auto* packet = reinterpret_cast<PacketHeader*>(slot);
   packet->packet_seq_num.store(format::kSeqRewriting, std::memory_order_relaxed);
   format::memory_fence(std::memory_order_release);
@@ -284,7 +282,7 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
 // hands it to the collector.
 void close_packet(Session& session, ThreadWriter& writer, uint64_t seq) {
   ChannelDescriptor& desc = channel(session, writer.channel);
-  format::packet_event_count(session.base, *session.header, writer.channel, seq)
+  format::packet_event_count(session.file.base, *session.header, writer.channel, seq)
       ->store(writer.events_in_packet, std::memory_order_relaxed);
   writer.discarded_published = desc.events_discarded.load(std::memory_order_relaxed);
   writer.packet->events_discarded.store(writer.discarded_published, std::memory_order_relaxed);
@@ -357,7 +355,7 @@ void fill_random(uint8_t* out, size_t size) {
 
 void run_collector(Session* session) {
   try {
-    collector::SessionMapping mapping(session->base, session->size);
+    collector::SessionMapping mapping(session->file.base, session->file.size);
     collector::Collector collector(mapping, session->config.output);
     // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
     // promptly and an idle one costs next to nothing.
@@ -442,8 +440,7 @@ uint32_t new_channel(Session& session) {
   const uint32_t used = header.channel_count.load(std::memory_order_relaxed);
   if (used >= header.max_channels) return kNoChannel;
   const uint64_t ring_offset = header.rings_offset + uint64_t{used} * format::ring_bytes(header);
-  if (posix_fallocate(session.fd, static_cast<off_t>(ring_offset), static_cast<off_t>(format::ring_bytes(header))) !=
-      0) {
+  if (!shm::reserve(session.file.fd, ring_offset, format::ring_bytes(header))) {
     header.channels_without_memory.fetch_add(1, std::memory_order_relaxed);
     return kNoChannel;
   }
@@ -636,9 +633,7 @@ namespace {
 
 // In a child forked without exec: it must not write into its parent's rings, nor keep the
 // parent's lock on the session file (readers would think the writer alive after the parent
-// died). The lock belongs to the open file description, which the inherited descriptor and the
-// inherited mapping both hold: closing and unmapping drop the child's references, whereas
-// flock(LOCK_UN) would drop the parent's lock too. Only this thread exists in the child.
+// died). Only this thread exists in the child, so unmapping is safe.
 void forget_sessions_after_fork() {
   detail::g_generation.store(0, std::memory_order_relaxed);
   reset_writer(detail::t_writer);
@@ -647,10 +642,7 @@ void forget_sessions_after_fork() {
   new (&child.mutex) std::mutex;  // another thread of the parent may have held it
   child.current.store(nullptr, std::memory_order_relaxed);
   if (child.session) {
-    ::close(child.session->fd);
-    child.session->fd = -1;
-    munmap(child.session->base, child.session->size);
-    child.session->base = nullptr;
+    shm::forget_in_forked_child(child.session->file);
     child.session->header = nullptr;
   }
   (void)child.session.release();
@@ -710,36 +702,14 @@ bool start(const Config& config) {
   const uint64_t file_size = packet_events_offset + uint64_t{config.max_threads} * packets * sizeof(uint32_t);
 
   static std::atomic<unsigned> serial{0};
-  session->path = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
-  session->fd = ::open(session->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (session->fd < 0) return fail(reg, fmt::format("cannot create {}: {}", session->path, std::strerror(errno)));
-  // Readers take an exclusive lock to learn that the writer is gone.
-  flock(session->fd, LOCK_SH);
-  if (ftruncate(session->fd, static_cast<off_t>(file_size)) != 0) {
-    std::string reason = std::strerror(errno);
-    ::close(session->fd);
-    ::unlink(session->path.c_str());
-    return fail(reg, fmt::format("cannot size {} to {} bytes: {}", session->path, file_size, reason));
-  }
-  // The memory every session needs, reserved now: a sparse file on a full tmpfs turns the first
-  // store to a new page into SIGBUS. Rings are reserved when their channel is first used.
-  for (auto [from, to] : {std::pair{uint64_t{0}, rings_offset}, std::pair{packet_events_offset, file_size}}) {
-    if (int error = posix_fallocate(session->fd, static_cast<off_t>(from), static_cast<off_t>(to - from)); error != 0) {
-      ::close(session->fd);
-      ::unlink(session->path.c_str());
-      return fail(reg, fmt::format("no room in {} for a session ({} bytes without the rings): {}", config.shm_dir,
-                                   rings_offset + (file_size - packet_events_offset), std::strerror(error)));
-    }
-  }
-  void* mapped = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_SHARED, session->fd, 0);
-  if (mapped == MAP_FAILED) {
-    std::string reason = std::strerror(errno);
-    ::close(session->fd);
-    ::unlink(session->path.c_str());
-    return fail(reg, fmt::format("cannot map {}: {}", session->path, reason));
-  }
-  session->base = static_cast<uint8_t*>(mapped);
-  session->size = file_size;
+  const std::string path = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
+  // What every session needs is reserved now; each ring when its channel is first used.
+  std::string error;
+  if (!shm::create_writer_file(path, file_size,
+                               {{0, rings_offset}, {packet_events_offset, file_size - packet_events_offset}},
+                               session->file, error))
+    return fail(reg, error);
+  void* mapped = session->file.base;
   session->header = new (mapped) ShmHeader{};
   ShmHeader& header = *session->header;
   header.version = format::kShmVersion;
@@ -764,7 +734,7 @@ bool start(const Config& config) {
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
 
-  auto* strings = reinterpret_cast<PacketHeader*>(session->base + strings_offset);
+  auto* strings = reinterpret_cast<PacketHeader*>(session->file.base + strings_offset);
   strings->magic = format::kPacketMagic;
   std::memcpy(strings->uuid, header.uuid, 16);
   strings->stream_id = format::kStreamStrings;
@@ -820,15 +790,9 @@ void stop() {
     collector::request_drain(*session->header);
     session->collector_thread.join();
   }
-  if (!session->config.keep_shm && !session->config.output.empty()) ::unlink(session->path.c_str());
-  flock(session->fd, LOCK_UN);
-  ::close(session->fd);
-  session->fd = -1;
-  if (no_writer_left) {
-    munmap(session->base, session->size);
-    session->base = nullptr;
-    session->header = nullptr;
-  }
+  if (!session->config.keep_shm && !session->config.output.empty()) ::unlink(session->file.path.c_str());
+  shm::release(session->file, no_writer_left);
+  if (no_writer_left) session->header = nullptr;
 }
 
 bool active() {
@@ -842,7 +806,7 @@ const std::string& last_error() {
 std::string shm_path() {
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
-  return reg.session ? reg.session->path : std::string();
+  return reg.session ? reg.session->file.path : std::string();
 }
 
 void set_thread_name(std::string_view name) {

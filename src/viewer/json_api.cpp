@@ -44,12 +44,17 @@ std::string thread_text(const TimelineIndex& index, uint32_t thread_id) {
 
 std::string_view marker_type(format::EventId type) {
   switch (type) {
-    case format::EventId::note: return "note";
-    case format::EventId::instant: return "instant";
-    case format::EventId::span_begin: return "span";
+    case format::EventId::note:
+      return "note";
+    case format::EventId::instant:
+      return "instant";
+    case format::EventId::span_begin:
+      return "span";
     case format::EventId::counter:
-    case format::EventId::counter_float: return "counter";
-    default: return "event";
+    case format::EventId::counter_float:
+      return "counter";
+    default:
+      return "event";
   }
 }
 
@@ -58,9 +63,12 @@ std::string_view marker_type(format::EventId type) {
 LineState line_state(const TimelineIndex& index, uint32_t task) {
   if (!index.task_lines()[task].resolved) return LineState::unresolved;
   switch (index.graph().tasks()[task].outcome) {
-    case format::TaskOutcome::ok: return LineState::ok;
-    case format::TaskOutcome::failed: return LineState::failed;
-    case format::TaskOutcome::cancelled: return LineState::cancelled;
+    case format::TaskOutcome::ok:
+      return LineState::ok;
+    case format::TaskOutcome::failed:
+      return LineState::failed;
+    case format::TaskOutcome::cancelled:
+      return LineState::cancelled;
   }
   return LineState::ok;
 }
@@ -91,7 +99,8 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
           {"task_rows", index.task_rows().size()},
           {"wait_arrows", waits},
           {"resolve_arrows", index.arrows().size() - waits},
-          {"counters", std::move(counters)}};
+          {"counters", std::move(counters)},
+          {"warnings", index.warnings()}};
 }
 
 json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width) {
@@ -112,7 +121,8 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     for (const VisibleInterval& wide : view.idle_wide)
       idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
     for (const BusyBlock& block : view.idle) idle.push_back({block.begin, block.end, block.count});
-    lanes.push_back({{"lane", view.lane}, {"spans", std::move(spans)}, {"blocks", std::move(blocks)}, {"idle", std::move(idle)}});
+    lanes.push_back(
+        {{"lane", view.lane}, {"spans", std::move(spans)}, {"blocks", std::move(blocks)}, {"idle", std::move(idle)}});
   }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
@@ -142,14 +152,15 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     for (const CounterPoint& point : view.points) points.push_back({point.time, point.min, point.max, point.last});
     counters.push_back({{"counter", view.counter}, {"downsampled", view.downsampled}, {"points", std::move(points)}});
   }
-  return {{"begin", window.begin},
-          {"end", window.end},
-          {"width", window.width},
-          {"lanes", std::move(lanes)},
-          {"names", std::move(names)},
-          {"tasks", {{"lines", std::move(lines)}, {"blocks", std::move(task_blocks)}, {"names", std::move(task_names)}}},
-          {"arrows", std::move(arrows)},
-          {"counters", std::move(counters)}};
+  return {
+      {"begin", window.begin},
+      {"end", window.end},
+      {"width", window.width},
+      {"lanes", std::move(lanes)},
+      {"names", std::move(names)},
+      {"tasks", {{"lines", std::move(lines)}, {"blocks", std::move(task_blocks)}, {"names", std::move(task_names)}}},
+      {"arrows", std::move(arrows)},
+      {"counters", std::move(counters)}};
 }
 
 json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span) {
@@ -178,7 +189,8 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
   json notes = json::array();
   auto first_marker = std::lower_bound(where.markers.begin(), where.markers.end(), begin,
                                        [](const Marker& marker, uint64_t time) { return marker.time < time; });
-  for (auto marker = first_marker; marker != where.markers.end() && marker->time <= end && notes.size() < kMaxListed; ++marker)
+  for (auto marker = first_marker; marker != where.markers.end() && marker->time <= end && notes.size() < kMaxListed;
+       ++marker)
     notes.push_back({{"time", marker->time},
                      {"type", marker_type(marker->type)},
                      {"text", marker->type == format::EventId::note ? marker->text : index.site_name(marker->site)}});
@@ -299,11 +311,12 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
           {"lanes", std::move(lanes)},
           {"top_names", std::move(names)},
           {"names_complete", stats.names_complete},
-          {"tasks", {{"overlapping", stats.tasks_overlapping},
-                     {"created", stats.tasks_created},
-                     {"resolved", stats.tasks_resolved},
-                     {"failed", stats.tasks_failed},
-                     {"cancelled", stats.tasks_cancelled}}}};
+          {"tasks",
+           {{"overlapping", stats.tasks_overlapping},
+            {"created", stats.tasks_created},
+            {"resolved", stats.tasks_resolved},
+            {"failed", stats.tasks_failed},
+            {"cancelled", stats.tasks_cancelled}}}};
 }
 
 }  // namespace chronicle::viewer

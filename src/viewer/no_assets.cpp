@@ -3,6 +3,8 @@
 
 namespace chronicle::viewer {
 
-std::span<const Asset> embedded_assets() { return {}; }
+std::span<const Asset> embedded_assets() {
+  return {};
+}
 
 }  // namespace chronicle::viewer

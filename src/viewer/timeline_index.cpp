@@ -68,7 +68,8 @@ void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin,
     size_t next = i + 1;
     while (next < count) {
       const uint64_t reach = reach_after(std::max(block.end, begin));
-      const size_t past = static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+      const size_t past =
+          static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
       if (past == next) break;
       // Rows do not overlap, so of the intervals beginning before `reach` only the last can
       // reach further: when it is wide it is drawn by itself and ends the block.
@@ -202,7 +203,9 @@ class IndexBuilder {
       last = std::max(last, time);
       ++index_.event_count_;
       switch (event.type) {
-        case EventId::span_begin: open.push_back({time, event.name_id}); break;
+        case EventId::span_begin:
+          open.push_back({time, event.name_id});
+          break;
         case EventId::span_end:
           if (!open.empty()) add_span(time);
           break;
@@ -212,7 +215,8 @@ class IndexBuilder {
           break;
         case EventId::counter:
         case EventId::counter_float: {
-          auto [found, inserted] = counter_of_site.try_emplace(event.name_id, static_cast<uint32_t>(index_.counters_.size()));
+          auto [found, inserted] =
+              counter_of_site.try_emplace(event.name_id, static_cast<uint32_t>(index_.counters_.size()));
           if (inserted) {
             CounterSeries series;
             series.site = event.name_id;
@@ -222,10 +226,12 @@ class IndexBuilder {
           }
           CounterSeries& series = index_.counters_[found->second];
           series.times.push_back(time);
-          series.values.push_back(event.type == EventId::counter ? static_cast<double>(event.value) : event.value_float);
+          series.values.push_back(event.type == EventId::counter ? static_cast<double>(event.value)
+                                                                 : event.value_float);
           break;
         }
-        default: break;
+        default:
+          break;
       }
       return true;
     });
@@ -250,8 +256,10 @@ class IndexBuilder {
     for (uint32_t k = 0; k < tasks.size(); ++k) {
       const model::Task& task = tasks[k];
       TaskLine& line = index_.task_lines_[k];
-      if (task.created) line.begin = index_.to_ns(*task.created);
-      else if (!task.runs.empty()) line.begin = index_.to_ns(task.runs.front().begin);
+      if (task.created)
+        line.begin = index_.to_ns(*task.created);
+      else if (!task.runs.empty())
+        line.begin = index_.to_ns(task.runs.front().begin);
       line.resolved = task.resolved.has_value();
       line.end = task.resolved ? index_.to_ns(*task.resolved) : index_.duration_;
       line.end = std::max(line.end, line.begin);
@@ -316,9 +324,8 @@ class IndexBuilder {
       index_.arrows_by_length_[std::bit_width(length)].push_back(k);
     }
     for (auto& bucket : index_.arrows_by_length_)
-      std::sort(bucket.begin(), bucket.end(), [&](uint32_t a, uint32_t b) {
-        return index_.arrows_[a].from_time < index_.arrows_[b].from_time;
-      });
+      std::sort(bucket.begin(), bucket.end(),
+                [&](uint32_t a, uint32_t b) { return index_.arrows_[a].from_time < index_.arrows_[b].from_time; });
   }
 
   void index_idle() {
@@ -348,7 +355,11 @@ class IndexBuilder {
   TimelineIndex index_;
 };
 
-TimelineIndex TimelineIndex::build(const reader::Trace& trace) { return IndexBuilder(trace).build(); }
+TimelineIndex TimelineIndex::build(const reader::Trace& trace) {
+  TimelineIndex index = IndexBuilder(trace).build();
+  index.warnings_ = trace.warnings();
+  return index;
+}
 
 uint64_t TimelineIndex::to_ns(uint64_t ticks) const {
   if (ticks <= origin_ticks_) return 0;
@@ -413,7 +424,8 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
   for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
     const auto& bucket = arrows_by_length_[length_class];
     if (bucket.empty()) continue;
-    const uint64_t longest = length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
+    const uint64_t longest =
+        length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
     const uint64_t earliest = begin > longest ? begin - longest : 0;
     auto first = std::lower_bound(bucket.begin(), bucket.end(), earliest,
                                   [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; });
@@ -422,14 +434,17 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
       if (arrow.to_time < begin) continue;
       auto column = [&](uint64_t time) {
         return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
-                                                -1.0, static_cast<double>(width) + 1) + 1);
+                                                -1.0, static_cast<double>(width) + 1) +
+                                     1);
       };
       const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
-                           (uint64_t{task_lines_[arrow.from_task].row} << 17) ^ (uint64_t{task_lines_[arrow.to_task].row} << 1) ^
-                           static_cast<uint64_t>(arrow.kind);
+                           (uint64_t{task_lines_[arrow.from_task].row} << 17) ^
+                           (uint64_t{task_lines_[arrow.to_task].row} << 1) ^ static_cast<uint64_t>(arrow.kind);
       auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
-      if (inserted) out.arrows.push_back({*it, 1});
-      else ++out.arrows[found->second].merged;
+      if (inserted)
+        out.arrows.push_back({*it, 1});
+      else
+        ++out.arrows[found->second].merged;
     }
   }
 
@@ -441,9 +456,12 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
     const size_t first = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), begin) - times.begin());
     const size_t last = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), end) - times.begin());
     // The sample before the window holds the value at its left edge.
-    if (first > 0) view.points.push_back({times[first - 1], series.values[first - 1], series.values[first - 1], series.values[first - 1]});
+    if (first > 0)
+      view.points.push_back(
+          {times[first - 1], series.values[first - 1], series.values[first - 1], series.values[first - 1]});
     if (last - first <= 2 * static_cast<size_t>(width)) {
-      for (size_t k = first; k < last; ++k) view.points.push_back({times[k], series.values[k], series.values[k], series.values[k]});
+      for (size_t k = first; k < last; ++k)
+        view.points.push_back({times[k], series.values[k], series.values[k], series.values[k]});
     } else {
       view.downsampled = true;
       size_t column_first = first;
@@ -481,7 +499,8 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   std::vector<bool> site_matches(sites_.size() + 1, false);
   bool any_site = false;
   for (const auto& candidate : sites_)
-    if (candidate.id != 0 && contains_folded(site_name(candidate.id), needle)) any_site = site_matches[candidate.id] = true;
+    if (candidate.id != 0 && contains_folded(site_name(candidate.id), needle))
+      any_site = site_matches[candidate.id] = true;
   if (!any_site) return hits;
   for (uint32_t lane = 0; lane < lanes_.size() && hits.size() < limit; ++lane)
     for (uint32_t depth = 0; depth < lanes_[lane].depths.size() && hits.size() < limit; ++depth) {
@@ -507,11 +526,15 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
   stats.begin = begin;
   stats.end = end;
   auto overlapping = [&](const IntervalRow& row) {
-    const size_t first = static_cast<size_t>(std::lower_bound(row.ends.begin(), row.ends.end(), begin) - row.ends.begin());
-    const size_t last = static_cast<size_t>(std::upper_bound(row.begins.begin(), row.begins.end(), end) - row.begins.begin());
+    const size_t first =
+        static_cast<size_t>(std::lower_bound(row.ends.begin(), row.ends.end(), begin) - row.ends.begin());
+    const size_t last =
+        static_cast<size_t>(std::upper_bound(row.begins.begin(), row.begins.end(), end) - row.begins.begin());
     return std::pair<size_t, size_t>{first, std::max(first, last)};
   };
-  auto clipped = [&](uint64_t from, uint64_t to) { return std::min(to, end) - std::min(std::max(from, begin), std::min(to, end)); };
+  auto clipped = [&](uint64_t from, uint64_t to) {
+    return std::min(to, end) - std::min(std::max(from, begin), std::min(to, end));
+  };
   uint64_t spans_in_range = 0;
   for (uint32_t lane_number = 0; lane_number < lanes_.size(); ++lane_number) {
     const Lane& lane = lanes_[lane_number];
@@ -529,12 +552,14 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
         uint64_t busy = prefix[last] - prefix[first];
         // The whole first and last spans are in the sum: take off what lies outside the range.
         busy -= (top.ends[first] - top.begins[first]) - clipped(top.begins[first], top.ends[first]);
-        if (last - 1 != first) busy -= (top.ends[last - 1] - top.begins[last - 1]) - clipped(top.begins[last - 1], top.ends[last - 1]);
+        if (last - 1 != first)
+          busy -= (top.ends[last - 1] - top.begins[last - 1]) - clipped(top.begins[last - 1], top.ends[last - 1]);
         lane_stats.busy_ns = busy;
       }
     }
     const auto [idle_first, idle_last] = overlapping(lane.idle);
-    for (size_t k = idle_first; k < idle_last; ++k) lane_stats.idle_ns += clipped(lane.idle.begins[k], lane.idle.ends[k]);
+    for (size_t k = idle_first; k < idle_last; ++k)
+      lane_stats.idle_ns += clipped(lane.idle.begins[k], lane.idle.ends[k]);
     spans_in_range += lane_stats.spans;
     stats.lanes.push_back(lane_stats);
   }
@@ -552,8 +577,9 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
         }
       }
     for (const auto& [site, total] : by_site) stats.top_names.push_back(total);
-    std::sort(stats.top_names.begin(), stats.top_names.end(),
-              [](const NameTotal& a, const NameTotal& b) { return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.site < b.site; });
+    std::sort(stats.top_names.begin(), stats.top_names.end(), [](const NameTotal& a, const NameTotal& b) {
+      return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.site < b.site;
+    });
     if (stats.top_names.size() > 20) stats.top_names.resize(20);
   }
   const auto& tasks = graph_.tasks();

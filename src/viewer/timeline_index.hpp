@@ -115,13 +115,13 @@ struct LaneWindow {
   uint32_t lane = 0;
   std::vector<VisibleInterval> spans;  // row is the depth
   std::vector<BusyBlock> blocks;
-  std::vector<BusyBlock> idle;         // merged where narrow; count is how many
+  std::vector<BusyBlock> idle;  // merged where narrow; count is how many
   std::vector<VisibleInterval> idle_wide;
 };
 
 struct ArrowInView {
-  uint32_t arrow = 0;  // index into TimelineIndex::arrows()
-  uint32_t merged = 1; // arrows drawn at the same pixels, rows and kind
+  uint32_t arrow = 0;   // index into TimelineIndex::arrows()
+  uint32_t merged = 1;  // arrows drawn at the same pixels, rows and kind
 };
 
 struct CounterWindow {
@@ -160,8 +160,8 @@ struct NameTotal {
 
 struct LaneStats {
   uint32_t lane = 0;
-  uint64_t spans = 0;   // spans that overlap the range, at any depth
-  uint64_t busy_ns = 0; // time covered by top-level spans, clipped to the range
+  uint64_t spans = 0;    // spans that overlap the range, at any depth
+  uint64_t busy_ns = 0;  // time covered by top-level spans, clipped to the range
   uint64_t idle_ns = 0;
 };
 
@@ -202,6 +202,8 @@ class TimelineIndex {
   const std::vector<TaskLine>& task_lines() const { return task_lines_; }  // by task index
   const std::vector<Arrow>& arrows() const { return arrows_; }
   const std::vector<CounterSeries>& counters() const { return counters_; }
+  // What was lost or skipped (reader::Trace::warnings): the page shows them above the timeline.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   const model::TaskGraph& graph() const { return graph_; }
   const reader::Site* site(uint32_t id) const;
   std::string site_name(uint32_t id) const;  // "category/name", or "?"
@@ -247,6 +249,7 @@ class TimelineIndex {
   // earlier end, so a window finds its arrows with a binary search per class.
   std::vector<std::vector<uint32_t>> arrows_by_length_;
   std::vector<CounterSeries> counters_;
+  std::vector<std::string> warnings_;
   // Depth-0 prefix sums of span durations per lane, for busy time over any range.
   std::vector<std::vector<uint64_t>> busy_prefix_;
 

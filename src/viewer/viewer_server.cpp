@@ -133,7 +133,8 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
   // ACK add 40 ms to every answer on a kept-alive connection.
   server.set_tcp_nodelay(true);
   const TimelineIndex* trace = &index;
-  server.Get("/api/summary", json_handler([trace, title](const httplib::Request&) { return summary_json(*trace, title); }));
+  server.Get("/api/summary",
+             json_handler([trace, title](const httplib::Request&) { return summary_json(*trace, title); }));
   server.Get("/api/window", json_handler([trace](const httplib::Request& request) {
                const uint64_t begin = time_parameter(request, "begin", 0);
                const uint64_t end = time_parameter(request, "end", trace->duration());
@@ -148,11 +149,14 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
                return task_details_json(*trace, count_parameter(request, "index"));
              }));
   server.Get("/api/search", json_handler([trace](const httplib::Request& request) {
-               const size_t limit = request.has_param("limit") ? std::min<size_t>(count_parameter(request, "limit"), kMaxSearchHits) : 100;
+               const size_t limit = request.has_param("limit")
+                                        ? std::min<size_t>(count_parameter(request, "limit"), kMaxSearchHits)
+                                        : 100;
                return search_json(*trace, request.get_param_value("q"), limit);
              }));
   server.Get("/api/stats", json_handler([trace](const httplib::Request& request) {
-               return stats_json(*trace, time_parameter(request, "begin", 0), time_parameter(request, "end", trace->duration()));
+               return stats_json(*trace, time_parameter(request, "begin", 0),
+                                 time_parameter(request, "end", trace->duration()));
              }));
   server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {
     const std::string path = request.path == "/" ? "/index.html" : request.path;
@@ -172,7 +176,8 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
     if (chosen <= 0) throw std::runtime_error(fmt::format("cannot listen on {} (any port)", address));
     port_ = static_cast<uint16_t>(chosen);
   } else {
-    if (!server.bind_to_port(address, port)) throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
+    if (!server.bind_to_port(address, port))
+      throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
     port_ = port;
   }
   state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
@@ -186,13 +191,15 @@ ViewerServer::~ViewerServer() {
 std::string standalone_html(const TimelineIndex& index, const std::string& title) {
   const Asset* page = find_asset("/index.html");
   const Asset* script = find_asset("/viewer.js");
-  if (!page || !script) throw std::runtime_error("this chronicle was built without its viewer (CHRONICLE_BUILD_VIEWER=OFF)");
+  if (!page || !script)
+    throw std::runtime_error("this chronicle was built without its viewer (CHRONICLE_BUILD_VIEWER=OFF)");
   const std::string marker = "<script src=\"viewer.js\"></script>";
   std::string html(page->bytes);
   const size_t at = html.find(marker);
   if (at == std::string::npos) throw std::runtime_error("the embedded page has no script tag to inline");
-  const std::string inlined = "<script>window.CHRONICLE_DATA = " + escape_for_script(full_dump_json(index, title).dump()) +
-                              ";</script>\n<script>" + escape_for_script(std::string(script->bytes)) + "</script>";
+  const std::string inlined =
+      "<script>window.CHRONICLE_DATA = " + escape_for_script(full_dump_json(index, title).dump()) +
+      ";</script>\n<script>" + escape_for_script(std::string(script->bytes)) + "</script>";
   html.replace(at, marker.size(), inlined);
   return html;
 }

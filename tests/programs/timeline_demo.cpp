@@ -37,10 +37,14 @@ void run_job(int worker, long round, bool slow) {
     CHRONICLE_SPAN("demo", "compute");
     if (slow) spin_for(std::chrono::microseconds(3));
   }
-  if (round % 17 == 3) chronicle::resolve_task(part, TaskOutcome::failed, "checksum mismatch");
-  else chronicle::resolve_task(part, TaskOutcome::ok);
-  if (round % 13 == 5) chronicle::resolve_task(job, TaskOutcome::cancelled, "deadline passed", 0);
-  else chronicle::resolve_task(job, TaskOutcome::ok, {}, 0);
+  if (round % 17 == 3)
+    chronicle::resolve_task(part, TaskOutcome::failed, "checksum mismatch");
+  else
+    chronicle::resolve_task(part, TaskOutcome::ok);
+  if (round % 13 == 5)
+    chronicle::resolve_task(job, TaskOutcome::cancelled, "deadline passed", 0);
+  else
+    chronicle::resolve_task(job, TaskOutcome::ok, {}, 0);
 }
 
 void work(int worker, long rounds, long task_every, long idle_us) {

@@ -7,6 +7,7 @@ export interface Summary {
   title: string; duration: number; origin_unix_ns: number; events: number;
   lanes: LaneInfo[]; tasks: number; task_rows: number; wait_arrows: number; resolve_arrows: number;
   counters: CounterInfo[];
+  warnings?: string[];  // what was lost or skipped: shown above the timeline
 }
 
 // [begin, end, depth, index, site]

@@ -577,10 +577,19 @@ window.addEventListener('resize', resize);
   },
 };
 
+// The trace is not whole: say so where it cannot be missed, with every line on hover.
+function showWarnings(warnings: string[]) {
+  const element = document.getElementById('warnings') as HTMLSpanElement;
+  element.hidden = warnings.length === 0;
+  element.textContent = warnings.length === 1 ? `⚠ ${warnings[0]}` : `⚠ ${warnings[0]} (+${warnings.length - 1} more)`;
+  element.title = warnings.join('\n');
+}
+
 async function start() {
   summary = await backend.summary();
   document.title = `chronicle · ${summary.title}`;
   (document.getElementById('title') as HTMLSpanElement).textContent = summary.title;
+  showWarnings(summary.warnings ?? []);
   layout = computeLayout();
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
   resize();

@@ -1,0 +1,76 @@
+#include "shm/shm_file.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <cerrno>
+#include <cstring>
+
+namespace chronicle::shm {
+
+bool reserve(int fd, uint64_t offset, uint64_t length) {
+  return posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length)) == 0;
+}
+
+bool create_writer_file(const std::string& path, size_t size, std::initializer_list<Range> reserved, WriterFile& out,
+                        std::string& error) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = fmt::format("cannot create {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  auto give_up = [&](std::string reason) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    error = std::move(reason);
+    return false;
+  };
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0)
+    return give_up(fmt::format("cannot size {} to {} bytes: {}", path, size, std::strerror(errno)));
+  for (const Range& range : reserved) {
+    if (int failed = posix_fallocate(fd, static_cast<off_t>(range.offset), static_cast<off_t>(range.length));
+        failed != 0)
+      return give_up(fmt::format("no room for {} ({} bytes reserved at offset {}): {}", path, range.length,
+                                 range.offset, std::strerror(failed)));
+  }
+  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED) return give_up(fmt::format("cannot map {}: {}", path, std::strerror(errno)));
+  flock(fd, LOCK_SH);
+  out.path = path;
+  out.fd = fd;
+  out.base = static_cast<uint8_t*>(mapped);
+  out.size = size;
+  return true;
+}
+
+void release(WriterFile& file, bool unmap) {
+  if (file.fd >= 0) {
+    flock(file.fd, LOCK_UN);
+    ::close(file.fd);
+    file.fd = -1;
+  }
+  if (unmap && file.base) {
+    munmap(file.base, file.size);
+    file.base = nullptr;
+  }
+}
+
+void forget_in_forked_child(WriterFile& file) {
+  if (file.fd >= 0) ::close(file.fd);
+  file.fd = -1;
+  if (file.base) munmap(file.base, file.size);
+  file.base = nullptr;
+}
+
+bool writer_alive(int fd) {
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    flock(fd, LOCK_UN);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace chronicle::shm

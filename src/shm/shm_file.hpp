@@ -1,0 +1,54 @@
+// The files behind shared mappings (a trace session, a process's metrics): how the writing
+// process makes, reserves, maps and locks one, and how a reader learns that its writer is gone.
+// The layouts inside are the format's (chronicle/detail/layout.hpp, metrics_layout.hpp); this
+// module is only the file, for the recorder, the metrics registry and their readers alike.
+//
+// The writer holds a shared flock on the file for its whole life. The lock belongs to the open
+// file description, which the descriptor and every mapping of it hold: a reader that can take
+// the lock exclusively knows that no process holds either any more.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace chronicle::shm {
+
+struct Range {
+  uint64_t offset;
+  uint64_t length;
+};
+
+// A file its writer maps shared, read-write.
+struct WriterFile {
+  std::string path;
+  int fd = -1;
+  uint8_t* base = nullptr;
+  size_t size = 0;
+};
+
+// Makes `path` anew (O_EXCL, never through a symbolic link, mode 0600), sizes it to `size`, gives
+// the `reserved` ranges real memory now (a sparse file on a full tmpfs turns a later store into
+// SIGBUS), maps it and takes the writer's lock. False, with the reason in `error` and no file
+// left behind, when any step fails.
+bool create_writer_file(const std::string& path, size_t size, std::initializer_list<Range> reserved, WriterFile& out,
+                        std::string& error);
+
+// Gives [offset, offset + length) of the file real memory. False when there is no room (the
+// caller counts what it cannot write instead of touching the range).
+bool reserve(int fd, uint64_t offset, uint64_t length);
+
+// The writer is done with the file: its lock is released and its descriptor closed; the mapping
+// stays unless `unmap` (a thread may still be writing into it).
+void release(WriterFile& file, bool unmap);
+
+// In a child forked without exec: drops the child's references to its parent's file (the
+// descriptor and the mapping), so that the lock on it is the parent's alone. flock(LOCK_UN)
+// would release the parent's lock too.
+void forget_in_forked_child(WriterFile& file);
+
+// For readers: whether a process still holds the writer's lock on the open file `fd`.
+bool writer_alive(int fd);
+
+}  // namespace chronicle::shm
