@@ -48,3 +48,11 @@ if [ ! -d "$otlp_dir/node_modules/@opentelemetry/otlp-transformer" ] ||
   echo "chronicle: npm ci in tests/otlp"
   (cd "$otlp_dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
 fi
+# speedscope's own Chrome trace importer, pinned in tests/speedscope/package-lock.json: the export
+# tests import the Chrome JSON with it and fail on any warning (a mis-nested slice).
+speedscope_dir="$(dirname "$0")/../tests/speedscope"
+if [ ! -d "$speedscope_dir/node_modules/speedscope" ] ||
+   [ "$speedscope_dir/package-lock.json" -nt "$speedscope_dir/node_modules/.package-lock.json" ]; then
+  echo "chronicle: npm ci in tests/speedscope"
+  (cd "$speedscope_dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
+fi

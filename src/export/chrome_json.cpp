@@ -50,9 +50,69 @@ class ChromeWriter {
     out_.buffer() += '}';
     out_.flush_if_large();
   }
-  void append_duration(std::string& text, uint64_t begin, uint64_t end) {
-    text += ",\"dur\":";
-    append_microseconds(text, trace_->to_unix_ns(end) - trace_->to_unix_ns(begin));
+
+  // Slices (thread spans, task runs, loop idle time) are B/E pairs written as the events stream
+  // by, one stack per thread. Each end is its own timestamp, the same text as the begin that
+  // follows it at the same tick, so a viewer compares parsed numbers and never adds: an `X`
+  // event's ts + dur, added as doubles, can land past the next event's ts and mis-nest (see
+  // docs/export.md). The stack also keeps B/E balanced on any input: an end closes the innermost
+  // open slice of its kind, cutting (as unfinished) what is still open inside it.
+  enum class SliceKind { span, run, idle };
+  struct OpenSlice {
+    SliceKind kind;
+    uint64_t task;  // the running task, for runs
+    std::string_view category;
+    std::string name;
+    std::string args;  // the JSON object, or empty; the E repeats it, as viewers match ends by it
+  };
+
+  void begin_slice(uint32_t thread_id, uint64_t ticks, OpenSlice slice) {
+    std::string& text = open_event('B', slice.category, slice.name, thread_id, ticks);
+    if (!slice.args.empty()) {
+      text += ",\"args\":";
+      text += slice.args;
+    }
+    close_event();
+    open_[thread_id].push_back(std::move(slice));
+  }
+  void write_end(uint32_t thread_id, uint64_t ticks, const OpenSlice& slice, bool finished) {
+    std::string& text = open_event('E', slice.category, slice.name, thread_id, ticks);
+    if (!finished) {
+      text += ",\"args\":";
+      text += slice.args.empty() ? "{\"unfinished\":true}"
+                                 : slice.args.substr(0, slice.args.size() - 1) + ",\"unfinished\":true}";
+    } else if (!slice.args.empty()) {
+      text += ",\"args\":";
+      text += slice.args;
+    }
+    close_event();
+  }
+  // Ends the innermost open slice of `kind` (of `task`, for runs); false when none is open (its
+  // begin is not in the trace).
+  bool end_slice(uint32_t thread_id, uint64_t ticks, SliceKind kind, uint64_t task = 0) {
+    auto& stack = open_[thread_id];
+    for (size_t i = stack.size(); i-- > 0;) {
+      if (stack[i].kind != kind || stack[i].task != task) continue;
+      while (stack.size() > i + 1) {
+        write_end(thread_id, ticks, stack.back(), false);
+        stack.pop_back();
+      }
+      write_end(thread_id, ticks, stack.back(), true);
+      stack.pop_back();
+      return true;
+    }
+    return false;
+  }
+  bool idle_open(uint32_t thread_id) {
+    const auto& stack = open_[thread_id];
+    return std::any_of(stack.begin(), stack.end(),
+                       [](const OpenSlice& slice) { return slice.kind == SliceKind::idle; });
+  }
+  // What the trace never ends ends at its last event, innermost first, marked unfinished.
+  void close_all(uint64_t last_ticks) {
+    for (auto& [thread_id, stack] : open_)
+      for (; !stack.empty(); stack.pop_back()) write_end(thread_id, last_ticks, stack.back(), false);
+    open_.clear();
   }
 
   void write_metadata(std::string_view name, uint32_t thread_id, std::string_view value) {
@@ -87,24 +147,38 @@ class ChromeWriter {
     return unknown_name_;
   }
 
-  void write_span(const ThreadSpan& span) {
-    std::string& text = open_event('X', category_of(span.site_id), name_of(span.site_id), span.thread_id, span.begin);
-    append_duration(text, span.begin, span.end);
-    if (!span.ended) text += ",\"args\":{\"unfinished\":true}";
-    close_event();
-  }
-
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
-    SpanPairing spans;
-    ThreadSpan closed;
     trace_->for_each_event([&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
         case format::EventId::span_begin:
-          spans.begin(event);
+          begin_slice(event.thread_id, event.ticks,
+                      {SliceKind::span, 0, category_of(event.name_id), std::string(name_of(event.name_id)), {}});
           break;
         case format::EventId::span_end:
-          if (spans.end(event, closed)) write_span(closed);
+          end_slice(event.thread_id, event.ticks, SliceKind::span);
+          break;
+        case format::EventId::task_run_begin: {
+          // Named as the task (the graph has every task a run names); args: its id.
+          const model::Task* task = graph.find(event.task);
+          std::string args = "{\"task\":";
+          append_json_string(args, model::task_id_text(event.task));
+          args += '}';
+          begin_slice(event.thread_id, event.ticks,
+                      {SliceKind::run, event.task, kTaskRunCategory,
+                       task ? task->display_name() : model::task_id_text(event.task), std::move(args)});
+          break;
+        }
+        case format::EventId::task_run_end:
+          end_slice(event.thread_id, event.ticks, SliceKind::run, event.task);
+          break;
+        case format::EventId::loop_suspend:
+          // A second suspend without a resume is ignored, as the task graph ignores it.
+          if (!idle_open(event.thread_id))
+            begin_slice(event.thread_id, event.ticks, {SliceKind::idle, 0, kLoopCategory, "idle", {}});
+          break;
+        case format::EventId::loop_resume:
+          end_slice(event.thread_id, event.ticks, SliceKind::idle);
           break;
         case format::EventId::instant: {
           std::string& text =
@@ -138,11 +212,11 @@ class ChromeWriter {
           break;
         }
         default:
-          break;  // the task layer comes from the graph
+          break;  // the rest of the task layer comes from the graph
       }
       return true;
     });
-    for (const ThreadSpan& span : spans.close_all(graph.last_ticks())) write_span(span);
+    close_all(graph.last_ticks());
   }
 
   void write_task_args(std::string& text, const model::Task& task) {
@@ -198,15 +272,6 @@ class ChromeWriter {
       std::string& end = open_event('e', kTaskCategory, task.display_name(), task.created_on_thread, extent.end);
       fmt::format_to(std::back_inserter(end), ",\"id\":\"0x{:x}\"", async_id);
       close_event();
-      for (const model::RunInterval& run : task.runs) {
-        std::string& text = open_event('X', kTaskRunCategory, task.display_name(), run.thread_id, run.begin);
-        append_duration(text, run.begin, run.end);
-        text += ",\"args\":{\"task\":";
-        append_json_string(text, model::task_id_text(task.id));
-        if (!run.ended) text += ",\"unfinished\":true";
-        text += '}';
-        close_event();
-      }
     }
     for (const model::Edge& edge : graph.edges()) {
       const model::Task* from = graph.find(edge.from);
@@ -236,11 +301,6 @@ class ChromeWriter {
           break;
       }
     }
-    for (const model::IdleInterval& idle : graph.idle()) {
-      std::string& text = open_event('X', kLoopCategory, "idle", idle.thread_id, idle.begin);
-      append_duration(text, idle.begin, idle.end);
-      close_event();
-    }
   }
 
   OutputFile& out_;
@@ -251,6 +311,7 @@ class ChromeWriter {
   uint64_t flow_ids_ = 0;
   uint64_t async_ids_ = 0;
   std::string unknown_name_;
+  std::map<uint32_t, std::vector<OpenSlice>> open_;  // per thread, innermost last
 };
 
 }  // namespace
