@@ -5,6 +5,7 @@
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <thread>
 
 #include "analysis/critical_path.hpp"
@@ -147,6 +148,134 @@ TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
   EXPECT_GE(second, 50.0);
   EXPECT_NEAR(total, milliseconds(path.end - path.start), 1e-6) << "the steps add up to the chain";
   EXPECT_EQ(path.end, *graph.find(target)->resolved);
+}
+
+// --- sync_wait: a blocked thread waits on the task it drives -----------------------------------
+
+// Hops to the pool, so it runs on another thread while its waiter's thread is blocked.
+task<int> blocked_on(thread_pool& pool) {
+  co_await pool.schedule();
+  CHRONICLE_SPAN("test", "leaf work");
+  spin_for(5000us);
+  co_return 7;
+}
+
+// A task that blocks its (pool) thread in sync_wait rather than awaiting.
+task<int> blocking_waiter(thread_pool& pool) {
+  co_await pool.schedule();
+  const int value = sync_wait(blocked_on(pool).named("leaf"));
+  co_return value + 1;
+}
+
+// The tasks of a critical path's steps, in order, consecutive repeats collapsed.
+std::vector<std::string> path_names(const model::TaskGraph& graph, const analysis::CriticalPath& path) {
+  std::vector<std::string> names;
+  for (const auto& step : path.steps) {
+    const std::string& name = graph.find(step.task)->display_name();
+    if (names.empty() || names.back() != name) names.push_back(name);
+  }
+  return names;
+}
+
+const model::Task* only_task_named(const model::TaskGraph& graph, const std::string& name) {
+  const model::Task* found = nullptr;
+  for (const auto& task : graph.tasks()) {
+    if (task.display_name() != name) continue;
+    EXPECT_EQ(found, nullptr) << "two tasks named " << name;
+    found = &task;
+  }
+  return found;
+}
+
+TEST(SyncWait, ATaskBlockedInSyncWaitWaitsOnTheAwaitedTask) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    thread_pool pool(2, "pool");  // two: the waiter blocks one thread, the leaf runs on the other
+    EXPECT_EQ(sync_wait(blocking_waiter(pool).named("waiter")), 8);
+  }
+  stop();
+  reader::Trace trace(config.output);
+  model::TaskGraph graph;
+  analysis::profile_trace(trace, &graph);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  const model::Task* waiter = only_task_named(graph, "waiter");
+  const model::Task* leaf = only_task_named(graph, "leaf");
+  ASSERT_TRUE(waiter && leaf);
+  EXPECT_EQ(leaf->parent, waiter->id);
+  EXPECT_EQ(waiter->waits_on, std::vector<model::TaskId>{leaf->id});
+  size_t wait_edges = 0;
+  for (const auto& edge : graph.edges())
+    wait_edges += edge.kind == model::EdgeKind::waits_on && edge.from == waiter->id && edge.to == leaf->id;
+  EXPECT_EQ(wait_edges, 1u);
+  ASSERT_EQ(leaf->notes.size(), 1u);
+  EXPECT_EQ(leaf->notes[0].text, "leaf work");
+
+  // The waiter's path goes through the leaf's run: it did not "run" while it was blocked.
+  const analysis::CriticalPath path = analysis::critical_path(graph, waiter->id);
+  EXPECT_EQ(path_names(graph, path), (std::vector<std::string>{"waiter", "leaf", "waiter"}));
+  bool leaf_ran = false;
+  for (const auto& step : path.steps) {
+    if (step.task == leaf->id && step.what == "ran") leaf_ran = true;
+    if (step.task == waiter->id && step.from < *leaf->resolved && step.to > *leaf->resolved)
+      ADD_FAILURE() << "the waiter's step '" << step.what << "' covers the leaf's end";
+  }
+  EXPECT_TRUE(leaf_ran);
+  EXPECT_EQ(path.end, *waiter->resolved);
+}
+
+TEST(SyncWait, AThreadOutsideAnyTaskWaitsThroughATaskForTheCall) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    thread_pool pool(1, "pool");
+    EXPECT_EQ(sync_wait(blocked_on(pool).named("leaf")), 7);
+  }
+  EXPECT_EQ(current_task(), 0u) << "the call's task is the current task only during the call";
+  stop();
+  reader::Trace trace(config.output);
+  model::TaskGraph graph;
+  analysis::profile_trace(trace, &graph);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  const model::Task* leaf = only_task_named(graph, "leaf");
+  const model::Task* call = only_task_named(graph, "sync_wait");
+  ASSERT_TRUE(leaf && call);
+  EXPECT_EQ(graph.tasks().size(), 2u);
+  EXPECT_EQ(call->waits_on, std::vector<model::TaskId>{leaf->id});
+  ASSERT_TRUE(call->resolved && leaf->resolved);
+  EXPECT_EQ(call->outcome, format::TaskOutcome::ok);
+  EXPECT_GE(*call->resolved, *leaf->resolved);
+  ASSERT_EQ(call->runs.size(), 1u) << "the call holds its thread from its start to its end";
+  EXPECT_EQ(call->runs[0].thread_id, leaf->runs.front().thread_id) << "the leaf starts on the calling thread";
+
+  const analysis::CriticalPath path = analysis::critical_path(graph, call->id);
+  EXPECT_EQ(path_names(graph, path), (std::vector<std::string>{"leaf", "sync_wait"}));
+  ASSERT_FALSE(path.steps.empty());
+  EXPECT_EQ(path.steps.back().what, "ran after " + model::task_id_text(leaf->id) + " finished");
+}
+
+task<int> failing_leaf() {
+  throw std::runtime_error("no disk");
+  co_return 0;
+}
+
+TEST(SyncWait, TheCallsTaskFailsWithTheAwaitedTask) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_THROW(sync_wait(failing_leaf()), std::runtime_error);
+  stop();
+  reader::Trace trace(config.output);
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  const model::Task* call = only_task_named(graph, "sync_wait");
+  ASSERT_TRUE(call && call->resolved);
+  EXPECT_EQ(call->outcome, format::TaskOutcome::failed);
+  EXPECT_EQ(call->outcome_text, "no disk");
+  ASSERT_EQ(call->waits_on.size(), 1u);
+  EXPECT_EQ(graph.find(call->waits_on[0])->outcome_text, "no disk");
 }
 
 TEST(CriticalPath, EndsOnCyclesAndUnknownTasks) {

@@ -59,7 +59,7 @@ task<int> chain_a() {
 
 struct Expected {
   EventId type;
-  int task;     // 1: a, 2: b, 3: c, 0: none
+  int task;     // 1: a, 2: b, 3: c, 4: the sync_wait call's own task, 0: none
   int related;  // parent, awaited or resolver
 };
 
@@ -72,19 +72,25 @@ TEST(Coroutines, AChainThatFailsGivesExactlyTheExpectedEventsAndGraph) {
 
   reader::Trace trace(config.output);
   const auto events = task_events(trace);
-  // Ids are learnt from the creations, in order: a, b, c.
-  std::vector<uint64_t> ids = {0};
+  // Ids are learnt from the creations, in order: a (made by the call chain_a()), the
+  // sync_wait call's own task (the test's thread runs no task), b, c.
+  std::vector<uint64_t> created;
   for (const auto& event : events)
-    if (event.type == EventId::task_create) ids.push_back(event.task);
-  ASSERT_EQ(ids.size(), 4u);
+    if (event.type == EventId::task_create) created.push_back(event.task);
+  ASSERT_EQ(created.size(), 4u);
+  const std::vector<uint64_t> ids = {0, created[0], created[2], created[3], created[1]};
+  // The call's task begins to run and waits on a, which starts, at one instant; it ends when a
+  // has ended.
   const Expected expected[] = {
-      {EventId::task_create, 1, 0},    {EventId::task_run_begin, 1, 0}, {EventId::task_create, 2, 1},
+      {EventId::task_create, 1, 0},    {EventId::task_create, 4, 0},    {EventId::task_run_begin, 4, 0},
+      {EventId::task_wait, 4, 1},      {EventId::task_run_begin, 1, 0}, {EventId::task_create, 2, 1},
       {EventId::task_wait, 1, 2},      {EventId::task_run_end, 1, 0},   {EventId::task_run_begin, 2, 0},
       {EventId::task_create, 3, 2},    {EventId::task_wait, 2, 3},      {EventId::task_run_end, 2, 0},
       {EventId::task_run_begin, 3, 0}, {EventId::note, 3, 0},           {EventId::task_resolve, 3, 3},
       {EventId::task_run_end, 3, 0},   {EventId::task_run_begin, 2, 0}, {EventId::task_resolve, 2, 2},
       {EventId::task_run_end, 2, 0},   {EventId::task_run_begin, 1, 0}, {EventId::note, 1, 0},
-      {EventId::task_resolve, 1, 1},   {EventId::task_run_end, 1, 0},
+      {EventId::task_resolve, 1, 1},   {EventId::task_run_end, 1, 0},   {EventId::task_resolve, 4, 4},
+      {EventId::task_run_end, 4, 0},
   };
   ASSERT_EQ(events.size(), std::size(expected));
   for (size_t i = 0; i < events.size(); ++i) {
@@ -97,38 +103,52 @@ TEST(Coroutines, AChainThatFailsGivesExactlyTheExpectedEventsAndGraph) {
   }
   EXPECT_EQ(events[0].task_kind, format::TaskKind::coroutine);
   EXPECT_EQ(trace.site(events[0].name_id)->name, "chronicle::chain_a");
-  EXPECT_EQ(trace.site(events[2].name_id)->name, "chronicle::chain_b");
-  EXPECT_EQ(trace.site(events[6].name_id)->name, "chronicle::chain_c");
+  EXPECT_EQ(trace.site(events[1].name_id)->name, "sync_wait");
+  EXPECT_EQ(events[1].task_kind, format::TaskKind::handler);
+  EXPECT_EQ(trace.site(events[5].name_id)->name, "chronicle::chain_b");
+  EXPECT_EQ(trace.site(events[9].name_id)->name, "chronicle::chain_c");
   EXPECT_TRUE(trace.site(events[0].name_id)->file.ends_with("task_test.cpp"));
-  EXPECT_EQ(events[10].text, "c starts");
-  EXPECT_EQ(events[11].outcome, format::TaskOutcome::failed);
-  EXPECT_EQ(events[11].text, "disk on fire");
+  EXPECT_EQ(events[3].ticks, events[4].ticks) << "the wait and a's start share one clock read";
+  EXPECT_EQ(events[13].text, "c starts");
   EXPECT_EQ(events[14].outcome, format::TaskOutcome::failed);
   EXPECT_EQ(events[14].text, "disk on fire");
-  EXPECT_EQ(events[17].text, "a caught disk on fire");
-  EXPECT_EQ(events[18].outcome, format::TaskOutcome::ok);
-  EXPECT_EQ(events[18].text, "");
+  EXPECT_EQ(events[17].outcome, format::TaskOutcome::failed);
+  EXPECT_EQ(events[17].text, "disk on fire");
+  EXPECT_EQ(events[20].text, "a caught disk on fire");
+  EXPECT_EQ(events[21].outcome, format::TaskOutcome::ok);
+  EXPECT_EQ(events[21].text, "");
+  EXPECT_EQ(events[23].outcome, format::TaskOutcome::ok);
 
   // The graph, edge by edge.
   const model::TaskGraph graph = model::build_task_graph(trace);
   EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
-  ASSERT_EQ(graph.tasks().size(), 3u);
+  ASSERT_EQ(graph.tasks().size(), 4u);
   const std::vector<model::Edge>& edges = graph.edges();
-  ASSERT_EQ(edges.size(), 4u);
+  ASSERT_EQ(edges.size(), 5u);
   auto expect_edge = [&](size_t index, EdgeKind kind, int from, int to) {
     SCOPED_TRACE("edge " + std::to_string(index));
     EXPECT_EQ(edges[index].kind, kind);
     EXPECT_EQ(edges[index].from, ids[from]);
     EXPECT_EQ(edges[index].to, ids[to]);
   };
-  expect_edge(0, EdgeKind::created_by, 2, 1);
-  expect_edge(1, EdgeKind::waits_on, 1, 2);
-  expect_edge(2, EdgeKind::created_by, 3, 2);
-  expect_edge(3, EdgeKind::waits_on, 2, 3);
+  expect_edge(0, EdgeKind::waits_on, 4, 1);
+  expect_edge(1, EdgeKind::created_by, 2, 1);
+  expect_edge(2, EdgeKind::waits_on, 1, 2);
+  expect_edge(3, EdgeKind::created_by, 3, 2);
+  expect_edge(4, EdgeKind::waits_on, 2, 3);
 
   const model::Task& a = *graph.find(ids[1]);
   const model::Task& b = *graph.find(ids[2]);
   const model::Task& c = *graph.find(ids[3]);
+  const model::Task& call = *graph.find(ids[4]);
+  EXPECT_EQ(call.name, "sync_wait");
+  EXPECT_EQ(call.parent, 0u);
+  EXPECT_EQ(call.waits_on, std::vector<uint64_t>{a.id});
+  EXPECT_EQ(call.outcome, format::TaskOutcome::ok);
+  ASSERT_EQ(call.runs.size(), 1u);
+  EXPECT_LE(call.runs[0].begin, a.runs.front().begin) << "the call holds the thread while a runs in it";
+  EXPECT_GE(call.runs[0].end, a.runs.back().end);
+  EXPECT_TRUE(call.notes.empty());
   EXPECT_EQ(a.name, "chronicle::chain_a");
   EXPECT_EQ(a.kind, format::TaskKind::coroutine);
   EXPECT_EQ(a.parent, 0u);
@@ -177,11 +197,12 @@ TEST(Coroutines, AnExplicitLabelNamesTheTask) {
   stop();
   reader::Trace trace(config.output);
   const auto graph = model::build_task_graph(trace);
-  ASSERT_EQ(graph.tasks().size(), 2u);
-  EXPECT_EQ(graph.tasks()[1].label, "B.read");
-  EXPECT_EQ(graph.tasks()[1].display_name(), "B.read");
-  EXPECT_EQ(graph.tasks()[1].name, "chronicle::labelled_child");
+  ASSERT_EQ(graph.tasks().size(), 3u);  // and the sync_wait call's own, second
+  EXPECT_EQ(graph.tasks()[2].label, "B.read");
+  EXPECT_EQ(graph.tasks()[2].display_name(), "B.read");
+  EXPECT_EQ(graph.tasks()[2].name, "chronicle::labelled_child");
   EXPECT_EQ(graph.tasks()[0].display_name(), "chronicle::labelled_parent");
+  EXPECT_EQ(graph.tasks()[1].display_name(), "sync_wait");
 }
 
 TEST(Coroutines, RunWithoutASessionAndRecordNothing) {
@@ -225,9 +246,23 @@ TEST(Pool, TasksMovingBetweenThreadsKeepTheirIdentityAndRunIntervals) {
 
   const model::TaskGraph graph = model::build_task_graph(trace);
   EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
-  ASSERT_EQ(graph.tasks().size(), size_t{kTasks});
+  // Each launcher's sync_wait call has its own task (its thread runs none), waiting on a hopper.
+  ASSERT_EQ(graph.tasks().size(), size_t{2 * kTasks});
+  std::set<uint64_t> awaited;
+  for (const auto& task : graph.tasks()) {
+    if (task.name != "sync_wait") continue;
+    SCOPED_TRACE(model::task_id_text(task.id));
+    ASSERT_EQ(task.waits_on.size(), 1u);
+    awaited.insert(task.waits_on[0]);
+    EXPECT_EQ(graph.find(task.waits_on[0])->name, "chronicle::hopper");
+    ASSERT_EQ(task.runs.size(), 1u);
+    EXPECT_EQ(task.runs[0].thread_id, graph.find(task.waits_on[0])->created_on_thread);
+    EXPECT_EQ(task.outcome, format::TaskOutcome::ok);
+  }
+  EXPECT_EQ(awaited.size(), size_t{kTasks});
   std::set<uint32_t> used_pool_threads;
   for (const auto& task : graph.tasks()) {
+    if (task.name == "sync_wait") continue;
     SCOPED_TRACE(model::task_id_text(task.id));
     EXPECT_EQ(task.name, "chronicle::hopper");
     ASSERT_EQ(task.runs.size(), size_t{kHops + 1});

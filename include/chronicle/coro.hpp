@@ -9,7 +9,7 @@
 //     int b = co_await read_block(2).named("second read");  // an explicit label
 //     co_return a + b;                              // an escaping exception: resolved failed
 //   }
-//   int total = chronicle::sync_wait(handle());
+//   int total = chronicle::sync_wait(handle());      // waits on: handle's task (see sync_wait)
 //
 // Every co_await in a task<T> ends the task's run on this thread and begins another where it
 // resumes, so its run intervals show where and how long it really ran. The thread's current
@@ -92,6 +92,16 @@ class TaskPromiseBase {
     child.awaiting_ = this;
     exchange_current_task(previous_current_);
   }
+
+#ifndef CHRONICLE_DISABLE
+  // `waiter` blocks its thread until this task ends (sync_wait), and this task starts now on
+  // that thread: the wait and this task's first run's beginning are one instant.
+  void start_awaited_by(TaskId waiter, detail::TaskEventBatch& batch) {
+    batch.wait(waiter, id_);
+    batch.task_event(format::EventId::task_run_begin, id_);
+    run_begin_recorded_ = batch.active() && id_ != 0;
+  }
+#endif
 
   // The coroutine is done: its success (a failure was recorded as it escaped), its run's end,
   // and the awaiting task's resumption are one instant.
@@ -283,6 +293,9 @@ class [[nodiscard]] task {
   friend promise_type;
   explicit task(std::coroutine_handle<promise_type> handle) : handle_(handle) {}
   std::coroutine_handle<promise_type> handle_;
+
+  template <typename U>
+  friend U sync_wait(task<U> work);  // records the wait on the task it starts
 };
 
 template <typename T>
@@ -412,12 +425,62 @@ SyncWaitDriver drive(task<T> work, SyncWaitState<T>& state) {
   }
 }
 
+// The waiter of a sync_wait call. A thread blocked in sync_wait is held by the wait as by a
+// blocking read: the task running on it (if any) keeps its run and records that it waits on the
+// awaited task, so its critical path goes through that task instead of "running" meanwhile. A
+// thread outside any task has no task to wait with, so the call gets one of its own, "sync_wait",
+// that runs (holds the thread) for the call and is resolved as the awaited task ends.
+class SyncWaitCall {
+ public:
+  explicit SyncWaitCall([[maybe_unused]] TaskPromiseBase* awaited) {
+#ifndef CHRONICLE_DISABLE
+    if (!awaited || awaited->id() == 0) return;  // not tracing when it was made: nothing to say
+    TaskEventBatch batch;                        // one clock read, the awaited task's run's
+    if (!batch.active()) return;
+    TaskId waiter = current_task();
+    if (waiter == 0) {
+      own_ = new_task_id();
+      batch.create(own_, 0, TaskKind::handler, task_name_from_literal("sync_wait"));
+      batch.task_event(format::EventId::task_run_begin, own_);
+      // Current for the call, so the events of the thread while it waits are the call's.
+      exchange_current_task(own_);
+      waiter = own_;
+    }
+    awaited->start_awaited_by(waiter, batch);
+#endif
+  }
+  SyncWaitCall(const SyncWaitCall&) = delete;
+  SyncWaitCall& operator=(const SyncWaitCall&) = delete;
+
+  // The awaited task ended (with `error`, if it failed): so does the call's own task.
+  void finish([[maybe_unused]] const std::exception_ptr& error) {
+#ifndef CHRONICLE_DISABLE
+    if (own_ == 0) return;
+    exchange_current_task(0);
+    if (error) {
+      resolve_task(own_, TaskOutcome::failed, exception_text(error), own_);
+      end_task_run(own_);
+      return;
+    }
+    TaskEventBatch batch;
+    batch.resolve_quiet(own_, own_, TaskOutcome::ok);
+    batch.task_event(format::EventId::task_run_end, own_);
+#endif
+  }
+
+ private:
+  [[maybe_unused]] TaskId own_ = 0;  // the call's own task, when the thread ran none (unused when compiled out)
+};
+
 }  // namespace detail
 
 // Runs `work` to its end, starting it on this thread, and returns its result (or rethrows).
+// The blocked caller waits on `work` in the trace: its current task, or else a task "sync_wait"
+// made for the call (detail::SyncWaitCall).
 template <typename T>
 T sync_wait(task<T> work) {
   detail::SyncWaitState<T> state;
+  detail::SyncWaitCall call(work.handle_ ? &work.handle_.promise() : nullptr);
   detail::SyncWaitDriver driver = detail::drive(std::move(work), state);
   auto& promise = driver.handle.promise();
   promise.mutex = &state.mutex;
@@ -429,6 +492,7 @@ T sync_wait(task<T> work) {
     state.done_signal.wait(lock, [&] { return state.done; });
   }
   driver.handle.destroy();
+  call.finish(state.error);
   if (state.error) std::rethrow_exception(state.error);
   if constexpr (!std::is_void_v<T>) return std::move(*state.value);
 }

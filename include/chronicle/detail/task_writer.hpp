@@ -177,6 +177,15 @@ class TaskEventBatch {
     std::memcpy(payload, &task, 8);
     write(event, payload, sizeof payload);
   }
+  CHRONICLE_INLINE void create(uint64_t task, uint64_t parent, format::TaskKind kind, uint32_t name_id) {
+    if (!writer_ || task == 0) return;
+    uint8_t payload[8 + 8 + 1 + 4];
+    std::memcpy(payload, &task, 8);
+    std::memcpy(payload + 8, &parent, 8);
+    payload[16] = static_cast<uint8_t>(kind);
+    std::memcpy(payload + 17, &name_id, 4);
+    write(format::EventId::task_create, payload, sizeof payload);
+  }
   CHRONICLE_INLINE void wait(uint64_t task, uint64_t awaited) {
     if (!writer_ || task == 0 || awaited == 0) return;
     uint8_t payload[16];
