@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "analysis/counter_windows.hpp"
@@ -42,7 +43,13 @@ int run_serve(const MetricsOptions& options) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  metrics::MetricsHttpServer server([mapping] { return mapping->read(); }, options.address, options.port);
+  const int pid = options.pid;
+  auto process_ended = [mapping, pid]() -> std::optional<std::string> {
+    if (mapping->writer_alive()) return std::nullopt;
+    return fmt::format("chronicle: process {} has ended; its last metrics are no longer served", pid);
+  };
+  metrics::MetricsHttpServer server([mapping] { return mapping->read(); }, options.address, options.port,
+                                    process_ended);
   fmt::print(stderr, "chronicle: serving the metrics of process {} at http://{}:{}/metrics\n", options.pid,
              options.address, server.port());
   int signal = 0;
