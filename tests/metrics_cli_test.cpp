@@ -147,6 +147,15 @@ TEST(MetricsCli, TopPrintsATableOfValuesAndRates) {
   EXPECT_NE(missing.exit_code, 0);
 }
 
+TEST(MetricsCli, QueryOfAnUnknownMetricSaysSoAndExitsWithOne) {
+  Child writer({METRICS_WRITER, "1"});
+  ASSERT_EQ(writer.read_line(), "ready 0");
+  auto missing = run(kCli + " metrics query " + std::to_string(writer.pid()) + " nosuchmetric");
+  EXPECT_EQ(missing.exit_code, 1) << missing.out << missing.err;
+  EXPECT_EQ(missing.out, "");
+  EXPECT_NE(missing.err.find("no metric named nosuchmetric"), std::string::npos) << missing.err;
+}
+
 // Once the program has exited its values are frozen: serving them as if it ran would keep
 // Prometheus's `up` at 1 for a dead program.
 TEST(MetricsCli, ServeAnswers503OnceTheProcessHasEnded) {

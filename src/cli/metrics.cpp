@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -91,11 +92,17 @@ int run_query(const MetricsOptions& options) {
     for (const auto& [key, value] : where) by.push_back(key);
     by.push_back(options.drill);
   }
+  const metrics::MetricsSnapshot first = mapping.read();
+  if (std::none_of(first.metrics.begin(), first.metrics.end(),
+                   [&](const metrics::MetricSample& sample) { return sample.name == options.name; })) {
+    fmt::print(stderr, "chronicle: no metric named {} in process {}\n", options.name, options.pid);
+    return kExitFailure;
+  }
   std::vector<metrics::Series> series;
   if (options.rate_over.empty()) {
-    series = metrics::select(mapping.read(), options.name, where);
+    series = metrics::select(first, options.name, where);
   } else {
-    const metrics::MetricsSnapshot before = mapping.read();
+    const metrics::MetricsSnapshot& before = first;
     std::this_thread::sleep_for(std::chrono::nanoseconds(analysis::parse_duration(options.rate_over)));
     series = metrics::rates(before, mapping.read(), options.name, where);
   }
