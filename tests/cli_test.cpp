@@ -67,6 +67,7 @@ TEST(Record, RefusesANonEmptyDirectoryAndAMissingProgram) {
   result = run(kCli + " record -o " + (directory / "t") + " -- /no/such/program");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("cannot run"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(directory / "t")) << "a failed record left its output directory behind";
 }
 
 TEST(Record, EachProcessOfTheRunGetsItsTrace) {
