@@ -4,7 +4,9 @@
 
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -329,6 +331,40 @@ TEST(StatsCommand, JsonAndTextAgreeWithTheTrace) {
   result = test::run(kCli + " stats --critical-path no-such-task " + (directory / "trace"));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("no-such-task"), std::string::npos);
+}
+
+// A name many tasks share: every match is listed, and the one analysed is named with the rule
+// that chose it; --json output stays one JSON document (the list goes to standard error).
+TEST(StatsCommand, CriticalPathOfASharedNameListsTheMatchesAndSaysWhichItTakes) {
+  TemporaryDirectory directory;
+  ASSERT_EQ(test::run(kCli + " record -q -o " + (directory / "trace") + " -- " + ECHO_EXAMPLE + " 3 20").exit_code, 0);
+  reader::Trace trace(directory / "trace");
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  std::map<std::string, std::vector<model::TaskId>> by_name;
+  std::set<std::string> labels;
+  for (const auto& task : graph.tasks()) {
+    by_name[task.name].push_back(task.id);
+    labels.insert(task.label);
+  }
+  std::string shared;
+  for (const auto& [name, ids] : by_name)
+    if (!name.empty() && ids.size() > 1 && ids.size() <= 20 && !labels.count(name)) shared = name;
+  ASSERT_FALSE(shared.empty()) << "the echo trace has no name shared by a few tasks";
+
+  auto result = test::run(kCli + " stats --critical-path '" + shared + "' " + (directory / "trace"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find(std::to_string(by_name[shared].size()) + " tasks match"), std::string::npos) << result.err;
+  for (const model::TaskId id : by_name[shared])
+    EXPECT_NE(result.err.find(model::task_id_text(id) + " "), std::string::npos) << result.err;
+  const size_t taken_at = result.err.find("taking the longest, ");
+  ASSERT_NE(taken_at, std::string::npos) << result.err;
+  const std::string taken =
+      result.err.substr(taken_at + 20, result.err.find_first_of(" :\n", taken_at + 20) - taken_at - 20);
+  EXPECT_TRUE(result.out.starts_with("Critical path of " + taken + " ")) << taken << "\n" << result.out;
+
+  result = test::run(kCli + " stats --json --critical-path '" + shared + "' " + (directory / "trace"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(nlohmann::json::parse(result.out)["task"], taken);
 }
 
 }  // namespace

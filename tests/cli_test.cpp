@@ -24,6 +24,7 @@ const std::string kCli = CHRONICLE_CLI;
 const std::string kCrashWriter = CRASH_WRITER;
 const std::string kForkExec = FORK_EXEC;
 const std::string kSequenceWriter = SEQUENCE_WRITER;
+const std::string kMetricsWriter = METRICS_WRITER;
 const std::string kExample = THREADS_EXAMPLE;
 const std::string kBt2Check = BT2_CHECK;
 
@@ -66,6 +67,7 @@ TEST(Record, RefusesANonEmptyDirectoryAndAMissingProgram) {
   result = run(kCli + " record -o " + (directory / "t") + " -- /no/such/program");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("cannot run"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(directory / "t")) << "a failed record left its output directory behind";
 }
 
 TEST(Record, EachProcessOfTheRunGetsItsTrace) {
@@ -222,6 +224,39 @@ std::map<uint32_t, uint64_t> reported_losses(const reader::Trace& trace) {
   std::map<uint32_t, uint64_t> out;
   for (const auto& stream : trace.streams()) out[stream.thread_id] += stream.events_discarded;
   return out;
+}
+
+// The text of `path`, or "" while it does not exist.
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+// `record` puts a program's sessions in a directory of its own under /dev/shm: the readers of a
+// live process by pid (top, snapshot) must look there too.
+TEST(LiveReaders, FindTheSessionOfAProgramUnderRecord) {
+  TemporaryDirectory directory;
+  // The shell prints its pid, then becomes the writer (same pid, same environment); the writer
+  // runs until its standard input, our pipe, closes.
+  PipedProgram recording(kCli + " record -q -o " + (directory / "trace") + " -- sh -c 'echo $$ > " +
+                         (directory / "pid") + "; exec " + kMetricsWriter + " 1 > " + (directory / "ready") + "'");
+  ASSERT_TRUE(recording.started());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!read_text(directory / "ready").starts_with("ready") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(read_text(directory / "ready").starts_with("ready")) << "the writer never became ready";
+  const std::string pid = std::to_string(std::stoi(read_text(directory / "pid")));
+
+  const auto top = run(kCli + " top " + pid + " --once --interval 100ms");
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("/s written"), std::string::npos) << top.out;
+  EXPECT_EQ(top.out.find("trace session: none"), std::string::npos) << top.out;
+
+  const auto snapshot = run(kCli + " snapshot " + pid + " -o " + (directory / "snapshot"));
+  EXPECT_EQ(snapshot.exit_code, 0) << snapshot.err;
+  EXPECT_NE(snapshot.err.find("running"), std::string::npos) << snapshot.err;
+
+  EXPECT_EQ(recording.close(), 0);
 }
 
 TEST(Snapshot, LiveFlightSnapshotsAreContiguousOrCountWhatTheyLack) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
 #include <chronicle/task.hpp>
@@ -416,6 +417,25 @@ TEST_F(SyntheticTrace, ChromeJsonMatchesTheModel) {
   EXPECT_TRUE(summary["flow_names"].contains("waits on")) << summary.dump();
   EXPECT_TRUE(summary["flow_names"].contains("created")) << summary.dump();
   EXPECT_TRUE(summary["flow_names"].contains("resolved")) << summary.dump();
+}
+// A note shows as what it said ("leaf 1"), not as the format string every leaf shares.
+TEST_F(SyntheticTrace, ChromeJsonNotesAreNamedByTheirText) {
+  const std::string output = scratch_ / "notes.json";
+  ASSERT_NO_FATAL_FAILURE(export_to(trace(), "chrome", output));
+  std::ifstream file(output);
+  const auto document = nlohmann::json::parse(file);
+  std::vector<std::string> leaf_notes;
+  for (const auto& event : document["traceEvents"]) {
+    if (event.value("ph", "") != "i") continue;
+    const std::string name = event.value("name", "");
+    EXPECT_NE(name, "leaf {}") << event.dump();
+    if (name.starts_with("leaf ")) {
+      leaf_notes.push_back(name);
+      EXPECT_EQ(event["args"]["text"], name) << event.dump();
+    }
+  }
+  std::sort(leaf_notes.begin(), leaf_notes.end());
+  EXPECT_EQ(leaf_notes, (std::vector<std::string>{"leaf 1", "leaf 2"}));
 }
 TEST_F(SyntheticTrace, OtlpDecodesWithTheOfficialDefinitions) {
   check_otlp(trace(), scratch_);

@@ -1,5 +1,6 @@
 // Metrics read from outside a running program: `chronicle metrics query/show/serve`, `top`,
 // `stats --counters`, the in-process exporter, promtool, and a real Prometheus scraping them.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -28,7 +29,9 @@ class Child {
  public:
   explicit Child(std::vector<std::string> argv) {
     int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) throw std::runtime_error("pipe");
+    // Close-on-exec: a later child (`metrics serve`) holding this one's input open would keep it
+    // from ever seeing its end. dup2 below clears the flag on the child's own ends.
+    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     pid_ = fork();
     if (pid_ == 0) {
       dup2(to_child[0], STDIN_FILENO);
@@ -142,6 +145,46 @@ TEST(MetricsCli, TopPrintsATableOfValuesAndRates) {
   EXPECT_EQ(test::count_lines(top.out), 2 * (3 + 10) + 1);  // two tables, a blank line between
   auto missing = run(kCli + " top 999999999 --once");
   EXPECT_NE(missing.exit_code, 0);
+}
+
+TEST(MetricsCli, QueryOfAnUnknownMetricSaysSoAndExitsWithOne) {
+  Child writer({METRICS_WRITER, "1"});
+  ASSERT_EQ(writer.read_line(), "ready 0");
+  auto missing = run(kCli + " metrics query " + std::to_string(writer.pid()) + " nosuchmetric");
+  EXPECT_EQ(missing.exit_code, 1) << missing.out << missing.err;
+  EXPECT_EQ(missing.out, "");
+  EXPECT_NE(missing.err.find("no metric named nosuchmetric"), std::string::npos) << missing.err;
+}
+
+// Once the program has exited its values are frozen: serving them as if it ran would keep
+// Prometheus's `up` at 1 for a dead program.
+TEST(MetricsCli, ServeAnswers503OnceTheProcessHasEnded) {
+  Child writer({METRICS_WRITER, "1"});
+  ASSERT_EQ(writer.read_line(), "ready 0");
+  const int pid = writer.pid();
+  const uint16_t serve_port = free_port();
+  Child serve({kCli, "metrics", "serve", std::to_string(pid), "--port", std::to_string(serve_port)});
+  httplib::Client client("127.0.0.1", serve_port);
+  ASSERT_TRUE(wait_until([&] { return static_cast<bool>(client.Get("/metrics")); }, std::chrono::seconds(10)));
+  auto live = client.Get("/metrics");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+
+  writer.stop();  // closes its input: the writer exits and is reaped
+  int status = 0;
+  std::string body;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto response = client.Get("/metrics");
+        if (!response) return false;
+        status = response->status;
+        body = response->body;
+        return status == 503;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(status, 503) << body;
+  EXPECT_NE(body.find("process " + std::to_string(pid) + " has ended"), std::string::npos) << body;
+  serve.kill_now();
 }
 
 // promtool check metrics reads the Prometheus text format (OpenMetrics counters' HELP, on the

@@ -104,14 +104,23 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
   return path;
 }
 
+std::vector<model::TaskId> find_tasks(const model::TaskGraph& graph, const std::string& id_or_label) {
+  for (const auto& task : graph.tasks())
+    if (model::task_id_text(task.id) == id_or_label) return {task.id};
+  std::vector<model::TaskId> found;
+  for (const auto& task : graph.tasks())
+    if (task.label == id_or_label) found.push_back(task.id);
+  if (!found.empty()) return found;
+  for (const auto& task : graph.tasks())
+    if (task.name == id_or_label) found.push_back(task.id);
+  return found;
+}
+
 model::TaskId find_task(const model::TaskGraph& graph, const std::string& id_or_label) {
-  for (const auto& task : graph.tasks())
-    if (model::task_id_text(task.id) == id_or_label) return task.id;
-  for (const auto& task : graph.tasks())
-    if (task.label == id_or_label) return task.id;
-  for (const auto& task : graph.tasks())
-    if (task.name == id_or_label) return task.id;
-  throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", id_or_label));
+  const std::vector<model::TaskId> found = find_tasks(graph, id_or_label);
+  if (found.empty())
+    throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", id_or_label));
+  return found.front();
 }
 
 }  // namespace chronicle::analysis

@@ -34,8 +34,11 @@ struct CriticalPath {
 
 CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target);
 
-// A task by its id text ("t3.17"), its label or its name (the first that matches). Throws
-// std::invalid_argument naming what was not found.
+// The tasks `id_or_label` names: the one with that id text ("t3.17"); else those with that
+// label; else those with that name. Empty when none does.
+std::vector<model::TaskId> find_tasks(const model::TaskGraph& graph, const std::string& id_or_label);
+
+// The first of find_tasks. Throws std::invalid_argument naming what was not found.
 model::TaskId find_task(const model::TaskGraph& graph, const std::string& id_or_label);
 
 }  // namespace chronicle::analysis

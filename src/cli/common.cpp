@@ -3,9 +3,15 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <cstdlib>
 #include <ctime>
+#include <filesystem>
+#include <set>
+#include <utility>
 
 #include "reader/trace_reader.hpp"
+#include "recorder/environment.hpp"
 
 namespace chronicle::cli {
 
@@ -40,6 +46,37 @@ std::string timestamp_for_path() {
   localtime_r(&now, &parts);
   return fmt::format("{:04}{:02}{:02}-{:02}{:02}{:02}", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
                      parts.tm_hour, parts.tm_min, parts.tm_sec);
+}
+
+std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> places;
+  if (const char* directory = std::getenv(recorder::kEnvShmDir); directory && *directory)
+    places.emplace_back(directory);
+  places.emplace_back("/dev/shm");
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/dev/shm", error))
+    if (entry.path().filename().string().starts_with("chronicle-record-") && entry.is_directory(error))
+      places.push_back(entry.path());
+  if (searched) {
+    searched->clear();
+    for (const auto& place : places) *searched += (searched->empty() ? "" : ", ") + place.string();
+  }
+  const std::string prefix = fmt::format("chronicle-{}-", pid);
+  std::vector<std::pair<fs::file_time_type, std::string>> found;
+  std::set<fs::path> seen;  // $CHRONICLE_SHM_DIR may be one of the others
+  for (const auto& place : places) {
+    if (!seen.insert(fs::weakly_canonical(place, error)).second) continue;
+    for (const auto& entry : fs::directory_iterator(place, error)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with(prefix) || entry.path().extension() != ".shm") continue;
+      found.emplace_back(entry.last_write_time(error), entry.path().string());
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> paths;
+  for (auto& [time, path] : found) paths.push_back(std::move(path));
+  return paths;
 }
 
 void warn_about_damage(const reader::Trace& trace) {

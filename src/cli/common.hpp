@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace chronicle::reader {
 class Trace;
@@ -34,6 +35,12 @@ bool stderr_is_terminal();
 std::string human_bytes(uint64_t bytes);
 std::string human_count(uint64_t count);
 std::string timestamp_for_path();
+
+// The trace session mappings (chronicle-PID-N.shm) of process `pid`, newest first, wherever
+// they are: in $CHRONICLE_SHM_DIR when set, in /dev/shm, and in the directories `chronicle
+// record` gives the programs it runs (/dev/shm/chronicle-record-RECORDPID/). Every reader of a
+// live process by pid finds its session here. `searched` (if given) names the places looked in.
+std::vector<std::string> find_session_mappings(int pid, std::string* searched = nullptr);
 
 // A warning on standard error for each stretch of the trace the reader skipped as damaged.
 void warn_about_damage(const reader::Trace& trace);

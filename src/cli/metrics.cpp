@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "analysis/counter_windows.hpp"
@@ -42,7 +44,13 @@ int run_serve(const MetricsOptions& options) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  metrics::MetricsHttpServer server([mapping] { return mapping->read(); }, options.address, options.port);
+  const int pid = options.pid;
+  auto process_ended = [mapping, pid]() -> std::optional<std::string> {
+    if (mapping->writer_alive()) return std::nullopt;
+    return fmt::format("chronicle: process {} has ended; its last metrics are no longer served", pid);
+  };
+  metrics::MetricsHttpServer server([mapping] { return mapping->read(); }, options.address, options.port,
+                                    process_ended);
   fmt::print(stderr, "chronicle: serving the metrics of process {} at http://{}:{}/metrics\n", options.pid,
              options.address, server.port());
   int signal = 0;
@@ -84,11 +92,17 @@ int run_query(const MetricsOptions& options) {
     for (const auto& [key, value] : where) by.push_back(key);
     by.push_back(options.drill);
   }
+  const metrics::MetricsSnapshot first = mapping.read();
+  if (std::none_of(first.metrics.begin(), first.metrics.end(),
+                   [&](const metrics::MetricSample& sample) { return sample.name == options.name; })) {
+    fmt::print(stderr, "chronicle: no metric named {} in process {}\n", options.name, options.pid);
+    return kExitFailure;
+  }
   std::vector<metrics::Series> series;
   if (options.rate_over.empty()) {
-    series = metrics::select(mapping.read(), options.name, where);
+    series = metrics::select(first, options.name, where);
   } else {
-    const metrics::MetricsSnapshot before = mapping.read();
+    const metrics::MetricsSnapshot& before = first;
     std::this_thread::sleep_for(std::chrono::nanoseconds(analysis::parse_duration(options.rate_over)));
     series = metrics::rates(before, mapping.read(), options.name, where);
   }

@@ -61,17 +61,27 @@ int run_record(RecordOptions& options) {
   if (options.output.empty())
     options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());
   std::error_code error;
-  if (fs::exists(options.output, error) && !fs::is_empty(options.output, error))
+  const bool output_existed = fs::exists(options.output, error);
+  if (output_existed && !fs::is_empty(options.output, error))
     throw std::runtime_error(
         fmt::format("{} exists and is not empty: choose another directory with -o", options.output));
   fs::create_directories(options.output, error);
   if (error) throw std::runtime_error(fmt::format("cannot create {}: {}", options.output, error.message()));
+  // A run that wrote nothing leaves no empty directory to trip over (the next record into it,
+  // a script looking for traces). Only the directory itself: parents made above stay.
+  auto remove_output_if_empty = [&options, output_existed] {
+    std::error_code ignored;
+    if (!output_existed && fs::is_empty(options.output, ignored)) fs::remove(options.output, ignored);
+  };
 
   // The programs put their mappings here; we find them by listing it.
   const std::string shm_dir = fmt::format("/dev/shm/chronicle-record-{}", getpid());
   fs::remove_all(shm_dir, error);
-  if (mkdir(shm_dir.c_str(), 0700) != 0)
-    throw std::runtime_error(fmt::format("cannot create {}: {}", shm_dir, std::strerror(errno)));
+  if (mkdir(shm_dir.c_str(), 0700) != 0) {
+    const int failure = errno;
+    remove_output_if_empty();
+    throw std::runtime_error(fmt::format("cannot create {}: {}", shm_dir, std::strerror(failure)));
+  }
 
   setenv(recorder::kEnvOutput, options.output.c_str(), 1);
   setenv(recorder::kEnvCollector, "external", 1);
@@ -86,6 +96,7 @@ int run_record(RecordOptions& options) {
   pid_t child = 0;
   if (int failed = posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), environ); failed != 0) {
     fs::remove_all(shm_dir, error);
+    remove_output_if_empty();
     throw std::runtime_error(fmt::format("cannot run {}: {}", program, std::strerror(failed)));
   }
   // Ctrl-C reaches the program too (same process group); we stay to collect what it leaves.
@@ -185,6 +196,7 @@ int run_record(RecordOptions& options) {
   const auto sum = totals();
   fmt::print(stderr, "chronicle: {}\n", describe_status(program, status));
   if (sessions.empty()) {
+    remove_output_if_empty();
     fmt::print(stderr, "chronicle: no trace: {} made no session (is it linked with chronicle?)\n", program);
   } else {
     fmt::print(stderr, "chronicle: trace in {}: {} events, {}, {} discarded, {} process{}\n", options.output,

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <filesystem>
 
 #include "cli/common.hpp"
 #include "collector/collector.hpp"
@@ -17,29 +16,12 @@ struct SnapshotOptions {
   std::string output;
 };
 
-// The newest mapping of process `pid` in /dev/shm or a `record` run's directory under it.
+// The newest mapping of process `pid`.
 std::string find_mapping(const std::string& pid) {
-  namespace fs = std::filesystem;
-  const std::string prefix = "chronicle-" + pid + "-";
-  std::string best;
-  fs::file_time_type best_time{};
-  std::vector<fs::path> places = {"/dev/shm"};
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator("/dev/shm", error))
-    if (entry.is_directory() && entry.path().filename().string().starts_with("chronicle-record-"))
-      places.push_back(entry.path());
-  for (const auto& place : places)
-    for (const auto& entry : fs::directory_iterator(place, error)) {
-      const std::string name = entry.path().filename().string();
-      if (!name.starts_with(prefix) || entry.path().extension() != ".shm") continue;
-      const auto time = entry.last_write_time(error);
-      if (best.empty() || time > best_time) {
-        best = entry.path().string();
-        best_time = time;
-      }
-    }
-  if (best.empty()) throw std::runtime_error(fmt::format("no chronicle mapping of process {} in /dev/shm", pid));
-  return best;
+  std::string searched;
+  const std::vector<std::string> paths = find_session_mappings(std::stoi(pid), &searched);
+  if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle mapping of process {} in {}", pid, searched));
+  return paths.front();
 }
 
 int run_snapshot(SnapshotOptions& options) {

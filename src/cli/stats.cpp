@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <cmath>
 #include <ctime>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -201,11 +202,48 @@ analysis::ProgressCallback progress_line() {
   };
 }
 
+// How long a task lived in the trace: from its creation (or first run) to its resolution, or to
+// the trace's end when it never resolved.
+uint64_t lifetime_ticks(const model::TaskGraph& graph, const model::Task& task) {
+  const uint64_t start = task.created        ? *task.created
+                         : task.runs.empty() ? graph.last_ticks()
+                                             : task.runs.front().begin;
+  const uint64_t end = task.resolved ? *task.resolved : graph.last_ticks();
+  return end > start ? end - start : 0;
+}
+
+// The task whose critical path is asked for. When a label or name fits several, they are
+// listed on standard error (standard output stays the path, or one JSON document) and the
+// longest-lived is taken, the first in the trace's order among equals.
+model::TaskId choose_task(const model::TaskGraph& graph, const std::string& id_or_label,
+                          const std::function<uint64_t(uint64_t)>& ns) {
+  const std::vector<model::TaskId> matches = analysis::find_tasks(graph, id_or_label);
+  if (matches.empty()) return analysis::find_task(graph, id_or_label);  // throws, naming it
+  if (matches.size() == 1) return matches.front();
+  model::TaskId longest = matches.front();
+  uint64_t longest_ticks = 0;
+  for (const model::TaskId id : matches)
+    if (const uint64_t ticks = lifetime_ticks(graph, *graph.find(id)); ticks > longest_ticks) {
+      longest = id;
+      longest_ticks = ticks;
+    }
+  fmt::print(stderr, "chronicle: {} tasks match '{}'; taking the longest, {} (give an id to choose another):\n",
+             matches.size(), id_or_label, model::task_id_text(longest));
+  constexpr size_t kListed = 20;
+  for (size_t i = 0; i < matches.size() && i < kListed; ++i) {
+    const model::Task& task = *graph.find(matches[i]);
+    fmt::print(stderr, "  {} {:<12} {:>11}  {}\n", matches[i] == longest ? '*' : ' ', model::task_id_text(task.id),
+               duration_text(ns(lifetime_ticks(graph, task))), task.display_name());
+  }
+  if (matches.size() > kListed) fmt::print(stderr, "  ... and {} more\n", matches.size() - kListed);
+  return longest;
+}
+
 int print_critical_path(const reader::Trace& trace, const model::TaskGraph& graph, const StatsOptions& options) {
-  const model::TaskId target = analysis::find_task(graph, options.critical_path);
-  const analysis::CriticalPath path = analysis::critical_path(graph, target);
   const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
   auto ns = [frequency](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * 1e9 / frequency); };
+  const model::TaskId target = choose_task(graph, options.critical_path, ns);
+  const analysis::CriticalPath path = analysis::critical_path(graph, target);
   const model::Task* task = graph.find(target);
   if (options.json) {
     nlohmann::json out = {{"task", model::task_id_text(target)},
@@ -240,11 +278,8 @@ int print_summary(const StatsOptions& options) {
     const analysis::Profile profile = analysis::profile_trace(trace, &graph, progress_line());
     if (!options.critical_path.empty()) {
       if (traces.size() > 1) {
-        try {
-          analysis::find_task(graph, options.critical_path);
-        } catch (const std::invalid_argument&) {
+        if (analysis::find_tasks(graph, options.critical_path).empty())
           continue;  // the task belongs to another process of the run
-        }
       }
       return print_critical_path(trace, graph, options);
     }

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -37,14 +36,9 @@ struct TraceActivity {
 };
 
 std::optional<TraceActivity> trace_activity(int pid) {
-  namespace fs = std::filesystem;
-  const std::string prefix = fmt::format("chronicle-{}-", pid);
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator("/dev/shm", error)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix) || entry.path().extension() != ".shm") continue;
+  for (const std::string& path : find_session_mappings(pid)) {
     try {
-      collector::SessionMapping mapping(entry.path().string());
+      collector::SessionMapping mapping(path);
       if (mapping.finished()) continue;
       const format::ShmHeader& header = mapping.header();
       TraceActivity activity;

@@ -188,11 +188,14 @@ class ChromeWriter {
           break;
         }
         case format::EventId::note: {
-          // Named by the format string so that notes from one place group; the text is an arg.
-          std::string& text =
-              open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id, event.ticks);
+          // Named by what it says, which is what a reader of the timeline looks for; the format
+          // string, shared by the notes of one place, stays an arg to group them by.
+          const std::string_view format_string = name_of(event.name_id);
+          std::string& text = open_event('i', category_of(event.name_id), event.text, event.thread_id, event.ticks);
           text += ",\"s\":\"t\",\"args\":{\"text\":";
           append_json_string(text, event.text);
+          text += ",\"format\":";
+          append_json_string(text, format_string);
           text += '}';
           close_event();
           break;

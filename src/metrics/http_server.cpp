@@ -17,18 +17,25 @@ struct MetricsHttpServer::State {
   std::thread thread;
 };
 
-MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, uint16_t port)
+MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, uint16_t port, Unavailable unavailable)
     : state_(std::make_unique<State>()) {
-  state_->server.Get("/metrics",
-                     [source = std::move(source)](const httplib::Request& request, httplib::Response& response) {
-                       try {
-                         const TextFormat format = negotiate_format(request.get_header_value("Accept"));
-                         response.set_content(expose(source(), format), std::string(content_type(format)).c_str());
-                       } catch (const std::exception& error) {
-                         response.status = 500;
-                         response.set_content(fmt::format("cannot read metrics: {}\n", error.what()), "text/plain");
-                       }
-                     });
+  state_->server.Get("/metrics", [source = std::move(source), unavailable = std::move(unavailable)](
+                                     const httplib::Request& request, httplib::Response& response) {
+    if (unavailable) {
+      if (const std::optional<std::string> reason = unavailable()) {
+        response.status = 503;
+        response.set_content(*reason + "\n", "text/plain");
+        return;
+      }
+    }
+    try {
+      const TextFormat format = negotiate_format(request.get_header_value("Accept"));
+      response.set_content(expose(source(), format), std::string(content_type(format)).c_str());
+    } catch (const std::exception& error) {
+      response.status = 500;
+      response.set_content(fmt::format("cannot read metrics: {}\n", error.what()), "text/plain");
+    }
+  });
   state_->server.Get("/", [](const httplib::Request&, httplib::Response& response) {
     response.set_content("chronicle metrics: see /metrics\n", "text/plain");
   });

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "metrics/snapshot.hpp"
@@ -14,8 +15,12 @@ namespace chronicle::metrics {
 class MetricsHttpServer {
  public:
   using Source = std::function<MetricsSnapshot()>;
+  // Why the source's values are no longer current (its process has ended), or nullopt while
+  // they are. A scrape is then answered 503 with that text: a scraper must see the target down
+  // rather than frozen values.
+  using Unavailable = std::function<std::optional<std::string>()>;
   // Port 0 picks a free one. Throws std::runtime_error when it cannot listen.
-  MetricsHttpServer(Source source, const std::string& address, uint16_t port);
+  MetricsHttpServer(Source source, const std::string& address, uint16_t port, Unavailable unavailable = {});
   ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

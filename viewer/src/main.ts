@@ -385,6 +385,14 @@ function escapeHtml(text: unknown) {
 function rows(entries: [string, unknown][]) {
   return `<table>${entries.map(([k, v]) => `<tr><td>${escapeHtml(k)}</td><td>${escapeHtml(v ?? '—')}</td></tr>`).join('')}</table>`;
 }
+// The server's field names as a reader wants them: "busy_ns" is "busy" with a formatted
+// duration, "seen_created" is "seen created" with yes or no.
+function readableField([key, value]: [string, unknown]): [string, unknown] {
+  const label = key.replace(/_ns$/, '').replace(/_/g, ' ');
+  if (key.endsWith('_ns') && typeof value === 'number') return [label, formatDuration(value)];
+  if (typeof value === 'boolean') return [label, value ? 'yes' : 'no'];
+  return [label, value];
+}
 function taskLink(ref: TaskRef | null, extra = '') {
   if (!ref) return '—';
   return `<a data-task="${ref.index}">${escapeHtml(ref.id)} ${escapeHtml(ref.display)}</a>${extra}`;
@@ -407,7 +415,7 @@ function showTask(details: TaskDetails) {
           ['created', details.created === null ? 'before the trace' : formatDuration(details.created)],
           ['resolved', details.resolved === null ? 'never' : formatDuration(details.resolved)],
           ['duration', formatDuration(details.duration)], ['outcome', details.outcome + (details.outcome_text ? `: ${details.outcome_text}` : '')],
-          ['created on', details.thread], ...Object.entries(details.fields).filter(([k]) => k !== 'id' && k !== 'kind')]) +
+          ['created on', details.thread], ...Object.entries(details.fields).filter(([k]) => k !== 'id' && k !== 'kind').map(readableField)]) +
     `<h3>Runs</h3>${list(details.runs.map(r => `${escapeHtml(r.thread)}: ${formatDuration(r.begin)} for ${formatDuration(r.end - r.begin)}${r.ended ? '' : ' (never ended)'}`))}` +
     `<h3>Parent</h3><p>${taskLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(c => taskLink(c)), details.children_count)}` +
@@ -424,7 +432,7 @@ function showSpan(details: SpanDetails) {
   panel.dataset.kind = 'span';
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.name)}</h3>` +
     rows([['begin', formatDuration(details.begin)], ['end', formatDuration(details.end)], ['duration', formatDuration(details.duration)],
-          ['thread', details.thread], ...Object.entries(details.fields)]) +
+          ['thread', details.thread], ...Object.entries(details.fields).map(readableField)]) +
     `<h3>Parent</h3><p>${spanLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(spanLink), details.children_count)}` +
     `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`))}`;
@@ -437,7 +445,7 @@ function showStats(stats: RangeStats) {
           ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
     `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}`))}` +
     `<h3>Spans by total time</h3>` +
-    (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} × , ${formatDuration(n.total_ns)}`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
+    (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} ${n.count === 1 ? 'span' : 'spans'}, ${formatDuration(n.total_ns)} in all`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
 }
 
 async function select(target: Selection, reveal = false) {
