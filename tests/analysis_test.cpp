@@ -22,12 +22,7 @@ using test::TemporaryDirectory;
 
 const std::string kCli = CHRONICLE_CLI;
 
-Config test_config(const TemporaryDirectory& directory) {
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  return config;
-}
+using test::test_config;
 
 // Busy-waits: a sleeping thread could be descheduled for longer than asked.
 void spin_for(std::chrono::microseconds length) {

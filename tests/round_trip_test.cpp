@@ -13,12 +13,7 @@ namespace {
 
 using test::TemporaryDirectory;
 
-Config test_config(const TemporaryDirectory& directory) {
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  return config;
-}
+using test::test_config;
 
 void write_events(int thread_index, int count) {
   for (int i = 0; i < count; ++i) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "chronicle/config.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::test {
@@ -31,6 +32,14 @@ class TemporaryDirectory {
  private:
   std::string path_;
 };
+
+// An in-process session whose collector writes DIRECTORY/trace, its mapping in DIRECTORY.
+inline Config test_config(const TemporaryDirectory& directory) {
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  return config;
+}
 
 struct CommandResult {
   int exit_code = -1;

@@ -20,12 +20,7 @@ using format::EventId;
 using model::EdgeKind;
 using test::TemporaryDirectory;
 
-Config test_config(const TemporaryDirectory& directory) {
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  return config;
-}
+using test::test_config;
 
 // Only the task layer's events and notes: what these tests look at.
 std::vector<reader::Event> task_events(const reader::Trace& trace) {

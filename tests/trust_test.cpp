@@ -24,12 +24,7 @@ namespace {
 
 using test::TemporaryDirectory;
 
-Config test_config(const TemporaryDirectory& directory) {
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  return config;
-}
+using test::test_config;
 
 size_t count_named(const reader::Trace& trace, const std::string& name) {
   size_t count = 0;
