@@ -173,6 +173,7 @@ void reset_writer(ThreadWriter& writer) {
   writer.generation = 0;
   writer.channel = kNoChannel;
   writer.events_in_packet = 0;
+  writer.releases_seen = 0;
   writer.discarded_published = 0;
 }
 
@@ -501,7 +502,7 @@ bool attach_thread(ThreadWriter& writer, uint32_t generation) {
   if (index == kNoChannel) {
     // Events of this thread are counted as lost in switch_packet (pos == end == nullptr) until
     // a channel is released.
-    writer.events_in_packet = session->channel_releases.load(std::memory_order_relaxed);
+    writer.releases_seen = session->channel_releases.load(std::memory_order_relaxed);
     return true;
   }
   ChannelDescriptor& desc = channel(*session, index);
@@ -524,7 +525,7 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   if (writer.channel == kNoChannel) {
     session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
     // A channel was released since this thread found none: attach again at the next event.
-    if (session->channel_releases.load(std::memory_order_relaxed) != writer.events_in_packet) writer.generation = 0;
+    if (session->channel_releases.load(std::memory_order_relaxed) != writer.releases_seen) writer.generation = 0;
     return false;
   }
   ChannelDescriptor& desc = channel(*session, writer.channel);

@@ -203,9 +203,6 @@ static_assert(sizeof(ChannelDescriptor) == 192);
 inline constexpr uint64_t stream_instance(uint32_t channel, uint32_t epoch) {
   return uint64_t{epoch} << 32 | channel;
 }
-inline constexpr uint32_t channel_of_stream_instance(uint64_t instance) {
-  return static_cast<uint32_t>(instance);
-}
 
 inline size_t ring_bytes(const ShmHeader& header) {
   return size_t{header.packet_size} * header.packets_per_channel;

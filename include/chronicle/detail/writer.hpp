@@ -49,8 +49,9 @@ struct ThreadWriter {
   uint64_t last_ticks;
   uint32_t generation;  // the session this state belongs to; 0: none
   uint32_t channel;
-  uint32_t events_in_packet;     // without a channel: the session's channel releases seen
+  uint32_t events_in_packet;
   std::atomic<uint8_t> state;    // TracePointState; never copied or reset with the rest
+  uint32_t releases_seen;        // without a channel: the session's channel releases when it looked
   uint64_t discarded_published;  // the channel's discard count its last closed packet carries
 };
 
