@@ -18,6 +18,9 @@ chronicle::task<int> fetch(chronicle::thread_pool& pool, std::chrono::millisecon
 }
 
 chronicle::task<int> request(chronicle::thread_pool& pool) {
+  // Begins on the thread that starts the request and ends on a pool thread: a span of this
+  // task, shown in each of its runs (docs/tasks.md, "Spans inside tasks").
+  CHRONICLE_SPAN("example", "handle request");
   int total = co_await fetch(pool, 30ms, false).named("load profile");
   {
     CHRONICLE_SPAN("example", "prepare");
@@ -36,5 +39,6 @@ chronicle::task<int> request(chronicle::thread_pool& pool) {
 
 int main() {
   chronicle::thread_pool pool(2, "pool");
+  CHRONICLE_SPAN("example", "main");
   return chronicle::sync_wait(request(pool).named("request")) == 80 ? 0 : 1;
 }

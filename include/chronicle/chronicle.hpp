@@ -49,7 +49,7 @@
     if (chronicle_generation != 0) [[unlikely]] {                                                            \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span);                                           \
       if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                             \
-        ::chronicle::detail::emit_span_end(chronicle_generation);                                            \
+        ::chronicle::detail::emit_span_end(chronicle_site, chronicle_generation);                            \
     }                                                                                                        \
   } while (0)
 

@@ -9,12 +9,6 @@
 namespace chronicle::analysis {
 namespace {
 
-struct OpenSpan {
-  uint32_t name_id;
-  uint64_t begin;
-  uint64_t children = 0;
-};
-
 struct SpanAccumulator {
   LogHistogram durations;
   uint64_t total = 0;
@@ -32,7 +26,6 @@ struct CounterAccumulator {
 struct ThreadAccumulator {
   uint64_t events = 0;
   uint64_t first = 0, last = 0;
-  std::vector<OpenSpan> open;
   std::vector<std::pair<uint64_t, uint64_t>> busy;  // outermost spans, merged later with task runs
 };
 
@@ -123,7 +116,10 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
   uint64_t seen = 0;
 
-  trace.for_each_event([&](const reader::Event& event) {
+  // Time of the spans closed inside each open span, by its sequence (PairedSpan).
+  std::unordered_map<uint64_t, uint64_t> children_of;
+  reader::SpanPairing pairing(trace);
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
     ++seen;
     if (progress && (seen & 0xfffff) == 0) progress(seen, expected);
     first = std::min(first, event.ticks);
@@ -132,22 +128,23 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     if (thread.events++ == 0) thread.first = event.ticks;
     thread.last = event.ticks;
     switch (event.type) {
-      case format::EventId::span_begin:
-        thread.open.push_back({event.name_id, event.ticks});
-        break;
       case format::EventId::span_end: {
-        if (thread.open.empty()) break;  // its begin was lost
-        const OpenSpan span = thread.open.back();
-        thread.open.pop_back();
-        const uint64_t length = event.ticks - span.begin;
-        SpanAccumulator& accumulator = *slot(span_by_site, spans, span.name_id);
+        if (!event.span) break;  // it pairs with nothing (counted by the pairing)
+        const reader::PairedSpan& span = *event.span;
+        const uint64_t length = span.end - span.begin;
+        uint64_t children = 0;
+        if (const auto found = children_of.find(span.sequence); found != children_of.end()) {
+          children = found->second;
+          children_of.erase(found);
+        }
+        SpanAccumulator& accumulator = *slot(span_by_site, spans, span.site_id);
         accumulator.durations.add(length);
         accumulator.total += length;
-        accumulator.self += length > span.children ? length - span.children : 0;
-        if (!thread.open.empty())
-          thread.open.back().children += length;
-        else
-          thread.busy.emplace_back(span.begin, event.ticks);
+        accumulator.self += length > children ? length - children : 0;
+        if (span.parent_sequence != 0)
+          children_of[span.parent_sequence] += length;
+        else if (span.task == 0)  // a task's spans make its runs' threads busy, counted from the runs
+          threads[span.thread_id].busy.emplace_back(span.begin, span.end);
         break;
       }
       case format::EventId::counter:
@@ -179,7 +176,8 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   }
 
   model::TaskGraph graph = graph_builder.finish();
-  profile.problems = graph.problems();
+  profile.problems = pairing.describe_problems();
+  for (const std::string& problem : graph.problems()) profile.problems.push_back(problem);
 
   for (const auto& [key, accumulator] : spans) {
     SpanProfile span;

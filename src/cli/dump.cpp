@@ -68,6 +68,18 @@ std::string human_duration(int64_t ns) {
   return fmt::format("{:.3f} s", ns / 1e9);
 }
 
+// What a task's note is, in the column of labels of `dump --tasks`.
+std::string_view note_label(format::EventId type) {
+  switch (type) {
+    case format::EventId::span_begin:
+      return "span";
+    case format::EventId::span_end:
+      return "span end";
+    default:
+      return "note";
+  }
+}
+
 class TaskPrinter {
  public:
   TaskPrinter(const reader::Trace& trace, const model::TaskGraph& graph) : trace_(trace), graph_(graph) {}
@@ -121,7 +133,8 @@ class TaskPrinter {
     } else {
       add("resolved", "never");
     }
-    for (const auto& note : task.notes) add("note", fmt::format("{} \"{}\"", offset(note.ticks), note.text));
+    for (const auto& note : task.notes)
+      add(note_label(note.type), fmt::format("{} \"{}\"", offset(note.ticks), note.text));
   }
 
  private:
@@ -153,6 +166,19 @@ int dump_tasks(const reader::Trace& trace, const DumpOptions& options, uint64_t&
   return 0;
 }
 
+// Whose span it is, when a task's (it may end on another thread than it began), and for an end
+// that pairs with nothing, that it closes nothing.
+void append_span_pairing(std::string& line, const reader::Event& event) {
+  if (!event.span) {
+    line += " unmatched (closes no span)";
+    return;
+  }
+  if (event.span->task != 0)
+    fmt::format_to(std::back_inserter(line), " task={}", model::task_id_text(event.span->task));
+  if (event.type == format::EventId::span_end && event.span->thread_id != event.thread_id)
+    fmt::format_to(std::back_inserter(line), " began_on_thread={}", event.span->thread_id);
+}
+
 int run_dump(const DumpOptions& options) {
   const auto traces = reader::find_traces(options.directory);
   uint64_t printed = 0;
@@ -169,7 +195,8 @@ int run_dump(const DumpOptions& options) {
     }
     std::map<uint32_t, std::string> thread_labels;
     for (const auto& stream : trace.streams()) thread_labels[stream.thread_id] = trace.thread_name(stream.thread_id);
-    trace.for_each_event([&](const reader::Event& event) {
+    reader::SpanPairing pairing(trace);
+    trace.for_each_event(pairing, [&](const reader::Event& event) {
       const bool task_layer = is_task_layer_event(event.type);
       const reader::Site* site = trace.site(event.name_id);
       const std::string unknown = task_layer ? std::string() : fmt::format("#{}", event.name_id);
@@ -182,6 +209,10 @@ int run_dump(const DumpOptions& options) {
                      event.thread_id, thread_labels[event.thread_id], type_name(event.type), category,
                      name.empty() ? "" : "/", name);
       switch (event.type) {
+        case format::EventId::span_begin:
+        case format::EventId::span_end:
+          append_span_pairing(line, event);
+          break;
         case format::EventId::counter:
           fmt::format_to(std::back_inserter(line), " value={}", event.value);
           break;
@@ -219,6 +250,8 @@ int run_dump(const DumpOptions& options) {
       ++printed;
       return options.limit == 0 || printed < options.limit;
     });
+    for (const std::string& problem : pairing.describe_problems())
+      fmt::print(stderr, "chronicle: warning: {}\n", problem);
     for (const auto& stream : trace.streams())
       if (stream.events_discarded > 0)
         fmt::print(stderr, "chronicle: {} events discarded in thread {} ({})\n", human_count(stream.events_discarded),

@@ -60,7 +60,8 @@ class ChromeWriter {
   enum class SliceKind { span, run, idle };
   struct OpenSlice {
     SliceKind kind;
-    uint64_t task;  // the running task, for runs
+    uint64_t task;  // the running task, for runs; the owning task, for a task's spans
+    uint64_t span;  // the span's sequence (reader::PairedSpan), for spans
     std::string_view category;
     std::string name;
     std::string args;  // the JSON object, or empty; the E repeats it, as viewers match ends by it
@@ -87,14 +88,18 @@ class ChromeWriter {
     }
     close_event();
   }
-  // Ends the innermost open slice of `kind` (of `task`, for runs); false when none is open (its
-  // begin is not in the trace).
-  bool end_slice(uint32_t thread_id, uint64_t ticks, SliceKind kind, uint64_t task = 0) {
+  // Ends the innermost open slice of `kind` (of `task`, for runs; of span `span`, for spans);
+  // false when none is open (its begin is not in the trace). What is open inside it is cut: a
+  // span of the task whose run ends continues in the task's next run (its piece here is whole),
+  // anything else is marked unfinished.
+  bool end_slice(uint32_t thread_id, uint64_t ticks, SliceKind kind, uint64_t task = 0, uint64_t span = 0) {
     auto& stack = open_[thread_id];
     for (size_t i = stack.size(); i-- > 0;) {
-      if (stack[i].kind != kind || stack[i].task != task) continue;
+      if (stack[i].kind != kind || stack[i].task != task || stack[i].span != span) continue;
       while (stack.size() > i + 1) {
-        write_end(thread_id, ticks, stack.back(), false);
+        const OpenSlice& inner = stack.back();
+        const bool continues = kind == SliceKind::run && inner.kind == SliceKind::span && inner.task == task;
+        write_end(thread_id, ticks, inner, continues);
         stack.pop_back();
       }
       write_end(thread_id, ticks, stack.back(), true);
@@ -147,16 +152,31 @@ class ChromeWriter {
     return unknown_name_;
   }
 
+  // A span as a slice on the thread it is on: a task's span has a piece in each of the task's
+  // runs, each carrying the task's id.
+  void begin_span_slice(uint32_t thread_id, uint64_t ticks, const reader::PairedSpan& span) {
+    std::string args;
+    if (span.task != 0) {
+      args = "{\"task\":";
+      append_json_string(args, model::task_id_text(span.task));
+      args += '}';
+    }
+    begin_slice(thread_id, ticks,
+                {SliceKind::span, span.task, span.sequence, category_of(span.site_id),
+                 std::string(name_of(span.site_id)), std::move(args)});
+  }
+
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
-    trace_->for_each_event([&](const reader::Event& event) {
+    reader::SpanPairing pairing(*trace_);
+    trace_->for_each_event(pairing, [&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
         case format::EventId::span_begin:
-          begin_slice(event.thread_id, event.ticks,
-                      {SliceKind::span, 0, category_of(event.name_id), std::string(name_of(event.name_id)), {}});
+          begin_span_slice(event.thread_id, event.ticks, *event.span);
           break;
         case format::EventId::span_end:
-          end_slice(event.thread_id, event.ticks, SliceKind::span);
+          if (event.span)
+            end_slice(event.thread_id, event.ticks, SliceKind::span, event.span->task, event.span->sequence);
           break;
         case format::EventId::task_run_begin: {
           // Named as the task (the graph has every task a run names); args: its id.
@@ -165,8 +185,11 @@ class ChromeWriter {
           append_json_string(args, model::task_id_text(event.task));
           args += '}';
           begin_slice(event.thread_id, event.ticks,
-                      {SliceKind::run, event.task, kTaskRunCategory,
+                      {SliceKind::run, event.task, 0, kTaskRunCategory,
                        task ? task->display_name() : model::task_id_text(event.task), std::move(args)});
+          // The spans the task left open when it last stopped go on in this run.
+          if (const auto* open = pairing.open_in_task(event.task))
+            for (const reader::PairedSpan& span : *open) begin_span_slice(event.thread_id, event.ticks, span);
           break;
         }
         case format::EventId::task_run_end:
@@ -175,7 +198,7 @@ class ChromeWriter {
         case format::EventId::loop_suspend:
           // A second suspend without a resume is ignored, as the task graph ignores it.
           if (!idle_open(event.thread_id))
-            begin_slice(event.thread_id, event.ticks, {SliceKind::idle, 0, kLoopCategory, "idle", {}});
+            begin_slice(event.thread_id, event.ticks, {SliceKind::idle, 0, 0, kLoopCategory, "idle", {}});
           break;
         case format::EventId::loop_resume:
           end_slice(event.thread_id, event.ticks, SliceKind::idle);

@@ -167,43 +167,4 @@ const model::RunInterval* first_run_from(const model::Task& task, uint64_t ticks
   return nullptr;
 }
 
-const ThreadSpan* SpanPairing::begin(const reader::Event& event) {
-  if (event.type != format::EventId::span_begin) return nullptr;
-  auto& stack = open_[event.thread_id];
-  ThreadSpan span;
-  span.sequence = next_sequence_++;
-  span.parent_sequence = stack.empty() ? 0 : stack.back().sequence;
-  span.thread_id = event.thread_id;
-  span.site_id = event.name_id;
-  span.depth = static_cast<uint32_t>(stack.size());
-  span.begin = event.ticks;
-  span.end = event.ticks;
-  stack.push_back(span);
-  return &stack.back();
-}
-
-bool SpanPairing::end(const reader::Event& event, ThreadSpan& closed) {
-  if (event.type != format::EventId::span_end) return false;
-  auto& stack = open_[event.thread_id];
-  if (stack.empty()) return false;
-  closed = stack.back();
-  stack.pop_back();
-  closed.end = event.ticks;
-  return true;
-}
-
-std::vector<ThreadSpan> SpanPairing::close_all(uint64_t last_ticks) {
-  std::vector<ThreadSpan> closed;
-  for (auto& [thread_id, stack] : open_) {
-    while (!stack.empty()) {
-      ThreadSpan span = stack.back();
-      stack.pop_back();
-      span.end = std::max(span.begin, last_ticks);
-      span.ended = false;
-      closed.push_back(span);
-    }
-  }
-  return closed;
-}
-
 }  // namespace chronicle::exports

@@ -152,7 +152,7 @@ class OtlpWriter {
     if (list.dropped > 0) fmt::format_to(std::back_inserter(text), ",\"droppedEventsCount\":{}", list.dropped);
   }
 
-  void write_thread_span(const ThreadSpan& span, uint64_t parent_id, const EventList& events) {
+  void write_thread_span(const reader::PairedSpan& span, uint64_t parent_id, const EventList& events) {
     const reader::Site* site = trace_->site(span.site_id);
     const std::string name = site ? site->name : fmt::format("#{}", span.site_id);
     std::string& text = open_span(ids_->thread_span(span.sequence), parent_id, name, span.begin, span.end);
@@ -165,6 +165,7 @@ class OtlpWriter {
       attributes.add("code.filepath", site->file);
       attributes.add_int("code.lineno", site->line);
     }
+    if (span.end_thread_id != span.thread_id) attributes.add_int("chronicle.span.end_thread.id", span.end_thread_id);
     attributes.add_int("chronicle.span.depth", span.depth);
     if (!span.ended) attributes.add_bool("chronicle.span.unfinished", true);
     attributes.close();
@@ -173,41 +174,36 @@ class OtlpWriter {
     out_.flush_if_large();
   }
 
-  // The span a thread span at the top of its thread's stack belongs to: the task running there.
-  uint64_t running_task_span(uint32_t thread_id) {
-    const model::TaskId task = running_.innermost(thread_id);
-    return task != 0 && graph_->find(task) ? ids_->task_span(task) : 0;
-  }
+  // The parent of a span at the top of its owner: its task's span, if it has a task.
+  uint64_t task_span_of(model::TaskId task) { return task != 0 && graph_->find(task) ? ids_->task_span(task) : 0; }
 
   void write_thread_spans(ProgressCounter& progress) {
-    SpanPairing spans;
+    reader::SpanPairing spans(*trace_);
     // Parents of the open spans, and the events recorded inside them, by span sequence.
     std::map<uint64_t, uint64_t> parent_of;
     std::map<uint64_t, EventList> events_of;
-    running_.clear();
     task_events_.clear();
-    ThreadSpan closed;
-    auto close = [&](const ThreadSpan& span) {
+    auto close = [&](const reader::PairedSpan& span) {
       write_thread_span(span, parent_of[span.sequence], events_of[span.sequence]);
       parent_of.erase(span.sequence);
       events_of.erase(span.sequence);
     };
-    trace_->for_each_event([&](const reader::Event& event) {
+    trace_->for_each_event(spans, [&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
         case format::EventId::span_begin: {
-          const ThreadSpan* span = spans.begin(event);
-          parent_of[span->sequence] = span->parent_sequence != 0 ? ids_->thread_span(span->parent_sequence)
-                                                                 : running_task_span(event.thread_id);
+          const reader::PairedSpan* span = event.span;
+          parent_of[span->sequence] =
+              span->parent_sequence != 0 ? ids_->thread_span(span->parent_sequence) : task_span_of(span->task);
           break;
         }
         case format::EventId::span_end:
-          if (spans.end(event, closed)) close(closed);
+          if (event.span) close(*event.span);
           break;
         case format::EventId::note:
         case format::EventId::instant: {
-          // Each note or instant goes to the innermost span open on its thread, else to the
-          // task running there; with neither, OTLP has no place for it.
+          // Each note or instant goes to the innermost span open in its task or thread, else to
+          // the task running there; with neither, OTLP has no place for it.
           SpanEvent span_event;
           span_event.unix_ns = unix_ns(event.ticks);
           const reader::Site* site = trace_->site(event.name_id);
@@ -216,24 +212,19 @@ class OtlpWriter {
                                                                 : fmt::format("#{}", event.name_id);
           if (event.type == format::EventId::note && site) span_event.format_string = site->name;
           span_event.thread_id = event.thread_id;
-          const auto& open = spans.open_on(event.thread_id);
-          if (!open.empty()) {
-            events_of[open.back().sequence].add(std::move(span_event));
-          } else if (const model::TaskId task = running_.innermost(event.thread_id); task != 0) {
+          if (const reader::PairedSpan* open = spans.innermost_on(event.thread_id)) {
+            events_of[open->sequence].add(std::move(span_event));
+          } else if (const model::TaskId task = spans.running_task(event.thread_id); task != 0) {
             task_events_[task].add(std::move(span_event));
           }
           break;
         }
-        case format::EventId::task_run_begin:
-        case format::EventId::task_run_end:
-          running_.follow(event);
-          break;
         default:
           break;
       }
       return true;
     });
-    for (const ThreadSpan& span : spans.close_all(graph_->last_ticks())) close(span);
+    for (const reader::PairedSpan& span : spans.close_all(graph_->last_ticks())) close(span);
   }
 
   void write_link(std::string& text, bool& first, model::TaskId task, std::string_view relation) {
@@ -289,7 +280,6 @@ class OtlpWriter {
   const model::TaskGraph* graph_ = nullptr;
   std::optional<OtlpIds> ids_;
   bool first_span_ = true;
-  RunningTasks running_;
   std::map<model::TaskId, EventList> task_events_;
 };
 

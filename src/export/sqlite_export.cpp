@@ -197,38 +197,28 @@ class SqliteWriter {
                  {process_, edge_kind_column(edge.kind), task_value(edge.from), task_value(edge.to), ns(edge.ticks)});
   }
 
-  void write_span(const ThreadSpan& span, model::TaskId task) {
+  void write_span(const reader::PairedSpan& span) {
     const reader::Site* site = trace_->site(span.site_id);
     db_.insert("INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                {span_id(span.sequence), process_, int64_t{span.thread_id}, int64_t{span.site_id},
                 site ? Value(std::string_view(site->category)) : Value(nullptr),
                 site ? Value(std::string_view(site->name)) : Value(nullptr), ns(span.begin), ns(span.end),
                 ns(span.end) - ns(span.begin), int64_t{span.depth},
-                span.parent_sequence ? Value(span_id(span.parent_sequence)) : Value(nullptr), optional_task(task),
+                span.parent_sequence ? Value(span_id(span.parent_sequence)) : Value(nullptr), optional_task(span.task),
                 int64_t{!span.ended}});
   }
 
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
-    SpanPairing spans;
-    RunningTasks running;
-    std::map<uint64_t, model::TaskId> task_of_open_span;
-    auto running_task = [&running](uint32_t thread_id) { return running.innermost(thread_id); };
+    reader::SpanPairing spans(*trace_);
     uint64_t last_sequence = 0;
-    ThreadSpan closed;
-    trace_->for_each_event([&](const reader::Event& event) {
+    trace_->for_each_event(spans, [&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
-        case format::EventId::span_begin: {
-          const ThreadSpan* span = spans.begin(event);
-          task_of_open_span[span->sequence] = running_task(event.thread_id);
-          last_sequence = span->sequence;
+        case format::EventId::span_begin:
+          last_sequence = event.span->sequence;
           break;
-        }
         case format::EventId::span_end:
-          if (spans.end(event, closed)) {
-            write_span(closed, task_of_open_span[closed.sequence]);
-            task_of_open_span.erase(closed.sequence);
-          }
+          if (event.span) write_span(*event.span);
           break;
         case format::EventId::counter:
         case format::EventId::counter_float: {
@@ -243,28 +233,23 @@ class SqliteWriter {
         case format::EventId::note:
         case format::EventId::instant: {
           const reader::Site* site = trace_->site(event.name_id);
-          const auto& open = spans.open_on(event.thread_id);
+          const reader::PairedSpan* open = spans.innermost_on(event.thread_id);
           const bool note = event.type == format::EventId::note;
           db_.insert(
               "INSERT INTO notes VALUES (?,?,?,?,?,?,?,?,?,?)",
               {process_, int64_t{event.thread_id}, int64_t{event.name_id}, std::string_view(note ? "note" : "instant"),
                site ? Value(std::string_view(site->category)) : Value(nullptr),
                site ? Value(std::string_view(site->name)) : Value(nullptr), note ? Value(event.text) : Value(nullptr),
-               ns(event.ticks), open.empty() ? Value(nullptr) : Value(span_id(open.back().sequence)),
-               optional_task(running_task(event.thread_id))});
+               ns(event.ticks), open ? Value(span_id(open->sequence)) : Value(nullptr),
+               optional_task(spans.running_task(event.thread_id))});
           break;
         }
-        case format::EventId::task_run_begin:
-        case format::EventId::task_run_end:
-          running.follow(event);
-          break;
         default:
           break;
       }
       return true;
     });
-    for (const ThreadSpan& span : spans.close_all(graph.last_ticks()))
-      write_span(span, task_of_open_span[span.sequence]);
+    for (const reader::PairedSpan& span : spans.close_all(graph.last_ticks())) write_span(span);
     // The next process's span ids follow this one's.
     span_offset_ += last_sequence;
   }

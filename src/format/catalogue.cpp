@@ -1,6 +1,7 @@
 #include "format/catalogue.hpp"
 
 #include <array>
+#include <cstddef>
 #include <cstring>
 
 namespace chronicle::format {
@@ -41,27 +42,89 @@ constexpr auto id(DefinitionId e) {
   return static_cast<uint32_t>(e);
 }
 
-constexpr int32_t fixed_size(std::span<const FieldSpec> fields) {
-  int32_t size = 0;
+constexpr size_t field_size(FieldType type) {
+  switch (type) {
+    case FieldType::u8:
+      return 1;
+    case FieldType::u32:
+      return 4;
+    case FieldType::u64:
+    case FieldType::s64:
+    case FieldType::f64:
+      return 8;
+    case FieldType::string:
+      return 0;  // as long as its text
+  }
+  return 0;
+}
+
+// Bytes of the fields before the first string (all of them when there is none).
+constexpr size_t fixed_prefix_size(std::span<const FieldSpec> fields) {
+  size_t size = 0;
   for (const auto& field : fields) {
-    switch (field.type) {
-      case FieldType::u8:
-        size += 1;
-        break;
-      case FieldType::u32:
-        size += 4;
-        break;
-      case FieldType::u64:
-      case FieldType::s64:
-      case FieldType::f64:
-        size += 8;
-        break;
-      case FieldType::string:
-        return -1;
-    }
+    if (field.type == FieldType::string) break;
+    size += field_size(field.type);
   }
   return size;
 }
+
+constexpr bool has_string(std::span<const FieldSpec> fields) {
+  for (const auto& field : fields)
+    if (field.type == FieldType::string) return true;
+  return false;
+}
+
+constexpr int32_t fixed_size(std::span<const FieldSpec> fields) {
+  return has_string(fields) ? -1 : static_cast<int32_t>(fixed_prefix_size(fields));
+}
+
+// Where `name` begins in the payload; -1 when it is not a field before the first string.
+constexpr std::ptrdiff_t field_offset(std::span<const FieldSpec> fields, std::string_view name) {
+  std::ptrdiff_t offset = 0;
+  for (const auto& field : fields) {
+    if (field.type == FieldType::string) return -1;
+    if (field.name == name) return offset;
+    offset += static_cast<std::ptrdiff_t>(field_size(field.type));
+  }
+  return -1;
+}
+
+// The packed payload structs of layout.hpp, which the writer fills and the reader reads, are the
+// fields declared here to CTF readers: same offsets, same fixed size.
+#define CHRONICLE_SAME_FIELD(fields, Struct, member)                                                    \
+  static_assert(field_offset(fields, #member) == static_cast<std::ptrdiff_t>(offsetof(Struct, member)), \
+                #Struct "::" #member " is not where the catalogue declares it")
+#define CHRONICLE_SAME_SIZE(fields, Struct) \
+  static_assert(fixed_prefix_size(fields) == sizeof(Struct), #Struct " is not the catalogue's fixed fields")
+
+CHRONICLE_SAME_FIELD(kNameOnly, NamePayload, name_id);
+CHRONICLE_SAME_SIZE(kNameOnly, NamePayload);
+CHRONICLE_SAME_FIELD(kNote, NotePrefix, name_id);
+CHRONICLE_SAME_SIZE(kNote, NotePrefix);
+CHRONICLE_SAME_FIELD(kCounter, CounterPayload, name_id);
+CHRONICLE_SAME_FIELD(kCounter, CounterPayload, value);
+CHRONICLE_SAME_SIZE(kCounter, CounterPayload);
+CHRONICLE_SAME_FIELD(kCounterFloat, CounterFloatPayload, name_id);
+CHRONICLE_SAME_FIELD(kCounterFloat, CounterFloatPayload, value);
+CHRONICLE_SAME_SIZE(kCounterFloat, CounterFloatPayload);
+CHRONICLE_SAME_FIELD(kTaskCreate, TaskCreatePayload, task);
+CHRONICLE_SAME_FIELD(kTaskCreate, TaskCreatePayload, parent);
+CHRONICLE_SAME_FIELD(kTaskCreate, TaskCreatePayload, kind);
+CHRONICLE_SAME_FIELD(kTaskCreate, TaskCreatePayload, name_id);
+CHRONICLE_SAME_SIZE(kTaskCreate, TaskCreatePayload);
+CHRONICLE_SAME_FIELD(kTaskOnly, TaskPayload, task);
+CHRONICLE_SAME_SIZE(kTaskOnly, TaskPayload);
+CHRONICLE_SAME_FIELD(kTaskWait, TaskWaitPayload, task);
+CHRONICLE_SAME_FIELD(kTaskWait, TaskWaitPayload, awaited);
+CHRONICLE_SAME_SIZE(kTaskWait, TaskWaitPayload);
+CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, task);
+CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, resolver);
+CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, outcome);
+CHRONICLE_SAME_SIZE(kTaskResolve, TaskResolvePrefix);
+CHRONICLE_SAME_FIELD(kTaskLabel, TaskLabelPrefix, task);
+CHRONICLE_SAME_SIZE(kTaskLabel, TaskLabelPrefix);
+#undef CHRONICLE_SAME_FIELD
+#undef CHRONICLE_SAME_SIZE
 
 constexpr auto with_sizes(auto catalogue) {
   for (auto& spec : catalogue) spec.fixed_payload_size = fixed_size(spec.fields);
@@ -70,7 +133,7 @@ constexpr auto with_sizes(auto catalogue) {
 
 constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::span_begin), "span_begin", kNameOnly},
-    EventSpec{kStreamThread, id(EventId::span_end), "span_end", {}},
+    EventSpec{kStreamThread, id(EventId::span_end), "span_end", kNameOnly},
     EventSpec{kStreamThread, id(EventId::instant), "instant", kNameOnly},
     EventSpec{kStreamThread, id(EventId::note), "note", kNote},
     EventSpec{kStreamThread, id(EventId::counter), "counter", kCounter},
@@ -116,25 +179,11 @@ std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, s
   }
   size_t offset = 0;
   for (const auto& field : spec.fields) {
-    size_t size = 0;
-    switch (field.type) {
-      case FieldType::u8:
-        size = 1;
-        break;
-      case FieldType::u32:
-        size = 4;
-        break;
-      case FieldType::u64:
-      case FieldType::s64:
-      case FieldType::f64:
-        size = 8;
-        break;
-      case FieldType::string: {
-        const void* nul = std::memchr(data + offset, 0, available - offset);
-        if (!nul) return std::nullopt;
-        size = static_cast<const uint8_t*>(nul) - (data + offset) + 1;
-        break;
-      }
+    size_t size = field_size(field.type);
+    if (field.type == FieldType::string) {
+      const void* nul = std::memchr(data + offset, 0, available - offset);
+      if (!nul) return std::nullopt;
+      size = static_cast<const uint8_t*>(nul) - (data + offset) + 1;
     }
     if (size > available - offset) return std::nullopt;
     offset += size;

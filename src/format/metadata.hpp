@@ -56,7 +56,7 @@ TraceDescription parse_metadata(std::string_view text);
 
 std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
 
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;  // 2: span_end names the span it closes
 // The stream file that counts the events of threads that got no channel (two empty packets).
 inline constexpr std::string_view kNoChannelStreamName = "no-channel";
 inline constexpr std::string_view kTracerName = "chronicle";

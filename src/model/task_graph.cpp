@@ -198,6 +198,16 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       idle_open_.erase(open);
       break;
     }
+    case EventId::span_end:
+      // A task's span ends where the task runs now; its end is the task's too (the reader paired it).
+      if (event.span && event.span->task != 0 && !running.empty()) {
+        Task& owner = graph_.tasks_[graph_.index_.at(running.back().task)];
+        if (owner.id == event.span->task) {
+          std::string text = site_names_ ? site_names_(event.span->site_id) : std::string();
+          owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
+        }
+      }
+      break;
     case EventId::span_begin:
     case EventId::instant:
     case EventId::note:
@@ -217,8 +227,6 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
       break;
     }
-    case EventId::span_end:
-      break;
   }
 }
 

@@ -316,59 +316,67 @@ bool Trace::StreamCursor::next(Event& event) {
   event.value = 0;
   event.value_float = 0;
   event.text = {};
-  event.depth = static_cast<uint32_t>(open_spans_.size());
+  event.depth = 0;
   event.task = 0;
   event.related_task = 0;
   event.task_kind = format::TaskKind::unknown;
   event.outcome = format::TaskOutcome::ok;
-  // Payload sizes were checked against the catalogue by the decoder.
-  const bool starts_with_name = type == format::EventId::span_begin || type == format::EventId::instant ||
-                                type == format::EventId::note || type == format::EventId::counter ||
-                                type == format::EventId::counter_float;
-  if (starts_with_name) event.name_id = load<uint32_t>(raw.payload);
+  event.span = nullptr;
+  // Payload sizes were checked against the catalogue by the decoder; the layouts are its.
+  auto text_after = [&raw](size_t fixed) {
+    return std::string_view(reinterpret_cast<const char*>(raw.payload + fixed), raw.payload_size - fixed - 1);
+  };
   switch (type) {
     case format::EventId::span_begin:
-      open_spans_.push_back(event.name_id);
-      break;
     case format::EventId::span_end:
-      if (!open_spans_.empty()) {
-        event.name_id = open_spans_.back();
-        open_spans_.pop_back();
-        event.depth = static_cast<uint32_t>(open_spans_.size());
-      }
+    case format::EventId::instant:
+      event.name_id = load<format::NamePayload>(raw.payload).name_id;
       break;
-    case format::EventId::counter:
-      event.value = load<int64_t>(raw.payload + 4);
+    case format::EventId::counter: {
+      const auto payload = load<format::CounterPayload>(raw.payload);
+      event.name_id = payload.name_id;
+      event.value = payload.value;
       break;
-    case format::EventId::counter_float:
-      event.value_float = load<double>(raw.payload + 4);
+    }
+    case format::EventId::counter_float: {
+      const auto payload = load<format::CounterFloatPayload>(raw.payload);
+      event.name_id = payload.name_id;
+      event.value_float = payload.value;
       break;
+    }
     case format::EventId::note:
-      event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 4), raw.payload_size - 5);
+      event.name_id = load<format::NotePrefix>(raw.payload).name_id;
+      event.text = text_after(sizeof(format::NotePrefix));
       break;
-    case format::EventId::task_create:
-      event.task = load<uint64_t>(raw.payload);
-      event.related_task = load<uint64_t>(raw.payload + 8);
-      event.task_kind = static_cast<format::TaskKind>(raw.payload[16]);
-      event.name_id = load<uint32_t>(raw.payload + 17);
+    case format::EventId::task_create: {
+      const auto payload = load<format::TaskCreatePayload>(raw.payload);
+      event.task = payload.task;
+      event.related_task = payload.parent;
+      event.task_kind = static_cast<format::TaskKind>(payload.kind);
+      event.name_id = payload.name_id;
       break;
+    }
     case format::EventId::task_run_begin:
     case format::EventId::task_run_end:
-      event.task = load<uint64_t>(raw.payload);
+      event.task = load<format::TaskPayload>(raw.payload).task;
       break;
-    case format::EventId::task_wait:
-      event.task = load<uint64_t>(raw.payload);
-      event.related_task = load<uint64_t>(raw.payload + 8);
+    case format::EventId::task_wait: {
+      const auto payload = load<format::TaskWaitPayload>(raw.payload);
+      event.task = payload.task;
+      event.related_task = payload.awaited;
       break;
-    case format::EventId::task_resolve:
-      event.task = load<uint64_t>(raw.payload);
-      event.related_task = load<uint64_t>(raw.payload + 8);
-      event.outcome = static_cast<format::TaskOutcome>(raw.payload[16]);
-      event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 17), raw.payload_size - 18);
+    }
+    case format::EventId::task_resolve: {
+      const auto payload = load<format::TaskResolvePrefix>(raw.payload);
+      event.task = payload.task;
+      event.related_task = payload.resolver;
+      event.outcome = static_cast<format::TaskOutcome>(payload.outcome);
+      event.text = text_after(sizeof(format::TaskResolvePrefix));
       break;
+    }
     case format::EventId::task_label:
-      event.task = load<uint64_t>(raw.payload);
-      event.text = std::string_view(reinterpret_cast<const char*>(raw.payload + 8), raw.payload_size - 9);
+      event.task = load<format::TaskLabelPrefix>(raw.payload).task;
+      event.text = text_after(sizeof(format::TaskLabelPrefix));
       break;
     default:
       break;

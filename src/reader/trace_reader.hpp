@@ -15,6 +15,7 @@
 #include "format/input_error.hpp"
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
+#include "reader/span_pairing.hpp"
 
 namespace chronicle::reader {
 
@@ -44,9 +45,9 @@ struct Event {
   uint64_t ticks = 0;
   uint32_t thread_id = 0;
   uint32_t stream = 0;     // index into Trace::streams()
-  uint32_t name_id = 0;    // the site; for span_end, the matching span_begin's (0 if unmatched);
-                           // for task_create, the task's name; 0 for other task events
-  uint32_t depth = 0;      // spans open on the thread before this event
+  uint32_t name_id = 0;    // the site; for span_end, in for_each_event, the begin's it pairs with (else
+                           // the end's own); for task_create, the task's name; 0 for other task events
+  uint32_t depth = 0;      // for_each_event: spans open in the event's task (or thread) before it
   int64_t value = 0;       // counter
   double value_float = 0;  // counter_float
   std::string_view text;   // note, task_resolve, task_label
@@ -55,6 +56,9 @@ struct Event {
   uint64_t related_task = 0;  // task_create: parent; task_wait: awaited; task_resolve: resolver
   format::TaskKind task_kind = format::TaskKind::unknown;  // task_create
   format::TaskOutcome outcome = format::TaskOutcome::ok;   // task_resolve
+  // for_each_event: the span a span_begin opens or a span_end closes (span_pairing.hpp); null for
+  // other events, an end that pairs with nothing, and in per-stream iteration.
+  const PairedSpan* span = nullptr;
 };
 
 struct StreamInfo {
@@ -113,9 +117,13 @@ class Trace {
   template <typename Visitor>
   void for_each_in_stream(size_t index, Visitor&& visit) const;
 
-  // Every thread-stream event in time order (ties: stream order). Stops when `visit` returns false.
+  // Every thread-stream event in time order (ties: stream order), with its span pairing (Event::span,
+  // name_id and depth of span events). Stops when `visit` returns false.
   template <typename Visitor>
   void for_each_event(Visitor&& visit) const;
+  // The same with the caller's pairing, to ask it afterwards what stayed open or unpaired.
+  template <typename Visitor>
+  void for_each_event(SpanPairing& pairing, Visitor&& visit) const;
 
   class StreamCursor;
 
@@ -152,7 +160,6 @@ class Trace::StreamCursor {
   size_t next_packet_ = 0;
   uint64_t packet_offset_ = 0;
   std::optional<format::PacketDecoder> packet_;
-  std::vector<uint32_t> open_spans_;
 };
 
 }  // namespace chronicle::reader

@@ -14,6 +14,12 @@ void Trace::for_each_in_stream(size_t index, Visitor&& visit) const {
 
 template <typename Visitor>
 void Trace::for_each_event(Visitor&& visit) const {
+  SpanPairing pairing(*this);
+  for_each_event(pairing, std::forward<Visitor>(visit));
+}
+
+template <typename Visitor>
+void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
   struct Head {
     uint64_t ticks;
     size_t stream;
@@ -32,7 +38,14 @@ void Trace::for_each_event(Visitor&& visit) const {
   while (!heads.empty()) {
     const size_t stream = heads.top().stream;
     heads.pop();
-    if (!visit(static_cast<const Event&>(current[stream]))) return;
+    Event& event = current[stream];
+    event.depth = pairing.depth_on(event.thread_id);
+    event.span = pairing.follow(event);
+    if (event.span && event.type == format::EventId::span_end) {
+      event.name_id = event.span->site_id;
+      event.depth = event.span->depth;
+    }
+    if (!visit(static_cast<const Event&>(event))) return;
     if (cursors[stream].next(current[stream])) heads.push({current[stream].ticks, stream});
   }
 }

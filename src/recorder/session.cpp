@@ -602,8 +602,8 @@ uint32_t intern_site(Site& site) {
 void emit_note(Site& site, uint32_t generation, const char* text, size_t length) {
   ThreadWriter* writer = writer_for(site, generation);
   if (!writer) return;
-  const uint32_t id = site.id.load(std::memory_order_relaxed);
-  emit_with_text(*writer, format::EventId::note, &id, sizeof id, text, length);
+  const format::NotePrefix fixed{site.id.load(std::memory_order_relaxed)};
+  emit_with_text(*writer, format::EventId::note, &fixed, sizeof fixed, text, length);
 }
 
 void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,

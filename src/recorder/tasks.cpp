@@ -120,15 +120,13 @@ uint32_t intern_literal_name_slow(const char* name) {
 
 void emit_task_resolve(ThreadWriter& writer, uint64_t task, uint64_t resolver, format::TaskOutcome outcome,
                        const char* text, size_t length) {
-  uint8_t fixed[8 + 8 + 1];
-  std::memcpy(fixed, &task, 8);
-  std::memcpy(fixed + 8, &resolver, 8);
-  fixed[16] = static_cast<uint8_t>(outcome);
-  emit_with_text(writer, format::EventId::task_resolve, fixed, sizeof fixed, text, length);
+  const format::TaskResolvePrefix fixed{task, resolver, static_cast<uint8_t>(outcome)};
+  emit_with_text(writer, format::EventId::task_resolve, &fixed, sizeof fixed, text, length);
 }
 
 void emit_task_label(ThreadWriter& writer, uint64_t task, const char* text, size_t length) {
-  emit_with_text(writer, format::EventId::task_label, &task, sizeof task, text, length);
+  const format::TaskLabelPrefix fixed{task};
+  emit_with_text(writer, format::EventId::task_label, &fixed, sizeof fixed, text, length);
 }
 
 }  // namespace chronicle::detail

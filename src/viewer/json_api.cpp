@@ -50,6 +50,8 @@ std::string_view marker_type(format::EventId type) {
       return "instant";
     case format::EventId::span_begin:
       return "span";
+    case format::EventId::span_end:
+      return "span end";
     case format::EventId::counter:
     case format::EventId::counter_float:
       return "counter";

@@ -148,6 +148,7 @@ class IndexBuilder {
     auto graph = std::async(std::launch::async, [this] { return model::build_task_graph(trace_); });
     find_origin();
     for (size_t stream = 0; stream < trace_.streams().size(); ++stream) index_stream(stream);
+    index_spans();
     index_.graph_ = graph.get();
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graph_.last_ticks()));
     index_tasks();
@@ -183,32 +184,14 @@ class IndexBuilder {
     lane.thread_id = trace_.streams()[stream].thread_id;
     lane.name = trace_.thread_name(lane.thread_id);
     const uint32_t lane_number = static_cast<uint32_t>(index_.lanes_.size());
-    struct Open {
-      uint64_t begin;
-      uint32_t site;
-    };
-    std::vector<Open> open;
     std::unordered_map<uint32_t, uint32_t> counter_of_site;
     uint64_t last = 0;
-    auto add_span = [&](uint64_t end) {
-      const Open span = open.back();
-      open.pop_back();
-      if (lane.depths.size() <= open.size()) lane.depths.resize(open.size() + 1);
-      lane.depths[open.size()].add(span.begin, end, span.site);
-      ++lane.span_count;
-    };
     trace_.for_each_in_stream(stream, [&](const reader::Event& event) {
       using format::EventId;
       const uint64_t time = index_.to_ns(event.ticks);
       last = std::max(last, time);
       ++index_.event_count_;
       switch (event.type) {
-        case EventId::span_begin:
-          open.push_back({time, event.name_id});
-          break;
-        case EventId::span_end:
-          if (!open.empty()) add_span(time);
-          break;
         case EventId::instant:
         case EventId::note:
           lane.markers.push_back({time, event.name_id, event.type, std::string(event.text)});
@@ -235,9 +218,7 @@ class IndexBuilder {
       }
       return true;
     });
-    while (!open.empty()) add_span(last);  // cut by the trace's end
     // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
-    for (IntervalRow& row : lane.depths) row.shrink_to_fit();
     lane.markers.shrink_to_fit();
     for (uint32_t counter = 0; counter < index_.counters_.size(); ++counter) {
       CounterSeries& series = index_.counters_[counter];
@@ -247,6 +228,63 @@ class IndexBuilder {
     }
     index_.duration_ = std::max(index_.duration_, last);
     index_.lanes_.push_back(std::move(lane));
+  }
+
+  // Spans as the reader pairs them, on the lane of the thread they are on: a task's span has a
+  // piece in each of the task's runs, at the depth it has on that thread then. (Streams and
+  // lanes are in the same order.)
+  void index_spans() {
+    struct Piece {
+      uint64_t begin;
+      uint32_t site;
+      uint64_t sequence;
+      uint64_t task;
+    };
+    std::vector<std::vector<Piece>> open(index_.lanes_.size());
+    auto close = [&](size_t lane_number, size_t depth, uint64_t end) {
+      Lane& lane = index_.lanes_[lane_number];
+      auto& stack = open[lane_number];
+      if (lane.depths.size() <= depth) lane.depths.resize(depth + 1);
+      lane.depths[depth].add(stack[depth].begin, end, stack[depth].site);
+      ++lane.span_count;
+      stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(depth));
+    };
+    reader::SpanPairing pairing(trace_);
+    uint64_t last = 0;
+    trace_.for_each_event(pairing, [&](const reader::Event& event) {
+      const uint64_t time = index_.to_ns(event.ticks);
+      last = std::max(last, time);
+      auto& stack = open[event.stream];
+      switch (event.type) {
+        case format::EventId::span_begin:
+          stack.push_back({time, event.span->site_id, event.span->sequence, event.span->task});
+          break;
+        case format::EventId::span_end:
+          for (size_t depth = stack.size(); event.span && depth-- > 0;)
+            if (stack[depth].sequence == event.span->sequence) {
+              close(event.stream, depth, time);
+              break;
+            }
+          break;
+        case format::EventId::task_run_begin:
+          if (const auto* spans = pairing.open_in_task(event.task))
+            for (const reader::PairedSpan& span : *spans)
+              stack.push_back({time, span.site_id, span.sequence, span.task});
+          break;
+        case format::EventId::task_run_end:
+          // The task's spans go on in its next run, wherever that is.
+          for (size_t depth = stack.size(); depth-- > 0;)
+            if (stack[depth].task == event.task) close(event.stream, depth, time);
+          break;
+        default:
+          break;
+      }
+      return true;
+    });
+    for (size_t lane = 0; lane < open.size(); ++lane)  // cut by the trace's end
+      while (!open[lane].empty()) close(lane, open[lane].size() - 1, last);
+    for (Lane& lane : index_.lanes_)
+      for (IntervalRow& row : lane.depths) row.shrink_to_fit();
   }
 
   void index_tasks() {

@@ -77,9 +77,8 @@ inline void operation(Context& /*context*/, const char* object_type, void* /*obj
   if (!writer) [[likely]]
     return;
   const uint32_t name_id = detail::task_name_from_operation(object_type, op_name, nullptr);
-  uint8_t payload[4];
-  std::memcpy(payload, &name_id, 4);
-  detail::emit_fixed(*writer, format::EventId::instant, payload, sizeof payload);
+  const format::NamePayload payload{name_id};
+  detail::emit_fixed(*writer, format::EventId::instant, &payload, sizeof payload);
 #else
   (void)object_type, (void)op_name;
 #endif

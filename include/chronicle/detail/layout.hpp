@@ -100,6 +100,51 @@ inline constexpr uint8_t kTaskKindCount = 6;
 enum class TaskOutcome : uint8_t { ok = 0, failed = 1, cancelled = 2 };
 inline constexpr uint8_t kTaskOutcomeCount = 3;
 
+// ---- event payloads ------------------------------------------------------------------------
+// The fixed fields of each thread-stream event, packed, in the order the catalogue
+// (src/format/catalogue.cpp) declares them to CTF readers. The writer fills these structs and
+// the reader copies them out; the catalogue static_asserts every field's offset and the size
+// against its own declaration, so the three cannot drift apart. Events with text carry it after
+// the fixed part (a "Prefix" struct), NUL-terminated.
+#pragma pack(push, 1)
+// span_begin, span_end (the site of the span it closes), instant.
+struct NamePayload {
+  uint32_t name_id;
+};
+struct NotePrefix {  // + the text
+  uint32_t name_id;
+};
+struct CounterPayload {
+  uint32_t name_id;
+  int64_t value;
+};
+struct CounterFloatPayload {
+  uint32_t name_id;
+  double value;
+};
+struct TaskCreatePayload {
+  uint64_t task;
+  uint64_t parent;
+  uint8_t kind;  // TaskKind
+  uint32_t name_id;
+};
+struct TaskPayload {  // task_run_begin, task_run_end
+  uint64_t task;
+};
+struct TaskWaitPayload {
+  uint64_t task;
+  uint64_t awaited;
+};
+struct TaskResolvePrefix {  // + the text (empty for most)
+  uint64_t task;
+  uint64_t resolver;
+  uint8_t outcome;  // TaskOutcome
+};
+struct TaskLabelPrefix {  // + the label
+  uint64_t task;
+};
+#pragma pack(pop)
+
 // Ids of the events of the strings stream.
 enum class DefinitionId : uint32_t {
   site = 0,

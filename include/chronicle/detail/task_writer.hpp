@@ -110,7 +110,7 @@ CHRONICLE_INLINE ThreadWriter* task_writer() {
 }
 
 // Writes an event whose payload is `size` bytes of fixed fields.
-CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, const uint8_t* payload, size_t size) {
+CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, const void* payload, size_t size) {
   uint64_t ticks = read_ticks();
   uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), size, ticks);
   if (!out) return;
@@ -120,28 +120,21 @@ CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, co
 
 CHRONICLE_INLINE void emit_task_create(ThreadWriter& writer, uint64_t task, uint64_t parent, format::TaskKind kind,
                                        uint32_t name_id) {
-  uint8_t payload[8 + 8 + 1 + 4];
-  std::memcpy(payload, &task, 8);
-  std::memcpy(payload + 8, &parent, 8);
-  payload[16] = static_cast<uint8_t>(kind);
-  std::memcpy(payload + 17, &name_id, 4);
-  emit_fixed(writer, format::EventId::task_create, payload, sizeof payload);
+  const format::TaskCreatePayload payload{task, parent, static_cast<uint8_t>(kind), name_id};
+  emit_fixed(writer, format::EventId::task_create, &payload, sizeof payload);
 }
 
 CHRONICLE_INLINE void emit_task_event(format::EventId event, uint64_t task) {
   if (ThreadWriter* writer = task_writer()) [[unlikely]] {
-    uint8_t payload[8];
-    std::memcpy(payload, &task, 8);
-    emit_fixed(*writer, event, payload, sizeof payload);
+    const format::TaskPayload payload{task};
+    emit_fixed(*writer, event, &payload, sizeof payload);
   }
 }
 
 CHRONICLE_INLINE void emit_task_pair(format::EventId event, uint64_t task, uint64_t other) {
   if (ThreadWriter* writer = task_writer()) [[unlikely]] {
-    uint8_t payload[16];
-    std::memcpy(payload, &task, 8);
-    std::memcpy(payload + 8, &other, 8);
-    emit_fixed(*writer, event, payload, sizeof payload);
+    const format::TaskWaitPayload payload{task, other};
+    emit_fixed(*writer, event, &payload, sizeof payload);
   }
 }
 
@@ -151,14 +144,17 @@ CHRONICLE_INLINE void emit_loop_event(format::EventId event) {
 }
 
 // A resolution without text (most are: every success) stays inline: its size is fixed.
+#pragma pack(push, 1)
+struct QuietResolve {
+  format::TaskResolvePrefix fields;
+  char empty_text;
+};
+#pragma pack(pop)
+
 CHRONICLE_INLINE void emit_task_resolve_quiet(ThreadWriter& writer, uint64_t task, uint64_t resolver,
                                               format::TaskOutcome outcome) {
-  uint8_t payload[8 + 8 + 1 + 1];
-  std::memcpy(payload, &task, 8);
-  std::memcpy(payload + 8, &resolver, 8);
-  payload[16] = static_cast<uint8_t>(outcome);
-  payload[17] = 0;  // the empty text
-  emit_fixed(writer, format::EventId::task_resolve, payload, sizeof payload);
+  const QuietResolve payload{{task, resolver, static_cast<uint8_t>(outcome)}, 0};
+  emit_fixed(writer, format::EventId::task_resolve, &payload, sizeof payload);
 }
 
 // Task events that happen at one instant (a coroutine handing over to another: its wait, its
@@ -173,38 +169,27 @@ class TaskEventBatch {
   CHRONICLE_INLINE bool active() const { return writer_ != nullptr; }
   CHRONICLE_INLINE void task_event(format::EventId event, uint64_t task) {
     if (!writer_ || task == 0) return;
-    uint8_t payload[8];
-    std::memcpy(payload, &task, 8);
-    write(event, payload, sizeof payload);
+    const format::TaskPayload payload{task};
+    write(event, &payload, sizeof payload);
   }
   CHRONICLE_INLINE void create(uint64_t task, uint64_t parent, format::TaskKind kind, uint32_t name_id) {
     if (!writer_ || task == 0) return;
-    uint8_t payload[8 + 8 + 1 + 4];
-    std::memcpy(payload, &task, 8);
-    std::memcpy(payload + 8, &parent, 8);
-    payload[16] = static_cast<uint8_t>(kind);
-    std::memcpy(payload + 17, &name_id, 4);
-    write(format::EventId::task_create, payload, sizeof payload);
+    const format::TaskCreatePayload payload{task, parent, static_cast<uint8_t>(kind), name_id};
+    write(format::EventId::task_create, &payload, sizeof payload);
   }
   CHRONICLE_INLINE void wait(uint64_t task, uint64_t awaited) {
     if (!writer_ || task == 0 || awaited == 0) return;
-    uint8_t payload[16];
-    std::memcpy(payload, &task, 8);
-    std::memcpy(payload + 8, &awaited, 8);
-    write(format::EventId::task_wait, payload, sizeof payload);
+    const format::TaskWaitPayload payload{task, awaited};
+    write(format::EventId::task_wait, &payload, sizeof payload);
   }
   CHRONICLE_INLINE void resolve_quiet(uint64_t task, uint64_t resolver, format::TaskOutcome outcome) {
     if (!writer_ || task == 0) return;
-    uint8_t payload[8 + 8 + 1 + 1];
-    std::memcpy(payload, &task, 8);
-    std::memcpy(payload + 8, &resolver, 8);
-    payload[16] = static_cast<uint8_t>(outcome);
-    payload[17] = 0;  // the empty text
-    write(format::EventId::task_resolve, payload, sizeof payload);
+    const QuietResolve payload{{task, resolver, static_cast<uint8_t>(outcome)}, 0};
+    write(format::EventId::task_resolve, &payload, sizeof payload);
   }
 
  private:
-  CHRONICLE_INLINE void write(format::EventId event, const uint8_t* payload, size_t size) {
+  CHRONICLE_INLINE void write(format::EventId event, const void* payload, size_t size) {
     uint8_t* out = begin_event(*writer_, static_cast<uint32_t>(event), size, ticks_);
     if (!out) return;
     std::memcpy(out, payload, size);

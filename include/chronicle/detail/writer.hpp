@@ -168,11 +168,11 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
   ThreadWriter* writer = writer_for(site, generation);
   if (!writer) return Emitted::off;
   uint64_t ticks = read_ticks();
-  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), 4, ticks);
+  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
   if (!out) return Emitted::dropped;
-  const uint32_t id = site.id.load(std::memory_order_relaxed);
-  std::memcpy(out, &id, 4);
-  commit_event(*writer, out + 4, ticks);
+  const format::NamePayload payload{site.id.load(std::memory_order_relaxed)};
+  std::memcpy(out, &payload, sizeof payload);
+  commit_event(*writer, out + sizeof payload, ticks);
   return Emitted::written;
 }
 
@@ -180,12 +180,21 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
 // a span whose begin was dropped, so that the discarded count covers both halves.
 void count_discarded(uint32_t generation);
 
-CHRONICLE_INLINE void emit_span_end(uint32_t generation) {
+// The end of a span begun at `site`: on the thread it ends on, which for a coroutine resumed
+// elsewhere is not the one it began on (so this thread may have to attach first). Written even
+// if the site's category was switched off since the begin, which must not stay open.
+CHRONICLE_INLINE void emit_span_end(Site& site, uint32_t generation) {
   ThreadWriter& writer = t_writer;
-  if (writer.generation != generation) return;  // the session changed since the span began
+  if (writer.generation != generation) [[unlikely]] {
+    if (!attach_thread(writer, generation)) return;  // the session ended, or no channel (counted)
+  }
   uint64_t ticks = read_ticks();
-  uint8_t* out = begin_event(writer, static_cast<uint32_t>(format::EventId::span_end), 0, ticks);
-  if (out) commit_event(writer, out, ticks);
+  uint8_t* out =
+      begin_event(writer, static_cast<uint32_t>(format::EventId::span_end), sizeof(format::NamePayload), ticks);
+  if (!out) return;
+  const format::NamePayload payload{site.id.load(std::memory_order_relaxed)};
+  std::memcpy(out, &payload, sizeof payload);
+  commit_event(writer, out + sizeof payload, ticks);
 }
 
 template <typename Value>
@@ -193,19 +202,19 @@ CHRONICLE_INLINE void emit_counter(Site& site, uint32_t generation, Value value)
   ThreadWriter* writer = writer_for(site, generation);
   if (!writer) return;
   uint64_t ticks = read_ticks();
-  constexpr auto event = std::is_floating_point_v<Value> ? format::EventId::counter_float : format::EventId::counter;
-  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), 12, ticks);
-  if (!out) return;
-  const uint32_t id = site.id.load(std::memory_order_relaxed);
-  std::memcpy(out, &id, 4);
   if constexpr (std::is_floating_point_v<Value>) {
-    const double stored = static_cast<double>(value);
-    std::memcpy(out + 4, &stored, 8);
+    const format::CounterFloatPayload payload{site.id.load(std::memory_order_relaxed), static_cast<double>(value)};
+    uint8_t* out = begin_event(*writer, static_cast<uint32_t>(format::EventId::counter_float), sizeof payload, ticks);
+    if (!out) return;
+    std::memcpy(out, &payload, sizeof payload);
+    commit_event(*writer, out + sizeof payload, ticks);
   } else {
-    const int64_t stored = static_cast<int64_t>(value);
-    std::memcpy(out + 4, &stored, 8);
+    const format::CounterPayload payload{site.id.load(std::memory_order_relaxed), static_cast<int64_t>(value)};
+    uint8_t* out = begin_event(*writer, static_cast<uint32_t>(format::EventId::counter), sizeof payload, ticks);
+    if (!out) return;
+    std::memcpy(out, &payload, sizeof payload);
+    commit_event(*writer, out + sizeof payload, ticks);
   }
-  commit_event(*writer, out + 12, ticks);
 }
 
 // Free text: truncated to what one packet holds.
@@ -219,7 +228,7 @@ void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fix
 
 class ScopedSpan {
  public:
-  CHRONICLE_INLINE explicit ScopedSpan(Site& site) {
+  CHRONICLE_INLINE explicit ScopedSpan(Site& site) : site_(site) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
       const Emitted begin = emit_with_name(site, generation, format::EventId::span_begin);
@@ -232,13 +241,14 @@ class ScopedSpan {
       if (begin_dropped_)
         count_discarded(generation_);
       else
-        emit_span_end(generation_);
+        emit_span_end(site_, generation_);
     }
   }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
 
  private:
+  Site& site_;
   uint32_t generation_ = 0;
   bool begin_dropped_ = false;  // its end is not written either, but counted as discarded
 };

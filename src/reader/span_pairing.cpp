@@ -1,0 +1,178 @@
+#include "reader/span_pairing.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::reader {
+
+SpanPairing::SpanPairing(const Trace& trace) : trace_(trace) {
+  std::map<std::pair<std::string_view, std::string_view>, uint32_t> first_of_name;
+  for (const Site& site : trace.sites()) {
+    if (site.id == 0) continue;
+    if (name_key_.size() <= site.id) name_key_.resize(site.id + 1, 0);
+    name_key_[site.id] = first_of_name.try_emplace({site.category, site.name}, site.id).first->second;
+  }
+}
+
+uint32_t SpanPairing::name_key(uint32_t site_id) const {
+  // A site the definitions do not have (a damaged trace) is a name of its own.
+  return site_id < name_key_.size() && name_key_[site_id] != 0 ? name_key_[site_id] : site_id;
+}
+
+uint64_t SpanPairing::running_task(uint32_t thread_id) const {
+  const auto found = running_.find(thread_id);
+  return found == running_.end() || found->second.empty() ? 0 : found->second.back();
+}
+
+std::vector<PairedSpan>& SpanPairing::owner_stack(uint32_t thread_id, uint64_t task) {
+  return task != 0 ? task_open_[task] : thread_open_[thread_id];
+}
+
+uint32_t SpanPairing::depth_on(uint32_t thread_id) const {
+  const uint64_t task = running_task(thread_id);
+  if (task != 0) {
+    const auto found = task_open_.find(task);
+    return found == task_open_.end() ? 0 : static_cast<uint32_t>(found->second.size());
+  }
+  const auto found = thread_open_.find(thread_id);
+  return found == thread_open_.end() ? 0 : static_cast<uint32_t>(found->second.size());
+}
+
+const PairedSpan* SpanPairing::innermost_on(uint32_t thread_id) const {
+  const uint64_t task = running_task(thread_id);
+  const std::vector<PairedSpan>* stack = nullptr;
+  if (task != 0) {
+    stack = open_in_task(task);
+  } else if (const auto found = thread_open_.find(thread_id); found != thread_open_.end()) {
+    stack = &found->second;
+  }
+  return stack && !stack->empty() ? &stack->back() : nullptr;
+}
+
+const std::vector<PairedSpan>* SpanPairing::open_in_task(uint64_t task) const {
+  const auto found = task_open_.find(task);
+  return found == task_open_.end() || found->second.empty() ? nullptr : &found->second;
+}
+
+const PairedSpan* SpanPairing::follow(const Event& event) {
+  switch (event.type) {
+    case format::EventId::span_begin:
+      return begin(event);
+    case format::EventId::span_end:
+      return end(event);
+    case format::EventId::task_run_begin:
+      if (event.task != 0) running_[event.thread_id].push_back(event.task);
+      return nullptr;
+    case format::EventId::task_run_end: {
+      // The innermost run of that task: runs of one thread nest (a task that sync_waits runs
+      // the awaited task inside its own run).
+      auto& runs = running_[event.thread_id];
+      const auto found = std::find(runs.rbegin(), runs.rend(), event.task);
+      if (found != runs.rend()) runs.erase(std::next(found).base());
+      return nullptr;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+const PairedSpan* SpanPairing::begin(const Event& event) {
+  const uint64_t task = running_task(event.thread_id);
+  auto& stack = owner_stack(event.thread_id, task);
+  PairedSpan span;
+  span.sequence = next_sequence_++;
+  span.parent_sequence = stack.empty() ? 0 : stack.back().sequence;
+  span.site_id = event.name_id;
+  span.task = task;
+  span.thread_id = event.thread_id;
+  span.depth = static_cast<uint32_t>(stack.size());
+  span.begin = event.ticks;
+  span.end = event.ticks;
+  stack.push_back(span);
+  return &stack.back();
+}
+
+// Closes the innermost span of `stack` named `key` into current_; false when there is none.
+bool SpanPairing::close_in(std::vector<PairedSpan>& stack, uint32_t key, const Event& event) {
+  for (size_t i = stack.size(); i-- > 0;) {
+    if (name_key(stack[i].site_id) != key) continue;
+    if (i + 1 != stack.size()) ++problems_.out_of_order_ends;
+    current_ = stack[i];
+    stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
+    current_.end = event.ticks;
+    current_.end_thread_id = event.thread_id;
+    current_.ended = true;
+    return true;
+  }
+  return false;
+}
+
+const PairedSpan* SpanPairing::end(const Event& event) {
+  const uint32_t key = name_key(event.name_id);
+  const uint64_t task = running_task(event.thread_id);
+  if (task != 0) {
+    const auto found = task_open_.find(task);
+    if (found != task_open_.end() && close_in(found->second, key, event)) {
+      if (found->second.empty()) task_open_.erase(found);
+      return &current_;
+    }
+  }
+  // Outside any task run, or a span the thread began before the run it ends in.
+  if (const auto found = thread_open_.find(event.thread_id);
+      found != thread_open_.end() && close_in(found->second, key, event))
+    return &current_;
+  if (problems_.unmatched_ends++ == 0) {
+    problems_.first_unmatched_site = event.name_id;
+    problems_.first_unmatched_ticks = event.ticks;
+    problems_.first_unmatched_thread = event.thread_id;
+  }
+  return nullptr;
+}
+
+std::vector<PairedSpan> SpanPairing::close_all(uint64_t last_ticks) {
+  std::vector<PairedSpan> closed;
+  auto close_stack = [&](std::vector<PairedSpan>& stack) {
+    for (; !stack.empty(); stack.pop_back()) {
+      PairedSpan span = stack.back();
+      span.end = std::max(span.begin, last_ticks);
+      span.end_thread_id = span.thread_id;
+      span.ended = false;
+      closed.push_back(span);
+    }
+  };
+  for (auto& [thread_id, stack] : thread_open_) close_stack(stack);
+  for (auto& [task, stack] : task_open_) close_stack(stack);
+  thread_open_.clear();
+  task_open_.clear();
+  problems_.unclosed += closed.size();
+  // Deterministic for the callers, whatever the hash maps' order.
+  std::sort(closed.begin(), closed.end(), [](const PairedSpan& a, const PairedSpan& b) {
+    return a.depth != b.depth ? a.depth > b.depth : a.sequence < b.sequence;
+  });
+  return closed;
+}
+
+std::vector<std::string> SpanPairing::describe_problems() const {
+  std::vector<std::string> lines;
+  if (problems_.unmatched_ends > 0) {
+    const Site* site = trace_.site(problems_.first_unmatched_site);
+    lines.push_back(
+        fmt::format("{} span end(s) matched no open span of their name in their task or thread, and close nothing "
+                    "(the first: \"{}\" on thread {} at {})",
+                    problems_.unmatched_ends,
+                    site ? site->category + "/" + site->name : fmt::format("#{}", problems_.first_unmatched_site),
+                    problems_.first_unmatched_thread, trace_.format_time(problems_.first_unmatched_ticks)));
+  }
+  if (problems_.out_of_order_ends > 0)
+    lines.push_back(
+        fmt::format("{} span end(s) closed a span that was not the innermost open one (BEGIN/END pairs "
+                    "that cross)",
+                    problems_.out_of_order_ends));
+  return lines;
+}
+
+}  // namespace chronicle::reader

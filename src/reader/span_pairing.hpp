@@ -1,0 +1,87 @@
+// Pairs span begins and ends, once, for every tool (Trace::for_each_event runs it).
+//
+// A span belongs to its owner: the task running on the thread when it began (the innermost run,
+// as task_run_begin/task_run_end events tell), or else the thread itself. An end is paired in its
+// own owner, with the innermost open span of the same category and name, wherever that owner now
+// runs: a span at the top of a coroutine that resumes on another thread ends there, and closes
+// that coroutine's span, never one of the thread's. An end that finds no such span in its owner
+// (nor, inside a task run, among the thread's own spans) pairs with nothing and is counted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace chronicle::reader {
+
+struct Event;
+class Trace;
+
+struct PairedSpan {
+  uint64_t sequence = 0;         // 1, 2, ... in the order the spans began
+  uint64_t parent_sequence = 0;  // the span of the same owner around it; 0 at the top
+  uint32_t site_id = 0;          // the begin's site
+  uint64_t task = 0;             // its owner: a task; 0: the thread it began on
+  uint32_t thread_id = 0;        // where it began
+  uint32_t end_thread_id = 0;    // where it ended: another thread when its task moved
+  uint32_t depth = 0;            // spans of the same owner open around it
+  uint64_t begin = 0;            // ticks
+  uint64_t end = 0;              // ticks; the trace's last event when it never ended
+  bool ended = false;
+};
+
+struct PairingProblems {
+  uint64_t unmatched_ends = 0;     // ends that found no open span of their name: paired with nothing
+  uint64_t out_of_order_ends = 0;  // ends that closed a span other than their owner's innermost
+  uint64_t unclosed = 0;           // spans still open at the end of the trace (close_all)
+  uint32_t first_unmatched_site = 0;
+  uint64_t first_unmatched_ticks = 0;
+  uint32_t first_unmatched_thread = 0;
+};
+
+class SpanPairing {
+ public:
+  explicit SpanPairing(const Trace& trace);
+
+  // Follows one event of the time-ordered merge. Returns the span a span_begin opens (its end not
+  // yet known) or a span_end closes; nullptr for other events and for an end that pairs with
+  // nothing. The pointer is valid until the next call.
+  const PairedSpan* follow(const Event& event);
+
+  // Spans open in the owner that `thread_id` records into now (its innermost task run, or itself).
+  uint32_t depth_on(uint32_t thread_id) const;
+  // The innermost span open in that owner; nullptr when none.
+  const PairedSpan* innermost_on(uint32_t thread_id) const;
+  // The task running innermost on `thread_id`; 0 when none.
+  uint64_t running_task(uint32_t thread_id) const;
+  // The spans `task` holds open, outermost first (nullptr when none): what continues when it
+  // runs again.
+  const std::vector<PairedSpan>* open_in_task(uint64_t task) const;
+
+  // Ends what is still open at `last_ticks` (ended = false), innermost first per owner, and
+  // counts them as unclosed.
+  std::vector<PairedSpan> close_all(uint64_t last_ticks);
+
+  const PairingProblems& problems() const { return problems_; }
+  // One line per kind of problem, for `stats` and the viewer's warnings; empty when none.
+  std::vector<std::string> describe_problems() const;
+
+ private:
+  uint32_t name_key(uint32_t site_id) const;
+  std::vector<PairedSpan>& owner_stack(uint32_t thread_id, uint64_t task);
+  const PairedSpan* begin(const Event& event);
+  const PairedSpan* end(const Event& event);
+  bool close_in(std::vector<PairedSpan>& stack, uint32_t key, const Event& event);
+
+  const Trace& trace_;
+  std::vector<uint32_t> name_key_;  // by site id: the first site id of the same category and name
+  std::unordered_map<uint32_t, std::vector<uint64_t>> running_;  // by thread: task runs, innermost last
+  std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_open_;
+  std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
+  PairedSpan current_;
+  uint64_t next_sequence_ = 1;
+  PairingProblems problems_;
+};
+
+}  // namespace chronicle::reader
