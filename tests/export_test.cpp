@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
+#include <chronicle/metrics.hpp>
 #include <chronicle/task.hpp>
 #include <filesystem>
 #include <fstream>
@@ -451,6 +452,26 @@ TEST_F(SyntheticTrace, SqliteCountsMatchTheModel) {
 }
 
 // --- several processes -------------------------------------------------------------------------
+
+// A metric counter's rows carry the running total its increments make (value: as traced);
+// other counters have no total.
+TEST(ExportCounters, SqliteMetricCounterRowsCarryTheTotal) {
+  TemporaryDirectory directory;
+  Counter requests{"test.export_requests"};
+  const Config config = test::test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int k = 0; k < 5; ++k) requests.add(2);
+  CHRONICLE_COUNTER("export", "level", 7);
+  stop();
+  const std::string output = directory / "out.db";
+  const auto result = run(kCli + " export " + config.output + " --format sqlite -o " + output);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  Database db(output);
+  EXPECT_EQ(db.column("SELECT value || ' ' || total FROM counters WHERE name = 'test.export_requests' ORDER BY at_ns"),
+            (std::vector<std::string>{"2 2", "2 4", "2 6", "2 8", "2 10"}));
+  EXPECT_EQ(db.column("SELECT coalesce(total, 'none') FROM counters WHERE name = 'level'"),
+            (std::vector<std::string>{"none"}));
+}
 
 TEST(ExportProcesses, EveryProcessOfARecordRunIsInOneFile) {
   TemporaryDirectory directory;

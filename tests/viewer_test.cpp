@@ -6,10 +6,13 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chronicle/chronicle.hpp>
+#include <chronicle/metrics.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model/task_graph.hpp"
 #include "support.hpp"
@@ -106,7 +109,8 @@ TEST_F(ViewerTest, TheTraceHasWhatTheViewerDraws) {
   EXPECT_EQ(resolutions, 360u);
   EXPECT_EQ(index_->arrows().size(), waits + resolutions);
   EXPECT_FALSE(graph_->idle().empty());
-  EXPECT_EQ(index_->counters().size(), 3u);  // demo/round on each worker
+  ASSERT_EQ(index_->counters().size(), 1u);  // demo/round, one series
+  EXPECT_EQ(index_->counters()[0].lanes.size(), 3u) << "written on each worker";
 }
 
 TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {
@@ -321,6 +325,57 @@ TEST(ViewerWarnings, ADamagedPacketIsNamedInTheSummary) {
   const auto warnings = viewer::summary_json(index, "t")["warnings"];
   ASSERT_EQ(warnings.size(), 1u) << warnings.dump();
   EXPECT_NE(warnings[0].get<std::string>().find(victim + ": offset 0"), std::string::npos) << warnings.dump();
+}
+
+// The viewer draws one track per counter name: call sites and threads merged, the threads
+// listed as an attribute; a metric counter's track climbs to its total.
+void viewer_open_connections_at_accept(int64_t count) {
+  CHRONICLE_COUNTER("echo", "open connections", count);
+}
+void viewer_open_connections_at_close(int64_t count) {
+  CHRONICLE_COUNTER("echo", "open connections", count);
+}
+
+TEST(ViewerCounters, OneTrackPerNameWhateverTheCallSiteOrThread) {
+  TemporaryDirectory directory;
+  const Config config = test::test_config(directory);
+  Counter requests{"test.viewer_requests"};
+  ASSERT_TRUE(start(config)) << last_error();
+  viewer_open_connections_at_accept(1);
+  viewer_open_connections_at_close(0);
+  std::vector<std::thread> writers;
+  for (int thread = 0; thread < 10; ++thread)
+    writers.emplace_back([thread, &requests] {
+      for (int k = 0; k < 3; ++k) {
+        CHRONICLE_COUNTER("pool", "queue depth", thread + k);
+        requests.inc();
+      }
+    });
+  for (auto& writer : writers) writer.join();
+  stop();
+  reader::Trace trace(config.output);
+  const TimelineIndex index = TimelineIndex::build(trace);
+  std::map<std::string, size_t> tracks;
+  for (const auto& series : index.counters()) ++tracks[series.name];
+  EXPECT_EQ(tracks, (std::map<std::string, size_t>{
+                        {"echo/open connections", 1}, {"pool/queue depth", 1}, {"test.viewer_requests", 1}}));
+  for (const auto& series : index.counters()) {
+    if (series.name == "pool/queue depth") {
+      EXPECT_EQ(series.values.size(), 30u);
+      EXPECT_EQ(series.lanes.size(), 10u) << "the threads that wrote it";
+    }
+    if (series.name == "test.viewer_requests") {
+      ASSERT_EQ(series.values.size(), 30u);
+      EXPECT_EQ(series.values.back(), 30);
+      EXPECT_EQ(series.max, 30);
+      EXPECT_TRUE(std::is_sorted(series.values.begin(), series.values.end()));
+      EXPECT_TRUE(std::is_sorted(series.times.begin(), series.times.end()));
+    }
+  }
+  const auto summary = viewer::summary_json(index, "t");
+  std::map<std::string, size_t> named;
+  for (const auto& counter : summary["counters"]) ++named[counter["name"].get<std::string>()];
+  EXPECT_EQ(named, tracks);
 }
 
 }  // namespace

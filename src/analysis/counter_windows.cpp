@@ -6,33 +6,12 @@
 #include <cmath>
 #include <ctime>
 #include <limits>
-#include <map>
 #include <stdexcept>
 
 namespace chronicle::analysis {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::optional<SeriesKind> kind_of(format::SiteKind kind) {
-  switch (kind) {
-    case format::SiteKind::counter:
-    case format::SiteKind::metric_gauge:
-      return SeriesKind::level;
-    case format::SiteKind::metric_counter:
-      return SeriesKind::increments;
-    case format::SiteKind::metric_histogram:
-      return SeriesKind::observations;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::string series_label(const reader::Site& site) {
-  const bool is_metric = site.kind == format::SiteKind::metric_counter || site.kind == format::SiteKind::metric_gauge ||
-                         site.kind == format::SiteKind::metric_histogram;
-  return is_metric ? site.name : site.category + "/" + site.name;
-}
 
 double parse_number(std::string_view text, std::string_view whole) {
   double value = 0;
@@ -97,24 +76,19 @@ WindowStats CounterSeries::window(int64_t from_ns, int64_t to_ns) const {
 }
 
 CounterWindows::CounterWindows(const reader::Trace& trace) {
-  std::map<uint32_t, size_t> series_by_site;
+  CounterReader counters(trace);
   bool any = false;
   trace.for_each_event([&](const reader::Event& event) {
     const int64_t time_ns = trace.to_unix_ns(event.ticks);
     if (!any) first_ns_ = time_ns;
     any = true;
     last_ns_ = time_ns;
-    if (event.type != format::EventId::counter && event.type != format::EventId::counter_float) return true;
-    auto found = series_by_site.find(event.name_id);
-    if (found == series_by_site.end()) {
-      const reader::Site* site = trace.site(event.name_id);
-      const std::optional<SeriesKind> kind = site ? kind_of(site->kind) : std::optional(SeriesKind::level);
-      if (!kind) return true;
-      series_.emplace_back(site ? series_label(*site) : fmt::format("#{}", event.name_id), *kind);
-      found = series_by_site.emplace(event.name_id, series_.size() - 1).first;
-    }
-    const double value = event.type == format::EventId::counter ? static_cast<double>(event.value) : event.value_float;
-    series_[found->second].add(time_ns, value);
+    const std::optional<CounterReading> reading = counters.read(event);
+    if (!reading) return true;
+    // Series are numbered in order of first use: a new one is the next.
+    for (size_t next = series_.size(); next <= reading->series; ++next)
+      series_.emplace_back(counters.series()[next].label, counters.series()[next].kind);
+    series_[reading->series].add(time_ns, reading->change);
     return true;
   });
   std::sort(series_.begin(), series_.end(),
@@ -170,18 +144,6 @@ int64_t parse_time_point(std::string_view text, int64_t trace_first_ns, int64_t 
     return static_cast<int64_t>(std::llround(parse_number(text, text) * 1e9));
   throw std::invalid_argument(fmt::format(
       "\"{}\" is not a time: use +30s (after the start), -30s (before the end), an ISO time, or Unix seconds", text));
-}
-
-std::string_view kind_name(SeriesKind kind) {
-  switch (kind) {
-    case SeriesKind::level:
-      return "level";
-    case SeriesKind::increments:
-      return "counter";
-    case SeriesKind::observations:
-      return "histogram";
-  }
-  return "?";
 }
 
 }  // namespace chronicle::analysis

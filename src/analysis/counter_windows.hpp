@@ -9,16 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/counter_series.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::analysis {
-
-// How a series' event values read.
-enum class SeriesKind {
-  level,         // each value is the new level: CHRONICLE_COUNTER, metric gauges
-  increments,    // each value is added to a total: metric counters
-  observations,  // each value is one observation: metric histograms
-};
 
 struct WindowStats {
   int64_t from_ns = 0;  // the window, Unix ns (closed at both ends)
@@ -58,7 +52,7 @@ class CounterSeries {
 
 class CounterWindows {
  public:
-  // One pass over the counter events of the trace.
+  // One pass over the counter events of the trace; series as counter_series.hpp defines them.
   explicit CounterWindows(const reader::Trace& trace);
 
   const std::vector<CounterSeries>& series() const { return series_; }
@@ -80,7 +74,5 @@ int64_t parse_duration(std::string_view text);
 // "2024-05-01T12:00:00.25Z" or "2024-05-01 12:00:00" (UTC), or Unix seconds ("1714564800.5").
 // Throws std::invalid_argument naming the text.
 int64_t parse_time_point(std::string_view text, int64_t trace_first_ns, int64_t trace_last_ns);
-
-std::string_view kind_name(SeriesKind kind);
 
 }  // namespace chronicle::analysis

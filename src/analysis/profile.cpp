@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 
 namespace chronicle::analysis {
@@ -21,7 +22,37 @@ struct CounterAccumulator {
   double max = -std::numeric_limits<double>::infinity();
   double first = 0, last = 0;
   uint64_t first_ticks = 0, last_ticks = 0;
+
+  void add(uint64_t ticks, double value) {
+    if (samples++ == 0) {
+      first = value;
+      first_ticks = ticks;
+    }
+    min = std::min(min, value);
+    max = std::max(max, value);
+    last = value;
+    last_ticks = ticks;
+  }
 };
+
+CounterProfile counter_profile(const SeriesInfo& series, const CounterAccumulator& accumulator, uint64_t elapsed_ns) {
+  CounterProfile counter;
+  counter.category = series.category;
+  counter.name = series.name;
+  counter.kind = series.kind;
+  counter.samples = accumulator.samples;
+  counter.min = accumulator.min;
+  counter.max = accumulator.max;
+  counter.first = accumulator.first;
+  counter.last = accumulator.last;
+  const double seconds = static_cast<double>(elapsed_ns) / 1e9;
+  if (seconds <= 0) return counter;
+  if (series.kind == SeriesKind::observations)
+    counter.rate_per_second = static_cast<double>(accumulator.samples - 1) / seconds;
+  else
+    counter.rate_per_second = (accumulator.last - accumulator.first) / seconds;
+  return counter;
+}
 
 struct ThreadAccumulator {
   uint64_t events = 0;
@@ -91,14 +122,14 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   }
   expected = profile.bytes / 6 + 1;
 
-  // Call sites with the same category and name are one span or counter to the reader of the
-  // profile: accumulate by (category, name), found once per site id.
+  // Call sites with the same category and name are one span to the reader of the profile:
+  // accumulate by (category, name), found once per site id. Counters: by series.
   using Key = std::pair<std::string, std::string>;
   std::map<Key, SpanAccumulator> spans;
-  std::map<Key, CounterAccumulator> counters;
   // By site id; a hash map, since a damaged trace may carry any 32-bit id.
   std::unordered_map<uint32_t, SpanAccumulator*> span_by_site;
-  std::unordered_map<uint32_t, CounterAccumulator*> counter_by_site;
+  CounterReader counter_reader(trace);
+  std::vector<CounterAccumulator> counters;  // by series
   auto key_of = [&trace](uint32_t name_id) -> Key {
     if (const reader::Site* site = trace.site(name_id)) return {site->category, site->name};
     return {"", fmt::format("#{}", name_id)};
@@ -148,20 +179,12 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
         break;
       }
       case format::EventId::counter:
-      case format::EventId::counter_float: {
-        const double value =
-            event.type == format::EventId::counter ? static_cast<double>(event.value) : event.value_float;
-        CounterAccumulator& counter = *slot(counter_by_site, counters, event.name_id);
-        if (counter.samples++ == 0) {
-          counter.first = value;
-          counter.first_ticks = event.ticks;
+      case format::EventId::counter_float:
+        if (const std::optional<CounterReading> reading = counter_reader.read(event)) {
+          if (counters.size() <= reading->series) counters.resize(reading->series + 1);
+          counters[reading->series].add(event.ticks, reading->value);
         }
-        counter.min = std::min(counter.min, value);
-        counter.max = std::max(counter.max, value);
-        counter.last = value;
-        counter.last_ticks = event.ticks;
         break;
-      }
       default:
         break;
     }
@@ -239,19 +262,14 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     profile.task_kinds.push_back(std::move(kind.profile));
   }
 
-  for (const auto& [key, accumulator] : counters) {
-    CounterProfile counter;
-    counter.category = key.first;
-    counter.name = key.second;
-    counter.samples = accumulator.samples;
-    counter.min = accumulator.min;
-    counter.max = accumulator.max;
-    counter.first = accumulator.first;
-    counter.last = accumulator.last;
-    const uint64_t elapsed = clock.ns(accumulator.last_ticks - accumulator.first_ticks);
-    counter.rate_per_second = elapsed ? (accumulator.last - accumulator.first) * 1e9 / static_cast<double>(elapsed) : 0;
-    profile.counters.push_back(std::move(counter));
+  for (size_t series = 0; series < counters.size(); ++series) {
+    const CounterAccumulator& accumulator = counters[series];
+    profile.counters.push_back(counter_profile(counter_reader.series()[series], accumulator,
+                                               clock.ns(accumulator.last_ticks - accumulator.first_ticks)));
   }
+  std::sort(profile.counters.begin(), profile.counters.end(), [](const CounterProfile& a, const CounterProfile& b) {
+    return std::tie(a.category, a.name, a.kind) < std::tie(b.category, b.name, b.kind);
+  });
   if (graph_out) *graph_out = std::move(graph);
   return profile;
 }

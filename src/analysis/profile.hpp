@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/counter_series.hpp"
 #include "analysis/log_histogram.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
@@ -49,12 +50,17 @@ struct TaskKindProfile {
   Distribution run_time;  // time running, over all threads
 };
 
+// One counter series (counter_series.hpp: all call sites and threads of a category and name).
+// Values are as readers show them: levels, a metric counter's running total, or observations.
 struct CounterProfile {
   std::string category;
   std::string name;
+  SeriesKind kind = SeriesKind::level;
   uint64_t samples = 0;
   double min = 0, max = 0, first = 0, last = 0;
-  double rate_per_second = 0;  // (last - first) over the time between them
+  // Levels and running totals: (last - first) over the time between them (never negative for a
+  // metric counter); observations: observations per second over that time.
+  double rate_per_second = 0;
 };
 
 struct Profile {

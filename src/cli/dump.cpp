@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/counter_series.hpp"
 #include "cli/common.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_directory.hpp"
@@ -18,6 +19,19 @@ struct DumpOptions {
   uint64_t limit = 0;
   bool tasks = false;
 };
+
+// A metric counter's event is an increment: the line shows it and the running total it makes
+// (analysis/counter_series.hpp); other counters show their value.
+void append_counter_fields(std::string& line, const reader::Event& event,
+                           const std::optional<analysis::CounterReading>& reading,
+                           const analysis::CounterReader& counters) {
+  if (reading && counters.series()[reading->series].kind == analysis::SeriesKind::increments)
+    fmt::format_to(std::back_inserter(line), " increment={} total={}", reading->change, reading->value);
+  else if (event.type == format::EventId::counter)
+    fmt::format_to(std::back_inserter(line), " value={}", event.value);
+  else
+    fmt::format_to(std::back_inserter(line), " value={}", event.value_float);
+}
 
 bool matches(const std::string& pattern, const std::string& text) {
   return pattern.empty() || fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
@@ -196,7 +210,10 @@ int run_dump(const DumpOptions& options) {
     std::map<uint32_t, std::string> thread_labels;
     for (const auto& stream : trace.streams()) thread_labels[stream.thread_id] = trace.thread_name(stream.thread_id);
     reader::SpanPairing pairing(trace);
+    analysis::CounterReader counters(trace);
     trace.for_each_event(pairing, [&](const reader::Event& event) {
+      // Before the filters: a total counts every increment, shown or not.
+      const std::optional<analysis::CounterReading> reading = counters.read(event);
       const bool task_layer = is_task_layer_event(event.type);
       const reader::Site* site = trace.site(event.name_id);
       const std::string unknown = task_layer ? std::string() : fmt::format("#{}", event.name_id);
@@ -214,10 +231,8 @@ int run_dump(const DumpOptions& options) {
           append_span_pairing(line, event);
           break;
         case format::EventId::counter:
-          fmt::format_to(std::back_inserter(line), " value={}", event.value);
-          break;
         case format::EventId::counter_float:
-          fmt::format_to(std::back_inserter(line), " value={}", event.value_float);
+          append_counter_fields(line, event, reading, counters);
           break;
         case format::EventId::note:
           fmt::format_to(std::back_inserter(line), " text=\"{}\"", event.text);

@@ -128,6 +128,7 @@ nlohmann::json profile_json(const analysis::Profile& p) {
   for (const auto& counter : p.counters)
     out["counters"].push_back({{"category", counter.category},
                                {"name", counter.name},
+                               {"kind", analysis::kind_name(counter.kind)},
                                {"samples", counter.samples},
                                {"min", counter.min},
                                {"max", counter.max},

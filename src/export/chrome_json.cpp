@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "analysis/counter_series.hpp"
 #include "format/metadata.hpp"
 
 namespace chronicle::exports {
@@ -166,8 +167,22 @@ class ChromeWriter {
                  std::string(name_of(span.site_id)), std::move(args)});
   }
 
+  // A metric counter's value is its running total; other counters' as traced.
+  static void write_counter_value(std::string& text, const reader::Event& event,
+                                  const std::optional<analysis::CounterReading>& reading,
+                                  const analysis::CounterReader& counters) {
+    const bool increments = reading && counters.series()[reading->series].kind == analysis::SeriesKind::increments;
+    if (event.type == format::EventId::counter && !increments)
+      fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", event.value);
+    else if (const double value = increments ? reading->value : event.value_float; std::isfinite(value))
+      fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", value);
+    else
+      text += ",\"args\":{\"value\":null}";  // JSON has no infinities or NaN
+  }
+
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
     reader::SpanPairing pairing(*trace_);
+    analysis::CounterReader counters(*trace_);
     trace_->for_each_event(pairing, [&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
@@ -225,15 +240,12 @@ class ChromeWriter {
         }
         case format::EventId::counter:
         case format::EventId::counter_float: {
-          // Counters are per process in this format: the category keeps equal names apart.
+          // Counters are per process in this format: the category keeps equal names apart, and
+          // all threads' events of a name are one track, as counter_series.hpp has it.
           const std::string name = fmt::format("{}/{}", category_of(event.name_id), name_of(event.name_id));
+          const std::optional<analysis::CounterReading> reading = counters.read(event);
           std::string& text = open_event('C', category_of(event.name_id), name, event.thread_id, event.ticks);
-          if (event.type == format::EventId::counter)
-            fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", event.value);
-          else if (std::isfinite(event.value_float))
-            fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", event.value_float);
-          else
-            text += ",\"args\":{\"value\":null}";  // JSON has no infinities or NaN
+          write_counter_value(text, event, reading, counters);
           close_event();
           break;
         }

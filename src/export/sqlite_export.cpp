@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "analysis/counter_series.hpp"
 #include "format/metadata.hpp"
 
 namespace chronicle::exports {
@@ -30,7 +31,7 @@ CREATE TABLE task_runs (process INTEGER, task INTEGER, thread INTEGER, begin_ns 
   duration_ns INTEGER, unfinished INTEGER);
 CREATE TABLE edges (process INTEGER, kind TEXT, from_task INTEGER, to_task INTEGER, at_ns INTEGER);
 CREATE TABLE counters (process INTEGER, thread INTEGER, site INTEGER, category TEXT, name TEXT,
-  at_ns INTEGER, value NUMERIC);
+  at_ns INTEGER, value NUMERIC, total NUMERIC);
 CREATE TABLE notes (process INTEGER, thread INTEGER, site INTEGER, kind TEXT, category TEXT, name TEXT,
   text TEXT, at_ns INTEGER, span INTEGER, task INTEGER);
 )sql";
@@ -211,6 +212,7 @@ class SqliteWriter {
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
     reader::SpanPairing spans(*trace_);
     uint64_t last_sequence = 0;
+    analysis::CounterReader counters(*trace_);
     trace_->for_each_event(spans, [&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
@@ -223,11 +225,16 @@ class SqliteWriter {
         case format::EventId::counter:
         case format::EventId::counter_float: {
           const reader::Site* site = trace_->site(event.name_id);
-          db_.insert("INSERT INTO counters VALUES (?,?,?,?,?,?,?)",
+          // A metric counter's total, added up from its increments (analysis/counter_series.hpp).
+          const std::optional<analysis::CounterReading> reading = counters.read(event);
+          const bool increments =
+              reading && counters.series()[reading->series].kind == analysis::SeriesKind::increments;
+          db_.insert("INSERT INTO counters VALUES (?,?,?,?,?,?,?,?)",
                      {process_, int64_t{event.thread_id}, int64_t{event.name_id},
                       site ? Value(std::string_view(site->category)) : Value(nullptr),
                       site ? Value(std::string_view(site->name)) : Value(nullptr), ns(event.ticks),
-                      event.type == format::EventId::counter ? Value(event.value) : Value(event.value_float)});
+                      event.type == format::EventId::counter ? Value(event.value) : Value(event.value_float),
+                      increments ? Value(reading->value) : Value(nullptr)});
           break;
         }
         case format::EventId::note:

@@ -86,7 +86,9 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
   json counters = json::array();
   for (const CounterSeries& series : index.counters())
     counters.push_back({{"name", series.name},
+                        {"kind", analysis::kind_name(series.kind)},
                         {"lane", series.lane},
+                        {"lanes", series.lanes},
                         {"min", series.min},
                         {"max", series.max},
                         {"samples", series.values.size()}});

@@ -140,7 +140,7 @@ std::pair<double, double> MinMaxPyramid::range(const std::vector<double>& values
 // Fills a TimelineIndex from a trace.
 class IndexBuilder {
  public:
-  explicit IndexBuilder(const reader::Trace& trace) : trace_(trace) {}
+  explicit IndexBuilder(const reader::Trace& trace) : trace_(trace), counter_catalog_(trace.sites()) {}
 
   TimelineIndex build() {
     // The task graph needs all events in time order (a merge of the streams); the lanes need
@@ -154,11 +154,7 @@ class IndexBuilder {
     index_tasks();
     index_arrows();
     index_idle();
-    for (auto& counter : index_.counters_) {
-      counter.times.shrink_to_fit();
-      counter.values.shrink_to_fit();
-      counter.pyramid.build(counter.values);
-    }
+    for (auto& counter : index_.counters_) finish_counter(counter);
     for (IntervalRow& row : index_.task_rows_) row.shrink_to_fit();
     index_busy_prefix();
     return std::move(index_);
@@ -184,7 +180,6 @@ class IndexBuilder {
     lane.thread_id = trace_.streams()[stream].thread_id;
     lane.name = trace_.thread_name(lane.thread_id);
     const uint32_t lane_number = static_cast<uint32_t>(index_.lanes_.size());
-    std::unordered_map<uint32_t, uint32_t> counter_of_site;
     uint64_t last = 0;
     trace_.for_each_in_stream(stream, [&](const reader::Event& event) {
       using format::EventId;
@@ -197,22 +192,9 @@ class IndexBuilder {
           lane.markers.push_back({time, event.name_id, event.type, std::string(event.text)});
           break;
         case EventId::counter:
-        case EventId::counter_float: {
-          auto [found, inserted] =
-              counter_of_site.try_emplace(event.name_id, static_cast<uint32_t>(index_.counters_.size()));
-          if (inserted) {
-            CounterSeries series;
-            series.site = event.name_id;
-            series.lane = lane_number;
-            series.name = index_.site_name(event.name_id);
-            index_.counters_.push_back(std::move(series));
-          }
-          CounterSeries& series = index_.counters_[found->second];
-          series.times.push_back(time);
-          series.values.push_back(event.type == EventId::counter ? static_cast<double>(event.value)
-                                                                 : event.value_float);
+        case EventId::counter_float:
+          add_counter_sample(event, time, lane_number);
           break;
-        }
         default:
           break;
       }
@@ -220,14 +202,54 @@ class IndexBuilder {
     });
     // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
     lane.markers.shrink_to_fit();
-    for (uint32_t counter = 0; counter < index_.counters_.size(); ++counter) {
-      CounterSeries& series = index_.counters_[counter];
-      if (series.lane != lane_number || series.values.empty()) continue;
+    index_.duration_ = std::max(index_.duration_, last);
+    index_.lanes_.push_back(std::move(lane));
+  }
+
+  // Samples as traced, stream after stream; finish_counter puts them in time order.
+  void add_counter_sample(const reader::Event& event, uint64_t time, uint32_t lane_number) {
+    const std::optional<uint32_t> found = counter_catalog_.series_of(event.name_id);
+    if (!found) return;
+    const analysis::SeriesInfo& info = counter_catalog_.series()[*found];
+    for (size_t next = index_.counters_.size(); next <= *found; ++next) {
+      CounterSeries series;
+      series.site = event.name_id;
+      series.lane = lane_number;
+      series.name = counter_catalog_.series()[next].label;
+      series.kind = counter_catalog_.series()[next].kind;
+      index_.counters_.push_back(std::move(series));
+    }
+    CounterSeries& series = index_.counters_[*found];
+    if (series.lanes.empty() || series.lanes.back() != lane_number) series.lanes.push_back(lane_number);
+    series.times.push_back(time);
+    series.values.push_back(analysis::traced_value(event, info.kind));
+  }
+
+  // Several threads' samples of one series merged in time order (a stable sort keeps a
+  // thread's own order at equal times), then shown as readers show them.
+  static void finish_counter(CounterSeries& series) {
+    if (series.lanes.size() > 1) {
+      std::vector<uint32_t> order(series.times.size());
+      for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+      std::stable_sort(order.begin(), order.end(),
+                       [&series](uint32_t a, uint32_t b) { return series.times[a] < series.times[b]; });
+      std::vector<uint64_t> times(order.size());
+      std::vector<double> values(order.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        times[k] = series.times[order[k]];
+        values[k] = series.values[order[k]];
+      }
+      series.times = std::move(times);
+      series.values = std::move(values);
+    }
+    analysis::to_shown_values(series.kind, series.values);
+    series.times.shrink_to_fit();
+    series.values.shrink_to_fit();
+    if (!series.values.empty()) {
       series.min = *std::min_element(series.values.begin(), series.values.end());
       series.max = *std::max_element(series.values.begin(), series.values.end());
     }
-    index_.duration_ = std::max(index_.duration_, last);
-    index_.lanes_.push_back(std::move(lane));
+    series.pyramid.build(series.values);
   }
 
   // Spans as the reader pairs them, on the lane of the thread they are on: a task's span has a
@@ -390,6 +412,7 @@ class IndexBuilder {
   }
 
   const reader::Trace& trace_;
+  analysis::SeriesCatalog counter_catalog_;
   TimelineIndex index_;
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/counter_series.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
 
@@ -93,10 +94,14 @@ class MinMaxPyramid {
   std::vector<std::vector<double>> maxs_;
 };
 
+// One track per series (analysis/counter_series.hpp): every call site and thread of a category
+// and name; a metric counter's values are its running total.
 struct CounterSeries {
-  uint32_t site = 0;
-  uint32_t lane = 0;
-  std::string name;  // "category/name"
+  uint32_t site = 0;            // the first site seen
+  uint32_t lane = 0;            // of the first sample
+  std::vector<uint32_t> lanes;  // that wrote it, ascending
+  std::string name;             // the series' label: "category/name", a metric's name and labels
+  analysis::SeriesKind kind = analysis::SeriesKind::level;
   std::vector<uint64_t> times;
   std::vector<double> values;
   MinMaxPyramid pyramid;

@@ -2,7 +2,8 @@
 // answers come from: the server, or the data a self-contained page carries.
 
 export interface LaneInfo { thread_id: number; name: string; depths: number; spans: number; idle: number }
-export interface CounterInfo { name: string; lane: number; min: number; max: number; samples: number }
+// One series: every call site and thread of a name; `lanes` lists the threads that wrote it.
+export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {
   title: string; duration: number; origin_unix_ns: number; events: number;
   lanes: LaneInfo[]; tasks: number; task_rows: number; wait_arrows: number; resolve_arrows: number;

@@ -235,7 +235,8 @@ function drawCounters(answer: WindowAnswer) {
     context.fillStyle = '#eef0f3';
     context.fillRect(0, y0, width(), LANE_HEADER);
     context.fillStyle = '#333';
-    context.fillText(`${info.name} (${summary.lanes[info.lane]?.name ?? ''}) · ${info.min} … ${info.max}`, 4, y0 + LANE_HEADER / 2);
+    const writers = info.lanes.length > 1 ? `${info.lanes.length} threads` : summary.lanes[info.lane]?.name ?? '';
+    context.fillText(`${info.name} (${writers}) · ${info.min} … ${info.max}`, 4, y0 + LANE_HEADER / 2);
     const range = info.max - info.min || 1;
     const yOf = (value: number) => bottom - ((value - info.min) / range) * (COUNTER_TRACK - 4) - 2;
     const colour = colourOf(info.name);
