@@ -37,6 +37,14 @@ size_t parse_size(std::string_view text) {
   return static_cast<size_t>(number << shift);
 }
 
+std::string ring_geometry_problem(size_t buffer_size, size_t packet_size) {
+  if (packet_size < 1024 || packet_size % 8 != 0 || packet_size > (size_t{1} << 30))
+    return fmt::format("packet size {} must be a multiple of 8 between 1 KiB and 1 GiB", packet_size);
+  if (buffer_size / 2 < packet_size)
+    return fmt::format("buffer size {} must hold at least two packets of {} bytes", buffer_size, packet_size);
+  return {};
+}
+
 std::string read_process_name() {
   char name[64] = {};
   int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
