@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 using test::run;
 using test::TemporaryDirectory;
 
-// CHRONICLE_TEST_CLI runs these against another build of the CLI (an older one, to see them fail).
+// CHRONICLE_TEST_CLI runs these against another build of the CLI (an older one, to see them fail);
+// CHRONICLE_TEST_EXAMPLE, the program that writes its own trace against another runtime.
 const std::string kCli = std::getenv("CHRONICLE_TEST_CLI") ? std::getenv("CHRONICLE_TEST_CLI") : CHRONICLE_CLI;
 const std::string kExample = THREADS_EXAMPLE;
 const std::string kFlatOut = FLAT_OUT;
@@ -139,6 +140,22 @@ TEST(SharedOutput, TraceFilesAndDirectoriesArePrivate) {
     ++files;
   }
   EXPECT_GE(files, 5u);  // metadata, strings, three threads
+}
+
+// The same for a program that writes its own trace (CHRONICLE_OUTPUT, no record).
+TEST(SharedOutput, AProgramsOwnTraceIsPrivateToo) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto result = run("umask 022; CHRONICLE_OUTPUT=" + trace + " CHRONICLE_SHM_DIR=" + directory.path() + " " +
+                          (std::getenv("CHRONICLE_TEST_EXAMPLE") ? std::getenv("CHRONICLE_TEST_EXAMPLE") : kExample));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  struct stat info {};
+  ASSERT_EQ(::stat(trace.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700u) << trace;
+  for (const auto& entry : fs::directory_iterator(trace)) {
+    ASSERT_EQ(::stat(entry.path().c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0600u) << entry.path();
+  }
 }
 
 // ---- item 7: strings that are not UTF-8 ----------------------------------------------------

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <filesystem>
 #include <stdexcept>
 
+#include "collector/collector.hpp"
 #include "recorder/environment.hpp"
 
 namespace chronicle::recorder {
@@ -57,11 +57,14 @@ std::string read_process_name() {
 }
 
 std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid) {
-  std::error_code error;
-  std::filesystem::create_directories(output, error);
+  try {
+    collector::create_private_directory(output);
+  } catch (const std::exception&) {
+    // The collector says why when it cannot write there.
+  }
   // O_EXCL makes the claim atomic between processes started together.
   const std::string marker = output + "/.chronicle-owner";
-  int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) {
     const std::string text = fmt::format("{}\n", pid);
     (void)!::write(fd, text.data(), text.size());
