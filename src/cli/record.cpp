@@ -232,6 +232,8 @@ void print_summary(const RecordOptions& options, const std::string& program, con
   for (const std::string& file : sum.files_unwritten)
     fmt::print(stderr, "chronicle: lost: {} (the trace keeps its earlier version, or none)\n", file);
   for (const std::string& failure : failures) fmt::print(stderr, "chronicle: error: {}\n", failure);
+  if (children.others_running)
+    fmt::print(stderr, "chronicle: stopped waiting for the processes {} left running\n", program);
   if (writers_left > 0)
     fmt::print(stderr,
                "chronicle: {} process{} of the program still running: their trace{} as far as collected, their "
@@ -240,6 +242,98 @@ void print_summary(const RecordOptions& options, const std::string& program, con
   if (options.keep_shm && !sessions.empty())
     fmt::print(stderr, "chronicle: shared mappings kept in {}\n",
                std::filesystem::path(sessions.begin()->first).parent_path().string());
+}
+
+// What a run has found and collected so far.
+struct Recording {
+  std::map<std::string, TrackedSession> sessions;
+  std::vector<std::string> failures;
+  Children children;
+  size_t writers_left = 0;  // sessions still written to when record stopped waiting
+};
+
+// Runs the program with the environment that sends its sessions' mappings to `shm_dir`.
+void spawn_program(RecordOptions& options, const std::string& shm_dir, Recording& run) {
+  setenv(recorder::kEnvOutput, options.output.c_str(), 1);
+  setenv(recorder::kEnvCollector, "external", 1);
+  setenv(recorder::kEnvShmDir, shm_dir.c_str(), 1);
+  setenv(recorder::kEnvMode, options.mode.c_str(), 1);
+  setenv(recorder::kEnvBufferSize, options.buffer_size.c_str(), 1);
+  setenv(recorder::kEnvCategories, options.categories.c_str(), 1);
+  // Processes the program leaves behind (`prog &` in a shell that exits) become our children:
+  // we wait for them and collect their sessions too.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::vector<char*> argv;
+  for (auto& word : options.command) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  if (int failed = posix_spawnp(&run.children.child, argv[0], nullptr, nullptr, argv.data(), environ); failed != 0)
+    throw std::runtime_error(fmt::format("cannot run {}: {}", options.command.front(), std::strerror(failed)));
+  // Ctrl-C reaches the program too (same process group); we stay to collect what it leaves.
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// The program ended and a signal asks us to stop: what its leftover processes wrote so far.
+void stop_waiting(const RecordOptions& options, Recording& run) {
+  bool all_done = true;
+  collect_round(run.sessions, options, run.failures, all_done);
+  for (auto& [path, session] : run.sessions) {
+    if (session.done) continue;
+    ++run.writers_left;
+    try {
+      session.collector->finish();
+    } catch (const std::exception& failure) {
+      run.failures.push_back(fmt::format("{}: {}", session.collector->output_dir(), failure.what()));
+    }
+    session.done = true;
+  }
+}
+
+// Collects until the program, every process it left behind and every session have ended.
+void collect_until_done(const RecordOptions& options, const std::string& shm_dir, Recording& run) {
+  const bool progress = stderr_is_terminal() && !options.quiet;
+  auto last_progress = std::chrono::steady_clock::now();
+  auto idle_sleep = std::chrono::microseconds(500);
+  while (true) {
+    const int signal = g_forward_signal;
+    if (signal == SIGTERM && run.children.child_running) {
+      kill(run.children.child, SIGTERM);
+      g_forward_signal = 0;
+    }
+    find_new_sessions(shm_dir, options, run.sessions, run.failures);
+    bool all_done = true;
+    const size_t work = collect_round(run.sessions, options, run.failures, all_done);
+    run.children.poll();
+    if (!run.children.child_running && !run.children.others_running && all_done) break;
+    if (!run.children.child_running && signal != 0) {
+      stop_waiting(options, run);
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (progress && now - last_progress > std::chrono::milliseconds(250)) {
+      last_progress = now;
+      const auto sum = totals(run.sessions);
+      fmt::print(stderr, "\rchronicle: recording: {} events, {}, {} discarded   ", human_count(sum.events),
+                 human_bytes(sum.bytes), human_count(sum.discarded));
+    }
+    // Sleep rather than spin when there was nothing to copy, backing off up to 10 ms.
+    if (work == 0) {
+      // On the first live session's futex: its writers wake us when a ring passes half full.
+      TrackedSession* first_live = nullptr;
+      for (auto& [path, session] : run.sessions)
+        if (!session.done && !first_live) first_live = &session;
+      if (first_live)
+        first_live->collector->wait_for_work(idle_sleep);
+      else
+        std::this_thread::sleep_for(idle_sleep);
+      idle_sleep = std::min(idle_sleep * 2, std::chrono::microseconds(10'000));
+    } else {
+      idle_sleep = std::chrono::microseconds(500);
+    }
+  }
+  if (progress) fmt::print(stderr, "\r\033[K");
 }
 
 int run_record(RecordOptions& options) {
@@ -256,7 +350,8 @@ int run_record(RecordOptions& options) {
     if (!output_existed && fs::is_empty(options.output, ignored)) fs::remove(options.output, ignored);
   };
 
-  // The programs put their mappings here; we find them by listing it.
+  // The programs put their mappings here; we find them by listing it. It goes whatever happens,
+  // unless --keep-shm.
   const std::string shm_dir = fmt::format("/dev/shm/chronicle-record-{}", getpid());
   std::error_code error;
   fs::remove_all(shm_dir, error);
@@ -275,91 +370,20 @@ int run_record(RecordOptions& options) {
     }
   } shm_dir_guard{shm_dir, keep_shm_dir};
 
-  setenv(recorder::kEnvOutput, options.output.c_str(), 1);
-  setenv(recorder::kEnvCollector, "external", 1);
-  setenv(recorder::kEnvShmDir, shm_dir.c_str(), 1);
-  setenv(recorder::kEnvMode, options.mode.c_str(), 1);
-  setenv(recorder::kEnvBufferSize, options.buffer_size.c_str(), 1);
-  setenv(recorder::kEnvCategories, options.categories.c_str(), 1);
-
-  // Processes the program leaves behind (`prog &` in a shell that exits) become our children:
-  // we wait for them and collect their sessions too.
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  std::vector<char*> argv;
-  for (auto& word : options.command) argv.push_back(word.data());
-  argv.push_back(nullptr);
-  Children children;
-  if (int failed = posix_spawnp(&children.child, argv[0], nullptr, nullptr, argv.data(), environ); failed != 0) {
+  Recording run;
+  try {
+    spawn_program(options, shm_dir, run);
+  } catch (...) {
     remove_output_if_empty();
-    throw std::runtime_error(fmt::format("cannot run {}: {}", program, std::strerror(failed)));
+    throw;
   }
-  // Ctrl-C reaches the program too (same process group); we stay to collect what it leaves.
-  struct sigaction action {};
-  action.sa_handler = remember_signal;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-
-  std::map<std::string, TrackedSession> sessions;
-  std::vector<std::string> failures;
-  const bool progress = stderr_is_terminal() && !options.quiet;
-  auto last_progress = std::chrono::steady_clock::now();
-  auto idle_sleep = std::chrono::microseconds(500);
-  size_t writers_left = 0;
-  while (true) {
-    const int signal = g_forward_signal;
-    if (signal == SIGTERM && children.child_running) {
-      kill(children.child, SIGTERM);
-      g_forward_signal = 0;
-    }
-    find_new_sessions(shm_dir, options, sessions, failures);
-    bool all_done = true;
-    const size_t work = collect_round(sessions, options, failures, all_done);
-    children.poll();
-    if (!children.child_running && !children.others_running && all_done) break;
-    // The program ended and a signal asks us to stop: what its leftover processes wrote so far.
-    if (!children.child_running && signal != 0) {
-      collect_round(sessions, options, failures, all_done);
-      for (auto& [path, session] : sessions) {
-        if (session.done) continue;
-        ++writers_left;
-        try {
-          session.collector->finish();
-        } catch (const std::exception& failure) {
-          failures.push_back(fmt::format("{}: {}", session.collector->output_dir(), failure.what()));
-        }
-        session.done = true;
-      }
-      break;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (progress && now - last_progress > std::chrono::milliseconds(250)) {
-      last_progress = now;
-      const auto sum = totals(sessions);
-      fmt::print(stderr, "\rchronicle: recording: {} events, {}, {} discarded   ", human_count(sum.events),
-                 human_bytes(sum.bytes), human_count(sum.discarded));
-    }
-    // Sleep rather than spin when there was nothing to copy, backing off up to 10 ms.
-    if (work == 0) {
-      // On the first live session's futex: its writers wake us when a ring passes half full.
-      TrackedSession* first_live = nullptr;
-      for (auto& [path, session] : sessions)
-        if (!session.done && !first_live) first_live = &session;
-      if (first_live)
-        first_live->collector->wait_for_work(idle_sleep);
-      else
-        std::this_thread::sleep_for(idle_sleep);
-      idle_sleep = std::min(idle_sleep * 2, std::chrono::microseconds(10'000));
-    } else {
-      idle_sleep = std::chrono::microseconds(500);
-    }
-  }
-  if (progress) fmt::print(stderr, "\r\033[K");
-  keep_shm_dir = options.keep_shm && !sessions.empty();
-  if (sessions.empty()) remove_output_if_empty();
-  print_summary(options, program, children, sessions, failures, writers_left);
-  if (!failures.empty()) return kExitFailure;
-  if (WIFEXITED(children.status)) return WEXITSTATUS(children.status);
-  if (WIFSIGNALED(children.status)) return 128 + WTERMSIG(children.status);
+  collect_until_done(options, shm_dir, run);
+  keep_shm_dir = options.keep_shm && !run.sessions.empty();
+  if (run.sessions.empty()) remove_output_if_empty();
+  print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left);
+  if (!run.failures.empty()) return kExitFailure;
+  if (WIFEXITED(run.children.status)) return WEXITSTATUS(run.children.status);
+  if (WIFSIGNALED(run.children.status)) return 128 + WTERMSIG(run.children.status);
   return kExitFailure;
 }
 
