@@ -298,6 +298,25 @@ TEST(RecordSettings, AProgramThatDaemonizesKeepsItsTrace) {
   EXPECT_EQ(test::read_all(read).size(), kExampleEvents) << result.err;
 }
 
+// A process left behind that never ends (here an untraced sleep): Ctrl-C ends the wait, with
+// the trace of what ended before it, and the summary says so.
+TEST(RecordSettings, ASignalEndsTheWaitForProcessesLeftRunning) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const std::string left = directory / "left.pid";
+  const std::string script =
+      kCli + " record -q -o " + trace + " -- sh -c '" + kExample + "; sleep 300 & echo $! >" + left + "' 2>" +
+      (directory / "err") + " & record=$!; tries=0; while [ ! -s " + left +
+      " ] && [ $tries -lt 1200 ]; do sleep 0.05; tries=$((tries + 1)); done; kill -INT $record; " +
+      "wait $record; echo $?; kill $(cat " + left + ")";
+  const auto result = run("{ " + script + "; }");
+  const std::string err = slurp(directory / "err");
+  EXPECT_EQ(result.out, "0\n") << err;
+  EXPECT_TRUE(contains(err, "stopped waiting for the processes sh left running")) << err;
+  reader::Trace read(trace);
+  EXPECT_EQ(test::read_all(read).size(), kExampleEvents) << err;
+}
+
 TEST(RecordSettings, AFullDiskLeavesAReadableTraceAndSaysWhatWasLost) {
   TemporaryDirectory directory;
   const std::string disk = directory / "disk";
