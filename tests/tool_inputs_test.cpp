@@ -131,7 +131,7 @@ TEST(SharedOutput, TraceFilesAndDirectoriesArePrivate) {
   const auto result = run("umask 022; " + kCli + " record -q -o " + trace + " -- " + kExample);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   struct stat info {};
-  ASSERT_EQ(::stat(trace.c_str(), &info), 0);
+  ASSERT_EQ(::stat(trace.c_str(), &info), 0) << result.err;
   EXPECT_EQ(info.st_mode & 07777, 0700u) << trace;
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(trace)) {

@@ -306,7 +306,14 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
     bool all_done = true;
     const size_t work = collect_round(run.sessions, options, run.failures, all_done);
     run.children.poll();
-    if (!run.children.child_running && !run.children.others_running && all_done) break;
+    if (!run.children.child_running && !run.children.others_running && all_done) {
+      // A process may have made its session, written and ended since the listing above: with
+      // every process gone, one more listing finds all there will be.
+      const size_t known = run.sessions.size();
+      find_new_sessions(shm_dir, options, run.sessions, run.failures);
+      if (run.sessions.size() == known) break;
+      continue;
+    }
     if (!run.children.child_running && signal != 0) {
       stop_waiting(options, run);
       break;
