@@ -1,20 +1,24 @@
 // `chronicle record -- PROGRAM ARGS...`: runs a program with tracing on and drains its rings
 // (and those of the processes it starts) into a trace directory while it runs.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <thread>
 
+#include "chronicle/config.hpp"
 #include "cli/common.hpp"
 #include "collector/collector.hpp"
 #include "recorder/environment.hpp"
@@ -30,6 +34,7 @@ struct RecordOptions {
   std::string buffer_size = "4M";
   std::string categories = "*";
   bool keep_shm = false;
+  bool allow_shared_output = false;
   bool quiet = false;
   std::vector<std::string> command;
 };
@@ -52,111 +57,148 @@ std::string describe_status(const std::string& program, int status) {
   return fmt::format("{} ended (status 0x{:x})", program, status);
 }
 
-int run_record(RecordOptions& options) {
-  namespace fs = std::filesystem;
+// What the program's recorder would refuse, refused before the program runs untraced.
+void check_settings(const RecordOptions& options) {
   if (options.mode != "stream" && options.mode != "flight")
     throw std::invalid_argument(fmt::format("--mode {}: expected stream or flight", options.mode));
-  recorder::parse_size(options.buffer_size);  // reject a bad size here rather than in the child
-  const std::string program = options.command.front();
-  if (options.output.empty())
-    options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());
+  const size_t buffer_size = recorder::parse_size(options.buffer_size);
+  size_t packet_size = Config{}.packet_size;
+  if (const char* text = std::getenv(recorder::kEnvPacketSize); text && *text) packet_size = recorder::parse_size(text);
+  if (const std::string problem = recorder::ring_geometry_problem(buffer_size, packet_size); !problem.empty())
+    throw std::invalid_argument(fmt::format("--buffer-size {}: {}", options.buffer_size, problem));
+}
+
+// Whether this process can create files in `directory` (permissions, a read-only or full file
+// system), found out by creating one.
+void check_writable(const std::string& directory) {
+  std::string probe = directory + "/.chronicle-probe.XXXXXX";
+  const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot write into {}: {}", directory, std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// Makes the output directory (mode 0700) and checks that the trace can be written there by this
+// user alone. Returns whether it existed before.
+bool prepare_output(const RecordOptions& options) {
+  namespace fs = std::filesystem;
   std::error_code error;
-  const bool output_existed = fs::exists(options.output, error);
-  if (output_existed && !fs::is_empty(options.output, error))
+  const bool existed = fs::exists(options.output, error);
+  if (existed && !fs::is_empty(options.output, error))
     throw std::runtime_error(
         fmt::format("{} exists and is not empty: choose another directory with -o", options.output));
-  fs::create_directories(options.output, error);
-  if (error) throw std::runtime_error(fmt::format("cannot create {}: {}", options.output, error.message()));
-  // A run that wrote nothing leaves no empty directory to trip over (the next record into it,
-  // a script looking for traces). Only the directory itself: parents made above stay.
-  auto remove_output_if_empty = [&options, output_existed] {
-    std::error_code ignored;
-    if (!output_existed && fs::is_empty(options.output, ignored)) fs::remove(options.output, ignored);
-  };
-
-  // The programs put their mappings here; we find them by listing it.
-  const std::string shm_dir = fmt::format("/dev/shm/chronicle-record-{}", getpid());
-  fs::remove_all(shm_dir, error);
-  if (mkdir(shm_dir.c_str(), 0700) != 0) {
-    const int failure = errno;
-    remove_output_if_empty();
-    throw std::runtime_error(fmt::format("cannot create {}: {}", shm_dir, std::strerror(failure)));
+  if (!options.allow_shared_output) {
+    // Another user who may write there could swap the files being written for links to files of
+    // ours, or the directory itself (through a parent without the sticky bit).
+    std::string problem = collector::shared_directory_problem(options.output);
+    fs::path full = fs::absolute(options.output, error).lexically_normal();
+    if (!full.has_filename()) full = full.parent_path();
+    const fs::path parent = full.parent_path();
+    struct stat info {};
+    if (problem.empty() && ::stat(parent.c_str(), &info) == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) &&
+        !(info.st_mode & S_ISVTX))
+      problem = fmt::format("{} is writable by other users and not sticky (mode {:o})", parent.string(),
+                            info.st_mode & 07777);
+    if (!problem.empty())
+      throw std::runtime_error(
+          fmt::format("{}: another user could replace the trace's files; choose a private directory with -o, or pass "
+                      "--allow-shared-output",
+                      problem));
   }
+  collector::create_private_directory(options.output);
+  try {
+    check_writable(options.output);
+  } catch (...) {
+    if (!existed) fs::remove(options.output, error);
+    throw;
+  }
+  return existed;
+}
 
-  setenv(recorder::kEnvOutput, options.output.c_str(), 1);
-  setenv(recorder::kEnvCollector, "external", 1);
-  setenv(recorder::kEnvShmDir, shm_dir.c_str(), 1);
-  setenv(recorder::kEnvMode, options.mode.c_str(), 1);
-  setenv(recorder::kEnvBufferSize, options.buffer_size.c_str(), 1);
-  setenv(recorder::kEnvCategories, options.categories.c_str(), 1);
-
-  std::vector<char*> argv;
-  for (auto& word : options.command) argv.push_back(word.data());
-  argv.push_back(nullptr);
+// Waits for no process: the direct child's status (when it ended) and whether any other process
+// is left. As the child subreaper, record is the parent of every process its program started and
+// left behind: the trace is whole only once they are gone too.
+struct Children {
   pid_t child = 0;
-  if (int failed = posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), environ); failed != 0) {
-    fs::remove_all(shm_dir, error);
-    remove_output_if_empty();
-    throw std::runtime_error(fmt::format("cannot run {}: {}", program, std::strerror(failed)));
-  }
-  // Ctrl-C reaches the program too (same process group); we stay to collect what it leaves.
-  struct sigaction action {};
-  action.sa_handler = remember_signal;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-
-  std::map<std::string, TrackedSession> sessions;
   bool child_running = true;
+  bool others_running = true;
   int status = 0;
-  const bool progress = stderr_is_terminal() && !options.quiet;
-  auto last_progress = std::chrono::steady_clock::now();
-  auto idle_sleep = std::chrono::microseconds(500);
-  auto totals = [&sessions] {
-    collector::CollectorStats sum;
-    for (auto& [path, session] : sessions) {
-      if (!session.collector) continue;
-      const auto& stats = session.collector->stats();
-      sum.events += stats.events;
-      sum.bytes += stats.bytes;
-      sum.discarded += stats.discarded;
-      sum.decode_errors += stats.decode_errors;
-      sum.packets_unwritten += stats.packets_unwritten;
-      sum.events_unwritten += stats.events_unwritten;
-      sum.bytes_unwritten += stats.bytes_unwritten;
-      sum.events_no_channel += stats.events_no_channel;
-      sum.definitions_dropped += stats.definitions_dropped;
-    }
-    return sum;
-  };
-
-  while (true) {
-    if (g_forward_signal == SIGTERM && child_running) {
-      kill(child, SIGTERM);
-      g_forward_signal = 0;
-    }
-    // New sessions (a program starting, or one of its children).
-    for (const auto& entry : fs::directory_iterator(shm_dir, error)) {
-      const std::string path = entry.path().string();
-      if (entry.path().extension() != ".shm" || sessions.count(path)) continue;
-      try {
-        auto mapping = std::make_unique<collector::SessionMapping>(path);
-        const auto& header = mapping->header();
-        std::string directory = options.output;
-        if (!sessions.empty())
-          directory = fmt::format("{}/{}-{}", options.output,
-                                  std::string(header.process_name, strnlen(header.process_name, 64)), header.pid);
-        TrackedSession tracked;
-        tracked.collector = std::make_unique<collector::Collector>(*mapping, directory);
-        tracked.mapping = std::move(mapping);
-        sessions.emplace(path, std::move(tracked));
-      } catch (const std::exception&) {
-        // Not yet initialised by its writer (the magic is written last): try again next round.
+  void poll() {
+    while (true) {
+      int reaped_status = 0;
+      const pid_t reaped = waitpid(-1, &reaped_status, WNOHANG);
+      if (reaped == child) {
+        status = reaped_status;
+        child_running = false;
       }
+      if (reaped > 0) continue;
+      others_running = reaped == 0 && !child_running;
+      if (reaped < 0) child_running = false;  // ECHILD: nobody is left
+      return;
     }
-    size_t work = 0;
-    bool all_done = true;
-    for (auto& [path, session] : sessions) {
-      if (session.done) continue;
+  }
+};
+
+collector::CollectorStats totals(const std::map<std::string, TrackedSession>& sessions) {
+  collector::CollectorStats sum;
+  for (auto& [path, session] : sessions) {
+    if (!session.collector) continue;
+    const auto& stats = session.collector->stats();
+    sum.events += stats.events;
+    sum.bytes += stats.bytes;
+    sum.discarded += stats.discarded;
+    sum.decode_errors += stats.decode_errors;
+    sum.packets_unwritten += stats.packets_unwritten;
+    sum.events_unwritten += stats.events_unwritten;
+    sum.bytes_unwritten += stats.bytes_unwritten;
+    sum.events_no_channel += stats.events_no_channel;
+    sum.definitions_dropped += stats.definitions_dropped;
+    sum.files_unwritten.insert(sum.files_unwritten.end(), stats.files_unwritten.begin(), stats.files_unwritten.end());
+  }
+  return sum;
+}
+
+// Starts collecting the sessions that appeared in `shm_dir` (a program starting, or one of its
+// children). A mapping its writer has not initialised yet is tried again next round; a trace
+// that cannot be written is a failure, remembered in `failures`.
+void find_new_sessions(const std::string& shm_dir, const RecordOptions& options,
+                       std::map<std::string, TrackedSession>& sessions, std::vector<std::string>& failures) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(shm_dir, error)) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() != ".shm" || sessions.count(path)) continue;
+    std::unique_ptr<collector::SessionMapping> mapping;
+    try {
+      mapping = std::make_unique<collector::SessionMapping>(path);
+    } catch (const std::exception&) {
+      continue;  // the magic is written last
+    }
+    const auto& header = mapping->header();
+    std::string directory = options.output;
+    if (!sessions.empty())
+      directory = fmt::format("{}/{}-{}", options.output,
+                              std::string(header.process_name, strnlen(header.process_name, 64)), header.pid);
+    TrackedSession tracked;
+    try {
+      tracked.collector = std::make_unique<collector::Collector>(*mapping, directory);
+    } catch (const std::exception& failure) {
+      failures.push_back(fmt::format("process {}: {}", header.pid, failure.what()));
+      tracked.done = true;
+    }
+    tracked.mapping = std::move(mapping);
+    sessions.emplace(path, std::move(tracked));
+  }
+}
+
+// One round over the sessions: copies what they have, finishes those whose writers are gone.
+// Returns the bytes copied; `all_done` tells whether every session is finished.
+size_t collect_round(std::map<std::string, TrackedSession>& sessions, const RecordOptions& options,
+                     std::vector<std::string>& failures, bool& all_done) {
+  size_t work = 0;
+  all_done = true;
+  for (auto& [path, session] : sessions) {
+    if (session.done) continue;
+    try {
       work += session.collector->drain();
       if (session.mapping->finished() || !session.mapping->writer_alive()) {
         session.collector->finish();
@@ -165,13 +207,121 @@ int run_record(RecordOptions& options) {
       } else {
         all_done = false;
       }
+    } catch (const std::exception& failure) {
+      failures.push_back(fmt::format("{}: {}", session.collector->output_dir(), failure.what()));
+      session.done = true;
     }
-    if (child_running && waitpid(child, &status, WNOHANG) == child) child_running = false;
-    if (!child_running && all_done) break;
+  }
+  return work;
+}
+
+void print_summary(const RecordOptions& options, const std::string& program, const Children& children,
+                   const std::map<std::string, TrackedSession>& sessions, const std::vector<std::string>& failures,
+                   size_t writers_left) {
+  const auto sum = totals(sessions);
+  fmt::print(stderr, "chronicle: {}\n", describe_status(program, children.status));
+  if (sessions.empty()) {
+    fmt::print(stderr, "chronicle: no trace: {} made no session (is it linked with chronicle?)\n", program);
+  } else {
+    fmt::print(stderr, "chronicle: trace in {}: {} events, {}, {} discarded, {} process{}\n", options.output,
+               human_count(sum.events), human_bytes(sum.bytes), human_count(sum.discarded), sessions.size(),
+               sessions.size() == 1 ? "" : "es");
+    if (const std::string losses = format::describe_losses(sum.losses()); !losses.empty())
+      fmt::print(stderr, "chronicle: lost: {}\n", losses);
+  }
+  for (const std::string& file : sum.files_unwritten)
+    fmt::print(stderr, "chronicle: lost: {} (the trace keeps its earlier version, or none)\n", file);
+  for (const std::string& failure : failures) fmt::print(stderr, "chronicle: error: {}\n", failure);
+  if (children.others_running)
+    fmt::print(stderr, "chronicle: stopped waiting for the processes {} left running\n", program);
+  if (writers_left > 0)
+    fmt::print(stderr,
+               "chronicle: {} process{} of the program still running: their trace{} as far as collected, their "
+               "events from now on are not recorded\n",
+               writers_left, writers_left == 1 ? " was" : "es were", writers_left == 1 ? " is" : "s are");
+  if (options.keep_shm && !sessions.empty())
+    fmt::print(stderr, "chronicle: shared mappings kept in {}\n",
+               std::filesystem::path(sessions.begin()->first).parent_path().string());
+}
+
+// What a run has found and collected so far.
+struct Recording {
+  std::map<std::string, TrackedSession> sessions;
+  std::vector<std::string> failures;
+  Children children;
+  size_t writers_left = 0;  // sessions still written to when record stopped waiting
+};
+
+// Runs the program with the environment that sends its sessions' mappings to `shm_dir`.
+void spawn_program(RecordOptions& options, const std::string& shm_dir, Recording& run) {
+  setenv(recorder::kEnvOutput, options.output.c_str(), 1);
+  setenv(recorder::kEnvCollector, "external", 1);
+  setenv(recorder::kEnvShmDir, shm_dir.c_str(), 1);
+  setenv(recorder::kEnvMode, options.mode.c_str(), 1);
+  setenv(recorder::kEnvBufferSize, options.buffer_size.c_str(), 1);
+  setenv(recorder::kEnvCategories, options.categories.c_str(), 1);
+  // Processes the program leaves behind (`prog &` in a shell that exits) become our children:
+  // we wait for them and collect their sessions too.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  std::vector<char*> argv;
+  for (auto& word : options.command) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  if (int failed = posix_spawnp(&run.children.child, argv[0], nullptr, nullptr, argv.data(), environ); failed != 0)
+    throw std::runtime_error(fmt::format("cannot run {}: {}", options.command.front(), std::strerror(failed)));
+  // Ctrl-C reaches the program too (same process group); we stay to collect what it leaves.
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// The program ended and a signal asks us to stop: what its leftover processes wrote so far.
+void stop_waiting(const RecordOptions& options, Recording& run) {
+  bool all_done = true;
+  collect_round(run.sessions, options, run.failures, all_done);
+  for (auto& [path, session] : run.sessions) {
+    if (session.done) continue;
+    ++run.writers_left;
+    try {
+      session.collector->finish();
+    } catch (const std::exception& failure) {
+      run.failures.push_back(fmt::format("{}: {}", session.collector->output_dir(), failure.what()));
+    }
+    session.done = true;
+  }
+}
+
+// Collects until the program, every process it left behind and every session have ended.
+void collect_until_done(const RecordOptions& options, const std::string& shm_dir, Recording& run) {
+  const bool progress = stderr_is_terminal() && !options.quiet;
+  auto last_progress = std::chrono::steady_clock::now();
+  auto idle_sleep = std::chrono::microseconds(500);
+  while (true) {
+    const int signal = g_forward_signal;
+    if (signal == SIGTERM && run.children.child_running) {
+      kill(run.children.child, SIGTERM);
+      g_forward_signal = 0;
+    }
+    find_new_sessions(shm_dir, options, run.sessions, run.failures);
+    bool all_done = true;
+    const size_t work = collect_round(run.sessions, options, run.failures, all_done);
+    run.children.poll();
+    if (!run.children.child_running && !run.children.others_running && all_done) {
+      // A process may have made its session, written and ended since the listing above: with
+      // every process gone, one more listing finds all there will be.
+      const size_t known = run.sessions.size();
+      find_new_sessions(shm_dir, options, run.sessions, run.failures);
+      if (run.sessions.size() == known) break;
+      continue;
+    }
+    if (!run.children.child_running && signal != 0) {
+      stop_waiting(options, run);
+      break;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (progress && now - last_progress > std::chrono::milliseconds(250)) {
       last_progress = now;
-      const auto sum = totals();
+      const auto sum = totals(run.sessions);
       fmt::print(stderr, "\rchronicle: recording: {} events, {}, {} discarded   ", human_count(sum.events),
                  human_bytes(sum.bytes), human_count(sum.discarded));
     }
@@ -179,7 +329,7 @@ int run_record(RecordOptions& options) {
     if (work == 0) {
       // On the first live session's futex: its writers wake us when a ring passes half full.
       TrackedSession* first_live = nullptr;
-      for (auto& [path, session] : sessions)
+      for (auto& [path, session] : run.sessions)
         if (!session.done && !first_live) first_live = &session;
       if (first_live)
         first_live->collector->wait_for_work(idle_sleep);
@@ -191,22 +341,56 @@ int run_record(RecordOptions& options) {
     }
   }
   if (progress) fmt::print(stderr, "\r\033[K");
-  fs::remove_all(shm_dir, error);
+}
 
-  const auto sum = totals();
-  fmt::print(stderr, "chronicle: {}\n", describe_status(program, status));
-  if (sessions.empty()) {
+int run_record(RecordOptions& options) {
+  namespace fs = std::filesystem;
+  check_settings(options);
+  const std::string program = options.command.front();
+  if (options.output.empty())
+    options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());
+  const bool output_existed = prepare_output(options);
+  // A run that wrote nothing leaves no empty directory to trip over (the next record into it,
+  // a script looking for traces). Only the directory itself: parents made above stay.
+  auto remove_output_if_empty = [&options, output_existed] {
+    std::error_code ignored;
+    if (!output_existed && fs::is_empty(options.output, ignored)) fs::remove(options.output, ignored);
+  };
+
+  // The programs put their mappings here; we find them by listing it. It goes whatever happens,
+  // unless --keep-shm.
+  const std::string shm_dir = fmt::format("/dev/shm/chronicle-record-{}", getpid());
+  std::error_code error;
+  fs::remove_all(shm_dir, error);
+  if (mkdir(shm_dir.c_str(), 0700) != 0) {
+    const int failure = errno;
     remove_output_if_empty();
-    fmt::print(stderr, "chronicle: no trace: {} made no session (is it linked with chronicle?)\n", program);
-  } else {
-    fmt::print(stderr, "chronicle: trace in {}: {} events, {}, {} discarded, {} process{}\n", options.output,
-               human_count(sum.events), human_bytes(sum.bytes), human_count(sum.discarded), sessions.size(),
-               sessions.size() == 1 ? "" : "es");
-    if (const std::string losses = format::describe_losses(sum.losses()); !losses.empty())
-      fmt::print(stderr, "chronicle: lost: {}\n", losses);
+    throw std::runtime_error(fmt::format("cannot create {}: {}", shm_dir, std::strerror(failure)));
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  bool keep_shm_dir = false;
+  struct ShmDirGuard {
+    const std::string& path;
+    const bool& keep;
+    ~ShmDirGuard() {
+      std::error_code ignored;
+      if (!keep) std::filesystem::remove_all(path, ignored);
+    }
+  } shm_dir_guard{shm_dir, keep_shm_dir};
+
+  Recording run;
+  try {
+    spawn_program(options, shm_dir, run);
+  } catch (...) {
+    remove_output_if_empty();
+    throw;
+  }
+  collect_until_done(options, shm_dir, run);
+  keep_shm_dir = options.keep_shm && !run.sessions.empty();
+  if (run.sessions.empty()) remove_output_if_empty();
+  print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left);
+  if (!run.failures.empty()) return kExitFailure;
+  if (WIFEXITED(run.children.status)) return WEXITSTATUS(run.children.status);
+  if (WIFSIGNALED(run.children.status)) return 128 + WTERMSIG(run.children.status);
   return kExitFailure;
 }
 
@@ -220,7 +404,9 @@ Command add_record(CLI::App& app) {
       ->check(CLI::IsMember({"stream", "flight"}));
   command->add_option("--buffer-size", options->buffer_size, "Ring size per thread, e.g. 4M");
   command->add_option("--categories", options->categories, "Comma-separated categories to record, or *");
-  command->add_flag("--keep-shm", options->keep_shm, "Leave the shared mappings in /dev/shm");
+  command->add_flag("--keep-shm", options->keep_shm, "Leave the shared mappings in /dev/shm (the summary says where)");
+  command->add_flag("--allow-shared-output", options->allow_shared_output,
+                    "Write into a directory other users may write to (they could replace the trace's files)");
   command->add_flag("-q,--quiet", options->quiet, "No progress line");
   command->add_option("command", options->command, "The program and its arguments (after --)")->required();
   command->positionals_at_end();

@@ -14,6 +14,7 @@
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
 #include "cli/common.hpp"
+#include "export/json_text.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 
@@ -256,7 +257,7 @@ int print_critical_path(const reader::Trace& trace, const model::TaskGraph& grap
                               {"what", step.what},
                               {"from_ns", ns(step.from - path.start)},
                               {"contributed_ns", ns(step.to - step.from)}});
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", exports::json_text(out, 2));
     return 0;
   }
   fmt::print("Critical path of {} \"{}\": {} from {} to its {}\n", model::task_id_text(target), task->display_name(),
@@ -300,7 +301,7 @@ int print_summary(const StatsOptions& options) {
   }
   if (!options.critical_path.empty())
     throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", options.critical_path));
-  if (options.json) fmt::print("{}\n", (all.size() == 1 ? all[0] : all).dump(2));
+  if (options.json) fmt::print("{}\n", exports::json_text(all.size() == 1 ? all[0] : all, 2));
   return 0;
 }
 

@@ -49,19 +49,26 @@ int write_all(int fd, const iovec* parts, int count) {
   return 0;
 }
 
+// Under a temporary name of its own (O_EXCL, mode 0600: a name another user planted, a symbolic
+// link to a file of ours, is never opened), then renamed over `path` (rename replaces a planted
+// link rather than following it). Dot names: readers skip what a crash leaves behind.
 void write_file(const std::string& path, const void* data, size_t size) {
-  const std::string temporary = path + ".tmp";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const std::filesystem::path target(path);
+  std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
+  int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
   iovec part{const_cast<void*>(data), size};
   const int failed = write_all(fd, &part, 1);
   ::close(fd);
   if (failed != 0) {
     ::unlink(temporary.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", temporary, std::strerror(failed)));
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(failed)));
   }
-  if (::rename(temporary.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(fmt::format("cannot rename {}: {}", temporary, std::strerror(errno)));
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int failure = errno;
+    ::unlink(temporary.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", temporary, path, std::strerror(failure)));
+  }
 }
 
 uint64_t stream_instance_of(const uint8_t* packet) {
@@ -97,10 +104,15 @@ void Collector::wait_for_work(std::chrono::microseconds timeout) {
 }
 
 SessionMapping::SessionMapping(const std::string& path) : path_(path), owned_(true) {
-  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in its place would make the open wait for a writer.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   struct stat info {};
-  if (fstat(fd_, &info) != 0 || info.st_size < static_cast<off_t>(format::kShmHeaderSize)) {
+  if (fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd_);
+    throw format::InputError(fmt::format("{}: not a regular file (offset 0)", path));
+  }
+  if (info.st_size < static_cast<off_t>(format::kShmHeaderSize)) {
     ::close(fd_);
     throw format::InputError(fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path,
                                          static_cast<long long>(info.st_size)));
@@ -160,30 +172,92 @@ bool SessionMapping::finished() const {
   return header().state.load(std::memory_order_acquire) == static_cast<uint32_t>(format::SessionState::finished);
 }
 
+std::string shared_directory_problem(const std::string& directory) {
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return {};
+  if (info.st_uid != ::geteuid()) return fmt::format("{} belongs to another user (uid {})", directory, info.st_uid);
+  if (info.st_mode & (S_IWGRP | S_IWOTH))
+    return fmt::format("{} is writable by {} (mode {:o})", directory,
+                       info.st_mode & S_IWOTH ? "every user" : "its group", info.st_mode & 07777);
+  return {};
+}
+
+void create_private_directory(const std::string& directory) {
+  const std::filesystem::path path(directory);
+  std::error_code error;
+  if (path.has_parent_path() && !path.parent_path().empty())
+    std::filesystem::create_directories(path.parent_path(), error);
+  if (::mkdir(directory.c_str(), 0700) == 0) return;
+  const int failure = errno;
+  struct stat info {};
+  if (failure == EEXIST && ::stat(directory.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) return;
+  throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(failure)));
+}
+
 Collector::Collector(SessionMapping& mapping, std::string output_dir)
     : mapping_(mapping), output_dir_(std::move(output_dir)) {
-  std::error_code error;
-  std::filesystem::create_directories(output_dir_, error);
-  if (error) throw std::runtime_error(fmt::format("cannot create {}: {}", output_dir_, error.message()));
+  create_private_directory(output_dir_);
   consumed_.assign(mapping_.header().max_channels, 0);
   scratch_.resize(mapping_.header().packet_size);
   write_metadata(false);
+  reserve_room();
 }
 
 Collector::~Collector() {
   for (auto& [channel, stream] : streams_)
     if (stream.fd >= 0) ::close(stream.fd);
+  release_room();
+}
+
+// Streams that fill the disk would leave no room for the last definitions and metadata, without
+// which the packets written cannot be read (or their losses told): that room is taken now.
+void Collector::reserve_room() {
+  std::string path = output_dir_ + "/.reserve.XXXXXX";
+  const int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) return;
+  const bool reserved = ::posix_fallocate(fd, 0, kRoomForLastFiles) == 0;
+  ::close(fd);
+  if (reserved)
+    reserve_path_ = path;
+  else
+    ::unlink(path.c_str());
+}
+
+void Collector::release_room() {
+  if (!reserve_path_.empty()) ::unlink(reserve_path_.c_str());
+  reserve_path_.clear();
+}
+
+// The definitions and the metadata after the last packet. A file that cannot be written keeps its
+// previous version (the definitions as of the last drain, the metadata of the start), and the
+// stats say which and why rather than losing the packets already written with an exception.
+void Collector::write_last_files() {
+  release_room();
+  try {
+    write_strings();
+  } catch (const std::exception& error) {
+    stats_.files_unwritten.push_back(error.what());
+  }
+  try {
+    write_metadata(true);
+  } catch (const std::exception& error) {
+    stats_.files_unwritten.push_back(error.what());
+  }
 }
 
 Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
   StreamFile& stream = streams_[packet.stream_instance_id];
   if (stream.fd >= 0) return stream;
+  // A new file each time (O_EXCL never opens what is there, a planted link included): a name
+  // taken by an earlier thread of the same id, or by anyone else, moves on to the next suffix.
   std::string path = fmt::format("{}/thread-{}", output_dir_, packet.thread_id);
-  for (int suffix = 2; std::filesystem::exists(path); ++suffix)
+  for (int suffix = 2;; ++suffix) {
+    stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (stream.fd >= 0) return stream;
+    if (errno != EEXIST || suffix > 10'000)
+      throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
     path = fmt::format("{}/thread-{}-{}", output_dir_, packet.thread_id, suffix);
-  stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (stream.fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-  return stream;
+  }
 }
 
 void Collector::count_events(const uint8_t* packet, uint64_t content) {
@@ -246,6 +320,7 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
 size_t Collector::drain() {
   ShmHeader& header = mapping_.header();
   if (header.policy != format::BufferPolicy::stream) return 0;
+  write_new_definitions();
   size_t copied = 0;
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
   ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
@@ -325,9 +400,12 @@ void Collector::finish() {
     }
   }
   stats_.discarded = discarded_in_streams();
-  write_no_channel_stream();
-  write_strings();
-  write_metadata(true);
+  try {
+    write_no_channel_stream();
+  } catch (const std::exception& error) {
+    stats_.files_unwritten.push_back(error.what());
+  }
+  write_last_files();
 }
 
 void Collector::snapshot() {
@@ -335,9 +413,12 @@ void Collector::snapshot() {
   const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
   for (uint32_t channel = 0; channel < channels; ++channel) snapshot_channel(channel);
   stats_.discarded = discarded_in_streams();
-  write_no_channel_stream();
-  write_strings();
-  write_metadata(true);
+  try {
+    write_no_channel_stream();
+  } catch (const std::exception& error) {
+    stats_.files_unwritten.push_back(error.what());
+  }
+  write_last_files();
 }
 
 // The ring's window, oldest to newest, is copied into memory before anything is written: a
@@ -447,6 +528,20 @@ void Collector::write_no_channel_stream() {
   }
   static_assert(format::padded_packet_size(format::kPacketHeaderSize) == sizeof(PacketHeader));
   write_file(output_dir_ + "/" + std::string(format::kNoChannelStreamName), packets, sizeof packets);
+}
+
+// While the program runs: a disk that fills up later still leaves the definitions of the packets
+// written before (a failure here is tried again by the next drain, and reported by finish()).
+void Collector::write_new_definitions() {
+  const ShmHeader& header = mapping_.header();
+  const auto& live = *reinterpret_cast<const PacketHeader*>(mapping_.base() + header.strings_offset);
+  const uint64_t content = format::content_bytes(live);
+  if (content <= strings_written_) return;
+  try {
+    write_strings();
+    strings_written_ = content;
+  } catch (const std::exception&) {
+  }
 }
 
 void Collector::write_strings() {

@@ -59,6 +59,8 @@ struct CollectorStats {
   uint64_t packets_unwritten = 0;
   uint64_t events_unwritten = 0;
   uint64_t bytes_unwritten = 0;
+  // Files the trace lacks, or has only an earlier version of, and why (e.g. disk full).
+  std::vector<std::string> files_unwritten;
   // From the mapping, as last seen.
   uint64_t events_no_channel = 0;
   uint64_t definitions_dropped = 0;
@@ -69,9 +71,18 @@ struct CollectorStats {
 // Wakes the collector of this session if it sleeps (a writer whose ring fills, or stop()).
 void request_drain(format::ShmHeader& header);
 
+// Why a trace written into `directory` could be tampered with by another user (it belongs to
+// another user, or its group or everyone may write in it: they could replace the files being
+// written), or "" when only this user can write there (or it does not exist yet).
+std::string shared_directory_problem(const std::string& directory);
+
+// Makes `directory` with mode 0700 (its parents as create_directories does) unless it exists.
+void create_private_directory(const std::string& directory);
+
 class Collector {
  public:
-  // Creates `output_dir` if needed. Writes a first metadata file at once.
+  // Creates `output_dir` if needed (mode 0700; the files in it are 0600). Writes a first
+  // metadata file at once.
   Collector(SessionMapping& mapping, std::string output_dir);
   ~Collector();
   Collector(const Collector&) = delete;
@@ -124,6 +135,11 @@ class Collector {
   bool copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_at_least = 0);
   void snapshot_channel(uint32_t channel);
   void write_strings();
+  void write_new_definitions();
+  void write_last_files();
+  void reserve_room();
+  void release_room();
+  static constexpr int64_t kRoomForLastFiles = int64_t{256} << 10;
   void write_no_channel_stream();
   void write_metadata(bool refine_clock);
   void count_events(const uint8_t* packet, uint64_t content);
@@ -136,6 +152,8 @@ class Collector {
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
   uint64_t latest_timestamp_ = 0;  // of the packets written
+  uint64_t strings_written_ = 0;   // content bytes of the definitions file written last
+  std::string reserve_path_;
 };
 
 }  // namespace chronicle::collector

@@ -20,16 +20,34 @@ TraceError::TraceError(std::string file, uint64_t offset, const std::string& rea
       file_(std::move(file)),
       offset_(offset) {}
 
+namespace {
+
+std::string file_kind(const struct stat& info) {
+  if (S_ISDIR(info.st_mode)) return "a directory";
+  if (S_ISFIFO(info.st_mode)) return "a FIFO";
+  if (S_ISSOCK(info.st_mode)) return "a socket";
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "a device";
+  return fmt::format("mode {:o}", info.st_mode);
+}
+
+}  // namespace
+
 // A read-only mapping of a whole file.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) : path_(path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would wait for a writer that never comes. Only regular files
+    // are read (a device could be endless, a FIFO empty).
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw TraceError(path, 0, fmt::format("cannot open: {}", std::strerror(errno)));
     struct stat info {};
     if (fstat(fd, &info) != 0) {
       ::close(fd);
       throw TraceError(path, 0, fmt::format("cannot stat: {}", std::strerror(errno)));
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd);
+      throw TraceError(path, 0, fmt::format("not a regular file ({}): a trace is made of files", file_kind(info)));
     }
     size_ = static_cast<uint64_t>(info.st_size);
     if (size_ > 0) {
@@ -111,7 +129,17 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
   bool has_strings = false;
   for (const auto& entry : fs::directory_iterator(directory, error)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name == "metadata" || name.starts_with(".") || entry.file_size() == 0) continue;
+    if (name == "metadata" || name.starts_with(".")) continue;
+    // Subdirectories are other processes' traces. Anything else that is not a regular file
+    // (a FIFO, a link to nowhere or to itself) is named rather than skipped or waited on.
+    std::error_code status_error;
+    const fs::file_status status = entry.status(status_error);
+    if (fs::is_directory(status)) continue;
+    if (status_error || !fs::is_regular_file(status))
+      throw TraceError(entry.path().string(), 0,
+                       status_error ? fmt::format("cannot read: {}", status_error.message())
+                                    : std::string("not a regular file: a trace is made of files"));
+    if (entry.file_size(status_error) == 0) continue;
     if (name == "strings")
       has_strings = true;
     else

@@ -9,6 +9,10 @@ namespace chronicle::recorder {
 // "4M", "512K", "1G", "65536": bytes. Throws std::invalid_argument naming the text.
 size_t parse_size(std::string_view text);
 
+// Why a session cannot have rings of `buffer_size` bytes made of `packet_size`-byte packets, or ""
+// when it can: the rule chronicle::start() applies, for tools that check before a program runs.
+std::string ring_geometry_problem(size_t buffer_size, size_t packet_size);
+
 // Environment variables that configure a session started from the environment.
 inline constexpr const char* kEnvOutput = "CHRONICLE_OUTPUT";
 inline constexpr const char* kEnvMode = "CHRONICLE_MODE";

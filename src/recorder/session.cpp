@@ -684,11 +684,8 @@ bool start(const Config& config) {
   SlowPathScope scope;
   std::unique_lock lock(reg.mutex);
   if (reg.session) return fail(reg, "a session is already running");
-  if (config.packet_size < 1024 || config.packet_size % 8 != 0 || config.packet_size > (size_t{1} << 30))
-    return fail(reg, fmt::format("packet size {} must be a multiple of 8 between 1 KiB and 1 GiB", config.packet_size));
-  if (config.buffer_size < 2 * config.packet_size)
-    return fail(reg, fmt::format("buffer size {} must hold at least two packets of {} bytes", config.buffer_size,
-                                 config.packet_size));
+  if (std::string problem = recorder::ring_geometry_problem(config.buffer_size, config.packet_size); !problem.empty())
+    return fail(reg, std::move(problem));
   if (config.max_threads == 0) return fail(reg, "max_threads must be at least 1");
 
   auto session = std::make_unique<Session>();

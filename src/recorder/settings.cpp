@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <filesystem>
 #include <stdexcept>
 
+#include "collector/collector.hpp"
 #include "recorder/environment.hpp"
 
 namespace chronicle::recorder {
@@ -37,6 +37,14 @@ size_t parse_size(std::string_view text) {
   return static_cast<size_t>(number << shift);
 }
 
+std::string ring_geometry_problem(size_t buffer_size, size_t packet_size) {
+  if (packet_size < 1024 || packet_size % 8 != 0 || packet_size > (size_t{1} << 30))
+    return fmt::format("packet size {} must be a multiple of 8 between 1 KiB and 1 GiB", packet_size);
+  if (buffer_size / 2 < packet_size)
+    return fmt::format("buffer size {} must hold at least two packets of {} bytes", buffer_size, packet_size);
+  return {};
+}
+
 std::string read_process_name() {
   char name[64] = {};
   int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
@@ -49,11 +57,14 @@ std::string read_process_name() {
 }
 
 std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid) {
-  std::error_code error;
-  std::filesystem::create_directories(output, error);
+  try {
+    collector::create_private_directory(output);
+  } catch (const std::exception&) {
+    // The collector says why when it cannot write there.
+  }
   // O_EXCL makes the claim atomic between processes started together.
   const std::string marker = output + "/.chronicle-owner";
-  int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) {
     const std::string text = fmt::format("{}\n", pid);
     (void)!::write(fd, text.data(), text.size());

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "export/json_text.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
 
@@ -39,7 +40,7 @@ void reply(httplib::Response& response, const json& body) {
   // With the charset, cpp-httplib does not compress the answer: browsers accept brotli, which it
   // runs at its slowest quality (about 150 ms for a window's 150 KiB), and on a loopback
   // connection sending the bytes costs far less than squeezing them.
-  response.set_content(body.dump(), "application/json; charset=utf-8");
+  response.set_content(exports::json_text(body), "application/json; charset=utf-8");
 }
 
 // Answers with `answer()` as JSON, or 400 with the reason when the request was wrong.
@@ -198,7 +199,7 @@ std::string standalone_html(const TimelineIndex& index, const std::string& title
   const size_t at = html.find(marker);
   if (at == std::string::npos) throw std::runtime_error("the embedded page has no script tag to inline");
   const std::string inlined =
-      "<script>window.CHRONICLE_DATA = " + escape_for_script(full_dump_json(index, title).dump()) +
+      "<script>window.CHRONICLE_DATA = " + escape_for_script(exports::json_text(full_dump_json(index, title))) +
       ";</script>\n<script>" + escape_for_script(std::string(script->bytes)) + "</script>";
   html.replace(at, marker.size(), inlined);
   return html;

@@ -1,0 +1,352 @@
+// The tools against hostile files and hostile neighbours: an output directory another user can
+// write, strings that are not UTF-8, a FIFO or a link loop where a trace file should be,
+// settings the recorder would refuse, a program that daemonizes, a full output disk.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "reader/trace_reader.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run;
+using test::TemporaryDirectory;
+
+// CHRONICLE_TEST_CLI runs these against another build of the CLI (an older one, to see them fail);
+// CHRONICLE_TEST_EXAMPLE, the program that writes its own trace against another runtime.
+const std::string kCli = std::getenv("CHRONICLE_TEST_CLI") ? std::getenv("CHRONICLE_TEST_CLI") : CHRONICLE_CLI;
+const std::string kExample = THREADS_EXAMPLE;
+const std::string kFlatOut = FLAT_OUT;
+const std::string kOddBytes = ODD_BYTES;
+constexpr uint64_t kExampleEvents = 3315;  // what threads_example writes (see cli_test.cpp)
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// A second user for the test's life, who may write where the test lets it.
+class OtherUser {
+ public:
+  OtherUser() : name_("chron-t" + std::to_string(getpid())) {
+    if (geteuid() != 0) {
+      why_not_ = "needs root (useradd)";
+      return;
+    }
+    const auto made = run("useradd --no-create-home --shell /usr/sbin/nologin " + name_);
+    if (made.exit_code != 0) why_not_ = "useradd failed: " + made.err;
+  }
+  ~OtherUser() {
+    if (why_not_.empty()) run("userdel " + name_);
+  }
+  const std::string& why_not() const { return why_not_; }
+  // A shell command line that runs `command` as this user.
+  std::string as(const std::string& command) const { return "runuser -u " + name_ + " -- " + command; }
+
+ private:
+  std::string name_;
+  std::string why_not_;
+};
+
+// A tmpfs mounted for the test's life (root only).
+class SmallMount {
+ public:
+  SmallMount(const std::string& directory, const std::string& options) : directory_(directory) {
+    fs::create_directories(directory);
+    if (geteuid() != 0) {
+      why_not_ = "needs root (mount -t tmpfs)";
+      return;
+    }
+    const auto result = run("mount -t tmpfs -o " + options + " chronicle-test " + directory);
+    if (result.exit_code != 0) why_not_ = "mount -t tmpfs failed: " + result.err;
+  }
+  ~SmallMount() {
+    if (why_not_.empty()) run("umount " + directory_);
+  }
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  std::string directory_;
+  std::string why_not_;
+};
+
+// ---- item 4: output directories other users can write -----------------------------------
+
+TEST(SharedOutput, RecordRefusesADirectoryOtherUsersMayWrite) {
+  TemporaryDirectory directory;
+  const std::string shared = directory / "shared";
+  fs::create_directories(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777, no sticky bit
+  const auto result =
+      run(kCli + " record -q -o " + shared + " -- sh -c 'touch " + (directory / "ran") + "; exec " + kExample + "'");
+  EXPECT_NE(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.err, "writable by every user")) << result.err;
+  EXPECT_TRUE(contains(result.err, "--allow-shared-output")) << result.err;
+  EXPECT_FALSE(fs::exists(directory / "ran")) << "the program ran though its trace could be tampered with";
+}
+
+// The directory becomes writable by another user once record has checked it (here the recorded
+// program opens it up, then that user plants links where the collector used to put its
+// temporary files): the collector writes through none of them.
+TEST(SharedOutput, ACollectorFollowsNoLinkAnotherUserPlanted) {
+  OtherUser other;
+  if (!other.why_not().empty()) GTEST_SKIP() << "planted-link test skipped: " << other.why_not();
+  TemporaryDirectory directory;
+  fs::permissions(directory.path(), fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
+  const std::string victim = directory / "victim";
+  std::ofstream(victim) << "precious\n";
+  const std::string trace = directory / "trace";
+  const std::string plant = "chmod 777 " + trace + "; " + other.as("ln -s " + victim + " " + trace + "/metadata.tmp") +
+                            "; " + other.as("ln -s " + victim + " " + trace + "/strings.tmp") + "; exec " + kExample;
+  const auto result = run(kCli + " record -q -o " + trace + " -- sh -c '" + plant + "'");
+  EXPECT_EQ(slurp(victim), "precious\n") << "record wrote through a link another user planted";
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_TRUE(fs::is_symlink(trace + "/strings.tmp")) << "the other user could not plant the link";
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(trace + "/metadata")));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(trace + "/strings")));
+  fs::remove(trace + "/metadata.tmp");
+  fs::remove(trace + "/strings.tmp");
+  reader::Trace read(trace);
+  EXPECT_EQ(test::read_all(read).size(), kExampleEvents);
+}
+
+TEST(SharedOutput, TraceFilesAndDirectoriesArePrivate) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto result = run("umask 022; " + kCli + " record -q -o " + trace + " -- " + kExample);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  struct stat info {};
+  ASSERT_EQ(::stat(trace.c_str(), &info), 0) << result.err;
+  EXPECT_EQ(info.st_mode & 07777, 0700u) << trace;
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(trace)) {
+    ASSERT_EQ(::stat(entry.path().c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0600u) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 5u);  // metadata, strings, three threads
+}
+
+// The same for a program that writes its own trace (CHRONICLE_OUTPUT, no record).
+TEST(SharedOutput, AProgramsOwnTraceIsPrivateToo) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto result = run("umask 022; CHRONICLE_OUTPUT=" + trace + " CHRONICLE_SHM_DIR=" + directory.path() + " " +
+                          (std::getenv("CHRONICLE_TEST_EXAMPLE") ? std::getenv("CHRONICLE_TEST_EXAMPLE") : kExample));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  struct stat info {};
+  ASSERT_EQ(::stat(trace.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700u) << trace;
+  for (const auto& entry : fs::directory_iterator(trace)) {
+    ASSERT_EQ(::stat(entry.path().c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, 0600u) << entry.path();
+  }
+}
+
+// ---- item 7: strings that are not UTF-8 ----------------------------------------------------
+
+class OddBytes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto result = run("CHRONICLE_OUTPUT=" + trace_ + " CHRONICLE_SHM_DIR=" + directory_.path() + " " + kOddBytes);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    ASSERT_EQ(run(kCli + " dump " + trace_).exit_code, 0);
+  }
+  TemporaryDirectory directory_;
+  const std::string trace_ = directory_ / "trace";
+};
+
+TEST_F(OddBytes, StatsJsonReplacesThemAndExitsZero) {
+  const auto result = run(kCli + " stats --json " + trace_);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto parsed = nlohmann::json::parse(result.out);  // throws on invalid UTF-8
+  EXPECT_TRUE(contains(result.out, "worker-\xEF\xBF\xBD\xEF\xBF\xBD")) << result.out;
+}
+
+TEST_F(OddBytes, ViewHtmlIsWritten) {
+  const std::string html = directory_ / "page.html";
+  const auto result = run(kCli + " view --html " + html + " " + trace_);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(slurp(html), "caf\xEF\xBF\xBD span"));
+}
+
+TEST_F(OddBytes, TheViewersApiAnswers) {
+  const std::string port_file = directory_ / "port";
+  // The viewer prints its address; it runs until killed.
+  const auto started = run("(" + kCli + " view --port 0 " + trace_ + " >" + port_file + " 2>/dev/null & echo $! >" +
+                           (directory_ / "pid") + ")");
+  ASSERT_EQ(started.exit_code, 0);
+  std::string address;
+  for (int attempt = 0; attempt < 600 && address.empty(); ++attempt) {
+    const std::string text = slurp(port_file);
+    if (const size_t at = text.find("http://"); at != std::string::npos && text.find('\n', at) != std::string::npos)
+      address = text.substr(at, text.find('\n', at) - at);
+    else
+      usleep(50'000);
+  }
+  ASSERT_FALSE(address.empty()) << "the viewer never said where it listens";
+  const auto summary = run("curl -s -w '\\n%{http_code}' " + address + "api/summary");
+  const auto search = run("curl -s -w '\\n%{http_code}' '" + address + "api/search?q=caf&limit=10'");
+  run("kill " + slurp(directory_ / "pid"));
+  EXPECT_TRUE(summary.out.ends_with("\n200")) << summary.out;
+  EXPECT_TRUE(contains(summary.out, "worker-\xEF\xBF\xBD\xEF\xBF\xBD")) << summary.out;
+  EXPECT_TRUE(search.out.ends_with("\n200")) << search.out;
+}
+
+// ---- item 8: what is not a regular file ----------------------------------------------------
+
+// Runs `chronicle dump` with a limit, for a reader that would wait forever.
+test::CommandResult dump_with_limit(const std::string& trace) {
+  return run("timeout 60 " + kCli + " dump " + trace);
+}
+
+TEST(NotAFile, AFifoNamedMetadataIsNamedNotWaitedOn) {
+  TemporaryDirectory directory;
+  ASSERT_EQ(::mkfifo((directory / "metadata").c_str(), 0600), 0);
+  const auto result = dump_with_limit(directory.path());
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, directory / "metadata")) << result.err;
+  EXPECT_TRUE(contains(result.err, "FIFO")) << result.err;
+}
+
+TEST(NotAFile, ALinkLoopNamedMetadataIsNamedWithAnOffset) {
+  TemporaryDirectory directory;
+  fs::create_symlink("metadata", directory / "metadata");
+  const auto result = dump_with_limit(directory.path());
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, directory / "metadata" + ": offset 0")) << result.err;
+}
+
+TEST(NotAFile, ALinkLoopOrFifoAmongTheStreamsIsNamed) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_EQ(run(kCli + " record -q -o " + trace + " -- " + kExample).exit_code, 0);
+  fs::create_symlink("thread-loop", trace + "/thread-loop");
+  auto result = dump_with_limit(trace);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, trace + "/thread-loop: offset 0")) << result.err;
+  fs::remove(trace + "/thread-loop");
+  fs::remove(trace + "/strings");
+  ASSERT_EQ(::mkfifo((trace + "/strings").c_str(), 0600), 0);
+  result = dump_with_limit(trace);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, trace + "/strings: offset 0")) << result.err;
+}
+
+// ---- item 11: record's settings and endings -------------------------------------------------
+
+TEST(RecordSettings, ABufferTheRecorderWouldRefuseIsRefusedBeforeTheProgramRuns) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q --buffer-size 64K -o " + (directory / "trace") + " -- sh -c 'touch " +
+                          (directory / "ran") + "; exec " + kExample + "'");
+  EXPECT_NE(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.err, "must hold at least two packets")) << result.err;
+  EXPECT_FALSE(fs::exists(directory / "ran")) << "the program ran untraced";
+  EXPECT_FALSE(fs::exists(directory / "trace"));
+}
+
+TEST(RecordSettings, KeepShmKeepsTheMappingsAndSaysWhere) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q --keep-shm -o " + (directory / "trace") + " -- " + kExample);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string marker = "shared mappings kept in ";
+  const size_t at = result.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << result.err;
+  const size_t from = at + marker.size();
+  const std::string kept = result.err.substr(from, result.err.find('\n', from) - from);
+  size_t mappings = 0;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(kept, error)) mappings += entry.path().extension() == ".shm";
+  fs::remove_all(kept, error);
+  EXPECT_EQ(mappings, 1u) << kept;
+}
+
+TEST(RecordSettings, AnUnwritableOutputFailsBeforeTheProgramRuns) {
+  TemporaryDirectory directory;
+  const std::string output = directory / "read-only";
+  SmallMount mount(output, "ro,size=1m,mode=0700");
+  if (!mount.why_not().empty()) GTEST_SKIP() << "read-only output test skipped: " << mount.why_not();
+  const auto result =
+      run(kCli + " record -q -o " + output + " -- sh -c 'touch " + (directory / "ran") + "; exec " + kExample + "'");
+  EXPECT_NE(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.err, "cannot write into " + output)) << result.err;
+  EXPECT_FALSE(fs::exists(directory / "ran")) << "the program ran with nowhere to write its trace";
+}
+
+TEST(RecordSettings, AProgramThatDaemonizesKeepsItsTrace) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto result = run(kCli + " record -q -o " + trace + " -- sh -c '" + kExample + " &'");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_TRUE(fs::exists(trace + "/metadata")) << result.err;
+  reader::Trace read(trace);
+  EXPECT_EQ(test::read_all(read).size(), kExampleEvents) << result.err;
+}
+
+// A process left behind that never ends (here an untraced sleep): Ctrl-C ends the wait, with
+// the trace of what ended before it, and the summary says so.
+TEST(RecordSettings, ASignalEndsTheWaitForProcessesLeftRunning) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const std::string left = directory / "left.pid";
+  const std::string script =
+      kCli + " record -q -o " + trace + " -- sh -c '" + kExample + "; sleep 300 & echo $! >" + left + "' 2>" +
+      (directory / "err") + " & record=$!; tries=0; while [ ! -s " + left +
+      " ] && [ $tries -lt 1200 ]; do sleep 0.05; tries=$((tries + 1)); done; kill -INT $record; " +
+      "wait $record; echo $?; kill $(cat " + left + ")";
+  const auto result = run("{ " + script + "; }");
+  const std::string err = slurp(directory / "err");
+  EXPECT_EQ(result.out, "0\n") << err;
+  EXPECT_TRUE(contains(err, "stopped waiting for the processes sh left running")) << err;
+  reader::Trace read(trace);
+  EXPECT_EQ(test::read_all(read).size(), kExampleEvents) << err;
+}
+
+TEST(RecordSettings, AFullDiskLeavesAReadableTraceAndSaysWhatWasLost) {
+  TemporaryDirectory directory;
+  const std::string disk = directory / "disk";
+  SmallMount mount(disk, "size=2m");
+  if (!mount.why_not().empty()) GTEST_SKIP() << "full disk test skipped: " << mount.why_not();
+  const std::string trace = disk + "/trace";
+  const std::string pid_file = directory / "record.pid";
+  // exec keeps the shell's pid: record's, which names its /dev/shm directory. Packets of 4 KiB
+  // (tmpfs's page) fill the disk to its last page: nothing is left for the last files.
+  const auto result = run("CHRONICLE_PACKET_SIZE=4K sh -c 'echo $$ >" + pid_file + "; exec " + kCli + " record -q -o " +
+                          trace + " -- " + kFlatOut + " 2 400000'");
+  const std::string shm_dir = "/dev/shm/chronicle-record-" + slurp(pid_file).substr(0, slurp(pid_file).find('\n'));
+  const bool leaked = fs::exists(shm_dir);
+  std::error_code ignored;
+  fs::remove_all(shm_dir, ignored);
+  EXPECT_FALSE(leaked) << "record left " << shm_dir;
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.err, "not written")) << result.err;
+  ASSERT_TRUE(fs::exists(trace + "/strings")) << result.err;
+  reader::Trace read(trace);
+  size_t named = 0;
+  const auto events = test::read_all(read);
+  for (const auto& event : events) {
+    const auto* site = read.site(event.name_id);
+    named += site && site->name == "out";
+  }
+  EXPECT_GT(events.size(), 0u);
+  EXPECT_EQ(named, events.size()) << "every event written has its definition";
+  EXPECT_GT(read.description().losses.packets_unwritten, 0u) << "the trace says what it lacks";
+}
+
+}  // namespace
+}  // namespace chronicle
