@@ -206,8 +206,11 @@ TEST(SyncWait, ATaskBlockedInSyncWaitWaitsOnTheAwaitedTask) {
   for (const auto& edge : graph.edges())
     wait_edges += edge.kind == model::EdgeKind::waits_on && edge.from == waiter->id && edge.to == leaf->id;
   EXPECT_EQ(wait_edges, 1u);
-  ASSERT_EQ(leaf->notes.size(), 1u);
+  ASSERT_EQ(leaf->notes.size(), 2u) << "the span's begin and end, both the leaf's";
   EXPECT_EQ(leaf->notes[0].text, "leaf work");
+  EXPECT_EQ(leaf->notes[0].type, format::EventId::span_begin);
+  EXPECT_EQ(leaf->notes[1].text, "leaf work");
+  EXPECT_EQ(leaf->notes[1].type, format::EventId::span_end);
 
   // The waiter's path goes through the leaf's run: it did not "run" while it was blocked.
   const analysis::CriticalPath path = analysis::critical_path(graph, waiter->id);

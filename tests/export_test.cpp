@@ -42,6 +42,7 @@ struct Expected {
   std::array<uint8_t, 16> uuid{};
   size_t streams = 0;
   size_t span_begins = 0;
+  size_t span_continuations = 0;  // a task's span open when the task runs again: a piece in that run
   size_t instants = 0;
   size_t notes = 0;
   size_t counters = 0;
@@ -60,10 +61,14 @@ Expected expect(const std::string& directory) {
   expected.process_name = trace.description().process_name;
   expected.uuid = trace.description().uuid;
   expected.streams = trace.streams().size();
-  trace.for_each_event([&](const reader::Event& event) {
+  reader::SpanPairing pairing(trace);
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
     switch (event.type) {
       case EventId::span_begin:
         ++expected.span_begins;
+        break;
+      case EventId::task_run_begin:
+        if (const auto* open = pairing.open_in_task(event.task)) expected.span_continuations += open->size();
         break;
       case EventId::instant:
         ++expected.instants;
@@ -119,7 +124,7 @@ void check_chrome(const std::string& trace, const TemporaryDirectory& scratch) {
 
   size_t complete = 0, instants = 0, counters = 0, tasks = 0, metadata = 0;
   for (const Expected& expected : expect_all(trace)) {
-    complete += expected.span_begins + expected.runs + expected.idle;
+    complete += expected.span_begins + expected.span_continuations + expected.runs + expected.idle;
     instants += expected.instants + expected.notes;
     counters += expected.counters;
     tasks += expected.tasks;
