@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "crafted_mappings.hpp"
+#include "shm/mapping_check.hpp"
 #include "support.hpp"
 
 namespace chronicle {
@@ -45,6 +46,37 @@ void expect_refused_as_bad_input(const test::CommandResult& result, const std::s
 test::CommandResult snapshot_file(const TemporaryDirectory& directory, const CraftedSession& session) {
   write_bytes(directory / "crafted.shm", session.bytes);
   return run(kBounded + " snapshot " + (directory / "crafted.shm") + " -o " + (directory / "out"));
+}
+
+// Sums and products that wrap fail on the field they come from, even where a file small enough
+// for a test cannot reach them through a whole mapping.
+TEST(MappingCheck, SumsAndProductsThatWrapFailOnTheirField) {
+  const shm::MappingCheck check("test.shm", "session", 1 << 20);
+  auto field_of = [](const std::function<void()>& call) -> std::pair<std::string, uint64_t> {
+    try {
+      call();
+    } catch (const shm::MappingError& error) {
+      EXPECT_NE(std::string(error.what()).find("test.shm: not a readable chronicle session: "), std::string::npos);
+      return {error.field(), error.offset()};
+    }
+    return {"(accepted)", 0};
+  };
+  EXPECT_EQ(field_of([&] { check.product("max_channels", 332, uint64_t{1} << 33, uint64_t{1} << 31); }),
+            std::make_pair(std::string("max_channels"), uint64_t{332}));
+  EXPECT_EQ(field_of([&] {
+              check.region({"strings_offset", 8}, 4096, {"strings_size", 16}, ~uint64_t{0} - 100, 0);
+            }),
+            std::make_pair(std::string("strings_size"), uint64_t{16}));
+  EXPECT_EQ(field_of([&] {
+              check.region({"rings_offset", 24}, ~uint64_t{0} - 100, {"max_channels", 32}, 200, 0);
+            }),
+            std::make_pair(std::string("rings_offset"), uint64_t{24}));
+  EXPECT_EQ(field_of([&] {
+              check.region({"rings_offset", 24}, 4100, {"max_channels", 32}, 64, 0, 8);
+            }),
+            std::make_pair(std::string("rings_offset"), uint64_t{24}));  // not aligned
+  EXPECT_EQ(check.product("max_channels", 332, uint64_t{1} << 32, uint64_t{1} << 31), uint64_t{1} << 63);
+  EXPECT_EQ(check.region({"rings_offset", 24}, 4096, {"max_channels", 32}, (1 << 20) - 4096, 4096, 8), 1u << 20);
 }
 
 TEST(HostileSessionMapping, SoundCraftedMappingIsRead) {
@@ -86,8 +118,9 @@ TEST(HostileSessionMapping, RingSizeOfTwoToTheSixtyFourIsRefused) {
   header.packet_size = 1u << 31;
   header.channel_table_offset = CraftedSession::kStrings - 4 * sizeof(format::ChannelDescriptor);
   header.packet_events_offset = CraftedSession::kCounts - (uint64_t{4} << 31) * 4;  // its counts wrap as well
-  expect_refused_as_bad_input(snapshot_file(directory, session), "max_channels",
-                              offsetof(format::ShmHeader, max_channels));
+  // A slot larger than the whole file is the first thing wrong (before a bad_alloc of 2^62 bytes).
+  expect_refused_as_bad_input(snapshot_file(directory, session), "packet_size",
+                              offsetof(format::ShmHeader, packet_size));
 }
 
 TEST(HostileSessionMapping, StringsSizeWrappingPastTheEndIsRefused) {
