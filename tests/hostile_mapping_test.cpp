@@ -140,6 +140,16 @@ TEST(HostileSessionMapping, PacketsCommittedNearTwoToTheSixtyFourIsRefused) {
                               CraftedSession::kTable + offsetof(format::ChannelDescriptor, packets_committed));
 }
 
+TEST(HostileSessionMapping, ClockWhoseTickZeroIsPast2262IsRefused) {
+  TemporaryDirectory directory;
+  CraftedSession session;
+  // Nanoseconds since 1970 no int64 holds: the trace's clock offset would overflow in readers.
+  session.header().clock.realtime_ns_at_start = ~uint64_t{0};
+  expect_refused_as_bad_input(
+      snapshot_file(directory, session), "clock.realtime_ns_at_start",
+      offsetof(format::ShmHeader, clock) + offsetof(format::ClockCalibration, realtime_ns_at_start));
+}
+
 // ---- metrics ----------------------------------------------------------------------------------
 
 // `metrics show` of this test's own pid, its mapping being the crafted one.

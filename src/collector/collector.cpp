@@ -134,6 +134,25 @@ SessionMapping::~SessionMapping() {
   ::close(fd_);
 }
 
+namespace {
+
+// Trace times are nanoseconds since 1970 in an int64 (CTF's offset_s, readers' clocks): the
+// wall time at tick 0 must be one of those, and the frequency one a clock has (up to 2^40 Hz).
+void check_clock(const shm::MappingCheck& check, const format::ClockCalibration& clock) {
+  constexpr uint64_t kHighestFrequency = uint64_t{1} << 40;
+  check.within("clock.frequency_hz", offsetof(ShmHeader, clock) + offsetof(format::ClockCalibration, frequency_hz),
+               clock.frequency_hz, 1, kHighestFrequency);
+  const long double origin_ns = static_cast<long double>(clock.realtime_ns_at_start) -
+                                static_cast<long double>(clock.ticks_at_start) * 1e9L / clock.frequency_hz;
+  if (origin_ns < 0 || clock.realtime_ns_at_start > static_cast<uint64_t>(INT64_MAX))
+    check.fail("clock.realtime_ns_at_start",
+               offsetof(ShmHeader, clock) + offsetof(format::ClockCalibration, realtime_ns_at_start),
+               fmt::format("{} with {} ticks at {} Hz puts tick 0 outside 1970..2262", clock.realtime_ns_at_start,
+                           clock.ticks_at_start, clock.frequency_hz));
+}
+
+}  // namespace
+
 // The header is copied first: what is checked is what is used, whatever the writer does next.
 void SessionMapping::validate() {
   shm::MappingCheck check(path_, "session", size_);
@@ -142,7 +161,8 @@ void SessionMapping::validate() {
   std::memcpy(copy, base_, sizeof copy);
   const ShmHeader& h = *reinterpret_cast<const ShmHeader*>(copy);
 #define CHRONICLE_FIELD(name) #name, offsetof(ShmHeader, name)
-  if (h.magic != format::kShmMagic) check.fail(CHRONICLE_FIELD(magic), "is not a chronicle session's");
+  if (h.magic != format::kShmMagic)
+    check.fail(CHRONICLE_FIELD(magic), fmt::format("0x{:016x} is not a chronicle session's (bad magic)", h.magic));
   if (h.version != format::kShmVersion)
     check.fail(CHRONICLE_FIELD(version), fmt::format("{} is not layout version {}", h.version, format::kShmVersion));
   if (h.file_size != size_)
@@ -174,7 +194,8 @@ void SessionMapping::validate() {
                    strings_end, format::kPacketAlignment);
   check.region({CHRONICLE_FIELD(packet_events_offset)}, h.packet_events_offset, {CHRONICLE_FIELD(max_channels)},
                counts_size, rings_end, alignof(uint32_t));
-  if (h.clock.frequency_hz == 0) check.fail(CHRONICLE_FIELD(clock), "frequency is 0");
+  check_clock(check, h.clock);
+  clock_ = h.clock;
 #undef CHRONICLE_FIELD
   g.channel_table_offset = h.channel_table_offset;
   g.strings_offset = h.strings_offset;
@@ -498,9 +519,9 @@ void Collector::write_no_channel_stream() {
     std::memcpy(packet.uuid, header.uuid, 16);
     packet.stream_id = format::kStreamThread;
     packet.stream_instance_id = mapping_.geometry().max_channels;  // no channel has this index
-    packet.timestamp_begin = header.clock.ticks_at_start;
+    packet.timestamp_begin = mapping_.clock().ticks_at_start;
     packet.timestamp_end.store(
-        seq == 0 ? header.clock.ticks_at_start : std::max(latest_timestamp_, header.clock.ticks_at_start),
+        seq == 0 ? mapping_.clock().ticks_at_start : std::max(latest_timestamp_, mapping_.clock().ticks_at_start),
         std::memory_order_relaxed);
     packet.content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
     packet.packet_size_bits = format::padded_packet_size(format::kPacketHeaderSize) * 8;
@@ -532,8 +553,8 @@ void Collector::write_metadata(bool refine_clock) {
   const ShmHeader& header = mapping_.header();
   format::TraceDescription trace;
   std::memcpy(trace.uuid.data(), header.uuid, 16);
-  trace.clock = header.clock;
-  if (refine_clock) trace.clock.frequency_hz = recorder::refined_frequency(header.clock);
+  trace.clock = mapping_.clock();
+  if (refine_clock) trace.clock.frequency_hz = recorder::refined_frequency(mapping_.clock());
   trace.pid = header.pid;
   trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
   trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));

@@ -71,11 +71,14 @@ class SessionMapping {
   uint8_t* ring_slot(uint32_t channel, uint64_t seq) const;
   std::atomic<uint32_t>& packet_event_count(uint32_t channel, uint64_t seq) const;
   uint8_t* strings() const { return base_ + geometry_.strings_offset; }
+  // The clock calibration as checked: its wall time at tick 0 fits the trace's int64 nanoseconds.
+  const format::ClockCalibration& clock() const { return clock_; }
 
  private:
   SessionMapping(const std::string& path, std::optional<uid_t> owner);
   void validate();
   SessionGeometry geometry_;
+  format::ClockCalibration clock_{};
   std::string path_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;

@@ -42,7 +42,8 @@ MetricsGeometry checked_geometry(const std::string& path, const uint8_t* base, u
   std::memcpy(copy, base, sizeof copy);
   const MetricsHeader& h = *reinterpret_cast<const MetricsHeader*>(copy);
 #define CHRONICLE_FIELD(name) #name, offsetof(MetricsHeader, name)
-  if (h.magic != format::kMetricsMagic) check.fail(CHRONICLE_FIELD(magic), "is not chronicle metrics'");
+  if (h.magic != format::kMetricsMagic)
+    check.fail(CHRONICLE_FIELD(magic), fmt::format("0x{:016x} is not chronicle metrics' (bad magic)", h.magic));
   if (h.version != format::kMetricsVersion)
     check.fail(CHRONICLE_FIELD(version),
                fmt::format("{} is not layout version {}", h.version, format::kMetricsVersion));
