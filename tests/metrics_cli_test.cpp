@@ -133,6 +133,21 @@ TEST(MetricsCli, ReadsARunningProcessWithoutItsHelp) {
   EXPECT_NE(max.out.find("requests{customer=\"acme\"} 40\n"), std::string::npos) << max.out;
 }
 
+// The usual name taken in advance (here by a directory, which not even root's unlink removes)
+// does not hide a process's metrics: it makes another name, where the readers find them.
+TEST(MetricsCli, NameTakenInAdvanceMetricsGoToAnotherName) {
+  test::TemporaryDirectory directory;
+  Child writer({"/bin/sh", "-c",
+                "mkdir " + directory.path() + "/chronicle-metrics-$$.shm && exec env CHRONICLE_METRICS_DIR=" +
+                    directory.path() + " " + METRICS_WRITER + " 1"});
+  ASSERT_EQ(writer.read_line(), "ready 0");
+  const auto total = run("CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli + " metrics query " +
+                         std::to_string(writer.pid()) + " requests");
+  EXPECT_EQ(total.exit_code, 0) << total.err;
+  EXPECT_EQ(total.out, "requests 142\n") << total.err;
+  EXPECT_NE(total.err.find("refused"), std::string::npos) << total.err;
+}
+
 TEST(MetricsCli, TopPrintsATableOfValuesAndRates) {
   Child writer({METRICS_WRITER, "2"});
   ASSERT_EQ(writer.read_line(), "ready 0");

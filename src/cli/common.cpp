@@ -79,6 +79,13 @@ std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
   return paths;
 }
 
+std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid) {
+  const std::vector<std::string> paths = metrics::MetricsMapping::candidates_for(pid);
+  if (auto mapping = open_first_owned<metrics::MetricsMapping>(paths, shm::expected_mapping_owner(pid))) return mapping;
+  throw std::runtime_error(
+      fmt::format("no metrics of process {} made by its user at {}", pid, metrics::MetricsMapping::path_for(pid)));
+}
+
 void warn_about_damage(const reader::Trace& trace) {
   for (const reader::Damage& damage : trace.damage())
     fmt::print(stderr, "chronicle: warning: {}\n", reader::describe(damage));

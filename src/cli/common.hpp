@@ -1,9 +1,15 @@
 #pragma once
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "metrics/snapshot.hpp"
+#include "shm/mapping_check.hpp"
 
 namespace chronicle::reader {
 class Trace;
@@ -41,6 +47,25 @@ std::string timestamp_for_path();
 // record` gives the programs it runs (/dev/shm/chronicle-record-RECORDPID/). Every reader of a
 // live process by pid finds its session here. `searched` (if given) names the places looked in.
 std::vector<std::string> find_session_mappings(int pid, std::string* searched = nullptr);
+
+// Opens the first of `paths` (a process's mappings, found by its pid) that `owner` owns, saying
+// on standard error why each other one was refused; nullptr when none is left. A mapping that
+// is malformed ends the search (format::InputError: exit code 2).
+template <typename Mapping>
+std::unique_ptr<Mapping> open_first_owned(const std::vector<std::string>& paths, uid_t owner) {
+  for (const std::string& path : paths) {
+    try {
+      return std::make_unique<Mapping>(path, owner);
+    } catch (const shm::MappingRefused& refusal) {
+      fmt::print(stderr, "chronicle: {}\n", refusal.what());
+    }
+  }
+  return nullptr;
+}
+
+// The metrics mapping of process `pid` (MetricsMapping::candidates_for) made by its user;
+// throws std::runtime_error saying where it looked when there is none.
+std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid);
 
 // A warning on standard error for each stretch of the trace the reader skipped as damaged.
 void warn_about_damage(const reader::Trace& trace);

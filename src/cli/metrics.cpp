@@ -36,7 +36,8 @@ struct MetricsOptions {
 };
 
 int run_serve(const MetricsOptions& options) {
-  auto mapping = std::make_shared<metrics::MetricsMapping>(metrics::MetricsMapping::path_for(options.pid));
+  std::shared_ptr<metrics::MetricsMapping> mapping = open_metrics_of(options.pid);
+  mapping->read();  // a malformed entry ends the command now (exit 2), not each scrape later
   // Blocked before the server's thread starts, so that it inherits the mask and only sigwait
   // below sees these signals.
   sigset_t stop_signals;
@@ -59,7 +60,8 @@ int run_serve(const MetricsOptions& options) {
 }
 
 int run_show(const MetricsOptions& options) {
-  metrics::MetricsMapping mapping(metrics::MetricsMapping::path_for(options.pid));
+  const auto opened = open_metrics_of(options.pid);
+  const metrics::MetricsMapping& mapping = *opened;
   const auto format =
       options.format == "prometheus" ? metrics::TextFormat::prometheus : metrics::TextFormat::openmetrics;
   const std::string text = metrics::expose(mapping.read(), format);
@@ -79,7 +81,8 @@ metrics::LabelList parse_matchers(const std::vector<std::string>& texts) {
 }
 
 int run_query(const MetricsOptions& options) {
-  metrics::MetricsMapping mapping(metrics::MetricsMapping::path_for(options.pid));
+  const auto opened = open_metrics_of(options.pid);
+  const metrics::MetricsMapping& mapping = *opened;
   const auto how = metrics::parse_aggregation(options.aggregation);
   if (!how)
     throw std::invalid_argument(

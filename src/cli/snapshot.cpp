@@ -4,9 +4,11 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <memory>
 
 #include "cli/common.hpp"
 #include "collector/collector.hpp"
+#include "shm/mapping_check.hpp"
 
 namespace chronicle::cli {
 namespace {
@@ -16,18 +18,24 @@ struct SnapshotOptions {
   std::string output;
 };
 
-// The newest mapping of process `pid`.
-std::string find_mapping(const std::string& pid) {
+// The newest mapping of process `pid` that its user made: another user's file of that name is
+// refused, and said so (it could have been planted for this reader).
+std::unique_ptr<collector::SessionMapping> open_mapping_of(const std::string& pid) {
   std::string searched;
-  const std::vector<std::string> paths = find_session_mappings(std::stoi(pid), &searched);
+  const int process = std::stoi(pid);
+  const std::vector<std::string> paths = find_session_mappings(process, &searched);
   if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle mapping of process {} in {}", pid, searched));
-  return paths.front();
+  if (auto mapping = open_first_owned<collector::SessionMapping>(paths, shm::expected_mapping_owner(process)))
+    return mapping;
+  throw std::runtime_error(fmt::format("no chronicle mapping of process {} made by its user in {}", pid, searched));
 }
 
 int run_snapshot(SnapshotOptions& options) {
   const bool is_pid = !options.target.empty() && std::all_of(options.target.begin(), options.target.end(), ::isdigit);
-  const std::string path = is_pid ? find_mapping(options.target) : options.target;
-  collector::SessionMapping mapping(path);
+  const auto opened =
+      is_pid ? open_mapping_of(options.target) : std::make_unique<collector::SessionMapping>(options.target);
+  collector::SessionMapping& mapping = *opened;
+  const std::string& path = mapping.path();
   if (options.output.empty())
     options.output = fmt::format("chronicle-snapshot-{}-{}", mapping.header().pid, timestamp_for_path());
   collector::Collector collector(mapping, options.output);

@@ -36,27 +36,25 @@ struct TraceActivity {
 };
 
 std::optional<TraceActivity> trace_activity(int pid) {
+  const uid_t owner = shm::expected_mapping_owner(pid);
   for (const std::string& path : find_session_mappings(pid)) {
     try {
-      collector::SessionMapping mapping(path);
+      collector::SessionMapping mapping(path, owner);  // refusals are silent here: top redraws
       if (mapping.finished()) continue;
-      const format::ShmHeader& header = mapping.header();
       TraceActivity activity;
-      const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
+      const uint32_t channels = mapping.channel_count();
       activity.threads = channels;
       for (uint32_t channel = 0; channel < channels; ++channel) {
-        const format::ChannelDescriptor& descriptor = format::channel_table(mapping.base(), header)[channel];
-        const uint64_t committed = descriptor.packets_committed.load(std::memory_order_acquire);
-        activity.bytes += committed * header.packet_size;
-        const auto* open = reinterpret_cast<const format::PacketHeader*>(
-            format::ring_slot(mapping.base(), header, channel, committed));
+        const uint64_t committed = mapping.packets_committed(channel);
+        activity.bytes += committed * mapping.geometry().packet_size;
+        const auto* open = reinterpret_cast<const format::PacketHeader*>(mapping.ring_slot(channel, committed));
         if (open->packet_seq_num.load(std::memory_order_acquire) == committed)
           activity.bytes += open->content_size_bits.load(std::memory_order_acquire) / 8;
-        activity.discarded += descriptor.events_discarded.load(std::memory_order_relaxed);
+        activity.discarded += mapping.channel(channel).events_discarded.load(std::memory_order_relaxed);
       }
       return activity;
     } catch (const std::exception&) {
-      continue;  // a mapping being created or torn down: not this one
+      continue;  // a mapping being created or torn down, or not the process's user's: not this one
     }
   }
   return std::nullopt;
@@ -131,7 +129,8 @@ void print_table(const TopOptions& options, const metrics::MetricsSnapshot& befo
 
 int run_top(const TopOptions& options) {
   const auto interval = std::chrono::nanoseconds(analysis::parse_duration(options.interval));
-  metrics::MetricsMapping mapping(metrics::MetricsMapping::path_for(options.pid));
+  const auto opened = open_metrics_of(options.pid);
+  const metrics::MetricsMapping& mapping = *opened;
   const unsigned iterations = options.once ? 1 : options.iterations;
   const bool refresh_screen = isatty(STDOUT_FILENO) == 1 && iterations != 1;
   metrics::MetricsSnapshot before = mapping.read();

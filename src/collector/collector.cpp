@@ -20,6 +20,7 @@
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
 #include "recorder/clock.hpp"
+#include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle::collector {
@@ -90,10 +91,9 @@ void Collector::wait_for_work(std::chrono::microseconds timeout) {
   // A writer that filled its ring before it could see us waiting did not wake us: look first.
   bool pending = false;
   if (header.policy == format::BufferPolicy::stream) {
-    const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
-    const ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
+    const uint32_t channels = mapping_.channel_count();
     for (uint32_t channel = 0; channel < channels && !pending; ++channel)
-      pending = table[channel].packets_committed.load(std::memory_order_acquire) > consumed_[channel];
+      pending = mapping_.packets_committed(channel) > consumed_[channel];
   }
   if (!pending) {
     timespec wait{static_cast<time_t>(timeout.count() / 1'000'000),
@@ -103,21 +103,19 @@ void Collector::wait_for_work(std::chrono::microseconds timeout) {
   header.collector_waiting.store(0, std::memory_order_relaxed);
 }
 
-SessionMapping::SessionMapping(const std::string& path) : path_(path), owned_(true) {
-  // O_NONBLOCK: a FIFO in its place would make the open wait for a writer.
-  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
-  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat info {};
-  if (fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+SessionMapping::SessionMapping(const std::string& path) : SessionMapping(path, std::optional<uid_t>()) {}
+
+SessionMapping::SessionMapping(const std::string& path, uid_t owner) : SessionMapping(path, std::optional(owner)) {}
+
+SessionMapping::SessionMapping(const std::string& path, std::optional<uid_t> owner) : path_(path), owned_(true) {
+  uint64_t file_size = 0;
+  fd_ = shm::open_mapping_file(path, O_RDWR, owner, file_size);
+  if (file_size < format::kShmHeaderSize) {
     ::close(fd_);
-    throw format::InputError(fmt::format("{}: not a regular file (offset 0)", path));
+    throw format::InputError(
+        fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path, file_size));
   }
-  if (info.st_size < static_cast<off_t>(format::kShmHeaderSize)) {
-    ::close(fd_);
-    throw format::InputError(fmt::format("{}: file is {} bytes, too small for a chronicle session (offset 0)", path,
-                                         static_cast<long long>(info.st_size)));
-  }
-  size_ = static_cast<size_t>(info.st_size);
+  size_ = static_cast<size_t>(file_size);
   void* mapped = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (mapped == MAP_FAILED) {
     ::close(fd_);
@@ -143,25 +141,105 @@ SessionMapping::~SessionMapping() {
   ::close(fd_);
 }
 
-void SessionMapping::validate() const {
-  const ShmHeader& h = header();
-  auto bad = [this](size_t offset, const std::string& what) {
-    return format::InputError(fmt::format("{}: not a readable chronicle session: {} (offset {})", path_, what, offset));
-  };
-  if (h.magic != format::kShmMagic) throw bad(offsetof(ShmHeader, magic), "bad magic");
+namespace {
+
+// Trace times are nanoseconds since 1970 in an int64 (CTF's offset_s, readers' clocks): the
+// wall time at tick 0 must be one of those, and the frequency one a clock has (up to 2^40 Hz).
+void check_clock(const shm::MappingCheck& check, const format::ClockCalibration& clock) {
+  constexpr uint64_t kHighestFrequency = uint64_t{1} << 40;
+  check.within("clock.frequency_hz", offsetof(ShmHeader, clock) + offsetof(format::ClockCalibration, frequency_hz),
+               clock.frequency_hz, 1, kHighestFrequency);
+  const long double origin_ns = static_cast<long double>(clock.realtime_ns_at_start) -
+                                static_cast<long double>(clock.ticks_at_start) * 1e9L / clock.frequency_hz;
+  if (origin_ns < 0 || clock.realtime_ns_at_start > static_cast<uint64_t>(INT64_MAX))
+    check.fail("clock.realtime_ns_at_start",
+               offsetof(ShmHeader, clock) + offsetof(format::ClockCalibration, realtime_ns_at_start),
+               fmt::format("{} with {} ticks at {} Hz puts tick 0 outside 1970..2262", clock.realtime_ns_at_start,
+                           clock.ticks_at_start, clock.frequency_hz));
+}
+
+}  // namespace
+
+// The header is copied first: what is checked is what is used, whatever the writer does next.
+void SessionMapping::validate() {
+  shm::MappingCheck check(path_, "session", size_);
+  if (size_ < format::kShmHeaderSize) check.fail("file size", 0, "is smaller than the header");
+  alignas(ShmHeader) uint8_t copy[sizeof(ShmHeader)];
+  std::memcpy(copy, base_, sizeof copy);
+  const ShmHeader& h = *reinterpret_cast<const ShmHeader*>(copy);
+#define CHRONICLE_FIELD(name) #name, offsetof(ShmHeader, name)
+  if (h.magic != format::kShmMagic)
+    check.fail(CHRONICLE_FIELD(magic), fmt::format("0x{:016x} is not a chronicle session's (bad magic)", h.magic));
   if (h.version != format::kShmVersion)
-    throw bad(offsetof(ShmHeader, version), fmt::format("layout version {} is not {}", h.version, format::kShmVersion));
+    check.fail(CHRONICLE_FIELD(version), fmt::format("{} is not layout version {}", h.version, format::kShmVersion));
   if (h.file_size != size_)
-    throw bad(offsetof(ShmHeader, file_size), fmt::format("header says {} bytes, file has {}", h.file_size, size_));
-  if (h.packet_size < 1024 || h.packet_size % 8 != 0 || h.packets_per_channel < 2 || h.max_channels == 0)
-    throw bad(offsetof(ShmHeader, packet_size), "impossible ring geometry");
-  const uint64_t rings_end = h.rings_offset + uint64_t{h.max_channels} * h.packets_per_channel * h.packet_size;
-  const uint64_t counts_end = h.packet_events_offset + uint64_t{h.max_channels} * h.packets_per_channel * 4;
-  if (h.channel_table_offset + uint64_t{h.max_channels} * sizeof(ChannelDescriptor) > h.strings_offset ||
-      h.strings_offset + h.strings_size > h.rings_offset || rings_end > h.packet_events_offset || counts_end > size_ ||
-      h.packet_events_offset % 4 != 0 || h.strings_size < format::kPacketHeaderSize)
-    throw bad(offsetof(ShmHeader, channel_table_offset), "regions overlap or run past the end of the file");
-  if (h.clock.frequency_hz == 0) throw bad(offsetof(ShmHeader, clock), "clock frequency is 0");
+    check.fail(CHRONICLE_FIELD(file_size), fmt::format("says {} bytes, the file has {}", h.file_size, size_));
+  check.within(CHRONICLE_FIELD(packet_size), h.packet_size, 1024, size_);
+  if (h.packet_size % format::kPacketAlignment != 0)
+    check.fail(CHRONICLE_FIELD(packet_size), fmt::format("{} is not a multiple of 8", h.packet_size));
+  check.within(CHRONICLE_FIELD(packets_per_channel), h.packets_per_channel, 2, size_);
+  check.within(CHRONICLE_FIELD(max_channels), h.max_channels, 1, size_);
+  SessionGeometry& g = geometry_;
+  g.packet_size = h.packet_size;
+  g.packets_per_channel = h.packets_per_channel;
+  g.max_channels = h.max_channels;
+  g.ring_bytes = check.product(CHRONICLE_FIELD(packets_per_channel), h.packet_size, h.packets_per_channel);
+  const uint64_t rings_size = check.product(CHRONICLE_FIELD(max_channels), g.ring_bytes, h.max_channels);
+  const uint64_t slots = check.product(CHRONICLE_FIELD(max_channels), h.packets_per_channel, h.max_channels);
+  const uint64_t counts_size = check.product(CHRONICLE_FIELD(max_channels), slots, sizeof(uint32_t));
+  const uint64_t table_size = check.product(CHRONICLE_FIELD(max_channels), h.max_channels, sizeof(ChannelDescriptor));
+  // The regions follow each other in this order, none overlapping the next.
+  const uint64_t table_end =
+      check.region({CHRONICLE_FIELD(channel_table_offset)}, h.channel_table_offset, {CHRONICLE_FIELD(max_channels)},
+                   table_size, format::kShmHeaderSize, alignof(ChannelDescriptor));
+  check.within(CHRONICLE_FIELD(strings_size), h.strings_size, format::kPacketHeaderSize, size_);
+  const uint64_t strings_end =
+      check.region({CHRONICLE_FIELD(strings_offset)}, h.strings_offset, {CHRONICLE_FIELD(strings_size)}, h.strings_size,
+                   table_end, format::kPacketAlignment);
+  const uint64_t rings_end =
+      check.region({CHRONICLE_FIELD(rings_offset)}, h.rings_offset, {CHRONICLE_FIELD(max_channels)}, rings_size,
+                   strings_end, format::kPacketAlignment);
+  check.region({CHRONICLE_FIELD(packet_events_offset)}, h.packet_events_offset, {CHRONICLE_FIELD(max_channels)},
+               counts_size, rings_end, alignof(uint32_t));
+  check_clock(check, h.clock);
+  clock_ = h.clock;
+#undef CHRONICLE_FIELD
+  g.channel_table_offset = h.channel_table_offset;
+  g.strings_offset = h.strings_offset;
+  g.strings_size = h.strings_size;
+  g.rings_offset = h.rings_offset;
+  g.packet_events_offset = h.packet_events_offset;
+}
+
+uint32_t SessionMapping::channel_count() const {
+  return std::min(header().channel_count.load(std::memory_order_acquire), geometry_.max_channels);
+}
+
+ChannelDescriptor& SessionMapping::channel(uint32_t index) const {
+  return reinterpret_cast<ChannelDescriptor*>(base_ + geometry_.channel_table_offset)[index];
+}
+
+uint64_t SessionMapping::packets_committed(uint32_t index) const {
+  const uint64_t committed = channel(index).packets_committed.load(std::memory_order_acquire);
+  if (committed >= kMaxPacketSequence) {
+    const uint64_t offset = geometry_.channel_table_offset + uint64_t{index} * sizeof(ChannelDescriptor) +
+                            offsetof(ChannelDescriptor, packets_committed);
+    shm::MappingCheck(path_, "session", size_)
+        .fail(fmt::format("channels[{}].packets_committed", index), offset,
+              fmt::format("is {}, past any sequence a writer reaches (2^63)", committed));
+  }
+  return committed;
+}
+
+uint8_t* SessionMapping::ring_slot(uint32_t channel, uint64_t seq) const {
+  return base_ + geometry_.rings_offset + channel * geometry_.ring_bytes +
+         (seq % geometry_.packets_per_channel) * geometry_.packet_size;
+}
+
+std::atomic<uint32_t>& SessionMapping::packet_event_count(uint32_t channel, uint64_t seq) const {
+  return reinterpret_cast<std::atomic<uint32_t>*>(
+      base_ + geometry_.packet_events_offset)[uint64_t{channel} * geometry_.packets_per_channel +
+                                              seq % geometry_.packets_per_channel];
 }
 
 bool SessionMapping::writer_alive() const {
@@ -197,8 +275,8 @@ void create_private_directory(const std::string& directory) {
 Collector::Collector(SessionMapping& mapping, std::string output_dir)
     : mapping_(mapping), output_dir_(std::move(output_dir)) {
   create_private_directory(output_dir_);
-  consumed_.assign(mapping_.header().max_channels, 0);
-  scratch_.resize(mapping_.header().packet_size);
+  consumed_.assign(mapping_.geometry().max_channels, 0);
+  scratch_.resize(mapping_.geometry().packet_size);
   write_metadata(false);
   reserve_room();
 }
@@ -322,21 +400,25 @@ size_t Collector::drain() {
   if (header.policy != format::BufferPolicy::stream) return 0;
   write_new_definitions();
   size_t copied = 0;
-  const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
-  ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
+  const SessionGeometry& geometry = mapping_.geometry();
+  const uint32_t channels = mapping_.channel_count();
   for (uint32_t channel = 0; channel < channels; ++channel) {
-    ChannelDescriptor& desc = table[channel];
-    const uint64_t committed = desc.packets_committed.load(std::memory_order_acquire);
+    ChannelDescriptor& desc = mapping_.channel(channel);
+    // A stream writer never runs more than a ring ahead of what was consumed: a count past that
+    // is damage, and at most one ring's worth of it is looked at.
+    const uint64_t committed =
+        std::min(mapping_.packets_committed(channel), consumed_[channel] + geometry.packets_per_channel);
     for (uint64_t seq = consumed_[channel]; seq < committed; ++seq) {
-      const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
+      const uint8_t* packet = mapping_.ring_slot(channel, seq);
       const auto& packet_header = *reinterpret_cast<const PacketHeader*>(packet);
-      const uint64_t content = format::content_bytes(packet_header);
-      if (format::check_packet_header(packet, header.packet_size).empty() &&
+      // Read once and bounded by the slot: the check below reads the header again.
+      const uint64_t content =
+          std::clamp<uint64_t>(format::content_bytes(packet_header), format::kPacketHeaderSize, geometry.packet_size);
+      if (format::check_packet_header(packet, geometry.packet_size).empty() &&
           packet_header.packet_seq_num.load(std::memory_order_relaxed) == seq) {
-        write_packet(
-            channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
-            packet_header.events_discarded.load(std::memory_order_relaxed),
-            format::packet_event_count(mapping_.base(), header, channel, seq)->load(std::memory_order_relaxed));
+        write_packet(channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
+                     packet_header.events_discarded.load(std::memory_order_relaxed),
+                     mapping_.packet_event_count(channel, seq).load(std::memory_order_relaxed));
         copied += content;
       } else {
         ++stats_.decode_errors;
@@ -352,19 +434,19 @@ size_t Collector::drain() {
 // Copies the packet of sequence `seq` from its slot into `into` (packet_size bytes), checking
 // with the seqlock that the writer did not reuse the slot meanwhile.
 Collector::CopyResult Collector::copy_slot(uint32_t channel, uint64_t seq, uint8_t* into, PacketCopy& copy) {
-  const ShmHeader& header = mapping_.header();
-  const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, seq);
+  const uint32_t packet_size = mapping_.geometry().packet_size;
+  const uint8_t* packet = mapping_.ring_slot(channel, seq);
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
   if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return CopyResult::overwritten;
   copy.seq = seq;
-  copy.content = std::min<uint64_t>(format::content_bytes(live), header.packet_size);
+  copy.content = std::min<uint64_t>(format::content_bytes(live), packet_size);
   copy.discarded = live.events_discarded.load(std::memory_order_relaxed);
   std::memcpy(into, packet, copy.content);
   copy.timestamp_end = live.timestamp_end.load(std::memory_order_relaxed);
   format::memory_fence(std::memory_order_acquire);
   if (live.packet_seq_num.load(std::memory_order_relaxed) != seq) return CopyResult::overwritten;
   reinterpret_cast<PacketHeader*>(into)->content_size_bits.store(copy.content * 8, std::memory_order_relaxed);
-  if (!format::check_packet_header(into, header.packet_size).empty()) return CopyResult::damaged;
+  if (!format::check_packet_header(into, packet_size).empty()) return CopyResult::damaged;
   return CopyResult::copied;
 }
 
@@ -383,15 +465,14 @@ void Collector::finish() {
   ShmHeader& header = mapping_.header();
   if (header.policy == format::BufferPolicy::flight) return snapshot();
   drain();
-  const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
-  ChannelDescriptor* table = format::channel_table(mapping_.base(), header);
+  const uint32_t channels = mapping_.channel_count();
   for (uint32_t channel = 0; channel < channels; ++channel) {
-    ChannelDescriptor& desc = table[channel];
-    const uint64_t open_seq = desc.packets_committed.load(std::memory_order_acquire);
+    ChannelDescriptor& desc = mapping_.channel(channel);
+    const uint64_t open_seq = mapping_.packets_committed(channel);
     // The packet being filled when the program stopped or died: its committed prefix, with the
     // channel's count of discarded events (a signal handler's drops reach only the channel).
     if (open_seq >= consumed_[channel]) {
-      const uint8_t* packet = format::ring_slot(mapping_.base(), header, channel, open_seq);
+      const uint8_t* packet = mapping_.ring_slot(channel, open_seq);
       const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
       const uint64_t discarded = desc.events_discarded.load(std::memory_order_relaxed);
       const bool has_content = format::content_bytes(live) > format::kPacketHeaderSize ||
@@ -409,8 +490,7 @@ void Collector::finish() {
 }
 
 void Collector::snapshot() {
-  const ShmHeader& header = mapping_.header();
-  const uint32_t channels = std::min(header.channel_count.load(std::memory_order_acquire), header.max_channels);
+  const uint32_t channels = mapping_.channel_count();
   for (uint32_t channel = 0; channel < channels; ++channel) snapshot_channel(channel);
   stats_.discarded = discarded_in_streams();
   try {
@@ -429,23 +509,23 @@ void Collector::snapshot() {
 // that left packets out is tried again (the writer may have been lucky once), a few times.
 void Collector::snapshot_channel(uint32_t channel) {
   constexpr int kAttempts = 4;
-  const ShmHeader& header = mapping_.header();
-  const ChannelDescriptor& desc = format::channel_table(mapping_.base(), header)[channel];
-  window_.resize(size_t{header.packets_per_channel} * header.packet_size);
+  const SessionGeometry& geometry = mapping_.geometry();
+  const ChannelDescriptor& desc = mapping_.channel(channel);
+  window_.resize(geometry.ring_bytes);
   std::vector<PacketCopy> run;  // whole copies since the last hole; packet i at window_[i * packet_size]
   uint64_t left_out = 0;
   uint64_t damaged = 0;
   uint64_t open_seq = 0;
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
-    open_seq = desc.packets_committed.load(std::memory_order_acquire);
-    const uint64_t window = header.packets_per_channel;
+    open_seq = mapping_.packets_committed(channel);
+    const uint64_t window = geometry.packets_per_channel;
     const uint64_t first = std::max(open_seq + 1 > window ? open_seq + 1 - window : 0, consumed_[channel]);
     run.clear();
     left_out = 0;
     damaged = 0;
     for (uint64_t seq = first; seq <= open_seq; ++seq) {
       PacketCopy copy;
-      const CopyResult result = copy_slot(channel, seq, window_.data() + run.size() * header.packet_size, copy);
+      const CopyResult result = copy_slot(channel, seq, window_.data() + run.size() * geometry.packet_size, copy);
       // With no packet open (its thread ended, or waits for a free slot), the slot after the
       // last closed packet still holds an older one: the window ends there, with no hole.
       if (seq == open_seq && result == CopyResult::overwritten) break;
@@ -475,7 +555,7 @@ void Collector::snapshot_channel(uint32_t channel) {
   const uint64_t base = run.front().seq == 0 ? 0 : run.front().discarded;
   for (size_t index = 0; index < run.size(); ++index) {
     const PacketCopy& copy = run[index];
-    const uint8_t* packet = window_.data() + index * header.packet_size;
+    const uint8_t* packet = window_.data() + index * geometry.packet_size;
     const uint64_t own_base = stream_instance_of(packet) == first_instance ? base : 0;
     write_packet(channel, packet, copy.content, copy.timestamp_end, std::max(copy.discarded, own_base) - own_base);
   }
@@ -514,10 +594,10 @@ void Collector::write_no_channel_stream() {
     packet.magic = format::kPacketMagic;
     std::memcpy(packet.uuid, header.uuid, 16);
     packet.stream_id = format::kStreamThread;
-    packet.stream_instance_id = header.max_channels;  // no channel has this index
-    packet.timestamp_begin = header.clock.ticks_at_start;
+    packet.stream_instance_id = mapping_.geometry().max_channels;  // no channel has this index
+    packet.timestamp_begin = mapping_.clock().ticks_at_start;
     packet.timestamp_end.store(
-        seq == 0 ? header.clock.ticks_at_start : std::max(latest_timestamp_, header.clock.ticks_at_start),
+        seq == 0 ? mapping_.clock().ticks_at_start : std::max(latest_timestamp_, mapping_.clock().ticks_at_start),
         std::memory_order_relaxed);
     packet.content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
     packet.packet_size_bits = format::padded_packet_size(format::kPacketHeaderSize) * 8;
@@ -545,11 +625,10 @@ void Collector::write_new_definitions() {
 }
 
 void Collector::write_strings() {
-  const ShmHeader& header = mapping_.header();
-  const uint8_t* packet = mapping_.base() + header.strings_offset;
+  const uint8_t* packet = mapping_.strings();
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
   const uint64_t content =
-      std::clamp<uint64_t>(format::content_bytes(live), format::kPacketHeaderSize, header.strings_size);
+      std::clamp<uint64_t>(format::content_bytes(live), format::kPacketHeaderSize, mapping_.geometry().strings_size);
   std::vector<uint8_t> copy(packet, packet + content);
   copy.resize(format::padded_packet_size(content), 0);
   PacketHeader header_copy;
@@ -564,8 +643,8 @@ void Collector::write_metadata(bool refine_clock) {
   const ShmHeader& header = mapping_.header();
   format::TraceDescription trace;
   std::memcpy(trace.uuid.data(), header.uuid, 16);
-  trace.clock = header.clock;
-  if (refine_clock) trace.clock.frequency_hz = recorder::refined_frequency(header.clock);
+  trace.clock = mapping_.clock();
+  if (refine_clock) trace.clock.frequency_hz = recorder::refined_frequency(mapping_.clock());
   trace.pid = header.pid;
   trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
   trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));

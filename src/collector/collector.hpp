@@ -2,6 +2,9 @@
 // program runs (stream policy), at its end, after its death, or as a snapshot.
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -14,13 +17,37 @@
 
 namespace chronicle::collector {
 
+// Where a session's regions are, as checked when the mapping was opened. Readers use this copy,
+// never the header's fields again: a writer that changed them later would send a reader outside
+// the file.
+struct SessionGeometry {
+  uint32_t packet_size = 0;
+  uint32_t packets_per_channel = 0;
+  uint32_t max_channels = 0;
+  uint64_t ring_bytes = 0;
+  uint64_t channel_table_offset = 0;
+  uint64_t strings_offset = 0;
+  uint64_t strings_size = 0;
+  uint64_t rings_offset = 0;
+  uint64_t packet_events_offset = 0;
+};
+
+// Packet sequence numbers at or past this are damage: a writer closing a packet every
+// nanosecond would need 292 years to get there, and a reader can add to them without wrapping.
+inline constexpr uint64_t kMaxPacketSequence = uint64_t{1} << 63;
+
 // A session's shared mapping as a reader sees it. Opened from a file (another process's
 // session, live or dead) or wrapping memory this process already has mapped.
 class SessionMapping {
  public:
-  // Maps the file read-write and checks its header; throws std::runtime_error naming the file
-  // and what is wrong.
+  // Maps the file read-write and checks every size and offset of its header against the file's
+  // size (docs/guarantees.md, "Hostile mappings"); throws shm::MappingError (a
+  // format::InputError) naming the field and its offset, std::runtime_error when the file cannot
+  // be opened.
   explicit SessionMapping(const std::string& path);
+  // The same for a reader that found the file by a process's pid: a file `owner` does not own is
+  // refused with shm::MappingRefused.
+  SessionMapping(const std::string& path, uid_t owner);
   SessionMapping(uint8_t* base, size_t size);  // not owned
   ~SessionMapping();
   SessionMapping(const SessionMapping&) = delete;
@@ -35,8 +62,23 @@ class SessionMapping {
   bool writer_alive() const;
   bool finished() const;
 
+  const SessionGeometry& geometry() const { return geometry_; }
+  // Channels in use (never more than max_channels).
+  uint32_t channel_count() const;
+  format::ChannelDescriptor& channel(uint32_t index) const;
+  // The channel's packets_committed; throws shm::MappingError when it is past kMaxPacketSequence.
+  uint64_t packets_committed(uint32_t index) const;
+  uint8_t* ring_slot(uint32_t channel, uint64_t seq) const;
+  std::atomic<uint32_t>& packet_event_count(uint32_t channel, uint64_t seq) const;
+  uint8_t* strings() const { return base_ + geometry_.strings_offset; }
+  // The clock calibration as checked: its wall time at tick 0 fits the trace's int64 nanoseconds.
+  const format::ClockCalibration& clock() const { return clock_; }
+
  private:
-  void validate() const;
+  SessionMapping(const std::string& path, std::optional<uid_t> owner);
+  void validate();
+  SessionGeometry geometry_;
+  format::ClockCalibration clock_{};
   std::string path_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;

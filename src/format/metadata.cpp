@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -95,8 +96,10 @@ ClockOffset clock_offset(const ClockCalibration& clock) {
   long double frequency = static_cast<long double>(clock.frequency_hz);
   long double origin_ns = static_cast<long double>(clock.realtime_ns_at_start) -
                           static_cast<long double>(clock.ticks_at_start) * 1e9L / frequency;
-  long double seconds = std::floor(origin_ns / 1e9L);
-  long double leftover_ns = origin_ns - seconds * 1e9L;
+  // Out of int64's range only for a nonsensical clock: clamped, so that converting is defined
+  // (readers then refuse the offset).
+  long double seconds = std::clamp(std::floor(origin_ns / 1e9L), -0x1p62L, 0x1p62L);
+  long double leftover_ns = std::clamp(origin_ns - seconds * 1e9L, 0.0L, 1e9L);
   return {static_cast<int64_t>(seconds), static_cast<int64_t>(std::llround(leftover_ns * frequency / 1e9L))};
 }
 

@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,6 +93,28 @@ void fill_header(uint8_t* base, MetricsHeader& header) {
   header.shard_count.store(1, std::memory_order_relaxed);
 }
 
+// Makes this process's metrics file with `make` (which returns 0 or an errno, and must use
+// O_EXCL: an existing file is never written through). The usual name is predictable: a file
+// there that cannot be replaced (another user's, a directory) must not hide the metrics, so a
+// name with a random part is tried next. Readers find both (MetricsMapping::candidates_for).
+bool make_metrics_file(const std::function<int(const std::string&)>& make, std::string& path) {
+  const std::string usual = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
+  // A file left by an earlier process with our pid (it crashed) is replaced.
+  ::unlink(usual.c_str());
+  path = usual;
+  int failure = make(path);
+  std::random_device random;
+  for (int attempt = 0; failure == EEXIST && attempt < 8; ++attempt) {
+    const uint64_t suffix = uint64_t{random()} << 32 | random();
+    path = fmt::format("{}/chronicle-metrics-{}-{:016x}.shm", metrics_directory(), getpid(), suffix);
+    failure = make(path);
+    if (failure == 0)
+      fmt::print(stderr, "chronicle: {} already exists and cannot be replaced; the metrics are in {} instead\n", usual,
+                 path);
+  }
+  return failure == 0;
+}
+
 void unlink_at_exit() {
   MetricsRegistry& reg = metrics_registry();
   std::lock_guard lock(reg.mutex);
@@ -103,15 +127,20 @@ void reopen_in_child();
 void ensure_mapping(MetricsRegistry& reg) {
   if (reg.base) return;
   const size_t size = format::kMetricsFileSize;
-  const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
-  // A file left by an earlier process with our pid (it crashed) is replaced.
-  ::unlink(path.c_str());
   // The header, the directory and the shared shard are reserved now, other shards when a thread
   // first takes them (attach_metric_shard): a full /dev/shm never turns an update into SIGBUS.
   shm::WriterFile file;
   std::string error;
+  std::string path;
   void* mapped = MAP_FAILED;
-  if (shm::create_writer_file(path, size, {{0, format::kMetricsShardsOffset + format::kShardSize}}, file, error)) {
+  auto create = [&](const std::string& candidate) {
+    int failure = 0;
+    if (shm::create_writer_file(candidate, size, {{0, format::kMetricsShardsOffset + format::kShardSize}}, file, error,
+                                &failure))
+      return 0;
+    return failure != 0 ? failure : EIO;
+  };
+  if (make_metrics_file(create, path)) {
     mapped = file.base;
     reg.fd = file.fd;
     reg.path = path;
@@ -161,9 +190,14 @@ void reopen_in_child() {
 void publish_child_file(MetricsRegistry& reg) {
   if (!reg.forked_child) return;
   reg.forked_child = false;
-  const std::string path = fmt::format("{}/chronicle-metrics-{}.shm", metrics_directory(), getpid());
-  ::unlink(path.c_str());
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  std::string path;
+  int fd = -1;
+  make_metrics_file(
+      [&fd](const std::string& candidate) {
+        fd = ::open(candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        return fd >= 0 ? 0 : errno;
+      },
+      path);
   const size_t used = format::kMetricsShardsOffset +
                       size_t{reg.header->shard_count.load(std::memory_order_relaxed)} * format::kShardSize;
   bool copied = fd >= 0 && ftruncate(fd, static_cast<off_t>(format::kMetricsFileSize)) == 0;

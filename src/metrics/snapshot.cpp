@@ -12,10 +12,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "format/input_error.hpp"
 #include "recorder/clock.hpp"
+#include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {
@@ -30,6 +32,57 @@ std::string bounded_text(const char* text, size_t capacity) {
   return std::string(text, strnlen(text, capacity));
 }
 
+MetricsSnapshot read_checked_metrics(const std::string& path, const uint8_t* base, const MetricsGeometry& geometry);
+
+// The header is copied first: what is checked is what is used, whatever the writer does next.
+MetricsGeometry checked_geometry(const std::string& path, const uint8_t* base, uint64_t size) {
+  shm::MappingCheck check(path, "metrics mapping", size);
+  if (size < format::kMetricsHeaderSize) check.fail("file size", 0, "is smaller than the header");
+  alignas(MetricsHeader) uint8_t copy[sizeof(MetricsHeader)];
+  std::memcpy(copy, base, sizeof copy);
+  const MetricsHeader& h = *reinterpret_cast<const MetricsHeader*>(copy);
+#define CHRONICLE_FIELD(name) #name, offsetof(MetricsHeader, name)
+  if (h.magic != format::kMetricsMagic)
+    check.fail(CHRONICLE_FIELD(magic), fmt::format("0x{:016x} is not chronicle metrics' (bad magic)", h.magic));
+  if (h.version != format::kMetricsVersion)
+    check.fail(CHRONICLE_FIELD(version),
+               fmt::format("{} is not layout version {}", h.version, format::kMetricsVersion));
+  if (h.file_size != size)
+    check.fail(CHRONICLE_FIELD(file_size), fmt::format("says {} bytes, the file has {}", h.file_size, size));
+  if (h.entry_size != sizeof(MetricEntry))
+    check.fail(CHRONICLE_FIELD(entry_size), fmt::format("is {}, not {}", h.entry_size, sizeof(MetricEntry)));
+  const uint64_t directory_size = check.product(CHRONICLE_FIELD(max_metrics), h.max_metrics, sizeof(MetricEntry));
+  const uint64_t directory_end =
+      check.region({CHRONICLE_FIELD(directory_offset)}, h.directory_offset, {CHRONICLE_FIELD(max_metrics)},
+                   directory_size, format::kMetricsHeaderSize, alignof(MetricEntry));
+  const uint64_t shards_size = check.product(CHRONICLE_FIELD(max_shards), h.max_shards, h.shard_size);
+  check.region({CHRONICLE_FIELD(shards_offset)}, h.shards_offset, {CHRONICLE_FIELD(max_shards)}, shards_size,
+               directory_end, alignof(format::ShardHeader));
+  if (h.shard_size % alignof(format::ShardHeader) != 0)
+    check.fail(CHRONICLE_FIELD(shard_size), fmt::format("{} is not a multiple of 64", h.shard_size));
+  const uint64_t cells_size = check.product(CHRONICLE_FIELD(cells_per_shard), h.cells_per_shard, 8);
+  if (sizeof(format::ShardHeader) + cells_size > h.shard_size)
+    check.fail(CHRONICLE_FIELD(cells_per_shard),
+               fmt::format("{} cells do not fit a shard of {} bytes", h.cells_per_shard, h.shard_size));
+#undef CHRONICLE_FIELD
+  return {size, h.directory_offset, h.shards_offset, h.max_metrics, h.max_shards, h.shard_size, h.cells_per_shard};
+}
+
+// A ready entry whose cells lie outside the shards, or whose histogram has more bounds than an
+// entry holds, cannot come from a writer: the mapping is refused.
+void check_entry(const shm::MappingCheck& check, const MetricsGeometry& geometry, const MetricEntry& entry,
+                 uint32_t index) {
+  const uint64_t at = geometry.directory_offset + uint64_t{index} * sizeof(MetricEntry);
+  const auto field = [&](std::string_view name) { return fmt::format("entries[{}].{}", index, name); };
+  if (uint64_t{entry.first_cell} + entry.cell_count > geometry.cells_per_shard)
+    check.fail(field("first_cell"), at + offsetof(MetricEntry, first_cell),
+               fmt::format("{} with {} cells runs past the {} cells of a shard", entry.first_cell, entry.cell_count,
+                           geometry.cells_per_shard));
+  if (entry.kind == MetricKind::histogram && entry.bound_count > format::kMaxHistogramBounds)
+    check.fail(field("bound_count"), at + offsetof(MetricEntry, bound_count),
+               fmt::format("is {}, more than {}", entry.bound_count, format::kMaxHistogramBounds));
+}
+
 }  // namespace
 
 std::string MetricsMapping::path_for(int pid) {
@@ -37,40 +90,48 @@ std::string MetricsMapping::path_for(int pid) {
   return fmt::format("{}/chronicle-metrics-{}.shm", directory && *directory ? directory : "/dev/shm", pid);
 }
 
-MetricsMapping::MetricsMapping(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat info {};
-  if (fstat(fd_, &info) != 0 || static_cast<uint64_t>(info.st_size) < format::kMetricsHeaderSize) {
+std::vector<std::string> MetricsMapping::candidates_for(int pid) {
+  namespace fs = std::filesystem;
+  const std::string usual = path_for(pid);
+  std::vector<std::string> paths;
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(usual, error))) paths.push_back(usual);
+  const std::string prefix = fmt::format("chronicle-metrics-{}-", pid);
+  std::vector<std::pair<fs::file_time_type, std::string>> others;
+  for (const auto& entry : fs::directory_iterator(fs::path(usual).parent_path(), error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(prefix) && entry.path().extension() == ".shm")
+      others.emplace_back(entry.last_write_time(error), entry.path().string());
+  }
+  std::sort(others.begin(), others.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [time, path] : others) paths.push_back(std::move(path));
+  return paths;
+}
+
+MetricsMapping::MetricsMapping(const std::string& path) : MetricsMapping(path, std::optional<uid_t>()) {}
+
+MetricsMapping::MetricsMapping(const std::string& path, uid_t owner) : MetricsMapping(path, std::optional(owner)) {}
+
+MetricsMapping::MetricsMapping(const std::string& path, std::optional<uid_t> owner) : path_(path) {
+  uint64_t file_size = 0;
+  fd_ = shm::open_mapping_file(path, O_RDONLY, owner, file_size);
+  if (file_size < format::kMetricsHeaderSize) {
     ::close(fd_);
     throw format::InputError(fmt::format("{}: file is too small for chronicle metrics (offset 0)", path));
   }
-  size_ = static_cast<size_t>(info.st_size);
+  size_ = static_cast<size_t>(file_size);
   void* mapped = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
   if (mapped == MAP_FAILED) {
     ::close(fd_);
     throw std::runtime_error(fmt::format("cannot map {}: {}", path, std::strerror(errno)));
   }
   base_ = static_cast<uint8_t*>(mapped);
-  const auto& header = *reinterpret_cast<const MetricsHeader*>(base_);
-  std::string problem;
-  size_t offset = 0;
-  if (header.magic != format::kMetricsMagic)
-    problem = "bad magic";
-  else if (header.version != format::kMetricsVersion) {
-    problem = fmt::format("layout version {} is not {}", header.version, format::kMetricsVersion);
-    offset = offsetof(MetricsHeader, version);
-  } else if (header.file_size != size_ || header.entry_size != sizeof(MetricEntry) ||
-             header.directory_offset + uint64_t{header.max_metrics} * sizeof(MetricEntry) > header.shards_offset ||
-             header.shards_offset + uint64_t{header.max_shards} * header.shard_size > size_ ||
-             sizeof(format::ShardHeader) + uint64_t{header.cells_per_shard} * 8 > header.shard_size) {
-    problem = "regions overlap or run past the end of the file";
-    offset = offsetof(MetricsHeader, directory_offset);
-  }
-  if (!problem.empty()) {
+  try {
+    geometry_ = checked_geometry(path_, base_, size_);
+  } catch (...) {
     munmap(base_, size_);
     ::close(fd_);
-    throw format::InputError(fmt::format("{}: not chronicle metrics: {} (offset {})", path, problem, offset));
+    throw;
   }
 }
 
@@ -84,37 +145,49 @@ bool MetricsMapping::writer_alive() const {
 }
 
 MetricsSnapshot MetricsMapping::read() const {
-  return read_metrics(base_);
+  return read_checked_metrics(path_, base_, geometry_);
 }
 
 MetricsSnapshot read_metrics(const uint8_t* base) {
+  if (!base) {
+    MetricsSnapshot snapshot;
+    snapshot.monotonic_ns = recorder::read_monotonic_ns();
+    return snapshot;
+  }
+  const std::string path = "(this process's metrics)";
+  return read_checked_metrics(path, base, checked_geometry(path, base, format::kMetricsFileSize));
+}
+
+namespace {
+
+MetricsSnapshot read_checked_metrics(const std::string& path, const uint8_t* base, const MetricsGeometry& geometry) {
+  const shm::MappingCheck check(path, "metrics mapping", geometry.file_size);
   MetricsSnapshot snapshot;
   snapshot.monotonic_ns = recorder::read_monotonic_ns();
-  if (!base) return snapshot;
-  auto* writable_base = const_cast<uint8_t*>(base);  // the layout helpers take void*; nothing is written
   const auto& header = *reinterpret_cast<const MetricsHeader*>(base);
   snapshot.pid = header.pid;
   snapshot.process_name = bounded_text(header.process_name, sizeof header.process_name);
   snapshot.dropped = header.metrics_dropped.load(std::memory_order_relaxed);
   // Acquire pairs with the writer's release: entries below the count, and shards below theirs,
   // are whole.
-  const uint32_t count = std::min(header.metric_count.load(std::memory_order_acquire), header.max_metrics);
-  const uint32_t shards = std::min(header.shard_count.load(std::memory_order_acquire), header.max_shards);
+  const uint32_t count = std::min(header.metric_count.load(std::memory_order_acquire), geometry.max_metrics);
+  const uint32_t shards = std::min(header.shard_count.load(std::memory_order_acquire), geometry.max_shards);
   snapshot.threads = shards > 0 ? shards - 1 : 0;
-  std::vector<std::atomic<uint64_t>*> cells(shards);
+  std::vector<const std::atomic<uint64_t>*> cells(shards);
   for (uint32_t shard = 0; shard < shards; ++shard)
-    cells[shard] = format::shard_cells(format::metric_shard(writable_base, header, shard));
+    cells[shard] = reinterpret_cast<const std::atomic<uint64_t>*>(
+        base + geometry.shards_offset + uint64_t{shard} * geometry.shard_size + sizeof(format::ShardHeader));
   auto sum_cell = [&](uint32_t cell) {
     uint64_t total = 0;
     for (auto* shard_cells : cells) total += shard_cells[cell].load(std::memory_order_relaxed);
     return total;
   };
-  const MetricEntry* entries = format::metric_entries(writable_base, header);
+  const auto* entries = reinterpret_cast<const MetricEntry*>(base + geometry.directory_offset);
   snapshot.metrics.reserve(count);
   for (uint32_t index = 0; index < count; ++index) {
     const MetricEntry& entry = entries[index];
     if (entry.state.load(std::memory_order_acquire) != static_cast<uint32_t>(format::MetricEntryState::ready)) continue;
-    if (entry.first_cell + entry.cell_count > header.cells_per_shard) continue;
+    check_entry(check, geometry, entry, index);
     MetricSample sample;
     sample.name = bounded_text(entry.name, sizeof entry.name);
     sample.labels = decode_labels(bounded_text(entry.labels, sizeof entry.labels));
@@ -128,7 +201,7 @@ MetricsSnapshot read_metrics(const uint8_t* base) {
         sample.value = std::bit_cast<double>(entry.gauge_bits.load(std::memory_order_relaxed));
         break;
       case MetricKind::histogram: {
-        const uint32_t bounds = std::min(entry.bound_count, format::kMaxHistogramBounds);
+        const uint32_t bounds = entry.bound_count;
         if (entry.cell_count != bounds + 2) continue;
         sample.bounds.assign(entry.bounds, entry.bounds + bounds);
         for (auto* shard_cells : cells)
@@ -147,6 +220,8 @@ MetricsSnapshot read_metrics(const uint8_t* base) {
   }
   return snapshot;
 }
+
+}  // namespace
 
 }  // namespace metrics
 }  // namespace chronicle

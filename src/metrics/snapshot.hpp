@@ -2,7 +2,10 @@
 // program, or from inside it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,15 +36,35 @@ struct MetricsSnapshot {
   std::vector<MetricSample> metrics;  // in registration order
 };
 
+// Where a metrics mapping's regions are, as checked when it was opened: readers use this copy,
+// never the header's fields again (a writer could change them after the check).
+struct MetricsGeometry {
+  uint64_t file_size = 0;
+  uint64_t directory_offset = 0;
+  uint64_t shards_offset = 0;
+  uint32_t max_metrics = 0;
+  uint32_t max_shards = 0;
+  uint32_t shard_size = 0;
+  uint32_t cells_per_shard = 0;
+};
+
 // A process's metrics mapping, mapped read-only.
 class MetricsMapping {
  public:
   // /dev/shm/chronicle-metrics-<pid>.shm, or under $CHRONICLE_METRICS_DIR.
   static std::string path_for(int pid);
+  // Where the metrics of process `pid` may be: path_for(pid) when it exists, then the
+  // chronicle-metrics-<pid>-*.shm a process makes when that name was taken, newest first.
+  static std::vector<std::string> candidates_for(int pid);
 
-  // Throws format::InputError when the file is not a metrics mapping, std::runtime_error when
-  // it cannot be opened.
+  // Checks every size and offset of the header against the file's size (docs/guarantees.md,
+  // "Hostile mappings"). Throws shm::MappingError (a format::InputError) naming the field and its
+  // offset when the file is not a sound metrics mapping, std::runtime_error when it cannot be
+  // opened.
   explicit MetricsMapping(const std::string& path);
+  // The same for a reader that found the file by a process's pid: a file `owner` does not own is
+  // refused with shm::MappingRefused.
+  MetricsMapping(const std::string& path, uid_t owner);
   ~MetricsMapping();
   MetricsMapping(const MetricsMapping&) = delete;
   MetricsMapping& operator=(const MetricsMapping&) = delete;
@@ -52,7 +75,9 @@ class MetricsMapping {
   MetricsSnapshot read() const;
 
  private:
+  MetricsMapping(const std::string& path, std::optional<uid_t> owner);
   std::string path_;
+  MetricsGeometry geometry_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
   int fd_ = -1;

@@ -123,7 +123,8 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
     }
   }
   const format::ClockOffset offset = format::clock_offset(description_.clock);
-  clock_base_ns_ = offset.seconds * 1'000'000'000LL;
+  if (__builtin_mul_overflow(offset.seconds, int64_t{1'000'000'000}, &clock_base_ns_))
+    throw TraceError(metadata_path, 0, fmt::format("clock offset of {} s is out of range", offset.seconds));
 
   std::vector<std::string> stream_paths;
   bool has_strings = false;

@@ -699,14 +699,30 @@ bool start(const Config& config) {
   const uint64_t packet_events_offset = rings_offset + uint64_t{config.max_threads} * packets * config.packet_size;
   const uint64_t file_size = packet_events_offset + uint64_t{config.max_threads} * packets * sizeof(uint32_t);
 
-  static std::atomic<unsigned> serial{0};
-  const std::string path = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
   // What every session needs is reserved now; each ring when its channel is first used.
+  auto create = [&](const std::string& path, std::string& error, int& error_number) {
+    return shm::create_writer_file(path, file_size,
+                                   {{0, rings_offset}, {packet_events_offset, file_size - packet_events_offset}},
+                                   session->file, error, &error_number);
+  };
+  static std::atomic<unsigned> serial{0};
+  const std::string usual = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
   std::string error;
-  if (!shm::create_writer_file(path, file_size,
-                               {{0, rings_offset}, {packet_events_offset, file_size - packet_events_offset}},
-                               session->file, error))
-    return fail(reg, error);
+  int error_number = 0;
+  bool created = create(usual, error, error_number);
+  // The usual name is predictable: a file already there (left by an earlier process with our
+  // pid, or put there by another user) must not turn tracing off. Readers find any
+  // chronicle-PID-*.shm, so a name with a random part does as well.
+  for (int attempt = 0; !created && error_number == EEXIST && attempt < 8; ++attempt) {
+    uint64_t random = 0;
+    fill_random(reinterpret_cast<uint8_t*>(&random), sizeof random);
+    const std::string other = fmt::format("{}/chronicle-{}-{}-{:016x}.shm", config.shm_dir, getpid(), serial++, random);
+    created = create(other, error, error_number);
+    if (created)
+      fmt::print(stderr, "chronicle: {} already exists (not made by this session); tracing into {} instead\n", usual,
+                 other);
+  }
+  if (!created) return fail(reg, error);
   void* mapped = session->file.base;
   session->header = new (mapped) ShmHeader{};
   ShmHeader& header = *session->header;

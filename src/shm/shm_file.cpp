@@ -16,13 +16,15 @@ bool reserve(int fd, uint64_t offset, uint64_t length) {
 }
 
 bool create_writer_file(const std::string& path, size_t size, std::initializer_list<Range> reserved, WriterFile& out,
-                        std::string& error) {
+                        std::string& error, int* error_number) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
+    if (error_number) *error_number = errno;
     error = fmt::format("cannot create {}: {}", path, std::strerror(errno));
     return false;
   }
-  auto give_up = [&](std::string reason) {
+  auto give_up = [&](std::string reason, int failure = errno) {
+    if (error_number) *error_number = failure;
     ::close(fd);
     ::unlink(path.c_str());
     error = std::move(reason);
@@ -34,7 +36,8 @@ bool create_writer_file(const std::string& path, size_t size, std::initializer_l
     if (int failed = posix_fallocate(fd, static_cast<off_t>(range.offset), static_cast<off_t>(range.length));
         failed != 0)
       return give_up(fmt::format("no room for {} ({} bytes reserved at offset {}): {}", path, range.length,
-                                 range.offset, std::strerror(failed)));
+                                 range.offset, std::strerror(failed)),
+                     failed);
   }
   void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mapped == MAP_FAILED) return give_up(fmt::format("cannot map {}: {}", path, std::strerror(errno)));

@@ -31,9 +31,10 @@ struct WriterFile {
 // Makes `path` anew (O_EXCL, never through a symbolic link, mode 0600), sizes it to `size`, gives
 // the `reserved` ranges real memory now (a sparse file on a full tmpfs turns a later store into
 // SIGBUS), maps it and takes the writer's lock. False, with the reason in `error` and no file
-// left behind, when any step fails.
+// left behind, when any step fails; `error_number` (if given) gets its errno (EEXIST: a file
+// already has that name).
 bool create_writer_file(const std::string& path, size_t size, std::initializer_list<Range> reserved, WriterFile& out,
-                        std::string& error);
+                        std::string& error, int* error_number = nullptr);
 
 // Gives [offset, offset + length) of the file real memory. False when there is no room (the
 // caller counts what it cannot write instead of touching the range).
