@@ -193,6 +193,10 @@ TEST(SpanAttribution, AnEndThatMatchesNoOpenSpanIsReportedNotRePaired) {
   EXPECT_NE(dump.err.find("warning: 1 span end"), std::string::npos) << dump.err;
   const auto stats = test::run(kCli + " stats " + config.output);
   EXPECT_NE(stats.err.find("warning: 1 span end"), std::string::npos) << stats.err;
+  // The viewer's page shows it above the timeline.
+  const auto index = viewer::TimelineIndex::build(trace);
+  ASSERT_EQ(index.warnings().size(), 1u);
+  EXPECT_NE(index.warnings()[0].find("never begun"), std::string::npos) << index.warnings()[0];
 }
 
 }  // namespace

@@ -142,13 +142,14 @@ class IndexBuilder {
  public:
   explicit IndexBuilder(const reader::Trace& trace) : trace_(trace), counter_catalog_(trace.sites()) {}
 
-  TimelineIndex build() {
+  // `pairing_problems`: span ends the reader paired with nothing, for the page's warnings.
+  TimelineIndex build(std::vector<std::string>& pairing_problems) {
     // The task graph needs all events in time order (a merge of the streams); the lanes need
     // each stream alone. Both at once: the machine has at least two cores.
     auto graph = std::async(std::launch::async, [this] { return model::build_task_graph(trace_); });
     find_origin();
     for (size_t stream = 0; stream < trace_.streams().size(); ++stream) index_stream(stream);
-    index_spans();
+    pairing_problems = index_spans();
     index_.graph_ = graph.get();
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graph_.last_ticks()));
     index_tasks();
@@ -255,7 +256,7 @@ class IndexBuilder {
   // Spans as the reader pairs them, on the lane of the thread they are on: a task's span has a
   // piece in each of the task's runs, at the depth it has on that thread then. (Streams and
   // lanes are in the same order.)
-  void index_spans() {
+  std::vector<std::string> index_spans() {
     struct Piece {
       uint64_t begin;
       uint32_t site;
@@ -307,6 +308,7 @@ class IndexBuilder {
       while (!open[lane].empty()) close(lane, open[lane].size() - 1, last);
     for (Lane& lane : index_.lanes_)
       for (IntervalRow& row : lane.depths) row.shrink_to_fit();
+    return pairing.describe_problems();
   }
 
   void index_tasks() {
@@ -417,8 +419,10 @@ class IndexBuilder {
 };
 
 TimelineIndex TimelineIndex::build(const reader::Trace& trace) {
-  TimelineIndex index = IndexBuilder(trace).build();
+  std::vector<std::string> pairing_problems;
+  TimelineIndex index = IndexBuilder(trace).build(pairing_problems);
   index.warnings_ = trace.warnings();
+  for (std::string& problem : pairing_problems) index.warnings_.push_back(std::move(problem));
   return index;
 }
 
