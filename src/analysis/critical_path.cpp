@@ -125,7 +125,9 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
     current = parent->id;
   }
   path.start = moment;
-  path.steps.assign(backwards.rbegin(), backwards.rend());
+  // In place: a copy would hold the chain twice.
+  std::reverse(backwards.begin(), backwards.end());
+  path.steps = std::move(backwards);
   return path;
 }
 

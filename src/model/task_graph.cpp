@@ -230,7 +230,7 @@ void TaskGraphBuilder::close_run(Running open, uint64_t ticks, bool ended) {
   if (count == open_runs_.end() || --count->second > 0) return;
   open_runs_.erase(count);
   for (const RunInterval& done : owner.runs) owner.folded_run_ticks += done.end - done.begin;
-  owner.runs.clear();
+  std::vector<RunInterval>().swap(owner.runs);  // its memory too: a task may never run again
 }
 
 void TaskGraphBuilder::suspend_loop(const reader::Event& event) {
