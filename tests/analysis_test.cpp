@@ -167,6 +167,59 @@ TEST(Profile, HeapDoesNotGrowWithEvents) {
                                                            << " events, " << large_peak << " B for " << large_events;
 }
 
+// Busy time is counted as the events come; it must be what the intervals say: the union of the
+// thread's outermost spans and the task runs on it, overlaps once.
+TEST(Profile, BusyIsTheUnionOfOutermostSpansAndTaskRuns) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  const TaskId task = create_task(TaskKind::handler, "handler");
+  {
+    CHRONICLE_SPAN("busy", "outer");  // a run inside a span
+    spin_for(300us);
+    TaskRunScope run(task);
+    CHRONICLE_SPAN("busy", "in the task");
+    spin_for(300us);
+  }
+  spin_for(300us);
+  {
+    TaskRunScope run(task);  // a span inside a run, and a nested run of the same task
+    spin_for(300us);
+    { CHRONICLE_SPAN("busy", "in the run"); }
+    TaskRunScope again(task);
+    spin_for(300us);
+  }
+  spin_for(300us);
+  {
+    CHRONICLE_SPAN("busy", "alone");
+    spin_for(300us);
+  }
+  resolve_task(task, TaskOutcome::ok);
+  stop();
+
+  reader::Trace trace(config.output);
+  std::vector<std::pair<uint64_t, uint64_t>> intervals;
+  trace.for_each_event([&](const reader::Event& event) {
+    if (event.type == format::EventId::span_end && event.span && event.span->task == 0 &&
+        event.span->parent_sequence == 0)
+      intervals.emplace_back(event.span->begin, event.span->end);
+    return true;
+  });
+  for (const auto& run : model::build_task_graph(trace).find(task)->runs) intervals.emplace_back(run.begin, run.end);
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t union_ticks = 0, covered_to = 0;
+  for (const auto& [begin, end] : intervals) {
+    const uint64_t from = std::max(begin, covered_to);
+    if (end > from) union_ticks += end - from;
+    covered_to = std::max(covered_to, end);
+  }
+  const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
+  const analysis::Profile profile = analysis::profile_trace(trace);
+  ASSERT_EQ(profile.threads.size(), 1u);
+  EXPECT_EQ(profile.threads[0].busy, static_cast<uint64_t>(static_cast<double>(union_ticks) * 1e9 / frequency));
+  EXPECT_GE(profile.threads[0].busy, 4 * 300'000u);
+}
+
 TEST(Profile, LostEventsAreCountedPerThread) {
   TemporaryDirectory directory;
   Config config = test_config(directory);
