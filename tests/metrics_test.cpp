@@ -1,10 +1,7 @@
 // Metrics in one process: values summed over thread shards, the mapping as another process
 // reads it, queries, exposition, trace events for metric changes, counter windows.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,32 +351,12 @@ TEST(Metrics, HandlesBeyondAFullRegistryAreInertAndCounted) {
   EXPECT_NE(shown.out.find("\nchronicle_metrics_dropped_total "), std::string::npos);
 }
 
-// A connection that sends half a request line and then nothing, as a slowloris client does.
-int open_idle_connection(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  constexpr char kHalfRequest[] = "GET /metr";
-  if (::send(fd, kHalfRequest, sizeof kHalfRequest - 1, MSG_NOSIGNAL) < 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 TEST(MetricsHttp, AScrapeIsAnsweredWhileManyIdleConnectionsAreOpen) {
   metrics::MetricsHttpServer server([] { return MetricsSnapshot{}; }, "127.0.0.1", 0);
   constexpr int kIdleConnections = 64;
   std::vector<int> idle;
   for (int i = 0; i < kIdleConnections; ++i)
-    if (const int fd = open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
+    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
   EXPECT_EQ(idle.size(), size_t{kIdleConnections});
 
   // Generous limits: the scrape must be answered, however slow the machine; hanging behind the

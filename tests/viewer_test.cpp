@@ -274,6 +274,24 @@ TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
   EXPECT_GE(round["children_count"].get<int>(), 1);
 }
 
+TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  constexpr int kIdleConnections = 64;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdleConnections; ++i)
+    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
+  EXPECT_EQ(idle.size(), size_t{kIdleConnections});
+  // Generous limits: the answer must come, however slow the machine; waiting behind the idle
+  // connections until the client gives up is the failure.
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(std::chrono::seconds(20));
+  client.set_read_timeout(std::chrono::seconds(20));
+  const httplib::Result summary = client.Get("/api/summary");
+  ASSERT_TRUE(summary) << "no answer: " << httplib::to_string(summary.error());
+  EXPECT_EQ(summary->status, 200);
+  for (const int fd : idle) ::close(fd);
+}
+
 TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
   httplib::Client client("127.0.0.1", server.port());

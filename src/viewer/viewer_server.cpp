@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "metrics/http_limits.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
 
@@ -117,11 +118,13 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
 struct ViewerServer::State {
   httplib::Server server;
   std::thread thread;
+  int listening_socket = -1;  // the socket httplib binds (metrics::limit_slow_clients)
 };
 
 ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const std::string& address, uint16_t port)
     : state_(std::make_unique<State>()) {
   httplib::Server& server = state_->server;
+  metrics::limit_slow_clients(server, state_->listening_socket);
   // Answers are written in pieces: without this, Nagle's algorithm and the browser's delayed
   // ACK add 40 ms to every answer on a kept-alive connection.
   server.set_tcp_nodelay(true);
@@ -173,6 +176,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
       throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
     port_ = port;
   }
+  metrics::widen_backlog(state_->listening_socket);
   state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
 }
 
