@@ -1,10 +1,17 @@
 // `chronicle stats`: the profile's numbers on traces whose timings we control, and the critical
 // path of a coroutine whose waits we know.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <malloc.h>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
+#include <chronicle/task.hpp>
+
+#include <atomic>
+#include <cstdlib>
 #include <map>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -13,6 +20,49 @@
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
 #include "support.hpp"
+
+// Heap in use and its peak, for the tests of what `stats` keeps: every operator new and delete
+// of this test binary goes through here.
+namespace {
+std::atomic<int64_t> g_heap_live{0};
+std::atomic<int64_t> g_heap_peak{0};
+
+void* counted_allocation(std::size_t size) {
+  void* memory = std::malloc(size ? size : 1);
+  if (!memory) throw std::bad_alloc();
+  const int64_t live = g_heap_live.fetch_add(static_cast<int64_t>(malloc_usable_size(memory))) +
+                       static_cast<int64_t>(malloc_usable_size(memory));
+  int64_t peak = g_heap_peak.load();
+  while (live > peak && !g_heap_peak.compare_exchange_weak(peak, live)) {
+  }
+  return memory;
+}
+
+void counted_release(void* memory) noexcept {
+  if (!memory) return;
+  g_heap_live.fetch_sub(static_cast<int64_t>(malloc_usable_size(memory)));
+  std::free(memory);
+}
+}  // namespace
+
+void* operator new(std::size_t size) {
+  return counted_allocation(size);
+}
+void* operator new[](std::size_t size) {
+  return counted_allocation(size);
+}
+void operator delete(void* memory) noexcept {
+  counted_release(memory);
+}
+void operator delete[](void* memory) noexcept {
+  counted_release(memory);
+}
+void operator delete(void* memory, std::size_t) noexcept {
+  counted_release(memory);
+}
+void operator delete[](void* memory, std::size_t) noexcept {
+  counted_release(memory);
+}
 
 namespace chronicle {
 namespace {
@@ -72,6 +122,102 @@ TEST(Profile, SelfTimeExcludesChildrenAndCountsAreExact) {
   ASSERT_EQ(profile.threads.size(), 1u);
   EXPECT_EQ(profile.threads[0].busy, outer.duration.total) << "busy = inside outermost spans";
   EXPECT_EQ(profile.discarded, 0u);
+}
+
+// Each round: a span of the thread's own, then a run of one long-lived task holding a note and
+// a span. Events grow with the rounds; names, threads and tasks do not.
+void record_rounds(const Config& config, int rounds) {
+  ASSERT_TRUE(start(config)) << last_error();
+  const TaskId worker = create_task(TaskKind::handler, "worker");
+  for (int round = 0; round < rounds; ++round) {
+    { CHRONICLE_SPAN("heap", "outside"); }
+    TaskRunScope run(worker);
+    CHRONICLE_NOTE("heap", "round {}", round);
+    CHRONICLE_SPAN("heap", "inside");
+  }
+  resolve_task(worker, TaskOutcome::ok);
+  stop();
+}
+
+// Peak heap in use while profiling the trace, over what was in use before.
+int64_t profile_heap_peak(const std::string& directory, uint64_t& events) {
+  reader::Trace trace(directory);
+  const int64_t before = g_heap_live.load();
+  g_heap_peak.store(before);
+  const analysis::Profile profile = analysis::profile_trace(trace);
+  events = profile.events;
+  EXPECT_EQ(profile.discarded, 0u) << "the comparison needs every round in the trace";
+  EXPECT_EQ(profile.task_kinds.size(), 1u);
+  return g_heap_peak.load() - before;
+}
+
+TEST(Profile, HeapDoesNotGrowWithEvents) {
+  TemporaryDirectory small_directory, large_directory;
+  Config small = test_config(small_directory), large = test_config(large_directory);
+  small.buffer_size = large.buffer_size = size_t{32} << 20;
+  record_rounds(small, 10'000);
+  record_rounds(large, 100'000);
+  uint64_t small_events = 0, large_events = 0;
+  const int64_t small_peak = profile_heap_peak(small.output, small_events);
+  const int64_t large_peak = profile_heap_peak(large.output, large_events);
+  ASSERT_GE(large_events, 9 * small_events);
+  // Ten times the events (spans, runs, notes): the same names, one thread, one task. A few
+  // bytes per event would be megabytes here; allow only noise (the reader's own buffers).
+  EXPECT_LE(large_peak, small_peak + (int64_t{256} << 10)) << "heap peak " << small_peak << " B for " << small_events
+                                                           << " events, " << large_peak << " B for " << large_events;
+}
+
+// Busy time is counted as the events come; it must be what the intervals say: the union of the
+// thread's outermost spans and the task runs on it, overlaps once.
+TEST(Profile, BusyIsTheUnionOfOutermostSpansAndTaskRuns) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  const TaskId task = create_task(TaskKind::handler, "handler");
+  {
+    CHRONICLE_SPAN("busy", "outer");  // a run inside a span
+    spin_for(300us);
+    TaskRunScope run(task);
+    CHRONICLE_SPAN("busy", "in the task");
+    spin_for(300us);
+  }
+  spin_for(300us);
+  {
+    TaskRunScope run(task);  // a span inside a run, and a nested run of the same task
+    spin_for(300us);
+    { CHRONICLE_SPAN("busy", "in the run"); }
+    TaskRunScope again(task);
+    spin_for(300us);
+  }
+  spin_for(300us);
+  {
+    CHRONICLE_SPAN("busy", "alone");
+    spin_for(300us);
+  }
+  resolve_task(task, TaskOutcome::ok);
+  stop();
+
+  reader::Trace trace(config.output);
+  std::vector<std::pair<uint64_t, uint64_t>> intervals;
+  trace.for_each_event([&](const reader::Event& event) {
+    if (event.type == format::EventId::span_end && event.span && event.span->task == 0 &&
+        event.span->parent_sequence == 0)
+      intervals.emplace_back(event.span->begin, event.span->end);
+    return true;
+  });
+  for (const auto& run : model::build_task_graph(trace).find(task)->runs) intervals.emplace_back(run.begin, run.end);
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t union_ticks = 0, covered_to = 0;
+  for (const auto& [begin, end] : intervals) {
+    const uint64_t from = std::max(begin, covered_to);
+    if (end > from) union_ticks += end - from;
+    covered_to = std::max(covered_to, end);
+  }
+  const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
+  const analysis::Profile profile = analysis::profile_trace(trace);
+  ASSERT_EQ(profile.threads.size(), 1u);
+  EXPECT_EQ(profile.threads[0].busy, static_cast<uint64_t>(static_cast<double>(union_ticks) * 1e9 / frequency));
+  EXPECT_GE(profile.threads[0].busy, 4 * 300'000u);
 }
 
 TEST(Profile, LostEventsAreCountedPerThread) {
@@ -298,6 +444,65 @@ TEST(CriticalPath, EndsOnCyclesAndUnknownTasks) {
   const auto path = analysis::critical_path(graph, 1);
   EXPECT_LE(path.steps.size(), 20u);
   EXPECT_THROW(analysis::find_task(graph, "nothing"), std::invalid_argument);
+}
+
+// A root task that creates and awaits its children one after another, as a loop of co_awaits
+// does: its path goes back through every child, and through the root's waits between them.
+model::TaskGraph root_awaiting_children_in_turn(uint64_t children) {
+  model::TaskGraphBuilder builder([](uint32_t) { return std::string("step"); });
+  auto add = [&builder](format::EventId type, uint64_t ticks, uint64_t task, uint64_t related) {
+    reader::Event e;
+    e.type = type;
+    e.ticks = ticks;
+    e.thread_id = 1;
+    e.task = task;
+    e.related_task = related;
+    builder.add(e);
+  };
+  using format::EventId;
+  constexpr uint64_t kRoot = 1;
+  add(EventId::task_create, 0, kRoot, 0);
+  add(EventId::task_run_begin, 1, kRoot, 0);
+  for (uint64_t k = 0; k < children; ++k) {
+    const uint64_t child = k + 2, base = 10 + 10 * k;
+    add(EventId::task_create, base, child, kRoot);
+    add(EventId::task_wait, base + 1, kRoot, child);
+    add(EventId::task_run_end, base + 2, kRoot, 0);
+    add(EventId::task_run_begin, base + 3, child, 0);
+    add(EventId::task_run_end, base + 6, child, 0);
+    add(EventId::task_resolve, base + 7, child, 0);
+    add(EventId::task_run_begin, base + 8, kRoot, 0);
+  }
+  const uint64_t end = 10 + 10 * children;
+  add(EventId::task_run_end, end, kRoot, 0);
+  add(EventId::task_resolve, end + 1, kRoot, 0);
+  return builder.finish();
+}
+
+TEST(CriticalPath, ALongChainIsWalkedWhole) {
+  // Long enough that a walk scanning a task's waits (or runs) at each visit would not end in
+  // any reasonable time; a linear one takes a fraction of a second.
+  constexpr uint64_t kChildren = 200'000;
+  const model::TaskGraph graph = root_awaiting_children_in_turn(kChildren);
+  ASSERT_TRUE(graph.problems().empty()) << graph.problems().front();
+  const analysis::CriticalPath path = analysis::critical_path(graph, 1);
+  // Per child: the root ran after it finished, it ran, it was pending; then the root's start.
+  ASSERT_EQ(path.steps.size(), 3 * kChildren + 2);
+  EXPECT_EQ(path.start, 0u);
+  EXPECT_EQ(path.end, 10 + 10 * kChildren + 1);
+  uint64_t covered = 0;
+  for (size_t k = 0; k < path.steps.size(); ++k) {
+    covered += path.steps[k].to - path.steps[k].from;
+    if (k > 0) {
+      ASSERT_EQ(path.steps[k].from, path.steps[k - 1].to) << "steps are contiguous, at " << k;
+    }
+  }
+  EXPECT_EQ(covered, path.end - path.start);
+  const analysis::CriticalStep& last_child_ran = path.steps[path.steps.size() - 2];
+  EXPECT_EQ(last_child_ran.task, kChildren + 1);
+  EXPECT_EQ(last_child_ran.what, "ran");
+  EXPECT_EQ(last_child_ran.from, 10 + 10 * (kChildren - 1) + 3);
+  EXPECT_EQ(path.steps.back().what, fmt::format("ran after {} finished", model::task_id_text(kChildren + 1)));
 }
 
 // --- the command ------------------------------------------------------------------------------

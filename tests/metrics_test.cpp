@@ -1,6 +1,7 @@
 // Metrics in one process: values summed over thread shards, the mapping as another process
 // reads it, queries, exposition, trace events for metric changes, counter windows.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include "analysis/counter_windows.hpp"
 #include "metrics/exposition.hpp"
+#include "metrics/http_server.hpp"
 #include "metrics/query.hpp"
 #include "metrics/snapshot.hpp"
 #include "support.hpp"
@@ -347,6 +349,25 @@ TEST(Metrics, HandlesBeyondAFullRegistryAreInertAndCounted) {
             std::string::npos);
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("\nchronicle_metrics_dropped_total "), std::string::npos);
+}
+
+TEST(MetricsHttp, AScrapeIsAnsweredWhileManyIdleConnectionsAreOpen) {
+  metrics::MetricsHttpServer server([] { return MetricsSnapshot{}; }, "127.0.0.1", 0);
+  constexpr int kIdleConnections = 64;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdleConnections; ++i)
+    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
+  EXPECT_EQ(idle.size(), size_t{kIdleConnections});
+
+  // Generous limits: the scrape must be answered, however slow the machine; hanging behind the
+  // idle connections until the test's own timeout is the failure.
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(std::chrono::seconds(20));
+  client.set_read_timeout(std::chrono::seconds(20));
+  const httplib::Result scrape = client.Get("/metrics");
+  ASSERT_TRUE(scrape) << "no answer: " << httplib::to_string(scrape.error());
+  EXPECT_EQ(scrape->status, 200);
+  for (const int fd : idle) ::close(fd);
 }
 
 TEST(CounterWindows, ParsesDurationsAndTimes) {

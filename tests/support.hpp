@@ -1,6 +1,9 @@
 // Helpers shared by the tests: temporary directories, running commands, reading traces back.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +18,24 @@
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::test {
+
+// A connection to 127.0.0.1:PORT that sends half a request line and then nothing, as a slowloris
+// client does; -1 when it cannot connect. The caller closes it.
+inline int open_idle_connection(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  constexpr char kHalfRequest[] = "GET /metr";
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      ::send(fd, kHalfRequest, sizeof kHalfRequest - 1, MSG_NOSIGNAL) < 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 class TemporaryDirectory {
  public:

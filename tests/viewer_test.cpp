@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/metrics.hpp>
+#include <chronicle/task.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "model/task_graph.hpp"
 #include "support.hpp"
+#include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
 #include "viewer/timeline_index.hpp"
 #include "viewer/viewer_server.hpp"
@@ -272,6 +274,24 @@ TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
   EXPECT_GE(round["children_count"].get<int>(), 1);
 }
 
+TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  constexpr int kIdleConnections = 64;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdleConnections; ++i)
+    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
+  EXPECT_EQ(idle.size(), size_t{kIdleConnections});
+  // Generous limits: the answer must come, however slow the machine; waiting behind the idle
+  // connections until the client gives up is the failure.
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(std::chrono::seconds(20));
+  client.set_read_timeout(std::chrono::seconds(20));
+  const httplib::Result summary = client.Get("/api/summary");
+  ASSERT_TRUE(summary) << "no answer: " << httplib::to_string(summary.error());
+  EXPECT_EQ(summary->status, 200);
+  for (const int fd : idle) ::close(fd);
+}
+
 TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
   httplib::Client client("127.0.0.1", server.port());
@@ -376,6 +396,52 @@ TEST(ViewerCounters, OneTrackPerNameWhateverTheCallSiteOrThread) {
   std::map<std::string, size_t> named;
   for (const auto& counter : summary["counters"]) ++named[counter["name"].get<std::string>()];
   EXPECT_EQ(named, tracks);
+}
+
+// A root task that creates and awaits its children in turn, as a loop of co_awaits does: each
+// child's critical path goes back through every child before it.
+void record_chain_of_children(const Config& config, int children) {
+  ASSERT_TRUE(start(config)) << last_error();
+  const TaskId root = create_task(TaskKind::coroutine, "root");
+  {
+    TaskRunScope running(root);
+    for (int k = 0; k < children; ++k) {
+      const TaskId child = create_task(TaskKind::coroutine, "child");
+      task_waits_for(root, child);
+      TaskRunScope child_running(child);
+      resolve_task(child, TaskOutcome::ok);
+    }
+  }
+  resolve_task(root, TaskOutcome::ok);
+  stop();
+}
+
+uint64_t directory_bytes(const std::string& directory) {
+  uint64_t bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  return bytes;
+}
+
+TEST(ViewerHtml, APageStaysProportionalToTheTrace) {
+  const viewer::Asset* page = viewer::find_asset("/index.html");
+  const viewer::Asset* script = viewer::find_asset("/viewer.js");
+  if (!page || !script) GTEST_SKIP() << "built without the viewer (CHRONICLE_BUILD_VIEWER=OFF)";
+  TemporaryDirectory directory;
+  const Config config = test::test_config(directory);
+  constexpr int kChildren = 1000;
+  record_chain_of_children(config, kChildren);
+  reader::Trace trace(config.output);
+  const TimelineIndex index = TimelineIndex::build(trace);
+  ASSERT_EQ(index.task_lines().size(), size_t{kChildren} + 1);
+  const std::string html = viewer::standalone_html(index, "chain");
+  // The bound docs/viewer.md states: the viewer, and at most this many bytes per byte of trace.
+  constexpr uint64_t kBytesPerTraceByte = 8;
+  const uint64_t trace_bytes = directory_bytes(config.output);
+  const uint64_t viewer_bytes = page->bytes.size() + script->bytes.size();
+  EXPECT_LE(html.size(), viewer_bytes + kBytesPerTraceByte * trace_bytes)
+      << "a page of " << html.size() << " bytes for a trace of " << trace_bytes << " bytes";
+  EXPECT_EQ(html.find("\"critical_path\""), std::string::npos) << "paths are worked out in the page";
 }
 
 }  // namespace

@@ -3,21 +3,52 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace chronicle::analysis {
 
-CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) {
-  const model::Task* first = graph.find(target);
-  if (!first) throw std::invalid_argument(fmt::format("no task {} in the trace", model::task_id_text(target)));
+namespace {
 
-  std::map<model::TaskId, std::vector<const model::Edge*>> waits;  // by waiting task, in time order
+using WaitsByTask = std::unordered_map<model::TaskId, std::vector<const model::Edge*>>;
+
+// Every step of the walk looks up a task's last wait before a moment, or its first run after
+// one: binary searches, so that a task visited once per child (a loop awaiting its children in
+// turn) costs a logarithm per visit, not its whole list.
+WaitsByTask waits_in_time_order(const model::TaskGraph& graph) {
+  WaitsByTask waits;
   for (const auto& edge : graph.edges())
     if (edge.kind == model::EdgeKind::waits_on) waits[edge.from].push_back(&edge);
   for (auto& [task, list] : waits)
     std::stable_sort(list.begin(), list.end(),
                      [](const model::Edge* a, const model::Edge* b) { return a->ticks < b->ticks; });
+  return waits;
+}
+
+// The last wait of `task` strictly before `moment`; nullptr when none.
+const model::Edge* last_wait_before(const WaitsByTask& waits, model::TaskId task, uint64_t moment) {
+  const auto found = waits.find(task);
+  if (found == waits.end()) return nullptr;
+  const auto& list = found->second;
+  const auto after = std::partition_point(list.begin(), list.end(),
+                                          [moment](const model::Edge* edge) { return edge->ticks < moment; });
+  return after == list.begin() ? nullptr : *(after - 1);
+}
+
+// The earliest beginning of a run of `task` in [from, before); `before` when none. Runs are in
+// order of their beginning.
+uint64_t first_run_between(const model::Task& task, uint64_t from, uint64_t before) {
+  const auto run = std::partition_point(task.runs.begin(), task.runs.end(),
+                                        [from](const model::RunInterval& run) { return run.begin < from; });
+  return run != task.runs.end() && run->begin < before ? run->begin : before;
+}
+
+}  // namespace
+
+CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) {
+  const model::Task* first = graph.find(target);
+  if (!first) throw std::invalid_argument(fmt::format("no task {} in the trace", model::task_id_text(target)));
+  const WaitsByTask waits = waits_in_time_order(graph);
 
   auto last_activity = [&graph](const model::Task& task) {
     if (task.resolved) return *task.resolved;
@@ -42,7 +73,7 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
   bool at_resolution = first->resolved.has_value();
   // Each step moves to an earlier moment or to another task at the same moment, and a task is
   // entered at a given moment once: the walk ends on any graph, cycles included.
-  std::map<model::TaskId, uint64_t> entered;
+  std::unordered_map<model::TaskId, uint64_t> entered;
   const size_t step_limit = 4 * (graph.tasks().size() + graph.edges().size()) + 16;
   while (backwards.size() < step_limit) {
     const model::Task* task = graph.find(current);
@@ -60,11 +91,7 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
       continue;
     }
     at_resolution = false;
-    const model::Edge* wait = nullptr;
-    if (auto found = waits.find(current); found != waits.end())
-      for (const model::Edge* edge : found->second)
-        if (edge->ticks < moment) wait = edge;
-    if (wait) {
+    if (const model::Edge* wait = last_wait_before(waits, current, moment)) {
       const model::Task* awaited = graph.find(wait->to);
       if (awaited && awaited->resolved && *awaited->resolved <= moment && *awaited->resolved >= wait->ticks) {
         backwards.push_back({current, name_of(*task),
@@ -84,9 +111,7 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
     }
     const uint64_t began = std::min(beginning(*task), moment);
     // Split at its first run: before it, the task was pending (queued, or waiting for I/O).
-    uint64_t first_run = moment;
-    for (const auto& run : task->runs)
-      if (run.begin >= began && run.begin < first_run) first_run = run.begin;
+    const uint64_t first_run = first_run_between(*task, began, moment);
     if (first_run > began && first_run < moment) {
       backwards.push_back({current, name_of(*task), "ran", first_run, moment});
       backwards.push_back(
@@ -100,7 +125,9 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
     current = parent->id;
   }
   path.start = moment;
-  path.steps.assign(backwards.rbegin(), backwards.rend());
+  // In place: a copy would hold the chain twice.
+  std::reverse(backwards.begin(), backwards.end());
+  path.steps = std::move(backwards);
   return path;
 }
 

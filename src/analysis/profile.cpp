@@ -54,29 +54,78 @@ CounterProfile counter_profile(const SeriesInfo& series, const CounterAccumulato
   return counter;
 }
 
+// A thread is busy while inside an outermost span of its own or a task run. The events come in
+// time order, so counting what is open on the thread gives the time covered, overlaps once,
+// without keeping any interval: memory grows with the nesting, not with the events.
+class BusyClock {
+ public:
+  void open_span(uint64_t ticks) {
+    change(ticks, [this] { ++open_spans_; });
+  }
+  void close_span(uint64_t ticks) {
+    change(ticks, [this] { open_spans_ -= open_spans_ > 0; });
+  }
+  void begin_run(uint64_t ticks, uint64_t task) {
+    change(ticks, [&] { runs_.push_back(task); });
+  }
+  // As the task graph does: the innermost run of the task ends, and runs opened inside it and
+  // never ended end with it; an end with no run pairs with nothing.
+  void end_run(uint64_t ticks, uint64_t task) {
+    change(ticks, [&] {
+      const auto match = std::find(runs_.rbegin(), runs_.rend(), task);
+      if (match != runs_.rend()) runs_.resize(static_cast<size_t>(runs_.rend() - match) - 1);
+    });
+  }
+  // What never ended counts until the trace's end.
+  uint64_t busy_until(uint64_t end) const { return busy_ + (is_busy() && end > since_ ? end - since_ : 0); }
+
+ private:
+  bool is_busy() const { return open_spans_ > 0 || !runs_.empty(); }
+  template <typename Change>
+  void change(uint64_t ticks, Change&& apply) {
+    const bool was_busy = is_busy();
+    apply();
+    if (!was_busy && is_busy()) since_ = ticks;
+    if (was_busy && !is_busy() && ticks > since_) busy_ += ticks - since_;
+  }
+
+  uint32_t open_spans_ = 0;
+  std::vector<uint64_t> runs_;  // tasks running on the thread, innermost last
+  uint64_t since_ = 0;
+  uint64_t busy_ = 0;
+};
+
 struct ThreadAccumulator {
   uint64_t events = 0;
   uint64_t first = 0, last = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> busy;  // outermost spans, merged later with task runs
+  BusyClock busy;
 };
 
-// Sum of the lengths of a set of intervals, overlaps counted once.
-uint64_t union_length(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  uint64_t total = 0, cursor = 0;
-  bool started = false;
-  for (const auto& [begin, end] : intervals) {
-    if (end <= begin) continue;
-    if (!started || begin >= cursor) {
-      total += end - begin;
-      cursor = end;
-      started = true;
-    } else if (end > cursor) {
-      total += end - cursor;
-      cursor = end;
-    }
+// An outermost span of the thread's own (a task's spans make busy the threads its runs are on).
+bool busies_its_thread(const reader::PairedSpan* span) {
+  return span && span->task == 0 && span->parent_sequence == 0;
+}
+
+// The busy time of a thread changes with its spans and task runs.
+void follow_busy(const reader::Event& event, ThreadAccumulator& thread,
+                 std::map<uint32_t, ThreadAccumulator>& threads) {
+  using format::EventId;
+  switch (event.type) {
+    case EventId::span_begin:
+      if (busies_its_thread(event.span)) thread.busy.open_span(event.ticks);
+      break;
+    case EventId::span_end:
+      if (busies_its_thread(event.span)) threads[event.span->thread_id].busy.close_span(event.ticks);
+      break;
+    case EventId::task_run_begin:
+      if (event.task != 0) thread.busy.begin_run(event.ticks, event.task);
+      break;
+    case EventId::task_run_end:
+      if (event.task != 0) thread.busy.end_run(event.ticks, event.task);
+      break;
+    default:
+      break;
   }
-  return total;
 }
 
 class Clock {
@@ -110,6 +159,11 @@ double Profile::bytes_per_event() const {
 }
 
 Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress) {
+  return profile_trace(trace, graph_out, progress, model::GraphDetail::full);
+}
+
+Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
+                      model::GraphDetail graph_detail) {
   const Clock clock(trace);
   Profile profile;
   profile.directory = trace.directory();
@@ -140,10 +194,12 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     return found;
   };
   std::map<uint32_t, ThreadAccumulator> threads;
-  model::TaskGraphBuilder graph_builder([&trace](uint32_t id) {
-    const reader::Site* site = trace.site(id);
-    return site ? site->name : std::string();
-  });
+  model::TaskGraphBuilder graph_builder(
+      [&trace](uint32_t id) {
+        const reader::Site* site = trace.site(id);
+        return site ? site->name : std::string();
+      },
+      graph_out ? graph_detail : model::GraphDetail::summary);
   uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
   uint64_t seen = 0;
 
@@ -158,6 +214,7 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     ThreadAccumulator& thread = threads[event.thread_id];
     if (thread.events++ == 0) thread.first = event.ticks;
     thread.last = event.ticks;
+    follow_busy(event, thread, threads);
     switch (event.type) {
       case format::EventId::span_end: {
         if (!event.span) break;  // it pairs with nothing (counted by the pairing)
@@ -172,10 +229,7 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
         accumulator.durations.add(length);
         accumulator.total += length;
         accumulator.self += length > children ? length - children : 0;
-        if (span.parent_sequence != 0)
-          children_of[span.parent_sequence] += length;
-        else if (span.task == 0)  // a task's spans make its runs' threads busy, counted from the runs
-          threads[span.thread_id].busy.emplace_back(span.begin, span.end);
+        if (span.parent_sequence != 0) children_of[span.parent_sequence] += length;
         break;
       }
       case format::EventId::counter:
@@ -213,11 +267,6 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   std::sort(profile.spans.begin(), profile.spans.end(),
             [](const SpanProfile& a, const SpanProfile& b) { return a.self > b.self; });
 
-  // Task runs make a thread busy as much as spans do.
-  for (const auto& task : graph.tasks())
-    for (const auto& run : task.runs) threads[run.thread_id].busy.emplace_back(run.begin, run.end);
-  std::map<uint32_t, uint64_t> idle_by_thread;
-  for (const auto& idle : graph.idle()) idle_by_thread[idle.thread_id] += idle.end - idle.begin;
   std::map<uint32_t, uint64_t> discarded_by_thread;
   for (const auto& stream : trace.streams()) discarded_by_thread[stream.thread_id] += stream.events_discarded;
   for (auto& [thread_id, accumulator] : threads) {
@@ -225,8 +274,8 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     thread.thread_id = thread_id;
     thread.name = trace.thread_name(thread_id);
     thread.events = accumulator.events;
-    thread.busy = clock.ns(union_length(accumulator.busy));
-    thread.idle = clock.ns(idle_by_thread[thread_id]);
+    thread.busy = clock.ns(accumulator.busy.busy_until(graph.last_ticks()));
+    thread.idle = clock.ns(graph.idle_ticks(thread_id));
     thread.span = clock.ns(accumulator.last - accumulator.first);
     thread.discarded = discarded_by_thread[thread_id];
     profile.threads.push_back(std::move(thread));

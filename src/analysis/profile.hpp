@@ -1,5 +1,6 @@
 // `chronicle stats`: what a trace says in numbers. One pass over the events; memory grows with
-// the number of distinct names, threads and tasks, not with the number of events.
+// the number of distinct names, threads and tasks (and the waits between tasks), not with the
+// number of events, unless a task graph is asked for (its detail says what it keeps).
 #pragma once
 
 #include <cstdint>
@@ -84,8 +85,11 @@ struct Profile {
 // Progress: events seen so far, of about `expected` (estimated from the file sizes).
 using ProgressCallback = std::function<void(uint64_t seen, uint64_t expected)>;
 
-// Reads the trace once, building the profile and (when given) the task graph too.
+// Reads the trace once, building the profile and (when given) the task graph too, in full.
 Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out = nullptr,
                       const ProgressCallback& progress = {});
+// The same, with the task graph in the detail given (model::GraphDetail).
+Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
+                      model::GraphDetail graph_detail);
 
 }  // namespace chronicle::analysis

@@ -276,8 +276,12 @@ int print_summary(const StatsOptions& options) {
   for (size_t i = 0; i < traces.size(); ++i) {
     reader::Trace trace(traces[i]);
     warn_about_damage(trace);
+    // The task graph only for a critical path, without notes: plain stats keep nothing that
+    // grows with the events.
     model::TaskGraph graph;
-    const analysis::Profile profile = analysis::profile_trace(trace, &graph, progress_line());
+    const bool wants_graph = !options.critical_path.empty();
+    const analysis::Profile profile =
+        analysis::profile_trace(trace, wants_graph ? &graph : nullptr, progress_line(), model::GraphDetail::no_notes);
     if (!options.critical_path.empty()) {
       if (traces.size() > 1) {
         if (analysis::find_tasks(graph, options.critical_path).empty())

@@ -19,8 +19,8 @@ namespace chronicle::cli {
 namespace {
 
 // A self-contained page holds the whole trace as JSON in the browser's memory: fine for a trace
-// to share, not for one that needs the server's level of detail.
-// Each task's details are in it too, about 1 KiB each.
+// to share, not for one that needs the server's level of detail. Each task's facts are in it
+// (about 150 bytes each); its details and critical path are worked out in the page when asked.
 constexpr uint64_t kMaxEventsForHtml = 2'000'000;
 constexpr uint64_t kMaxTasksForHtml = 50'000;
 

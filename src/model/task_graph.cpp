@@ -34,7 +34,7 @@ std::string_view edge_kind_name(EdgeKind kind) {
 }
 
 uint64_t Task::busy_ticks() const {
-  uint64_t total = 0;
+  uint64_t total = folded_run_ticks;
   for (const auto& run : runs) total += run.end - run.begin;
   return total;
 }
@@ -44,6 +44,11 @@ const Task* TaskGraph::find(TaskId id) const {
   return found == index_.end() ? nullptr : &tasks_[found->second];
 }
 
+uint64_t TaskGraph::idle_ticks(uint32_t thread_id) const {
+  const auto found = idle_ticks_.find(thread_id);
+  return found == idle_ticks_.end() ? 0 : found->second;
+}
+
 std::vector<const Task*> TaskGraph::children(TaskId id) const {
   std::vector<const Task*> out;
   for (const auto& task : tasks_)
@@ -51,7 +56,8 @@ std::vector<const Task*> TaskGraph::children(TaskId id) const {
   return out;
 }
 
-TaskGraphBuilder::TaskGraphBuilder(SiteNames site_names) : site_names_(std::move(site_names)) {}
+TaskGraphBuilder::TaskGraphBuilder(SiteNames site_names, GraphDetail detail)
+    : site_names_(std::move(site_names)), detail_(detail) {}
 
 void TaskGraphBuilder::note_problem(std::string problem) {
   if (graph_.problems_.size() < kMaxProblems)
@@ -118,6 +124,7 @@ void TaskGraphBuilder::add(const reader::Event& event) {
                                    task_id_text(event.task), event.thread_id, event.ticks));
       started.runs.push_back({event.thread_id, event.ticks, event.ticks, false});
       running.push_back({event.task, started.runs.size() - 1});
+      if (detail_ == GraphDetail::summary) ++open_runs_[event.task];
       break;
     }
     case EventId::task_run_end: {
@@ -132,13 +139,11 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       // Runs opened inside this one and never ended end with it, marked unended.
       const size_t keep = static_cast<size_t>(running.rend() - match) - 1;
       for (size_t i = running.size(); i-- > keep;) {
-        Task& owner = graph_.tasks_[graph_.index_.at(running[i].task)];
-        RunInterval& run = owner.runs[running[i].run];
-        run.end = event.ticks;
-        run.ended = i == keep;
         if (i != keep)
           note_problem(fmt::format("task {} has no run end on thread {}: cut at tick {} where {} ends its run",
-                                   task_id_text(owner.id), event.thread_id, event.ticks, task_id_text(event.task)));
+                                   task_id_text(running[i].task), event.thread_id, event.ticks,
+                                   task_id_text(event.task)));
+        close_run(running[i], event.ticks, i == keep);
       }
       running.resize(keep);
       break;
@@ -174,38 +179,17 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::task_label:
       task(event.task, event.ticks, "label").label = std::string(event.text);
       break;
-    case EventId::loop_suspend: {
-      if (idle_open_.count(event.thread_id)) {
-        note_problem(fmt::format("the loop of thread {} suspends twice (tick {})", event.thread_id, event.ticks));
-        break;
-      }
-      loop_threads_.insert(event.thread_id);
-      idle_open_[event.thread_id] = graph_.idle_.size();
-      graph_.idle_.push_back({event.thread_id, event.ticks, event.ticks, false});
+    case EventId::loop_suspend:
+      suspend_loop(event);
       break;
-    }
-    case EventId::loop_resume: {
-      auto open = idle_open_.find(event.thread_id);
-      if (open == idle_open_.end()) {
-        // A loop's first event may be a resume: it went idle before the trace began.
-        if (!loop_threads_.insert(event.thread_id).second)
-          note_problem(
-              fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id, event.ticks));
-        break;
-      }
-      graph_.idle_[open->second].end = event.ticks;
-      graph_.idle_[open->second].ended = true;
-      idle_open_.erase(open);
+    case EventId::loop_resume:
+      resume_loop(event);
       break;
-    }
     case EventId::span_end:
       // A task's span ends where the task runs now; its end is the task's too (the reader paired it).
       if (event.span && event.span->task != 0 && !running.empty()) {
         Task& owner = graph_.tasks_[graph_.index_.at(running.back().task)];
-        if (owner.id == event.span->task) {
-          std::string text = site_names_ ? site_names_(event.span->site_id) : std::string();
-          owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
-        }
+        if (owner.id == event.span->task) add_note(event, event.span->site_id, owner);
       }
       break;
     case EventId::span_begin:
@@ -216,18 +200,72 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       // What a thread records belongs to the task running on it (the innermost one): the run
       // intervals say which, so these events need no task field and cost nothing more.
       if (running.empty()) break;
-      Task& owner = graph_.tasks_[graph_.index_.at(running.back().task)];
-      std::string text = site_names_ ? site_names_(event.name_id) : std::string();
-      if (event.type == EventId::note)
-        text = std::string(event.text);
-      else if (event.type == EventId::counter)
-        text += fmt::format(" = {}", event.value);
-      else if (event.type == EventId::counter_float)
-        text += fmt::format(" = {}", event.value_float);
-      owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
+      add_note(event, event.name_id, graph_.tasks_[graph_.index_.at(running.back().task)]);
       break;
     }
   }
+}
+
+void TaskGraphBuilder::add_note(const reader::Event& event, uint32_t site_id, Task& owner) {
+  if (detail_ != GraphDetail::full) return;
+  using format::EventId;
+  std::string text = site_names_ ? site_names_(site_id) : std::string();
+  if (event.type == EventId::note)
+    text = std::string(event.text);
+  else if (event.type == EventId::counter)
+    text += fmt::format(" = {}", event.value);
+  else if (event.type == EventId::counter_float)
+    text += fmt::format(" = {}", event.value_float);
+  owner.notes.push_back({event.ticks, event.thread_id, event.type, std::move(text)});
+}
+
+void TaskGraphBuilder::close_run(Running open, uint64_t ticks, bool ended) {
+  Task& owner = graph_.tasks_[graph_.index_.at(open.task)];
+  RunInterval& run = owner.runs[open.run];
+  run.end = ticks;
+  run.ended = ended;
+  if (detail_ != GraphDetail::summary) return;
+  // Fold only when no run of the task is open: the open ones are known by their index.
+  auto count = open_runs_.find(open.task);
+  if (count == open_runs_.end() || --count->second > 0) return;
+  open_runs_.erase(count);
+  for (const RunInterval& done : owner.runs) owner.folded_run_ticks += done.end - done.begin;
+  std::vector<RunInterval>().swap(owner.runs);  // its memory too: a task may never run again
+}
+
+void TaskGraphBuilder::suspend_loop(const reader::Event& event) {
+  if (idle_open_.count(event.thread_id)) {
+    note_problem(fmt::format("the loop of thread {} suspends twice (tick {})", event.thread_id, event.ticks));
+    return;
+  }
+  loop_threads_.insert(event.thread_id);
+  const IdleInterval interval{event.thread_id, event.ticks, event.ticks, false};
+  if (detail_ == GraphDetail::summary) {
+    auto [slot, inserted] = idle_slot_.try_emplace(event.thread_id, graph_.idle_.size());
+    if (!inserted) {
+      graph_.idle_[slot->second] = interval;
+      idle_open_[event.thread_id] = slot->second;
+      return;
+    }
+  }
+  idle_open_[event.thread_id] = graph_.idle_.size();
+  graph_.idle_.push_back(interval);
+}
+
+void TaskGraphBuilder::resume_loop(const reader::Event& event) {
+  auto open = idle_open_.find(event.thread_id);
+  if (open == idle_open_.end()) {
+    // A loop's first event may be a resume: it went idle before the trace began.
+    if (!loop_threads_.insert(event.thread_id).second)
+      note_problem(
+          fmt::format("the loop of thread {} resumes without suspending (tick {})", event.thread_id, event.ticks));
+    return;
+  }
+  IdleInterval& interval = graph_.idle_[open->second];
+  interval.end = event.ticks;
+  interval.ended = true;
+  graph_.idle_ticks_[event.thread_id] += interval.end - interval.begin;
+  idle_open_.erase(open);
 }
 
 void TaskGraphBuilder::check_wait_cycles() {
@@ -269,11 +307,10 @@ void TaskGraphBuilder::check_wait_cycles() {
 
 TaskGraph TaskGraphBuilder::finish() {
   for (auto& [thread, running] : running_) {
-    for (const auto& open : running) {
-      Task& owner = graph_.tasks_[graph_.index_.at(open.task)];
-      owner.runs[open.run].end = last_ticks_;
+    for (const Running& open : running) {
       note_problem(fmt::format("task {} was still running on thread {} when the trace ended (no run end)",
-                               task_id_text(owner.id), thread));
+                               task_id_text(open.task), thread));
+      close_run(open, last_ticks_, false);
     }
     running.clear();
   }
@@ -282,7 +319,10 @@ TaskGraph TaskGraphBuilder::finish() {
       note_problem(fmt::format("task {} is never created in the trace (first named by a {} at tick {})",
                                task_id_text(id), mention.first, mention.second));
   first_mention_.clear();
-  for (auto& [thread, index] : idle_open_) graph_.idle_[index].end = last_ticks_;
+  for (auto& [thread, index] : idle_open_) {
+    graph_.idle_[index].end = last_ticks_;
+    graph_.idle_ticks_[thread] += last_ticks_ - graph_.idle_[index].begin;
+  }
   idle_open_.clear();
   check_wait_cycles();
   graph_.first_ticks_ = first_ticks_ == ~uint64_t{0} ? 0 : first_ticks_;
@@ -293,10 +333,16 @@ TaskGraph TaskGraphBuilder::finish() {
 }
 
 TaskGraph build_task_graph(const reader::Trace& trace) {
-  TaskGraphBuilder builder([&trace](uint32_t site_id) {
-    const reader::Site* site = trace.site(site_id);
-    return site ? site->name : std::string();
-  });
+  return build_task_graph(trace, GraphDetail::full);
+}
+
+TaskGraph build_task_graph(const reader::Trace& trace, GraphDetail detail) {
+  TaskGraphBuilder builder(
+      [&trace](uint32_t site_id) {
+        const reader::Site* site = trace.site(site_id);
+        return site ? site->name : std::string();
+      },
+      detail);
   trace.for_each_event([&](const reader::Event& event) {
     builder.add(event);
     return true;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "reader/trace_reader.hpp"
@@ -50,12 +51,14 @@ struct Task {
   format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
   std::string outcome_text;                               // error text of a failure or cancellation
   TaskId resolver = 0;
-  std::vector<RunInterval> runs;  // in order of their beginning
+  std::vector<RunInterval> runs;  // in order of their beginning (GraphDetail::summary: see there)
   std::vector<TaskId> waits_on;   // in order of the waits
   std::vector<TaskNote> notes;
   // The trace never shows this task created (it is known only from other events): events
   // were lost, or it was made before the trace began.
   bool seen_created = false;
+  // GraphDetail::summary: ticks of the runs folded away from `runs`; 0 otherwise.
+  uint64_t folded_run_ticks = 0;
 
   // The label, or else the name: what to call the task.
   const std::string& display_name() const { return label.empty() ? name : label; }
@@ -73,6 +76,14 @@ struct Edge {
   uint64_t ticks = 0;
 };
 
+// What a graph keeps. Its size grows with the tasks and the waits between them in every case;
+// `full` also with the notes and the runs (what a viewer shows), `no_notes` with the runs (what
+// a critical path needs). `summary` keeps nothing that grows with the events: a task's runs are
+// folded into Task::folded_run_ticks whenever none of them is open (`runs` then lists only runs
+// still open or in the same burst), and idle() holds each thread's last interval only
+// (idle_ticks() has the totals).
+enum class GraphDetail : uint8_t { full, no_notes, summary };
+
 // A stretch of time in which a thread's event loop had no work.
 struct IdleInterval {
   uint32_t thread_id = 0;
@@ -87,6 +98,8 @@ class TaskGraph {
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::vector<Edge>& edges() const { return edges_; }
   const std::vector<IdleInterval>& idle() const { return idle_; }
+  // Total time the loop of `thread_id` had no work, whatever the detail kept.
+  uint64_t idle_ticks(uint32_t thread_id) const;
   // Ticks of the first and last events seen (task or not); 0 when there were none.
   uint64_t first_ticks() const { return first_ticks_; }
   uint64_t last_ticks() const { return last_ticks_; }
@@ -101,9 +114,10 @@ class TaskGraph {
  private:
   friend class TaskGraphBuilder;
   std::vector<Task> tasks_;
-  std::map<TaskId, size_t> index_;
+  std::unordered_map<TaskId, size_t> index_;
   std::vector<Edge> edges_;
   std::vector<IdleInterval> idle_;
+  std::map<uint32_t, uint64_t> idle_ticks_;
   std::vector<std::string> problems_;
   uint64_t first_ticks_ = 0;
   uint64_t last_ticks_ = 0;
@@ -115,27 +129,35 @@ class TaskGraphBuilder {
  public:
   // Names a site id (the task names of task_create, note and span names); may be empty.
   using SiteNames = std::function<std::string(uint32_t site_id)>;
-  explicit TaskGraphBuilder(SiteNames site_names);
+  explicit TaskGraphBuilder(SiteNames site_names, GraphDetail detail = GraphDetail::full);
 
   void add(const reader::Event& event);
   TaskGraph finish();
 
  private:
+  struct Running {
+    TaskId task;
+    size_t run;  // into Task::runs
+  };
+
   Task& task(TaskId id, uint64_t ticks, const char* role);
   void note_problem(std::string problem);
   void check_wait_cycles();
+  void add_note(const reader::Event& event, uint32_t site_id, Task& owner);
+  void close_run(Running open, uint64_t ticks, bool ended);
+  void suspend_loop(const reader::Event& event);
+  void resume_loop(const reader::Event& event);
 
   SiteNames site_names_;
+  GraphDetail detail_;
   TaskGraph graph_;
   // Per thread: the tasks running there, innermost last (a handler may run inside another's
   // run, as Asio's dispatch does), with their index into Task::runs.
-  struct Running {
-    TaskId task;
-    size_t run;
-  };
   std::map<uint32_t, std::vector<Running>> running_;
-  std::map<uint32_t, size_t> idle_open_;  // thread -> index in idle_
-  std::set<uint32_t> loop_threads_;       // threads with a loop event so far
+  std::map<uint32_t, size_t> idle_open_;            // thread -> index in idle_
+  std::map<uint32_t, size_t> idle_slot_;            // summary: thread -> its one interval in idle_
+  std::unordered_map<TaskId, uint32_t> open_runs_;  // summary: by task, runs not yet ended
+  std::set<uint32_t> loop_threads_;                 // threads with a loop event so far
   std::map<uint32_t, std::vector<std::string>> open_spans_;
   // Tasks known only from other events so far: the first such event's role and time.
   std::map<TaskId, std::pair<const char*, uint64_t>> first_mention_;
@@ -145,5 +167,6 @@ class TaskGraphBuilder {
 };
 
 TaskGraph build_task_graph(const reader::Trace& trace);
+TaskGraph build_task_graph(const reader::Trace& trace, GraphDetail detail);
 
 }  // namespace chronicle::model

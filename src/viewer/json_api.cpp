@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 namespace chronicle::viewer {
 namespace {
@@ -278,6 +279,90 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   out["critical_path"] = {{"method", "the runs, waits and resolutions that decided when it finished"},
                           {"steps", std::move(steps)}};
   return out;
+}
+
+namespace {
+
+// Distinct strings, each once, by the order they were first given.
+class StringTable {
+ public:
+  uint32_t add(const std::string& text) {
+    auto [found, inserted] = numbers_.try_emplace(text, static_cast<uint32_t>(strings_.size()));
+    if (inserted) strings_.push_back(text);
+    return found->second;
+  }
+  json take() { return std::move(strings_); }
+
+ private:
+  std::unordered_map<std::string, uint32_t> numbers_;
+  json strings_ = json::array();
+};
+
+// The waits of each task, [time, awaited task] flattened, in time order (as the critical path
+// walks them).
+std::vector<json> waits_by_task(const TimelineIndex& index) {
+  std::vector<std::vector<std::pair<uint64_t, uint32_t>>> waits(index.task_lines().size());
+  for (const model::Edge& edge : index.graph().edges()) {
+    if (edge.kind != model::EdgeKind::waits_on) continue;
+    const auto from = index.task_index(edge.from), to = index.task_index(edge.to);
+    if (from && to) waits[*from].emplace_back(index.to_ns(edge.ticks), *to);
+  }
+  std::vector<json> out;
+  out.reserve(waits.size());
+  for (auto& list : waits) {
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    json flat = json::array();
+    for (const auto& [time, task] : list) {
+      flat.push_back(time);
+      flat.push_back(task);
+    }
+    out.push_back(std::move(flat));
+  }
+  return out;
+}
+
+}  // namespace
+
+json embedded_tasks_json(const TimelineIndex& index) {
+  StringTable strings;
+  auto index_of = [&index](model::TaskId id) -> int64_t {
+    const auto found = index.task_index(id);
+    return found ? static_cast<int64_t>(*found) : -1;
+  };
+  std::vector<json> waits = waits_by_task(index);
+  json lines = json::array();
+  json facts = json::array();
+  const auto& tasks = index.graph().tasks();
+  for (uint32_t k = 0; k < tasks.size(); ++k) {
+    const model::Task& task = tasks[k];
+    const TaskLine& line = index.task_lines()[k];
+    lines.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, k)), strings.add(task.label),
+                     strings.add(task.name)});
+    json runs = json::array();
+    for (const auto& run : task.runs)
+      runs.push_back({strings.add(thread_text(index, run.thread_id)), index.to_ns(run.begin), index.to_ns(run.end),
+                      run.ended ? 1 : 0});
+    json notes = json::array();
+    for (const auto& note : task.notes) {
+      if (notes.size() == kMaxListed) break;
+      notes.push_back(
+          {index.to_ns(note.ticks), strings.add(std::string(marker_type(note.type))), strings.add(note.text)});
+    }
+    const bool resolved_by_other = task.resolver != 0 && task.resolver != task.id;
+    facts.push_back({model::task_id_text(task.id), strings.add(std::string(format::task_kind_name(task.kind))),
+                     task.created ? json(index.to_ns(*task.created)) : json(nullptr),
+                     task.resolved ? json(index.to_ns(*task.resolved)) : json(nullptr),
+                     task.parent ? index_of(task.parent) : -1, resolved_by_other ? index_of(task.resolver) : -1,
+                     strings.add(task.outcome_text),
+                     task.created ? json(strings.add(thread_text(index, task.created_on_thread))) : json(nullptr),
+                     task.seen_created ? 1 : 0, index.duration_ns(task.busy_ticks()), std::move(runs),
+                     std::move(waits[k]), std::move(notes), task.notes.size()});
+  }
+  return {{"lines", std::move(lines)},
+          {"facts", std::move(facts)},
+          {"strings", strings.take()},
+          {"first", index.to_ns(index.graph().first_ticks())},
+          {"edges", index.graph().edges().size()}};
 }
 
 json search_json(const TimelineIndex& index, const std::string& text, size_t limit) {

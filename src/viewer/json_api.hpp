@@ -19,6 +19,13 @@ nlohmann::json task_details_json(const TimelineIndex& index, uint32_t task);
 nlohmann::json search_json(const TimelineIndex& index, const std::string& text, size_t limit);
 nlohmann::json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end);
 
+// The tasks as a self-contained page carries them, so that it can answer what task_details_json
+// answers (critical path included) by itself, lazily: per task a line [begin, end, row, state,
+// label, name], and its facts with other tasks by index and texts by index into a table of
+// distinct strings (names repeat across tasks; the page holds each once). Everything in it is
+// proportional to the task events of the trace, whatever the chains between tasks.
+nlohmann::json embedded_tasks_json(const TimelineIndex& index);
+
 // Codes the page colours task lines by.
 enum class LineState : uint8_t { ok = 0, failed = 1, cancelled = 2, unresolved = 3 };
 LineState line_state(const TimelineIndex& index, uint32_t task);

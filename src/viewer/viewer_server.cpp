@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "export/json_text.hpp"
+#include "metrics/http_limits.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
 
@@ -87,21 +88,19 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
     json idle = json::array();
     for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
     json markers = json::array();
-    for (const Marker& marker : lane.markers)
-      markers.push_back({marker.time, marker.type == format::EventId::note ? "note" : "instant",
-                         marker.type == format::EventId::note ? marker.text : index.site_name(marker.site)});
+    // An instant's name by its site (in `names`), as the trace has it: once, not per instant.
+    for (const Marker& marker : lane.markers) {
+      if (marker.type == format::EventId::note) {
+        markers.push_back({marker.time, "note", marker.text});
+      } else {
+        markers.push_back({marker.time, "instant", marker.site});
+        sites.insert(marker.site);
+      }
+    }
     lanes.push_back({{"depths", std::move(depths)}, {"idle", std::move(idle)}, {"markers", std::move(markers)}});
   }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
-  json tasks = json::array();
-  json details = json::array();
-  for (uint32_t task = 0; task < index.task_lines().size(); ++task) {
-    const TaskLine& line = index.task_lines()[task];
-    tasks.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, task)),
-                     index.graph().tasks()[task].display_name(), index.graph().tasks()[task].name});
-    details.push_back(task_details_json(index, task));
-  }
   json arrows = json::array();
   for (const Arrow& arrow : index.arrows())
     arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time});
@@ -111,13 +110,8 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
     for (size_t k = 0; k < series.times.size(); ++k) samples.push_back({series.times[k], series.values[k]});
     counters.push_back(std::move(samples));
   }
-  return {{"summary", summary_json(index, title)},
-          {"lanes", std::move(lanes)},
-          {"names", std::move(names)},
-          {"tasks", std::move(tasks)},
-          {"task_details", std::move(details)},
-          {"arrows", std::move(arrows)},
-          {"counters", std::move(counters)}};
+  return {{"summary", summary_json(index, title)}, {"lanes", std::move(lanes)},   {"names", std::move(names)},
+          {"tasks", embedded_tasks_json(index)},   {"arrows", std::move(arrows)}, {"counters", std::move(counters)}};
 }
 
 }  // namespace
@@ -125,11 +119,13 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
 struct ViewerServer::State {
   httplib::Server server;
   std::thread thread;
+  int listening_socket = -1;  // the socket httplib binds (metrics::limit_slow_clients)
 };
 
 ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const std::string& address, uint16_t port)
     : state_(std::make_unique<State>()) {
   httplib::Server& server = state_->server;
+  metrics::limit_slow_clients(server, state_->listening_socket);
   // Answers are written in pieces: without this, Nagle's algorithm and the browser's delayed
   // ACK add 40 ms to every answer on a kept-alive connection.
   server.set_tcp_nodelay(true);
@@ -181,6 +177,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
       throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
     port_ = port;
   }
+  metrics::widen_backlog(state_->listening_socket);
   state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
 }
 

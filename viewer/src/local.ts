@@ -1,19 +1,33 @@
 // Answers for a self-contained page (`chronicle view --html`): the page carries the whole
-// (small) trace, and this computes the server's answers from it with plain scans.
+// (small) trace, and this computes the server's answers from it with plain scans. Task details,
+// critical paths included, are worked out here when asked for: the page carries each task's
+// facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, BlockTuple, CounterPointTuple, IdleTuple, RangeStats, SearchHit, SpanDetails, SpanRef,
-  SpanTuple, Summary, TaskBlockTuple, TaskDetails, TaskLineTuple, WindowAnswer,
+  ArrowTuple, Backend, BlockTuple, CounterPointTuple, IdleTuple, Note, RangeStats, SearchHit, SpanDetails, SpanRef,
+  SpanTuple, Summary, TaskBlockTuple, TaskDetails, TaskLineTuple, TaskRef, WindowAnswer,
 } from './api';
+import { criticalPath, TaskFacts } from './critical_path';
+
+export interface EmbeddedTasks {
+  lines: [number, number, number, number, number, number][];  // begin, end, row, state, label, name (strings)
+  facts: TaskFacts[];
+  strings: string[];
+  first: number;  // the trace's first event
+  edges: number;
+}
 
 export interface EmbeddedTrace {
   summary: Summary;
-  lanes: { depths: [number, number, number][][]; idle: [number, number][]; markers: [number, string, string][] }[];
+  // A marker's text: a note's, or an instant's site (in `names`).
+  lanes: { depths: [number, number, number][][]; idle: [number, number][]; markers: [number, string, string | number][] }[];
   names: Record<string, string>;
-  tasks: [number, number, number, number, string, string][];  // begin, end, row, state, display, name
-  task_details: TaskDetails[];
+  tasks: EmbeddedTasks;
   arrows: [number, number, number, number, number][];
   counters: [number, number][][];
 }
+
+const kMaxListed = 50;
+const kStates = ['ok', 'failed', 'cancelled', 'unresolved'];
 
 // Intervals of one row (sorted, not overlapping) as the window shows them: wide ones alone,
 // runs of sub-pixel ones merged when less than a pixel apart.
@@ -31,12 +45,45 @@ function visibleInRow<T>(items: T[], begin: (item: T) => number, end: (item: T) 
   flush();
 }
 
+// Who refers to each task: built once, the first time a task's details are asked for.
+interface Referrers { children: number[][]; waitedBy: [number, number][][]; resolves: [number, number][][] }
+
 export class LocalBackend implements Backend {
   private rows: number[][] = [];  // task indexes per row, by begin
+  private referrers: Referrers | null = null;
 
   constructor(private trace: EmbeddedTrace) {
-    trace.tasks.forEach((task, k) => { (this.rows[task[2]] ??= []).push(k); });
-    for (const row of this.rows) row?.sort((a, b) => trace.tasks[a][0] - trace.tasks[b][0]);
+    trace.tasks.lines.forEach((task, k) => { (this.rows[task[2]] ??= []).push(k); });
+    for (const row of this.rows) row?.sort((a, b) => trace.tasks.lines[a][0] - trace.tasks.lines[b][0]);
+  }
+
+  private text(k: number) { return this.trace.tasks.strings[k]; }
+  private display(task: number) {
+    const line = this.trace.tasks.lines[task];
+    return this.text(line[4]) || this.text(line[5]);
+  }
+  private markerText(marker: [number, string, string | number]) {
+    return typeof marker[2] === 'number' ? this.trace.names[marker[2]] ?? '?' : marker[2];
+  }
+
+  private taskRef(task: number): TaskRef {
+    const line = this.trace.tasks.lines[task];
+    return { index: task, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2] };
+  }
+
+  private taskReferrers(): Referrers {
+    if (this.referrers) return this.referrers;
+    const facts = this.trace.tasks.facts;
+    const referrers: Referrers = { children: facts.map(() => []), waitedBy: facts.map(() => []), resolves: facts.map(() => []) };
+    facts.forEach((f, k) => {
+      if (f[4] >= 0 && f[8]) referrers.children[f[4]].push(k);
+      if (f[5] >= 0 && f[3] !== null) referrers.resolves[f[5]].push([k, f[3]]);
+      for (let w = 0; w < f[11].length; w += 2) referrers.waitedBy[f[11][w + 1]].push([k, f[11][w]]);
+    });
+    for (const list of referrers.waitedBy) list.sort((a, b) => a[1] - b[1]);
+    for (const list of referrers.resolves) list.sort((a, b) => a[1] - b[1]);
+    this.referrers = referrers;
+    return referrers;
   }
 
   async summary() { return this.trace.summary; }
@@ -54,14 +101,14 @@ export class LocalBackend implements Backend {
       return { lane: laneNumber, spans, blocks, idle };
     });
     const lines: TaskLineTuple[] = [], taskBlocks: TaskBlockTuple[] = [], taskNames: Record<string, string> = {};
-    this.rows.forEach((row, rowNumber) => visibleInRow(row, k => this.trace.tasks[k][0], k => this.trace.tasks[k][1], from, to, nsPerPixel,
-      k => { const t = this.trace.tasks[row[k]]; lines.push([t[0], t[1], rowNumber, row[k], t[3]]); taskNames[row[k]] = t[4]; },
+    this.rows.forEach((row, rowNumber) => visibleInRow(row, k => this.trace.tasks.lines[k][0], k => this.trace.tasks.lines[k][1], from, to, nsPerPixel,
+      k => { const t = this.trace.tasks.lines[row[k]]; lines.push([t[0], t[1], rowNumber, row[k], t[3]]); taskNames[row[k]] = this.display(row[k]); },
       (b, e, first, count) => {
-        const states = row.slice(first, first + count).map(k => this.trace.tasks[k][3]);
+        const states = row.slice(first, first + count).map(k => this.trace.tasks.lines[k][3]);
         taskBlocks.push([b, e, rowNumber, count, states.filter(s => s === 1).length, states.filter(s => s === 2).length]);
       }));
     const arrows: ArrowTuple[] = this.trace.arrows.filter(a => a[4] >= from && a[3] <= to)
-      .map(a => [a[0], a[1], a[2], a[3], a[4], this.trace.tasks[a[1]][2], this.trace.tasks[a[2]][2], 1]);
+      .map(a => [a[0], a[1], a[2], a[3], a[4], this.trace.tasks.lines[a[1]][2], this.trace.tasks.lines[a[2]][2], 1]);
     const counters = this.trace.counters.map((samples, counter) => {
       let first = samples.findIndex(s => s[0] >= from);
       if (first < 0) first = samples.length;
@@ -89,20 +136,44 @@ export class LocalBackend implements Backend {
       parent: parentIndex >= 0 ? this.spanRef(lane, depth - 1, parentIndex) : null,
       children: children.slice(0, 50).map(([, k]) => this.spanRef(lane, depth + 1, k)), children_count: children.length,
       notes: this.trace.lanes[lane].markers.filter(m => m[0] >= ref.begin && m[0] <= ref.end).slice(0, 50)
-        .map(m => ({ time: m[0], type: m[1], text: m[2] })),
+        .map(m => ({ time: m[0], type: m[1], text: this.markerText(m) })),
     };
   }
 
-  async task(index: number) { return this.trace.task_details[index]; }
+  async task(index: number): Promise<TaskDetails> {
+    const tasks = this.trace.tasks, f = tasks.facts[index], line = tasks.lines[index];
+    const referrers = this.taskReferrers();
+    const withTime = (task: number, time: number) => ({ ...this.taskRef(task), time });
+    const runs = f[10].map(r => ({ thread: this.text(r[0]), begin: r[1], end: r[2], ended: r[3] === 1 }));
+    const notes: Note[] = f[12].map(n => ({ time: n[0], type: this.text(n[1]), text: this.text(n[2]) }));
+    const waitsOn: TaskRef[] = [];
+    for (let w = 0; w < f[11].length && waitsOn.length < kMaxListed; w += 2) waitsOn.push(withTime(f[11][w + 1], f[11][w]));
+    const children = referrers.children[index];
+    const steps = criticalPath(tasks.facts, tasks.first, tasks.edges, index).map(step =>
+      ({ ...this.taskRef(step.task), what: step.what, at: step.from, contributed: step.to - step.from }));
+    return {
+      ...this.taskRef(index), kind: 'task', task_kind: this.text(f[1]), name: this.text(line[5]), label: this.text(line[4]),
+      created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : line[1], duration: line[1] - line[0],
+      outcome: kStates[line[3]], outcome_text: this.text(f[6]), thread: f[7] === null ? null : this.text(f[7]),
+      fields: { id: f[0], kind: this.text(f[1]), busy_ns: f[9], seen_created: f[8] === 1 },
+      runs, notes, notes_count: f[13],
+      parent: f[4] >= 0 ? this.taskRef(f[4]) : null,
+      children: children.slice(0, kMaxListed).map(k => this.taskRef(k)), children_count: children.length,
+      waits_on: waitsOn,
+      waited_by: referrers.waitedBy[index].slice(0, kMaxListed).map(([k, time]) => withTime(k, time)),
+      resolved_by: f[5] >= 0 && f[3] !== null ? withTime(f[5], f[3]) : null,
+      resolves: referrers.resolves[index].slice(0, kMaxListed).map(([k, time]) => withTime(k, time)),
+      critical_path: { method: 'the runs, waits and resolutions that decided when it finished', steps },
+    };
+  }
 
   async search(text: string) {
     const needle = text.toLowerCase();
     const hits: SearchHit[] = [];
-    this.trace.tasks.forEach((t, k) => {
-      if (hits.length < 100 && (t[4].toLowerCase().includes(needle) || t[5].toLowerCase().includes(needle))) {
-        const d = this.trace.task_details[k];
-        hits.push({ kind: 'task', text: t[4], index: k, id: d.id, display: t[4], begin: t[0], end: t[1], row: t[2] });
-      }
+    this.trace.tasks.lines.forEach((t, k) => {
+      const display = this.display(k);
+      if (hits.length < 100 && (display.toLowerCase().includes(needle) || this.text(t[5]).toLowerCase().includes(needle)))
+        hits.push({ kind: 'task', text: display, ...this.taskRef(k) });
     });
     this.trace.lanes.forEach((lane, l) => lane.depths.forEach((row, depth) => row.forEach((s, k) => {
       const name = this.trace.names[s[2]] ?? '';
@@ -129,9 +200,9 @@ export class LocalBackend implements Backend {
       return { lane: l, name: this.trace.summary.lanes[l].name, spans, busy_ns: busy, idle_ns: idle };
     });
     const tasks = { overlapping: 0, created: 0, resolved: 0, failed: 0, cancelled: 0 };
-    this.trace.tasks.forEach((t, k) => {
+    this.trace.tasks.lines.forEach((t, k) => {
       if (t[0] <= to && t[1] >= from) tasks.overlapping++;
-      if (this.trace.task_details[k].created !== null && t[0] >= from && t[0] <= to) tasks.created++;
+      if (this.trace.tasks.facts[k][2] !== null && t[0] >= from && t[0] <= to) tasks.created++;
       if (t[3] !== 3 && t[1] >= from && t[1] <= to) { tasks.resolved++; if (t[3] === 1) tasks.failed++; if (t[3] === 2) tasks.cancelled++; }
     });
     const top = [...totals.values()].sort((a, b) => b.total_ns - a.total_ns).slice(0, 20);
