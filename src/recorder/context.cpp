@@ -246,10 +246,10 @@ bool TraceContext::valid() const {
   return !all_zero(trace_id) && !all_zero(span_id);
 }
 
-// Ids. Each id comes from a (thread index, counter) pair, unique within the process, passed
-// through keyed bijections of 64 bits: distinct pairs give distinct ids in this process, and
-// the keys, random per process (getrandom once, again in a fork child), make ids of other
-// processes and hosts look unrelated. No lock and no system call per id.
+// Ids. Each id comes from an input no other id of the process had, passed through keyed
+// bijections of 64 bits: distinct inputs give distinct ids in this process, and the keys,
+// random per process (getrandom once, again in a fork child), make ids of other processes and
+// hosts look unrelated. No lock and no system call per id.
 namespace {
 
 struct IdKeys {
@@ -257,15 +257,16 @@ struct IdKeys {
 };
 
 IdKeys g_keys;
-std::atomic<uint64_t> g_next_id_thread{1};
+
+// Inputs are handed out to threads in blocks from one process-wide counter: one atomic add per
+// block, and no input is handed out twice (2^48 blocks, however many threads come and go).
+constexpr uint64_t kIdBlock = uint64_t{1} << 16;
+std::atomic<uint64_t> g_next_id_block{0};
 
 struct IdThreadState {
-  uint64_t thread = 0;  // 0: none taken yet
-  uint64_t counter = 0;
+  uint64_t next = 0, end = 0;  // what is left of the thread's block
 };
 thread_local constinit IdThreadState t_ids{};
-
-constexpr unsigned kCounterBits = 40;
 
 // The splitmix64 finalizer: each step (xor-shift, odd multiply) is invertible.
 uint64_t mix(uint64_t x) {
@@ -304,7 +305,7 @@ void fill_random(void* out, size_t size) {
 }
 
 // Runs in the fork child, which has one thread: its ids would otherwise repeat the parent's,
-// since the counters were copied with the memory.
+// since the blocks were copied with the memory.
 void resalt_in_child() {
   fill_random(&g_keys, sizeof g_keys);
 }
@@ -319,15 +320,13 @@ const IdKeys& keys() {
   return g_keys;
 }
 
-// The next (thread index, counter) pair of this thread; a thread that used up its counter takes
-// a new index.
 uint64_t next_id_input() {
   IdThreadState& state = t_ids;
-  if (state.thread == 0 || state.counter == (uint64_t{1} << kCounterBits)) {
-    state.thread = g_next_id_thread.fetch_add(1, std::memory_order_relaxed);
-    state.counter = 0;
+  if (state.next == state.end) {
+    state.next = g_next_id_block.fetch_add(kIdBlock, std::memory_order_relaxed);
+    state.end = state.next + kIdBlock;
   }
-  return state.thread << kCounterBits | state.counter++;
+  return state.next++;
 }
 
 void store_big_endian(uint64_t value, uint8_t* out) {
