@@ -164,8 +164,10 @@ void check_clock(const shm::MappingCheck& check, const format::ClockCalibration&
 void SessionMapping::validate() {
   shm::MappingCheck check(path_, "session", size_);
   if (size_ < format::kShmHeaderSize) check.fail("file size", 0, "is smaller than the header");
-  alignas(ShmHeader) uint8_t copy[sizeof(ShmHeader)];
-  std::memcpy(copy, base_, sizeof copy);
+  // Only the fields fixed at creation, which end where the live counters begin: the writers
+  // store to those (channel_count, category flags...) meanwhile, and a plain copy would race.
+  alignas(ShmHeader) uint8_t copy[sizeof(ShmHeader)] = {};
+  std::memcpy(copy, base_, offsetof(ShmHeader, channel_count));
   const ShmHeader& h = *reinterpret_cast<const ShmHeader*>(copy);
 #define CHRONICLE_FIELD(name) #name, offsetof(ShmHeader, name)
   if (h.magic != format::kShmMagic)

@@ -38,8 +38,9 @@ MetricsSnapshot read_checked_metrics(const std::string& path, const uint8_t* bas
 MetricsGeometry checked_geometry(const std::string& path, const uint8_t* base, uint64_t size) {
   shm::MappingCheck check(path, "metrics mapping", size);
   if (size < format::kMetricsHeaderSize) check.fail("file size", 0, "is smaller than the header");
-  alignas(MetricsHeader) uint8_t copy[sizeof(MetricsHeader)];
-  std::memcpy(copy, base, sizeof copy);
+  // Only the fields fixed at creation: the live counters after them change under a writer.
+  alignas(MetricsHeader) uint8_t copy[sizeof(MetricsHeader)] = {};
+  std::memcpy(copy, base, offsetof(MetricsHeader, metric_count));
   const MetricsHeader& h = *reinterpret_cast<const MetricsHeader*>(copy);
 #define CHRONICLE_FIELD(name) #name, offsetof(MetricsHeader, name)
   if (h.magic != format::kMetricsMagic)
