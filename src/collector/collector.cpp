@@ -631,13 +631,21 @@ void Collector::write_strings() {
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
   const uint64_t content =
       std::clamp<uint64_t>(format::content_bytes(live), format::kPacketHeaderSize, mapping_.geometry().strings_size);
-  std::vector<uint8_t> copy(packet, packet + content);
-  copy.resize(format::padded_packet_size(content), 0);
+  std::vector<uint8_t> copy(format::padded_packet_size(content), 0);
+  // Writers append definitions while this runs: the header's live fields are read as the atomics
+  // they are, and only the definitions that content_size (acquired) covers are copied as bytes.
   PacketHeader header_copy;
-  std::memcpy(static_cast<void*>(&header_copy), packet, sizeof header_copy);
+  std::memcpy(static_cast<void*>(&header_copy), packet, offsetof(PacketHeader, timestamp_end));
+  header_copy.timestamp_end.store(live.timestamp_end.load(std::memory_order_relaxed), std::memory_order_relaxed);
   header_copy.content_size_bits.store(content * 8, std::memory_order_relaxed);
   header_copy.packet_size_bits = copy.size() * 8;
+  header_copy.packet_seq_num.store(live.packet_seq_num.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  header_copy.events_discarded.store(live.events_discarded.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  header_copy.thread_id = live.thread_id;
+  header_copy.pid = live.pid;
   std::memcpy(copy.data(), static_cast<const void*>(&header_copy), sizeof header_copy);
+  std::memcpy(copy.data() + format::kPacketHeaderSize, packet + format::kPacketHeaderSize,
+              content - format::kPacketHeaderSize);
   write_file(output_dir_ + "/strings", copy.data(), copy.size());
 }
 
