@@ -66,7 +66,7 @@ TEST(AsioExample, EveryAcceptedConnectionHasItsAcceptReadWriteChain) {
     ASSERT_EQ(accept->runs.size(), 1u);
     EXPECT_EQ(accept->runs[0].thread_id, server_thread);
     // accept -> read: the accept handler starts the connection's first read (and the next accept).
-    const auto reads = children_named(graph, *accept, "socket.async_receive");
+    const auto reads = children_named(graph, *accept, "socket.async_receive in async_read_until");
     ASSERT_EQ(reads.size(), 1u);
     EXPECT_EQ(children_named(graph, *accept, "socket.async_accept").size(), 1u);
     // read -> write -> read -> ... until the client closes: one write per message at least.
@@ -79,7 +79,7 @@ TEST(AsioExample, EveryAcceptedConnectionHasItsAcceptReadWriteChain) {
       ASSERT_EQ(next_writes.size(), 1u);
       EXPECT_EQ(read->outcome, format::TaskOutcome::ok);
       ++writes;
-      const auto next_reads = children_named(graph, *next_writes[0], "socket.async_receive");
+      const auto next_reads = children_named(graph, *next_writes[0], "socket.async_receive in async_read_until");
       ASSERT_EQ(next_reads.size(), 1u);
       EXPECT_LE(*next_writes[0]->created, *next_reads[0]->created);
       read = next_reads[0];

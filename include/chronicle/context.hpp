@@ -7,8 +7,16 @@
 //   chronicle::TraceContext outgoing = ctx->child();         // same trace, a new span id
 //   request.set("traceparent", outgoing.traceparent());
 //
-// Plain data: it does not touch the recorder, and stays available with CHRONICLE_DISABLE.
-// Ids are made without coordination: no lock and no system call per id (see new_trace()).
+// TraceContext is plain data. The functions after it tie the process's work to traces:
+//
+//   std::string wire = chronicle::send_traceparent();  // records a send; put it on the message
+//   chronicle::ReceiveScope scope(wire);               // records the receive; work here continues it
+//   chronicle::TraceContext now = chronicle::current_context();
+//
+// Tasks carry the context they were created in: a chronicle::task and an Asio handler continue
+// their creator's trace wherever they resume. All of it stays available with CHRONICLE_DISABLE
+// (contexts then propagate and nothing is recorded). Ids are made without coordination: no lock
+// and no system call per id (see new_trace()).
 #pragma once
 
 #include <array>
@@ -71,5 +79,63 @@ struct TraceContextParseResult {
 // the value to carry (the input without its surrounding whitespace, or whole entries left out
 // when it is longer than 512 characters) or nothing with `why` set when it must be dropped.
 std::optional<std::string> checked_tracestate(std::string_view tracestate, std::string& why);
+
+// The context of the work in scope: of the current task (a chronicle::task or Asio handler, which
+// carry one), or of the innermost ReceiveScope; its span id is that task's or receive's span.
+// Outside both, no context is in scope and the result is not valid() (spans alone are not given
+// ids while they run, to keep them small: send_traceparent() makes one for a message).
+TraceContext current_context();
+
+// Records a send (a span of kind CLIENT/PRODUCER, a child of the current span or task) and returns
+// the traceparent to put on the message: the context in scope with the send's span id; outside any
+// context, a new trace that starts at this send. Works with no session running (then nothing is
+// recorded and the context still propagates).
+std::string send_traceparent();
+
+// Work in the scope handles a received message: records the receive (a span of kind
+// SERVER/CONSUMER, a child of the sender's span) and makes its context the one in scope, so spans
+// and tasks created here continue the sender's trace. A missing or malformed traceparent starts a
+// new trace (continued() says which; why() says why).
+class ReceiveScope {
+ public:
+  explicit ReceiveScope(std::string_view traceparent, std::string_view tracestate = {});
+  explicit ReceiveScope(const TraceContext& sender);
+  ~ReceiveScope();
+  ReceiveScope(const ReceiveScope&) = delete;
+  ReceiveScope& operator=(const ReceiveScope&) = delete;
+
+  // The receive's own context (its span id is the receive's span).
+  const TraceContext& context() const { return context_; }
+  bool continued() const { return continued_; }
+  std::string_view why() const { return why_; }
+
+ private:
+  void open(const std::optional<TraceContext>& sender);
+  TraceContext context_;
+  bool continued_ = false;
+  std::string_view why_;
+  void* slot_ = nullptr;  // the slot it changed, restored as it was
+  uint64_t saved_[3] = {};
+  uint8_t saved_flags_ = 0;
+  bool saved_set_ = false;
+  uint32_t generation_ = 0;  // the session it recorded the receive in; 0: none
+};
+
+// Header maps (std::map<std::string, std::string>, httplib::Headers, ...): `inject` records a send
+// and sets "traceparent"; `extract` reads "traceparent" and "tracestate" back, for a ReceiveScope.
+// (A received tracestate is kept on the ReceiveScope's context; it is not yet carried on to sends.)
+template <typename Headers>
+void inject(Headers& headers) {
+  headers.erase("traceparent");
+  headers.emplace("traceparent", send_traceparent());
+}
+template <typename Headers>
+std::optional<TraceContext> extract(const Headers& headers) {
+  const auto parent = headers.find("traceparent");
+  if (parent == headers.end()) return std::nullopt;
+  const auto state = headers.find("tracestate");
+  return TraceContext::parse(parent->second,
+                             state == headers.end() ? std::string_view{} : std::string_view(state->second));
+}
 
 }  // namespace chronicle

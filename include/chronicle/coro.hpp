@@ -29,6 +29,7 @@
 #include <vector>
 #include "chronicle/detail/source_location.hpp"
 
+#include "chronicle/detail/context_state.hpp"
 #include "chronicle/task.hpp"
 
 namespace chronicle {
@@ -62,7 +63,9 @@ inline std::string exception_text(const std::exception_ptr& error) {
 class TaskPromiseBase {
  public:
   // The coroutine's own source location names it (GCC gives the coroutine function's).
-  explicit TaskPromiseBase(source_location where) : id_(create_task(TaskKind::coroutine, TaskName(where))) {}
+  explicit TaskPromiseBase(source_location where) : id_(create_task(TaskKind::coroutine, TaskName(where))) {
+    detail::capture_task_context(id_, current_task(), context_);
+  }
 
   TaskId id() const { return id_; }
 
@@ -72,11 +75,13 @@ class TaskPromiseBase {
   // as its own events), only the current task changes here.
   void begin_run() {
     previous_current_ = exchange_current_task(id_);
+    previous_context_ = detail::exchange_context_slot(&context_);
     if (!std::exchange(run_begin_recorded_, false)) begin_task_run(id_);
   }
   void end_run() {
     end_task_run(id_);
     exchange_current_task(previous_current_);
+    detail::exchange_context_slot(previous_context_);
   }
 
   // This task awaits `child`, which starts now on this thread: the wait, this run's end and
@@ -91,6 +96,7 @@ class TaskPromiseBase {
 #endif
     child.awaiting_ = this;
     exchange_current_task(previous_current_);
+    detail::exchange_context_slot(previous_context_);
   }
 
 #ifndef CHRONICLE_DISABLE
@@ -116,6 +122,7 @@ class TaskPromiseBase {
     }
 #endif
     exchange_current_task(previous_current_);
+    detail::exchange_context_slot(previous_context_);
   }
 
   struct InitialAwaiter {
@@ -168,6 +175,8 @@ class TaskPromiseBase {
  private:
   TaskId id_;
   TaskId previous_current_ = 0;
+  detail::ContextSlot context_;  // the trace context the task carries (chronicle/context.hpp)
+  detail::ContextSlot* previous_context_ = nullptr;
   std::coroutine_handle<> continuation_;
   std::exception_ptr error_;
   TaskPromiseBase* awaiting_ = nullptr;  // the task<T> that awaits this one, if a task<T> does

@@ -22,6 +22,7 @@
 #include "chronicle/detail/layout.hpp"
 
 #ifndef CHRONICLE_DISABLE
+#include "chronicle/detail/context_state.hpp"
 #include "chronicle/detail/task_writer.hpp"
 #endif
 
@@ -66,6 +67,8 @@ inline TaskId create_task(TaskKind kind, TaskName name = {}, TaskId parent = cur
                                : detail::task_name_from_location(name.location.function_name(),
                                                                  name.location.file_name(), name.location.line());
   detail::emit_task_create(*writer, task, parent, kind, name_id);
+  if (detail::current_context_slot().set) [[unlikely]]
+    detail::record_inherited_context(task);
   return task;
 }
 

@@ -66,12 +66,20 @@ std::string_view type_name(format::EventId type) {
       return "loop_suspend";
     case format::EventId::loop_resume:
       return "loop_resume";
+    case format::EventId::context_send:
+      return "send";
+    case format::EventId::context_receive:
+      return "receive";
+    case format::EventId::context_receive_end:
+      return "receive_end";
+    case format::EventId::task_context:
+      return "task_context";
   }
   return "?";
 }
 
 bool is_task_layer_event(format::EventId type) {
-  return type >= format::EventId::task_create && type <= format::EventId::loop_resume;
+  return type >= format::EventId::task_create && type <= format::EventId::task_context;
 }
 
 // "12.3 us": a duration in the unit that keeps three significant digits readable.
@@ -193,6 +201,22 @@ void append_span_pairing(std::string& line, const reader::Event& event) {
     fmt::format_to(std::back_inserter(line), " began_on_thread={}", event.span->thread_id);
 }
 
+// A send or receive: its trace, its span and its parent (for a receive, the sender's span).
+void append_context(std::string& line, const reader::Event& event) {
+  if (!event.span) {
+    fmt::format_to(std::back_inserter(line), " span={:016x} unmatched (no receive of that span is open)",
+                   event.context_span);
+    return;
+  }
+  const reader::PairedSpan& span = *event.span;
+  fmt::format_to(std::back_inserter(line), " trace={:016x}{:016x} span={:016x}", span.trace_high, span.trace_low,
+                 span.span_id);
+  if (span.parent_span_id != 0) fmt::format_to(std::back_inserter(line), " parent={:016x}", span.parent_span_id);
+  if (event.type == format::EventId::context_receive && span.parent_span_id == 0)
+    line += " (no valid traceparent: a new trace)";
+  if (span.task != 0) fmt::format_to(std::back_inserter(line), " task={}", model::task_id_text(span.task));
+}
+
 int run_dump(const DumpOptions& options) {
   const auto traces = reader::find_traces(options.directory);
   uint64_t printed = 0;
@@ -256,6 +280,15 @@ int run_dump(const DumpOptions& options) {
           break;
         case format::EventId::task_label:
           fmt::format_to(std::back_inserter(line), " task={} text=\"{}\"", model::task_id_text(event.task), event.text);
+          break;
+        case format::EventId::context_send:
+        case format::EventId::context_receive:
+        case format::EventId::context_receive_end:
+          append_context(line, event);
+          break;
+        case format::EventId::task_context:
+          fmt::format_to(std::back_inserter(line), " task={} trace={:016x}{:016x}", model::task_id_text(event.task),
+                         event.trace_high, event.trace_low);
           break;
         default:
           break;

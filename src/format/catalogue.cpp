@@ -33,6 +33,16 @@ constexpr FieldSpec kTaskResolve[] = {{"task", FieldType::u64},
                                       {"outcome", FieldType::u8, kTaskOutcomeNames},
                                       {"text", FieldType::string}};
 constexpr FieldSpec kTaskLabel[] = {{"task", FieldType::u64}, {"text", FieldType::string}};
+constexpr FieldSpec kContextSend[] = {
+    {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"span", FieldType::u64}, {"flags", FieldType::u8}};
+constexpr FieldSpec kContextReceive[] = {{"trace_high", FieldType::u64},
+                                         {"trace_low", FieldType::u64},
+                                         {"span", FieldType::u64},
+                                         {"parent", FieldType::u64},
+                                         {"flags", FieldType::u8}};
+constexpr FieldSpec kContextReceiveEnd[] = {{"span", FieldType::u64}};
+constexpr FieldSpec kTaskContext[] = {
+    {"task", FieldType::u64}, {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"flags", FieldType::u8}};
 constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name", FieldType::string}};
 
 constexpr auto id(EventId e) {
@@ -123,6 +133,24 @@ CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, outcome);
 CHRONICLE_SAME_SIZE(kTaskResolve, TaskResolvePrefix);
 CHRONICLE_SAME_FIELD(kTaskLabel, TaskLabelPrefix, task);
 CHRONICLE_SAME_SIZE(kTaskLabel, TaskLabelPrefix);
+CHRONICLE_SAME_FIELD(kContextSend, ContextSendPayload, trace_high);
+CHRONICLE_SAME_FIELD(kContextSend, ContextSendPayload, trace_low);
+CHRONICLE_SAME_FIELD(kContextSend, ContextSendPayload, span);
+CHRONICLE_SAME_FIELD(kContextSend, ContextSendPayload, flags);
+CHRONICLE_SAME_SIZE(kContextSend, ContextSendPayload);
+CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, trace_high);
+CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, trace_low);
+CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, span);
+CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, parent);
+CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, flags);
+CHRONICLE_SAME_SIZE(kContextReceive, ContextReceivePayload);
+CHRONICLE_SAME_FIELD(kContextReceiveEnd, ContextReceiveEndPayload, span);
+CHRONICLE_SAME_SIZE(kContextReceiveEnd, ContextReceiveEndPayload);
+CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, task);
+CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, trace_high);
+CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, trace_low);
+CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, flags);
+CHRONICLE_SAME_SIZE(kTaskContext, TaskContextPayload);
 #undef CHRONICLE_SAME_FIELD
 #undef CHRONICLE_SAME_SIZE
 
@@ -146,6 +174,10 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::task_label), "task_label", kTaskLabel},
     EventSpec{kStreamThread, id(EventId::loop_suspend), "loop_suspend", {}},
     EventSpec{kStreamThread, id(EventId::loop_resume), "loop_resume", {}},
+    EventSpec{kStreamThread, id(EventId::context_send), "context_send", kContextSend},
+    EventSpec{kStreamThread, id(EventId::context_receive), "context_receive", kContextReceive},
+    EventSpec{kStreamThread, id(EventId::context_receive_end), "context_receive_end", kContextReceiveEnd},
+    EventSpec{kStreamThread, id(EventId::task_context), "task_context", kTaskContext},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
 });

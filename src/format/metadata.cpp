@@ -235,9 +235,9 @@ TraceDescription parse_metadata(std::string_view text) {
   if (string_value(text, "tracer_name") != kTracerName)
     throw std::runtime_error("metadata is not from chronicle (env.tracer_name is not \"chronicle\")");
   const int64_t version = integer_value(text, "chronicle_format");
-  if (version != kFormatVersion)
-    throw std::runtime_error(
-        fmt::format("trace format version {} is not the one this build reads ({})", version, kFormatVersion));
+  if (version < kOldestReadableFormatVersion || version > kFormatVersion)
+    throw std::runtime_error(fmt::format("trace format version {} is not one this build reads ({} to {})", version,
+                                         kOldestReadableFormatVersion, kFormatVersion));
   TraceDescription trace;
   trace.hostname = string_value(text, "hostname");
   trace.process_name = string_value(text, "procname");

@@ -56,7 +56,9 @@ TraceDescription parse_metadata(std::string_view text);
 
 std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
 
-inline constexpr int kFormatVersion = 2;  // 2: span_end names the span it closes
+inline constexpr int kFormatVersion = 3;  // 2: span_end names the span it closes; 3: context events
+// Version 2 traces differ only by having no context events, so this build reads them too.
+inline constexpr int kOldestReadableFormatVersion = 2;
 // The stream file that counts the events of threads that got no channel (two empty packets).
 inline constexpr std::string_view kNoChannelStreamName = "no-channel";
 inline constexpr std::string_view kTracerName = "chronicle";

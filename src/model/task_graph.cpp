@@ -185,6 +185,11 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::loop_resume:
       resume_loop(event);
       break;
+    case EventId::context_send:
+    case EventId::context_receive:
+    case EventId::context_receive_end:
+    case EventId::task_context:
+      break;  // links between processes: chronicle merge pairs them
     case EventId::span_end:
       // A task's span ends where the task runs now; its end is the task's too (the reader paired it).
       if (event.span && event.span->task != 0 && !running.empty()) {

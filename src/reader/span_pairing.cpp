@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::reader {
 
 SpanPairing::SpanPairing(const Trace& trace) : trace_(trace) {
+  const auto& uuid = trace.description().uuid;
+  salt_high_ = format::load_big_endian_u64(uuid.data());
+  salt_low_ = format::load_big_endian_u64(uuid.data() + 8);
   std::map<std::pair<std::string_view, std::string_view>, uint32_t> first_of_name;
   for (const Site& site : trace.sites()) {
     if (site.id == 0) continue;
@@ -67,6 +71,21 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
     case format::EventId::task_run_begin:
       if (event.task != 0) running_[event.thread_id].push_back(event.task);
       return nullptr;
+    case format::EventId::task_create: {
+      // Its parent's trace, or its own; a task_context right after says otherwise.
+      const auto parent = event.related_task != 0 ? task_traces_.find(event.related_task) : task_traces_.end();
+      task_traces_[event.task] = parent != task_traces_.end() ? parent->second : task_trace(event.task);
+      return nullptr;
+    }
+    case format::EventId::task_context:
+      task_traces_[event.task] = {event.trace_high, event.trace_low};
+      return nullptr;
+    case format::EventId::context_send:
+      return send(event);
+    case format::EventId::context_receive:
+      return receive_begin(event);
+    case format::EventId::context_receive_end:
+      return receive_end(event);
     case format::EventId::task_run_end: {
       // The innermost run of that task: runs of one thread nest (a task that sync_waits runs
       // the awaited task inside its own run).
@@ -92,8 +111,135 @@ const PairedSpan* SpanPairing::begin(const Event& event) {
   span.depth = static_cast<uint32_t>(stack.size());
   span.begin = event.ticks;
   span.end = event.ticks;
+  set_context(span, event.thread_id, task);
   stack.push_back(span);
   return &stack.back();
+}
+
+std::pair<uint64_t, uint64_t> SpanPairing::task_trace(uint64_t task) const {
+  if (const auto found = task_traces_.find(task); found != task_traces_.end()) return found->second;
+  std::pair<uint64_t, uint64_t> trace;
+  format::derived_task_trace_id({salt_high_, salt_low_}, task, trace.first, trace.second);
+  return trace;
+}
+
+uint64_t SpanPairing::task_span_id(uint64_t task) const {
+  return format::derived_task_span_id({salt_high_, salt_low_}, task);
+}
+
+// The innermost span or receive open in the owner: the one that began last.
+const PairedSpan* SpanPairing::innermost_context(uint32_t thread_id, uint64_t task) const {
+  const PairedSpan* innermost = nullptr;
+  auto consider = [&](const auto& stacks, auto key) {
+    const auto found = stacks.find(key);
+    if (found == stacks.end() || found->second.empty()) return;
+    if (!innermost || found->second.back().sequence > innermost->sequence) innermost = &found->second.back();
+  };
+  if (task != 0) {
+    consider(task_open_, task);
+    consider(task_receives_, task);
+  } else {
+    consider(thread_open_, thread_id);
+    consider(thread_receives_, thread_id);
+  }
+  return innermost;
+}
+
+void SpanPairing::set_context(PairedSpan& span, uint32_t thread_id, uint64_t task) const {
+  // A span's id: a bijective mix of its sequence (top bit set, apart from tasks' ids) with the salt.
+  span.span_id = format::mix_id(span.sequence | (uint64_t{1} << 63), salt_high_);
+  if (const PairedSpan* around = innermost_context(thread_id, task)) {
+    span.trace_high = around->trace_high;
+    span.trace_low = around->trace_low;
+    span.parent_span_id = around->span_id;
+  } else if (task != 0) {
+    std::tie(span.trace_high, span.trace_low) = task_trace(task);
+    span.parent_span_id = task_span_id(task);
+  } else {
+    // A span with no parent and no context in scope starts a trace of its own.
+    span.trace_high = format::mix_id(span.sequence ^ 0x6a09e667f3bcc908ULL, salt_low_);
+    span.trace_low = format::mix_id(span.sequence, salt_low_ ^ salt_high_ ^ 0xbb67ae8584caa73bULL);
+    span.parent_span_id = 0;
+  }
+}
+
+const PairedSpan* SpanPairing::send(const Event& event) {
+  const uint64_t task = running_task(event.thread_id);
+  PairedSpan& span = current_;
+  span = PairedSpan{};
+  span.role = SpanRole::send;
+  span.sequence = next_sequence_++;
+  span.task = task;
+  span.thread_id = span.end_thread_id = event.thread_id;
+  span.begin = span.end = event.ticks;
+  span.ended = true;
+  span.trace_high = event.trace_high;
+  span.trace_low = event.trace_low;
+  span.span_id = event.context_span;
+  // Its parent is what is around it, if the message went out in that trace.
+  PairedSpan around;
+  around.sequence = span.sequence;
+  set_context(around, event.thread_id, task);
+  if (around.trace_high == span.trace_high && around.trace_low == span.trace_low)
+    span.parent_span_id = around.parent_span_id;
+  return &current_;
+}
+
+const PairedSpan* SpanPairing::receive_begin(const Event& event) {
+  const uint64_t task = running_task(event.thread_id);
+  auto& stack = task != 0 ? task_receives_[task] : thread_receives_[event.thread_id];
+  PairedSpan span;
+  span.role = SpanRole::receive;
+  span.sequence = next_sequence_++;
+  span.task = task;
+  span.thread_id = event.thread_id;
+  span.begin = span.end = event.ticks;
+  span.trace_high = event.trace_high;
+  span.trace_low = event.trace_low;
+  span.span_id = event.context_span;
+  span.parent_span_id = event.context_parent;
+  stack.push_back(span);
+  return &stack.back();
+}
+
+const PairedSpan* SpanPairing::receive_end(const Event& event) {
+  auto close = [&](std::vector<PairedSpan>& stack) {
+    for (size_t i = stack.size(); i-- > 0;) {
+      if (stack[i].span_id != event.context_span) continue;
+      current_ = stack[i];
+      stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
+      current_.end = event.ticks;
+      current_.end_thread_id = event.thread_id;
+      current_.ended = true;
+      return true;
+    }
+    return false;
+  };
+  const uint64_t task = running_task(event.thread_id);
+  if (task != 0) {
+    if (auto found = task_receives_.find(task); found != task_receives_.end() && close(found->second)) return &current_;
+  }
+  if (auto found = thread_receives_.find(event.thread_id); found != thread_receives_.end() && close(found->second))
+    return &current_;
+  return nullptr;
+}
+
+std::vector<PairedSpan> SpanPairing::close_all_receives(uint64_t last_ticks) {
+  std::vector<PairedSpan> closed;
+  auto close_stacks = [&](auto& stacks) {
+    for (auto& [owner, stack] : stacks)
+      for (PairedSpan& span : stack) {
+        span.end = std::max(span.begin, last_ticks);
+        span.end_thread_id = span.thread_id;
+        closed.push_back(span);
+      }
+    stacks.clear();
+  };
+  close_stacks(thread_receives_);
+  close_stacks(task_receives_);
+  std::sort(closed.begin(), closed.end(),
+            [](const PairedSpan& a, const PairedSpan& b) { return a.sequence < b.sequence; });
+  return closed;
 }
 
 // Closes the innermost span of `stack` named `key` into current_; false when there is none.

@@ -6,11 +6,21 @@
 // runs: a span at the top of a coroutine that resumes on another thread ends there, and closes
 // that coroutine's span, never one of the thread's. An end that finds no such span in its owner
 // (nor, inside a task run, among the thread's own spans) pairs with nothing and is counted.
+//
+// It also gives every span its trace context (chronicle/context.hpp), the one rule every export
+// uses. A task's trace: the one recorded for it (task_context), else its parent's, else one derived
+// from its id; its span id derives from its id (format::derived_task_span_id). A span's parent is
+// the innermost span or receive open in its owner, else its task's span; a span with neither
+// starts a trace of its own. A receive (context_receive ... context_receive_end) is a span of the
+// sender's trace whose parent is the sender's span; a send (context_send) is an instant span,
+// a child of the innermost span, receive or task around it when that is in the trace it sent
+// (else the root of the new trace it started).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace chronicle::reader {
@@ -18,7 +28,10 @@ namespace chronicle::reader {
 struct Event;
 class Trace;
 
+enum class SpanRole : uint8_t { span, send, receive };
+
 struct PairedSpan {
+  SpanRole role = SpanRole::span;
   uint64_t sequence = 0;         // 1, 2, ... in the order the spans began
   uint64_t parent_sequence = 0;  // the span of the same owner around it; 0 at the top
   uint32_t site_id = 0;          // the begin's site
@@ -29,6 +42,12 @@ struct PairedSpan {
   uint64_t begin = 0;            // ticks
   uint64_t end = 0;              // ticks; the trace's last event when it never ended
   bool ended = false;
+  // Its trace context: W3C trace id (two big-endian halves), span id, parent span id (0: a root;
+  // for a receive, the sender's span, which is in another process's trace).
+  uint64_t trace_high = 0;
+  uint64_t trace_low = 0;
+  uint64_t span_id = 0;
+  uint64_t parent_span_id = 0;
 };
 
 struct PairingProblems {
@@ -48,6 +67,13 @@ class SpanPairing {
   // yet known) or a span_end closes; nullptr for other events and for an end that pairs with
   // nothing. The pointer is valid until the next call.
   const PairedSpan* follow(const Event& event);
+
+  // A task's trace (high, low) and span id; for a task the trace never created, derived ones.
+  std::pair<uint64_t, uint64_t> task_trace(uint64_t task) const;
+  uint64_t task_span_id(uint64_t task) const;
+
+  // Receives still open at the end of the trace, ended there (ended = false).
+  std::vector<PairedSpan> close_all_receives(uint64_t last_ticks);
 
   // Spans open in the owner that `thread_id` records into now (its innermost task run, or itself).
   uint32_t depth_on(uint32_t thread_id) const;
@@ -73,12 +99,22 @@ class SpanPairing {
   const PairedSpan* begin(const Event& event);
   const PairedSpan* end(const Event& event);
   bool close_in(std::vector<PairedSpan>& stack, uint32_t key, const Event& event);
+  void set_context(PairedSpan& span, uint32_t thread_id, uint64_t task) const;
+  const PairedSpan* innermost_context(uint32_t thread_id, uint64_t task) const;
+  const PairedSpan* receive_begin(const Event& event);
+  const PairedSpan* receive_end(const Event& event);
+  const PairedSpan* send(const Event& event);
 
   const Trace& trace_;
   std::vector<uint32_t> name_key_;  // by site id: the first site id of the same category and name
   std::unordered_map<uint32_t, std::vector<uint64_t>> running_;  // by thread: task runs, innermost last
   std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_open_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
+  std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_receives_;
+  std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> task_traces_;
+  uint64_t salt_high_ = 0;
+  uint64_t salt_low_ = 0;
   PairedSpan current_;
   uint64_t next_sequence_ = 1;
   PairingProblems problems_;

@@ -407,6 +407,34 @@ bool Trace::StreamCursor::next(Event& event) {
       event.task = load<format::TaskLabelPrefix>(raw.payload).task;
       event.text = text_after(sizeof(format::TaskLabelPrefix));
       break;
+    case format::EventId::context_send: {
+      const auto payload = load<format::ContextSendPayload>(raw.payload);
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_span = payload.span;
+      event.context_flags = payload.flags;
+      break;
+    }
+    case format::EventId::context_receive: {
+      const auto payload = load<format::ContextReceivePayload>(raw.payload);
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_span = payload.span;
+      event.context_parent = payload.parent;
+      event.context_flags = payload.flags;
+      break;
+    }
+    case format::EventId::context_receive_end:
+      event.context_span = load<format::ContextReceiveEndPayload>(raw.payload).span;
+      break;
+    case format::EventId::task_context: {
+      const auto payload = load<format::TaskContextPayload>(raw.payload);
+      event.task = payload.task;
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_flags = payload.flags;
+      break;
+    }
     default:
       break;
   }

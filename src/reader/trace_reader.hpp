@@ -56,6 +56,12 @@ struct Event {
   uint64_t related_task = 0;  // task_create: parent; task_wait: awaited; task_resolve: resolver
   format::TaskKind task_kind = format::TaskKind::unknown;  // task_create
   format::TaskOutcome outcome = format::TaskOutcome::ok;   // task_resolve
+  // Context events (chronicle/context.hpp): context_send, context_receive(_end), task_context.
+  uint64_t trace_high = 0;  // the W3C trace id, as two big-endian halves
+  uint64_t trace_low = 0;
+  uint64_t context_span = 0;    // send: the send's span id; receive, receive_end: the receive's
+  uint64_t context_parent = 0;  // receive: the sender's span id (0: the message carried none)
+  uint8_t context_flags = 0;
   // for_each_event: the span a span_begin opens or a span_end closes (span_pairing.hpp); null for
   // other events, an end that pairs with nothing, and in per-stream iteration.
   const PairedSpan* span = nullptr;

@@ -1,6 +1,7 @@
 #include "recorder/clock.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -69,7 +70,16 @@ uint64_t read_monotonic_ns() {
   return read_clock_ns(CLOCK_MONOTONIC);
 }
 
-format::ClockCalibration calibrate_clock(bool use_tsc) {
+namespace {
+
+// For tests of clock alignment across hosts: CHRONICLE_TEST_WALL_CLOCK_OFFSET_NS (signed) moves
+// the wall-clock reference the trace records, as a host whose clock is off by that much would.
+int64_t test_wall_clock_offset_ns() {
+  const char* text = std::getenv("CHRONICLE_TEST_WALL_CLOCK_OFFSET_NS");
+  return text && *text ? std::strtoll(text, nullptr, 10) : 0;
+}
+
+format::ClockCalibration measure_clock(bool use_tsc) {
   format::ClockCalibration clock{};
   if (!use_tsc) {
     clock.is_tsc = 0;
@@ -90,6 +100,14 @@ format::ClockCalibration calibrate_clock(bool use_tsc) {
   clock.frequency_hz =
       static_cast<uint64_t>(std::llround(static_cast<long double>(second.ticks - first.ticks) * 1e9L /
                                          static_cast<long double>(second.monotonic_ns - first.monotonic_ns)));
+  return clock;
+}
+
+}  // namespace
+
+format::ClockCalibration calibrate_clock(bool use_tsc) {
+  format::ClockCalibration clock = measure_clock(use_tsc);
+  clock.realtime_ns_at_start += static_cast<uint64_t>(test_wall_clock_offset_ns());
   return clock;
 }
 

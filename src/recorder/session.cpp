@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "chronicle/config.hpp"
+#include "chronicle/detail/context_state.hpp"
 #include "chronicle/detail/writer.hpp"
 #include "collector/collector.hpp"
 #include "recorder/clock.hpp"
@@ -774,6 +775,8 @@ bool start(const Config& config) {
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
+  detail::g_context_salt_high.store(format::load_big_endian_u64(header.uuid), std::memory_order_relaxed);
+  detail::g_context_salt_low.store(format::load_big_endian_u64(header.uuid + 8), std::memory_order_relaxed);
   detail::g_generation.store(raw->generation, std::memory_order_release);
   return true;
 }

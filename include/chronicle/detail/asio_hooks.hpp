@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "chronicle/detail/context_state.hpp"
 #include "chronicle/task.hpp"
 
 namespace chronicle::asio_tracking {
@@ -17,6 +18,7 @@ namespace chronicle::asio_tracking {
 class TrackedHandler {
  public:
   TaskId chronicle_task_id_ = 0;
+  detail::ContextSlot chronicle_context_;  // the trace context the handler carries
 
  protected:
   TrackedHandler() = default;
@@ -64,6 +66,8 @@ inline void creation(Context& /*context*/, TrackedHandler& handler, const char* 
   handler.chronicle_task_id_ = task;
   const uint32_t name_id = detail::task_name_from_operation(object_type, op_name, Location::current_function());
   detail::emit_task_create(*writer, task, current_task(), kind_of(object_type), name_id);
+  if (detail::current_context_slot().set) detail::record_inherited_context(task);
+  detail::capture_task_context(task, current_task(), handler.chronicle_context_);
 #else
   (void)handler, (void)object_type, (void)op_name;
 #endif
@@ -87,7 +91,8 @@ inline void operation(Context& /*context*/, const char* object_type, void* /*obj
 // One handler's completion: constructed when Asio is about to invoke (or destroy) it.
 class Completion {
  public:
-  explicit Completion(const TrackedHandler& handler) noexcept : task_(handler.chronicle_task_id_) {}
+  explicit Completion(const TrackedHandler& handler) noexcept
+      : task_(handler.chronicle_task_id_), context_(handler.chronicle_context_) {}
   ~Completion() {
     if (task_ == 0) return;
     if (!invoked_) {
@@ -142,15 +147,19 @@ class Completion {
     (void)outcome, (void)text;
 #endif
     previous_task_ = exchange_current_task(task_);
+    previous_context_ = detail::exchange_context_slot(&context_);
     running_ = true;
   }
   void end_run() {
     end_task_run(task_);
     exchange_current_task(previous_task_);
+    detail::exchange_context_slot(previous_context_);
     running_ = false;
   }
 
   TaskId task_;
+  detail::ContextSlot context_;
+  detail::ContextSlot* previous_context_ = nullptr;
   TaskId previous_task_ = 0;
   bool invoked_ = false;
   bool running_ = false;

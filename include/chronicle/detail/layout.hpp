@@ -90,6 +90,11 @@ enum class EventId : uint32_t {
   task_label = 11,
   loop_suspend = 12,
   loop_resume = 13,
+  // Distributed trace context (chronicle/context.hpp): format version 3.
+  context_send = 14,
+  context_receive = 15,
+  context_receive_end = 16,
+  task_context = 17,
 };
 
 // What a task is; stored as a u8 in task_create (a CTF enum in the metadata).
@@ -143,7 +148,68 @@ struct TaskResolvePrefix {  // + the text (empty for most)
 struct TaskLabelPrefix {  // + the label
   uint64_t task;
 };
+// A W3C trace id is 16 bytes; it is stored as two u64 whose big-endian bytes, high first, are the
+// id's bytes (so a CTF reader prints the numbers of the hex text).
+// context_send: a message leaves with `span` (this send's own span, a child of the sender's
+// current span or task) as the traceparent's parent-id.
+struct ContextSendPayload {
+  uint64_t trace_high;
+  uint64_t trace_low;
+  uint64_t span;
+  uint8_t flags;
+};
+// context_receive: work on a message begins as span `span`, a child of the sender's span
+// `parent` (0: the message carried no valid traceparent, so `trace` is a new trace).
+struct ContextReceivePayload {
+  uint64_t trace_high;
+  uint64_t trace_low;
+  uint64_t span;
+  uint64_t parent;
+  uint8_t flags;
+};
+// context_receive_end: the receive span `span` ends.
+struct ContextReceiveEndPayload {
+  uint64_t span;
+};
+// task_context: `task`, just created, belongs to trace `trace` (the context in scope where it was
+// created) rather than to the trace its id derives (see derived_task_trace_id).
+struct TaskContextPayload {
+  uint64_t task;
+  uint64_t trace_high;
+  uint64_t trace_low;
+  uint8_t flags;
+};
 #pragma pack(pop)
+
+// The ids a task gets without anything recorded, from the session's uuid (128 random bits) and the
+// task id (unique in the process): the writer and the reader compute the same. A bijective 64-bit
+// mix (SplitMix64's finalizer) keeps distinct tasks distinct; an all-zero id (W3C: invalid) is
+// never given.
+constexpr uint64_t mix_id(uint64_t key, uint64_t salt) {
+  uint64_t x = key ^ salt;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x == 0 ? 1 : x;
+}
+constexpr uint64_t load_big_endian_u64(const uint8_t* bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value = value << 8 | bytes[i];
+  return value;
+}
+// The salt is the session's uuid.
+struct ContextSalt {
+  uint64_t high = 0;  // the uuid's first 8 bytes, big-endian
+  uint64_t low = 0;   // its last 8
+};
+constexpr uint64_t derived_task_span_id(const ContextSalt& salt, uint64_t task) {
+  return mix_id(task, salt.high);
+}
+// A task with no parent and no context in scope starts its own trace.
+constexpr void derived_task_trace_id(const ContextSalt& salt, uint64_t task, uint64_t& high, uint64_t& low) {
+  high = mix_id(task ^ 0x5bd1e9955bd1e995ULL, salt.low);
+  low = mix_id(task, salt.low ^ salt.high);
+}
 
 // Ids of the events of the strings stream.
 enum class DefinitionId : uint32_t {

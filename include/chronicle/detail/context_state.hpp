@@ -1,0 +1,57 @@
+// The trace context in scope on a thread (chronicle/context.hpp): where it lives and how tasks
+// carry it. Header-only for the task types that install it at every run; the rest is in
+// src/recorder/context_scope.cpp.
+//
+// A context lives in a slot. The thread has its own slot; a coroutine (chronicle::task) and an
+// Asio handler have one each, filled when they are created and made the thread's current slot
+// for each of their runs, so work continues its creator's trace on whatever thread it resumes.
+// A ReceiveScope writes the slot current where it opens and restores it where it closes (the
+// same slot, even when a coroutine resumed on another thread in between).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "chronicle/detail/layout.hpp"
+
+namespace chronicle::detail {
+
+struct ContextSlot {
+  uint64_t trace_high = 0;
+  uint64_t trace_low = 0;
+  uint64_t span = 0;  // the span work in scope is a child of: a task's, a receive's
+  uint8_t flags = 0;
+  bool set = false;
+};
+
+struct ContextThreadState {
+  ContextSlot* current;  // null: the thread's own slot
+  ContextSlot own;
+};
+extern thread_local constinit ContextThreadState t_context __attribute__((tls_model("initial-exec")));
+
+// The running session's uuid as the salt of derived ids (set before the session is published).
+extern std::atomic<uint64_t> g_context_salt_high;
+extern std::atomic<uint64_t> g_context_salt_low;
+
+inline ContextSlot& current_context_slot() {
+  return t_context.current ? *t_context.current : t_context.own;
+}
+
+// Makes `slot` the thread's current one and returns the one it replaces.
+inline ContextSlot* exchange_context_slot(ContextSlot* slot) {
+  ContextSlot* previous = t_context.current;
+  t_context.current = slot;
+  return previous;
+}
+
+// Fills the slot of a task that carries its context (a coroutine, an Asio handler) just created
+// with id `task` under `parent`: the context in scope, else a trace of its own; and records it
+// when the reader could not derive it (src/recorder/context_scope.cpp).
+void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot);
+
+// For a task that does not carry a context (create_task): records the context in scope, if any,
+// as the task's trace.
+void record_inherited_context(uint64_t task);
+
+}  // namespace chronicle::detail

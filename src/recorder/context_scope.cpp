@@ -1,0 +1,157 @@
+// The trace context in scope (chronicle/detail/context_state.hpp) and the calls that record sends
+// and receives (chronicle/context.hpp). Context events share the "task" category's switch: they
+// are what ties tasks of several processes together.
+#include <cstring>
+
+#include "chronicle/context.hpp"
+#include "chronicle/detail/context_state.hpp"
+
+#ifndef CHRONICLE_DISABLE
+#include "chronicle/detail/task_writer.hpp"
+#endif
+
+namespace chronicle {
+
+namespace detail {
+
+thread_local constinit ContextThreadState t_context __attribute__((tls_model("initial-exec"))) = {};
+std::atomic<uint64_t> g_context_salt_high{0};
+std::atomic<uint64_t> g_context_salt_low{0};
+
+namespace {
+
+uint64_t load_big_endian(const uint8_t* bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value = value << 8 | bytes[i];
+  return value;
+}
+
+void store_big_endian(uint64_t value, uint8_t* out) {
+  for (int i = 7; i >= 0; --i, value >>= 8) out[i] = static_cast<uint8_t>(value);
+}
+
+ContextSlot slot_of(const TraceContext& context) {
+  return {load_big_endian(context.trace_id.data()), load_big_endian(context.trace_id.data() + 8),
+          load_big_endian(context.span_id.data()), context.flags, true};
+}
+
+TraceContext context_of(const ContextSlot& slot) {
+  TraceContext context;
+  store_big_endian(slot.trace_high, context.trace_id.data());
+  store_big_endian(slot.trace_low, context.trace_id.data() + 8);
+  store_big_endian(slot.span, context.span_id.data());
+  context.flags = slot.flags;
+  return context;
+}
+
+#ifndef CHRONICLE_DISABLE
+void emit_task_context(ThreadWriter& writer, uint64_t task, const ContextSlot& slot) {
+  const format::TaskContextPayload payload{task, slot.trace_high, slot.trace_low, slot.flags};
+  emit_fixed(writer, format::EventId::task_context, &payload, sizeof payload);
+}
+#endif
+
+}  // namespace
+
+void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot) {
+  const ContextSlot& scope = current_context_slot();
+  if (task == 0) {  // not recording: the context only propagates
+    slot = scope;
+    return;
+  }
+  const format::ContextSalt salt{g_context_salt_high.load(std::memory_order_relaxed),
+                                 g_context_salt_low.load(std::memory_order_relaxed)};
+  if (scope.set) {
+    slot = scope;
+  } else {
+    format::derived_task_trace_id(salt, task, slot.trace_high, slot.trace_low);
+    slot.flags = TraceContext::kSampledFlag;
+    slot.set = true;
+  }
+  slot.span = format::derived_task_span_id(salt, task);
+#ifndef CHRONICLE_DISABLE
+  // The reader derives a task's trace from its id when it has no parent, else takes its parent's;
+  // anything else is recorded (create_task() has recorded the context in scope already).
+  if (!scope.set && parent != 0) {
+    if (ThreadWriter* writer = task_writer()) emit_task_context(*writer, task, slot);
+  }
+#else
+  (void)parent;
+#endif
+}
+
+void record_inherited_context([[maybe_unused]] uint64_t task) {
+#ifndef CHRONICLE_DISABLE
+  const ContextSlot& scope = current_context_slot();
+  if (!scope.set) return;
+  if (ThreadWriter* writer = task_writer()) emit_task_context(*writer, task, scope);
+#endif
+}
+
+}  // namespace detail
+
+TraceContext current_context() {
+  const detail::ContextSlot& slot = detail::current_context_slot();
+  return slot.set ? detail::context_of(slot) : TraceContext{};
+}
+
+std::string send_traceparent() {
+  const detail::ContextSlot& slot = detail::current_context_slot();
+  const TraceContext send = slot.set ? detail::context_of(slot).child() : TraceContext::new_trace();
+#ifndef CHRONICLE_DISABLE
+  if (detail::ThreadWriter* writer = detail::task_writer()) {
+    const detail::ContextSlot ids = detail::slot_of(send);
+    const format::ContextSendPayload payload{ids.trace_high, ids.trace_low, ids.span, ids.flags};
+    detail::emit_fixed(*writer, format::EventId::context_send, &payload, sizeof payload);
+  }
+#endif
+  return send.traceparent();
+}
+
+ReceiveScope::ReceiveScope(std::string_view traceparent, std::string_view tracestate) {
+  TraceContext::ParseResult parsed = TraceContext::parse_with_reason(traceparent, tracestate);
+  why_ = parsed.error;
+  open(parsed.context);
+}
+
+ReceiveScope::ReceiveScope(const TraceContext& sender) {
+  if (!sender.valid()) why_ = "the sender's context is not valid";
+  open(sender.valid() ? std::optional<TraceContext>(sender) : std::nullopt);
+}
+
+void ReceiveScope::open(const std::optional<TraceContext>& sender) {
+  continued_ = sender.has_value();
+  context_ = continued_ ? sender->child() : TraceContext::new_trace();
+  detail::ContextSlot& slot = detail::current_context_slot();
+  slot_ = &slot;
+  saved_[0] = slot.trace_high;
+  saved_[1] = slot.trace_low;
+  saved_[2] = slot.span;
+  saved_flags_ = slot.flags;
+  saved_set_ = slot.set;
+  slot = detail::slot_of(context_);
+#ifndef CHRONICLE_DISABLE
+  if (detail::ThreadWriter* writer = detail::task_writer()) {
+    const uint64_t parent = continued_ ? detail::load_big_endian(sender->span_id.data()) : 0;
+    const format::ContextReceivePayload payload{slot.trace_high, slot.trace_low, slot.span, parent, slot.flags};
+    detail::emit_fixed(*writer, format::EventId::context_receive, &payload, sizeof payload);
+    generation_ = writer->generation;
+  }
+#endif
+}
+
+ReceiveScope::~ReceiveScope() {
+  auto& slot = *static_cast<detail::ContextSlot*>(slot_);
+#ifndef CHRONICLE_DISABLE
+  // Ended in the session it began in only: a receive begun before a restart has no begin there.
+  if (generation_ != 0 && generation_ == detail::g_generation.load(std::memory_order_relaxed)) {
+    if (detail::ThreadWriter* writer = detail::task_writer()) {
+      const format::ContextReceiveEndPayload payload{detail::load_big_endian(context_.span_id.data())};
+      detail::emit_fixed(*writer, format::EventId::context_receive_end, &payload, sizeof payload);
+    }
+  }
+#endif
+  slot = {saved_[0], saved_[1], saved_[2], saved_flags_, saved_set_};
+}
+
+}  // namespace chronicle

@@ -1,0 +1,237 @@
+// Trace context propagation (chronicle/context.hpp): what is in scope at run time, and that the
+// reader gives every span, task, send and receive the same ids: a receive is a child of the
+// sender's send span, spans inside a receive are its children, a coroutine continues its
+// creator's trace on whatever thread it resumes, and a send's traceparent names the span the
+// trace records for it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chronicle/chronicle.hpp>
+#include <chronicle/context.hpp>
+#include <chronicle/coro.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reader/span_pairing.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using test::TemporaryDirectory;
+using test::test_config;
+
+const std::string kCli = CHRONICLE_CLI;
+
+std::string trace_hex(uint64_t high, uint64_t low) {
+  char text[33];
+  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
+  return text;
+}
+
+std::string span_hex(uint64_t id) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+TEST(ContextPropagation, OutsideAnyScopeNothingIsInScopeAndASendStartsATrace) {
+  EXPECT_FALSE(current_context().valid());
+  const auto sent = TraceContext::parse(send_traceparent());
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_TRUE(sent->valid());
+  EXPECT_FALSE(current_context().valid()) << "a send changes nothing in scope";
+}
+
+TEST(ContextPropagation, AReceiveScopeContinuesTheSendersTraceAndEndsWithTheScope) {
+  const TraceContext sender = TraceContext::new_trace();
+  {
+    ReceiveScope scope(sender.traceparent());
+    EXPECT_TRUE(scope.continued());
+    const TraceContext now = current_context();
+    EXPECT_EQ(now.trace_id, sender.trace_id);
+    EXPECT_NE(now.span_id, sender.span_id) << "the receive is a span of its own";
+    EXPECT_EQ(now.span_id, scope.context().span_id);
+    const auto sent = TraceContext::parse(send_traceparent());
+    ASSERT_TRUE(sent.has_value());
+    EXPECT_EQ(sent->trace_id, sender.trace_id) << "a send inside continues the trace";
+    {
+      ReceiveScope nested(TraceContext::new_trace().traceparent());
+      EXPECT_NE(current_context().trace_id, sender.trace_id);
+    }
+    EXPECT_EQ(current_context().trace_id, sender.trace_id) << "the inner scope restored the outer one";
+  }
+  EXPECT_FALSE(current_context().valid());
+}
+
+TEST(ContextPropagation, AMalformedTraceparentStartsANewTraceAndSaysWhy) {
+  ReceiveScope scope("00-not-a-traceparent");
+  EXPECT_FALSE(scope.continued());
+  EXPECT_FALSE(scope.why().empty());
+  EXPECT_TRUE(current_context().valid());
+}
+
+TEST(ContextPropagation, HeaderMapsCarryTheTraceparent) {
+  const TraceContext sender = TraceContext::new_trace();
+  ReceiveScope scope(sender.traceparent());
+  std::map<std::string, std::string> headers{{"traceparent", "stale"}};
+  inject(headers);
+  const std::optional<TraceContext> extracted = extract(headers);
+  ASSERT_TRUE(extracted.has_value()) << headers["traceparent"];
+  EXPECT_EQ(extracted->trace_id, sender.trace_id);
+  EXPECT_FALSE(extract(std::map<std::string, std::string>{}).has_value());
+}
+
+task<TraceContext> context_after_moving(thread_pool& pool) {
+  co_await pool.schedule();
+  co_return current_context();
+}
+
+TEST(ContextPropagation, ACoroutineCarriesItsCreatorsTraceToAnotherThread) {
+  TemporaryDirectory directory;
+  ASSERT_TRUE(start(test_config(directory))) << last_error();
+  thread_pool pool(1, "context-pool");
+  const TraceContext sender = TraceContext::new_trace();
+  TraceContext inside;
+  {
+    ReceiveScope scope(sender.traceparent());
+    inside = sync_wait(context_after_moving(pool));
+  }
+  stop();
+  EXPECT_EQ(inside.trace_id, sender.trace_id);
+  EXPECT_TRUE(inside.valid());
+  EXPECT_NE(inside.span_id, sender.span_id) << "the task's own span";
+}
+
+// A message queue between a "client" and a "server" thread of one process, standing in for a
+// socket: what crosses it is the traceparent string only.
+class Wire {
+ public:
+  void send(std::string message) {
+    std::lock_guard lock(mutex_);
+    messages_.push_back(std::move(message));
+    ready_.notify_one();
+  }
+  std::string receive() {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return !messages_.empty(); });
+    std::string message = std::move(messages_.front());
+    messages_.pop_front();
+    return message;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::string> messages_;
+};
+
+constexpr int kRequests = 3;
+
+task<void> client_request(Wire& wire, std::vector<std::string>& sent) {
+  CHRONICLE_SPAN("client", "request");
+  std::string traceparent = send_traceparent();
+  sent.push_back(traceparent);
+  wire.send(std::move(traceparent));
+  co_return;
+}
+
+void server(Wire& wire) {
+  set_thread_name("server");
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string traceparent = wire.receive();
+    ReceiveScope scope(traceparent);
+    CHRONICLE_SPAN("server", "handle");
+  }
+}
+
+struct Recorded {
+  std::vector<reader::PairedSpan> sends, receives, requests, handles;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> task_traces;  // request's task -> its trace
+  std::map<uint64_t, uint64_t> task_spans;
+};
+
+Recorded read_contexts(const reader::Trace& trace) {
+  Recorded recorded;
+  reader::SpanPairing pairing(trace);
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
+    if (!event.span) return true;
+    const reader::PairedSpan& span = *event.span;
+    if (event.type == format::EventId::context_send) recorded.sends.push_back(span);
+    if (event.type == format::EventId::context_receive_end) recorded.receives.push_back(span);
+    if (event.type == format::EventId::span_end) {
+      const reader::Site* site = trace.site(span.site_id);
+      if (site && site->name == "request") {
+        recorded.requests.push_back(span);
+        recorded.task_traces[span.task] = pairing.task_trace(span.task);
+        recorded.task_spans[span.task] = pairing.task_span_id(span.task);
+      }
+      if (site && site->name == "handle") recorded.handles.push_back(span);
+    }
+    return true;
+  });
+  return recorded;
+}
+
+TEST(ContextPropagation, TheReaderJoinsSendsReceivesSpansAndTasksIntoOneTracePerRequest) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  Wire wire;
+  std::vector<std::string> sent;
+  {
+    std::thread server_thread(server, std::ref(wire));
+    for (int i = 0; i < kRequests; ++i) sync_wait(client_request(wire, sent));
+    server_thread.join();
+  }
+  stop();
+
+  reader::Trace trace(config.output);
+  const Recorded recorded = read_contexts(trace);
+  ASSERT_EQ(recorded.sends.size(), static_cast<size_t>(kRequests));
+  ASSERT_EQ(recorded.receives.size(), static_cast<size_t>(kRequests));
+  ASSERT_EQ(recorded.requests.size(), static_cast<size_t>(kRequests));
+  ASSERT_EQ(recorded.handles.size(), static_cast<size_t>(kRequests));
+  std::vector<std::string> traces;
+  for (int i = 0; i < kRequests; ++i) {
+    const reader::PairedSpan& send = recorded.sends[i];
+    const reader::PairedSpan& receive = recorded.receives[i];
+    const reader::PairedSpan& request = recorded.requests[i];
+    const reader::PairedSpan& handle = recorded.handles[i];
+    const std::string trace_id = trace_hex(send.trace_high, send.trace_low);
+    traces.push_back(trace_id);
+    // What went on the wire is what the trace records for the send.
+    EXPECT_EQ(sent[i], "00-" + trace_id + "-" + span_hex(send.span_id) + "-01");
+    // The client: the request span is in its task's trace, a child of the task's span; the send
+    // is a child of the request span.
+    ASSERT_NE(request.task, 0u);
+    EXPECT_EQ(recorded.task_traces.at(request.task), std::make_pair(request.trace_high, request.trace_low));
+    EXPECT_EQ(request.parent_span_id, recorded.task_spans.at(request.task));
+    EXPECT_EQ(trace_hex(request.trace_high, request.trace_low), trace_id);
+    EXPECT_EQ(send.parent_span_id, request.span_id);
+    // The server: the receive is a child of the send, the handle span a child of the receive.
+    EXPECT_EQ(trace_hex(receive.trace_high, receive.trace_low), trace_id);
+    EXPECT_EQ(receive.parent_span_id, send.span_id);
+    EXPECT_EQ(trace_hex(handle.trace_high, handle.trace_low), trace_id);
+    EXPECT_EQ(handle.parent_span_id, receive.span_id);
+    EXPECT_LE(send.begin, receive.begin) << "a receive never precedes its send";
+  }
+  std::sort(traces.begin(), traces.end());
+  EXPECT_EQ(std::unique(traces.begin(), traces.end()), traces.end()) << "each request is a trace of its own";
+
+  const auto dump = test::run(kCli + " dump " + config.output);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_EQ(dump.err.find("warning"), std::string::npos) << dump.err;
+  EXPECT_NE(dump.out.find("parent=" + span_hex(recorded.sends[0].span_id)), std::string::npos) << dump.out;
+}
+
+}  // namespace
+}  // namespace chronicle
