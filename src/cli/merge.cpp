@@ -2,6 +2,7 @@
 // directory of traces, each host's clock put on the first one's (src/merge).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -65,6 +66,20 @@ merge::CopyProgress progress_line() {
   };
 }
 
+// An output inside an input would become part of that input for every later reader of it.
+void refuse_output_inside_inputs(const std::vector<reader::Trace>& traces, const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path out = fs::weakly_canonical(output, error);
+  for (const reader::Trace& trace : traces) {
+    const fs::path input = fs::weakly_canonical(trace.directory(), error);
+    const auto [input_end, out_at] = std::mismatch(input.begin(), input.end(), out.begin(), out.end());
+    if (input_end == input.end())
+      throw std::invalid_argument(
+          fmt::format("{} is inside the input trace {}: choose another directory with -o", output, trace.directory()));
+  }
+}
+
 int run_merge(const MergeOptions& options) {
   std::vector<reader::Trace> traces;
   for (const std::string& input : options.inputs)
@@ -73,6 +88,7 @@ int run_merge(const MergeOptions& options) {
       warn_about_damage(traces.back());
     }
   const merge::MergePlan plan = merge::plan_merge(traces, merge::find_message_pairs(traces));
+  refuse_output_inside_inputs(traces, options.output);
   const bool existed = prepare_output_directory(options.output, options.allow_shared_output);
   uint64_t bytes = 0;
   try {
