@@ -414,6 +414,20 @@ TEST_F(MergeCommand, RefusesANonEmptyOutputAndTheSameTraceTwice) {
   EXPECT_EQ(result.exit_code, 2) << result.err;
 }
 
+TEST_F(MergeCommand, TracesOpenSideBySideInInputOrderAndTheFirstFailureIsTheOneThrown) {
+  const auto traces = merge::open_traces({path("remote"), path("local"), path("recorded")});
+  ASSERT_EQ(traces.size(), 3u);
+  EXPECT_EQ(traces[0].directory(), path("remote"));
+  EXPECT_EQ(traces[1].directory(), path("local"));
+  EXPECT_EQ(traces[2].directory(), path("recorded"));
+  try {
+    merge::open_traces({path("local"), output_ / "first-missing", output_ / "second-missing"});
+    FAIL() << "opened a missing trace";
+  } catch (const reader::TraceError& error) {
+    EXPECT_EQ(error.file(), output_ / "first-missing");
+  }
+}
+
 // With pairs (the placeholder finds none in real traces yet): the remote trace's clock is moved
 // by the alignment, and both the reader and babeltrace2 place its events there.
 TEST_F(MergeCommand, PairsMoveTheRemoteClockInTheMergedMetadata) {

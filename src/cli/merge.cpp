@@ -81,12 +81,11 @@ void refuse_output_inside_inputs(const std::vector<reader::Trace>& traces, const
 }
 
 int run_merge(const MergeOptions& options) {
-  std::vector<reader::Trace> traces;
+  std::vector<std::string> directories;
   for (const std::string& input : options.inputs)
-    for (const std::string& directory : reader::find_traces(input)) {
-      traces.emplace_back(directory);
-      warn_about_damage(traces.back());
-    }
+    for (std::string& directory : reader::find_traces(input)) directories.push_back(std::move(directory));
+  const std::vector<reader::Trace> traces = merge::open_traces(directories);
+  for (const reader::Trace& trace : traces) warn_about_damage(trace);
   const merge::MergePlan plan = merge::plan_merge(traces, merge::find_message_pairs(traces));
   refuse_output_inside_inputs(traces, options.output);
   const bool existed = prepare_output_directory(options.output, options.allow_shared_output);

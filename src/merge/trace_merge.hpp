@@ -39,6 +39,10 @@ struct MergePlan {
   uint64_t pairs = 0;
 };
 
+// Opens the traces in `directories` (as reader::Trace does: every packet is checked), several at
+// a time on as many cores as there are. Throws the first input's error, in input order.
+std::vector<reader::Trace> open_traces(const std::vector<std::string>& directories);
+
 // Groups `traces` by host, aligns the hosts' clocks from `pairs` (find_message_pairs), and says
 // where each trace goes and with which clock. Throws std::invalid_argument when a trace is
 // given twice (the same uuid).
