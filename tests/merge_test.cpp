@@ -48,16 +48,17 @@ struct SyntheticClock {
   }
 };
 
-// Messages both ways between hosts `a` and `b` over `span_ns`, each delayed by 20 us plus an
+// Messages both ways between hosts `a` and `b` over `span_ns`, each delayed by `floor_ns` plus an
 // exponential wait (mean 50 us): never negative, as on a real network.
 void exchange(std::vector<HostMessage>& messages, size_t a, const SyntheticClock& clock_a, size_t b,
-              const SyntheticClock& clock_b, size_t count, int64_t span_ns, uint32_t seed, bool both_ways = true) {
+              const SyntheticClock& clock_b, size_t count, int64_t span_ns, uint32_t seed, bool both_ways = true,
+              int64_t floor_ns = 20'000) {
   std::mt19937_64 random(seed);
   std::uniform_int_distribution<int64_t> when(0, span_ns);
   std::exponential_distribution<double> wait(1.0 / 50'000);
   for (size_t i = 0; i < count; ++i) {
     const int64_t sent = kEpoch + when(random);
-    const int64_t received = sent + 20'000 + static_cast<int64_t>(wait(random));
+    const int64_t received = sent + floor_ns + static_cast<int64_t>(wait(random));
     if (i % 2 == 0 || !both_ways)
       messages.push_back({a, clock_a.read(sent), b, clock_b.read(received)});
     else
@@ -205,6 +206,25 @@ TEST(ClockAlignment, TheTreePrefersTheTighterPath) {
   const auto hosts = merge::align_hosts(3, messages);
   EXPECT_EQ(hosts[2].parent, 1u) << "joined through the direct link with a bound of " << hosts[2].bound_ns;
   EXPECT_LE(largest_error(hosts[2].to_reference, b, reference, kSpan), hosts[2].bound_ns + 3);
+}
+
+// A greedy tree (Prim's: the cheapest link first) would join host 1 through host 2, whose link
+// is the tightest, for a total bound above that of host 1's own direct link.
+TEST(ClockAlignment, EachHostJoinsByTheSmallestTotalBoundNotTheTightestLink) {
+  const SyntheticClock reference;
+  const SyntheticClock one{2e9, 0};
+  const SyntheticClock two{-1e9, 0};
+  constexpr int64_t kSpan = 10'000'000'000;
+  // With many pairs the bound comes down to the smallest one-way delay (the floor).
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 2, two, 20'000, kSpan, 41, true, 100'000);
+  exchange(messages, 0, reference, 1, one, 20'000, kSpan, 42, true, 110'000);
+  exchange(messages, 2, two, 1, one, 20'000, kSpan, 43, true, 25'000);
+  const auto hosts = merge::align_hosts(3, messages);
+  EXPECT_EQ(hosts[2].parent, 0u);
+  EXPECT_EQ(hosts[1].parent, 0u) << "bound " << hosts[1].bound_ns;
+  EXPECT_LT(hosts[1].bound_ns, 125'000);
+  EXPECT_LE(largest_error(hosts[1].to_reference, one, reference, kSpan), hosts[1].bound_ns + 2);
 }
 
 // --- metadata ---------------------------------------------------------------------------------
