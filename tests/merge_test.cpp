@@ -391,6 +391,20 @@ TEST_F(MergeCommand, TwoHostsAndARecordRunMakeOneTraceEveryToolReads) {
     EXPECT_NE(line.find(host == "far-host" ? "bound unknown" : "bound 0 ns"), std::string::npos) << line;
   }
   EXPECT_EQ(listed, expected);
+  const auto json = run(kCli + " stats --json " + out);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json profiles = nlohmann::json::parse(json.out);
+  ASSERT_EQ(profiles.size(), 4u);
+  for (const auto& profile : profiles) {
+    const auto& correction = profile["clock_correction"];
+    EXPECT_EQ(correction["offset_ns"], 0);
+    if (profile["host"] == "far-host") {
+      EXPECT_TRUE(correction["bound_ns"].is_null()) << correction;  // unknown: no pairs
+      EXPECT_NE(correction["method"].get<std::string>().find("fell back to the wall clock"), std::string::npos);
+    } else {
+      EXPECT_EQ(correction["bound_ns"], 0) << correction;
+    }
+  }
   const auto exported = run(kCli + " export --format chrome -o " + (output_ / "merged.json") + " " + out);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   // babeltrace2 reads the directory of traces and muxes them, with no warning, and finds what it

@@ -334,6 +334,14 @@ int print_summary(const StatsOptions& options) {
           {"packets_undecodable", losses.packets_undecodable}, {"packets_unwritten", losses.packets_unwritten},
           {"events_unwritten", losses.events_unwritten},       {"bytes_unwritten", losses.bytes_unwritten}};
       all.back()["damage"] = damage_json(trace);
+      if (const auto& correction = trace.description().correction)
+        all.back()["clock_correction"] = {
+            {"reference_host", correction->reference_host},
+            {"offset_ns", correction->offset_ns},
+            {"drift_ppb", correction->drift_ppb},
+            {"bound_ns", correction->bound_ns < 0 ? nlohmann::json() : nlohmann::json(correction->bound_ns)},
+            {"pairs", correction->pairs},
+            {"method", correction->method}};
     } else {
       if (i > 0) fmt::print("\n");
       print_profile(profile, options.top);
