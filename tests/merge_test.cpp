@@ -165,6 +165,17 @@ TEST(ClockAlignment, NoPairsFallBackToTheWallClock) {
   }
 }
 
+TEST(ClockAlignment, HostsWhosePairsDoNotLeadToTheReferenceKeepTheirWallClocks) {
+  const SyntheticClock reference;
+  std::vector<HostMessage> messages;
+  exchange(messages, 1, SyntheticClock{1e6, 0}, 2, SyntheticClock{-1e6, 0}, 100, 1'000'000'000, 51);
+  const auto hosts = merge::align_hosts(3, messages);
+  for (size_t index : {1u, 2u}) {
+    EXPECT_EQ(hosts[index].source, HostAlignment::Source::wall_clock);
+    EXPECT_NE(hosts[index].reason.find("do not lead to the reference host"), std::string::npos) << hosts[index].reason;
+  }
+}
+
 TEST(ClockAlignment, PairsOverTooShortATimeGiveTheOffsetOnly) {
   const SyntheticClock reference;
   std::vector<HostMessage> messages;

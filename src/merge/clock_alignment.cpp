@@ -319,11 +319,14 @@ std::vector<HostAlignment> align_hosts(size_t host_count, const std::vector<Host
     if (joined[index]) continue;
     HostAlignment& host = hosts[index];
     host.parent = index;
-    bool infeasible = false;
-    for (const auto& [key, edge] : edges)
-      infeasible |= key.second == index && edge.fit.kind == LineFit::Kind::infeasible;
+    bool infeasible = false, linked = false;
+    for (const auto& [key, edge] : edges) {
+      linked |= key.second == index;
+      infeasible |= key.second == index && joined[key.first] && edge.fit.kind == LineFit::Kind::infeasible;
+    }
     host.reason = infeasible ? "no clock line puts every receive after its send (a clock jumped, or pairs are "
                                "mismatched): fell back to the wall clock"
+                  : linked   ? "its message pairs do not lead to the reference host: fell back to the wall clock"
                              : "no message pairs with the other hosts: fell back to the wall clock";
   }
   return hosts;
