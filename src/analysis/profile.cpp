@@ -167,6 +167,7 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
   const Clock clock(trace);
   Profile profile;
   profile.directory = trace.directory();
+  profile.hostname = trace.description().hostname;
   profile.process_name = trace.description().process_name;
   profile.pid = trace.description().pid;
   uint64_t expected = 0;

@@ -66,6 +66,7 @@ struct CounterProfile {
 
 struct Profile {
   std::string directory;
+  std::string hostname;
   std::string process_name;
   int32_t pid = 0;
   uint64_t events = 0;

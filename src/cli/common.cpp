@@ -1,19 +1,36 @@
 #include "cli/common.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <set>
 #include <utility>
 
+#include "collector/collector.hpp"
 #include "reader/trace_reader.hpp"
 #include "recorder/environment.hpp"
 
 namespace chronicle::cli {
+namespace {
+
+// Whether this process can create files in `directory` (permissions, a read-only or full file
+// system), found out by creating one.
+void check_writable(const std::string& directory) {
+  std::string probe = directory + "/.chronicle-probe.XXXXXX";
+  const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot write into {}: {}", directory, std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace
 
 bool stderr_is_terminal() {
   return isatty(STDERR_FILENO) == 1;
@@ -84,6 +101,40 @@ std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid) {
   if (auto mapping = open_first_owned<metrics::MetricsMapping>(paths, shm::expected_mapping_owner(pid))) return mapping;
   throw std::runtime_error(
       fmt::format("no metrics of process {} made by its user at {}", pid, metrics::MetricsMapping::path_for(pid)));
+}
+
+bool prepare_output_directory(const std::string& output, bool allow_shared_output) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const bool existed = fs::exists(output, error);
+  if (existed && !fs::is_empty(output, error))
+    throw std::runtime_error(fmt::format("{} exists and is not empty: choose another directory with -o", output));
+  if (!allow_shared_output) {
+    // Another user who may write there could swap the files being written for links to files of
+    // ours, or the directory itself (through a parent without the sticky bit).
+    std::string problem = collector::shared_directory_problem(output);
+    fs::path full = fs::absolute(output, error).lexically_normal();
+    if (!full.has_filename()) full = full.parent_path();
+    const fs::path parent = full.parent_path();
+    struct stat info {};
+    if (problem.empty() && ::stat(parent.c_str(), &info) == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) &&
+        !(info.st_mode & S_ISVTX))
+      problem = fmt::format("{} is writable by other users and not sticky (mode {:o})", parent.string(),
+                            info.st_mode & 07777);
+    if (!problem.empty())
+      throw std::runtime_error(
+          fmt::format("{}: another user could replace the trace's files; choose a private directory with -o, or pass "
+                      "--allow-shared-output",
+                      problem));
+  }
+  collector::create_private_directory(output);
+  try {
+    check_writable(output);
+  } catch (...) {
+    if (!existed) fs::remove(output, error);
+    throw;
+  }
+  return existed;
 }
 
 void warn_about_damage(const reader::Trace& trace) {

@@ -35,6 +35,7 @@ Command add_top(CLI::App& app);
 Command add_metrics(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_view(CLI::App& app);
+Command add_merge(CLI::App& app);
 
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();
@@ -66,6 +67,11 @@ std::unique_ptr<Mapping> open_first_owned(const std::vector<std::string>& paths,
 // The metrics mapping of process `pid` (MetricsMapping::candidates_for) made by its user;
 // throws std::runtime_error saying where it looked when there is none.
 std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid);
+
+// Makes the output directory `output` of a command that writes a trace (mode 0700; it may exist
+// if empty) and checks that this user alone can write there, unless `allow_shared_output`.
+// Returns whether it existed before. Throws std::runtime_error saying what to do otherwise.
+bool prepare_output_directory(const std::string& output, bool allow_shared_output);
 
 // A warning on standard error for each stretch of the trace the reader skipped as damaged.
 void warn_about_damage(const reader::Trace& trace);

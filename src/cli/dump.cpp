@@ -225,7 +225,8 @@ int run_dump(const DumpOptions& options) {
     reader::Trace trace(directory);
     warn_about_damage(trace);
     if (traces.size() > 1)
-      fmt::print("# {} (pid {}, {})\n", directory, trace.description().pid, trace.description().process_name);
+      fmt::print("# {} (host {}, pid {}, {})\n", directory, trace.description().hostname, trace.description().pid,
+                 trace.description().process_name);
     if (options.tasks) {
       dump_tasks(trace, options, printed);
       if (options.limit != 0 && printed >= options.limit) break;

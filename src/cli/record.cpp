@@ -68,53 +68,6 @@ void check_settings(const RecordOptions& options) {
     throw std::invalid_argument(fmt::format("--buffer-size {}: {}", options.buffer_size, problem));
 }
 
-// Whether this process can create files in `directory` (permissions, a read-only or full file
-// system), found out by creating one.
-void check_writable(const std::string& directory) {
-  std::string probe = directory + "/.chronicle-probe.XXXXXX";
-  const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot write into {}: {}", directory, std::strerror(errno)));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-// Makes the output directory (mode 0700) and checks that the trace can be written there by this
-// user alone. Returns whether it existed before.
-bool prepare_output(const RecordOptions& options) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  const bool existed = fs::exists(options.output, error);
-  if (existed && !fs::is_empty(options.output, error))
-    throw std::runtime_error(
-        fmt::format("{} exists and is not empty: choose another directory with -o", options.output));
-  if (!options.allow_shared_output) {
-    // Another user who may write there could swap the files being written for links to files of
-    // ours, or the directory itself (through a parent without the sticky bit).
-    std::string problem = collector::shared_directory_problem(options.output);
-    fs::path full = fs::absolute(options.output, error).lexically_normal();
-    if (!full.has_filename()) full = full.parent_path();
-    const fs::path parent = full.parent_path();
-    struct stat info {};
-    if (problem.empty() && ::stat(parent.c_str(), &info) == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) &&
-        !(info.st_mode & S_ISVTX))
-      problem = fmt::format("{} is writable by other users and not sticky (mode {:o})", parent.string(),
-                            info.st_mode & 07777);
-    if (!problem.empty())
-      throw std::runtime_error(
-          fmt::format("{}: another user could replace the trace's files; choose a private directory with -o, or pass "
-                      "--allow-shared-output",
-                      problem));
-  }
-  collector::create_private_directory(options.output);
-  try {
-    check_writable(options.output);
-  } catch (...) {
-    if (!existed) fs::remove(options.output, error);
-    throw;
-  }
-  return existed;
-}
-
 // Waits for no process: the direct child's status (when it ended) and whether any other process
 // is left. As the child subreaper, record is the parent of every process its program started and
 // left behind: the trace is whole only once they are gone too.
@@ -349,7 +302,7 @@ int run_record(RecordOptions& options) {
   const std::string program = options.command.front();
   if (options.output.empty())
     options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());
-  const bool output_existed = prepare_output(options);
+  const bool output_existed = prepare_output_directory(options.output, options.allow_shared_output);
   // A run that wrote nothing leaves no empty directory to trip over (the next record into it,
   // a script looking for traces). Only the directory itself: parents made above stay.
   auto remove_output_if_empty = [&options, output_existed] {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ctime>
 #include <functional>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -90,6 +91,7 @@ nlohmann::json distribution_json(const analysis::Distribution& d) {
 
 nlohmann::json profile_json(const analysis::Profile& p) {
   nlohmann::json out = {{"directory", p.directory},
+                        {"host", p.hostname},
                         {"process", p.process_name},
                         {"pid", p.pid},
                         {"events", p.events},
@@ -151,7 +153,7 @@ nlohmann::json damage_json(const reader::Trace& trace) {
 }
 
 void print_profile(const analysis::Profile& p, size_t top) {
-  fmt::print("# {} (pid {}, {})\n", p.directory, p.pid, p.process_name);
+  fmt::print("# {} (host {}, pid {}, {})\n", p.directory, p.hostname, p.pid, p.process_name);
   fmt::print("{} events in {}: {:.0f} events/s, {:.2f} bytes/event, {} discarded\n", human_count(p.events),
              duration_text(p.duration), p.events_per_second(), p.bytes_per_event(), human_count(p.discarded));
   if (!p.spans.empty()) {
@@ -270,9 +272,44 @@ int print_critical_path(const reader::Trace& trace, const model::TaskGraph& grap
   return 0;
 }
 
+// One trace of several (a record run, a merge), in a line.
+struct Origin {
+  std::string host;
+  int32_t pid = 0;
+  std::string process;
+  uint64_t events = 0;
+  uint64_t spans = 0;
+  uint64_t duration = 0;
+  std::optional<format::ClockCorrection> correction;
+};
+
+Origin origin_of(const analysis::Profile& p, const reader::Trace& trace) {
+  Origin origin{p.hostname, p.pid, p.process_name, p.events, 0, p.duration, trace.description().correction};
+  for (const auto& span : p.spans) origin.spans += span.duration.count;
+  return origin;
+}
+
+// A line per origin, and, when a merge aligned its clock, how far it moved and how far to trust it.
+void print_origins(const std::vector<Origin>& origins) {
+  fmt::print("\nOrigins:\n  {:<24} {:>8} {:<16} {:>12} {:>10} {:>11}  {}\n", "HOST", "PID", "PROCESS", "EVENTS",
+             "SPANS", "DURATION", "CLOCK");
+  for (const Origin& origin : origins) {
+    std::string clock = "as recorded";
+    if (const auto& correction = origin.correction) {
+      const std::string bound =
+          correction->bound_ns < 0 ? "unknown" : duration_text(static_cast<uint64_t>(correction->bound_ns));
+      clock = fmt::format("moved {:+} ns, {:+} ppb, bound {} (to {})", correction->offset_ns, correction->drift_ppb,
+                          bound, correction->reference_host);
+    }
+    fmt::print("  {:<24} {:>8} {:<16} {:>12} {:>10} {:>11}  {}\n", origin.host, origin.pid, origin.process,
+               human_count(origin.events), human_count(origin.spans), duration_text(origin.duration), clock);
+  }
+}
+
 int print_summary(const StatsOptions& options) {
   const auto traces = reader::find_traces(options.directory);
   nlohmann::json all = nlohmann::json::array();
+  std::vector<Origin> origins;
   for (size_t i = 0; i < traces.size(); ++i) {
     reader::Trace trace(traces[i]);
     warn_about_damage(trace);
@@ -297,12 +334,22 @@ int print_summary(const StatsOptions& options) {
           {"packets_undecodable", losses.packets_undecodable}, {"packets_unwritten", losses.packets_unwritten},
           {"events_unwritten", losses.events_unwritten},       {"bytes_unwritten", losses.bytes_unwritten}};
       all.back()["damage"] = damage_json(trace);
+      if (const auto& correction = trace.description().correction)
+        all.back()["clock_correction"] = {
+            {"reference_host", correction->reference_host},
+            {"offset_ns", correction->offset_ns},
+            {"drift_ppb", correction->drift_ppb},
+            {"bound_ns", correction->bound_ns < 0 ? nlohmann::json() : nlohmann::json(correction->bound_ns)},
+            {"pairs", correction->pairs},
+            {"method", correction->method}};
     } else {
       if (i > 0) fmt::print("\n");
       print_profile(profile, options.top);
       if (losses.any()) fmt::print("\nLosses: {}\n", format::describe_losses(losses));
+      if (traces.size() > 1) origins.push_back(origin_of(profile, trace));
     }
   }
+  if (!origins.empty()) print_origins(origins);
   if (!options.critical_path.empty())
     throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", options.critical_path));
   if (options.json) fmt::print("{}\n", exports::json_text(all.size() == 1 ? all[0] : all, 2));

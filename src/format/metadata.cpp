@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "format/catalogue.hpp"
 
@@ -19,8 +21,8 @@ std::string quoted(std::string_view text) {
   return out;
 }
 
-// Finds `key = ` at the start of a statement and returns the value text up to ';'.
-std::optional<std::string_view> find_value(std::string_view text, std::string_view key) {
+// Where the value of the first statement `key = VALUE;` begins and ends (before the ';').
+std::optional<std::pair<size_t, size_t>> find_statement(std::string_view text, std::string_view key) {
   size_t from = 0;
   while (true) {
     size_t at = text.find(key, from);
@@ -34,10 +36,17 @@ std::optional<std::string_view> find_value(std::string_view text, std::string_vi
     while (cursor < text.size() && text[cursor] == ' ') ++cursor;
     size_t end = text.find(';', cursor);
     if (end == std::string_view::npos) return std::nullopt;
-    std::string_view value = text.substr(cursor, end - cursor);
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
-    return value;
+    return std::pair{cursor, end};
   }
+}
+
+// Finds `key = ` at the start of a statement and returns the value text up to ';'.
+std::optional<std::string_view> find_value(std::string_view text, std::string_view key) {
+  const auto statement = find_statement(text, key);
+  if (!statement) return std::nullopt;
+  std::string_view value = text.substr(statement->first, statement->second - statement->first);
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+  return value;
 }
 
 int64_t integer_value(std::string_view text, std::string_view key) {
@@ -71,6 +80,43 @@ constexpr std::string_view kBytesUnwritten = "chronicle_bytes_unwritten";
 std::string string_value(std::string_view text, std::string_view key) {
   auto value = find_value(text, key);
   return value ? std::string(*value) : std::string();
+}
+
+// The env fields of ClockCorrection, in one place for make_metadata, with_clock and the reader.
+constexpr std::string_view kCorrectionReference = "chronicle_clock_reference_host";
+constexpr std::string_view kCorrectionOffset = "chronicle_clock_correction_ns";
+constexpr std::string_view kCorrectionDrift = "chronicle_clock_drift_ppb";
+constexpr std::string_view kCorrectionBound = "chronicle_clock_bound_ns";
+constexpr std::string_view kCorrectionPairs = "chronicle_clock_pairs";
+constexpr std::string_view kCorrectionMethod = "chronicle_clock_method";
+
+// Each env statement of `correction`: key and value as TSDL writes it.
+std::vector<std::pair<std::string_view, std::string>> correction_fields(const ClockCorrection& correction) {
+  return {{kCorrectionReference, fmt::format("\"{}\"", quoted(correction.reference_host))},
+          {kCorrectionOffset, std::to_string(correction.offset_ns)},
+          {kCorrectionDrift, std::to_string(correction.drift_ppb)},
+          {kCorrectionBound, std::to_string(correction.bound_ns)},
+          {kCorrectionPairs, std::to_string(static_cast<int64_t>(correction.pairs))},
+          {kCorrectionMethod, fmt::format("\"{}\"", quoted(correction.method))}};
+}
+
+std::optional<ClockCorrection> parse_correction(std::string_view text) {
+  if (!find_value(text, kCorrectionReference)) return std::nullopt;
+  ClockCorrection correction;
+  correction.reference_host = string_value(text, kCorrectionReference);
+  correction.offset_ns = integer_value(text, kCorrectionOffset);
+  correction.drift_ppb = integer_value(text, kCorrectionDrift);
+  correction.bound_ns = integer_value(text, kCorrectionBound);
+  correction.pairs = optional_count(text, kCorrectionPairs);
+  correction.method = string_value(text, kCorrectionMethod);
+  return correction;
+}
+
+// Replaces the value of statement `key` (the first one) by `value`.
+void replace_value(std::string& text, std::string_view key, std::string_view value) {
+  const auto statement = find_statement(text, key);
+  if (!statement) throw std::runtime_error(fmt::format("metadata has no '{}' to replace", key));
+  text.replace(statement->first, statement->second - statement->first, value);
 }
 
 }  // namespace
@@ -109,6 +155,29 @@ int64_t ticks_to_unix_ns(const ClockCalibration& clock, uint64_t ticks) {
                    static_cast<long double>(offset.ticks + static_cast<long double>(ticks)) * 1e9L /
                        static_cast<long double>(clock.frequency_hz);
   return static_cast<int64_t>(std::llround(ns));
+}
+
+std::string with_clock(std::string_view metadata, const ClockCalibration& clock, const ClockCorrection& correction) {
+  std::string text(metadata);
+  const ClockOffset offset = clock_offset(clock);
+  replace_value(text, "realtime_ns_at_start", std::to_string(static_cast<int64_t>(clock.realtime_ns_at_start)));
+  replace_value(text, "ticks_at_start", std::to_string(static_cast<int64_t>(clock.ticks_at_start)));
+  replace_value(text, "freq", std::to_string(clock.frequency_hz));
+  replace_value(text, "offset_s", std::to_string(offset.seconds));
+  replace_value(text, "offset", std::to_string(offset.ticks));
+  std::string added;
+  for (const auto& [key, value] : correction_fields(correction)) {
+    if (find_statement(text, key))
+      replace_value(text, key, value);
+    else
+      added += fmt::format("  {} = {};\n", key, value);
+  }
+  const size_t env = text.find("\nenv {");
+  const size_t env_end = env == std::string::npos ? env : text.find("\n};", env);
+  if (env_end == std::string::npos)
+    throw std::runtime_error("metadata has no env block to record the clock correction in");
+  text.insert(env_end + 1, added);
+  return text;
 }
 
 std::string uuid_to_string(const std::array<uint8_t, 16>& u) {
@@ -166,6 +235,9 @@ std::string make_metadata(const TraceDescription& trace) {
                                    std::pair{kEventsUnwritten, trace.losses.events_unwritten},
                                    std::pair{kBytesUnwritten, trace.losses.bytes_unwritten}})
     out += fmt::format("  {} = {};\n", key, static_cast<int64_t>(count));
+  if (trace.correction)
+    for (const auto& [key, value] : correction_fields(*trace.correction))
+      out += fmt::format("  {} = {};\n", key, value);
   add("};");
   add("");
   add("clock {");
@@ -253,6 +325,7 @@ TraceDescription parse_metadata(std::string_view text) {
   trace.losses.packets_unwritten = optional_count(text, kPacketsUnwritten);
   trace.losses.events_unwritten = optional_count(text, kEventsUnwritten);
   trace.losses.bytes_unwritten = optional_count(text, kBytesUnwritten);
+  trace.correction = parse_correction(text);
   const int64_t frequency = integer_value(text, "freq");
   if (frequency <= 0) throw std::runtime_error(fmt::format("metadata clock frequency {} is not positive", frequency));
   trace.clock.frequency_hz = static_cast<uint64_t>(frequency);

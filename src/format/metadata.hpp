@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,18 @@ struct TraceLosses {
 // "" when there are none.
 std::string describe_losses(const TraceLosses& losses);
 
+// How `chronicle merge` moved a trace's clock onto the clock of its reference host: env fields
+// (chronicle_clock_*) of a merged trace's metadata, so that the tools can say how far to trust
+// times across hosts. The calibration in the metadata is already the corrected one.
+struct ClockCorrection {
+  std::string reference_host;
+  int64_t offset_ns = 0;  // what was added to the trace's wall-clock reference (realtime_ns_at_start)
+  int64_t drift_ppb = 0;  // the rate change applied on top, in parts per billion
+  int64_t bound_ns = -1;  // the alignment's error bound; -1 when unknown (no pairs, messages one way only)
+  uint64_t pairs = 0;     // send/receive pairs that supported it
+  std::string method;     // how it was found, in words ("message pairs", "wall clock: no pairs", ...)
+};
+
 struct TraceDescription {
   std::array<uint8_t, 16> uuid{};
   ClockCalibration clock{};
@@ -36,6 +49,7 @@ struct TraceDescription {
   std::string hostname;
   BufferPolicy policy = BufferPolicy::stream;
   TraceLosses losses;
+  std::optional<ClockCorrection> correction;  // only in merged traces
 };
 
 // The CTF clock's offset: wall time = offset_s + (offset + ticks) / frequency.
@@ -53,6 +67,13 @@ std::string make_metadata(const TraceDescription& trace);
 // Reads what make_metadata wrote. Throws std::runtime_error with the reason when the text is
 // not the metadata of a chronicle trace of a format version this build reads.
 TraceDescription parse_metadata(std::string_view text);
+
+// `metadata` (a chronicle trace's, as parse_metadata reads it) with its clock calibration replaced
+// by `clock` (the clock's freq, offset_s and offset, and the env fields the reader computes them
+// from) and `correction` recorded in its env (replaced if it has one). Every other byte is kept,
+// so that events this build does not know stay declared. Throws std::runtime_error when a field
+// to replace is missing.
+std::string with_clock(std::string_view metadata, const ClockCalibration& clock, const ClockCorrection& correction);
 
 std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
 

@@ -1,0 +1,283 @@
+#include "merge/trace_merge.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::merge {
+namespace {
+
+// A name part safe in a path and in a shell: letters, digits, '.', '_' and '-' (no leading dot).
+std::string path_part(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+  if (out.empty()) out = "unknown";
+  if (out.front() == '.') out.front() = '_';
+  return out;
+}
+
+void refuse_duplicates(const std::vector<reader::Trace>& traces) {
+  std::map<std::array<uint8_t, 16>, size_t> seen;
+  for (size_t index = 0; index < traces.size(); ++index) {
+    const auto [found, inserted] = seen.emplace(traces[index].description().uuid, index);
+    if (!inserted)
+      throw std::invalid_argument(fmt::format("{} and {} are the same trace (uuid {}): give each trace once",
+                                              traces[found->second].directory(), traces[index].directory(),
+                                              format::uuid_to_string(traces[index].description().uuid)));
+  }
+}
+
+// The calibration and correction that put a trace's clock on the reference host's.
+void correct_clock(const reader::Trace& trace, const Host& host, const std::string& reference, PlannedTrace& planned) {
+  const format::ClockCalibration& original = trace.description().clock;
+  const ClockLine& line = host.alignment.to_reference;
+  planned.clock = original;
+  const auto start = static_cast<int64_t>(original.realtime_ns_at_start);
+  planned.clock.realtime_ns_at_start = static_cast<uint64_t>(line.apply(start));
+  // The frequency is an integer: the drift applied is the one it can say (within half a tick
+  // per second: 0.5 ppb at 1 GHz).
+  const long double frequency = static_cast<long double>(original.frequency_hz) / (1.0L + line.drift);
+  planned.clock.frequency_hz = static_cast<uint64_t>(std::max(1.0L, std::round(frequency)));
+  const long double applied_drift =
+      static_cast<long double>(original.frequency_hz) / static_cast<long double>(planned.clock.frequency_hz) - 1;
+  format::ClockCorrection& correction = planned.correction;
+  correction.reference_host = reference;
+  correction.offset_ns = static_cast<int64_t>(planned.clock.realtime_ns_at_start) - start;
+  correction.drift_ppb = static_cast<int64_t>(std::llround(applied_drift * 1e9L));
+  correction.bound_ns =
+      std::isinf(host.alignment.bound_ns) ? -1 : static_cast<int64_t>(std::ceil(host.alignment.bound_ns));
+  correction.pairs = host.alignment.pairs;
+  correction.method = host.alignment.reason;
+  // A trace merged before: what this merge adds comes on top of what the last one applied.
+  if (const auto& earlier = trace.description().correction) {
+    correction.offset_ns += earlier->offset_ns;
+    correction.drift_ppb += earlier->drift_ppb;
+    correction.bound_ns =
+        correction.bound_ns < 0 || earlier->bound_ns < 0 ? -1 : correction.bound_ns + earlier->bound_ns;
+    correction.pairs += earlier->pairs;
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", path));
+  return text.str();
+}
+
+int create_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  return fd;
+}
+
+void write_all(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, data, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+// Closes a file descriptor on the way out, or on purpose to see the error.
+class FileCloser {
+ public:
+  explicit FileCloser(int fd) : fd_(fd) {}
+  ~FileCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileCloser(const FileCloser&) = delete;
+  FileCloser& operator=(const FileCloser&) = delete;
+  int fd() const { return fd_; }
+  // Closing reports what the writes could not do (a full disk on some file systems).
+  void close(const std::string& path) {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+
+ private:
+  int fd_;
+};
+
+// Copies `from` to a new file `to`, in the kernel where it can (copy_file_range), by reads and
+// writes elsewhere; reports each chunk to `copied`.
+void copy_file(const std::string& from, const std::string& to, const std::function<void(uint64_t)>& copied) {
+  FileCloser in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.fd() < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", from, std::strerror(errno)));
+  FileCloser out(create_file(to));
+  constexpr size_t kChunk = 64 << 20;
+  bool in_kernel = true;
+  std::vector<char> buffer;
+  while (true) {
+    ssize_t moved = -1;
+    if (in_kernel) {
+      moved = ::copy_file_range(in.fd(), nullptr, out.fd(), nullptr, kChunk, 0);
+      if (moved < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        in_kernel = false;
+        continue;
+      }
+    } else {
+      buffer.resize(1 << 20);
+      moved = ::read(in.fd(), buffer.data(), buffer.size());
+      if (moved > 0) write_all(out.fd(), buffer.data(), static_cast<size_t>(moved), to);
+    }
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved < 0) throw std::runtime_error(fmt::format("cannot copy {} to {}: {}", from, to, std::strerror(errno)));
+    if (moved == 0) break;
+    copied(static_cast<uint64_t>(moved));
+  }
+  out.close(to);
+}
+
+// The files of a trace directory a copy takes: every regular file but the metadata (the stream
+// files and the definitions), as the reader and babeltrace2 find them; dot-files and the
+// subdirectories of a record run's other processes are not the trace's.
+std::vector<std::filesystem::path> stream_files(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "metadata" || name.starts_with(".") || entry.is_directory(error)) continue;
+    if (!entry.is_regular_file(error))
+      throw std::runtime_error(fmt::format("{}: not a regular file: a trace is made of files", entry.path().string()));
+    files.push_back(entry.path());
+  }
+  if (error) throw std::runtime_error(fmt::format("cannot list {}: {}", directory, error.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string unique_subdirectory(const reader::Trace& trace, std::set<std::string>& taken) {
+  const auto& description = trace.description();
+  const std::string base =
+      fmt::format("{}-{}-{}", path_part(description.hostname), description.pid, path_part(description.process_name));
+  std::string name = base;
+  for (int suffix = 2; !taken.insert(name).second; ++suffix) name = fmt::format("{}-{}", base, suffix);
+  return name;
+}
+
+}  // namespace
+
+std::vector<reader::Trace> open_traces(const std::vector<std::string>& directories) {
+  // Opening decodes every event (the reader's damage check): most of a merge's time, and each
+  // trace's alone, so the traces open side by side.
+  std::vector<std::optional<reader::Trace>> opened(directories.size());
+  std::vector<std::exception_ptr> failures(directories.size());
+  std::atomic<size_t> next{0};
+  auto open_some = [&] {
+    for (size_t index = next++; index < directories.size(); index = next++) {
+      try {
+        opened[index].emplace(directories[index]);
+      } catch (...) {
+        failures[index] = std::current_exception();
+      }
+    }
+  };
+  const size_t workers = std::min<size_t>(directories.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t worker = 1; worker < workers; ++worker) threads.emplace_back(open_some);
+  open_some();
+  for (std::thread& thread : threads) thread.join();
+  std::vector<reader::Trace> traces;
+  traces.reserve(directories.size());
+  for (size_t index = 0; index < directories.size(); ++index) {
+    if (failures[index]) std::rethrow_exception(failures[index]);
+    traces.push_back(std::move(*opened[index]));
+  }
+  return traces;
+}
+
+MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector<MessagePair>& pairs) {
+  refuse_duplicates(traces);
+  MergePlan plan;
+  std::map<std::string, size_t> host_of_name;
+  std::vector<size_t> host_of_trace;
+  for (size_t index = 0; index < traces.size(); ++index) {
+    const std::string& name = traces[index].description().hostname;
+    const auto [found, added] = host_of_name.emplace(name, plan.hosts.size());
+    if (added) plan.hosts.push_back(Host{name, {}, {}});
+    plan.hosts[found->second].traces.push_back(index);
+    host_of_trace.push_back(found->second);
+  }
+  std::vector<HostMessage> messages;
+  for (const MessagePair& pair : pairs) {
+    if (pair.sender >= traces.size() || pair.receiver >= traces.size())
+      throw std::invalid_argument(
+          fmt::format("message pair names trace {} of {}", std::max(pair.sender, pair.receiver), traces.size()));
+    const size_t sender = host_of_trace[pair.sender], receiver = host_of_trace[pair.receiver];
+    if (sender == receiver) continue;  // one host, one clock: nothing to learn
+    messages.push_back({sender, pair.send_ns, receiver, pair.receive_ns});
+    ++plan.pairs;
+  }
+  const std::vector<HostAlignment> alignments = align_hosts(plan.hosts.size(), messages);
+  for (size_t host = 0; host < plan.hosts.size(); ++host) plan.hosts[host].alignment = alignments[host];
+  std::set<std::string> taken;
+  for (size_t index = 0; index < traces.size(); ++index) {
+    PlannedTrace planned;
+    planned.host = host_of_trace[index];
+    planned.subdirectory = unique_subdirectory(traces[index], taken);
+    correct_clock(traces[index], plan.hosts[planned.host], plan.hosts.front().name, planned);
+    plan.traces.push_back(std::move(planned));
+  }
+  return plan;
+}
+
+uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& plan, const std::string& output,
+                     const CopyProgress& progress) {
+  std::vector<std::vector<std::filesystem::path>> files;
+  uint64_t total = 0;
+  for (const reader::Trace& trace : traces) {
+    files.push_back(stream_files(trace.directory()));
+    for (const auto& file : files.back()) total += std::filesystem::file_size(file);
+  }
+  uint64_t copied = 0;
+  const auto count = [&](uint64_t bytes) {
+    copied += bytes;
+    if (progress) progress(copied, total);
+  };
+  for (size_t index = 0; index < traces.size(); ++index) {
+    const PlannedTrace& planned = plan.traces[index];
+    const std::string directory = output + "/" + planned.subdirectory;
+    if (::mkdir(directory.c_str(), 0700) != 0)
+      throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(errno)));
+    for (const auto& file : files[index]) copy_file(file.string(), directory + "/" + file.filename().string(), count);
+    const std::string metadata =
+        format::with_clock(read_text(traces[index].directory() + "/metadata"), planned.clock, planned.correction);
+    const std::string metadata_path = directory + "/metadata";
+    FileCloser out(create_file(metadata_path));
+    write_all(out.fd(), metadata.data(), metadata.size(), metadata_path);
+    out.close(metadata_path);
+  }
+  if (progress) progress(total, total);
+  return copied;
+}
+
+}  // namespace chronicle::merge

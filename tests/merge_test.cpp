@@ -1,0 +1,548 @@
+// `chronicle merge`: clock alignment from send/receive pairs on synthetic clocks with a known
+// offset and drift, the metadata's clock rewrite, and the command on real recorded traces.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "format/metadata.hpp"
+#include "merge/clock_alignment.hpp"
+#include "merge/trace_merge.hpp"
+#include "reader/trace_directory.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using merge::HostAlignment;
+using merge::HostMessage;
+using merge::LineFit;
+using test::run;
+using test::TemporaryDirectory;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kExample = THREADS_EXAMPLE;
+const std::string kForkExec = FORK_EXEC;
+const std::string kBt2Check = BT2_CHECK;
+
+constexpr int64_t kEpoch = 1'700'000'000'000'000'000;  // November 2023, in Unix ns
+
+// A host's clock against true time (the reference host's clock): reads T + offset + drift * (T - kEpoch).
+struct SyntheticClock {
+  double offset_ns = 0;
+  double drift = 0;
+  int64_t read(int64_t true_ns) const {
+    return true_ns + std::llround(offset_ns + drift * static_cast<double>(true_ns - kEpoch));
+  }
+  // The true time at which this clock read `local_ns`.
+  int64_t true_time(int64_t local_ns) const {
+    const long double since = static_cast<long double>(local_ns - kEpoch) - offset_ns;
+    return kEpoch + static_cast<int64_t>(std::llround(since / (1 + static_cast<long double>(drift))));
+  }
+};
+
+// Messages both ways between hosts `a` and `b` over `span_ns`, each delayed by `floor_ns` plus an
+// exponential wait (mean 50 us): never negative, as on a real network.
+void exchange(std::vector<HostMessage>& messages, size_t a, const SyntheticClock& clock_a, size_t b,
+              const SyntheticClock& clock_b, size_t count, int64_t span_ns, uint32_t seed, bool both_ways = true,
+              int64_t floor_ns = 20'000) {
+  std::mt19937_64 random(seed);
+  std::uniform_int_distribution<int64_t> when(0, span_ns);
+  std::exponential_distribution<double> wait(1.0 / 50'000);
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t sent = kEpoch + when(random);
+    const int64_t received = sent + floor_ns + static_cast<int64_t>(wait(random));
+    if (i % 2 == 0 || !both_ways)
+      messages.push_back({a, clock_a.read(sent), b, clock_b.read(received)});
+    else
+      messages.push_back({b, clock_b.read(sent), a, clock_a.read(received)});
+  }
+}
+
+// The largest error, over the span, of `line` (host clock -> reference) against the truth.
+double largest_error(const merge::ClockLine& line, const SyntheticClock& host, const SyntheticClock& reference,
+                     int64_t span_ns) {
+  double worst = 0;
+  for (int step = 0; step <= 100; ++step) {
+    const int64_t true_ns = kEpoch + span_ns / 100 * step;
+    const int64_t local = host.read(true_ns);
+    const int64_t truth = reference.read(host.true_time(local));
+    worst = std::max(worst, std::fabs(static_cast<double>(line.apply(local) - truth)));
+  }
+  return worst;
+}
+
+TEST(ClockAlignment, TheTrueOffsetAndDriftLieWithinTheBoundAndTheEstimateConverges) {
+  const SyntheticClock reference;
+  const SyntheticClock remote{2.5e9, 40e-6};  // 2.5 s ahead, 40 ppm fast
+  constexpr int64_t kSpan = 60'000'000'000;   // a minute
+  double previous_bound = merge::kUnknownBound;
+  double last_error = 0;
+  for (const size_t count : {10u, 100u, 1'000u, 100'000u}) {
+    std::vector<HostMessage> messages;
+    exchange(messages, 0, reference, 1, remote, count, kSpan, 7);
+    const auto hosts = merge::align_hosts(2, messages);
+    const HostAlignment& host = hosts[1];
+    ASSERT_EQ(host.source, HostAlignment::Source::message_pairs) << host.reason;
+    EXPECT_EQ(host.pairs, count);
+    const double error = largest_error(host.to_reference, remote, reference, kSpan);
+    EXPECT_LE(error, host.bound_ns + 2) << count << " pairs";  // + rounding to whole nanoseconds
+    EXPECT_LT(host.bound_ns, previous_bound) << count << " pairs";
+    // Every receive follows its send once corrected.
+    for (const HostMessage& message : messages) {
+      const int64_t send = message.sender == 0 ? message.send_ns : host.to_reference.apply(message.send_ns);
+      const int64_t receive = message.receiver == 0 ? message.receive_ns : host.to_reference.apply(message.receive_ns);
+      ASSERT_GE(receive + 1, send);
+    }
+    previous_bound = host.bound_ns;
+    last_error = error;
+  }
+  // 100,000 pairs: the estimate within 2 us and the drift to a part per million. The bound cannot
+  // shrink below the smallest one-way delay (20 us here): no pair tells a clock offset from a
+  // path that is slower one way than the other by a constant.
+  EXPECT_LT(last_error, 2'000);
+  EXPECT_LT(previous_bound, 25'000);
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 1, remote, 100'000, kSpan, 7);
+  EXPECT_NEAR(merge::align_hosts(2, messages)[1].to_reference.drift, -40e-6, 1e-6);
+}
+
+TEST(ClockAlignment, MessagesOneWayOnlyGiveAOneSidedLimitAndNoBound) {
+  const SyntheticClock reference;
+  // Ahead: receives on the remote host already follow their sends by the wall clocks.
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 1, SyntheticClock{3e6, 0}, 50, 1'000'000'000, 3, false);
+  auto hosts = merge::align_hosts(2, messages);
+  EXPECT_EQ(hosts[1].source, HostAlignment::Source::wall_clock);
+  EXPECT_TRUE(std::isinf(hosts[1].bound_ns));
+  EXPECT_EQ(hosts[1].to_reference.offset_ns, 0);
+  EXPECT_NE(hosts[1].reason.find("one way only"), std::string::npos) << hosts[1].reason;
+  EXPECT_NE(hosts[1].reason.find("kept the wall clock"), std::string::npos) << hosts[1].reason;
+
+  // Behind by 2 s: by the wall clocks every message arrives before it left. Moved just enough.
+  messages.clear();
+  exchange(messages, 0, reference, 1, SyntheticClock{-2e9, 0}, 50, 1'000'000'000, 3, false);
+  hosts = merge::align_hosts(2, messages);
+  EXPECT_EQ(hosts[1].source, HostAlignment::Source::one_sided_limit);
+  EXPECT_TRUE(std::isinf(hosts[1].bound_ns));
+  EXPECT_NE(hosts[1].reason.find("moved to the one-sided limit"), std::string::npos) << hosts[1].reason;
+  for (const HostMessage& message : messages)
+    EXPECT_GE(hosts[1].to_reference.apply(message.receive_ns), message.send_ns);
+}
+
+TEST(ClockAlignment, AClockThatJumpedFitsNoLineAndFallsBackToTheWallClock) {
+  const SyntheticClock reference;
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 1, SyntheticClock{1e6, 0}, 100, 5'000'000'000, 11);
+  // Then the remote clock steps forward by a second (as a settimeofday would).
+  std::vector<HostMessage> later;
+  exchange(later, 0, reference, 1, SyntheticClock{1e9 + 1e6, 0}, 100, 5'000'000'000, 12);
+  for (HostMessage& message : later) {
+    message.send_ns += 5'000'000'000;
+    message.receive_ns += 5'000'000'000;
+    messages.push_back(message);
+  }
+  const auto hosts = merge::align_hosts(2, messages);
+  EXPECT_EQ(hosts[1].source, HostAlignment::Source::wall_clock);
+  EXPECT_EQ(hosts[1].to_reference.offset_ns, 0);
+  EXPECT_NE(hosts[1].reason.find("no clock line"), std::string::npos) << hosts[1].reason;
+}
+
+TEST(ClockAlignment, NoPairsFallBackToTheWallClock) {
+  const auto hosts = merge::align_hosts(3, {});
+  EXPECT_EQ(hosts[0].source, HostAlignment::Source::reference);
+  for (size_t index : {1u, 2u}) {
+    EXPECT_EQ(hosts[index].source, HostAlignment::Source::wall_clock);
+    EXPECT_NE(hosts[index].reason.find("fell back to the wall clock"), std::string::npos);
+    EXPECT_EQ(hosts[index].to_reference.apply(kEpoch), kEpoch);
+  }
+}
+
+TEST(ClockAlignment, HostsWhosePairsDoNotLeadToTheReferenceKeepTheirWallClocks) {
+  const SyntheticClock reference;
+  std::vector<HostMessage> messages;
+  exchange(messages, 1, SyntheticClock{1e6, 0}, 2, SyntheticClock{-1e6, 0}, 100, 1'000'000'000, 51);
+  const auto hosts = merge::align_hosts(3, messages);
+  for (size_t index : {1u, 2u}) {
+    EXPECT_EQ(hosts[index].source, HostAlignment::Source::wall_clock);
+    EXPECT_NE(hosts[index].reason.find("do not lead to the reference host"), std::string::npos) << hosts[index].reason;
+  }
+}
+
+TEST(ClockAlignment, PairsOverTooShortATimeGiveTheOffsetOnly) {
+  const SyntheticClock reference;
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 1, SyntheticClock{7e6, 0}, 20, 1'000'000, 5);  // all within 1 ms
+  const auto hosts = merge::align_hosts(2, messages);
+  EXPECT_EQ(hosts[1].source, HostAlignment::Source::message_pairs);
+  EXPECT_EQ(hosts[1].to_reference.drift, 0);
+  EXPECT_NE(hosts[1].reason.find("offset only"), std::string::npos) << hosts[1].reason;
+  EXPECT_LE(std::fabs(hosts[1].to_reference.offset_ns + 7e6), hosts[1].bound_ns);
+}
+
+TEST(ClockAlignment, ThreeHostsComposeAlongTheTreeAndTheirBoundsAdd) {
+  const SyntheticClock reference;
+  const SyntheticClock middle{-1.5e9, 25e-6};
+  const SyntheticClock far{4e9, -60e-6};
+  constexpr int64_t kSpan = 30'000'000'000;
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 1, middle, 2'000, kSpan, 21);
+  exchange(messages, 1, middle, 2, far, 2'000, kSpan, 22);  // the far host talks to the middle one only
+  const auto hosts = merge::align_hosts(3, messages);
+  ASSERT_EQ(hosts[2].source, HostAlignment::Source::message_pairs) << hosts[2].reason;
+  EXPECT_EQ(hosts[2].parent, 1u);
+  EXPECT_EQ(hosts[1].parent, 0u);
+  EXPECT_GT(hosts[2].bound_ns, hosts[1].bound_ns);
+  EXPECT_LE(largest_error(hosts[1].to_reference, middle, reference, kSpan), hosts[1].bound_ns + 2);
+  EXPECT_LE(largest_error(hosts[2].to_reference, far, reference, kSpan), hosts[2].bound_ns + 3);
+  EXPECT_NEAR(hosts[2].to_reference.offset_ns, -4e9, 1e6);
+}
+
+TEST(ClockAlignment, TheTreePrefersTheTighterPath) {
+  const SyntheticClock reference;
+  const SyntheticClock a{1e9, 0};
+  const SyntheticClock b{-3e9, 10e-6};
+  constexpr int64_t kSpan = 10'000'000'000;
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 1, a, 4'000, kSpan, 31);
+  exchange(messages, 1, a, 2, b, 4'000, kSpan, 32);
+  exchange(messages, 0, reference, 2, b, 6, kSpan, 33);  // a direct link, but six pairs only
+  const auto hosts = merge::align_hosts(3, messages);
+  EXPECT_EQ(hosts[2].parent, 1u) << "joined through the direct link with a bound of " << hosts[2].bound_ns;
+  EXPECT_LE(largest_error(hosts[2].to_reference, b, reference, kSpan), hosts[2].bound_ns + 3);
+}
+
+// A greedy tree (Prim's: the cheapest link first) would join host 1 through host 2, whose link
+// is the tightest, for a total bound above that of host 1's own direct link.
+TEST(ClockAlignment, EachHostJoinsByTheSmallestTotalBoundNotTheTightestLink) {
+  const SyntheticClock reference;
+  const SyntheticClock one{2e9, 0};
+  const SyntheticClock two{-1e9, 0};
+  constexpr int64_t kSpan = 10'000'000'000;
+  // With many pairs the bound comes down to the smallest one-way delay (the floor).
+  std::vector<HostMessage> messages;
+  exchange(messages, 0, reference, 2, two, 20'000, kSpan, 41, true, 100'000);
+  exchange(messages, 0, reference, 1, one, 20'000, kSpan, 42, true, 110'000);
+  exchange(messages, 2, two, 1, one, 20'000, kSpan, 43, true, 25'000);
+  const auto hosts = merge::align_hosts(3, messages);
+  EXPECT_EQ(hosts[2].parent, 0u);
+  EXPECT_EQ(hosts[1].parent, 0u) << "bound " << hosts[1].bound_ns;
+  EXPECT_LT(hosts[1].bound_ns, 125'000);
+  EXPECT_LE(largest_error(hosts[1].to_reference, one, reference, kSpan), hosts[1].bound_ns + 2);
+}
+
+// --- metadata ---------------------------------------------------------------------------------
+
+format::TraceDescription sample_description() {
+  format::TraceDescription trace;
+  trace.uuid[0] = 0xab;
+  trace.hostname = "alpha";
+  trace.process_name = "server";
+  trace.pid = 42;
+  trace.clock.frequency_hz = 2'900'000'000;
+  trace.clock.is_tsc = 1;
+  trace.clock.ticks_at_start = 123'456'789'012'345;
+  trace.clock.monotonic_ns_at_start = 1'000'000;
+  trace.clock.realtime_ns_at_start = static_cast<uint64_t>(kEpoch);
+  return trace;
+}
+
+TEST(MergeMetadata, TheClockIsReplacedAndTheCorrectionRecordedOnce) {
+  const format::TraceDescription original = sample_description();
+  const std::string text = format::make_metadata(original);
+  format::ClockCalibration clock = original.clock;
+  clock.realtime_ns_at_start += 5'000'000'123;
+  clock.frequency_hz -= 29;  // 10 ppb fast
+  format::ClockCorrection correction{"beta", 5'000'000'123, 10, 250, 64, "message pairs"};
+  std::string merged = format::with_clock(text, clock, correction);
+  const format::TraceDescription read = format::parse_metadata(merged);
+  EXPECT_EQ(read.clock.realtime_ns_at_start, clock.realtime_ns_at_start);
+  EXPECT_EQ(read.clock.frequency_hz, clock.frequency_hz);
+  EXPECT_EQ(read.clock.ticks_at_start, clock.ticks_at_start);
+  ASSERT_TRUE(read.correction);
+  EXPECT_EQ(read.correction->reference_host, "beta");
+  EXPECT_EQ(read.correction->offset_ns, 5'000'000'123);
+  EXPECT_EQ(read.correction->drift_ppb, 10);
+  EXPECT_EQ(read.correction->bound_ns, 250);
+  EXPECT_EQ(read.correction->pairs, 64u);
+  EXPECT_EQ(read.correction->method, "message pairs");
+  // The CTF clock says what the reader computes: babeltrace2 places events where we do.
+  const format::ClockOffset offset = format::clock_offset(clock);
+  EXPECT_NE(merged.find(fmt::format("  offset_s = {};\n", offset.seconds)), std::string::npos);
+  EXPECT_NE(merged.find(fmt::format("  offset = {};\n", offset.ticks)), std::string::npos);
+  EXPECT_NE(merged.find(fmt::format("  freq = {};\n", clock.frequency_hz)), std::string::npos);
+  // The rest is the original's, and the same as make_metadata writes for the corrected trace.
+  format::TraceDescription corrected = original;
+  corrected.clock = clock;
+  corrected.correction = correction;
+  EXPECT_EQ(merged, format::make_metadata(corrected));
+  // Merged again: replaced, never written twice.
+  correction.offset_ns = 7;
+  merged = format::with_clock(merged, clock, correction);
+  EXPECT_EQ(format::parse_metadata(merged).correction->offset_ns, 7);
+  size_t occurrences = 0;
+  for (size_t at = merged.find("chronicle_clock_correction_ns"); at != std::string::npos;
+       at = merged.find("chronicle_clock_correction_ns", at + 1))
+    ++occurrences;
+  EXPECT_EQ(occurrences, 1u);
+}
+
+// --- the command, on recorded traces ----------------------------------------------------------
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A copy of `trace` that says it was recorded on `hostname` with a wall clock `shift_ns` off.
+void copy_as_other_host(const std::string& trace, const std::string& copy, const std::string& hostname,
+                        int64_t shift_ns) {
+  std::filesystem::copy(trace, copy, std::filesystem::copy_options::recursive);
+  format::TraceDescription description = format::parse_metadata(slurp(trace + "/metadata"));
+  description.hostname = hostname;
+  description.clock.realtime_ns_at_start += static_cast<uint64_t>(shift_ns);
+  std::ofstream(copy + "/metadata", std::ios::binary | std::ios::trunc) << format::make_metadata(description);
+}
+
+uint64_t event_count(const std::string& directory) {
+  return test::read_all(reader::Trace(directory)).size();
+}
+
+class MergeCommand : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    scratch_ = new TemporaryDirectory;
+    ASSERT_EQ(run(kCli + " record -q -o " + (*scratch_ / "local") + " -- " + kExample).exit_code, 0);
+    ASSERT_EQ(run(kCli + " record -q -o " + (*scratch_ / "recorded") + " -- " + kExample).exit_code, 0);
+    copy_as_other_host(*scratch_ / "recorded", *scratch_ / "remote", "far-host", 5'000'000'000);
+    ASSERT_EQ(run(kCli + " record -q -o " + (*scratch_ / "run") + " -- " + kForkExec).exit_code, 0);
+  }
+  static void TearDownTestSuite() { delete scratch_; }
+  static std::string path(const std::string& name) { return *scratch_ / name; }
+  TemporaryDirectory output_;
+
+ private:
+  static TemporaryDirectory* scratch_;
+};
+TemporaryDirectory* MergeCommand::scratch_ = nullptr;
+
+TEST_F(MergeCommand, TwoHostsAndARecordRunMakeOneTraceEveryToolReads) {
+  const std::string out = output_ / "merged";
+  const auto result = run(kCli + " merge " + path("local") + " " + path("remote") + " " + path("run") + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  // Per host: the reference, and the other one on its wall clock (no pairs).
+  EXPECT_NE(result.out.find("merged 4 traces from 2 hosts"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("(3 traces): the reference clock"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("host far-host (1 trace): offset +0 ns, drift +0.000 ppb, bound unknown, 0 pairs: no "
+                            "message pairs with the other hosts: fell back to the wall clock"),
+            std::string::npos)
+      << result.out;
+
+  // One trace per input trace, each keeping its origin and its events.
+  std::vector<std::string> inputs = {path("local"), path("remote")};
+  for (const auto& trace : reader::find_traces(path("run"))) inputs.push_back(trace);
+  const auto merged = reader::find_traces(out);
+  ASSERT_EQ(merged.size(), 4u);
+  std::map<std::string, uint64_t> expected, found;
+  uint64_t total = 0;
+  for (const auto& input : inputs) {
+    const reader::Trace trace(input);
+    const auto& d = trace.description();
+    expected[fmt::format("{}-{}-{}", d.hostname, d.pid, d.process_name)] += event_count(input);
+    total += event_count(input);
+  }
+  for (const auto& directory : merged) {
+    const reader::Trace trace(directory);
+    const auto& d = trace.description();
+    EXPECT_EQ(std::filesystem::path(directory).filename().string().rfind(d.hostname, 0), 0u) << directory;
+    ASSERT_TRUE(d.correction) << directory;
+    EXPECT_EQ(d.correction->offset_ns, 0);
+    EXPECT_EQ(d.correction->bound_ns, d.hostname == "far-host" ? -1 : 0);
+    found[fmt::format("{}-{}-{}", d.hostname, d.pid, d.process_name)] += event_count(directory);
+    EXPECT_EQ(std::filesystem::hard_link_count(directory + "/metadata"), 1u);
+  }
+  EXPECT_EQ(found, expected);
+  // The far host's times are its own wall clock's (5 s ahead): nothing moved them.
+  const reader::Trace remote(path("remote"));
+  size_t far = 0;
+  while (far < merged.size() && reader::Trace(merged[far]).description().hostname != "far-host") ++far;
+  ASSERT_LT(far, merged.size());
+  const reader::Trace remote_merged(merged[far]);
+  EXPECT_EQ(remote_merged.to_unix_ns(1'000'000), remote.to_unix_ns(1'000'000));
+
+  // dump, stats and export read it.
+  const auto dump = run(kCli + " dump " + out);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_EQ(test::count_lines(dump.out), total + merged.size());  // a heading per trace
+  const auto stats = run(kCli + " stats " + out);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  // A line per origin (host, pid, process) with its events, and how its clock was set.
+  const size_t origins = stats.out.find("\nOrigins:\n");
+  ASSERT_NE(origins, std::string::npos) << stats.out;
+  std::istringstream lines(stats.out.substr(origins + 10));
+  std::string line;
+  std::getline(lines, line);  // the heading
+  std::map<std::string, uint64_t> listed;
+  while (std::getline(lines, line) && !line.empty()) {
+    std::istringstream words(line);
+    std::string host, pid, process, events;
+    words >> host >> pid >> process >> events;
+    std::erase(events, ',');
+    listed[fmt::format("{}-{}-{}", host, pid, process)] += std::stoull(events);
+    EXPECT_NE(line.find(host == "far-host" ? "bound unknown" : "bound 0 ns"), std::string::npos) << line;
+  }
+  EXPECT_EQ(listed, expected);
+  const auto json = run(kCli + " stats --json " + out);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json profiles = nlohmann::json::parse(json.out);
+  ASSERT_EQ(profiles.size(), 4u);
+  for (const auto& profile : profiles) {
+    const auto& correction = profile["clock_correction"];
+    EXPECT_EQ(correction["offset_ns"], 0);
+    if (profile["host"] == "far-host") {
+      EXPECT_TRUE(correction["bound_ns"].is_null()) << correction;  // unknown: no pairs
+      EXPECT_NE(correction["method"].get<std::string>().find("fell back to the wall clock"), std::string::npos);
+    } else {
+      EXPECT_EQ(correction["bound_ns"], 0) << correction;
+    }
+  }
+  const auto exported = run(kCli + " export --format chrome -o " + (output_ / "merged.json") + " " + out);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  // babeltrace2 reads the directory of traces and muxes them, with no warning, and finds what it
+  // finds in the inputs one by one.
+  const auto babeltrace = run("babeltrace2 " + out);
+  ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
+  size_t input_lines = 0;
+  for (const auto& input : inputs) {
+    const auto alone = run("babeltrace2 " + input);
+    ASSERT_EQ(alone.exit_code, 0) << alone.err;
+    input_lines += test::count_lines(alone.out);
+  }
+  EXPECT_EQ(test::count_lines(babeltrace.out), input_lines);
+}
+
+TEST_F(MergeCommand, RefusesANonEmptyOutputAndTheSameTraceTwice) {
+  std::filesystem::create_directories(output_ / "full");
+  std::ofstream(output_ / "full/something") << "x";
+  auto result = run(kCli + " merge " + path("local") + " " + path("remote") + " -o " + (output_ / "full"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("exists and is not empty"), std::string::npos) << result.err;
+
+  result =
+      run(kCli + " merge " + path("local") + " " + path("remote") + " " + path("local") + " -o " + (output_ / "twice"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("are the same trace"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(output_ / "twice")) << "a refused merge left its output behind";
+  // A copy keeps its uuid: it is the same trace too.
+  result = run(kCli + " merge " + path("recorded") + " " + path("remote") + " -o " + (output_ / "copy"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("are the same trace"), std::string::npos) << result.err;
+
+  // Inside an input, the output would become part of it.
+  result = run(kCli + " merge " + path("local") + " " + path("remote") + " -o " + path("local") + "/merged");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("is inside the input trace"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(path("local") + "/merged"));
+
+  result = run(kCli + " merge " + (output_ / "nothing-here") + " -o " + (output_ / "out"));
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+}
+
+TEST_F(MergeCommand, TracesOpenSideBySideInInputOrderAndTheFirstFailureIsTheOneThrown) {
+  const auto traces = merge::open_traces({path("remote"), path("local"), path("recorded")});
+  ASSERT_EQ(traces.size(), 3u);
+  EXPECT_EQ(traces[0].directory(), path("remote"));
+  EXPECT_EQ(traces[1].directory(), path("local"));
+  EXPECT_EQ(traces[2].directory(), path("recorded"));
+  try {
+    merge::open_traces({path("local"), output_ / "first-missing", output_ / "second-missing"});
+    FAIL() << "opened a missing trace";
+  } catch (const reader::TraceError& error) {
+    EXPECT_EQ(error.file(), output_ / "first-missing");
+  }
+}
+
+// With pairs (the placeholder finds none in real traces yet): the remote trace's clock is moved
+// by the alignment, and both the reader and babeltrace2 place its events there.
+TEST_F(MergeCommand, PairsMoveTheRemoteClockInTheMergedMetadata) {
+  std::vector<reader::Trace> traces;
+  traces.emplace_back(path("local"));
+  traces.emplace_back(path("remote"));
+  // The remote wall clock reads 5 s (plus 30 ppm) ahead; messages both ways with delays >= 20 us.
+  std::vector<merge::MessagePair> pairs;
+  const int64_t start = traces[0].to_unix_ns(0) + 1'000'000'000;
+  auto remote_clock = [&](int64_t true_ns) {
+    return true_ns + 5'000'000'000 + std::llround(30e-6 * static_cast<double>(true_ns - start));
+  };
+  for (int64_t i = 0; i < 400; ++i) {
+    const int64_t sent = start + i * 25'000'000;
+    const int64_t received = sent + 20'000 + (i * 7919) % 90'000;
+    if (i % 2 == 0)
+      pairs.push_back({0, sent, 1, remote_clock(received)});
+    else
+      pairs.push_back({1, remote_clock(sent), 0, received});
+  }
+  const merge::MergePlan plan = merge::plan_merge(traces, pairs);
+  ASSERT_EQ(plan.hosts.size(), 2u);
+  const HostAlignment& remote = plan.hosts[1].alignment;
+  ASSERT_EQ(remote.source, HostAlignment::Source::message_pairs) << remote.reason;
+  EXPECT_EQ(remote.pairs, 400u);
+  // The true local time of a remote reading, against the alignment's, at its pivot.
+  const int64_t pivot = remote.to_reference.pivot_ns;
+  const auto true_local = start + std::llround(static_cast<double>(pivot - start - 5'000'000'000) / (1 + 30e-6));
+  EXPECT_LE(std::llabs(remote.to_reference.apply(pivot) - true_local), remote.bound_ns + 2);
+  const std::string out = output_ / "aligned";
+  std::filesystem::create_directory(out);
+  merge::write_merge(traces, plan, out);
+
+  const reader::Trace moved(out + "/" + plan.traces[1].subdirectory);
+  const auto& correction = moved.description().correction;
+  ASSERT_TRUE(correction);
+  EXPECT_EQ(correction->pairs, 400u);
+  EXPECT_GE(correction->bound_ns, 0);
+  // 30 ppm fast: -30 ppm back, to within what 400 pairs over 10 s with 90 us of jitter tell.
+  EXPECT_NEAR(static_cast<double>(correction->drift_ppb), -30'000, 1'000);
+  // Each event's time is the alignment's line applied to its time in the input, to within the
+  // frequency's whole hertz (half a tick per second) and a nanosecond of rounding.
+  const auto before = test::read_all(traces[1]);
+  const auto after = test::read_all(moved);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); i += 97) {
+    ASSERT_EQ(before[i].ticks, after[i].ticks);
+    const int64_t expected = remote.to_reference.apply(traces[1].to_unix_ns(before[i].ticks));
+    ASSERT_LE(std::llabs(moved.to_unix_ns(after[i].ticks) - expected), 3) << "event " << i;
+  }
+  const auto babeltrace = run("babeltrace2 " + out + " | wc -l");
+  ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
+  // babeltrace2 places the moved trace's events where the reader does: the CTF clock (freq,
+  // offset_s, offset) and the env calibration say the same thing.
+  const auto theirs = run("/usr/bin/python3 " + kBt2Check + " " + out + "/" + plan.traces[1].subdirectory);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
+  std::vector<int64_t> their_times;
+  const nlohmann::json their_events = nlohmann::json::parse(theirs.out)["events"];
+  for (const auto& event : their_events)
+    if (event["event"] != "site_definition" && event["event"] != "thread_definition")
+      their_times.push_back(event["ns"].get<int64_t>());
+  ASSERT_EQ(their_times.size(), after.size());
+  std::vector<int64_t> our_times;
+  for (const auto& event : after) our_times.push_back(moved.to_unix_ns(event.ticks));
+  std::sort(their_times.begin(), their_times.end());
+  std::sort(our_times.begin(), our_times.end());
+  for (size_t i = 0; i < our_times.size(); ++i)
+    ASSERT_LE(std::llabs(their_times[i] - our_times[i]), 1) << "event " << i;  // babeltrace2 goes through a double
+}
+
+}  // namespace
+}  // namespace chronicle
