@@ -1,5 +1,6 @@
 #include "export/otlp_requests.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "export/otlp_json.hpp"
@@ -109,23 +110,36 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
   }
 
   void end_resource() override {
+    // ResourceSpans { resource, scope_spans { scope, spans... } }, its lengths counted ahead so
+    // that the spans are copied once.
     std::string scope;
     put_length_field(scope, pb::kScopeName, "chronicle");
-    std::string scope_spans;
-    scope_spans.reserve(scope.size() + spans_.size() + 16);
-    put_length_field(scope_spans, pb::kScope, scope);
-    scope_spans += spans_;
-    std::string resource_spans;
-    resource_spans.reserve(resource_.size() + scope_spans.size() + 32);
-    put_length_field(resource_spans, pb::kResource, resource_);
-    put_length_field(resource_spans, pb::kScopeSpans, scope_spans);
-    put_length_field(request_, pb::kResourceSpans, resource_spans);
+    const size_t scope_spans = field_size(scope.size()) + spans_.size();
+    const size_t resource_spans = field_size(resource_.size()) + field_size(scope_spans);
+    if (request_.empty()) request_.reserve(last_request_size_);
+    put_tag(request_, pb::kResourceSpans, kLength);
+    put_varint(request_, resource_spans);
+    put_length_field(request_, pb::kResource, resource_);
+    put_tag(request_, pb::kScopeSpans, kLength);
+    put_varint(request_, scope_spans);
+    put_length_field(request_, pb::kScope, scope);
+    request_ += spans_;
     spans_.clear();
   }
 
-  std::string finish() override { return std::exchange(request_, {}); }
+  std::string finish() override {
+    last_request_size_ = std::max(last_request_size_, request_.size());
+    return std::exchange(request_, {});
+  }
 
  private:
+  // The bytes of a length-delimited field (one-byte tag) whose content is `length` bytes.
+  static size_t field_size(size_t length) {
+    size_t bytes = 2;
+    for (size_t rest = length >> 7; rest != 0; rest >>= 7) ++bytes;
+    return bytes + length;
+  }
+
   void put_attribute(std::string& out, uint32_t field, const OtlpAttribute& attribute) {
     std::string& value = value_;
     value.clear();
@@ -184,12 +198,16 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
   std::string nested_;     // scratch: an event, a link or a status
   std::string key_value_;  // scratch: one KeyValue
   std::string value_;      // scratch: one AnyValue
+  size_t last_request_size_ = 0;
 };
 
 class JsonEncoder final : public OtlpRequestEncoder {
  public:
   void begin_resource(const OtlpResource& resource) override {
-    if (request_.empty()) request_ = "{\"resourceSpans\":[";
+    if (request_.empty()) {
+      request_.reserve(last_request_size_);
+      request_ = "{\"resourceSpans\":[";
+    }
     append_otlp_json_resource(request_, resource, first_resource_);
     first_resource_ = false;
     first_span_ = true;
@@ -203,11 +221,13 @@ class JsonEncoder final : public OtlpRequestEncoder {
     if (request_.empty()) request_ = "{\"resourceSpans\":[";
     request_ += "\n]}\n";
     first_resource_ = true;
+    last_request_size_ = std::max(last_request_size_, request_.size());
     return std::exchange(request_, {});
   }
 
  private:
   std::string request_;
+  size_t last_request_size_ = 0;
   bool first_resource_ = true;
   bool first_span_ = true;
 };
