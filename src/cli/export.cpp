@@ -43,18 +43,23 @@ std::string default_spool(const std::string& directory) {
   return trimmed + ".otlp-spool";
 }
 
+std::string plural(uint64_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
 int report_push(const exports::OtlpPushResult& result, const std::string& spool, const std::string& endpoint) {
   if (result.delivered()) {
-    fmt::print(stderr, "chronicle: sent {} spans in {} requests to {}{}\n", result.spans_sent, result.batches_sent,
-               result.url, result.retries > 0 ? fmt::format(" ({} retries)", result.retries) : "");
+    fmt::print(stderr, "chronicle: sent {} in {} to {}{}\n", plural(result.spans_sent, "span"),
+               plural(result.batches_sent, "request"), result.url,
+               result.retries > 0 ? fmt::format(" ({} retries)", result.retries) : "");
     return 0;
   }
   fmt::print(stderr, "chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
-  fmt::print(stderr, "chronicle: {} of {} spans sent in {} requests", result.spans_sent, result.spans_produced,
-             result.batches_sent);
+  fmt::print(stderr, "chronicle: {} of {} spans sent in {}", result.spans_sent, result.spans_produced,
+             plural(result.batches_sent, "request"));
   if (result.spans_rejected > 0) fmt::print(stderr, ", {} rejected by the collector", result.spans_rejected);
   if (result.spans_spooled > 0)
-    fmt::print(stderr, ", {} spooled in {} files in {}", result.spans_spooled, result.batches_spooled, spool);
+    fmt::print(stderr, ", {} spooled in {} in {}", result.spans_spooled, plural(result.batches_spooled, "file"), spool);
   if (result.spans_lost > 0) fmt::print(stderr, ", {} LOST (the spool could not be written)", result.spans_lost);
   fmt::print(stderr, "\n");
   if (result.spans_spooled > 0)
