@@ -363,6 +363,33 @@ TEST_F(OtlpPush, SpansTheCollectorRejectsAreReported) {
   }
 }
 
+// `record --otlp-endpoint`: the trace is pushed once the program has exited.
+TEST_F(OtlpPush, RecordPushesTheTraceWhenTheProgramHasExited) {
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const std::string trace = scratch_ / "recorded";
+  const auto result = run(kCli + " record -q -o " + trace + " --otlp-endpoint " + endpoint(port) +
+                          " --otlp-batch-spans 9 -- " + kEchoExample + " 2 10");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("chronicle: sent "), std::string::npos) << result.err;
+  EXPECT_EQ(ids_of(read_log(log_)), exported_span_ids(trace, scratch_));
+}
+
+TEST_F(OtlpPush, RecordFailsWhenThePushDoesNotDeliverAndSaysWhereTheSpoolIs) {
+  const std::string trace = scratch_ / "recorded";
+  auto result = run(kCli + " record -q -o " + trace + " --otlp-endpoint " + endpoint(closed_port()) +
+                    " --otlp-retry-seconds 0.2 -- " + kEchoExample + " 2 10");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("--otlp-resend " + trace + ".otlp-spool"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::is_empty(trace + ".otlp-spool"));
+  // A bad endpoint is refused before the program runs.
+  result = run(kCli + " record -q -o " + (scratch_ / "never") + " --otlp-endpoint https://127.0.0.1:1 -- " +
+               kEchoExample + " 1 1");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(scratch_ / "never"));
+}
+
 TEST_F(OtlpPush, BadCombinationsAreUsageErrors) {
   const std::string push = kCli + " export " + echo_trace() + " --otlp-endpoint http://127.0.0.1:1";
   EXPECT_EQ(run(push + " --format otlp -o " + (scratch_ / "x")).exit_code, 2);
