@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "export/otlp_push.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -363,6 +364,60 @@ TEST_F(OtlpPush, SpansTheCollectorRejectsAreReported) {
   }
 }
 
+// A collector that takes a request and crashes before answering: the client cannot tell it from
+// one that never got it, and sends it again. Delivery is at least once: that batch's spans
+// arrive twice (same span ids), every other span once, none is missing.
+TEST_F(OtlpPush, ARequestWhoseAnswerIsLostIsSentAgain) {
+  Receiver receiver(scratch_, log_, {"--drop-request", "2"});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const auto result = run(push_command(port, echo_trace(), "--otlp-batch-spans 20"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("(1 retries)"), std::string::npos) << result.err;
+  const Received received = read_log(log_);
+  const auto expected = exported_span_ids(echo_trace(), scratch_);
+  std::vector<std::string> unique;
+  size_t twice = 0;
+  for (const auto& [id, times] : received.times) {
+    unique.push_back(id);
+    EXPECT_LE(times, 2) << id;
+    twice += times == 2;
+  }
+  EXPECT_EQ(unique, expected);
+  EXPECT_EQ(twice, 20u);
+  EXPECT_EQ(received.total_spans(), expected.size() + 20);
+}
+
+// A request the collector refuses outright (400) is not retried but spooled, and the push goes
+// on with the next ones; the resend delivers it.
+TEST_F(OtlpPush, ARefusedRequestIsSpooledAndTheRestIsSent) {
+  Receiver receiver(scratch_, log_, {"--fail-first", "1", "--fail-status", "400"});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const auto expected = exported_span_ids(echo_trace(), scratch_);
+  auto result = run(push_command(port, echo_trace(), "--otlp-batch-spans 50"));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("HTTP 400"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(fmt::format("{} of {} spans sent", expected.size() - 50, expected.size())),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("50 spooled in 1 file in"), std::string::npos) << result.err;
+  EXPECT_EQ(read_log(log_).total_spans(), expected.size() - 50);
+  result = run(kCli + " export --otlp-endpoint " + endpoint(port) + " --otlp-resend " + (scratch_ / "spool"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ids_of(read_log(log_)), expected);
+}
+
+TEST(OtlpEndpoint, TracesGoToV1TracesUnlessTheUrlSaysIt) {
+  EXPECT_EQ(exports::otlp_traces_url("http://127.0.0.1:4318"), "http://127.0.0.1:4318/v1/traces");
+  EXPECT_EQ(exports::otlp_traces_url("http://collector:4318/"), "http://collector:4318/v1/traces");
+  EXPECT_EQ(exports::otlp_traces_url("http://gw/otlp"), "http://gw/otlp/v1/traces");
+  EXPECT_EQ(exports::otlp_traces_url("http://gw/otlp/v1/traces"), "http://gw/otlp/v1/traces");
+  EXPECT_THROW(exports::otlp_traces_url("https://gw:4318"), std::invalid_argument);
+  EXPECT_THROW(exports::otlp_traces_url("gw:4318"), std::invalid_argument);
+  EXPECT_THROW(exports::otlp_traces_url("http://"), std::invalid_argument);
+}
+
 // `record --otlp-endpoint`: the trace is pushed once the program has exited.
 TEST_F(OtlpPush, RecordPushesTheTraceWhenTheProgramHasExited) {
   Receiver receiver(scratch_, log_, {});
@@ -388,6 +443,12 @@ TEST_F(OtlpPush, RecordFailsWhenThePushDoesNotDeliverAndSaysWhereTheSpoolIs) {
                kEchoExample + " 1 1");
   EXPECT_EQ(result.exit_code, 1) << result.err;
   EXPECT_FALSE(std::filesystem::exists(scratch_ / "never"));
+}
+
+TEST_F(OtlpPush, NotATraceIsBadInput) {
+  const auto result = run(kCli + " export " + scratch_.path() + " --otlp-endpoint http://127.0.0.1:1");
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("no trace here"), std::string::npos) << result.err;
 }
 
 TEST_F(OtlpPush, BadCombinationsAreUsageErrors) {

@@ -33,7 +33,10 @@ int report_push(const exports::OtlpPushResult& result, const std::string& spool,
                result.retries > 0 ? fmt::format(" ({} retries)", result.retries) : "");
     return 0;
   }
-  fmt::print(stderr, "chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
+  if (!result.last_error.empty())
+    fmt::print(stderr, "chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
+  else if (result.read_failure)
+    fmt::print(stderr, "chronicle: the trace could not be read to its end; what was read was pushed\n");
   fmt::print(stderr, "chronicle: {} of {} spans sent in {}", result.spans_sent, result.spans_produced,
              plural(result.batches_sent, "request"));
   if (result.spans_rejected > 0) fmt::print(stderr, ", {} rejected by the collector", result.spans_rejected);
@@ -75,7 +78,10 @@ int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& option
     result = exports::push_otlp(traces, push);
   }
   if (show_progress) fmt::print(stderr, "\r\033[K");
-  return report_push(result, push.spool_directory, options.endpoint);
+  const int exit_code = report_push(result, push.spool_directory, options.endpoint);
+  // The counts first, then the reading error as every command reports it (exit code 2).
+  if (result.read_failure) std::rethrow_exception(result.read_failure);
+  return exit_code;
 }
 
 void add_otlp_push_options(CLI::App& command, OtlpPushCliOptions& options, bool with_resend) {

@@ -362,19 +362,17 @@ OtlpPushResult push_otlp(const std::vector<reader::Trace>& traces, const OtlpPus
       options.on_progress({events, sink.produced, delivery.spans_sent.load(), delivery.spans_spooled.load()});
     };
   ProgressCounter progress(export_options);
-  std::exception_ptr failure;
+  OtlpPushResult result;
   try {
     produce_otlp_spans(traces, sink, progress);
   } catch (...) {
-    failure = std::current_exception();
+    result.read_failure = std::current_exception();
   }
   // What was read before a failure is still delivered (or spooled): nothing read is dropped.
   sink.flush();
   queue.close();
   sender.join();
-  if (failure) std::rethrow_exception(failure);
 
-  OtlpPushResult result;
   result.url = endpoint.scheme_host_port + endpoint.path;
   result.spans_produced = sink.produced;
   delivery.fill(result);

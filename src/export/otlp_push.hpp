@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -54,14 +55,18 @@ struct OtlpPushResult {
   uint64_t spans_lost = 0;      // neither sent nor spooled (the spool could not be written)
   uint64_t retries = 0;
   std::string last_error;  // the reason of the last failure ("HTTP 503", "Connection refused"...)
-  bool delivered() const { return spans_spooled == 0 && spans_rejected == 0 && spans_lost == 0; }
+  // Why the trace could not be read to its end (reader::TraceError...); what was read before
+  // is counted above, sent or spooled.
+  std::exception_ptr read_failure;
+  bool delivered() const { return spans_spooled == 0 && spans_rejected == 0 && spans_lost == 0 && !read_failure; }
 };
 
 // The URL requests go to, or std::invalid_argument naming what is wrong with `endpoint`.
 std::string otlp_traces_url(const std::string& endpoint);
 
-// Pushes every span of the traces. Throws reader::TraceError on malformed input (the batches
-// already made are sent or spooled first) and std::invalid_argument on a bad endpoint.
+// Pushes every span of the traces. Malformed input ends the reading: the batches already made
+// are sent or spooled, and the error is in read_failure. Throws std::invalid_argument on a bad
+// endpoint.
 OtlpPushResult push_otlp(const std::vector<reader::Trace>& traces, const OtlpPushOptions& options);
 
 // Sends the batches spooled in options.spool_directory, oldest first, each in the encoding it

@@ -7,10 +7,15 @@
 // Spans are in canonical form (ids hex, defaults left out), so two logs compare as data.
 //
 // usage: node receiver.js --log FILE [--port N] [--port-file FILE] [--fail-first N]
-//        [--retry-after SECONDS] [--exit-after K] [--reject-spans N]
+//        [--fail-status CODE] [--retry-after SECONDS] [--exit-after K] [--drop-request K]
+//        [--reject-spans N]
 //   --port 0 (default) takes an ephemeral port; --port-file receives it once listening.
-//   --fail-first N answers 503 (with Retry-After when given) to the first N requests.
+//   --fail-first N answers 503 (or --fail-status) to the first N requests, with Retry-After
+//     when given.
 //   --exit-after K exits after answering K requests with 200 (the test then starts another).
+//   --drop-request K takes the K-th request (logs its spans) and then cuts the connection
+//     without answering, as a collector that crashes after accepting does: the client cannot
+//     know and sends it again (at-least-once delivery).
 //   --reject-spans N answers each accepted request with a partial success rejecting N spans.
 'use strict';
 const fs = require('fs');
@@ -18,12 +23,13 @@ const http = require('http');
 const { Response, fromJson, fromProtobuf, toPlain, canonical } = require('./otlp_decode');
 
 function parseArguments(argv) {
-  const options = { port: 0, failFirst: 0, exitAfter: 0, rejectSpans: 0 };
+  const options = { port: 0, failFirst: 0, failStatus: 503, exitAfter: 0, dropRequest: 0, rejectSpans: 0 };
   for (let i = 0; i < argv.length; i += 2) {
     const [name, value] = [argv[i], argv[i + 1]];
     if (value === undefined) throw new Error(`${name} needs a value`);
     const key = { '--log': 'log', '--port': 'port', '--port-file': 'portFile', '--fail-first': 'failFirst',
-      '--retry-after': 'retryAfter', '--exit-after': 'exitAfter', '--reject-spans': 'rejectSpans' }[name];
+      '--fail-status': 'failStatus', '--retry-after': 'retryAfter', '--exit-after': 'exitAfter',
+      '--drop-request': 'dropRequest', '--reject-spans': 'rejectSpans' }[name];
     if (!key) throw new Error(`unknown option ${name}`);
     options[key] = ['log', 'portFile', 'retryAfter'].includes(key) ? value : Number(value);
   }
@@ -65,9 +71,9 @@ function main() {
         return;
       }
       if (requests <= options.failFirst) {
-        log({ status: 503 });
+        log({ status: options.failStatus });
         const headers = options.retryAfter !== undefined ? { 'Retry-After': options.retryAfter } : {};
-        response.writeHead(503, headers).end('unavailable (told to fail)');
+        response.writeHead(options.failStatus, headers).end('told to fail');
         return;
       }
       const body = Buffer.concat(chunks);
@@ -84,6 +90,10 @@ function main() {
       }
       accepted += 1;
       log({ status: 200, protocol: protobuf ? 'protobuf' : 'json', spans });
+      if (accepted === options.dropRequest) {
+        request.socket.destroy();
+        return;
+      }
       const partialSuccess =
         options.rejectSpans > 0
           ? { rejectedSpans: options.rejectSpans, errorMessage: 'told to reject' }
