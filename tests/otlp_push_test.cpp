@@ -373,7 +373,7 @@ TEST_F(OtlpPush, ARequestWhoseAnswerIsLostIsSentAgain) {
   ASSERT_NE(port, 0) << receiver.output();
   const auto result = run(push_command(port, echo_trace(), "--otlp-batch-spans 20"));
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.err.find("(1 retries)"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("(1 retry)"), std::string::npos) << result.err;
   const Received received = read_log(log_);
   const auto expected = exported_span_ids(echo_trace(), scratch_);
   std::vector<std::string> unique;

@@ -30,13 +30,15 @@ int report_push(const exports::OtlpPushResult& result, const std::string& spool,
   if (result.delivered()) {
     fmt::print(stderr, "chronicle: sent {} in {} to {}{}\n", plural(result.spans_sent, "span"),
                plural(result.batches_sent, "request"), result.url,
-               result.retries > 0 ? fmt::format(" ({} retries)", result.retries) : "");
+               result.retries == 0   ? std::string()
+               : result.retries == 1 ? std::string(" (1 retry)")
+                                     : fmt::format(" ({} retries)", result.retries));
     return 0;
   }
   if (!result.last_error.empty())
     fmt::print(stderr, "chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
   else if (result.read_failure)
-    fmt::print(stderr, "chronicle: the trace could not be read to its end; what was read was pushed\n");
+    fmt::print(stderr, "chronicle: the trace could not be read to its end; the spans read before are counted here\n");
   fmt::print(stderr, "chronicle: {} of {} spans sent in {}", result.spans_sent, result.spans_produced,
              plural(result.batches_sent, "request"));
   if (result.spans_rejected > 0) fmt::print(stderr, ", {} rejected by the collector", result.spans_rejected);
