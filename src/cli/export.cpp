@@ -1,10 +1,13 @@
 // `chronicle export DIR --format chrome|otlp|sqlite -o FILE`: the trace in another tool's format.
+// `chronicle export DIR --otlp-endpoint URL`: its spans pushed to an OpenTelemetry collector;
+// `chronicle export --otlp-endpoint URL --otlp-resend SPOOL`: what a failed push spooled.
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <filesystem>
 
 #include "cli/common.hpp"
+#include "cli/otlp_push_cli.hpp"
 #include "export/chrome_json.hpp"
 #include "export/otlp_json.hpp"
 #include "export/sqlite_export.hpp"
@@ -17,10 +20,28 @@ struct ExportCliOptions {
   std::string format;
   std::string output;
   bool force = false;
+  OtlpPushCliOptions otlp;
 };
+
+// What the parser cannot say alone: a file export needs a trace, --format and -o; a push
+// needs a trace or a spool to resend, and no file options.
+void check_combination(const ExportCliOptions& options) {
+  if (options.otlp.endpoint.empty()) {
+    if (options.directory.empty() || options.format.empty() || options.output.empty())
+      throw CLI::ValidationError("export", "a trace directory, --format and -o are required (or --otlp-endpoint)");
+    if (!options.otlp.resend.empty() || !options.otlp.spool.empty())
+      throw CLI::ValidationError("export", "--otlp-resend and --otlp-spool need --otlp-endpoint");
+    return;
+  }
+  if (!options.format.empty() || !options.output.empty())
+    throw CLI::ValidationError("export", "--otlp-endpoint pushes to a collector: --format and -o do not apply");
+  if (options.otlp.resend.empty() == options.directory.empty())
+    throw CLI::ValidationError("export", "--otlp-endpoint takes either a trace directory or --otlp-resend SPOOL");
+}
 
 int run_export(const ExportCliOptions& options) {
   namespace fs = std::filesystem;
+  if (!options.otlp.endpoint.empty()) return run_otlp_push(options.directory, options.otlp);
   if (!options.force && fs::exists(options.output)) {
     fmt::print(stderr, "chronicle: error: {} exists (--force overwrites it)\n", options.output);
     return kExitFailure;
@@ -65,15 +86,16 @@ Command add_export(CLI::App& app) {
   auto options = std::make_shared<ExportCliOptions>();
   CLI::App* command = app.add_subcommand(
       "export", "Write a trace (every process of a record run) as Chrome/Perfetto JSON, OTLP/JSON or SQLite");
-  command->add_option("directory", options->directory, "Trace directory")->required();
+  command->add_option("directory", options->directory, "Trace directory");
   command
       ->add_option("--format", options->format,
                    "chrome: Chrome Trace Event JSON (Perfetto UI, chrome://tracing); "
                    "otlp: OTLP/JSON ExportTraceServiceRequest; sqlite: a database")
-      ->required()
       ->check(CLI::IsMember({"chrome", "otlp", "sqlite"}));
-  command->add_option("-o,--output", options->output, "The file to write")->required();
+  command->add_option("-o,--output", options->output, "The file to write");
   command->add_flag("--force", options->force, "Overwrite the output file if it exists");
+  add_otlp_push_options(*command, options->otlp, true);
+  command->parse_complete_callback([options] { check_combination(*options); });
   return {command, [options] { return run_export(*options); }};
 }
 

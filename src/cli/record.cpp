@@ -20,7 +20,9 @@
 
 #include "chronicle/config.hpp"
 #include "cli/common.hpp"
+#include "cli/otlp_push_cli.hpp"
 #include "collector/collector.hpp"
+#include "export/otlp_push.hpp"
 #include "recorder/environment.hpp"
 
 extern char** environ;
@@ -37,6 +39,7 @@ struct RecordOptions {
   bool allow_shared_output = false;
   bool quiet = false;
   std::vector<std::string> command;
+  OtlpPushCliOptions otlp;  // --otlp-endpoint: the trace pushed once the program has exited
 };
 
 struct TrackedSession {
@@ -299,6 +302,8 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
 int run_record(RecordOptions& options) {
   namespace fs = std::filesystem;
   check_settings(options);
+  // A bad endpoint is said before the program runs, not after.
+  if (!options.otlp.endpoint.empty()) exports::otlp_traces_url(options.otlp.endpoint);
   const std::string program = options.command.front();
   if (options.output.empty())
     options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());
@@ -341,10 +346,20 @@ int run_record(RecordOptions& options) {
   keep_shm_dir = options.keep_shm && !run.sessions.empty();
   if (run.sessions.empty()) remove_output_if_empty();
   print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left);
-  if (!run.failures.empty()) return kExitFailure;
-  if (WIFEXITED(run.children.status)) return WEXITSTATUS(run.children.status);
-  if (WIFSIGNALED(run.children.status)) return 128 + WTERMSIG(run.children.status);
-  return kExitFailure;
+  int exit_code = kExitFailure;
+  if (!run.failures.empty())
+    exit_code = kExitFailure;
+  else if (WIFEXITED(run.children.status))
+    exit_code = WEXITSTATUS(run.children.status);
+  else if (WIFSIGNALED(run.children.status))
+    exit_code = 128 + WTERMSIG(run.children.status);
+  // A push that did not deliver everything fails a run that otherwise succeeded; the program's
+  // own failure stays what the exit code says.
+  if (!options.otlp.endpoint.empty() && !run.sessions.empty()) {
+    const int pushed = run_otlp_push(options.output, options.otlp);
+    if (pushed != 0 && exit_code == 0) exit_code = pushed;
+  }
+  return exit_code;
 }
 
 }  // namespace
@@ -361,6 +376,7 @@ Command add_record(CLI::App& app) {
   command->add_flag("--allow-shared-output", options->allow_shared_output,
                     "Write into a directory other users may write to (they could replace the trace's files)");
   command->add_flag("-q,--quiet", options->quiet, "No progress line");
+  add_otlp_push_options(*command, options->otlp, false);
   command->add_option("command", options->command, "The program and its arguments (after --)")->required();
   command->positionals_at_end();
   return {command, [options] { return run_record(*options); }};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "export/export_common.hpp"
+#include "export/otlp_spans.hpp"
 
 namespace chronicle::exports {
 
@@ -22,14 +23,23 @@ class OtlpIds {
  public:
   explicit OtlpIds(const std::array<uint8_t, 16>& trace_uuid);
   const std::string& trace_id() const { return trace_id_; }
+  const OtlpTraceId& trace_id_bytes() const { return trace_id_bytes_; }
   uint64_t task_span(uint64_t task_id) const { return mix(task_id); }
   uint64_t thread_span(uint64_t sequence) const { return mix(sequence | (uint64_t{1} << 63)); }
 
  private:
   uint64_t mix(uint64_t key) const;
   std::string trace_id_;  // 32 lowercase hex digits
+  OtlpTraceId trace_id_bytes_{};
   uint64_t salt_ = 0;
 };
+
+// The OTLP/JSON encoding of the producer's spans, in pieces a request is assembled from:
+//   {"resourceSpans":[ RESOURCE SPAN, SPAN, ... kOtlpJsonResourceEnd RESOURCE ... ]}
+// `first` leaves out the comma before the first resource of a request, or first span of a resource.
+void append_otlp_json_resource(std::string& out, const OtlpResource& resource, bool first);
+void append_otlp_json_span(std::string& out, const OtlpSpan& span, bool first);
+inline constexpr std::string_view kOtlpJsonResourceEnd = "]}]}";
 
 // Writes the traces (one record run) as one request to `path`, spans as they are read. Throws
 // reader::TraceError on malformed input, std::runtime_error when the file cannot be written.

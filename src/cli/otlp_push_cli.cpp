@@ -1,0 +1,109 @@
+#include "cli/otlp_push_cli.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "cli/common.hpp"
+#include "export/otlp_push.hpp"
+
+namespace chronicle::cli {
+namespace {
+
+std::chrono::milliseconds milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// The spool of a push from DIR, unless given: next to the trace, not in it (a trace directory
+// holds traces only).
+std::string default_spool(const std::string& directory) {
+  std::string trimmed = directory;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  return trimmed + ".otlp-spool";
+}
+
+std::string plural(uint64_t count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
+int report_push(const exports::OtlpPushResult& result, const std::string& spool, const std::string& endpoint) {
+  if (result.delivered()) {
+    fmt::print(stderr, "chronicle: sent {} in {} to {}{}\n", plural(result.spans_sent, "span"),
+               plural(result.batches_sent, "request"), result.url,
+               result.retries == 0   ? std::string()
+               : result.retries == 1 ? std::string(" (1 retry)")
+                                     : fmt::format(" ({} retries)", result.retries));
+    return 0;
+  }
+  if (!result.last_error.empty())
+    fmt::print(stderr, "chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
+  else if (result.read_failure)
+    fmt::print(stderr, "chronicle: the trace could not be read to its end; the spans read before are counted here\n");
+  fmt::print(stderr, "chronicle: {} of {} spans sent in {}", result.spans_sent, result.spans_produced,
+             plural(result.batches_sent, "request"));
+  if (result.spans_rejected > 0) fmt::print(stderr, ", {} rejected by the collector", result.spans_rejected);
+  if (result.spans_spooled > 0)
+    fmt::print(stderr, ", {} spooled in {} in {}", result.spans_spooled, plural(result.batches_spooled, "file"), spool);
+  if (result.spans_lost > 0) fmt::print(stderr, ", {} LOST (the spool could not be written)", result.spans_lost);
+  fmt::print(stderr, "\n");
+  if (result.spans_spooled > 0)
+    fmt::print(stderr, "chronicle: send them later with: chronicle export --otlp-endpoint {} --otlp-resend {}\n",
+               endpoint, spool);
+  return kExitFailure;
+}
+
+}  // namespace
+
+int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& options) {
+  exports::OtlpPushOptions push;
+  push.endpoint = options.endpoint;
+  push.protocol =
+      options.protocol == "http/json" ? exports::OtlpProtocol::http_json : exports::OtlpProtocol::http_protobuf;
+  push.spans_per_batch = options.batch_spans;
+  push.retry_budget = milliseconds(options.retry_seconds);
+  push.request_timeout = milliseconds(options.timeout_seconds);
+  const bool resend = !options.resend.empty();
+  push.spool_directory = resend ? options.resend : !options.spool.empty() ? options.spool : default_spool(directory);
+  const bool show_progress = stderr_is_terminal();
+  if (show_progress)
+    push.on_progress = [](const exports::OtlpPushProgress& progress) {
+      fmt::print(stderr, "\rchronicle: export: {} events read, {} spans made, {} sent, {} spooled",
+                 human_count(progress.events_read), human_count(progress.spans_produced),
+                 human_count(progress.spans_sent), human_count(progress.spans_spooled));
+    };
+  exports::OtlpPushResult result;
+  if (resend) {
+    result = exports::resend_otlp_spool(push);
+  } else {
+    const std::vector<reader::Trace> traces = exports::open_traces(directory);
+    for (const auto& trace : traces) warn_about_damage(trace);
+    result = exports::push_otlp(traces, push);
+  }
+  if (show_progress) fmt::print(stderr, "\r\033[K");
+  const int exit_code = report_push(result, push.spool_directory, options.endpoint);
+  // The counts first, then the reading error as every command reports it (exit code 2).
+  if (result.read_failure) std::rethrow_exception(result.read_failure);
+  return exit_code;
+}
+
+void add_otlp_push_options(CLI::App& command, OtlpPushCliOptions& options, bool with_resend) {
+  command.add_option("--otlp-endpoint", options.endpoint,
+                     "Push the spans to an OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (POST to URL/v1/traces)");
+  command.add_option("--otlp-protocol", options.protocol, "http/protobuf (default) or http/json")
+      ->check(CLI::IsMember({"http/protobuf", "http/json"}));
+  command.add_option("--otlp-batch-spans", options.batch_spans, "Spans per request (default 2048)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  command
+      .add_option("--otlp-retry-seconds", options.retry_seconds,
+                  "How long a request is retried before the collector counts as down (default 30)")
+      ->check(CLI::Range(0.0, 86400.0));
+  command.add_option("--otlp-timeout", options.timeout_seconds, "Seconds per request attempt (default 10)")
+      ->check(CLI::Range(0.001, 3600.0));
+  command.add_option("--otlp-spool", options.spool,
+                     "Where batches go when the collector is down (default: DIR.otlp-spool next to the trace)");
+  if (with_resend)
+    command.add_option("--otlp-resend", options.resend,
+                       "Send the batches a failed push spooled in this directory (instead of a trace)");
+}
+
+}  // namespace chronicle::cli

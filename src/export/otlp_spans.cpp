@@ -1,0 +1,289 @@
+#include "export/otlp_spans.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "export/otlp_json.hpp"
+#include "format/metadata.hpp"
+
+namespace chronicle::exports {
+
+std::string otlp_hex(const OtlpTraceId& trace_id) {
+  std::string text;
+  text.reserve(32);
+  for (uint8_t byte : trace_id) fmt::format_to(std::back_inserter(text), "{:02x}", byte);
+  return text;
+}
+
+namespace {
+
+constexpr int kSpanKindInternal = 1;
+constexpr int kStatusCodeError = 2;
+// As OpenTelemetry SDKs do by default, a span keeps a bounded number of events and counts the rest.
+constexpr size_t kMaxEventsPerSpan = 1000;
+
+// A note or an instant, waiting for the span or task it belongs to to be written.
+struct SpanEvent {
+  int64_t unix_ns = 0;
+  std::string name;
+  std::string format_string;  // a note's; empty for instants
+  uint32_t thread_id = 0;
+};
+
+struct EventList {
+  std::vector<SpanEvent> events;
+  uint64_t dropped = 0;
+  void add(SpanEvent event) {
+    if (events.size() < kMaxEventsPerSpan)
+      events.push_back(std::move(event));
+    else
+      ++dropped;
+  }
+};
+
+// Fills a list of attributes, reusing the strings of the previous span's (the producer hands
+// out one span object over and over: no allocation per attribute once it has warmed up).
+class AttributeList {
+ public:
+  explicit AttributeList(std::vector<OtlpAttribute>& list) : list_(list) {}
+  ~AttributeList() { list_.resize(used_); }
+  void add(std::string_view key, std::string_view value) {
+    OtlpAttribute& attribute = next(key, OtlpAttribute::Type::string);
+    attribute.text.assign(value);
+  }
+  void add_int(std::string_view key, int64_t value) { next(key, OtlpAttribute::Type::integer).number = value; }
+  void add_bool(std::string_view key, bool value) { next(key, OtlpAttribute::Type::boolean).number = value; }
+
+ private:
+  OtlpAttribute& next(std::string_view key, OtlpAttribute::Type type) {
+    if (used_ == list_.size()) list_.emplace_back();
+    OtlpAttribute& attribute = list_[used_++];
+    attribute.key.assign(key);
+    attribute.type = type;
+    attribute.text.clear();
+    attribute.number = 0;
+    return attribute;
+  }
+  std::vector<OtlpAttribute>& list_;
+  size_t used_ = 0;
+};
+
+class OtlpSpanProducer {
+ public:
+  explicit OtlpSpanProducer(OtlpSpanSink& sink) : sink_(sink) {}
+
+  void produce_trace(const reader::Trace& trace, const model::TaskGraph& graph, ProgressCounter& progress) {
+    trace_ = &trace;
+    graph_ = &graph;
+    // Distributed trace context does not exist in the recorder yet: every span of a process
+    // is in the trace its uuid names. When events carry a W3C trace id, a task's (and its
+    // spans') trace id comes from there instead, through this one place.
+    ids_.emplace(trace.description().uuid);
+    produce_resource();
+    produce_thread_spans(progress);
+    produce_task_spans();
+    sink_.end_resource();
+  }
+
+ private:
+  void produce_resource() {
+    const auto& description = trace_->description();
+    OtlpResource resource;
+    {
+      AttributeList attributes(resource.attributes);
+      attributes.add("service.name", description.process_name);
+      attributes.add_int("process.pid", description.pid);
+      attributes.add("host.name", description.hostname);
+      attributes.add("chronicle.trace.uuid", format::uuid_to_string(description.uuid));
+      attributes.add("chronicle.trace.directory", trace_->directory());
+      attributes.add_int("chronicle.events_discarded", static_cast<int64_t>(trace_->events_discarded()));
+    }
+    sink_.begin_resource(resource);
+  }
+
+  int64_t unix_ns(uint64_t ticks) const { return trace_->to_unix_ns(ticks); }
+
+  // --- the rules: ids, parents and kinds, one small function each ---
+
+  // The trace every span and link of this process is in.
+  const OtlpTraceId& trace_id() const { return ids_->trace_id_bytes(); }
+
+  // The parent of a span at the top of its owner: its task's span, if it has a task.
+  uint64_t task_span_of(model::TaskId task) { return task != 0 && graph_->find(task) ? ids_->task_span(task) : 0; }
+
+  uint64_t thread_span_parent(const reader::PairedSpan& span) {
+    return span.parent_sequence != 0 ? ids_->thread_span(span.parent_sequence) : task_span_of(span.task);
+  }
+
+  uint64_t task_parent(const model::Task& task) {
+    return task.parent != 0 && graph_->find(task.parent) ? ids_->task_span(task.parent) : 0;
+  }
+
+  int thread_span_kind(const reader::PairedSpan&) const { return kSpanKindInternal; }
+  int task_kind(const model::Task&) const { return kSpanKindInternal; }
+
+  // --- building the span ---
+
+  // Sets what every span has; the caller adds attributes, events and links.
+  OtlpSpan& open_span(uint64_t span_id, uint64_t parent_id, std::string_view name, int kind, uint64_t begin,
+                      uint64_t end, bool task) {
+    span_.trace_id = trace_id();
+    span_.span_id = span_id;
+    span_.parent_span_id = parent_id;
+    span_.name.assign(name);
+    span_.kind = kind;
+    span_.start_unix_ns = unix_ns(begin);
+    span_.end_unix_ns = unix_ns(end);
+    span_.events.clear();
+    span_.dropped_events = 0;
+    span_.links.clear();
+    span_.status.reset();
+    span_.task = task;
+    return span_;
+  }
+
+  void set_events(OtlpSpan& span, const EventList& list) {
+    span.events.resize(list.events.size());
+    for (size_t i = 0; i < list.events.size(); ++i) {
+      const SpanEvent& event = list.events[i];
+      OtlpEvent& out = span.events[i];
+      out.unix_ns = event.unix_ns;
+      out.name = event.name;
+      AttributeList attributes(out.attributes);
+      attributes.add_int("thread.id", event.thread_id);
+      if (!event.format_string.empty()) attributes.add("chronicle.note.format", event.format_string);
+    }
+    span.dropped_events = list.dropped;
+  }
+
+  void produce_thread_span(const reader::PairedSpan& span, uint64_t parent_id, const EventList& events) {
+    const reader::Site* site = trace_->site(span.site_id);
+    const std::string name = site ? site->name : fmt::format("#{}", span.site_id);
+    OtlpSpan& out = open_span(ids_->thread_span(span.sequence), parent_id, name, thread_span_kind(span), span.begin,
+                              span.end, false);
+    {
+      AttributeList attributes(out.attributes);
+      if (site) attributes.add("chronicle.category", site->category);
+      attributes.add_int("thread.id", span.thread_id);
+      if (const std::string thread = trace_->thread_name(span.thread_id); !thread.empty())
+        attributes.add("thread.name", thread);
+      if (site && !site->file.empty()) {
+        attributes.add("code.filepath", site->file);
+        attributes.add_int("code.lineno", site->line);
+      }
+      if (span.end_thread_id != span.thread_id) attributes.add_int("chronicle.span.end_thread.id", span.end_thread_id);
+      attributes.add_int("chronicle.span.depth", span.depth);
+      if (!span.ended) attributes.add_bool("chronicle.span.unfinished", true);
+    }
+    set_events(out, events);
+    sink_.span(out);
+  }
+
+  void produce_thread_spans(ProgressCounter& progress) {
+    reader::SpanPairing spans(*trace_);
+    // Parents of the open spans, and the events recorded inside them, by span sequence.
+    std::map<uint64_t, uint64_t> parent_of;
+    std::map<uint64_t, EventList> events_of;
+    task_events_.clear();
+    auto close = [&](const reader::PairedSpan& span) {
+      produce_thread_span(span, parent_of[span.sequence], events_of[span.sequence]);
+      parent_of.erase(span.sequence);
+      events_of.erase(span.sequence);
+    };
+    trace_->for_each_event(spans, [&](const reader::Event& event) {
+      progress.count();
+      switch (event.type) {
+        case format::EventId::span_begin:
+          parent_of[event.span->sequence] = thread_span_parent(*event.span);
+          break;
+        case format::EventId::span_end:
+          if (event.span) close(*event.span);
+          break;
+        case format::EventId::note:
+        case format::EventId::instant: {
+          // Each note or instant goes to the innermost span open in its task or thread, else to
+          // the task running there; with neither, OTLP has no place for it.
+          SpanEvent span_event;
+          span_event.unix_ns = unix_ns(event.ticks);
+          const reader::Site* site = trace_->site(event.name_id);
+          span_event.name = event.type == format::EventId::note ? std::string(event.text)
+                            : site                              ? site->name
+                                                                : fmt::format("#{}", event.name_id);
+          if (event.type == format::EventId::note && site) span_event.format_string = site->name;
+          span_event.thread_id = event.thread_id;
+          if (const reader::PairedSpan* open = spans.innermost_on(event.thread_id)) {
+            events_of[open->sequence].add(std::move(span_event));
+          } else if (const model::TaskId task = spans.running_task(event.thread_id); task != 0) {
+            task_events_[task].add(std::move(span_event));
+          }
+          break;
+        }
+        default:
+          break;
+      }
+      return true;
+    });
+    for (const reader::PairedSpan& span : spans.close_all(graph_->last_ticks())) close(span);
+  }
+
+  void add_link(OtlpSpan& span, model::TaskId task, std::string_view relation) {
+    if (!graph_->find(task)) return;
+    OtlpLink& link = span.links.emplace_back();
+    link.trace_id = trace_id();
+    link.span_id = ids_->task_span(task);
+    AttributeList attributes(link.attributes);
+    attributes.add("chronicle.link", relation);
+    attributes.add("chronicle.task.id", model::task_id_text(task));
+  }
+
+  void produce_task_span(const model::Task& task) {
+    static const EventList kNoEvents;
+    const TaskExtent extent = task_extent(task, *graph_);
+    OtlpSpan& out = open_span(ids_->task_span(task.id), task_parent(task), task.display_name(), task_kind(task),
+                              extent.begin, extent.end, true);
+    {
+      AttributeList attributes(out.attributes);
+      attributes.add("chronicle.task.id", model::task_id_text(task.id));
+      attributes.add("chronicle.task.kind", format::task_kind_name(task.kind));
+      if (!task.name.empty()) attributes.add("chronicle.task.function", task.name);
+      if (!task.label.empty()) attributes.add("chronicle.task.label", task.label);
+      if (task.created) attributes.add_int("thread.id", task.created_on_thread);
+      attributes.add("chronicle.task.outcome",
+                     task.resolved ? format::task_outcome_name(task.outcome) : std::string_view("unresolved"));
+      if (task.resolved && !task.outcome_text.empty()) attributes.add("chronicle.task.outcome_text", task.outcome_text);
+      attributes.add_int("chronicle.task.busy_ns", unix_ns(task.busy_ticks()) - unix_ns(0));
+      attributes.add_int("chronicle.task.runs", static_cast<int64_t>(task.runs.size()));
+    }
+    const auto events = task_events_.find(task.id);
+    set_events(out, events != task_events_.end() ? events->second : kNoEvents);
+    for (const model::TaskId awaited : task.waits_on) add_link(out, awaited, "waits_on");
+    if (task.resolver != 0 && task.resolver != task.id) add_link(out, task.resolver, "resolved_by");
+    if (task.resolved && task.outcome == format::TaskOutcome::failed)
+      out.status = OtlpStatus{kStatusCodeError, task.outcome_text};
+    sink_.span(out);
+  }
+
+  void produce_task_spans() {
+    for (const model::Task& task : graph_->tasks()) produce_task_span(task);
+  }
+
+  OtlpSpanSink& sink_;
+  const reader::Trace* trace_ = nullptr;
+  const model::TaskGraph* graph_ = nullptr;
+  std::optional<OtlpIds> ids_;
+  std::map<model::TaskId, EventList> task_events_;
+  OtlpSpan span_;  // reused for every span
+};
+
+}  // namespace
+
+void produce_otlp_spans(const std::vector<reader::Trace>& traces, OtlpSpanSink& sink, ProgressCounter& progress) {
+  OtlpSpanProducer producer(sink);
+  for (const reader::Trace& trace : traces) {
+    const model::TaskGraph graph = build_task_graph(trace, progress);
+    producer.produce_trace(trace, graph, progress);
+  }
+}
+
+}  // namespace chronicle::exports

@@ -1,0 +1,466 @@
+// `chronicle export --otlp-endpoint`: a recorded trace pushed over OTLP/HTTP (protobuf and
+// JSON) to a local receiver (tests/otlp/receiver.js) that decodes every request with the
+// official OpenTelemetry definitions and logs the spans it got. The spans received are compared
+// with the trace's OTLP/JSON file export: the same span ids, each exactly once. Also: a receiver
+// that refuses, one that exits in the middle and is restarted, a collector that is down (the
+// spool, then the resend), and a partial success.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "export/otlp_push.hpp"
+#include "support.hpp"
+
+extern char** environ;
+
+namespace chronicle {
+namespace {
+
+using test::run;
+using test::TemporaryDirectory;
+using namespace std::chrono_literals;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kEchoExample = ECHO_EXAMPLE;
+const std::string kCoroutinesExample = COROUTINES_EXAMPLE;
+const std::string kOtlpDirectory = OTLP_CHECK_DIR;
+
+// Waits for `done` with a generous limit; false when it never came.
+template <typename Condition>
+bool wait_for(Condition done, std::chrono::seconds limit = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// A child process, its output in files; killed when still running at destruction.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::string& output) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Process() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  // Its exit code once it has exited (128 + signal when killed), else nothing.
+  std::optional<int> exit_code() {
+    if (!exit_code_ && pid_ > 0) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_)
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exit_code_;
+  }
+  std::optional<int> wait(std::chrono::seconds limit = 120s) {
+    wait_for([&] { return exit_code().has_value(); }, limit);
+    return exit_code_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The receiver process, logging to LOG; `port` 0 takes an ephemeral one.
+class Receiver {
+ public:
+  Receiver(const TemporaryDirectory& scratch, const std::string& log, const std::vector<std::string>& options,
+           int port = 0)
+      : port_file_(scratch / ("port-" + std::to_string(++count_))), output_(port_file_ + ".out") {
+    std::vector<std::string> argv = {
+        "node",    kOtlpDirectory + "/receiver.js", "--log", log, "--port", std::to_string(port), "--port-file",
+        port_file_};
+    argv.insert(argv.end(), options.begin(), options.end());
+    process_ = std::make_unique<Process>(argv, output_);
+  }
+  // Waits until it listens; its port, or 0 when it never did.
+  int port() {
+    if (!wait_for([&] { return std::filesystem::exists(port_file_) || process_->exit_code().has_value(); })) return 0;
+    return std::filesystem::exists(port_file_) ? std::stoi(slurp(port_file_)) : 0;
+  }
+  std::string output() const { return slurp(output_); }
+  Process& process() { return *process_; }
+
+ private:
+  static inline int count_ = 0;
+  std::string port_file_;
+  std::string output_;
+  std::unique_ptr<Process> process_;
+};
+
+std::string endpoint(int port) {
+  return "http://127.0.0.1:" + std::to_string(port);
+}
+
+// What the receiver logged: the spans of the requests it accepted (span id -> span, with the
+// number of times each id came), and the statuses it answered.
+struct Received {
+  std::map<std::string, nlohmann::json> spans;
+  std::map<std::string, int> times;
+  std::vector<int> statuses;
+  std::vector<int64_t> times_ms;
+  std::vector<std::string> protocols;
+  std::vector<std::string> errors;
+  size_t total_spans() const {
+    size_t total = 0;
+    for (const auto& [id, n] : times) total += n;
+    return total;
+  }
+};
+
+Received read_log(const std::string& log) {
+  Received received;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const auto entry = nlohmann::json::parse(line);
+    received.statuses.push_back(entry["status"].get<int>());
+    received.times_ms.push_back(entry["time"].get<int64_t>());
+    if (entry.contains("error")) received.errors.push_back(entry["error"].get<std::string>());
+    if (entry["status"] != 200) continue;
+    received.protocols.push_back(entry["protocol"].get<std::string>());
+    for (const auto& item : entry["spans"]) {
+      const std::string id = item["span"]["spanId"].get<std::string>();
+      received.spans[id] = item;
+      ++received.times[id];
+    }
+  }
+  return received;
+}
+
+// The span ids of the trace's OTLP/JSON file export, sorted.
+std::vector<std::string> exported_span_ids(const std::string& trace, const TemporaryDirectory& scratch) {
+  const std::string file = scratch / "export.otlp.json";
+  const auto result = run(kCli + " export " + trace + " --format otlp --force -o " + file);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> ids;
+  const auto request = nlohmann::json::parse(slurp(file));
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) ids.push_back(span["spanId"].get<std::string>());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<std::string> ids_of(const Received& received) {
+  std::vector<std::string> ids;
+  for (const auto& [id, n] : received.times) ids.insert(ids.end(), n, id);
+  return ids;
+}
+
+class OtlpPush : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new TemporaryDirectory;
+    auto result = run(kCli + " record -q -o " + (*directory_ / "echo") + " -- " + kEchoExample + " 3 20");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    // Two processes of one record run, one with tasks that wait on others (span links).
+    result = run(kCli + " record -q -o " + (*directory_ / "two") + " -- sh -c '" + kEchoExample + " 2 5 && " +
+                 kCoroutinesExample + " >/dev/null'");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  static void TearDownTestSuite() {
+    delete directory_;
+    directory_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kOtlpDirectory + "/node_modules/@opentelemetry/otlp-transformer"))
+        << "the OTLP definitions are not installed: run scripts/install-deps.sh (npm ci in tests/otlp)";
+  }
+  static std::string echo_trace() { return *directory_ / "echo"; }
+  static std::string two_processes() { return *directory_ / "two"; }
+  std::string push_command(int port, const std::string& trace, const std::string& options) const {
+    return kCli + " export " + trace + " --otlp-endpoint " + endpoint(port) + " --otlp-spool " + (scratch_ / "spool") +
+           " " + options;
+  }
+
+  TemporaryDirectory scratch_;
+  std::string log_ = scratch_ / "received.ndjson";
+  static inline TemporaryDirectory* directory_ = nullptr;
+};
+
+// Pushes `trace` in `protocol` in small batches and checks every exported span arrived once.
+Received push_and_compare(const std::string& trace, const std::string& protocol, const TemporaryDirectory& scratch,
+                          const std::string& log) {
+  Receiver receiver(scratch, log, {});
+  const int port = receiver.port();
+  EXPECT_NE(port, 0) << receiver.output();
+  const auto result = run(kCli + " export " + trace + " --otlp-endpoint " + endpoint(port) + " --otlp-protocol " +
+                          protocol + " --otlp-batch-spans 7");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("chronicle: sent "), std::string::npos) << result.err;
+  const Received received = read_log(log);
+  EXPECT_TRUE(received.errors.empty()) << received.errors.front();
+  const auto expected = exported_span_ids(trace, scratch);
+  EXPECT_GT(expected.size(), 14u) << "the trace is too small to need several requests";
+  EXPECT_EQ(ids_of(received), expected);
+  EXPECT_EQ(received.protocols.size(), (expected.size() + 6) / 7);
+  for (const std::string& used : received.protocols) EXPECT_EQ(used, protocol == "http/json" ? "json" : "protobuf");
+  return received;
+}
+
+TEST_F(OtlpPush, EverySpanArrivesOnceInProtobuf) {
+  push_and_compare(echo_trace(), "http/protobuf", scratch_, log_);
+}
+
+TEST_F(OtlpPush, EverySpanArrivesOnceInJson) {
+  push_and_compare(echo_trace(), "http/json", scratch_, log_);
+}
+
+TEST_F(OtlpPush, EveryProcessOfARecordRunArrives) {
+  const Received received = push_and_compare(two_processes(), "http/protobuf", scratch_, log_);
+  std::set<std::string> services;
+  for (const auto& [id, item] : received.spans) services.insert(item["service"].get<std::string>());
+  EXPECT_EQ(services.size(), 2u);
+}
+
+// The protobuf encoder says what the JSON one says: decoded by the official definitions, each
+// span is the same in both, field by field.
+TEST_F(OtlpPush, ProtobufAndJsonCarryTheSameSpans) {
+  const Received protobuf = push_and_compare(two_processes(), "http/protobuf", scratch_, scratch_ / "protobuf.ndjson");
+  const Received json = push_and_compare(two_processes(), "http/json", scratch_, scratch_ / "json.ndjson");
+  ASSERT_EQ(protobuf.spans.size(), json.spans.size());
+  size_t with_events = 0, with_links = 0, with_parents = 0, with_status = 0;
+  for (const auto& [id, item] : protobuf.spans) {
+    ASSERT_TRUE(json.spans.count(id)) << id;
+    ASSERT_EQ(item, json.spans.at(id)) << id;
+    with_events += item["span"].contains("events");
+    with_links += item["span"].contains("links");
+    with_parents += item["span"].contains("parentSpanId");
+    with_status += item["span"].contains("status");
+  }
+  EXPECT_GT(with_events, 0u);
+  EXPECT_GT(with_links, 0u);
+  EXPECT_GT(with_parents, 0u);
+  EXPECT_GT(with_status, 0u);
+}
+
+TEST_F(OtlpPush, RefusalsAreRetriedAfterRetryAfter) {
+  Receiver receiver(scratch_, log_, {"--fail-first", "2", "--retry-after", "1"});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const auto result = run(push_command(port, echo_trace(), "--otlp-batch-spans 50"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("(2 retries)"), std::string::npos) << result.err;
+  const Received received = read_log(log_);
+  ASSERT_GE(received.statuses.size(), 3u);
+  EXPECT_EQ(received.statuses[0], 503);
+  EXPECT_EQ(received.statuses[1], 503);
+  EXPECT_EQ(received.statuses[2], 200);
+  // Retry-After: 1 was honoured: no retry came sooner (a lower bound, not a timing assertion).
+  EXPECT_GE(received.times_ms[1] - received.times_ms[0], 1000);
+  EXPECT_GE(received.times_ms[2] - received.times_ms[1], 1000);
+  EXPECT_EQ(ids_of(received), exported_span_ids(echo_trace(), scratch_));
+}
+
+// The receiver exits after 3 requests and another starts on its port: the push goes on through
+// the connection errors in between. A request is answered before the receiver exits, so no batch
+// is sent twice: spans received = spans sent, each once.
+TEST_F(OtlpPush, AReceiverThatRestartsInTheMiddleGetsEverySpanOnce) {
+  auto first = std::make_unique<Receiver>(scratch_, log_, std::vector<std::string>{"--exit-after", "3"});
+  const int port = first->port();
+  ASSERT_NE(port, 0) << first->output();
+  Process push({kCli, "export", echo_trace(), "--otlp-endpoint", endpoint(port), "--otlp-batch-spans", "5",
+                "--otlp-retry-seconds", "120", "--otlp-spool", scratch_ / "spool"},
+               scratch_ / "push.out");
+  ASSERT_TRUE(push.started());
+  ASSERT_EQ(first->process().wait(), 0) << first->output();
+  ASSERT_FALSE(push.exit_code().has_value())
+      << "the push ended with the first receiver: " << slurp(scratch_ / "push.out");
+  Receiver second(scratch_, log_, {}, port);
+  ASSERT_EQ(second.port(), port) << second.output();
+  ASSERT_EQ(push.wait(), 0) << slurp(scratch_ / "push.out");
+  const Received received = read_log(log_);
+  EXPECT_TRUE(received.errors.empty());
+  EXPECT_GT(received.protocols.size(), 3u) << "the second receiver got nothing";
+  EXPECT_EQ(ids_of(received), exported_span_ids(echo_trace(), scratch_));
+  EXPECT_FALSE(std::filesystem::exists(scratch_ / "spool"));
+}
+
+// A port nobody listens on: what a collector that is down looks like.
+int closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST_F(OtlpPush, ACollectorThatIsDownGetsTheSpooledBatchesLater) {
+  const auto expected = exported_span_ids(echo_trace(), scratch_);
+  const std::string spool = scratch_ / "spool";
+  const int down = closed_port();
+  auto result = run(push_command(down, echo_trace(), "--otlp-batch-spans 6 --otlp-retry-seconds 0.3"));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find(fmt::format("0 of {} spans sent in 0 requests, {} spooled in {} files in {}",
+                                        expected.size(), expected.size(), (expected.size() + 5) / 6, spool)),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("--otlp-resend " + spool), std::string::npos) << result.err;
+  size_t spooled_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(spool)) spooled_files += entry.is_regular_file();
+  EXPECT_EQ(spooled_files, (expected.size() + 5) / 6);
+
+  // Still down: the resend keeps every file.
+  result =
+      run(kCli + " export --otlp-endpoint " + endpoint(down) + " --otlp-resend " + spool + " --otlp-retry-seconds 0.2");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find(fmt::format("{} spooled", expected.size())), std::string::npos) << result.err;
+
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  result = run(kCli + " export --otlp-endpoint " + endpoint(port) + " --otlp-resend " + spool);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ids_of(read_log(log_)), expected);
+  EXPECT_TRUE(std::filesystem::is_empty(spool));
+}
+
+TEST_F(OtlpPush, SpansTheCollectorRejectsAreReported) {
+  Receiver receiver(scratch_, log_, {"--reject-spans", "2"});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  for (const char* protocol : {"http/protobuf", "http/json"}) {
+    const auto result = run(push_command(port, echo_trace(), std::string("--otlp-protocol ") + protocol));
+    EXPECT_EQ(result.exit_code, 1) << result.err;
+    EXPECT_NE(result.err.find("2 rejected by the collector"), std::string::npos) << protocol << ": " << result.err;
+  }
+}
+
+// A collector that takes a request and crashes before answering: the client cannot tell it from
+// one that never got it, and sends it again. Delivery is at least once: that batch's spans
+// arrive twice (same span ids), every other span once, none is missing.
+TEST_F(OtlpPush, ARequestWhoseAnswerIsLostIsSentAgain) {
+  Receiver receiver(scratch_, log_, {"--drop-request", "2"});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const auto result = run(push_command(port, echo_trace(), "--otlp-batch-spans 20"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("(1 retry)"), std::string::npos) << result.err;
+  const Received received = read_log(log_);
+  const auto expected = exported_span_ids(echo_trace(), scratch_);
+  std::vector<std::string> unique;
+  size_t twice = 0;
+  for (const auto& [id, times] : received.times) {
+    unique.push_back(id);
+    EXPECT_LE(times, 2) << id;
+    twice += times == 2;
+  }
+  EXPECT_EQ(unique, expected);
+  EXPECT_EQ(twice, 20u);
+  EXPECT_EQ(received.total_spans(), expected.size() + 20);
+}
+
+// A request the collector refuses outright (400) is not retried but spooled, and the push goes
+// on with the next ones; the resend delivers it.
+TEST_F(OtlpPush, ARefusedRequestIsSpooledAndTheRestIsSent) {
+  Receiver receiver(scratch_, log_, {"--fail-first", "1", "--fail-status", "400"});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const auto expected = exported_span_ids(echo_trace(), scratch_);
+  auto result = run(push_command(port, echo_trace(), "--otlp-batch-spans 50"));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("HTTP 400"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(fmt::format("{} of {} spans sent", expected.size() - 50, expected.size())),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("50 spooled in 1 file in"), std::string::npos) << result.err;
+  EXPECT_EQ(read_log(log_).total_spans(), expected.size() - 50);
+  result = run(kCli + " export --otlp-endpoint " + endpoint(port) + " --otlp-resend " + (scratch_ / "spool"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ids_of(read_log(log_)), expected);
+}
+
+TEST(OtlpEndpoint, TracesGoToV1TracesUnlessTheUrlSaysIt) {
+  EXPECT_EQ(exports::otlp_traces_url("http://127.0.0.1:4318"), "http://127.0.0.1:4318/v1/traces");
+  EXPECT_EQ(exports::otlp_traces_url("http://collector:4318/"), "http://collector:4318/v1/traces");
+  EXPECT_EQ(exports::otlp_traces_url("http://gw/otlp"), "http://gw/otlp/v1/traces");
+  EXPECT_EQ(exports::otlp_traces_url("http://gw/otlp/v1/traces"), "http://gw/otlp/v1/traces");
+  EXPECT_THROW(exports::otlp_traces_url("https://gw:4318"), std::invalid_argument);
+  EXPECT_THROW(exports::otlp_traces_url("gw:4318"), std::invalid_argument);
+  EXPECT_THROW(exports::otlp_traces_url("http://"), std::invalid_argument);
+}
+
+// `record --otlp-endpoint`: the trace is pushed once the program has exited.
+TEST_F(OtlpPush, RecordPushesTheTraceWhenTheProgramHasExited) {
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const std::string trace = scratch_ / "recorded";
+  const auto result = run(kCli + " record -q -o " + trace + " --otlp-endpoint " + endpoint(port) +
+                          " --otlp-batch-spans 9 -- " + kEchoExample + " 2 10");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("chronicle: sent "), std::string::npos) << result.err;
+  EXPECT_EQ(ids_of(read_log(log_)), exported_span_ids(trace, scratch_));
+}
+
+TEST_F(OtlpPush, RecordFailsWhenThePushDoesNotDeliverAndSaysWhereTheSpoolIs) {
+  const std::string trace = scratch_ / "recorded";
+  auto result = run(kCli + " record -q -o " + trace + " --otlp-endpoint " + endpoint(closed_port()) +
+                    " --otlp-retry-seconds 0.2 -- " + kEchoExample + " 2 10");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("--otlp-resend " + trace + ".otlp-spool"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::filesystem::is_empty(trace + ".otlp-spool"));
+  // A bad endpoint is refused before the program runs.
+  result = run(kCli + " record -q -o " + (scratch_ / "never") + " --otlp-endpoint https://127.0.0.1:1 -- " +
+               kEchoExample + " 1 1");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_FALSE(std::filesystem::exists(scratch_ / "never"));
+}
+
+TEST_F(OtlpPush, NotATraceIsBadInput) {
+  const auto result = run(kCli + " export " + scratch_.path() + " --otlp-endpoint http://127.0.0.1:1");
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("no trace here"), std::string::npos) << result.err;
+}
+
+TEST_F(OtlpPush, BadCombinationsAreUsageErrors) {
+  const std::string push = kCli + " export " + echo_trace() + " --otlp-endpoint http://127.0.0.1:1";
+  EXPECT_EQ(run(push + " --format otlp -o " + (scratch_ / "x")).exit_code, 2);
+  EXPECT_EQ(run(push + " --otlp-resend " + scratch_.path()).exit_code, 2);
+  EXPECT_EQ(run(kCli + " export " + echo_trace() + " --otlp-spool " + scratch_.path()).exit_code, 2);
+  EXPECT_EQ(run(kCli + " export " + echo_trace() + " --format otlp").exit_code, 2);
+  const auto https = run(kCli + " export " + echo_trace() + " --otlp-endpoint https://127.0.0.1:1");
+  EXPECT_EQ(https.exit_code, 1);
+  EXPECT_NE(https.err.find("https is not supported"), std::string::npos) << https.err;
+}
+
+}  // namespace
+}  // namespace chronicle
