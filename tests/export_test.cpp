@@ -12,7 +12,9 @@
 #include <chronicle/task.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -51,6 +53,7 @@ struct Expected {
   size_t idle = 0;
   size_t edges = 0;
   size_t waits = 0;
+  size_t messages = 0;  // sends and receives: OTLP spans of kind CLIENT and SERVER
   std::vector<std::pair<model::TaskId, std::string>> failed;     // task, error text
   std::vector<std::pair<model::TaskId, model::TaskId>> parents;  // task, creating task
 };
@@ -62,10 +65,30 @@ Expected expect(const std::string& directory) {
   expected.uuid = trace.description().uuid;
   expected.streams = trace.streams().size();
   reader::SpanPairing pairing(trace);
+  // Tasks created with no span or receive open around them in their creator: their OTLP parent is
+  // the creating task's span (inside one, it is that span or receive).
+  std::map<std::pair<uint32_t, model::TaskId>, int> open_receives;  // by owner: thread, task
+  std::set<model::TaskId> created_bare;
   trace.for_each_event(pairing, [&](const reader::Event& event) {
+    const model::TaskId running = pairing.running_task(event.thread_id);
+    const auto owner = std::make_pair(running != 0 ? 0u : event.thread_id, running);
     switch (event.type) {
       case EventId::span_begin:
         ++expected.span_begins;
+        break;
+      case EventId::context_send:
+        ++expected.messages;
+        break;
+      case EventId::context_receive:
+        ++expected.messages;
+        ++open_receives[owner];
+        break;
+      case EventId::context_receive_end:
+        if (event.span)
+          --open_receives[std::make_pair(event.span->task != 0 ? 0u : event.span->thread_id, event.span->task)];
+        break;
+      case EventId::task_create:
+        if (event.depth == 0 && open_receives[owner] == 0) created_bare.insert(event.task);
         break;
       case EventId::task_run_begin:
         if (const auto* open = pairing.open_in_task(event.task)) expected.span_continuations += open->size();
@@ -91,7 +114,8 @@ Expected expect(const std::string& directory) {
     expected.runs += task.runs.size();
     if (task.resolved && task.outcome == format::TaskOutcome::failed)
       expected.failed.emplace_back(task.id, task.outcome_text);
-    if (task.parent != 0 && graph.find(task.parent)) expected.parents.emplace_back(task.id, task.parent);
+    if (task.parent != 0 && graph.find(task.parent) && created_bare.count(task.id))
+      expected.parents.emplace_back(task.id, task.parent);
   }
   expected.idle = graph.idle().size();
   expected.edges = graph.edges().size();
@@ -182,7 +206,7 @@ void check_otlp(const std::string& trace, const TemporaryDirectory& scratch) {
     for (const auto& [task, parent] : expected.parents)
       parents.push_back({hex_id(ids.task_span(task)), hex_id(ids.task_span(parent))});
     resources.push_back({{"service", expected.process_name},
-                         {"spans", expected.span_begins + expected.tasks},
+                         {"spans", expected.span_begins + expected.tasks + expected.messages},
                          {"task_spans", expected.tasks},
                          {"errors", errors},
                          {"parents", parents}});

@@ -3,8 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
+
+#include "reader/messages.hpp"
+#include "reader/span_pairing.hpp"
 
 namespace chronicle::analysis {
 
@@ -46,55 +51,139 @@ uint64_t first_run_between(const model::Task& task, uint64_t from, uint64_t befo
 }  // namespace
 
 CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) {
-  const model::Task* first = graph.find(target);
-  if (!first) throw std::invalid_argument(fmt::format("no task {} in the trace", model::task_id_text(target)));
-  const WaitsByTask waits = waits_in_time_order(graph);
+  const std::vector<ProcessGraph> one{{nullptr, &graph}};
+  return critical_path(one, MessageArrivals{}, 0, target);
+}
 
-  auto last_activity = [&graph](const model::Task& task) {
-    if (task.resolved) return *task.resolved;
-    uint64_t last = task.created.value_or(graph.first_ticks());
-    for (const auto& run : task.runs) last = std::max(last, run.end);
-    return last;
+MessageArrivals MessageArrivals::find(const std::vector<ProcessGraph>& processes) {
+  MessageArrivals arrivals;
+  arrivals.by_task_.resize(processes.size());
+  struct End {
+    size_t process = 0;
+    model::TaskId task = 0;
+    uint64_t ticks = 0;
   };
-  auto beginning = [&graph](const model::Task& task) {
-    if (task.created) return *task.created;
-    return task.runs.empty() ? graph.first_ticks() : task.runs.front().begin;
-  };
-  auto name_of = [](const model::Task& task) {
-    return fmt::format("{} {}", model::task_id_text(task.id), task.display_name());
+  std::unordered_map<reader::MessageKey, End, reader::MessageKeyHash> sends;
+  std::vector<std::pair<reader::MessageKey, End>> receives;
+  for (size_t p = 0; p < processes.size(); ++p) {
+    // In time order with the span pairing: it knows the task each end happened in.
+    reader::SpanPairing pairing(*processes[p].trace);
+    processes[p].trace->for_each_event(pairing, [&](const reader::Event& event) {
+      reader::MessageEnd end;
+      if (!reader::message_end_of(event, end)) return true;
+      const End seen{p, pairing.running_task(event.thread_id), event.ticks};
+      if (end.send)
+        sends.emplace(end.key, seen);
+      else if (seen.task != 0)
+        receives.emplace_back(end.key, seen);
+      return true;
+    });
+  }
+  for (const auto& [key, receive] : receives) {
+    const auto send = sends.find(key);
+    if (send == sends.end() || send->second.task == 0) continue;
+    arrivals.by_task_[receive.process][receive.task].push_back(
+        {receive.ticks, send->second.process, send->second.task, send->second.ticks});
+    ++arrivals.count_;
+  }
+  for (auto& tasks : arrivals.by_task_)
+    for (auto& [task, list] : tasks)
+      std::sort(list.begin(), list.end(),
+                [](const Arrival& a, const Arrival& b) { return a.receive_ticks < b.receive_ticks; });
+  return arrivals;
+}
+
+const MessageArrivals::Arrival* MessageArrivals::first_between(size_t process, model::TaskId task, uint64_t from,
+                                                               uint64_t to) const {
+  if (process >= by_task_.size()) return nullptr;
+  const auto found = by_task_[process].find(task);
+  if (found == by_task_[process].end()) return nullptr;
+  const auto& list = found->second;
+  const auto first = std::partition_point(list.begin(), list.end(),
+                                          [from](const Arrival& arrival) { return arrival.receive_ticks < from; });
+  return first != list.end() && first->receive_ticks <= to ? &*first : nullptr;
+}
+
+namespace {
+
+uint64_t last_activity(const model::TaskGraph& graph, const model::Task& task) {
+  if (task.resolved) return *task.resolved;
+  uint64_t last = task.created.value_or(graph.first_ticks());
+  for (const auto& run : task.runs) last = std::max(last, run.end);
+  return last;
+}
+
+uint64_t beginning(const model::TaskGraph& graph, const model::Task& task) {
+  if (task.created) return *task.created;
+  return task.runs.empty() ? graph.first_ticks() : task.runs.front().begin;
+}
+
+std::string name_of(const model::Task& task) {
+  return fmt::format("{} {}", model::task_id_text(task.id), task.display_name());
+}
+
+// How long a message was on its way, as the receiver's ticks: from the send (on the sender's
+// clock, which a merge aligned) to the receive. Never negative.
+uint64_t in_flight_ticks(const std::vector<ProcessGraph>& processes, size_t receiver,
+                         const MessageArrivals::Arrival& arrival) {
+  const reader::Trace* to = processes[receiver].trace;
+  const reader::Trace* from = processes[arrival.sender].trace;
+  const int64_t ns = to->to_unix_ns(arrival.receive_ticks) - from->to_unix_ns(arrival.send_ticks);
+  if (ns <= 0) return 0;
+  const long double ticks =
+      static_cast<long double>(ns) * static_cast<long double>(to->description().clock.frequency_hz) / 1e9L;
+  return std::min(static_cast<uint64_t>(ticks), arrival.receive_ticks);
+}
+
+}  // namespace
+
+CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const MessageArrivals& messages, size_t process,
+                           model::TaskId target) {
+  const model::Task* first = processes.at(process).graph->find(target);
+  if (!first) throw std::invalid_argument(fmt::format("no task {} in the trace", model::task_id_text(target)));
+  std::vector<std::optional<WaitsByTask>> waits(processes.size());
+  auto waits_of = [&](size_t p) -> const WaitsByTask& {
+    if (!waits[p]) waits[p] = waits_in_time_order(*processes[p].graph);
+    return *waits[p];
   };
 
   CriticalPath path;
   path.target = target;
-  path.end = last_activity(*first);
+  path.end = last_activity(*processes[process].graph, *first);
   std::vector<CriticalStep> backwards;
+  size_t p = process;
   model::TaskId current = target;
   uint64_t moment = path.end;
   bool at_resolution = first->resolved.has_value();
   // Each step moves to an earlier moment or to another task at the same moment, and a task is
-  // entered at a given moment once: the walk ends on any graph, cycles included.
-  std::unordered_map<model::TaskId, uint64_t> entered;
-  const size_t step_limit = 4 * (graph.tasks().size() + graph.edges().size()) + 16;
+  // entered at a given moment once: the walk ends on any graph, cycles included. A message leads
+  // to an earlier moment of the sender (a receive never precedes its send).
+  std::map<std::pair<size_t, model::TaskId>, uint64_t> entered;
+  size_t step_limit = 16;
+  for (const ProcessGraph& each : processes)
+    step_limit += 4 * (each.graph->tasks().size() + each.graph->edges().size());
+  step_limit += 2 * messages.size();
   while (backwards.size() < step_limit) {
+    const model::TaskGraph& graph = *processes[p].graph;
     const model::Task* task = graph.find(current);
     if (!task) break;
-    auto [seen, inserted] = entered.emplace(current, moment);
+    auto [seen, inserted] = entered.emplace(std::make_pair(p, current), moment);
     if (!inserted) {
       if (seen->second <= moment) break;
       seen->second = moment;
     }
     if (at_resolution && task->resolver != 0 && task->resolver != current && graph.find(task->resolver)) {
-      backwards.push_back({current, name_of(*task), fmt::format("resolved by {}", model::task_id_text(task->resolver)),
-                           moment, moment});
+      backwards.push_back({p, current, name_of(*task),
+                           fmt::format("resolved by {}", model::task_id_text(task->resolver)), moment, moment});
       current = task->resolver;
       at_resolution = false;
       continue;
     }
     at_resolution = false;
-    if (const model::Edge* wait = last_wait_before(waits, current, moment)) {
+    if (const model::Edge* wait = last_wait_before(waits_of(p), current, moment)) {
       const model::Task* awaited = graph.find(wait->to);
       if (awaited && awaited->resolved && *awaited->resolved <= moment && *awaited->resolved >= wait->ticks) {
-        backwards.push_back({current, name_of(*task),
+        backwards.push_back({p, current, name_of(*task),
                              fmt::format("ran after {} finished", model::task_id_text(awaited->id)), *awaited->resolved,
                              moment});
         current = awaited->id;
@@ -103,28 +192,44 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
         continue;
       }
       // Something else released it (a timeout, a cancellation): the task's own time.
-      backwards.push_back({current, name_of(*task),
+      backwards.push_back({p, current, name_of(*task),
                            fmt::format("waited on {}, released before it finished", model::task_id_text(wait->to)),
                            wait->ticks, moment});
       moment = wait->ticks;
       continue;
     }
-    const uint64_t began = std::min(beginning(*task), moment);
+    const uint64_t began = std::min(beginning(graph, *task), moment);
+    if (const MessageArrivals::Arrival* arrival = messages.first_between(p, current, began, moment)) {
+      // It ran once a message came: the message, and before it its sender, decided when.
+      const model::Task* sender = processes[arrival->sender].graph->find(arrival->sender_task);
+      const std::string from = fmt::format("{}{}", arrival->sender != p ? "another process's " : "",
+                                           sender ? name_of(*sender) : model::task_id_text(arrival->sender_task));
+      backwards.push_back({p, current, name_of(*task), "ran after a message arrived", arrival->receive_ticks, moment});
+      const uint64_t flight = in_flight_ticks(processes, p, *arrival);
+      backwards.push_back({p, current, name_of(*task), fmt::format("waited for a message from {}", from),
+                           arrival->receive_ticks - flight, arrival->receive_ticks});
+      if (!sender) break;
+      p = arrival->sender;
+      current = arrival->sender_task;
+      moment = arrival->send_ticks;
+      continue;
+    }
     // Split at its first run: before it, the task was pending (queued, or waiting for I/O).
     const uint64_t first_run = first_run_between(*task, began, moment);
     if (first_run > began && first_run < moment) {
-      backwards.push_back({current, name_of(*task), "ran", first_run, moment});
+      backwards.push_back({p, current, name_of(*task), "ran", first_run, moment});
       backwards.push_back(
-          {current, name_of(*task), "pending since creation (queued or waiting for I/O)", began, first_run});
+          {p, current, name_of(*task), "pending since creation (queued or waiting for I/O)", began, first_run});
     } else {
-      backwards.push_back({current, name_of(*task), "ran since creation", began, moment});
+      backwards.push_back({p, current, name_of(*task), "ran since creation", began, moment});
     }
     moment = began;
     const model::Task* parent = task->parent ? graph.find(task->parent) : nullptr;
-    if (!parent || beginning(*parent) > moment) break;
+    if (!parent || beginning(graph, *parent) > moment) break;
     current = parent->id;
   }
   path.start = moment;
+  path.start_process = p;
   // In place: a copy would hold the chain twice.
   std::reverse(backwards.begin(), backwards.end());
   path.steps = std::move(backwards);

@@ -7,17 +7,25 @@
 // the awaited task's own path is what mattered. With no wait left, the task ran since its
 // creation, and its creator's path decided when that was. Each step's contribution is the time
 // it covers, so they add up to the chain's length.
+//
+// Across processes (a merged trace, a record run of several processes): a task whose run began
+// by receiving a message (a ReceiveScope: chronicle/context.hpp) was waiting for that message, so
+// the walk goes on in the process and task that sent it, from the moment of the send. Times of
+// different processes are compared on their (merge-aligned) wall clocks.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/task_graph.hpp"
+#include "reader/trace_reader.hpp"
 
 namespace chronicle::analysis {
 
 struct CriticalStep {
+  size_t process = 0;  // which of the processes given (0 with one graph)
   model::TaskId task = 0;
   std::string task_name;
   std::string what;   // "ran after t1.5 finished", "ran since creation", "resolved by t1.4", ...
@@ -27,12 +35,45 @@ struct CriticalStep {
 
 struct CriticalPath {
   model::TaskId target = 0;
-  uint64_t start = 0;               // ticks: where the chain begins
+  uint64_t start = 0;  // ticks (of start_process): where the chain begins
+  size_t start_process = 0;
   uint64_t end = 0;                 // ticks: when the target finished (or its last activity)
   std::vector<CriticalStep> steps;  // in time order
 };
 
 CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target);
+
+// One process of several: its trace (for times) and its task graph.
+struct ProcessGraph {
+  const reader::Trace* trace = nullptr;
+  const model::TaskGraph* graph = nullptr;
+};
+
+// The messages between the processes, by the task that received them (reader/messages.hpp
+// matches the ends).
+class MessageArrivals {
+ public:
+  struct Arrival {
+    uint64_t receive_ticks = 0;  // in the receiver's clock
+    size_t sender = 0;           // process index
+    model::TaskId sender_task = 0;
+    uint64_t send_ticks = 0;  // in the sender's clock
+  };
+  static MessageArrivals find(const std::vector<ProcessGraph>& processes);
+  // The first message `task` of `process` received in [from, to]; nullptr when none.
+  const Arrival* first_between(size_t process, model::TaskId task, uint64_t from, uint64_t to) const;
+  size_t size() const { return count_; }
+
+ private:
+  std::vector<std::unordered_map<model::TaskId, std::vector<Arrival>>> by_task_;  // by process
+  size_t count_ = 0;
+};
+
+// The critical path of `target` in processes[process], crossing into the processes that sent
+// the messages it (and its chain) waited for. Steps carry their process; CriticalPath's start and
+// end are in the target process's ticks.
+CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const MessageArrivals& messages, size_t process,
+                           model::TaskId target);
 
 // The tasks `id_or_label` names: the one with that id text ("t3.17"); else those with that
 // label; else those with that name. Empty when none does.

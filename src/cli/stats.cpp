@@ -243,33 +243,82 @@ model::TaskId choose_task(const model::TaskGraph& graph, const std::string& id_o
   return longest;
 }
 
-int print_critical_path(const reader::Trace& trace, const model::TaskGraph& graph, const StatsOptions& options) {
+// The critical path of a task in one of the traces (processes), crossing into the others where
+// it waited for their messages.
+int print_critical_path(const std::vector<reader::Trace>& traces, const std::vector<model::TaskGraph>& graphs,
+                        size_t process, const StatsOptions& options) {
+  const reader::Trace& trace = traces[process];
+  const model::TaskGraph& graph = graphs[process];
   const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
   auto ns = [frequency](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * 1e9 / frequency); };
   const model::TaskId target = choose_task(graph, options.critical_path, ns);
-  const analysis::CriticalPath path = analysis::critical_path(graph, target);
+  std::vector<analysis::ProcessGraph> processes;
+  for (size_t i = 0; i < traces.size(); ++i) processes.push_back({&traces[i], &graphs[i]});
+  const analysis::MessageArrivals messages = analysis::MessageArrivals::find(processes);
+  const analysis::CriticalPath path = analysis::critical_path(processes, messages, process, target);
   const model::Task* task = graph.find(target);
+  const int64_t start_ns = traces[path.start_process].to_unix_ns(path.start);
+  const int64_t end_ns = trace.to_unix_ns(path.end);
+  auto since_start = [&](size_t p, uint64_t ticks) {
+    return static_cast<uint64_t>(std::max<int64_t>(0, traces[p].to_unix_ns(ticks) - start_ns));
+  };
+  auto length = [&](const analysis::CriticalStep& step) {
+    return static_cast<uint64_t>(
+        std::max<int64_t>(0, traces[step.process].to_unix_ns(step.to) - traces[step.process].to_unix_ns(step.from)));
+  };
+  auto origin = [&](size_t p) {
+    const auto& description = traces[p].description();
+    return fmt::format("{}/{}", description.hostname, description.pid);
+  };
+  const bool several = traces.size() > 1;
   if (options.json) {
     nlohmann::json out = {{"task", model::task_id_text(target)},
                           {"name", task->display_name()},
-                          {"length_ns", ns(path.end - path.start)},
+                          {"length_ns", static_cast<uint64_t>(std::max<int64_t>(0, end_ns - start_ns))},
                           {"steps", nlohmann::json::array()}};
-    for (const auto& step : path.steps)
+    for (const auto& step : path.steps) {
       out["steps"].push_back({{"task", model::task_id_text(step.task)},
                               {"what", step.what},
-                              {"from_ns", ns(step.from - path.start)},
-                              {"contributed_ns", ns(step.to - step.from)}});
+                              {"from_ns", since_start(step.process, step.from)},
+                              {"contributed_ns", length(step)}});
+      if (several) out["steps"].back()["process"] = origin(step.process);
+    }
     fmt::print("{}\n", exports::json_text(out, 2));
     return 0;
   }
   fmt::print("Critical path of {} \"{}\": {} from {} to its {}\n", model::task_id_text(target), task->display_name(),
-             duration_text(ns(path.end - path.start)), trace.format_time(path.start),
+             duration_text(static_cast<uint64_t>(std::max<int64_t>(0, end_ns - start_ns))),
+             traces[path.start_process].format_time(path.start),
              task->resolved ? "resolution" : "last activity (never resolved)");
-  fmt::print("  {:>12} {:>11}  {:<40} {}\n", "AT", "CONTRIBUTED", "TASK", "WHAT");
-  for (const auto& step : path.steps)
-    fmt::print("  +{:>11} {:>11}  {:<40} {}\n", duration_text(ns(step.from - path.start)),
-               duration_text(ns(step.to - step.from)), step.task_name, step.what);
+  if (several)
+    fmt::print("  {:>12} {:>11}  {:<20} {:<40} {}\n", "AT", "CONTRIBUTED", "PROCESS", "TASK", "WHAT");
+  else
+    fmt::print("  {:>12} {:>11}  {:<40} {}\n", "AT", "CONTRIBUTED", "TASK", "WHAT");
+  for (const auto& step : path.steps) {
+    if (several)
+      fmt::print("  +{:>11} {:>11}  {:<20} {:<40} {}\n", duration_text(since_start(step.process, step.from)),
+                 duration_text(length(step)), origin(step.process), step.task_name, step.what);
+    else
+      fmt::print("  +{:>11} {:>11}  {:<40} {}\n", duration_text(since_start(step.process, step.from)),
+                 duration_text(length(step)), step.task_name, step.what);
+  }
   return 0;
+}
+
+// `stats --critical-path`: every trace's task graph, for the path to cross between them.
+int print_critical_path(const std::vector<std::string>& directories, const StatsOptions& options) {
+  std::vector<reader::Trace> traces;
+  std::vector<model::TaskGraph> graphs(directories.size());
+  for (const auto& directory : directories) traces.emplace_back(directory);
+  std::optional<size_t> owner;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    warn_about_damage(traces[i]);
+    analysis::profile_trace(traces[i], &graphs[i], progress_line(), model::GraphDetail::no_notes);
+    if (!owner && !analysis::find_tasks(graphs[i], options.critical_path).empty()) owner = i;
+  }
+  if (!owner)
+    throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", options.critical_path));
+  return print_critical_path(traces, graphs, *owner, options);
 }
 
 // One trace of several (a record run, a merge), in a line.
@@ -308,24 +357,14 @@ void print_origins(const std::vector<Origin>& origins) {
 
 int print_summary(const StatsOptions& options) {
   const auto traces = reader::find_traces(options.directory);
+  if (!options.critical_path.empty()) return print_critical_path(traces, options);
   nlohmann::json all = nlohmann::json::array();
   std::vector<Origin> origins;
   for (size_t i = 0; i < traces.size(); ++i) {
     reader::Trace trace(traces[i]);
     warn_about_damage(trace);
-    // The task graph only for a critical path, without notes: plain stats keep nothing that
-    // grows with the events.
-    model::TaskGraph graph;
-    const bool wants_graph = !options.critical_path.empty();
-    const analysis::Profile profile =
-        analysis::profile_trace(trace, wants_graph ? &graph : nullptr, progress_line(), model::GraphDetail::no_notes);
-    if (!options.critical_path.empty()) {
-      if (traces.size() > 1) {
-        if (analysis::find_tasks(graph, options.critical_path).empty())
-          continue;  // the task belongs to another process of the run
-      }
-      return print_critical_path(trace, graph, options);
-    }
+    // Plain stats keep nothing that grows with the events: no task graph.
+    const analysis::Profile profile = analysis::profile_trace(trace, nullptr, progress_line());
     const format::TraceLosses& losses = trace.description().losses;
     if (options.json) {
       all.push_back(profile_json(profile));
@@ -350,8 +389,6 @@ int print_summary(const StatsOptions& options) {
     }
   }
   if (!origins.empty()) print_origins(origins);
-  if (!options.critical_path.empty())
-    throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", options.critical_path));
   if (options.json) fmt::print("{}\n", exports::json_text(all.size() == 1 ? all[0] : all, 2));
   return 0;
 }

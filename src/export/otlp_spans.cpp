@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <unordered_set>
 
 #include "export/otlp_json.hpp"
 #include "format/metadata.hpp"
+#include "reader/messages.hpp"
 
 namespace chronicle::exports {
 
@@ -19,6 +21,8 @@ std::string otlp_hex(const OtlpTraceId& trace_id) {
 namespace {
 
 constexpr int kSpanKindInternal = 1;
+constexpr int kSpanKindServer = 2;
+constexpr int kSpanKindClient = 3;
 constexpr int kStatusCodeError = 2;
 // As OpenTelemetry SDKs do by default, a span keeps a bounded number of events and counts the rest.
 constexpr size_t kMaxEventsPerSpan = 1000;
@@ -69,21 +73,31 @@ class AttributeList {
   size_t used_ = 0;
 };
 
+using SentMessages = std::unordered_set<reader::MessageKey, reader::MessageKeyHash>;
+
+OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
+  OtlpTraceId bytes{};
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<uint8_t>(high >> (56 - 8 * i));
+    bytes[8 + i] = static_cast<uint8_t>(low >> (56 - 8 * i));
+  }
+  return bytes;
+}
+
 class OtlpSpanProducer {
  public:
-  explicit OtlpSpanProducer(OtlpSpanSink& sink) : sink_(sink) {}
+  OtlpSpanProducer(OtlpSpanSink& sink, const SentMessages& sent) : sink_(sink), sent_(sent) {}
 
   void produce_trace(const reader::Trace& trace, const model::TaskGraph& graph, ProgressCounter& progress) {
     trace_ = &trace;
     graph_ = &graph;
-    // Distributed trace context does not exist in the recorder yet: every span of a process
-    // is in the trace its uuid names. When events carry a W3C trace id, a task's (and its
-    // spans') trace id comes from there instead, through this one place.
-    ids_.emplace(trace.description().uuid);
+    // Trace ids, span ids and parents come from the reader's one rule (reader::SpanPairing).
+    pairing_.emplace(trace);
     produce_resource();
     produce_thread_spans(progress);
     produce_task_spans();
     sink_.end_resource();
+    pairing_.reset();
   }
 
  private:
@@ -106,29 +120,33 @@ class OtlpSpanProducer {
 
   // --- the rules: ids, parents and kinds, one small function each ---
 
-  // The trace every span and link of this process is in.
-  const OtlpTraceId& trace_id() const { return ids_->trace_id_bytes(); }
-
-  // The parent of a span at the top of its owner: its task's span, if it has a task.
-  uint64_t task_span_of(model::TaskId task) { return task != 0 && graph_->find(task) ? ids_->task_span(task) : 0; }
-
-  uint64_t thread_span_parent(const reader::PairedSpan& span) {
-    return span.parent_sequence != 0 ? ids_->thread_span(span.parent_sequence) : task_span_of(span.task);
+  OtlpTraceId task_trace(model::TaskId task) const {
+    const auto [high, low] = pairing_->task_trace(task);
+    return trace_id_bytes(high, low);
   }
 
-  uint64_t task_parent(const model::Task& task) {
-    return task.parent != 0 && graph_->find(task.parent) ? ids_->task_span(task.parent) : 0;
+  // A task's parent: the span it was created inside, when that is in its trace.
+  uint64_t task_parent(const model::Task& task) const { return pairing_->task_parent_span(task.id); }
+
+  // A receive's parent is the send in the other process: only when the export holds it (a merged
+  // trace, or several processes of one run); otherwise a link names it, so no parent dangles.
+  bool sender_in_export(const reader::PairedSpan& receive) const {
+    return sent_.count({receive.trace_high, receive.trace_low, receive.parent_span_id}) != 0;
   }
 
-  int thread_span_kind(const reader::PairedSpan&) const { return kSpanKindInternal; }
+  int thread_span_kind(const reader::PairedSpan& span) const {
+    return span.role == reader::SpanRole::send      ? kSpanKindClient
+           : span.role == reader::SpanRole::receive ? kSpanKindServer
+                                                    : kSpanKindInternal;
+  }
   int task_kind(const model::Task&) const { return kSpanKindInternal; }
 
   // --- building the span ---
 
   // Sets what every span has; the caller adds attributes, events and links.
-  OtlpSpan& open_span(uint64_t span_id, uint64_t parent_id, std::string_view name, int kind, uint64_t begin,
-                      uint64_t end, bool task) {
-    span_.trace_id = trace_id();
+  OtlpSpan& open_span(const OtlpTraceId& trace_id, uint64_t span_id, uint64_t parent_id, std::string_view name,
+                      int kind, uint64_t begin, uint64_t end, bool task) {
+    span_.trace_id = trace_id;
     span_.span_id = span_id;
     span_.parent_span_id = parent_id;
     span_.name.assign(name);
@@ -157,23 +175,36 @@ class OtlpSpanProducer {
     span.dropped_events = list.dropped;
   }
 
-  void produce_thread_span(const reader::PairedSpan& span, uint64_t parent_id, const EventList& events) {
+  void produce_thread_span(const reader::PairedSpan& span, const EventList& events) {
     const reader::Site* site = trace_->site(span.site_id);
-    const std::string name = site ? site->name : fmt::format("#{}", span.site_id);
-    OtlpSpan& out = open_span(ids_->thread_span(span.sequence), parent_id, name, thread_span_kind(span), span.begin,
-                              span.end, false);
+    const bool message = span.role != reader::SpanRole::span;
+    const std::string name = span.role == reader::SpanRole::send      ? "send"
+                             : span.role == reader::SpanRole::receive ? "receive"
+                             : site                                   ? site->name
+                                                                      : fmt::format("#{}", span.site_id);
+    const bool remote_parent = span.role == reader::SpanRole::receive && !sender_in_export(span);
+    OtlpSpan& out =
+        open_span(trace_id_bytes(span.trace_high, span.trace_low), span.span_id,
+                  remote_parent ? 0 : span.parent_span_id, name, thread_span_kind(span), span.begin, span.end, false);
+    if (remote_parent && span.parent_span_id != 0) {
+      OtlpLink& link = out.links.emplace_back();
+      link.trace_id = out.trace_id;
+      link.span_id = span.parent_span_id;
+      AttributeList attributes(link.attributes);
+      attributes.add("chronicle.link", "remote_parent");
+    }
     {
       AttributeList attributes(out.attributes);
-      if (site) attributes.add("chronicle.category", site->category);
+      if (site && !message) attributes.add("chronicle.category", site->category);
       attributes.add_int("thread.id", span.thread_id);
       if (const std::string thread = trace_->thread_name(span.thread_id); !thread.empty())
         attributes.add("thread.name", thread);
-      if (site && !site->file.empty()) {
+      if (site && !message && !site->file.empty()) {
         attributes.add("code.filepath", site->file);
         attributes.add_int("code.lineno", site->line);
       }
       if (span.end_thread_id != span.thread_id) attributes.add_int("chronicle.span.end_thread.id", span.end_thread_id);
-      attributes.add_int("chronicle.span.depth", span.depth);
+      if (!message) attributes.add_int("chronicle.span.depth", span.depth);
       if (!span.ended) attributes.add_bool("chronicle.span.unfinished", true);
     }
     set_events(out, events);
@@ -181,23 +212,21 @@ class OtlpSpanProducer {
   }
 
   void produce_thread_spans(ProgressCounter& progress) {
-    reader::SpanPairing spans(*trace_);
-    // Parents of the open spans, and the events recorded inside them, by span sequence.
-    std::map<uint64_t, uint64_t> parent_of;
+    reader::SpanPairing& spans = *pairing_;
+    // The events recorded inside the open spans, by span sequence.
     std::map<uint64_t, EventList> events_of;
     task_events_.clear();
     auto close = [&](const reader::PairedSpan& span) {
-      produce_thread_span(span, parent_of[span.sequence], events_of[span.sequence]);
-      parent_of.erase(span.sequence);
-      events_of.erase(span.sequence);
+      const auto events = events_of.find(span.sequence);
+      produce_thread_span(span, events != events_of.end() ? events->second : EventList{});
+      if (events != events_of.end()) events_of.erase(events);
     };
     trace_->for_each_event(spans, [&](const reader::Event& event) {
       progress.count();
       switch (event.type) {
-        case format::EventId::span_begin:
-          parent_of[event.span->sequence] = thread_span_parent(*event.span);
-          break;
         case format::EventId::span_end:
+        case format::EventId::context_send:
+        case format::EventId::context_receive_end:
           if (event.span) close(*event.span);
           break;
         case format::EventId::note:
@@ -225,13 +254,14 @@ class OtlpSpanProducer {
       return true;
     });
     for (const reader::PairedSpan& span : spans.close_all(graph_->last_ticks())) close(span);
+    for (const reader::PairedSpan& span : spans.close_all_receives(graph_->last_ticks())) close(span);
   }
 
   void add_link(OtlpSpan& span, model::TaskId task, std::string_view relation) {
     if (!graph_->find(task)) return;
     OtlpLink& link = span.links.emplace_back();
-    link.trace_id = trace_id();
-    link.span_id = ids_->task_span(task);
+    link.trace_id = task_trace(task);
+    link.span_id = pairing_->task_span_id(task);
     AttributeList attributes(link.attributes);
     attributes.add("chronicle.link", relation);
     attributes.add("chronicle.task.id", model::task_id_text(task));
@@ -240,8 +270,8 @@ class OtlpSpanProducer {
   void produce_task_span(const model::Task& task) {
     static const EventList kNoEvents;
     const TaskExtent extent = task_extent(task, *graph_);
-    OtlpSpan& out = open_span(ids_->task_span(task.id), task_parent(task), task.display_name(), task_kind(task),
-                              extent.begin, extent.end, true);
+    OtlpSpan& out = open_span(task_trace(task.id), pairing_->task_span_id(task.id), task_parent(task),
+                              task.display_name(), task_kind(task), extent.begin, extent.end, true);
     {
       AttributeList attributes(out.attributes);
       attributes.add("chronicle.task.id", model::task_id_text(task.id));
@@ -269,9 +299,10 @@ class OtlpSpanProducer {
   }
 
   OtlpSpanSink& sink_;
+  const SentMessages& sent_;
   const reader::Trace* trace_ = nullptr;
   const model::TaskGraph* graph_ = nullptr;
-  std::optional<OtlpIds> ids_;
+  std::optional<reader::SpanPairing> pairing_;
   std::map<model::TaskId, EventList> task_events_;
   OtlpSpan span_;  // reused for every span
 };
@@ -279,7 +310,12 @@ class OtlpSpanProducer {
 }  // namespace
 
 void produce_otlp_spans(const std::vector<reader::Trace>& traces, OtlpSpanSink& sink, ProgressCounter& progress) {
-  OtlpSpanProducer producer(sink);
+  SentMessages sent;
+  for (const reader::Trace& trace : traces)
+    reader::for_each_message_end(trace, [&](const reader::MessageEnd& end) {
+      if (end.send) sent.insert(end.key);
+    });
+  OtlpSpanProducer producer(sink, sent);
   for (const reader::Trace& trace : traces) {
     const model::TaskGraph graph = build_task_graph(trace, progress);
     producer.produce_trace(trace, graph, progress);

@@ -75,6 +75,11 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
       // Its parent's trace, or its own; a task_context right after says otherwise.
       const auto parent = event.related_task != 0 ? task_traces_.find(event.related_task) : task_traces_.end();
       task_traces_[event.task] = parent != task_traces_.end() ? parent->second : task_trace(event.task);
+      const uint64_t creator = running_task(event.thread_id);
+      if (const PairedSpan* around = innermost_context(event.thread_id, creator))
+        task_creators_[event.task] = {around->span_id, {around->trace_high, around->trace_low}};
+      else if (creator != 0)
+        task_creators_[event.task] = {task_span_id(creator), task_trace(creator)};
       return nullptr;
     }
     case format::EventId::task_context:
@@ -125,6 +130,11 @@ std::pair<uint64_t, uint64_t> SpanPairing::task_trace(uint64_t task) const {
 
 uint64_t SpanPairing::task_span_id(uint64_t task) const {
   return format::derived_task_span_id({salt_high_, salt_low_}, task);
+}
+
+uint64_t SpanPairing::task_parent_span(uint64_t task) const {
+  const auto found = task_creators_.find(task);
+  return found != task_creators_.end() && found->second.trace == task_trace(task) ? found->second.span : 0;
 }
 
 // The innermost span or receive open in the owner: the one that began last.

@@ -71,6 +71,9 @@ class SpanPairing {
   // A task's trace (high, low) and span id; for a task the trace never created, derived ones.
   std::pair<uint64_t, uint64_t> task_trace(uint64_t task) const;
   uint64_t task_span_id(uint64_t task) const;
+  // The span a task was created inside (the innermost span or receive of its creator, else the
+  // creator task's span) when that is in the task's trace; 0 otherwise (a root of its trace).
+  uint64_t task_parent_span(uint64_t task) const;
 
   // Receives still open at the end of the trace, ended there (ended = false).
   std::vector<PairedSpan> close_all_receives(uint64_t last_ticks);
@@ -113,6 +116,11 @@ class SpanPairing {
   std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_receives_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> task_traces_;
+  struct Around {
+    uint64_t span = 0;
+    std::pair<uint64_t, uint64_t> trace;
+  };
+  std::unordered_map<uint64_t, Around> task_creators_;  // by task: what was around its creation
   uint64_t salt_high_ = 0;
   uint64_t salt_low_ = 0;
   PairedSpan current_;

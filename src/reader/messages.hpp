@@ -1,0 +1,60 @@
+// The two ends of a message between traced processes (chronicle/context.hpp): a send records the
+// trace id and its own span id, which goes on the wire as the traceparent's parent-id; the
+// receive that continues it records the same trace id and that span id as its parent. This key is
+// how every tool (merge's clock alignment, the OTLP export, the viewer) joins them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::reader {
+
+struct MessageKey {
+  uint64_t trace_high = 0;
+  uint64_t trace_low = 0;
+  uint64_t send_span = 0;
+  bool operator==(const MessageKey&) const = default;
+};
+
+struct MessageKeyHash {
+  size_t operator()(const MessageKey& key) const {
+    return static_cast<size_t>(key.send_span ^ (key.trace_low * 0x9e3779b97f4a7c15ULL) ^ (key.trace_high >> 7));
+  }
+};
+
+struct MessageEnd {
+  MessageKey key;
+  bool send = false;  // else a receive
+  uint64_t ticks = 0;
+  uint32_t thread_id = 0;
+};
+
+// The message a send or receive event is an end of; false for other events and for a receive
+// whose message carried no valid traceparent (it continues no send).
+inline bool message_end_of(const Event& event, MessageEnd& end) {
+  if (event.type == format::EventId::context_send) {
+    end = {{event.trace_high, event.trace_low, event.context_span}, true, event.ticks, event.thread_id};
+    return true;
+  }
+  if (event.type == format::EventId::context_receive && event.context_parent != 0) {
+    end = {{event.trace_high, event.trace_low, event.context_parent}, false, event.ticks, event.thread_id};
+    return true;
+  }
+  return false;
+}
+
+// Every message end in `trace`, stream by stream (not in time order).
+template <typename Visitor>
+void for_each_message_end(const Trace& trace, Visitor&& visit) {
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    trace.for_each_in_stream(stream, [&](const Event& event) {
+      MessageEnd end;
+      if (message_end_of(event, end)) visit(end);
+      return true;
+    });
+  }
+}
+
+}  // namespace chronicle::reader
