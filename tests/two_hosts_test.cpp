@@ -297,14 +297,14 @@ int64_t expect_offset_undone(const std::vector<reader::Trace>& recorded,
 void expect_host_lines(const std::string& out, size_t pairs) {
   EXPECT_NE(out.find("host " + kClientHost + " (1 trace): the reference clock"), std::string::npos) << out;
   std::smatch line;
-  ASSERT_TRUE(std::regex_search(
-      out, line,
-      std::regex("host " + kServerHost +
-                 R"( \(1 trace\): offset (-?[0-9.]+) s, .*bound ±[0-9.]+ (ns|us|ms), ([0-9]+) pairs with )" +
-                 kClientHost)))
-      << out;
-  EXPECT_NEAR(std::stod(line[1]), -kInjectedOffsetNs / 1e9, 1e-3);
-  EXPECT_EQ(std::stoull(line[3]), pairs);
+  const std::regex server_line("host " + kServerHost +
+                               R"( \(1 trace\): offset ([-+][0-9.]+) (s|ms|us|ns), .*bound ±[0-9.]+ (s|ms|us|ns), )"
+                               R"(([0-9]+) pairs with )" +
+                               kClientHost);
+  ASSERT_TRUE(std::regex_search(out, line, server_line)) << out;
+  EXPECT_EQ(line[2], "s") << line[0];
+  EXPECT_NEAR(std::stod(line[1]), -kInjectedOffsetNs / 1e9, 1e-3) << line[0];
+  EXPECT_EQ(std::stoull(line[4]), pairs) << line[0];
 }
 
 TEST(TwoHosts, MergeFindsTheInjectedOffsetWithinItsBound) {
