@@ -19,6 +19,7 @@ packages=(
   libsqlite3-dev sqlite3  # SQLite: chronicle export --format sqlite; the sqlite3 shell for docs/export.md
   python3             # the export tests read Chrome JSON with Python's json module
   chromium            # the viewer's end-to-end tests drive it headless (playwright-core, no browser download)
+  iproute2            # ip netns, veth: the two-hosts test runs a traced server and client in two namespaces
 )
 # The viewer's front end is built with npm (packages from viewer/package-lock.json); Debian's
 # node and npm unless the machine has them from elsewhere.

@@ -28,7 +28,7 @@ run_suite() {  # name, build dir, ctest label regex, cmake args...
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task|analysis|export|merge" -DCHRONICLE_SANITIZE=address,undefined
+run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task|analysis|export|merge|netns" -DCHRONICLE_SANITIZE=address,undefined
 run_suite "TSan" build-tsan "unit|metrics|task" -DCHRONICLE_SANITIZE=thread
 # Every reader entry point under libFuzzer for a bounded time (clang).
 JOBS=2 run_suite "fuzz" build-fuzz "fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCHRONICLE_FUZZ=ON -DCHRONICLE_BUILD_TESTS=OFF \
