@@ -11,11 +11,16 @@
 #include <chronicle/task.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
+#include "merge/message_pairs.hpp"
 #include "model/task_graph.hpp"
+#include "reader/trace_directory.hpp"
 #include "support.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
@@ -31,6 +36,7 @@ using viewer::TimelineIndex;
 
 const std::string kCli = CHRONICLE_CLI;
 const std::string kDemo = TIMELINE_DEMO;
+const std::string kEcho = ECHO_EXAMPLE;
 
 struct PlainSpan {
   uint64_t begin;
@@ -442,6 +448,115 @@ TEST(ViewerHtml, APageStaysProportionalToTheTrace) {
   EXPECT_LE(html.size(), viewer_bytes + kBytesPerTraceByte * trace_bytes)
       << "a page of " << html.size() << " bytes for a trace of " << trace_bytes << " bytes";
   EXPECT_EQ(html.find("\"critical_path\""), std::string::npos) << "paths are worked out in the page";
+}
+
+// --- several processes ------------------------------------------------------------------------
+
+// The echo example as a server process and a client process on 127.0.0.1, each recorded alone,
+// then merged into `directory`/merged. The client starts once the server says its port.
+std::string record_two_echo_processes_and_merge(const TemporaryDirectory& directory) {
+  const std::string server_out = directory / "server.out";
+  const std::string merged = directory / "merged";
+  const std::string script = directory / "two_processes.sh";
+  std::ofstream(script) << kCli << " record -q -o " << (directory / "server") << " -- " << kEcho << " --server 0 2 > "
+                        << server_out << " &\n"
+                        << "server=$!\n"
+                        << "for i in $(seq 1200); do grep -q 'listening on port' " << server_out
+                        << " && break; sleep 0.05; done\n"
+                        << "port=$(sed -n 's/.*listening on port \\([0-9]*\\).*/\\1/p' " << server_out << ")\n"
+                        << kCli << " record -q -o " << (directory / "client") << " -- " << kEcho
+                        << " --client 127.0.0.1 $port 2 5 || exit 1\n"
+                        << "wait $server || exit 2\n"
+                        << kCli << " merge " << (directory / "client") << " " << (directory / "server") << " -o "
+                        << merged << "\n";
+  const auto result = run("sh " + script);
+  EXPECT_EQ(result.exit_code, 0) << result.err << result.out;
+  return merged;
+}
+
+std::vector<reader::Trace> open_all(const std::string& directory) {
+  std::vector<reader::Trace> traces;
+  for (const std::string& trace : reader::find_traces(directory)) traces.emplace_back(trace);
+  return traces;
+}
+
+std::string group_of(const reader::Trace& trace) {
+  const auto& description = trace.description();
+  return description.hostname + " · " + description.process_name + " (pid " + std::to_string(description.pid) + ")";
+}
+
+TEST(ViewerProcesses, TheLanesOfEachProcessCarryItsGroupAndEveryMessageIsAnArrowBetweenThem) {
+  TemporaryDirectory directory;
+  const std::string merged = record_two_echo_processes_and_merge(directory);
+  const std::vector<reader::Trace> traces = open_all(merged);
+  ASSERT_EQ(traces.size(), 2u);
+  const TimelineIndex index = TimelineIndex::build(traces);
+  // Each trace's streams, in order, under its process's group.
+  size_t lane = 0;
+  std::vector<std::pair<size_t, size_t>> lanes_of_trace;
+  for (const reader::Trace& trace : traces) {
+    const size_t first = lane;
+    for (size_t stream = 0; stream < trace.streams().size(); ++stream, ++lane) {
+      ASSERT_LT(lane, index.lanes().size());
+      EXPECT_EQ(index.lanes()[lane].group, group_of(trace));
+      EXPECT_EQ(index.lanes()[lane].thread_id, trace.streams()[stream].thread_id);
+    }
+    lanes_of_trace.push_back({first, lane});
+  }
+  EXPECT_EQ(lane, index.lanes().size());
+  EXPECT_NE(group_of(traces[0]), group_of(traces[1]));
+
+  const auto pairs = merge::find_message_pairs(traces);
+  ASSERT_FALSE(pairs.empty()) << "the client and the server exchange traced messages";
+  ASSERT_EQ(index.messages().size(), pairs.size());
+  auto trace_of_lane = [&](uint32_t lane_number) {
+    return lane_number < lanes_of_trace[1].first ? size_t{0} : size_t{1};
+  };
+  std::multiset<std::pair<size_t, int64_t>> sends_expected;
+  std::multiset<std::pair<size_t, int64_t>> sends_drawn;
+  for (const merge::MessagePair& pair : pairs)
+    sends_expected.insert({pair.sender, pair.send_ns - index.origin_unix_ns()});
+  for (const viewer::MessageArrow& message : index.messages()) {
+    EXPECT_NE(trace_of_lane(message.from_lane), trace_of_lane(message.to_lane));
+    sends_drawn.insert({trace_of_lane(message.from_lane), static_cast<int64_t>(message.from_time)});
+  }
+  EXPECT_EQ(sends_drawn, sends_expected);
+  // The whole trace in one window shows every message (merged where they share pixels).
+  const viewer::Window all = index.window(0, index.duration(), 100'000);
+  uint64_t shown = 0;
+  for (const viewer::MessageInView& message : all.messages) shown += message.merged;
+  EXPECT_EQ(shown, pairs.size());
+  // Times of both processes on one timeline: every span lies within it.
+  for (const viewer::Lane& each : index.lanes())
+    for (const viewer::IntervalRow& row : each.depths)
+      if (row.size() > 0) {
+        EXPECT_LE(row.ends.back(), index.duration());
+      }
+}
+
+// What `chronicle view` serves for a merged directory: every process, not just the first trace.
+TEST(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
+  TemporaryDirectory directory;
+  const std::string merged = record_two_echo_processes_and_merge(directory);
+  const std::string page = directory / "page.html";
+  const auto result = run(kCli + " view " + merged + " --html " + page);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::ifstream in(page);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string opening = "window.CHRONICLE_DATA = ";
+  const size_t begin = html.find(opening);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = html.find(";</script>", begin);
+  ASSERT_NE(end, std::string::npos);
+  const auto data = nlohmann::json::parse(html.substr(begin + opening.size(), end - begin - opening.size()));
+  const std::vector<reader::Trace> traces = open_all(merged);
+  std::set<std::string> groups;
+  for (const auto& lane : data["summary"]["lanes"]) groups.insert(lane.value("group", ""));
+  EXPECT_EQ(groups, (std::set<std::string>{group_of(traces[0]), group_of(traces[1])}));
+  size_t streams = 0;
+  for (const reader::Trace& trace : traces) streams += trace.streams().size();
+  EXPECT_EQ(data["summary"]["lanes"].size(), streams);
+  EXPECT_EQ(data.value("messages", nlohmann::json::array()).size(), merge::find_message_pairs(traces).size());
 }
 
 }  // namespace

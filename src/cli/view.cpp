@@ -1,5 +1,7 @@
 // `chronicle view DIR`: indexes a trace once and serves the viewer and the trace's windows over
-// HTTP on a loopback address; `--html FILE` writes one self-contained page instead.
+// HTTP on a loopback address; `--html FILE` writes one self-contained page instead. A directory
+// of several traces (a multi-process `record` run, what `chronicle merge` wrote) is shown as
+// one timeline, a group of lanes per process.
 #include <malloc.h>
 #include <signal.h>
 
@@ -32,18 +34,17 @@ struct ViewOptions {
 };
 
 int run_view(const ViewOptions& options) {
-  const auto traces = reader::find_traces(options.directory);
-  if (traces.size() > 1)
-    fmt::print(stderr, "chronicle: {} traces under {}; showing {} (name one directory to see another)\n", traces.size(),
-               options.directory, traces.front());
+  const auto directories = reader::find_traces(options.directory);
   const auto started = std::chrono::steady_clock::now();
   std::string title;
-  // The index holds all the server needs: the trace's mappings are let go once it is built, and
+  // The index holds all the server needs: the traces' mappings are let go once it is built, and
   // so is the memory the building used.
   const viewer::TimelineIndex index = [&] {
-    reader::Trace trace(traces.front());
-    title = fmt::format("{} ({})", trace.description().process_name, traces.front());
-    return viewer::TimelineIndex::build(trace);
+    std::vector<reader::Trace> traces;
+    for (const std::string& directory : directories) traces.emplace_back(directory);
+    title = traces.size() == 1 ? fmt::format("{} ({})", traces.front().description().process_name, directories.front())
+                               : fmt::format("{} processes ({})", traces.size(), options.directory);
+    return viewer::TimelineIndex::build(traces);
   }();
   malloc_trim(0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -76,7 +77,8 @@ int run_view(const ViewOptions& options) {
     fmt::print(stderr,
                "chronicle: this build has no viewer page (CHRONICLE_BUILD_VIEWER=OFF); only the JSON API answers\n");
   const bool ipv6 = options.address.find(':') != std::string::npos;
-  fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n", traces.front(), ipv6 ? "[" : "", options.address,
+  fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n",
+             directories.size() == 1 ? directories.front() : options.directory, ipv6 ? "[" : "", options.address,
              ipv6 ? "]" : "", server.port());
   std::fflush(stdout);
   int signal = 0;

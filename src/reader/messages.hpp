@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "reader/trace_reader.hpp"
 
@@ -56,5 +57,21 @@ void for_each_message_end(const Trace& trace, Visitor&& visit) {
     });
   }
 }
+
+// One message seen at both ends, each by its trace (an index into the vector given to
+// match_messages), stream and ticks on that trace's clock.
+struct MessageEnds {
+  size_t sender = 0;
+  size_t send_stream = 0;
+  uint64_t send_ticks = 0;
+  size_t receiver = 0;
+  size_t receive_stream = 0;
+  uint64_t receive_ticks = 0;
+};
+
+// Every message sent in one of `traces` and received in another, in the order of the receives
+// (trace after trace, stream after stream). A receive that carried no parent (from an untraced
+// sender) or whose send is not in the traces is left out.
+std::vector<MessageEnds> match_messages(const std::vector<Trace>& traces);
 
 }  // namespace chronicle::reader

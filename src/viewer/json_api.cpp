@@ -81,6 +81,7 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
   for (const Lane& lane : index.lanes())
     lanes.push_back({{"thread_id", lane.thread_id},
                      {"name", lane.name},
+                     {"group", lane.group},
                      {"depths", lane.depths.size()},
                      {"spans", lane.span_count},
                      {"idle", lane.idle.size()}});
@@ -104,6 +105,7 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
           {"task_rows", index.task_rows().size()},
           {"wait_arrows", waits},
           {"resolve_arrows", index.arrows().size() - waits},
+          {"messages", index.messages().size()},
           {"counters", std::move(counters)},
           {"warnings", index.warnings()}};
 }
@@ -151,6 +153,11 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time,
                       index.task_lines()[arrow.from_task].row, index.task_lines()[arrow.to_task].row, view.merged});
   }
+  json messages = json::array();
+  for (const MessageInView& view : window.messages) {
+    const MessageArrow& message = index.messages()[view.message];
+    messages.push_back({message.from_lane, message.to_lane, message.from_time, message.to_time, view.merged});
+  }
   json counters = json::array();
   for (const CounterWindow& view : window.counters) {
     json points = json::array();
@@ -165,6 +172,7 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
       {"names", std::move(names)},
       {"tasks", {{"lines", std::move(lines)}, {"blocks", std::move(task_blocks)}, {"names", std::move(task_names)}}},
       {"arrows", std::move(arrows)},
+      {"messages", std::move(messages)},
       {"counters", std::move(counters)}};
 }
 

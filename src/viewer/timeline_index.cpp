@@ -1,6 +1,9 @@
 #include "viewer/timeline_index.hpp"
 
 #include "analysis/critical_path.hpp"
+#include "reader/messages.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
@@ -10,6 +13,7 @@
 #include <limits>
 #include <queue>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace chronicle::viewer {
@@ -27,6 +31,11 @@ std::string lowercase(std::string_view text) {
 
 bool contains_folded(std::string_view haystack, const std::string& needle_lower) {
   return lowercase(haystack).find(needle_lower) != std::string::npos;
+}
+
+std::string process_group(const reader::Trace& trace) {
+  const auto& description = trace.description();
+  return fmt::format("{} · {} (pid {})", description.hostname, description.process_name, description.pid);
 }
 
 }  // namespace
@@ -180,6 +189,7 @@ class IndexBuilder {
     Lane lane;
     lane.thread_id = trace_.streams()[stream].thread_id;
     lane.name = trace_.thread_name(lane.thread_id);
+    lane.group = process_group(trace_);
     const uint32_t lane_number = static_cast<uint32_t>(index_.lanes_.size());
     uint64_t last = 0;
     trace_.for_each_in_stream(stream, [&](const reader::Event& event) {
@@ -426,9 +436,122 @@ TimelineIndex TimelineIndex::build(const reader::Trace& trace) {
   return index;
 }
 
+// Puts the indexes of several traces, each built alone, on one timeline: each moved by where its
+// origin lies after the earliest one, the lanes and counters of the others appended with their
+// site ids moved past the sites before them.
+class IndexCombiner {
+ public:
+  static TimelineIndex combine(const std::vector<reader::Trace>& traces) {
+    std::vector<TimelineIndex> parts;
+    for (const reader::Trace& trace : traces) parts.push_back(TimelineIndex::build(trace));
+    int64_t origin = parts.front().origin_unix_ns_;
+    for (const TimelineIndex& part : parts) origin = std::min(origin, part.origin_unix_ns_);
+    std::vector<uint32_t> first_lanes;
+    TimelineIndex combined;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      first_lanes.push_back(static_cast<uint32_t>(combined.lanes_.size()));
+      const std::string group = process_group(traces[k]);
+      for (std::string& warning : parts[k].warnings_) warning = group + ": " + warning;
+      shift(parts[k], static_cast<uint64_t>(parts[k].origin_unix_ns_ - origin));
+      if (k == 0) {
+        combined = std::move(parts[0]);
+        combined.origin_offset_ns_ = static_cast<uint64_t>(combined.origin_unix_ns_ - origin);
+        combined.origin_unix_ns_ = origin;
+        continue;
+      }
+      if (!parts[k].task_lines_.empty())
+        combined.warnings_.push_back(
+            fmt::format("{}: its {} tasks are not shown (the task rows are {}'s: the viewer does not combine the task "
+                        "graphs of several processes yet)",
+                        group, parts[k].task_lines_.size(), process_group(traces[0])));
+      append(combined, std::move(parts[k]));
+    }
+    combined.messages_ = find_messages(traces, first_lanes, origin);
+    return combined;
+  }
+
+ private:
+  static void shift_row(IntervalRow& row, uint64_t offset) {
+    for (uint64_t& begin : row.begins) begin += offset;
+    for (uint64_t& end : row.ends) end += offset;
+  }
+
+  static void shift(TimelineIndex& index, uint64_t offset) {
+    if (offset == 0) return;
+    for (Lane& lane : index.lanes_) {
+      for (IntervalRow& row : lane.depths) shift_row(row, offset);
+      shift_row(lane.idle, offset);
+      for (Marker& marker : lane.markers) marker.time += offset;
+    }
+    for (TaskLine& line : index.task_lines_) {
+      line.begin += offset;
+      line.end += offset;
+    }
+    for (IntervalRow& row : index.task_rows_) shift_row(row, offset);
+    for (Arrow& arrow : index.arrows_) {
+      arrow.from_time += offset;
+      arrow.to_time += offset;
+    }
+    for (CounterSeries& series : index.counters_)
+      for (uint64_t& time : series.times) time += offset;
+    index.duration_ += offset;
+  }
+
+  // `part`'s lanes, counters and sites after `into`'s; its tasks are left out.
+  static void append(TimelineIndex& into, TimelineIndex&& part) {
+    const auto site_offset = static_cast<uint32_t>(into.sites_.size());
+    const auto lane_offset = static_cast<uint32_t>(into.lanes_.size());
+    auto moved_site = [site_offset](uint32_t site) { return site == 0 ? 0 : site + site_offset; };
+    for (reader::Site& site : part.sites_) {
+      site.id = moved_site(site.id);
+      into.sites_.push_back(std::move(site));
+    }
+    for (Lane& lane : part.lanes_) {
+      for (IntervalRow& row : lane.depths)
+        for (uint32_t& item : row.items) item = moved_site(item);
+      for (Marker& marker : lane.markers) marker.site = moved_site(marker.site);
+      into.lanes_.push_back(std::move(lane));
+    }
+    for (CounterSeries& series : part.counters_) {
+      series.site = moved_site(series.site);
+      series.lane += lane_offset;
+      for (uint32_t& lane : series.lanes) lane += lane_offset;
+      into.counters_.push_back(std::move(series));
+    }
+    for (auto& prefix : part.busy_prefix_) into.busy_prefix_.push_back(std::move(prefix));
+    for (std::string& warning : part.warnings_) into.warnings_.push_back(std::move(warning));
+    into.event_count_ += part.event_count_;
+    into.duration_ = std::max(into.duration_, part.duration_);
+  }
+
+  // Every message sent in one trace and received in another, by send time. Streams and lanes
+  // are in the same order, so a stream's lane is its trace's first lane plus its number.
+  static std::vector<MessageArrow> find_messages(const std::vector<reader::Trace>& traces,
+                                                 const std::vector<uint32_t>& first_lanes, int64_t origin) {
+    auto time = [&](size_t trace, uint64_t ticks) {
+      return static_cast<uint64_t>(std::max<int64_t>(traces[trace].to_unix_ns(ticks) - origin, 0));
+    };
+    std::vector<MessageArrow> messages;
+    for (const reader::MessageEnds& message : reader::match_messages(traces))
+      messages.push_back({first_lanes[message.sender] + static_cast<uint32_t>(message.send_stream),
+                          first_lanes[message.receiver] + static_cast<uint32_t>(message.receive_stream),
+                          time(message.sender, message.send_ticks), time(message.receiver, message.receive_ticks)});
+    std::sort(messages.begin(), messages.end(),
+              [](const MessageArrow& a, const MessageArrow& b) { return a.from_time < b.from_time; });
+    return messages;
+  }
+};
+
+TimelineIndex TimelineIndex::build(const std::vector<reader::Trace>& traces) {
+  if (traces.empty()) throw std::invalid_argument("no trace to index");
+  if (traces.size() == 1) return build(traces.front());
+  return IndexCombiner::combine(traces);
+}
+
 uint64_t TimelineIndex::to_ns(uint64_t ticks) const {
-  if (ticks <= origin_ticks_) return 0;
-  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks - origin_ticks_) * ns_per_tick_));
+  if (ticks <= origin_ticks_) return origin_offset_ns_;
+  return origin_offset_ns_ +
+         static_cast<uint64_t>(std::llround(static_cast<double>(ticks - origin_ticks_) * ns_per_tick_));
 }
 
 uint64_t TimelineIndex::duration_ns(uint64_t ticks) const {
@@ -484,6 +607,11 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
   for (uint32_t row = 0; row < task_rows_.size(); ++row)
     visible_in_row(task_rows_[row], row, begin, end, ns_per_pixel, min_pixels, out.task_lines, out.task_blocks);
 
+  auto column = [&](uint64_t time) {
+    return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
+                                            -1.0, static_cast<double>(width) + 1) +
+                                 1);
+  };
   // Arrows: one per kind, pixel columns and rows; those drawn at the same place are merged.
   std::unordered_map<uint64_t, uint32_t> drawn;
   for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
@@ -497,11 +625,6 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
     for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
       const Arrow& arrow = arrows_[*it];
       if (arrow.to_time < begin) continue;
-      auto column = [&](uint64_t time) {
-        return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
-                                                -1.0, static_cast<double>(width) + 1) +
-                                     1);
-      };
       const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
                            (uint64_t{task_lines_[arrow.from_task].row} << 17) ^
                            (uint64_t{task_lines_[arrow.to_task].row} << 1) ^ static_cast<uint64_t>(arrow.kind);
@@ -512,6 +635,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
         ++out.arrows[found->second].merged;
     }
   }
+  window_messages(begin, end, column, out);
 
   for (uint32_t counter = 0; counter < counters_.size(); ++counter) {
     const CounterSeries& series = counters_[counter];
@@ -543,6 +667,24 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
     out.counters.push_back(std::move(view));
   }
   return out;
+}
+
+// Messages are few next to spans (two events each): all of them are looked at, those drawn at
+// the same pixel columns between the same lanes merged.
+void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
+                                    Window& out) const {
+  std::unordered_map<uint64_t, uint32_t> drawn;
+  for (uint32_t k = 0; k < messages_.size() && messages_[k].from_time <= end; ++k) {
+    const MessageArrow& message = messages_[k];
+    if (std::max(message.from_time, message.to_time) < begin) continue;
+    const uint64_t key = (column(message.from_time) << 48) ^ (column(message.to_time) << 32) ^
+                         (uint64_t{message.from_lane} << 16) ^ message.to_lane;
+    auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.messages.size()));
+    if (inserted)
+      out.messages.push_back({k, 1});
+    else
+      ++out.messages[found->second].merged;
+  }
 }
 
 std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit) const {

@@ -5,9 +5,15 @@
 //
 // Times are nanoseconds since the trace's first event (the "origin"), in every structure and
 // answer here: the browser does arithmetic on doubles, which are exact to 2^53 ns (104 days).
+//
+// Several traces (the processes of one `record` run, or what `chronicle merge` wrote) go on one
+// timeline by their Unix times (merge has aligned their clocks): their lanes one after another,
+// each with its process's group, and an arrow from each message sent in one process to the
+// receive that continues it in another.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +60,7 @@ struct Marker {  // an instant or a note
 struct Lane {  // one thread stream
   uint32_t thread_id = 0;
   std::string name;
+  std::string group;                // its process: "host · process (pid N)"
   std::vector<IntervalRow> depths;  // spans; items are site ids
   IntervalRow idle;                 // loop suspended; items index TaskGraph::idle()
   std::vector<Marker> markers;      // by time
@@ -116,6 +123,20 @@ struct CounterPoint {  // one pixel column's samples, or one sample when they ar
   double last = 0;
 };
 
+// A message one process sent and another received: from the send's lane and time to the
+// receive's (reader/message_key.hpp says which receive continues which send).
+struct MessageArrow {
+  uint32_t from_lane = 0;
+  uint32_t to_lane = 0;
+  uint64_t from_time = 0;
+  uint64_t to_time = 0;
+};
+
+struct MessageInView {
+  uint32_t message = 0;  // index into TimelineIndex::messages()
+  uint32_t merged = 1;   // messages drawn at the same pixels and lanes
+};
+
 struct LaneWindow {
   uint32_t lane = 0;
   std::vector<VisibleInterval> spans;  // row is the depth
@@ -143,6 +164,7 @@ struct Window {
   std::vector<VisibleInterval> task_lines;  // row, index into the row's items (task indexes)
   std::vector<BusyBlock> task_blocks;
   std::vector<ArrowInView> arrows;
+  std::vector<MessageInView> messages;
   std::vector<CounterWindow> counters;
 };
 
@@ -197,6 +219,10 @@ class TimelineIndex {
   // Reads the whole trace once (thread streams indexed while another thread builds the task
   // graph).
   static TimelineIndex build(const reader::Trace& trace);
+  // Several processes on one timeline, lanes in the order of `traces`. The task rows and task
+  // details are the first trace's (task graphs of several processes are not combined yet; a
+  // warning says so when the others have tasks).
+  static TimelineIndex build(const std::vector<reader::Trace>& traces);
 
   uint64_t origin_ticks() const { return origin_ticks_; }
   int64_t origin_unix_ns() const { return origin_unix_ns_; }
@@ -206,6 +232,7 @@ class TimelineIndex {
   const std::vector<IntervalRow>& task_rows() const { return task_rows_; }
   const std::vector<TaskLine>& task_lines() const { return task_lines_; }  // by task index
   const std::vector<Arrow>& arrows() const { return arrows_; }
+  const std::vector<MessageArrow>& messages() const { return messages_; }  // by send time
   const std::vector<CounterSeries>& counters() const { return counters_; }
   // What was lost or skipped (reader::Trace::warnings): the page shows them above the timeline.
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -236,8 +263,13 @@ class TimelineIndex {
   std::vector<CriticalStep> critical_path(uint32_t task) const;
 
  private:
+  void window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
+                       Window& out) const;
+
   uint64_t origin_ticks_ = 0;
   int64_t origin_unix_ns_ = 0;
+  // Where origin_ticks_ (the first trace's) lies on the timeline of several traces.
+  uint64_t origin_offset_ns_ = 0;
   uint64_t duration_ = 0;
   uint64_t event_count_ = 0;
   double ns_per_tick_ = 1;
@@ -253,12 +285,14 @@ class TimelineIndex {
   // Arrows by length class (the bit width of their length in ns): within a class, sorted by the
   // earlier end, so a window finds its arrows with a binary search per class.
   std::vector<std::vector<uint32_t>> arrows_by_length_;
+  std::vector<MessageArrow> messages_;
   std::vector<CounterSeries> counters_;
   std::vector<std::string> warnings_;
   // Depth-0 prefix sums of span durations per lane, for busy time over any range.
   std::vector<std::vector<uint64_t>> busy_prefix_;
 
   friend class IndexBuilder;
+  friend class IndexCombiner;
 };
 
 // For tests and the HTML export: which merged blocks and single intervals a row shows.

@@ -104,6 +104,9 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   json arrows = json::array();
   for (const Arrow& arrow : index.arrows())
     arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time});
+  json messages = json::array();
+  for (const MessageArrow& message : index.messages())
+    messages.push_back({message.from_lane, message.to_lane, message.from_time, message.to_time});
   json counters = json::array();
   for (const CounterSeries& series : index.counters()) {
     json samples = json::array();
@@ -111,7 +114,8 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
     counters.push_back(std::move(samples));
   }
   return {{"summary", summary_json(index, title)}, {"lanes", std::move(lanes)},   {"names", std::move(names)},
-          {"tasks", embedded_tasks_json(index)},   {"arrows", std::move(arrows)}, {"counters", std::move(counters)}};
+          {"tasks", embedded_tasks_json(index)},   {"arrows", std::move(arrows)}, {"messages", std::move(messages)},
+          {"counters", std::move(counters)}};
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // End to end: record traces, serve them with `chronicle view --port 0`, and drive the page in
 // Debian's Chromium (headless, through playwright-core): what is drawn matches the model
 // (`chronicle dump --tasks`), zoom and pan move the window, a click opens a task's details,
-// search finds a label, shift+drag gives range stats, and --html works from a file.
+// search finds a label, shift+drag gives range stats, --html works from a file, and a merged
+// trace of two processes shows both, under a header each, with the messages between them.
 //
 //   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR
 import { spawn, execFileSync } from 'node:child_process';
@@ -29,6 +30,28 @@ function modelCounts(directory) {
   const match = first.match(/^(\d+) tasks; edges: \d+ created-by, (\d+) waits-on, (\d+) resolved-by/);
   assert.ok(match, `unexpected dump header: ${first}`);
   return { tasks: Number(match[1]), arrows: Number(match[2]) + Number(match[3]) };
+}
+
+// The echo example as a --server and a --client process, recorded apart, then merged.
+async function recordTwoProcessesAndMerge() {
+  const server = spawn(chronicle, ['record', '-q', '-o', join(work, 'server'), '--', echoExample, '--server', '0', '2'],
+                       { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(server);
+  const ended = new Promise(resolve => server.on('exit', resolve));
+  const port = await new Promise((resolve, reject) => {
+    let output = '';
+    server.stdout.on('data', chunk => {
+      output += chunk;
+      const match = output.match(/listening on port (\d+)/);
+      if (match) resolve(match[1]);
+    });
+    ended.then(code => reject(new Error(`the echo server exited with ${code} before listening: ${output}`)));
+  });
+  record('client', echoExample, '--client', '127.0.0.1', port, '2', '5');
+  assert.equal(await ended, 0, 'the recorded echo server ends once its connections are done');
+  const merged = join(work, 'merged');
+  execFileSync(chronicle, ['merge', join(work, 'client'), join(work, 'server'), '-o', merged], { stdio: 'inherit' });
+  return merged;
 }
 
 function serve(directory) {
@@ -231,6 +254,22 @@ try {
     await offline.press('#search', 'Enter');
     await offline.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 0.5');
     await offline.screenshot({ path: join(artifacts, 'demo-html.png') });
+  });
+
+  await step('a merged trace of two processes: a group each, and the messages between them', async () => {
+    const merged = await recordTwoProcessesAndMerge();
+    const two = await browser.newPage();
+    two.setDefaultTimeout(60000);
+    await two.goto(await serve(merged));
+    await settled(two);
+    const summary = await two.evaluate(() => window.chronicleViewer.summary());
+    assert.equal(new Set(summary.lanes.map(lane => lane.group)).size, 2, 'the lanes of two processes');
+    assert.equal(await numberOf(two, 'groupsDrawn'), 2, 'a header per process');
+    assert.equal(await numberOf(two, 'lanesDrawn'), summary.lanes.length, 'every process\'s lanes drawn');
+    assert.ok(summary.messages > 0, 'the client and the server exchanged traced messages');
+    assert.equal(await numberOf(two, 'messagesShown'), summary.messages, 'an arrow per message (alone or merged)');
+    await two.screenshot({ path: join(artifacts, 'merged-processes.png') });
+    await two.close();
   });
 } finally {
   console.log(results.join('\n'));

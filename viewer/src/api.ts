@@ -1,12 +1,15 @@
 // The shapes `chronicle view` answers with (src/viewer/json_api.cpp), and the two places
 // answers come from: the server, or the data a self-contained page carries.
 
-export interface LaneInfo { thread_id: number; name: string; depths: number; spans: number; idle: number }
+// `group`: the lane's process, "host · process (pid N)"; a view of several processes heads each
+// process's lanes with it.
+export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; spans: number; idle: number }
 // One series: every call site and thread of a name; `lanes` lists the threads that wrote it.
 export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {
   title: string; duration: number; origin_unix_ns: number; events: number;
   lanes: LaneInfo[]; tasks: number; task_rows: number; wait_arrows: number; resolve_arrows: number;
+  messages?: number;  // sent in one process, received in another
   counters: CounterInfo[];
   warnings?: string[];  // what was lost or skipped: shown above the timeline
 }
@@ -23,6 +26,8 @@ export type TaskLineTuple = [number, number, number, number, number];
 export type TaskBlockTuple = [number, number, number, number, number, number];
 // [kind: 0 wait, 1 resolve, from task, to task, from time, to time, from row, to row, merged]
 export type ArrowTuple = [number, number, number, number, number, number, number, number];
+// A message sent in one process and received in another: [from lane, to lane, send time, receive time, merged]
+export type MessageTuple = [number, number, number, number, number];
 // [time, min, max, last]
 export type CounterPointTuple = [number, number, number, number];
 
@@ -33,6 +38,7 @@ export interface WindowAnswer {
   names: Record<string, string>;
   tasks: { lines: TaskLineTuple[]; blocks: TaskBlockTuple[]; names: Record<string, string> };
   arrows: ArrowTuple[];
+  messages?: MessageTuple[];
   counters: { counter: number; downsampled: boolean; points: CounterPointTuple[] }[];
 }
 

@@ -3,7 +3,7 @@
 // critical paths included, are worked out here when asked for: the page carries each task's
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, BlockTuple, CounterPointTuple, IdleTuple, Note, RangeStats, SearchHit, SpanDetails, SpanRef,
+  ArrowTuple, Backend, BlockTuple, CounterPointTuple, IdleTuple, MessageTuple, Note, RangeStats, SearchHit, SpanDetails, SpanRef,
   SpanTuple, Summary, TaskBlockTuple, TaskDetails, TaskLineTuple, TaskRef, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
@@ -23,6 +23,7 @@ export interface EmbeddedTrace {
   names: Record<string, string>;
   tasks: EmbeddedTasks;
   arrows: [number, number, number, number, number][];
+  messages?: [number, number, number, number][];  // [from lane, to lane, send time, receive time]
   counters: [number, number][][];
 }
 
@@ -109,6 +110,8 @@ export class LocalBackend implements Backend {
       }));
     const arrows: ArrowTuple[] = this.trace.arrows.filter(a => a[4] >= from && a[3] <= to)
       .map(a => [a[0], a[1], a[2], a[3], a[4], this.trace.tasks.lines[a[1]][2], this.trace.tasks.lines[a[2]][2], 1]);
+    const messages: MessageTuple[] = (this.trace.messages ?? []).filter(m => Math.max(m[2], m[3]) >= from && Math.min(m[2], m[3]) <= to)
+      .map(m => [m[0], m[1], m[2], m[3], 1]);
     const counters = this.trace.counters.map((samples, counter) => {
       let first = samples.findIndex(s => s[0] >= from);
       if (first < 0) first = samples.length;
@@ -116,7 +119,7 @@ export class LocalBackend implements Backend {
       for (let k = Math.max(first - 1, 0); k < samples.length && samples[k][0] <= to; ++k) points.push([samples[k][0], samples[k][1], samples[k][1], samples[k][1]]);
       return { counter, downsampled: false, points };
     });
-    return { begin: from, end: to, width, lanes, names, tasks: { lines, blocks: taskBlocks, names: taskNames }, arrows, counters };
+    return { begin: from, end: to, width, lanes, names, tasks: { lines, blocks: taskBlocks, names: taskNames }, arrows, messages, counters };
   }
 
   private spanRef(lane: number, depth: number, index: number): SpanRef {

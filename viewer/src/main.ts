@@ -1,4 +1,5 @@
-// The chronicle viewer: a canvas timeline of one trace. It keeps only the window it shows, as
+// The chronicle viewer: a canvas timeline of one trace, or of several processes' traces on one
+// timeline (their lanes under a header per process, arrows for the messages between them). It keeps only the window it shows, as
 // the server aggregated it for the canvas's width, and asks again after every pan or zoom.
 import { Backend, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
 import { EmbeddedTrace, LocalBackend } from './local';
@@ -12,6 +13,7 @@ const SECTION_GAP = 6;
 const STATE_COLOURS = ['#3a9d5d', '#d64545', '#e0a030', '#8a8a8a'];  // ok, failed, cancelled, unresolved
 const WAIT_COLOUR = '#2f6fdf';
 const RESOLVE_COLOUR = '#b040c8';
+const MESSAGE_COLOUR = '#d2691e';
 const BLOCK_COLOUR = '#8c99a8';
 const MIN_ZOOM_NS = 100;
 
@@ -19,6 +21,7 @@ interface View { begin: number; end: number }
 type Selection = { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | null;
 
 interface Layout {
+  groups: { top: number; name: string }[];  // a header per process, when there are several
   laneTop: number[];      // y of each lane's header
   counterTop: number[];
   tasksTop: number;       // y of task row 0
@@ -67,10 +70,16 @@ function timeAt(x: number) { return view.begin + (x / width()) * (view.end - vie
 function computeLayout(): Layout {
   let y = RULER_HEIGHT;
   const laneTop: number[] = [];
-  for (const lane of summary.lanes) {
+  const groups: { top: number; name: string }[] = [];
+  const several = new Set(summary.lanes.map(lane => lane.group ?? '')).size > 1;
+  summary.lanes.forEach((lane, k) => {
+    if (several && (k === 0 || lane.group !== summary.lanes[k - 1].group)) {
+      groups.push({ top: y, name: lane.group ?? '' });
+      y += LANE_HEADER;
+    }
     laneTop.push(y);
     y += LANE_HEADER + Math.max(lane.depths, 1) * SPAN_ROW + SECTION_GAP;
-  }
+  });
   const counterTop: number[] = [];
   for (let k = 0; k < summary.counters.length; ++k) {
     counterTop.push(y);
@@ -78,7 +87,7 @@ function computeLayout(): Layout {
   }
   const tasksTop = y + LANE_HEADER;
   y = tasksTop + summary.task_rows * TASK_ROW + SECTION_GAP;
-  return { laneTop, counterTop, tasksTop, height: y };
+  return { groups, laneTop, counterTop, tasksTop, height: y };
 }
 
 function resize() {
@@ -140,8 +149,8 @@ function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
 
 // ---- drawing ----
 
-interface DrawCounts { lanes: number; spans: number; blocks: number; taskLines: number; taskBlocks: number; tasksShown: number; arrows: number; arrowsShown: number; labels: number; taskLabels: number }
-let counts: DrawCounts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
+interface DrawCounts { groups: number; messages: number; messagesShown: number; lanes: number; spans: number; blocks: number; taskLines: number; taskBlocks: number; tasksShown: number; arrows: number; arrowsShown: number; labels: number; taskLabels: number }
+let counts: DrawCounts = { groups: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
 let hitBoxes: [number, number, number, number, Selection][] = [];
 
@@ -171,12 +180,14 @@ function render() {
   context.clearRect(0, 0, w, h);
   context.font = '11px system-ui, sans-serif';
   context.textBaseline = 'middle';
-  counts = { lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
+  counts = { groups: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
   hitBoxes = [];
   context.save();
   context.translate(0, -top);
   if (data) {
+    drawGroups();
     drawLanes(data);
+    drawMessages(data);
     drawCounters(data);
     drawTasks(data);
   }
@@ -225,6 +236,42 @@ function drawLanes(answer: WindowAnswer) {
       counts.spans++;
     }
   }
+}
+
+function drawGroups() {
+  context.font = 'bold 11px system-ui, sans-serif';
+  for (const group of layout.groups) {
+    context.fillStyle = '#d5dbe3';
+    context.fillRect(0, group.top, width(), LANE_HEADER);
+    context.fillStyle = '#111';
+    context.fillText(group.name, 4, group.top + LANE_HEADER / 2);
+    counts.groups++;
+  }
+  context.font = '11px system-ui, sans-serif';
+}
+
+// A message from the sending thread's lane, when sent, to the receiving one's, when received.
+function drawMessages(answer: WindowAnswer) {
+  context.strokeStyle = context.fillStyle = MESSAGE_COLOUR;
+  context.lineWidth = 1;
+  context.globalAlpha = 0.8;
+  for (const [fromLane, toLane, fromTime, toTime, merged] of answer.messages ?? []) {
+    const x0 = xOf(fromTime), x1 = xOf(toTime);
+    const y0 = layout.laneTop[fromLane] + LANE_HEADER / 2, y1 = layout.laneTop[toLane] + LANE_HEADER / 2;
+    context.beginPath();
+    context.moveTo(x0, y0);
+    context.lineTo(x1, y1);
+    context.stroke();
+    const angle = Math.atan2(y1 - y0, x1 - x0);
+    context.beginPath();
+    context.moveTo(x1, y1);
+    context.lineTo(x1 - 6 * Math.cos(angle - 0.4), y1 - 6 * Math.sin(angle - 0.4));
+    context.lineTo(x1 - 6 * Math.cos(angle + 0.4), y1 - 6 * Math.sin(angle + 0.4));
+    context.fill();
+    counts.messages++;
+    counts.messagesShown += merged;
+  }
+  context.globalAlpha = 1;
 }
 
 function drawCounters(answer: WindowAnswer) {
@@ -361,6 +408,9 @@ statusText.textContent = '';
 function publishState() {
   const body = document.body.dataset;
   body.lanesDrawn = String(counts.lanes);
+  body.groupsDrawn = String(counts.groups);
+  body.messagesDrawn = String(counts.messages);
+  body.messagesShown = String(counts.messagesShown);
   body.spansDrawn = String(counts.spans);
   body.spanBlocksDrawn = String(counts.blocks);
   body.taskLinesDrawn = String(counts.taskLines);
