@@ -1,11 +1,19 @@
 // The traced Asio echo example, recorded by `chronicle record`: its task graph shows, for every
-// connection the server accepted, the accept -> read -> write chain that served it.
+// connection the server accepted, the accept -> read -> write chain that served it; as two
+// processes, merged, the critical path of a client's read crosses into the server.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "model/task_graph.hpp"
+#include "reader/trace_reader.hpp"
 #include "support.hpp"
 
 namespace chronicle {
@@ -125,6 +133,66 @@ TEST(AsioExample, DumpTasksPrintsTheGraph) {
   EXPECT_EQ(babeltrace.err, "");
   EXPECT_NE(babeltrace.out.find("kind = ( \"io\""), std::string::npos);
   EXPECT_NE(babeltrace.out.find("outcome = ( \"cancelled\""), std::string::npos);
+}
+
+// The port a `--server 0` run printed, once it did (0 when it did not within the limit).
+int wait_for_port(const std::string& output, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  const std::string listening = "listening on port ";
+  while (std::chrono::steady_clock::now() < until) {
+    std::stringstream text;
+    text << std::ifstream(output).rdbuf();
+    const std::string got = text.str();
+    if (const size_t at = got.find(listening); at != std::string::npos && got.find('\n', at) != std::string::npos)
+      return std::stoi(got.substr(at + listening.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
+}
+
+TEST(AsioExample, TheCriticalPathOfAClientReadCrossesIntoTheServerProcess) {
+  TemporaryDirectory directory;
+  const std::string server_output = directory / "server.out";
+  // The server, recorded, in the background: it prints its port and ends after one connection.
+  FILE* server = popen((kCli + " record -q -o " + (directory / "server") + " -- " + kEchoExample + " --server 0 1 > " +
+                        server_output + " 2>&1")
+                           .c_str(),
+                       "r");
+  ASSERT_NE(server, nullptr);
+  const int port = wait_for_port(server_output, std::chrono::seconds(60));
+  if (port == 0) pclose(server);
+  ASSERT_NE(port, 0) << "the server never said its port";
+  const auto client = run(kCli + " record -q -o " + (directory / "client") + " -- " + kEchoExample +
+                          " --client 127.0.0.1 " + std::to_string(port) + " 1 5");
+  EXPECT_EQ(pclose(server), 0);
+  ASSERT_EQ(client.exit_code, 0) << client.err;
+  const auto merged =
+      run(kCli + " merge " + (directory / "client") + " " + (directory / "server") + " -o " + (directory / "merged"));
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+
+  // The client's last read waited for the server's last echo: its path runs through the server,
+  // whose read waited for the client's message, and so on back.
+  const reader::Trace client_trace(directory / "client");
+  const model::TaskGraph client_graph = model::build_task_graph(client_trace);
+  const Task* last_read = nullptr;
+  for (const Task& task : client_graph.tasks())
+    if (task.name == "socket.async_receive in async_read_until" && task.resolved &&
+        task.outcome == format::TaskOutcome::ok && (!last_read || *task.resolved > *last_read->resolved))
+      last_read = &task;
+  ASSERT_NE(last_read, nullptr);
+  const std::string target = std::to_string(client_trace.description().pid) + "/" + model::task_id_text(last_read->id);
+  const auto path = run(kCli + " stats --json --critical-path " + target + " " + (directory / "merged"));
+  ASSERT_EQ(path.exit_code, 0) << path.err;
+  const auto steps = nlohmann::json::parse(path.out)["steps"];
+  std::set<std::string> processes;
+  size_t messages = 0;
+  for (const auto& step : steps) {
+    processes.insert(step.value("process", ""));
+    messages += step["what"].get<std::string>().starts_with("waited for a message from another process");
+  }
+  EXPECT_EQ(processes.size(), 2u) << path.out;
+  // Five round trips: the echo and the request of each, back to the first request.
+  EXPECT_EQ(messages, 10u) << path.out;
 }
 
 }  // namespace

@@ -199,15 +199,21 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
       continue;
     }
     const uint64_t began = std::min(beginning(graph, *task), moment);
-    if (const MessageArrivals::Arrival* arrival = messages.first_between(p, current, began, moment)) {
+    // A message read in the run that begins at the moment (an Asio handler is resolved as it is
+    // invoked, and reads the message inside) explains that moment too.
+    uint64_t run_end = moment;
+    for (const auto& run : task->runs)
+      if (run.begin <= moment && run.end > run_end) run_end = run.end;
+    if (const MessageArrivals::Arrival* arrival = messages.first_between(p, current, began, run_end)) {
       // It ran once a message came: the message, and before it its sender, decided when.
       const model::Task* sender = processes[arrival->sender].graph->find(arrival->sender_task);
       const std::string from = fmt::format("{}{}", arrival->sender != p ? "another process's " : "",
                                            sender ? name_of(*sender) : model::task_id_text(arrival->sender_task));
-      backwards.push_back({p, current, name_of(*task), "ran after a message arrived", arrival->receive_ticks, moment});
-      const uint64_t flight = in_flight_ticks(processes, p, *arrival);
+      const uint64_t arrived = std::min(arrival->receive_ticks, moment);
+      backwards.push_back({p, current, name_of(*task), "ran after a message arrived", arrived, moment});
+      const uint64_t flight = std::min(in_flight_ticks(processes, p, *arrival), arrived);
       backwards.push_back({p, current, name_of(*task), fmt::format("waited for a message from {}", from),
-                           arrival->receive_ticks - flight, arrival->receive_ticks});
+                           arrived - flight, arrived});
       if (!sender) break;
       p = arrival->sender;
       current = arrival->sender_task;

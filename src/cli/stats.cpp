@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <functional>
@@ -306,18 +307,29 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
 }
 
 // `stats --critical-path`: every trace's task graph, for the path to cross between them.
-int print_critical_path(const std::vector<std::string>& directories, const StatsOptions& options) {
+int print_critical_path(const std::vector<std::string>& directories, StatsOptions options) {
   std::vector<reader::Trace> traces;
   std::vector<model::TaskGraph> graphs(directories.size());
   for (const auto& directory : directories) traces.emplace_back(directory);
+  // "PID/TASK" names a task of one process, when several have tasks of that id or name.
+  std::optional<int32_t> pid;
+  if (const size_t slash = options.critical_path.find('/');
+      slash != std::string::npos && slash > 0 && slash < 10 && slash + 1 < options.critical_path.size() &&
+      std::all_of(options.critical_path.begin(), options.critical_path.begin() + static_cast<std::ptrdiff_t>(slash),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    pid = std::stoi(options.critical_path.substr(0, slash));
+    options.critical_path = options.critical_path.substr(slash + 1);
+  }
   std::optional<size_t> owner;
   for (size_t i = 0; i < traces.size(); ++i) {
     warn_about_damage(traces[i]);
     analysis::profile_trace(traces[i], &graphs[i], progress_line(), model::GraphDetail::no_notes);
+    if (pid && traces[i].description().pid != *pid) continue;
     if (!owner && !analysis::find_tasks(graphs[i], options.critical_path).empty()) owner = i;
   }
   if (!owner)
-    throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace", options.critical_path));
+    throw std::invalid_argument(fmt::format("no task with id, label or name '{}' in the trace{}", options.critical_path,
+                                            pid ? fmt::format(" of pid {}", *pid) : std::string()));
   return print_critical_path(traces, graphs, *owner, options);
 }
 
@@ -413,7 +425,7 @@ Command add_stats(CLI::App& app) {
   command->add_option("--top", options->top, "How many span names to list (default 30)");
   command->add_option("--critical-path", options->critical_path,
                       "The chain of runs, waits and resolutions that decided when a task (id t3.17, label or "
-                      "name) finished, with the time each step contributed");
+                      "name; PID/TASK for one process of several) finished, with the time each step contributed");
   return {command, [options] { return options->counters ? print_counter_windows(*options) : print_summary(*options); }};
 }
 
