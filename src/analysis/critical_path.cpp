@@ -212,8 +212,8 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
       const uint64_t arrived = std::min(arrival->receive_ticks, moment);
       backwards.push_back({p, current, name_of(*task), "ran after a message arrived", arrived, moment});
       const uint64_t flight = std::min(in_flight_ticks(processes, p, *arrival), arrived);
-      backwards.push_back({p, current, name_of(*task), fmt::format("waited for a message from {}", from),
-                           arrived - flight, arrived});
+      backwards.push_back(
+          {p, current, name_of(*task), fmt::format("waited for a message from {}", from), arrived - flight, arrived});
       if (!sender) break;
       p = arrival->sender;
       current = arrival->sender_task;
