@@ -10,6 +10,7 @@
 #include <chronicle/context.hpp>
 #include <chronicle/coro.hpp>
 #include <condition_variable>
+#include <coroutine>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -88,6 +89,56 @@ TEST(ContextPropagation, HeaderMapsCarryTheTraceparent) {
   ASSERT_TRUE(extracted.has_value()) << headers["traceparent"];
   EXPECT_EQ(extracted->trace_id, sender.trace_id);
   EXPECT_FALSE(extract(std::map<std::string, std::string>{}).has_value());
+}
+
+// A coroutine type that carries no context (not chronicle::task): a ReceiveScope in it writes the
+// slot of the thread it opened on. Closed on another thread, it must not write that thread's slot:
+// the thread may be running (a race) or gone (its storage freed).
+struct Detached {
+  struct promise_type {
+    Detached get_return_object() { return {std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() {}
+    void unhandled_exception() { std::terminate(); }
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+Detached receive_then_suspend(std::string traceparent) {
+  ReceiveScope scope(traceparent);
+  co_await std::suspend_always{};
+}
+
+TEST(ContextPropagation, AReceiveScopeClosedOnAnotherThreadLeavesTheOpeningThreadsSlotAlone) {
+  const TraceContext sender = TraceContext::new_trace();
+  Detached coroutine = receive_then_suspend(sender.traceparent());
+  std::mutex mutex;
+  std::condition_variable changed;
+  int stage = 0;
+  TraceContext after_close;
+  std::thread opener([&] {
+    coroutine.handle.resume();  // opens the scope on this thread, then suspends
+    std::unique_lock lock(mutex);
+    stage = 1;
+    changed.notify_all();
+    changed.wait(lock, [&] { return stage == 2; });
+    after_close = current_context();
+  });
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return stage == 1; });
+  }
+  coroutine.handle.resume();  // closes the scope here
+  EXPECT_FALSE(current_context().valid()) << "this thread's slot was never changed";
+  {
+    std::lock_guard lock(mutex);
+    stage = 2;
+    changed.notify_all();
+  }
+  opener.join();
+  coroutine.handle.destroy();
+  EXPECT_EQ(after_close.trace_id, sender.trace_id) << "the closing thread wrote the opening thread's slot";
 }
 
 task<TraceContext> context_after_moving(thread_pool& pool) {

@@ -115,6 +115,9 @@ class ReceiveScope {
   bool continued_ = false;
   std::string_view why_;
   void* slot_ = nullptr;  // the slot it changed, restored as it was
+  // When that slot is a thread's own (not a task's): that thread's state, so that a scope closed
+  // on another thread (a coroutine type that carries no context) never writes it.
+  const void* owning_thread_ = nullptr;
   uint64_t saved_[3] = {};
   uint8_t saved_flags_ = 0;
   bool saved_set_ = false;

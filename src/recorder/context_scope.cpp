@@ -124,6 +124,7 @@ void ReceiveScope::open(const std::optional<TraceContext>& sender) {
   context_ = continued_ ? sender->child() : TraceContext::new_trace();
   detail::ContextSlot& slot = detail::current_context_slot();
   slot_ = &slot;
+  if (&slot == &detail::t_context.own) owning_thread_ = &detail::t_context;
   saved_[0] = slot.trace_high;
   saved_[1] = slot.trace_low;
   saved_[2] = slot.span;
@@ -151,6 +152,8 @@ ReceiveScope::~ReceiveScope() {
     }
   }
 #endif
+  // A thread's own slot is restored only on that thread: elsewhere it may be in use, or gone.
+  if (owning_thread_ && owning_thread_ != &detail::t_context) return;
   slot = {saved_[0], saved_[1], saved_[2], saved_flags_, saved_set_};
 }
 
