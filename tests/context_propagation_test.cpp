@@ -162,6 +162,52 @@ TEST(ContextPropagation, ACoroutineCarriesItsCreatorsTraceToAnotherThread) {
   EXPECT_NE(inside.span_id, sender.span_id) << "the task's own span";
 }
 
+// What each task saw as its context at run time, by task id.
+using SeenContexts = std::map<uint64_t, TraceContext>;
+
+task<void> leaf(SeenContexts& seen) {
+  seen[current_task()] = current_context();
+  co_return;
+}
+
+task<void> middle(SeenContexts& seen) {
+  seen[current_task()] = current_context();
+  co_await leaf(seen);
+}
+
+task<void> tree_root(SeenContexts& seen, const std::string& traceparent) {
+  seen[current_task()] = current_context();
+  for (int i = 0; i < 3; ++i) co_await middle(seen);
+  ReceiveScope scope(traceparent);
+  co_await middle(seen);
+}
+
+TEST(ContextPropagation, ChildTasksRecordTheirTraceOnlyWhenTheReaderCannotDeriveIt) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  SeenContexts seen;
+  const TraceContext sender = TraceContext::new_trace();
+  sync_wait(tree_root(seen, sender.traceparent()));
+  stop();
+
+  reader::Trace trace(config.output);
+  reader::SpanPairing pairing(trace);
+  int task_context_events = 0;
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
+    if (event.type == format::EventId::task_context) ++task_context_events;
+    return true;
+  });
+  ASSERT_EQ(seen.size(), 9u) << "the root, 4 middles, 4 leaves";
+  for (const auto& [task, context] : seen) {
+    const auto [high, low] = pairing.task_trace(task);
+    EXPECT_EQ(trace_hex(high, low), context.traceparent().substr(3, 32)) << "task " << task;
+    EXPECT_EQ(span_hex(pairing.task_span_id(task)), context.traceparent().substr(36, 16)) << "task " << task;
+  }
+  // Only the middle task created inside the receive has a trace its parent's does not give.
+  EXPECT_EQ(task_context_events, 1) << "children of a task in its own context are derived by the reader";
+}
+
 // A message queue between a "client" and a "server" thread of one process, standing in for a
 // socket: what crosses it is the traceparent string only.
 class Wire {

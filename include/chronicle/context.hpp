@@ -121,6 +121,8 @@ class ReceiveScope {
   uint64_t saved_[3] = {};
   uint8_t saved_flags_ = 0;
   bool saved_set_ = false;
+  uint64_t saved_owner_ = 0;
+  uint32_t saved_owner_generation_ = 0;
   uint32_t generation_ = 0;  // the session it recorded the receive in; 0: none
 };
 

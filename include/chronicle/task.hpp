@@ -67,7 +67,7 @@ inline TaskId create_task(TaskKind kind, TaskName name = {}, TaskId parent = cur
                                : detail::task_name_from_location(name.location.function_name(),
                                                                  name.location.file_name(), name.location.line());
   detail::emit_task_create(*writer, task, parent, kind, name_id);
-  if (detail::current_context_slot().set) [[unlikely]]
+  if (!detail::reader_derives_child_context(detail::current_context_slot(), parent, writer->generation)) [[unlikely]]
     detail::record_inherited_context(task);
   return task;
 }

@@ -57,6 +57,7 @@ void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot) {
   const ContextSlot& scope = current_context_slot();
   if (task == 0) {  // not recording: the context only propagates
     slot = scope;
+    slot.owner = 0;
     return;
   }
   const format::ContextSalt salt{g_context_salt_high.load(std::memory_order_relaxed),
@@ -69,12 +70,15 @@ void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot) {
     slot.set = true;
   }
   slot.span = format::derived_task_span_id(salt, task);
+  slot.owner = 0;
 #ifndef CHRONICLE_DISABLE
+  ThreadWriter* writer = task_writer();
+  if (!writer) return;
+  slot.owner = task;
+  slot.owner_generation = writer->generation;
   // The reader derives a task's trace from its id when it has no parent, else takes its parent's;
-  // anything else is recorded (create_task() has recorded the context in scope already).
-  if (!scope.set && parent != 0) {
-    if (ThreadWriter* writer = task_writer()) emit_task_context(*writer, task, slot);
-  }
+  // anything else is recorded (create_task() has recorded a context in scope already).
+  if (!scope.set && parent != 0) emit_task_context(*writer, task, slot);
 #else
   (void)parent;
 #endif
@@ -130,6 +134,8 @@ void ReceiveScope::open(const std::optional<TraceContext>& sender) {
   saved_[2] = slot.span;
   saved_flags_ = slot.flags;
   saved_set_ = slot.set;
+  saved_owner_ = slot.owner;
+  saved_owner_generation_ = slot.owner_generation;
   slot = detail::slot_of(context_);
 #ifndef CHRONICLE_DISABLE
   if (detail::ThreadWriter* writer = detail::task_writer()) {
@@ -154,7 +160,7 @@ ReceiveScope::~ReceiveScope() {
 #endif
   // A thread's own slot is restored only on that thread: elsewhere it may be in use, or gone.
   if (owning_thread_ && owning_thread_ != &detail::t_context) return;
-  slot = {saved_[0], saved_[1], saved_[2], saved_flags_, saved_set_};
+  slot = {saved_[0], saved_[1], saved_[2], saved_flags_, saved_set_, saved_owner_, saved_owner_generation_};
 }
 
 }  // namespace chronicle

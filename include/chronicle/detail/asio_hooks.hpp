@@ -65,9 +65,11 @@ inline void creation(Context& /*context*/, TrackedHandler& handler, const char* 
   const TaskId task = detail::new_task_id();
   handler.chronicle_task_id_ = task;
   const uint32_t name_id = detail::task_name_from_operation(object_type, op_name, Location::current_function());
-  detail::emit_task_create(*writer, task, current_task(), kind_of(object_type), name_id);
-  if (detail::current_context_slot().set) detail::record_inherited_context(task);
-  detail::capture_task_context(task, current_task(), handler.chronicle_context_);
+  const TaskId parent = current_task();
+  detail::emit_task_create(*writer, task, parent, kind_of(object_type), name_id);
+  if (!detail::reader_derives_child_context(detail::current_context_slot(), parent, writer->generation))
+    detail::record_inherited_context(task);
+  detail::capture_task_context(task, parent, handler.chronicle_context_);
 #else
   (void)handler, (void)object_type, (void)op_name;
 #endif

@@ -22,6 +22,11 @@ struct ContextSlot {
   uint64_t span = 0;  // the span work in scope is a child of: a task's, a receive's
   uint8_t flags = 0;
   bool set = false;
+  // The task whose own context this is, in session `owner_generation` (0: none, or changed since,
+  // by a ReceiveScope). A child created by that task in that session gets its trace from its
+  // parent's in the reader, so nothing needs recording for it.
+  uint64_t owner = 0;
+  uint32_t owner_generation = 0;
 };
 
 struct ContextThreadState {
@@ -45,13 +50,18 @@ inline ContextSlot* exchange_context_slot(ContextSlot* slot) {
   return previous;
 }
 
+// Whether the reader derives the trace of a task created now under `parent` in session
+// `generation` without a task_context event: the context in scope is `parent`'s own, or none.
+inline bool reader_derives_child_context(const ContextSlot& scope, uint64_t parent, uint32_t generation) {
+  return !scope.set || (parent != 0 && scope.owner == parent && scope.owner_generation == generation);
+}
+
 // Fills the slot of a task that carries its context (a coroutine, an Asio handler) just created
 // with id `task` under `parent`: the context in scope, else a trace of its own; and records it
 // when the reader could not derive it (src/recorder/context_scope.cpp).
 void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot);
 
-// For a task that does not carry a context (create_task): records the context in scope, if any,
-// as the task's trace.
+// Records the context in scope as task's trace (when reader_derives_child_context says it must).
 void record_inherited_context(uint64_t task);
 
 }  // namespace chronicle::detail
