@@ -91,6 +91,31 @@ TEST(ContextPropagation, HeaderMapsCarryTheTraceparent) {
   EXPECT_FALSE(extract(std::map<std::string, std::string>{}).has_value());
 }
 
+task<TraceContext> context_in_a_task() {
+  co_return current_context();
+}
+
+TEST(ContextPropagation, AReceivedTracestateIsCarriedOnToSendsAndTasks) {
+  const TraceContext sender = TraceContext::new_trace();
+  {
+    ReceiveScope scope(sender.traceparent(), "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+    EXPECT_EQ(current_context().tracestate, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+    EXPECT_EQ(sync_wait(context_in_a_task()).tracestate, current_context().tracestate) << "a task carries it";
+    std::map<std::string, std::string> headers{{"tracestate", "stale=1"}};
+    inject(headers);
+    EXPECT_EQ(headers["tracestate"], "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+    {
+      ReceiveScope inner(TraceContext::new_trace().traceparent());
+      EXPECT_EQ(current_context().tracestate, "") << "a receive with none carries none";
+      std::map<std::string, std::string> none;
+      inject(none);
+      EXPECT_EQ(none.count("tracestate"), 0u);
+    }
+    EXPECT_EQ(current_context().tracestate, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7") << "restored";
+  }
+  EXPECT_EQ(current_context().tracestate, "");
+}
+
 // A coroutine type that carries no context (not chronicle::task): a ReceiveScope in it writes the
 // slot of the thread it opened on. Closed on another thread, it must not write that thread's slot:
 // the thread may be running (a race) or gone (its storage freed).

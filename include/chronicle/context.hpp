@@ -16,7 +16,8 @@
 // Tasks carry the context they were created in: a chronicle::task and an Asio handler continue
 // their creator's trace wherever they resume. All of it stays available with CHRONICLE_DISABLE
 // (contexts then propagate and nothing is recorded). Ids are made without coordination: no lock
-// and no system call per id (see new_trace()).
+// and no system call per id (see new_trace()). send_traceparent(), inject() and ReceiveScope build
+// strings: they allocate, so they are not for signal handlers.
 #pragma once
 
 #include <array>
@@ -118,21 +119,20 @@ class ReceiveScope {
   // When that slot is a thread's own (not a task's): that thread's state, so that a scope closed
   // on another thread (a coroutine type that carries no context) never writes it.
   const void* owning_thread_ = nullptr;
-  uint64_t saved_[3] = {};
-  uint8_t saved_flags_ = 0;
-  bool saved_set_ = false;
-  uint64_t saved_owner_ = 0;
-  uint32_t saved_owner_generation_ = 0;
-  uint32_t generation_ = 0;  // the session it recorded the receive in; 0: none
+  alignas(8) unsigned char saved_slot_[48] = {};  // the slot as it was (detail::ContextSlot)
+  uint32_t generation_ = 0;                       // the session it recorded the receive in; 0: none
 };
 
 // Header maps (std::map<std::string, std::string>, httplib::Headers, ...): `inject` records a send
 // and sets "traceparent"; `extract` reads "traceparent" and "tracestate" back, for a ReceiveScope.
-// (A received tracestate is kept on the ReceiveScope's context; it is not yet carried on to sends.)
+// A received tracestate is carried on: `inject` sets "tracestate" to the one in scope, if any.
 template <typename Headers>
 void inject(Headers& headers) {
   headers.erase("traceparent");
+  headers.erase("tracestate");
   headers.emplace("traceparent", send_traceparent());
+  std::string tracestate = current_context().tracestate;
+  if (!tracestate.empty()) headers.emplace("tracestate", std::move(tracestate));
 }
 template <typename Headers>
 std::optional<TraceContext> extract(const Headers& headers) {

@@ -2,6 +2,10 @@
 // and receives (chronicle/context.hpp). Context events share the "task" category's switch: they
 // are what ties tasks of several processes together.
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
 
 #include "chronicle/context.hpp"
 #include "chronicle/detail/context_state.hpp"
@@ -44,6 +48,17 @@ TraceContext context_of(const ContextSlot& slot) {
   return context;
 }
 
+// Interned tracestates: a slot is plain data copied into every task, so it names a tracestate by
+// its index here. Strings are kept for the process's life; the table is bounded (kMaxTracestates
+// entries of at most 512 characters), and a tracestate that does not fit, or comes while another
+// thread is interning one (never waited for: a ReceiveScope must not block), is not carried on.
+constexpr uint32_t kMaxTracestates = 1024;
+std::atomic<const std::string*> g_tracestates[kMaxTracestates + 1];  // [0] unused: 0 means none
+std::mutex g_tracestate_mutex;                                       // guards the map and the count
+// Never destroyed: a ReceiveScope may open in a thread still running while the process exits.
+std::unordered_map<std::string_view, uint32_t>* g_tracestate_index = nullptr;
+uint32_t g_tracestate_count = 0;
+
 #ifndef CHRONICLE_DISABLE
 void emit_task_context(ThreadWriter& writer, uint64_t task, const ContextSlot& slot) {
   const format::TaskContextPayload payload{task, slot.trace_high, slot.trace_low, slot.flags};
@@ -52,6 +67,26 @@ void emit_task_context(ThreadWriter& writer, uint64_t task, const ContextSlot& s
 #endif
 
 }  // namespace
+
+uint32_t intern_tracestate(std::string_view tracestate) {
+  if (tracestate.empty()) return 0;
+  std::unique_lock lock(g_tracestate_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  if (!g_tracestate_index) g_tracestate_index = new std::unordered_map<std::string_view, uint32_t>;
+  if (const auto found = g_tracestate_index->find(tracestate); found != g_tracestate_index->end()) return found->second;
+  if (g_tracestate_count == kMaxTracestates) return 0;
+  const auto* kept = new std::string(tracestate);
+  const uint32_t index = ++g_tracestate_count;
+  g_tracestates[index].store(kept, std::memory_order_release);  // pairs with interned_tracestate's acquire
+  g_tracestate_index->emplace(*kept, index);
+  return index;
+}
+
+std::string_view interned_tracestate(uint32_t index) {
+  if (index == 0 || index > kMaxTracestates) return {};
+  const std::string* kept = g_tracestates[index].load(std::memory_order_acquire);
+  return kept ? std::string_view(*kept) : std::string_view{};
+}
 
 void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot) {
   const ContextSlot& scope = current_context_slot();
@@ -67,6 +102,7 @@ void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot) {
   } else {
     format::derived_task_trace_id(salt, task, slot.trace_high, slot.trace_low);
     slot.flags = TraceContext::kSampledFlag;
+    slot.tracestate = 0;
     slot.set = true;
   }
   slot.span = format::derived_task_span_id(salt, task);
@@ -96,7 +132,10 @@ void record_inherited_context([[maybe_unused]] uint64_t task) {
 
 TraceContext current_context() {
   const detail::ContextSlot& slot = detail::current_context_slot();
-  return slot.set ? detail::context_of(slot) : TraceContext{};
+  if (!slot.set) return {};
+  TraceContext context = detail::context_of(slot);
+  context.tracestate = detail::interned_tracestate(slot.tracestate);
+  return context;
 }
 
 std::string send_traceparent() {
@@ -129,14 +168,10 @@ void ReceiveScope::open(const std::optional<TraceContext>& sender) {
   detail::ContextSlot& slot = detail::current_context_slot();
   slot_ = &slot;
   if (&slot == &detail::t_context.own) owning_thread_ = &detail::t_context;
-  saved_[0] = slot.trace_high;
-  saved_[1] = slot.trace_low;
-  saved_[2] = slot.span;
-  saved_flags_ = slot.flags;
-  saved_set_ = slot.set;
-  saved_owner_ = slot.owner;
-  saved_owner_generation_ = slot.owner_generation;
+  static_assert(sizeof(detail::ContextSlot) <= sizeof saved_slot_ && std::is_trivially_copyable_v<detail::ContextSlot>);
+  std::memcpy(saved_slot_, &slot, sizeof slot);
   slot = detail::slot_of(context_);
+  slot.tracestate = detail::intern_tracestate(context_.tracestate);
 #ifndef CHRONICLE_DISABLE
   if (detail::ThreadWriter* writer = detail::task_writer()) {
     const uint64_t parent = continued_ ? detail::load_big_endian(sender->span_id.data()) : 0;
@@ -160,7 +195,7 @@ ReceiveScope::~ReceiveScope() {
 #endif
   // A thread's own slot is restored only on that thread: elsewhere it may be in use, or gone.
   if (owning_thread_ && owning_thread_ != &detail::t_context) return;
-  slot = {saved_[0], saved_[1], saved_[2], saved_flags_, saved_set_, saved_owner_, saved_owner_generation_};
+  std::memcpy(&slot, saved_slot_, sizeof slot);
 }
 
 }  // namespace chronicle

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string_view>
 
 #include "chronicle/detail/layout.hpp"
 
@@ -27,6 +28,7 @@ struct ContextSlot {
   // parent's in the reader, so nothing needs recording for it.
   uint64_t owner = 0;
   uint32_t owner_generation = 0;
+  uint32_t tracestate = 0;  // a received tracestate carried on (intern_tracestate); 0: none
 };
 
 struct ContextThreadState {
@@ -49,6 +51,11 @@ inline ContextSlot* exchange_context_slot(ContextSlot* slot) {
   t_context.current = slot;
   return previous;
 }
+
+// A received tracestate as a small number a slot can carry (0 for an empty one, or when it cannot
+// be kept: see the definition), and back.
+uint32_t intern_tracestate(std::string_view tracestate);
+std::string_view interned_tracestate(uint32_t index);
 
 // Whether the reader derives the trace of a task created now under `parent` in session
 // `generation` without a task_context event: the context in scope is `parent`'s own, or none.
