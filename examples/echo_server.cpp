@@ -212,7 +212,8 @@ class LoadConnection : public std::enable_shared_from_this<LoadConnection> {
       return finish();
     }
     chronicle::ReceiveScope receive(traceparent);
-    CHRONICLE_COUNTER("client", "round trips", ++sent_);
+    ++sent_;  // not inside the counter: its value is evaluated only while a session runs
+    CHRONICLE_COUNTER("client", "round trips", sent_);
     if (sent_ < settings_.messages) return send();
     finish();
   }
@@ -238,6 +239,16 @@ int positive_argument(char** argv, int index, int argc, int fallback) {
   if (index >= argc) return fallback;
   const int value = std::atoi(argv[index]);
   return value > 0 ? value : fallback;
+}
+
+// [connections] [messages] [message bytes], from argv[first] on; defaults where absent.
+Settings client_settings(char** argv, int argc, int first) {
+  Settings settings;
+  settings.connections = positive_argument(argv, first, argc, settings.connections);
+  settings.messages = positive_argument(argv, first + 1, argc, settings.messages);
+  settings.message_bytes =
+      static_cast<size_t>(positive_argument(argv, first + 2, argc, static_cast<int>(settings.message_bytes)));
+  return settings;
 }
 
 // Runs the client's connections to `endpoint` on this thread; true when all of them finished.
@@ -267,11 +278,7 @@ int serve(char** argv, int argc) {
 }
 
 int connect_to(char** argv, int argc) {
-  Settings settings;
-  settings.connections = positive_argument(argv, 4, argc, settings.connections);
-  settings.messages = positive_argument(argv, 5, argc, settings.messages);
-  settings.message_bytes =
-      static_cast<size_t>(positive_argument(argv, 6, argc, static_cast<int>(settings.message_bytes)));
+  const Settings settings = client_settings(argv, argc, 4);
   std::error_code error;
   const auto address = asio::ip::make_address(argv[2], error);
   if (error) {
@@ -293,11 +300,7 @@ int main(int argc, char** argv) {
                  "       echo_example --client HOST PORT [connections] [messages] [message bytes]\n");
     return 2;
   }
-  Settings settings;
-  settings.connections = positive_argument(argv, 1, argc, settings.connections);
-  settings.messages = positive_argument(argv, 2, argc, settings.messages);
-  settings.message_bytes =
-      static_cast<size_t>(positive_argument(argv, 3, argc, static_cast<int>(settings.message_bytes)));
+  const Settings settings = client_settings(argv, argc, 1);
 
   asio::io_context server_io;
   EchoServer server(server_io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));

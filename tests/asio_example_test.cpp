@@ -33,6 +33,14 @@ std::vector<const Task*> children_named(const model::TaskGraph& graph, const Tas
   return out;
 }
 
+// The example as a user first runs it, with no session: it must end by itself (a counter's value
+// expression is not evaluated when no session runs, so the example must not count in one).
+TEST(AsioExample, RunsToTheEndWithNoSessionToo) {
+  const auto result = run("timeout 60 " + kEchoExample + " 2 3");
+  ASSERT_EQ(result.exit_code, 0) << "124 is the timeout: the client never finished\n" << result.err;
+  EXPECT_NE(result.out.find("2 finished"), std::string::npos) << result.out;
+}
+
 TEST(AsioExample, EveryAcceptedConnectionHasItsAcceptReadWriteChain) {
   constexpr int kConnections = 5;
   constexpr int kMessages = 20;

@@ -4,6 +4,8 @@
 //   CHRONICLE_INSTANT("net", "closed");         // a point in time
 //   CHRONICLE_NOTE("net", "peer {}", address);  // free text, formatted only when recorded
 //   CHRONICLE_COUNTER("net", "queue", depth);   // a counter's new value
+//     (like every trace point's arguments, `depth` is evaluated only while a session runs:
+//     give it no side effect)
 //
 // With CHRONICLE_DISABLE defined every macro compiles to nothing. With no session running,
 // or the category off, a trace point costs one load and one branch.
