@@ -131,6 +131,12 @@ int span_kind(const json& span) {
   return named == kNames.end() ? 0 : static_cast<int>(named - kNames.begin());
 }
 
+// A string field, "" when it is absent or not a string (value() would throw on another type).
+std::string text_at(const json& object, const char* key) {
+  const auto found = object.find(key);
+  return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
 const json* array_at(const json& object, const char* key, const char* older_key = nullptr) {
   auto found = object.find(key);
   if (found == object.end() && older_key) found = object.find(older_key);
@@ -142,7 +148,7 @@ std::string attribute(const json& resource, std::string_view key) {
   const json* attributes = array_at(resource, "attributes");
   if (!attributes || !attributes->is_array()) return "";
   for (const json& pair : *attributes) {
-    if (!pair.is_object() || pair.value("key", "") != key) continue;
+    if (!pair.is_object() || text_at(pair, "key") != key) continue;
     const auto value = pair.find("value");
     if (value == pair.end() || !value->is_object()) return "";
     for (const char* kind : {"stringValue", "intValue"}) {
@@ -206,8 +212,8 @@ class SpanReader {
     if (!scope_spans.is_object()) refuse(file_, line, "a scopeSpans entry is not an object");
     std::string scope = "otlp";
     const auto scope_field = scope_spans.find(scope_spans.contains("scope") ? "scope" : "instrumentationLibrary");
-    if (scope_field != scope_spans.end() && scope_field->is_object() && !scope_field->value("name", "").empty())
-      scope = scope_field->value("name", "");
+    if (scope_field != scope_spans.end() && scope_field->is_object() && !text_at(*scope_field, "name").empty())
+      scope = text_at(*scope_field, "name");
     const json* spans = array_at(scope_spans, "spans");
     if (!spans) return;
     if (!spans->is_array()) refuse(file_, line, "\"spans\" is not an array");
@@ -221,7 +227,7 @@ class SpanReader {
   void leave_out(size_t line, const json& span, const std::string& reason) {
     if (conversion_.left_out_count() == 0)
       conversion_.first_left_out = fmt::format("{}span \"{}\": {}", line == 0 ? "" : fmt::format("line {}: ", line),
-                                               span.value("name", ""), reason);
+                                               text_at(span, "name"), reason);
     ++conversion_.left_out[reason];
   }
 
@@ -247,10 +253,8 @@ class SpanReader {
     out.trace_low = (*trace)[1];
     out.id = (*id)[1];
     out.kind = span_kind(span);
-    const auto name = span.find("name");
-    out.name = name != span.end() && name->is_string() && !name->get_ref<const std::string&>().empty()
-                   ? name->get<std::string>()
-                   : "(unnamed)";
+    out.name = text_at(span, "name");
+    if (out.name.empty()) out.name = "(unnamed)";
     out.scope = scope;
     out.start = *start;
     out.end = *end;
