@@ -803,15 +803,23 @@ TEST_F(MergeOtlp, BadInputIsRefusedOrCounted) {
           "none of its 1 spans could be read (the first: span \"bad id\": spanId is not 16 hex digits");
 
   const std::string mixed = output_ / "mixed.json";
-  std::ofstream(mixed) << otlp_request("svc", "h", 1,
-                                       {{good_trace, "0000000000000001", "", "good", 1, kEpoch, kEpoch + 10},
-                                        {good_trace, "0000000000000002", "", "backwards", 1, kEpoch + 10, kEpoch},
-                                        {"0af7", "0000000000000003", "", "short trace", 1, kEpoch, kEpoch + 10},
-                                        {good_trace, "0000000000000004", "xyz", "bad parent", 1, kEpoch, kEpoch + 10},
-                                        {good_trace, "0000000000000005", "", "no start", 1, 0, kEpoch + 10}});
+  nlohmann::json request =
+      nlohmann::json::parse(otlp_request("svc", "h", 1,
+                                         {{good_trace, "0000000000000001", "", "good", 1, kEpoch, kEpoch + 10},
+                                          {good_trace, "0000000000000002", "", "backwards", 1, kEpoch + 10, kEpoch},
+                                          {"0af7", "0000000000000003", "", "short trace", 1, kEpoch, kEpoch + 10},
+                                          {good_trace, "0000000000000004", "xyz", "bad parent", 1, kEpoch, kEpoch + 10},
+                                          {good_trace, "0000000000000005", "", "no start", 1, 0, kEpoch + 10},
+                                          {good_trace, "0000000000000006", "", "past 2262", 1, kEpoch, kEpoch}}));
+  // A 19-digit time past int64 (the year 2262).
+  request["resourceSpans"][0]["scopeSpans"][0]["spans"][5]["startTimeUnixNano"] = "9300000000000000000";
+  request["resourceSpans"][0]["scopeSpans"][0]["spans"][5]["endTimeUnixNano"] = "9300000000000000001";
+  std::ofstream(mixed) << request.dump();
+
   const auto result = run(kCli + " merge " + mixed + " -o " + out);
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.err.find("warning: " + mixed + ": 4 spans left out: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("warning: " + mixed + ": 5 spans left out: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("2 with startTimeUnixNano missing or not a number"), std::string::npos) << result.err;
   for (const char* reason :
        {"1 with endTimeUnixNano before startTimeUnixNano", "1 with traceId is not 32 hex digits",
         "1 with parentSpanId is not empty or 16 hex digits", "1 with startTimeUnixNano missing or not a number"})

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -107,16 +108,23 @@ std::optional<std::array<uint64_t, 2>> hex_id(const json& value, size_t digits) 
   return halves;
 }
 
-// A fixed64 of the JSON encoding: a string of digits, or a number.
+// A fixed64 of the JSON encoding: a string of digits, or a number. Past int64 (the year 2262)
+// it is no time a trace can hold.
 std::optional<uint64_t> unix_nanos(const json& span, const char* key) {
   const auto found = span.find(key);
   if (found == span.end()) return std::nullopt;
-  if (found->is_number_unsigned()) return found->get<uint64_t>();
-  if (!found->is_string()) return std::nullopt;
-  const std::string& text = found->get_ref<const std::string&>();
-  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  return std::stoull(text);
+  uint64_t value = 0;
+  if (found->is_number_unsigned()) {
+    value = found->get<uint64_t>();
+  } else {
+    if (!found->is_string()) return std::nullopt;
+    const std::string& text = found->get_ref<const std::string&>();
+    if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    value = std::stoull(text);
+  }
+  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  return value;
 }
 
 int span_kind(const json& span) {
