@@ -10,11 +10,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "format/metadata.hpp"
 #include "merge/clock_alignment.hpp"
+#include "merge/otlp_input.hpp"
 #include "merge/trace_merge.hpp"
+#include "reader/messages.hpp"
 #include "reader/trace_directory.hpp"
 #include "support.hpp"
 
@@ -31,6 +34,7 @@ const std::string kCli = CHRONICLE_CLI;
 const std::string kExample = THREADS_EXAMPLE;
 const std::string kForkExec = FORK_EXEC;
 const std::string kBt2Check = BT2_CHECK;
+const std::string kEcho = ECHO_EXAMPLE;
 
 constexpr int64_t kEpoch = 1'700'000'000'000'000'000;  // November 2023, in Unix ns
 
@@ -542,6 +546,290 @@ TEST_F(MergeCommand, PairsMoveTheRemoteClockInTheMergedMetadata) {
   std::sort(our_times.begin(), our_times.end());
   for (size_t i = 0; i < our_times.size(); ++i)
     ASSERT_LE(std::llabs(their_times[i] - our_times[i]), 1) << "event " << i;  // babeltrace2 goes through a double
+}
+
+// --- OTLP/JSON files of spans as inputs ---------------------------------------------------------
+
+std::string hex16(uint64_t value) {
+  return fmt::format("{:016x}", value);
+}
+
+struct OtlpSpanText {
+  std::string trace_id;
+  std::string span_id;
+  std::string parent;
+  std::string name;
+  int kind = 1;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+std::string otlp_request(const std::string& service, const std::string& host, int pid,
+                         const std::vector<OtlpSpanText>& spans) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const OtlpSpanText& span : spans)
+    list.push_back({{"traceId", span.trace_id},
+                    {"spanId", span.span_id},
+                    {"parentSpanId", span.parent},
+                    {"name", span.name},
+                    {"kind", span.kind},
+                    {"startTimeUnixNano", std::to_string(span.start_ns)},
+                    {"endTimeUnixNano", std::to_string(span.end_ns)},
+                    {"attributes", nlohmann::json::array()},
+                    {"status", nlohmann::json::object()}});
+  nlohmann::json attributes = {{{"key", "service.name"}, {"value", {{"stringValue", service}}}},
+                               {{"key", "host.name"}, {"value", {{"stringValue", host}}}},
+                               {{"key", "process.pid"}, {"value", {{"intValue", std::to_string(pid)}}}}};
+  nlohmann::json request = {{"resourceSpans",
+                             {{{"resource", {{"attributes", attributes}}},
+                               {"scopeSpans", {{{"scope", {{"name", "http"}}}, {"spans", list}}}}}}}};
+  return request.dump();
+}
+
+// The spans of an OTLP/JSON file that chronicle's export wrote: name by span id, and the parents.
+struct ExportedSpans {
+  std::map<std::string, std::string> names;  // by span id
+  std::vector<std::string> parents;          // non-empty parentSpanIds
+  std::multiset<std::string> name_set;
+};
+
+ExportedSpans read_exported(const std::string& file) {
+  ExportedSpans out;
+  const nlohmann::json request = nlohmann::json::parse(slurp(file));
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) {
+        out.names[span["spanId"].get<std::string>()] = span["name"].get<std::string>();
+        out.name_set.insert(span["name"].get<std::string>());
+        const std::string parent = span.value("parentSpanId", "");
+        if (!parent.empty()) out.parents.push_back(parent);
+      }
+  return out;
+}
+
+class MergeOtlp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    scratch_ = new TemporaryDirectory;
+    ASSERT_EQ(run(kCli + " record -q -o " + (*scratch_ / "echo") + " -- " + kEcho + " 1 2").exit_code, 0);
+  }
+  static void TearDownTestSuite() { delete scratch_; }
+  static std::string path(const std::string& name) { return *scratch_ / name; }
+  TemporaryDirectory output_;
+
+ private:
+  static TemporaryDirectory* scratch_;
+};
+TemporaryDirectory* MergeOtlp::scratch_ = nullptr;
+
+// A SERVER span of another service, whose parent is a send of the chronicle trace, is that send's
+// receive: merge finds the pair and aligns on it; every tool and babeltrace2 read the output.
+TEST_F(MergeOtlp, AServerSpanWhoseParentIsAChronicleSendIsItsReceive) {
+  const reader::Trace echo(path("echo"));
+  reader::MessageEnd send;
+  bool found = false;
+  reader::for_each_message_end(echo, [&](const reader::MessageEnd& end) {
+    if (end.send && !found) send = end, found = true;
+  });
+  ASSERT_TRUE(found) << "the echo example recorded no send";
+  const std::string trace_id = hex16(send.key.trace_high) + hex16(send.key.trace_low);
+  const int64_t sent_ns = echo.to_unix_ns(send.ticks);
+  // The other service's clock reads 3 ms late: its receive seems to come before the send.
+  const int64_t skew = -3'000'000;
+  const std::vector<OtlpSpanText> spans = {
+      {trace_id, "1111111111111111", hex16(send.key.send_span), "POST /checkout", 2, sent_ns + 50'000 + skew,
+       sent_ns + 900'000 + skew},
+      {trace_id, "2222222222222222", "1111111111111111", "load cart", 1, sent_ns + 100'000 + skew,
+       sent_ns + 400'000 + skew},
+      {trace_id, "3333333333333333", "1111111111111111", "GET /prices", 3, sent_ns + 500'000 + skew,
+       sent_ns + 800'000 + skew},
+  };
+  const std::string file = output_ / "checkout.otlp.json";
+  std::ofstream(file) << otlp_request("checkout", "shop-host", 4711, spans);
+
+  const std::string out = output_ / "merged";
+  const auto result = run(kCli + " merge " + path("echo") + " " + file + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_EQ(result.err, "");
+  EXPECT_NE(result.out.find("merged 2 traces from 2 hosts"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("1 message pair between hosts"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("host shop-host (1 trace): "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("1 pairs with " + echo.description().hostname), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(file + " (service checkout, 3 spans) -> " + out + "/shop-host-4711-checkout"),
+            std::string::npos)
+      << result.out;
+
+  // Read back: the pair is there, and the receive now follows its send.
+  const auto directories = reader::find_traces(out);
+  ASSERT_EQ(directories.size(), 2u);
+  std::vector<reader::Trace> merged;
+  for (const auto& directory : directories) merged.emplace_back(directory);
+  const auto pairs = merge::find_message_pairs(merged);
+  ASSERT_EQ(pairs.size(), 1u);
+  const reader::Trace& otlp = merged[pairs[0].receiver];
+  EXPECT_EQ(otlp.description().process_name, "checkout");
+  EXPECT_EQ(otlp.description().hostname, "shop-host");
+  EXPECT_EQ(otlp.description().pid, 4711);
+  EXPECT_GE(pairs[0].receive_ns, pairs[0].send_ns);
+
+  const auto dump = run(kCli + " dump " + out);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  for (const char* name : {"checkout", "POST /checkout", "load cart", "GET /prices", "receive", "send"})
+    EXPECT_NE(dump.out.find(name), std::string::npos) << name << "\n" << dump.out;
+  const auto stats = run(kCli + " stats " + out);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE(stats.out.find("shop-host"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("checkout"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("load cart"), std::string::npos) << stats.out;
+
+  // Exported to OTLP: the other service's spans keep their names, the receive its id, and no
+  // parent dangles.
+  const std::string exported = output_ / "merged.otlp.json";
+  const auto otlp_export = run(kCli + " export --format otlp -o " + exported + " " + out);
+  ASSERT_EQ(otlp_export.exit_code, 0) << otlp_export.err;
+  const ExportedSpans spans_out = read_exported(exported);
+  for (const std::string& parent : spans_out.parents)
+    EXPECT_TRUE(spans_out.names.count(parent)) << "dangling parent " << parent;
+  ASSERT_TRUE(spans_out.names.count("1111111111111111"));
+  EXPECT_TRUE(spans_out.name_set.count("POST /checkout"));
+  EXPECT_TRUE(spans_out.name_set.count("GET /prices"));
+  const auto chrome = run(kCli + " export --format chrome -o " + (output_ / "merged.json") + " " + out);
+  ASSERT_EQ(chrome.exit_code, 0) << chrome.err;
+  EXPECT_NE(slurp(output_ / "merged.json").find("POST /checkout"), std::string::npos);
+  const auto view = run(kCli + " view --html " + (output_ / "merged.html") + " " + out);
+  ASSERT_EQ(view.exit_code, 0) << view.err;
+  EXPECT_NE(slurp(output_ / "merged.html").find("POST /checkout"), std::string::npos);
+
+  const auto babeltrace = run("babeltrace2 " + out);
+  ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
+  const std::string subtrace = out + "/shop-host-4711-checkout";
+  const auto theirs = run("/usr/bin/python3 " + kBt2Check + " " + subtrace);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
+  size_t their_events = 0;
+  const nlohmann::json their_trace = nlohmann::json::parse(theirs.out);
+  for (const auto& event : their_trace["events"])
+    their_events += event["event"] != "site_definition" && event["event"] != "thread_definition";
+  EXPECT_EQ(their_events, test::read_all(reader::Trace(subtrace)).size());
+}
+
+// A CLIENT span whose span id a chronicle receive names as its parent is that receive's send.
+TEST_F(MergeOtlp, AClientSpanIsTheSendOfTheReceiveThatNamesIt) {
+  TemporaryDirectory staging;
+  const std::string file = output_ / "client.json";
+  std::ofstream(file) << otlp_request(
+      "client", "client-host", 7,
+      {{"0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "", "GET /", 3, kEpoch, kEpoch + 2'000'000}});
+  const merge::OtlpConversion conversion = merge::convert_otlp_file(file, staging.path());
+  ASSERT_EQ(conversion.processes.size(), 1u);
+  const reader::Trace trace(conversion.processes[0].directory);
+  std::vector<reader::MessageEnd> ends;
+  reader::for_each_message_end(trace, [&](const reader::MessageEnd& end) { ends.push_back(end); });
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_TRUE(ends[0].send);
+  EXPECT_EQ(ends[0].key, (reader::MessageKey{0x0af7651916cd43ddULL, 0x8448eb211c80319cULL, 0xb7ad6b7169203331ULL}));
+  EXPECT_EQ(trace.to_unix_ns(ends[0].ticks), kEpoch);
+}
+
+// chronicle's own OTLP export, merged back, gives the same spans by count and name.
+TEST_F(MergeOtlp, ChroniclesOwnExportRoundTrips) {
+  const std::string exported = output_ / "echo.otlp.json";
+  ASSERT_EQ(run(kCli + " export --format otlp -o " + exported + " " + path("echo")).exit_code, 0);
+  const std::string out = output_ / "back";
+  const auto result = run(kCli + " merge " + exported + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  const std::string again = output_ / "again.otlp.json";
+  const auto second = run(kCli + " export --format otlp -o " + again + " " + out);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const ExportedSpans before = read_exported(exported), after = read_exported(again);
+  EXPECT_GT(before.name_set.size(), 10u);
+  EXPECT_EQ(after.name_set.size(), before.name_set.size());
+  EXPECT_EQ(after.name_set, before.name_set);
+  for (const std::string& parent : after.parents) EXPECT_TRUE(after.names.count(parent)) << parent;
+  const auto babeltrace = run("babeltrace2 " + out + " > /dev/null");
+  EXPECT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
+}
+
+// One request per line (the Collector's file exporter), times as numbers: one process.
+TEST_F(MergeOtlp, OneRequestPerLineWithNumericTimesMakesOneProcess) {
+  const std::string file = output_ / "lines.json";
+  {
+    std::ofstream lines(file);
+    for (int i = 0; i < 3; ++i) {
+      nlohmann::json request = nlohmann::json::parse(otlp_request(
+          "worker", "w-host", 9,
+          {{"0af7651916cd43dd8448eb211c80319c", hex16(0x100 + i), "", fmt::format("job {}", i), 1, 0, 0}}));
+      auto& span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+      span["startTimeUnixNano"] = static_cast<uint64_t>(kEpoch + i * 1'000'000);
+      span["endTimeUnixNano"] = static_cast<uint64_t>(kEpoch + i * 1'000'000 + 500'000);
+      lines << request.dump() << "\n";
+    }
+  }
+  TemporaryDirectory staging;
+  const merge::OtlpConversion conversion = merge::convert_otlp_file(file, staging.path());
+  ASSERT_EQ(conversion.processes.size(), 1u);
+  EXPECT_EQ(conversion.processes[0].spans, 3u);
+  const auto events = test::read_all(reader::Trace(conversion.processes[0].directory));
+  EXPECT_EQ(events.size(), 6u);
+}
+
+// A file that is not OTLP/JSON is refused with its name and the reason (exit 2), and leaves no
+// output; spans with bad ids or times are left out, counted and named.
+TEST_F(MergeOtlp, BadInputIsRefusedOrCounted) {
+  const std::string out = output_ / "out";
+  auto refused = [&](const std::string& name, const std::string& content, const std::string& reason) {
+    const std::string file = output_ / name;
+    std::ofstream(file) << content;
+    const auto result = run(kCli + " merge " + path("echo") + " " + file + " -o " + out);
+    EXPECT_EQ(result.exit_code, 2) << name << ": " << result.err;
+    EXPECT_NE(result.err.find(file + ": "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << name << " left an output behind";
+  };
+  refused("binary.json",
+          std::string("\x7f"
+                      "ELF\x02\x01\x01\0\0\0",
+                      10),
+          "not JSON");
+  refused("lines.json", "{\"resourceSpans\":[]}\n{\"resourceSpans\": [\n", "line 2: not JSON");
+  refused("other.json", "{\"traces\": []}", "no \"resourceSpans\" array");
+  refused("empty-request.json", "{\"resourceSpans\": []}", "no spans in it");
+  refused("wrong-type.json", "{\"resourceSpans\": [{\"scopeSpans\": 3}]}", "\"scopeSpans\" is not an array");
+  refused("empty.json", "", "empty");
+  const std::string good_trace = "0af7651916cd43dd8448eb211c80319c";
+  refused("all-bad.json", otlp_request("svc", "h", 1, {{good_trace, "zz", "", "bad id", 1, kEpoch, kEpoch + 10}}),
+          "none of its 1 spans could be read (the first: span \"bad id\": spanId is not 16 hex digits");
+
+  const std::string mixed = output_ / "mixed.json";
+  nlohmann::json request =
+      nlohmann::json::parse(otlp_request("svc", "h", 1,
+                                         {{good_trace, "0000000000000001", "", "good", 1, kEpoch, kEpoch + 10},
+                                          {good_trace, "0000000000000002", "", "backwards", 1, kEpoch + 10, kEpoch},
+                                          {"0af7", "0000000000000003", "", "short trace", 1, kEpoch, kEpoch + 10},
+                                          {good_trace, "0000000000000004", "xyz", "bad parent", 1, kEpoch, kEpoch + 10},
+                                          {good_trace, "0000000000000005", "", "no start", 1, 0, kEpoch + 10},
+                                          {good_trace, "0000000000000006", "", "past 2262", 1, kEpoch, kEpoch}}));
+  // A 19-digit time past int64 (the year 2262).
+  request["resourceSpans"][0]["scopeSpans"][0]["spans"][5]["startTimeUnixNano"] = "9300000000000000000";
+  request["resourceSpans"][0]["scopeSpans"][0]["spans"][5]["endTimeUnixNano"] = "9300000000000000001";
+  std::ofstream(mixed) << request.dump();
+
+  const auto result = run(kCli + " merge " + mixed + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("warning: " + mixed + ": 5 spans left out: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("2 with startTimeUnixNano missing or not a number"), std::string::npos) << result.err;
+  for (const char* reason : {"1 with endTimeUnixNano before startTimeUnixNano", "1 with traceId is not 32 hex digits",
+                             "1 with parentSpanId is not empty or 16 hex digits"})
+    EXPECT_NE(result.err.find(reason), std::string::npos) << reason << "\n" << result.err;
+  EXPECT_NE(result.out.find("(service svc, 1 span)"), std::string::npos) << result.out;
+
+  // The same file twice is refused, as the same trace twice is.
+  const auto twice = run(kCli + " merge " + mixed + " " + mixed + " -o " + (output_ / "twice"));
+  EXPECT_EQ(twice.exit_code, 1) << twice.err;
+  EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
+  EXPECT_FALSE(std::filesystem::exists(output_ / "twice"));
 }
 
 }  // namespace

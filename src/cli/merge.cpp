@@ -3,10 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <optional>
+#include <set>
+#include <stdexcept>
 
 #include "cli/common.hpp"
+#include "merge/otlp_input.hpp"
 #include "merge/trace_merge.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
@@ -80,10 +87,71 @@ void refuse_output_inside_inputs(const std::vector<reader::Trace>& traces, const
   }
 }
 
-int run_merge(const MergeOptions& options) {
+// Where OTLP/JSON inputs become traces before they are merged (a private temporary directory,
+// removed on every way out).
+class StagingDirectory {
+ public:
+  StagingDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "chronicle-merge-otlp-XXXXXX").string();
+    if (!::mkdtemp(pattern.data()))
+      throw std::runtime_error(fmt::format("cannot create a directory like {}: {}", pattern, std::strerror(errno)));
+    path_ = pattern;
+  }
+  ~StagingDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  StagingDirectory(const StagingDirectory&) = delete;
+  StagingDirectory& operator=(const StagingDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void warn_about_left_out(const std::string& file, const merge::OtlpConversion& conversion) {
+  const uint64_t count = conversion.left_out_count();
+  if (count == 0) return;
+  std::string reasons;
+  for (const auto& [reason, spans] : conversion.left_out)
+    reasons += fmt::format("{}{} with {}", reasons.empty() ? "" : ", ", spans, reason);
+  fmt::print(stderr, "chronicle: warning: {}: {} span{} left out: {} (the first: {})\n", file, count,
+             count == 1 ? "" : "s", reasons, conversion.first_left_out);
+}
+
+// The inputs' trace directories, OTLP/JSON files converted into `staging`; `origins` says where
+// each came from, for the summary.
+std::vector<std::string> input_traces(const MergeOptions& options, std::optional<StagingDirectory>& staging,
+                                      std::vector<std::string>& origins) {
   std::vector<std::string> directories;
-  for (const std::string& input : options.inputs)
-    for (std::string& directory : reader::find_traces(input)) directories.push_back(std::move(directory));
+  std::set<std::filesystem::path> files;
+  for (const std::string& input : options.inputs) {
+    if (!merge::is_otlp_input(input)) {
+      for (std::string& directory : reader::find_traces(input)) {
+        origins.push_back(directory);
+        directories.push_back(std::move(directory));
+      }
+      continue;
+    }
+    std::error_code error;
+    if (!files.insert(std::filesystem::weakly_canonical(input, error)).second)
+      throw std::invalid_argument(fmt::format("{} is given twice: give each input once", input));
+    if (!staging) staging.emplace();
+    const merge::OtlpConversion conversion = merge::convert_otlp_file(input, staging->path());
+    warn_about_left_out(input, conversion);
+    for (const merge::OtlpProcess& process : conversion.processes) {
+      origins.push_back(fmt::format("{} (service {}, {} span{})", input, process.service, process.spans,
+                                    process.spans == 1 ? "" : "s"));
+      directories.push_back(process.directory);
+    }
+  }
+  return directories;
+}
+
+int run_merge(const MergeOptions& options) {
+  std::optional<StagingDirectory> staging;
+  std::vector<std::string> origins;
+  const std::vector<std::string> directories = input_traces(options, staging, origins);
   const std::vector<reader::Trace> traces = merge::open_traces(directories);
   for (const reader::Trace& trace : traces) warn_about_damage(trace);
   const merge::MergePlan plan = merge::plan_merge(traces, merge::find_message_pairs(traces));
@@ -105,7 +173,7 @@ int run_merge(const MergeOptions& options) {
              options.output, human_bytes(bytes), plan.pairs, plan.pairs == 1 ? "" : "s");
   print_hosts(plan);
   for (size_t index = 0; index < traces.size(); ++index)
-    fmt::print("  {} -> {}/{}\n", traces[index].directory(), options.output, plan.traces[index].subdirectory);
+    fmt::print("  {} -> {}/{}\n", origins[index], options.output, plan.traces[index].subdirectory);
   return 0;
 }
 
@@ -115,7 +183,10 @@ Command add_merge(CLI::App& app) {
   auto options = std::make_shared<MergeOptions>();
   CLI::App* command = app.add_subcommand(
       "merge", "Make one trace of several (processes, hosts, record runs), each host's clock aligned on the first's");
-  command->add_option("traces", options->inputs, "Trace directories (or record runs' directories)")->required();
+  command
+      ->add_option("traces", options->inputs,
+                   "Trace directories (or record runs' directories), or OTLP/JSON files of spans")
+      ->required();
   command->add_option("-o,--output", options->output, "The merged trace's directory (new, or empty)")->required();
   command->add_flag("--allow-shared-output", options->allow_shared_output,
                     "Write into a directory other users may write in too");

@@ -1,0 +1,430 @@
+#include "merge/otlp_input.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
+#include "format/input_error.hpp"
+#include "format/trace_writer.hpp"
+
+namespace chronicle::merge {
+namespace {
+
+using nlohmann::json;
+
+// OTLP's SpanKind values.
+constexpr int kKindServer = 2;
+constexpr int kKindClient = 3;
+constexpr int kKindProducer = 4;
+constexpr int kKindConsumer = 5;
+
+constexpr uint8_t kSampled = 1;  // the W3C flag: the span was recorded
+
+struct Span {
+  uint64_t trace_high = 0;
+  uint64_t trace_low = 0;
+  uint64_t id = 0;
+  uint64_t parent = 0;
+  int kind = 0;
+  std::string name;
+  std::string scope;
+  uint64_t start = 0;
+  uint64_t end = 0;
+};
+
+struct Resource {
+  std::string service;
+  std::string host;
+  int32_t pid = 0;
+  std::vector<Span> spans;
+};
+
+using ResourceKey = std::tuple<std::string, std::string, int32_t>;
+
+[[noreturn]] void refuse(const std::string& file, size_t line, const std::string& what) {
+  throw format::InputError(line == 0 ? fmt::format("{}: {}", file, what)
+                                     : fmt::format("{}: line {}: {}", file, line, what));
+}
+
+// The requests of the file, each with its line (0 when the file is one document).
+std::vector<std::pair<size_t, json>> read_requests(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (!in) refuse(file, 0, "cannot be read");
+  const std::string text = content.str();
+  std::vector<std::pair<size_t, json>> requests;
+  json whole = json::parse(text, nullptr, false);
+  if (!whole.is_discarded()) {
+    requests.emplace_back(0, std::move(whole));
+    return requests;
+  }
+  // One request per line, as the OpenTelemetry Collector's file exporter writes them.
+  std::istringstream lines(text);
+  std::string line;
+  size_t number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      requests.emplace_back(number, json::parse(line));
+    } catch (const json::exception& error) {
+      refuse(file, number,
+             fmt::format("not JSON ({}): an OTLP/JSON input is an ExportTraceServiceRequest, or one "
+                         "per line",
+                         error.what()));
+    }
+  }
+  if (requests.empty()) refuse(file, 0, "empty: no OTLP/JSON request in it");
+  return requests;
+}
+
+// A hex id of `digits` digits that is not all zeros, as two 64-bit halves (high first).
+std::optional<std::array<uint64_t, 2>> hex_id(const json& value, size_t digits) {
+  if (!value.is_string()) return std::nullopt;
+  const std::string& text = value.get_ref<const std::string&>();
+  if (text.size() != digits) return std::nullopt;
+  std::array<uint64_t, 2> halves{};
+  for (size_t i = 0; i < digits; ++i) {
+    const char c = text[i];
+    const int nibble = c >= '0' && c <= '9'   ? c - '0'
+                       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                              : -1;
+    if (nibble < 0) return std::nullopt;
+    uint64_t& half = halves[digits == 32 && i < 16 ? 0 : 1];
+    half = half << 4 | static_cast<uint64_t>(nibble);
+  }
+  if (halves[0] == 0 && halves[1] == 0) return std::nullopt;
+  return halves;
+}
+
+// A fixed64 of the JSON encoding: a string of digits, or a number. Past int64 (the year 2262)
+// it is no time a trace can hold.
+std::optional<uint64_t> unix_nanos(const json& span, const char* key) {
+  const auto found = span.find(key);
+  if (found == span.end()) return std::nullopt;
+  uint64_t value = 0;
+  if (found->is_number_unsigned()) {
+    value = found->get<uint64_t>();
+  } else {
+    if (!found->is_string()) return std::nullopt;
+    const std::string& text = found->get_ref<const std::string&>();
+    if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    value = std::stoull(text);
+  }
+  if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  return value;
+}
+
+int span_kind(const json& span) {
+  const auto found = span.find("kind");
+  if (found == span.end()) return 0;
+  if (found->is_number_integer()) return found->get<int>();
+  if (!found->is_string()) return 0;
+  static const std::array<std::string_view, 6> kNames = {"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL",
+                                                         "SPAN_KIND_SERVER",      "SPAN_KIND_CLIENT",
+                                                         "SPAN_KIND_PRODUCER",    "SPAN_KIND_CONSUMER"};
+  const auto named = std::find(kNames.begin(), kNames.end(), found->get_ref<const std::string&>());
+  return named == kNames.end() ? 0 : static_cast<int>(named - kNames.begin());
+}
+
+// A string field, "" when it is absent or not a string (value() would throw on another type).
+std::string text_at(const json& object, const char* key) {
+  const auto found = object.find(key);
+  return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
+const json* array_at(const json& object, const char* key, const char* older_key = nullptr) {
+  auto found = object.find(key);
+  if (found == object.end() && older_key) found = object.find(older_key);
+  return found == object.end() ? nullptr : &*found;
+}
+
+// A resource's attribute as text (string or int value); "" when absent.
+std::string attribute(const json& resource, std::string_view key) {
+  const json* attributes = array_at(resource, "attributes");
+  if (!attributes || !attributes->is_array()) return "";
+  for (const json& pair : *attributes) {
+    if (!pair.is_object() || text_at(pair, "key") != key) continue;
+    const auto value = pair.find("value");
+    if (value == pair.end() || !value->is_object()) return "";
+    for (const char* kind : {"stringValue", "intValue"}) {
+      const auto held = value->find(kind);
+      if (held == value->end()) continue;
+      if (held->is_string()) return held->get<std::string>();
+      if (held->is_number_integer()) return std::to_string(held->get<int64_t>());
+    }
+  }
+  return "";
+}
+
+class SpanReader {
+ public:
+  SpanReader(std::string file, OtlpConversion& conversion) : file_(std::move(file)), conversion_(conversion) {}
+
+  void read_request(size_t line, const json& request) {
+    const json* resource_spans = request.is_object() ? array_at(request, "resourceSpans") : nullptr;
+    if (!resource_spans || !resource_spans->is_array())
+      refuse(file_, line, "not an OTLP/JSON trace request: no \"resourceSpans\" array (an ExportTraceServiceRequest)");
+    for (const json& entry : *resource_spans) {
+      if (!entry.is_object()) refuse(file_, line, "a resourceSpans entry is not an object");
+      static const json kNoResource = json::object();
+      const auto resource_field = entry.find("resource");
+      const json& resource =
+          resource_field != entry.end() && resource_field->is_object() ? *resource_field : kNoResource;
+      Resource& into = resource_of(resource, line);
+      const json* scopes = array_at(entry, "scopeSpans", "instrumentationLibrarySpans");
+      if (!scopes) continue;
+      if (!scopes->is_array()) refuse(file_, line, "\"scopeSpans\" is not an array");
+      for (const json& scope : *scopes) read_scope(scope, line, into);
+    }
+  }
+
+  std::map<ResourceKey, Resource>& resources() { return resources_; }
+  uint64_t seen() const { return seen_; }
+
+ private:
+  Resource& resource_of(const json& resource, size_t line) {
+    std::string service = attribute(resource, "service.name");
+    std::string host = attribute(resource, "host.name");
+    const std::string pid_text = attribute(resource, "process.pid");
+    int32_t pid = 0;
+    if (!pid_text.empty()) {
+      try {
+        pid = static_cast<int32_t>(std::stol(pid_text));
+      } catch (const std::exception&) {
+        refuse(file_, line, fmt::format("process.pid \"{}\" is not a number", pid_text));
+      }
+    }
+    if (service.empty()) service = "unknown_service";  // OpenTelemetry's name for a service without one
+    if (host.empty()) host = "otlp";
+    Resource& found = resources_[{service, host, pid}];
+    found.service = service;
+    found.host = host;
+    found.pid = pid;
+    return found;
+  }
+
+  void read_scope(const json& scope_spans, size_t line, Resource& into) {
+    if (!scope_spans.is_object()) refuse(file_, line, "a scopeSpans entry is not an object");
+    std::string scope = "otlp";
+    const auto scope_field = scope_spans.find(scope_spans.contains("scope") ? "scope" : "instrumentationLibrary");
+    if (scope_field != scope_spans.end() && scope_field->is_object() && !text_at(*scope_field, "name").empty())
+      scope = text_at(*scope_field, "name");
+    const json* spans = array_at(scope_spans, "spans");
+    if (!spans) return;
+    if (!spans->is_array()) refuse(file_, line, "\"spans\" is not an array");
+    for (const json& span : *spans) {
+      if (!span.is_object()) refuse(file_, line, "a span is not an object");
+      ++seen_;
+      read_span(span, line, scope, into);
+    }
+  }
+
+  void leave_out(size_t line, const json& span, const std::string& reason) {
+    if (conversion_.left_out_count() == 0)
+      conversion_.first_left_out = fmt::format("{}span \"{}\": {}", line == 0 ? "" : fmt::format("line {}: ", line),
+                                               text_at(span, "name"), reason);
+    ++conversion_.left_out[reason];
+  }
+
+  void read_span(const json& span, size_t line, const std::string& scope, Resource& into) {
+    Span out;
+    const auto trace = hex_id(span.value("traceId", json()), 32);
+    if (!trace) return leave_out(line, span, "traceId is not 32 hex digits (not all zero)");
+    const auto id = hex_id(span.value("spanId", json()), 16);
+    if (!id) return leave_out(line, span, "spanId is not 16 hex digits (not all zero)");
+    const json parent = span.value("parentSpanId", json(""));
+    if (!(parent.is_string() &&
+          (parent.get<std::string>().empty() || parent.get<std::string>() == "0000000000000000"))) {
+      const auto parent_id = hex_id(parent, 16);
+      if (!parent_id) return leave_out(line, span, "parentSpanId is not empty or 16 hex digits");
+      out.parent = (*parent_id)[1];
+    }
+    const auto start = unix_nanos(span, "startTimeUnixNano");
+    const auto end = unix_nanos(span, "endTimeUnixNano");
+    if (!start || *start == 0) return leave_out(line, span, "startTimeUnixNano missing or not a number");
+    if (!end || *end == 0) return leave_out(line, span, "endTimeUnixNano missing or not a number");
+    if (*end < *start) return leave_out(line, span, "endTimeUnixNano before startTimeUnixNano");
+    out.trace_high = (*trace)[0];
+    out.trace_low = (*trace)[1];
+    out.id = (*id)[1];
+    out.kind = span_kind(span);
+    out.name = text_at(span, "name");
+    if (out.name.empty()) out.name = "(unnamed)";
+    out.scope = scope;
+    out.start = *start;
+    out.end = *end;
+    into.spans.push_back(std::move(out));
+  }
+
+  std::string file_;
+  OtlpConversion& conversion_;
+  std::map<ResourceKey, Resource> resources_;
+  uint64_t seen_ = 0;
+};
+
+// 64 bits of FNV-1a over `text`, from `basis`.
+uint64_t fnv1a(std::string_view text, uint64_t basis) {
+  for (char c : text) basis = (basis ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+  return basis;
+}
+
+// The same file's same resource gets the same uuid, so that merge refuses it given twice.
+std::array<uint8_t, 16> resource_uuid(const std::string& content_digest, const Resource& resource) {
+  const std::string key = fmt::format("{}\n{}\n{}\n{}", content_digest, resource.service, resource.host, resource.pid);
+  std::array<uint8_t, 16> uuid{};
+  const uint64_t halves[2] = {fnv1a(key, 0xcbf29ce484222325ULL), fnv1a(key, 0x84222325cbf29ce4ULL)};
+  for (int i = 0; i < 16; ++i) uuid[i] = static_cast<uint8_t>(halves[i / 8] >> (56 - 8 * (i % 8)));
+  uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x80);  // a name-based uuid (version 8: custom)
+  uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
+  return uuid;
+}
+
+// Writes the events of one span, its beginning or its end, on its lane.
+class SpanEvents {
+ public:
+  explicit SpanEvents(format::TraceWriter& writer, uint64_t base_ns) : writer_(writer), base_(base_ns) {}
+
+  void begin(uint32_t lane, const Span& span) {
+    const uint64_t at = span.start - base_;
+    if (is_receive(span))
+      writer_.add(lane, format::EventId::context_receive, at,
+                  {span.trace_high, span.trace_low, span.id, span.parent, uint64_t{kSampled}});
+    if (named(span)) writer_.add(lane, format::EventId::span_begin, at, {uint64_t{site(span)}});
+    if (is_send(span))
+      writer_.add(lane, format::EventId::context_send, at,
+                  {span.trace_high, span.trace_low, span.id, uint64_t{kSampled}});
+  }
+
+  void end(uint32_t lane, const Span& span) {
+    const uint64_t at = span.end - base_;
+    if (named(span)) writer_.add(lane, format::EventId::span_end, at, {uint64_t{site(span)}});
+    if (is_receive(span)) writer_.add(lane, format::EventId::context_receive_end, at, {span.id});
+  }
+
+ private:
+  static bool is_receive(const Span& span) { return span.kind == kKindServer || span.kind == kKindConsumer; }
+  static bool is_send(const Span& span) { return span.kind == kKindClient || span.kind == kKindProducer; }
+  // A receive or send alone reads back as a span named "receive" or an instant "send": one of
+  // those needs no span of its own (chronicle's own export round-trips as it was).
+  static bool named(const Span& span) {
+    if (is_receive(span)) return span.name != "receive";
+    if (is_send(span)) return span.name != "send" || span.end != span.start;
+    return true;
+  }
+  uint32_t site(const Span& span) { return writer_.define_site(format::SiteKind::span, span.scope, span.name); }
+
+  format::TraceWriter& writer_;
+  uint64_t base_;
+};
+
+// Puts spans on lanes (the trace's threads) so that each lane's spans nest, as a thread's spans
+// do: a span goes on its parent's lane when the parent holds it, else on the first lane whose
+// innermost open span holds it, else on a new lane.
+void write_lanes(std::vector<Span>& spans, format::TraceWriter& writer, uint64_t base_ns) {
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
+  SpanEvents events(writer, base_ns);
+  std::vector<std::vector<const Span*>> lanes;  // the open spans of each lane, innermost last
+  std::map<uint64_t, size_t> lane_of;           // by span id
+  auto close_until = [&](size_t lane, uint64_t time) {
+    auto& open = lanes[lane];
+    while (!open.empty() && open.back()->end <= time) {
+      events.end(static_cast<uint32_t>(lane + 1), *open.back());
+      open.pop_back();
+    }
+  };
+  auto holds = [&](size_t lane, const Span& span) {
+    close_until(lane, span.start);
+    return lanes[lane].empty() || lanes[lane].back()->end >= span.end;
+  };
+  for (const Span& span : spans) {
+    std::optional<size_t> chosen;
+    if (const auto parent = lane_of.find(span.parent);
+        span.parent != 0 && parent != lane_of.end() && holds(parent->second, span) && !lanes[parent->second].empty())
+      chosen = parent->second;
+    for (size_t lane = 0; !chosen && lane < lanes.size(); ++lane)
+      if (holds(lane, span)) chosen = lane;
+    if (!chosen) {
+      lanes.emplace_back();
+      chosen = lanes.size() - 1;
+      writer.define_thread(static_cast<uint32_t>(*chosen + 1), fmt::format("otlp lane {}", *chosen + 1));
+    }
+    lanes[*chosen].push_back(&span);
+    lane_of[span.id] = *chosen;
+    events.begin(static_cast<uint32_t>(*chosen + 1), span);
+  }
+  for (size_t lane = 0; lane < lanes.size(); ++lane) close_until(lane, ~uint64_t{0});
+}
+
+std::string path_part(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
+  return out.empty() ? "unknown" : out;
+}
+
+OtlpProcess write_resource(Resource& resource, const std::string& digest, const std::string& directory) {
+  uint64_t base = ~uint64_t{0};
+  for (const Span& span : resource.spans) base = std::min(base, span.start);
+  format::TraceDescription description;
+  description.uuid = resource_uuid(digest, resource);
+  // Ticks are nanoseconds since the first span began; the wall-clock reference places them, as a
+  // recorded trace's is placed.
+  description.clock = {1'000'000'000, 0, 0, base, 0, 0};
+  description.pid = resource.pid;
+  description.process_name = resource.service;
+  description.hostname = resource.host;
+  format::TraceWriter writer(description);
+  write_lanes(resource.spans, writer, base);
+  writer.write(directory);
+  return {directory, resource.service, resource.host, resource.pid, resource.spans.size()};
+}
+
+}  // namespace
+
+uint64_t OtlpConversion::left_out_count() const {
+  uint64_t count = 0;
+  for (const auto& [reason, spans] : left_out) count += spans;
+  return count;
+}
+
+bool is_otlp_input(const std::string& input) {
+  std::error_code error;
+  const auto status = std::filesystem::status(input, error);
+  return !error && std::filesystem::exists(status) && !std::filesystem::is_directory(status);
+}
+
+OtlpConversion convert_otlp_file(const std::string& file, const std::string& staging) {
+  OtlpConversion conversion;
+  SpanReader reader(file, conversion);
+  std::string digest;
+  for (const auto& [line, request] : read_requests(file)) {
+    reader.read_request(line, request);
+    digest = fmt::format("{:016x}", fnv1a(request.dump(), fnv1a(digest, 0xcbf29ce484222325ULL)));
+  }
+  if (reader.seen() == 0) refuse(file, 0, "no spans in it");
+  size_t index = 0;
+  for (auto& [key, resource] : reader.resources()) {
+    if (resource.spans.empty()) continue;
+    const std::string directory = fmt::format("{}/{}-{}", staging, ++index, path_part(resource.service));
+    conversion.processes.push_back(write_resource(resource, digest, directory));
+  }
+  if (conversion.processes.empty())
+    refuse(file, 0,
+           fmt::format("none of its {} spans could be read (the first: {})", reader.seen(), conversion.first_left_out));
+  return conversion;
+}
+
+}  // namespace chronicle::merge
