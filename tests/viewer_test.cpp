@@ -298,6 +298,76 @@ TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
   for (const int fd : idle) ::close(fd);
 }
 
+// Per call path (the names of the spans open on the thread, outermost first): the time within
+// [begin, end] and the spans that overlap it, paired by hand from the raw events.
+std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> totals_by_path(const reader::Trace& trace,
+                                                                                 const TimelineIndex& index,
+                                                                                 uint64_t begin, uint64_t end) {
+  std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> out;
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    std::vector<std::pair<std::string, uint64_t>> open;
+    trace.for_each_in_stream(stream, [&](const reader::Event& event) {
+      if (event.type == format::EventId::span_begin)
+        open.emplace_back(index.site_name(event.name_id), index.to_ns(event.ticks));
+      if (event.type == format::EventId::span_end && !open.empty()) {
+        const uint64_t from = open.back().second;
+        const uint64_t to = index.to_ns(event.ticks);
+        if (to >= begin && from <= end) {
+          std::vector<std::string> path;
+          for (const auto& [name, time] : open) path.push_back(name);
+          auto& [total, count] = out[path];
+          total += std::min(to, end) - std::min(std::max(from, begin), std::min(to, end));
+          ++count;
+        }
+        open.pop_back();
+      }
+      return true;
+    });
+  }
+  return out;
+}
+
+std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> flame_paths(const nlohmann::json& flame) {
+  std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> out;
+  const auto& frames = flame["frames"];
+  for (size_t k = 1; k < frames.size(); ++k) {
+    std::vector<std::string> path;
+    for (int64_t f = static_cast<int64_t>(k); f > 0; f = frames[f][0].get<int64_t>())
+      path.insert(path.begin(), flame["names"][frames[f][1].get<size_t>()].get<std::string>());
+    out[path] = {frames[k][2].get<uint64_t>(), frames[k][4].get<uint64_t>()};
+  }
+  return out;
+}
+
+TEST_F(ViewerTest, TheFlameGraphOfARangeHasEachCallPathsTimeInIt) {
+  const uint64_t duration = index_->duration();
+  for (const auto& [begin, end] :
+       std::vector<std::pair<uint64_t, uint64_t>>{{0, duration},
+                                                  {duration / 3, duration / 3 + duration / 7},
+                                                  {duration / 2, duration / 2 + duration / 1000}}) {
+    SCOPED_TRACE(::testing::Message() << "range " << begin << ".." << end);
+    const auto flame = viewer::flame_json(*index_, begin, end);
+    EXPECT_EQ(flame["source"], "spans");
+    const auto expected = totals_by_path(*trace_, *index_, begin, end);
+    EXPECT_EQ(flame_paths(flame), expected);
+    uint64_t outermost = 0;
+    for (const auto& [path, total] : expected) outermost += path.size() == 1 ? total.first : 0;
+    EXPECT_EQ(flame["frames"][0][2].get<uint64_t>(), outermost) << "the root holds every outermost span's time";
+  }
+  // By hand, from the demo (120 rounds on each of 3 workers, every round a job): round holds
+  // prepare (which holds parse, a 2 us spin) and the job's compute (a 3 us spin).
+  const auto whole = flame_paths(viewer::flame_json(*index_, 0, duration));
+  const std::vector<std::string> round = {"demo/round"};
+  const std::vector<std::string> prepare = {"demo/round", "demo/prepare"};
+  const std::vector<std::string> parse = {"demo/round", "demo/prepare", "demo/parse"};
+  const std::vector<std::string> compute = {"demo/round", "demo/compute"};
+  ASSERT_EQ(whole.size(), 4u);
+  for (const auto& path : {round, prepare, parse, compute}) EXPECT_EQ(whole.at(path).second, 360u) << path.back();
+  EXPECT_GE(whole.at(parse).first, 360u * 2000);
+  EXPECT_GE(whole.at(compute).first, 360u * 3000);
+  EXPECT_GE(whole.at(round).first, whole.at(prepare).first + whole.at(compute).first);
+}
+
 TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
   httplib::Client client("127.0.0.1", server.port());
@@ -317,6 +387,11 @@ TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   const auto bad = client.Get("/api/task?index=999999999");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+  const uint64_t third = index_->duration() / 3;
+  const auto flame = client.Get("/api/flame?begin=" + std::to_string(third) + "&end=" + std::to_string(2 * third));
+  ASSERT_TRUE(flame);
+  ASSERT_EQ(flame->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(flame->body), viewer::flame_json(*index_, third, 2 * third));
   const auto search = client.Get("/api/search?q=job%202.5");
   ASSERT_TRUE(search);
   EXPECT_EQ(nlohmann::json::parse(search->body)["hits"][0]["display"], "job 2.5");

@@ -1,5 +1,7 @@
 #include "viewer/json_api.hpp"
 
+#include "analysis/flame_graph.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -414,6 +416,43 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
             {"resolved", stats.tasks_resolved},
             {"failed", stats.tasks_failed},
             {"cancelled", stats.tasks_cancelled}}}};
+}
+
+json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
+  // Call sites of one name are one frame: each site is named once, the first time it is met.
+  constexpr uint32_t kUnnamed = UINT32_MAX;
+  std::vector<uint32_t> name_of_site;
+  std::unordered_map<std::string, uint32_t> name_ids;
+  json names = json::array();
+  const analysis::FlameGraph::NameOf name_of = [&](uint32_t site) {
+    if (site >= name_of_site.size()) name_of_site.resize(site + 1, kUnnamed);
+    if (name_of_site[site] == kUnnamed) {
+      std::string name = index.site_name(site);
+      const auto [found, inserted] = name_ids.try_emplace(name, static_cast<uint32_t>(names.size()));
+      if (inserted) names.push_back(std::move(name));
+      name_of_site[site] = found->second;
+    }
+    return name_of_site[site];
+  };
+  analysis::FlameGraph graph(begin, end);
+  std::vector<analysis::SpanLevel> levels;
+  for (const Lane& lane : index.lanes()) {
+    levels.clear();
+    for (const IntervalRow& row : lane.depths) levels.push_back({row.begins, row.ends, row.items});
+    graph.add_thread(levels, name_of);
+  }
+  graph.finish();
+  json frames = json::array();
+  for (const analysis::FlameFrame& frame : graph.frames()) {
+    const bool root = frame.parent == analysis::FlameFrame::kNoParent;
+    frames.push_back({root ? -1 : static_cast<int64_t>(frame.parent), root ? -1 : static_cast<int64_t>(frame.name),
+                      frame.total_ns, frame.self_ns, frame.count});
+  }
+  return {{"begin", graph.begin()},
+          {"end", graph.end()},
+          {"source", "spans"},
+          {"names", std::move(names)},
+          {"frames", std::move(frames)}};
 }
 
 }  // namespace chronicle::viewer

@@ -18,6 +18,12 @@ nlohmann::json span_details_json(const TimelineIndex& index, uint32_t lane, uint
 nlohmann::json task_details_json(const TimelineIndex& index, uint32_t task);
 nlohmann::json search_json(const TimelineIndex& index, const std::string& text, size_t limit);
 nlohmann::json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end);
+// The flame graph of the spans in [begin, end] (analysis/flame_graph.hpp), merged by name path
+// over every thread: `frames` depth-first, each [parent (-1 for the root), name (index into
+// `names`; -1 for the root), total ns, self ns, count], a frame's children largest first.
+// `source` says what was aggregated: "spans" (sampled stacks, when traces carry them, are
+// another source for the same frames).
+nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end);
 
 // The tasks as a self-contained page carries them, so that it can answer what task_details_json
 // answers (critical path included) by itself, lazily: per task a line [begin, end, row, state,

@@ -59,7 +59,8 @@ httplib::Server::Handler json_handler(Answer answer) {
 
 const char* kNotBuilt =
     "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
-    "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=\n";
+    "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=, "
+    "/api/flame?begin=&end=\n";
 
 std::string escape_for_script(std::string text) {
   // Inside <script>, only "</" can end the element early; "<\/" means the same in JS and JSON.
@@ -157,6 +158,10 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
              }));
   server.Get("/api/stats", json_handler([trace](const httplib::Request& request) {
                return stats_json(*trace, time_parameter(request, "begin", 0),
+                                 time_parameter(request, "end", trace->duration()));
+             }));
+  server.Get("/api/flame", json_handler([trace](const httplib::Request& request) {
+               return flame_json(*trace, time_parameter(request, "begin", 0),
                                  time_parameter(request, "end", trace->duration()));
              }));
   server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {

@@ -1,7 +1,9 @@
 // End to end: record traces, serve them with `chronicle view --port 0`, and drive the page in
 // Debian's Chromium (headless, through playwright-core): what is drawn matches the model
 // (`chronicle dump --tasks`), zoom and pan move the window, a click opens a task's details,
-// search finds a label, shift+drag gives range stats, --html works from a file, and a merged
+// search finds a label, shift+drag gives range stats and the range's flame graph (totals as the
+// server's range stats count them, the whole trace's counted by hand), hovering shows tooltips,
+// the URL restores the window and selection, --html works from a file, and a merged
 // trace of two processes shows both, under a header each, with the messages between them.
 //
 //   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR
@@ -243,6 +245,170 @@ try {
     await page.screenshot({ path: join(artifacts, 'demo-range-stats.png') });
   });
 
+  // The flame graph's call paths as "a;b;c" with their totals, counts and self times.
+  const flamePaths = answer => answer.frames.slice(1).map((frame, k) => {
+    const names = [];
+    for (let f = k + 1; f > 0; f = answer.frames[f][0]) names.unshift(answer.names[answer.frames[f][1]]);
+    return { path: names.join(';'), name: names[names.length - 1], total: frame[2], self: frame[3], count: frame[4], index: k + 1 };
+  });
+  const flameSettled = (target, begin) => target.waitForFunction(
+    expected => document.body.dataset.flameReady === 'true' && (expected === null || document.body.dataset.flameBegin === String(expected)),
+    begin, { timeout: 60000 });
+
+  await step('the flame graph of the range has each span name\'s time in the range, as the server counts it', async () => {
+    await flameSettled(page, null);
+    const answer = await page.evaluate(() => window.chronicleFlame.answer());
+    const [stats, served] = await page.evaluate(async ({ begin, end }) => Promise.all([
+      fetch(`api/stats?begin=${begin}&end=${end}`).then(r => r.json()), fetch(`api/flame?begin=${begin}&end=${end}`).then(r => r.json())]),
+      { begin: answer.begin, end: answer.end });
+    assert.deepEqual(answer, served, 'the page shows the server\'s flame graph of the range');
+    const range = await page.evaluate(() => window.chronicleViewer.rangeSelection());
+    assert.ok(Math.abs(answer.begin - range.begin) <= 1 && Math.abs(answer.end - range.end) <= 1, 'of the selected range');
+    const paths = flamePaths(answer);
+    assert.ok(paths.length > 0, 'spans in the range');
+    // The demo nests round > prepare > parse and round > compute: nothing else.
+    const known = ['demo/round', 'demo/round;demo/prepare', 'demo/round;demo/prepare;demo/parse', 'demo/round;demo/compute'];
+    for (const { path } of paths) assert.ok(known.includes(path), `a call path of the demo: ${path}`);
+    assert.ok(stats.names_complete);
+    for (const name of stats.top_names) {
+      const frames = paths.filter(p => p.name === name.name);
+      assert.equal(frames.reduce((sum, p) => sum + p.total, 0), name.total_ns, `${name.name}: time in the range`);
+      assert.equal(frames.reduce((sum, p) => sum + p.count, 0), name.count, `${name.name}: spans in the range`);
+    }
+    assert.equal(paths.length, stats.top_names.length, 'one frame per name in the range');
+    for (const p of paths) {
+      const children = paths.filter(c => c.path.startsWith(p.path + ';') && c.path.split(';').length === p.path.split(';').length + 1);
+      assert.equal(p.self, p.total - children.reduce((sum, c) => sum + c.total, 0), `${p.path}: self is total less the children`);
+    }
+    assert.ok(await numberOf(page, 'flameFramesDrawn') >= 2, 'frames drawn');
+    await page.screenshot({ path: join(artifacts, 'demo-flame-range.png') });
+  });
+
+  await step('the flame graph of the whole trace: hand-counted spans, zoom on click, a tooltip on hover', async () => {
+    await page.click('#flame-open');
+    await flameSettled(page, 0);
+    const answer = await page.evaluate(() => window.chronicleFlame.answer());
+    const paths = Object.fromEntries(flamePaths(answer).map(p => [p.path, p]));
+    // 150 rounds on each of 3 workers, each with a job: every span once a round.
+    const rounds = 150 * 3;
+    assert.deepEqual(Object.keys(paths).sort(), ['demo/round', 'demo/round;demo/compute', 'demo/round;demo/prepare', 'demo/round;demo/prepare;demo/parse']);
+    for (const p of Object.values(paths)) assert.equal(p.count, rounds, `${p.path}: a span a round`);
+    assert.ok(paths['demo/round;demo/prepare;demo/parse'].total >= rounds * 2000, 'parse spins 2 us');
+    assert.ok(paths['demo/round;demo/compute'].total >= rounds * 3000, 'compute spins 3 us');
+    assert.equal(answer.frames[0][2], paths['demo/round'].total, 'all the time is in rounds');
+    assert.equal(paths['demo/round'].self, paths['demo/round'].total - paths['demo/round;demo/prepare'].total - paths['demo/round;demo/compute'].total);
+
+    const frameOf = async name => (await page.evaluate(() => window.chronicleFlame.frames())).find(f => f.name === name);
+    const prepare = await frameOf('demo/prepare');
+    assert.ok(prepare, 'prepare is drawn');
+    await page.mouse.move(prepare.x, prepare.y);
+    await page.waitForFunction(() => document.getElementById('tooltip')?.dataset.title === 'demo/prepare' && !document.getElementById('tooltip').hidden);
+    const tip = await page.evaluate(() => ({ ...document.getElementById('tooltip').dataset, text: document.getElementById('tooltip').innerText }));
+    assert.equal(Number(tip.total), paths['demo/round;demo/prepare'].total, 'the tooltip tells the total');
+    assert.equal(Number(tip.self), paths['demo/round;demo/prepare'].self, 'and the self time');
+    assert.equal(Number(tip.count), rounds, 'and the count');
+    for (const word of ['total', 'self', 'count']) assert.ok(tip.text.includes(word), word);
+    await page.screenshot({ path: join(artifacts, 'demo-flame-hover.png') });
+
+    await page.mouse.click(prepare.x, prepare.y);
+    await page.waitForFunction(index => document.body.dataset.flameZoom === String(index), paths['demo/round;demo/prepare'].index);
+    const zoomed = await page.evaluate(() => window.chronicleFlame.frames());
+    const parse = zoomed.find(f => f.name === 'demo/parse');
+    const whole = zoomed.find(f => f.name === 'demo/prepare').width;
+    assert.ok(!zoomed.some(f => f.name === 'demo/compute'), 'zoomed into prepare, compute is not drawn');
+    const expectedWidth = whole * paths['demo/round;demo/prepare;demo/parse'].total / paths['demo/round;demo/prepare'].total;
+    assert.ok(Math.abs(parse.width - expectedWidth) < 1, `parse is as wide as its share of prepare (${parse.width} vs ${expectedWidth})`);
+    await page.screenshot({ path: join(artifacts, 'demo-flame-zoomed.png') });
+    const root = zoomed.find(f => f.frame === 0);
+    await page.mouse.click(root.x, root.y);
+    await page.waitForFunction(() => document.body.dataset.flameZoom === '0');
+    await page.click('#flame-close');
+    await page.waitForFunction(() => document.body.dataset.flameReady === undefined);
+  });
+
+  await step('hovering a span, a task and a counter shows a tooltip with its name', async () => {
+    await settled(page);
+    // Brings a point into view by scrolling the lanes, and hovers it.
+    const hoverAt = async locate => {
+      const scrolled = await page.evaluate(locate);
+      assert.ok(scrolled, 'the item is drawn');
+      await page.evaluate(y => { const s = document.getElementById('scroller'); s.scrollTop += y - (s.getBoundingClientRect().top + s.clientHeight / 2); }, scrolled.y);
+      await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+      const point = await page.evaluate(locate);
+      await page.mouse.move(point.x, point.y);
+      return point;
+    };
+    const span = await hoverAt(() => {
+      const viewer = window.chronicleViewer;
+      for (const lane of viewer.data().lanes) for (const s of lane.spans) {
+        const p = viewer.spanPoint(lane.lane, s[2], s[3]);
+        if (p) return { ...p, name: viewer.data().names[s[4]] };
+      }
+      return null;
+    });
+    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'span', span.name);
+    await page.screenshot({ path: join(artifacts, 'demo-tooltip-span.png') });
+    const task = await hoverAt(() => {
+      const viewer = window.chronicleViewer;
+      const line = viewer.data().tasks.lines.find(l => viewer.taskPoint(l[3]));
+      return line ? { ...viewer.taskPoint(line[3]), name: viewer.data().tasks.names[line[3]] } : null;
+    });
+    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'task', task.name);
+    const counter = await hoverAt(() => {
+      const viewer = window.chronicleViewer, view = viewer.view();
+      return { ...viewer.counterPoint(0, (view.begin + view.end) / 2), name: viewer.summary().counters[0].name };
+    });
+    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'counter', counter.name);
+    const value = await page.evaluate(() => document.getElementById('tooltip').innerText);
+    assert.match(value, /value -?\d/, 'the counter\'s value at the pointer');
+    await page.screenshot({ path: join(artifacts, 'demo-tooltip-counter.png') });
+    await page.mouse.move(box.x + 5, box.y + 5);
+  });
+
+  await step('the URL holds the window and the selection, and a reload restores them', async () => {
+    const task = await page.evaluate(() => window.chronicleViewer.data().tasks.lines[0][3]);
+    const point = await page.evaluate(index => window.chronicleViewer.taskPoint(index), task);
+    await page.evaluate(y => { const s = document.getElementById('scroller'); s.scrollTop += y - (s.getBoundingClientRect().top + s.clientHeight / 2); }, point.y);
+    await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+    const inView = await page.evaluate(index => window.chronicleViewer.taskPoint(index), task);
+    await page.mouse.click(inView.x, inView.y);
+    await page.waitForFunction(index => document.getElementById('panel').dataset.task === String(index), task);
+    await page.waitForFunction(index => location.hash.includes(`sel=task:${index}`), task);
+    const entries = await page.evaluate(() => history.length);
+    const before = await page.evaluate(() => location.hash);
+    await page.keyboard.press('d');
+    await settled(page);
+    await page.waitForFunction(hash => location.hash !== hash && location.hash.includes('t0='), before);
+    assert.equal(await page.evaluate(() => history.length), entries, 'moving rewrites the URL, with no history entry');
+    const view = await page.evaluate(() => window.chronicleViewer.view());
+    await page.waitForFunction(({ begin, end }) => location.hash.includes(`t0=${Math.round(begin)}&t1=${Math.round(end)}`), view);
+    const link = await page.evaluate(() => location.href);
+
+    const shared = await browser.newPage();
+    shared.setDefaultTimeout(60000);
+    await shared.goto(link);
+    await settled(shared);
+    const restored = await shared.evaluate(() => window.chronicleViewer.view());
+    assert.ok(Math.abs(restored.begin - view.begin) <= 1 && Math.abs(restored.end - view.end) <= 1,
+              `the window comes back: [${restored.begin}, ${restored.end}] for [${view.begin}, ${view.end}]`);
+    await shared.waitForFunction(index => document.getElementById('panel').dataset.task === String(index), task);
+    assert.deepEqual(await shared.evaluate(() => window.chronicleViewer.selection()), { kind: 'task', index: task });
+    await shared.screenshot({ path: join(artifacts, 'demo-link-restored.png') });
+
+    // A range in the link comes back with its stats and flame graph.
+    const r0 = Math.round(view.begin + (view.end - view.begin) / 4), r1 = Math.round(view.begin + (view.end - view.begin) / 2);
+    await shared.close();
+    const ranged = await browser.newPage();
+    ranged.setDefaultTimeout(60000);
+    await ranged.goto(`${link.split('#')[0]}#t0=${Math.round(view.begin)}&t1=${Math.round(view.end)}&r0=${r0}&r1=${r1}`);
+    await settled(ranged);
+    await ranged.waitForFunction(() => document.getElementById('panel').dataset.kind === 'stats');
+    await flameSettled(ranged, r0);
+    assert.equal(Number(await attribute(ranged, 'flameEnd')), r1);
+    assert.deepEqual(await ranged.evaluate(() => window.chronicleViewer.rangeSelection()), { begin: r0, end: r1 });
+    await ranged.close();
+  });
+
   await step('--html writes one page that works from a file', async () => {
     const html = join(work, 'demo.html');
     execFileSync(chronicle, ['view', '--html', html, demoTrace], { stdio: 'inherit' });
@@ -253,6 +419,15 @@ try {
     await offline.fill('#search', 'job 0.5');
     await offline.press('#search', 'Enter');
     await offline.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 0.5');
+    // The page's own flame graph of the whole trace is the server's.
+    await offline.click('#flame-open');
+    await flameSettled(offline, 0);
+    const local = await offline.evaluate(() => window.chronicleFlame.answer());
+    const served = await page.evaluate(end => fetch(`api/flame?begin=0&end=${end}`).then(r => r.json()), local.end);
+    const byPath = answer => flamePaths(answer).map(({ path, total, self, count }) => ({ path, total, self, count }))
+      .sort((a, b) => a.path.localeCompare(b.path));
+    assert.deepEqual(byPath(local), byPath(served), 'the same call paths, totals, self times and counts');
+    assert.equal(local.frames[0][2], served.frames[0][2]);
     await offline.screenshot({ path: join(artifacts, 'demo-html.png') });
   });
 

@@ -65,6 +65,12 @@ export interface RangeStats {
   tasks: { overlapping: number; created: number; resolved: number; failed: number; cancelled: number };
 }
 
+// The flame graph of the spans in a range (src/analysis/flame_graph.hpp): frames depth-first,
+// each [parent (-1: the root), name (index into `names`, -1: the root), total ns, self ns, count],
+// a frame's children largest first. `source`: what was aggregated ("spans"; sampled stacks later).
+export type FlameFrameTuple = [number, number, number, number, number];
+export interface FlameAnswer { begin: number; end: number; source: string; names: string[]; frames: FlameFrameTuple[] }
+
 export interface Backend {
   summary(): Promise<Summary>;
   window(begin: number, end: number, width: number): Promise<WindowAnswer>;
@@ -72,6 +78,7 @@ export interface Backend {
   task(index: number): Promise<TaskDetails>;
   search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
   stats(begin: number, end: number): Promise<RangeStats>;
+  flame(begin: number, end: number): Promise<FlameAnswer>;
 }
 
 async function getJson<T>(path: string): Promise<T> {
@@ -90,4 +97,5 @@ export class HttpBackend implements Backend {
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
   search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
   stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
+  flame(begin: number, end: number) { return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
 }

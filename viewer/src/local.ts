@@ -3,10 +3,11 @@
 // critical paths included, are worked out here when asked for: the page carries each task's
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, BlockTuple, CounterPointTuple, IdleTuple, MessageTuple, Note, RangeStats, SearchHit, SpanDetails, SpanRef,
+  ArrowTuple, Backend, FlameAnswer, BlockTuple, CounterPointTuple, IdleTuple, MessageTuple, Note, RangeStats, SearchHit, SpanDetails, SpanRef,
   SpanTuple, Summary, TaskBlockTuple, TaskDetails, TaskLineTuple, TaskRef, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
+import { aggregateFlame } from './flame_model';
 
 export interface EmbeddedTasks {
   lines: [number, number, number, number, number, number][];  // begin, end, row, state, label, name (strings)
@@ -183,6 +184,10 @@ export class LocalBackend implements Backend {
       if (hits.length < 100 && name.toLowerCase().includes(needle)) hits.push({ kind: 'span', text: name, ...this.spanRef(l, depth, k) });
     })));
     return { query: text, hits };
+  }
+
+  async flame(from: number, to: number): Promise<FlameAnswer> {
+    return aggregateFlame(from, to, this.trace.lanes.map(lane => lane.depths), site => this.trace.names[site] ?? '?');
   }
 
   async stats(from: number, to: number): Promise<RangeStats> {

@@ -3,6 +3,9 @@
 // the server aggregated it for the canvas's width, and asks again after every pan or zoom.
 import { Backend, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
 import { EmbeddedTrace, LocalBackend } from './local';
+import { FlamePane } from './flame';
+import * as tips from './tooltip';
+import { readUrlState, writeUrlState } from './url_state';
 
 const RULER_HEIGHT = 24;
 const LANE_HEADER = 16;
@@ -153,6 +156,8 @@ interface DrawCounts { groups: number; messages: number; messagesShown: number; 
 let counts: DrawCounts = { groups: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
 let hitBoxes: [number, number, number, number, Selection][] = [];
+// What is drawn where, for tooltips (tooltip.ts): described from the answer, on hover only.
+const hover = new tips.HoverTargets();
 
 function drawLabel(text: string, x0: number, x1: number, y: number, height: number): boolean {
   const left = Math.max(x0, 0) + 3;
@@ -182,6 +187,7 @@ function render() {
   context.textBaseline = 'middle';
   counts = { groups: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
   hitBoxes = [];
+  hover.clear();
   context.save();
   context.translate(0, -top);
   if (data) {
@@ -211,11 +217,15 @@ function drawLanes(answer: WindowAnswer) {
     context.fillText(`${info.name} (${info.thread_id}) · ${info.spans.toLocaleString()} spans`, 4, y0 + LANE_HEADER / 2);
     // Idle (the loop suspended): shaded behind the spans.
     context.fillStyle = 'rgba(120, 150, 200, 0.18)';
-    for (const [b, e] of lane.idle) context.fillRect(xOf(b), bodyTop, Math.max(xOf(e) - xOf(b), 1), bodyHeight);
+    for (const [b, e, count] of lane.idle) {
+      context.fillRect(xOf(b), bodyTop, Math.max(xOf(e) - xOf(b), 1), bodyHeight);
+      hover.rect(xOf(b), Math.max(xOf(e), xOf(b) + 1), bodyTop, bodyTop + bodyHeight, () => tips.idleTip(b, e, count));
+    }
     context.fillStyle = BLOCK_COLOUR;
     for (const [b, e, depth, count] of lane.blocks) {
       const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
       context.fillRect(x0, bodyTop + depth * SPAN_ROW + 1, x1 - x0, SPAN_ROW - 2);
+      hover.rect(x0, x1, bodyTop + depth * SPAN_ROW + 1, bodyTop + (depth + 1) * SPAN_ROW - 1, () => tips.spanBlockTip(b, e, count, depth));
       counts.blocks += count;
     }
     for (const [b, e, depth, index, site] of lane.spans) {
@@ -233,6 +243,7 @@ function drawLanes(answer: WindowAnswer) {
       context.fillStyle = '#111';
       drawLabel(name, x0, x1, y, SPAN_ROW - 2);
       hitBoxes.push([x0, x1, y, y + SPAN_ROW - 2, { kind: 'span', lane: lane.lane, depth, index }]);
+      hover.rect(x0, x1, y, y + SPAN_ROW - 2, () => tips.spanTip(name, b, e, depth, `${info.name} (${info.thread_id})`));
       counts.spans++;
     }
   }
@@ -268,6 +279,8 @@ function drawMessages(answer: WindowAnswer) {
     context.lineTo(x1 - 6 * Math.cos(angle - 0.4), y1 - 6 * Math.sin(angle - 0.4));
     context.lineTo(x1 - 6 * Math.cos(angle + 0.4), y1 - 6 * Math.sin(angle + 0.4));
     context.fill();
+    const laneName = (lane: number) => summary.lanes[lane]?.name ?? `lane ${lane}`;
+    hover.segment(x0, y0, x1, y1, () => tips.messageTip(laneName(fromLane), laneName(toLane), fromTime, toTime, merged));
     counts.messages++;
     counts.messagesShown += merged;
   }
@@ -284,6 +297,7 @@ function drawCounters(answer: WindowAnswer) {
     context.fillStyle = '#333';
     const writers = info.lanes.length > 1 ? `${info.lanes.length} threads` : summary.lanes[info.lane]?.name ?? '';
     context.fillText(`${info.name} (${writers}) · ${info.min} … ${info.max}`, 4, y0 + LANE_HEADER / 2);
+    hover.rect(0, width(), top, bottom, time => tips.counterTip(info.name, series.points, time));
     const range = info.max - info.min || 1;
     const yOf = (value: number) => bottom - ((value - info.min) / range) * (COUNTER_TRACK - 4) - 2;
     const colour = colourOf(info.name);
@@ -316,6 +330,7 @@ function drawTasks(answer: WindowAnswer) {
     const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
     context.fillStyle = failed ? STATE_COLOURS[1] : cancelled ? STATE_COLOURS[2] : BLOCK_COLOUR;
     context.fillRect(x0, taskY(row) + 3, x1 - x0, TASK_ROW - 6);
+    hover.rect(x0, x1, taskY(row), taskY(row) + TASK_ROW, () => tips.taskBlockTip(b, e, count, failed, cancelled));
     counts.taskBlocks++;
     counts.tasksShown += count;
   }
@@ -337,12 +352,14 @@ function drawTasks(answer: WindowAnswer) {
     if (drawLabel(name, x0 + 2, x1, y, TASK_ROW)) counts.taskLabels++;
     context.font = '11px system-ui, sans-serif';
     hitBoxes.push([x0 - 2, x1 + 2, y, y + TASK_ROW, { kind: 'task', index: task }]);
+    hover.rect(x0 - 2, x1 + 2, y, y + TASK_ROW, () => tips.taskTip(name, b, e, state));
     counts.taskLines++;
     counts.tasksShown++;
   }
   // Zoomed out, arrows long on screen say little and hide the lines: they fade.
   const zoomedOut = (view.end - view.begin) / Math.max(summary.duration, 1);
-  for (const [kind, , , fromTime, toTime, fromRow, toRow, merged] of answer.arrows) {
+  const taskName = (task: number) => answer.tasks.names[task] ?? `task #${task}`;
+  for (const [kind, fromTask, toTask, fromTime, toTime, fromRow, toRow, merged] of answer.arrows) {
     const x0 = xOf(fromTime), x1 = xOf(toTime);
     const y0 = taskY(fromRow) + TASK_ROW / 2, y1 = taskY(toRow) + TASK_ROW / 2;
     const length = Math.hypot(x1 - x0, y1 - y0);
@@ -360,6 +377,7 @@ function drawTasks(answer: WindowAnswer) {
     context.lineTo(x1 - 6 * Math.cos(angle - 0.4), y1 - 6 * Math.sin(angle - 0.4));
     context.lineTo(x1 - 6 * Math.cos(angle + 0.4), y1 - 6 * Math.sin(angle + 0.4));
     context.fill();
+    hover.segment(x0, y0, x1, y1, () => tips.arrowTip(kind, taskName(fromTask), taskName(toTask), fromTime, toTime, merged));
     counts.arrows++;
     counts.arrowsShown += merged;
   }
@@ -425,7 +443,12 @@ function publishState() {
   body.windowsLoaded = String(windowsLoaded);
   body.dataBegin = String(data?.begin ?? '');
   body.dataEnd = String(data?.end ?? '');
+  writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined });
   statusText.textContent = `${formatDuration(view.begin)} … ${formatDuration(view.end)} (${formatDuration(view.end - view.begin)} shown)`;
+}
+
+function orderedRange(range: View): View {
+  return { begin: Math.max(0, Math.min(range.begin, range.end)), end: Math.max(range.begin, range.end) };
 }
 
 // ---- the details panel ----
@@ -497,6 +520,14 @@ function showStats(stats: RangeStats) {
     `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}`))}` +
     `<h3>Spans by total time</h3>` +
     (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} ${n.count === 1 ? 'span' : 'spans'}, ${formatDuration(n.total_ns)} in all`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
+}
+
+// A range's stats in the panel, and its flame graph below the timeline.
+function showRange(range: View) {
+  rangeSelection = range;
+  draw();
+  void backend.stats(range.begin, range.end).then(showStats);
+  void flame.show(range.begin, range.end);
 }
 
 async function select(target: Selection, reveal = false) {
@@ -581,9 +612,7 @@ window.addEventListener('mouseup', event => {
   canvas.style.cursor = 'grab';
   if (finished.range) {
     if (!rangeSelection || !finished.moved) { rangeSelection = null; draw(); return; }
-    const begin = Math.max(0, Math.min(rangeSelection.begin, rangeSelection.end));
-    const end = Math.max(rangeSelection.begin, rangeSelection.end);
-    void backend.stats(begin, end).then(showStats);
+    showRange(orderedRange(rangeSelection));
     return;
   }
   if (finished.moved) return;
@@ -602,8 +631,12 @@ canvas.addEventListener('wheel', event => {
 
 // W/S zoom and A/D pan, as Perfetto and Tracy do; zoom around the pointer when it is over the timeline.
 let pointerX: number | null = null;
-canvas.addEventListener('mousemove', event => { pointerX = event.offsetX; });
-canvas.addEventListener('mouseleave', () => { pointerX = null; });
+canvas.addEventListener('mousemove', event => {
+  pointerX = event.offsetX;
+  const tip = drag ? null : hover.find(event.offsetX, event.offsetY + scroller.scrollTop, timeAt(event.offsetX));
+  if (tip && event.offsetY > RULER_HEIGHT) tips.showTip(tip, event.clientX, event.clientY); else tips.hideTip();
+});
+canvas.addEventListener('mouseleave', () => { pointerX = null; tips.hideTip(); });
 window.addEventListener('keydown', event => {
   if (event.target === searchBox) return;
   const key = event.key.toLowerCase();
@@ -625,7 +658,21 @@ window.addEventListener('resize', resize);
   view: () => ({ ...view }),
   data: () => data,
   counts: () => ({ ...counts }),
+  selection: () => selection,
+  rangeSelection: () => (rangeSelection ? orderedRange(rangeSelection) : null),
   setView,
+  // Where a span, or a counter track at a time, is on the page (client coordinates), to hover it.
+  spanPoint(lane: number, depth: number, index: number) {
+    const span = data?.lanes.find(l => l.lane === lane)?.spans.find(s => s[2] === depth && s[3] === index);
+    if (!span) return null;
+    const rect = canvas.getBoundingClientRect();
+    const x0 = Math.max(xOf(span[0]), 0), x1 = Math.min(Math.max(xOf(span[1]), xOf(span[0]) + 1), width());
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + layout.laneTop[lane] + LANE_HEADER + depth * SPAN_ROW + SPAN_ROW / 2 - scroller.scrollTop };
+  },
+  counterPoint(counter: number, time: number) {
+    const rect = canvas.getBoundingClientRect();
+    return { x: rect.left + xOf(time), y: rect.top + layout.counterTop[counter] + LANE_HEADER + COUNTER_TRACK / 2 - scroller.scrollTop };
+  },
   // Where a task's line is on the page (client coordinates), to click it.
   taskPoint(index: number) {
     const line = data?.tasks.lines.find(l => l[3] === index);
@@ -644,6 +691,17 @@ function showWarnings(warnings: string[]) {
   element.title = warnings.join('\n');
 }
 
+const flame = new FlamePane(backend, () => summary.duration);
+(window as unknown as Record<string, unknown>).chronicleFlame = flame.hook();
+
+// A link to a view (url_state.ts): its window, selection and range come back.
+function restoreFromUrl() {
+  const state = readUrlState();
+  if (state.window) setView(state.window.begin, state.window.end);
+  if (state.range) showRange(state.range);
+  if (state.selection) void select(state.selection).catch(() => { selection = null; draw(); });
+}
+
 async function start() {
   summary = await backend.summary();
   document.title = `chronicle · ${summary.title}`;
@@ -652,6 +710,7 @@ async function start() {
   layout = computeLayout();
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
   resize();
+  restoreFromUrl();
   document.body.dataset.ready = 'true';
 }
 

@@ -1,0 +1,81 @@
+// The flame graph of a range for a self-contained page (`chronicle view --html`), the answer
+// the server's /api/flame gives (src/analysis/flame_graph.cpp, the same rules): spans nested by
+// each thread's stack, merged by name path, clipped to the range and to their parent.
+import type { FlameAnswer, FlameFrameTuple } from './api';
+
+// One thread's spans per depth, each [begin, end, site], sorted by begin.
+type Depths = [number, number, number][][];
+
+interface Frame { parent: number; name: number; total: number; count: number; children: Map<number, number> }
+
+function firstEndingAtOrAfter(row: [number, number, number][], time: number) {
+  let low = 0, high = row.length;
+  while (low < high) { const mid = (low + high) >> 1; if (row[mid][1] < time) low = mid + 1; else high = mid; }
+  return low;
+}
+function firstBeginningAfter(row: [number, number, number][], time: number) {
+  let low = 0, high = row.length;
+  while (low < high) { const mid = (low + high) >> 1; if (row[mid][0] <= time) low = mid + 1; else high = mid; }
+  return low;
+}
+
+export function aggregateFlame(begin: number, end: number, threads: Depths[], nameOf: (site: number) => string): FlameAnswer {
+  const frames: Frame[] = [{ parent: -1, name: -1, total: 0, count: 0, children: new Map() }];
+  const names: string[] = [];
+  const nameIds = new Map<string, number>();
+  const nameId = (site: number) => {
+    const name = nameOf(site);
+    let id = nameIds.get(name);
+    if (id === undefined) { id = names.length; names.push(name); nameIds.set(name, id); }
+    return id;
+  };
+  const childOf = (parent: number, name: number) => {
+    let frame = frames[parent].children.get(name);
+    if (frame === undefined) {
+      frame = frames.length;
+      frames.push({ parent, name, total: 0, count: 0, children: new Map() });
+      frames[parent].children.set(name, frame);
+    }
+    return frame;
+  };
+  for (const depths of threads) {
+    let above: [number, number, number][] | null = null, aboveFirst = 0, aboveFrames: number[] = [];
+    for (const row of depths) {
+      const first = firstEndingAtOrAfter(row, begin), last = Math.max(first, firstBeginningAfter(row, end));
+      const rowFrames: number[] = [];
+      let parent = aboveFirst;
+      const aboveLast = aboveFirst + aboveFrames.length;
+      for (let k = first; k < last; ++k) {
+        const [b, e, site] = row[k];
+        let from = Math.max(b, begin), to = Math.min(e, end), parentFrame = 0;
+        if (above) {
+          while (parent + 1 < aboveLast && above[parent + 1][0] <= b) ++parent;
+          if (parent < aboveLast && above[parent][0] <= b && b <= above[parent][1]) {
+            parentFrame = aboveFrames[parent - aboveFirst];
+            from = Math.max(from, above[parent][0]);
+            to = Math.min(to, above[parent][1]);
+          }
+        }
+        const frame = childOf(parentFrame, nameId(site));
+        const time = Math.max(to - from, 0);
+        frames[frame].total += time;
+        frames[frame].count++;
+        if (parentFrame === 0) frames[0].total += time;
+        rowFrames.push(frame);
+      }
+      above = row; aboveFirst = first; aboveFrames = rowFrames;
+    }
+  }
+  // Depth-first, each frame's children largest first, as the server orders them.
+  const out: FlameFrameTuple[] = [];
+  const visit = (frame: number, parent: number) => {
+    const f = frames[frame];
+    const children = [...f.children.values()].sort((a, b) => frames[b].total - frames[a].total || frames[a].name - frames[b].name);
+    const childTotal = children.reduce((sum, c) => sum + frames[c].total, 0);
+    const at = out.length;
+    out.push([parent, f.name, f.total, Math.max(f.total - childTotal, 0), f.count]);
+    for (const child of children) visit(child, at);
+  };
+  visit(0, -1);
+  return { begin, end, source: 'spans', names, frames: out };
+}

@@ -1,0 +1,142 @@
+// Tooltips on hover: what is under the pointer, from what the page already holds (the window's
+// answer), so moving the mouse never asks the server anything. The drawing code registers each
+// drawn item's place with a function that describes it; the description is built only when the
+// pointer is over the item.
+
+export interface Tip {
+  kind: string;   // span, block, task, task-block, arrow, message, counter, idle, frame
+  title: string;
+  rows: [string, string][];
+}
+
+type Describe = (time: number) => Tip;
+
+const SEGMENT_REACH = 4;  // px from an arrow's line that count as on it
+
+export class HoverTargets {
+  private rects: [number, number, number, number, Describe][] = [];
+  private segments: [number, number, number, number, Describe][] = [];
+
+  clear() { this.rects = []; this.segments = []; }
+  rect(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.rects.push([x0, x1, y0, y1, describe]); }
+  segment(x0: number, y0: number, x1: number, y1: number, describe: Describe) { this.segments.push([x0, y0, x1, y1, describe]); }
+
+  // An item drawn at the point: the last drawn (on top) of the boxes, else the nearest arrow.
+  find(x: number, y: number, time: number): Tip | null {
+    for (let k = this.rects.length - 1; k >= 0; --k) {
+      const [x0, x1, y0, y1, describe] = this.rects[k];
+      if (x >= x0 && x <= x1 && y >= y0 && y <= y1) return describe(time);
+    }
+    let best: Describe | null = null, bestDistance = SEGMENT_REACH;
+    for (const [x0, y0, x1, y1, describe] of this.segments) {
+      const distance = distanceToSegment(x, y, x0, y0, x1, y1);
+      if (distance <= bestDistance) { best = describe; bestDistance = distance; }
+    }
+    return best ? best(time) : null;
+  }
+}
+
+function distanceToSegment(x: number, y: number, x0: number, y0: number, x1: number, y1: number) {
+  const dx = x1 - x0, dy = y1 - y0, length2 = dx * dx + dy * dy;
+  const t = length2 === 0 ? 0 : Math.max(0, Math.min(1, ((x - x0) * dx + (y - y0) * dy) / length2));
+  return Math.hypot(x - (x0 + t * dx), y - (y0 + t * dy));
+}
+
+let element: HTMLDivElement | null = null;
+function tooltipElement() {
+  if (element) return element;
+  element = document.createElement('div');
+  element.id = 'tooltip';
+  element.hidden = true;
+  Object.assign(element.style, {
+    position: 'fixed', zIndex: '20', pointerEvents: 'none', maxWidth: '420px', padding: '4px 7px',
+    background: 'rgba(30, 32, 36, 0.94)', color: '#f4f4f4', font: '11px system-ui, sans-serif', borderRadius: '3px',
+    boxShadow: '0 1px 4px rgba(0,0,0,0.3)', whiteSpace: 'nowrap',
+  });
+  document.body.appendChild(element);
+  return element;
+}
+
+function escapeText(text: string) {
+  return text.replace(/[&<>"]/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
+}
+
+export function showTip(tip: Tip, clientX: number, clientY: number) {
+  const box = tooltipElement();
+  for (const key of Object.keys(box.dataset)) delete box.dataset[key];
+  box.dataset.kind = tip.kind;
+  box.dataset.title = tip.title;
+  box.innerHTML = `<b>${escapeText(tip.title)}</b>` +
+    tip.rows.map(([k, v]) => `<br><span style="color:#aab">${escapeText(k)}</span> ${escapeText(v)}`).join('');
+  box.hidden = false;
+  // Beside the pointer, kept inside the window.
+  const width = box.offsetWidth, height = box.offsetHeight;
+  const left = clientX + 14 + width > window.innerWidth ? clientX - 14 - width : clientX + 14;
+  const top = clientY + 16 + height > window.innerHeight ? clientY - 10 - height : clientY + 16;
+  box.style.left = `${Math.max(0, left)}px`;
+  box.style.top = `${Math.max(0, top)}px`;
+}
+
+export function hideTip() {
+  if (element) { element.hidden = true; delete element.dataset.title; delete element.dataset.kind; }
+}
+
+export function formatDuration(ns: number): string {
+  const magnitude = Math.abs(ns);
+  if (magnitude < 1e3) return `${ns.toFixed(0)} ns`;
+  if (magnitude < 1e6) return `${(ns / 1e3).toPrecision(4)} µs`;
+  if (magnitude < 1e9) return `${(ns / 1e6).toPrecision(4)} ms`;
+  return `${(ns / 1e9).toPrecision(5)} s`;
+}
+
+// ---- descriptions of what the timeline draws ----
+
+const STATES = ['ok', 'failed', 'cancelled', 'unresolved'];
+
+export function spanTip(name: string, begin: number, end: number, depth: number, thread: string): Tip {
+  return { kind: 'span', title: name, rows: [['duration', formatDuration(end - begin)], ['begin', formatDuration(begin)], ['thread', thread], ['depth', String(depth)]] };
+}
+
+export function spanBlockTip(begin: number, end: number, count: number, depth: number): Tip {
+  return { kind: 'block', title: `${count.toLocaleString()} ${count === 1 ? 'span' : 'spans'} merged`,
+           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
+}
+
+export function idleTip(begin: number, end: number, count: number): Tip {
+  return { kind: 'idle', title: count > 1 ? `idle (${count} periods merged)` : 'idle (loop suspended)',
+           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
+}
+
+export function taskTip(name: string, begin: number, end: number, state: number): Tip {
+  return { kind: 'task', title: name || 'task', rows: [['outcome', STATES[state] ?? '?'], ['created', formatDuration(begin)], ['lasted', formatDuration(end - begin)]] };
+}
+
+export function taskBlockTip(begin: number, end: number, count: number, failed: number, cancelled: number): Tip {
+  return { kind: 'task-block', title: `${count.toLocaleString()} ${count === 1 ? 'task' : 'tasks'} merged`,
+           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['failed', String(failed)], ['cancelled', String(cancelled)]] };
+}
+
+export function arrowTip(kind: number, from: string, to: string, fromTime: number, toTime: number, merged: number): Tip {
+  const what = kind === 0 ? 'waits on' : 'resolved';
+  return { kind: 'arrow', title: `${from} ${what} ${to}`,
+           rows: [['at', formatDuration(fromTime)], ['to', formatDuration(toTime)], ['after', formatDuration(toTime - fromTime)],
+                  ...(merged > 1 ? [['merged', `${merged} arrows drawn here`] as [string, string]] : [])] };
+}
+
+export function messageTip(from: string, to: string, sent: number, received: number, merged: number): Tip {
+  return { kind: 'message', title: `message ${from} → ${to}`,
+           rows: [['sent', formatDuration(sent)], ['received', formatDuration(received)], ['in flight', formatDuration(received - sent)],
+                  ...(merged > 1 ? [['merged', `${merged} messages drawn here`] as [string, string]] : [])] };
+}
+
+// The value of a counter at `time`: the last point at or before it ([time, min, max, last]); a
+// downsampled point covers a pixel column, and its range is shown with it.
+export function counterTip(name: string, points: [number, number, number, number][], time: number): Tip {
+  let low = 0, high = points.length;
+  while (low < high) { const mid = (low + high) >> 1; if (points[mid][0] <= time) low = mid + 1; else high = mid; }
+  const point = points[low - 1];
+  if (!point) return { kind: 'counter', title: name, rows: [['at', formatDuration(time)], ['value', 'no sample yet']] };
+  const rows: [string, string][] = [['at', formatDuration(time)], ['value', String(point[3])]];
+  if (point[1] !== point[2]) rows.push(['range here', `${point[1]} … ${point[2]}`]);
+  return { kind: 'counter', title: name, rows };
+}

@@ -1,0 +1,66 @@
+// The URL holds what is shown, so that a view can be shared as a link:
+//   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX &r0=BEGIN&r1=END
+// (ns since the trace's first event: the window, the selected item, the selected range).
+// Opening such a link restores them; moving about rewrites the fragment in place
+// (history.replaceState: the back button is not filled with every frame).
+
+export type SelectionRef = { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | null;
+
+export interface UrlState {
+  window?: { begin: number; end: number };
+  selection?: SelectionRef;
+  range?: { begin: number; end: number };
+}
+
+const isCount = (text: string) => /^\d+$/.test(text);
+
+export function selectionText(selection: SelectionRef): string {
+  if (!selection) return '';
+  return selection.kind === 'task' ? `task:${selection.index}` : `span:${selection.lane}:${selection.depth}:${selection.index}`;
+}
+
+export function parseSelection(text: string): SelectionRef {
+  const parts = text.split(':');
+  if (parts[0] === 'task' && parts.length === 2 && isCount(parts[1])) return { kind: 'task', index: Number(parts[1]) };
+  if (parts[0] === 'span' && parts.length === 4 && parts.slice(1).every(isCount))
+    return { kind: 'span', lane: Number(parts[1]), depth: Number(parts[2]), index: Number(parts[3]) };
+  return null;
+}
+
+function pair(fields: URLSearchParams, first: string, second: string) {
+  const begin = Number(fields.get(first)), end = Number(fields.get(second));
+  if (!fields.has(first) || !fields.has(second) || !Number.isFinite(begin) || !Number.isFinite(end) || end <= begin) return undefined;
+  return { begin, end };
+}
+
+export function readUrlState(hash = location.hash): UrlState {
+  const fields = new URLSearchParams(hash.replace(/^#/, ''));
+  const state: UrlState = { window: pair(fields, 't0', 't1'), range: pair(fields, 'r0', 'r1') };
+  const selection = parseSelection(fields.get('sel') ?? '');
+  if (selection) state.selection = selection;
+  return state;
+}
+
+export function urlFragment(state: UrlState): string {
+  const fields: string[] = [];
+  if (state.window) fields.push(`t0=${Math.round(state.window.begin)}`, `t1=${Math.round(state.window.end)}`);
+  if (state.selection) fields.push(`sel=${selectionText(state.selection)}`);
+  if (state.range) fields.push(`r0=${Math.round(state.range.begin)}`, `r1=${Math.round(state.range.end)}`);
+  return fields.length ? `#${fields.join('&')}` : '';
+}
+
+// Called on every frame; the URL is rewritten at most every 100 ms, and only when it changes.
+let pending: UrlState | null = null;
+let timer: number | undefined;
+export function writeUrlState(state: UrlState) {
+  pending = state;
+  if (timer !== undefined) return;
+  timer = window.setTimeout(() => {
+    timer = undefined;
+    const fragment = urlFragment(pending!);
+    if (fragment !== location.hash && !(fragment === '' && location.hash === '#')) {
+      history.replaceState(history.state, '', `${location.pathname}${location.search}${fragment}`);
+    }
+    document.body.dataset.url = fragment;
+  }, 100);
+}
