@@ -116,23 +116,12 @@ void TraceWriter::close_packet(Stream& stream) {
   ++stream.packets;
 }
 
-// The recorder's rule (chronicle/detail/writer.hpp, begin_event): a compact header when the id
-// fits it and the time moved less than the 27-bit field's span since the stream's last event
-// (babeltrace2 assumes at most one wrap between two events), else the extended header.
 void TraceWriter::append_event(Stream& stream, uint32_t id, uint64_t ticks, const std::string& payload) {
-  const bool compact = id < kExtendedId && ticks - stream.last_ticks <= kCompactTimestampMask;
+  const bool compact = takes_compact_header(id, ticks - stream.last_ticks);
   std::vector<uint8_t>& bytes = stream.bytes;
   const size_t at = bytes.size();
-  if (compact) {
-    const uint32_t header = id | static_cast<uint32_t>(ticks & kCompactTimestampMask) << kCompactIdBits;
-    bytes.resize(at + kCompactHeaderSize);
-    std::memcpy(bytes.data() + at, &header, kCompactHeaderSize);
-  } else {
-    bytes.resize(at + kExtendedHeaderSize);
-    bytes[at] = static_cast<uint8_t>(kExtendedId);
-    std::memcpy(bytes.data() + at + 1, &id, 4);
-    std::memcpy(bytes.data() + at + 5, &ticks, 8);
-  }
+  bytes.resize(at + (compact ? kCompactHeaderSize : kExtendedHeaderSize));
+  write_event_header(bytes.data() + at, compact, id, ticks);
   bytes.insert(bytes.end(), payload.begin(), payload.end());
   stream.last_ticks = ticks;
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace chronicle::format {
 
@@ -71,6 +72,27 @@ inline constexpr unsigned kCompactTimestampBits = 27;
 inline constexpr uint64_t kCompactTimestampMask = (uint64_t{1} << kCompactTimestampBits) - 1;
 inline constexpr size_t kCompactHeaderSize = 4;
 inline constexpr size_t kExtendedHeaderSize = 13;
+
+// The one rule for which header an event takes: compact when its id fits and the time moved by
+// at most the 27-bit field's span since the stream's previous event (babeltrace2 rebuilds full
+// times assuming at most one wrap of the field between two events), else extended.
+inline constexpr bool takes_compact_header(uint32_t id, uint64_t ticks_since_previous) {
+  return id < kExtendedId && ticks_since_previous <= kCompactTimestampMask;
+}
+
+// Writes the header at `out` (kCompactHeaderSize or kExtendedHeaderSize bytes) and returns where
+// the payload goes.
+[[gnu::always_inline]] inline uint8_t* write_event_header(uint8_t* out, bool compact, uint32_t id, uint64_t ticks) {
+  if (compact) {
+    const uint32_t header = id | static_cast<uint32_t>(ticks & kCompactTimestampMask) << kCompactIdBits;
+    std::memcpy(out, &header, kCompactHeaderSize);
+    return out + kCompactHeaderSize;
+  }
+  out[0] = static_cast<uint8_t>(kExtendedId);
+  std::memcpy(out + 1, &id, 4);
+  std::memcpy(out + 5, &ticks, 8);
+  return out + kExtendedHeaderSize;
+}
 
 // Ids of the events of thread streams. Ids below 31 fit the compact header; keep the frequent
 // ones there.

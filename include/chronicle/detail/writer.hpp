@@ -126,9 +126,7 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, s
   if (!enter_trace_point(writer)) return nullptr;
   // Ticks of one thread never go backwards in its stream, whatever core it runs on.
   if (ticks < writer.last_ticks) ticks = writer.last_ticks;
-  // babeltrace2 rebuilds full times assuming at most one wrap of the 27-bit field between two
-  // events, so a larger gap takes the extended header.
-  bool compact = event_id < format::kExtendedId && ticks - writer.last_ticks <= format::kCompactTimestampMask;
+  bool compact = format::takes_compact_header(event_id, ticks - writer.last_ticks);
   size_t needed = (compact ? format::kCompactHeaderSize : format::kExtendedHeaderSize) + payload_size;
   if (needed > static_cast<size_t>(writer.end - writer.pos)) [[unlikely]] {
     if (!switch_packet(writer, ticks, needed)) {
@@ -137,17 +135,7 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, s
     }
     compact = event_id < format::kExtendedId;  // a new packet starts at this event's time
   }
-  uint8_t* out = writer.pos;
-  if (compact) {
-    const uint32_t header = event_id | static_cast<uint32_t>(ticks & format::kCompactTimestampMask)
-                                           << format::kCompactIdBits;
-    std::memcpy(out, &header, 4);
-    return out + 4;
-  }
-  out[0] = static_cast<uint8_t>(format::kExtendedId);
-  std::memcpy(out + 1, &event_id, 4);
-  std::memcpy(out + 5, &ticks, 8);
-  return out + format::kExtendedHeaderSize;
+  return format::write_event_header(writer.pos, compact, event_id, ticks);
 }
 
 // Publishes the event: end time first, then the size that makes it visible (release), so a
