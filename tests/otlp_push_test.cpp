@@ -176,6 +176,33 @@ std::vector<std::string> exported_span_ids(const std::string& trace, const Tempo
   return ids;
 }
 
+// What names a span and places it in its trace, from the trace's OTLP/JSON file export: span
+// id -> "trace id / parent id / name".
+std::map<std::string, std::string> exported_identities(const std::string& trace, const TemporaryDirectory& scratch) {
+  const std::string file = scratch / "identities.otlp.json";
+  const auto result = run(kCli + " export " + trace + " --format otlp --force -o " + file);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::map<std::string, std::string> identities;
+  const auto request = nlohmann::json::parse(slurp(file));
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"])
+        identities[span["spanId"].get<std::string>()] = span["traceId"].get<std::string>() + " / " +
+                                                        span.value("parentSpanId", std::string()) + " / " +
+                                                        span["name"].get<std::string>();
+  return identities;
+}
+
+std::map<std::string, std::string> identities_of(const Received& received) {
+  std::map<std::string, std::string> identities;
+  for (const auto& [id, item] : received.spans) {
+    const auto& span = item["span"];
+    identities[id] = span["traceId"].get<std::string>() + " / " + span.value("parentSpanId", std::string()) + " / " +
+                     span["name"].get<std::string>();
+  }
+  return identities;
+}
+
 std::vector<std::string> ids_of(const Received& received) {
   std::vector<std::string> ids;
   for (const auto& [id, n] : received.times) ids.insert(ids.end(), n, id);
@@ -499,8 +526,10 @@ TEST_F(OtlpPush, RecordPushesSpansWhileTheProgramRuns) {
   EXPECT_NE(record.output().find("chronicle: sent "), std::string::npos) << record.output();
   const Received received = read_log(log_);
   EXPECT_TRUE(received.errors.empty());
-  // The live pushes and the last one together: exactly the spans of the trace's export, once.
+  // The live pushes and the last one together: exactly the spans of the trace's export, once,
+  // in the same traces under the same parents.
   EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch_));
+  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch_));
   EXPECT_FALSE(std::filesystem::exists(scratch_ / "spool"));
 }
 
@@ -510,7 +539,7 @@ TEST_F(OtlpPush, RecordPushesLiveThroughAReceiverThatRestarts) {
   auto first = std::make_unique<Receiver>(scratch_, log_, std::vector<std::string>{"--exit-after", "2"});
   const int port = first->port();
   ASSERT_NE(port, 0) << first->output();
-  LiveRecord record(scratch_, port, 2, "--otlp-batch-spans 50 --otlp-retry-seconds 120");
+  LiveRecord record(scratch_, port, 2, "--otlp-batch-spans 50 --otlp-retry-seconds 120 --otlp-interval 0.5");
   ASSERT_TRUE(record.process().started());
   ASSERT_EQ(first->process().wait(), 0) << first->output();
   ASSERT_FALSE(record.process().exit_code().has_value()) << record.output();
@@ -529,6 +558,7 @@ TEST_F(OtlpPush, RecordPushesLiveThroughAReceiverThatRestarts) {
   const Received received = read_log(log_);
   EXPECT_TRUE(received.errors.empty());
   EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch_));
+  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch_));
   EXPECT_TRUE(!std::filesystem::exists(scratch_ / "spool") || std::filesystem::is_empty(scratch_ / "spool"));
 }
 

@@ -2,7 +2,7 @@
 // of a span "phase" that stays open across the wait, so they end before their parent), then a
 // wait until DIR/go-N exists (the test makes it once it has seen what it waits for), then the
 // end of "phase". A task is created and resolved in each phase, and a worker thread writes spans
-// too. Exits 0, or 3 when a go file never came within 90 seconds (the test fails then).
+// at the same time. Exits 0, or 3 when a go file never came within 90 seconds (the test fails then).
 //   live_spans DIR [PHASES = 1] [SPANS = 2000]
 #include <chronicle/chronicle.hpp>
 #include <chronicle/task.hpp>
@@ -42,11 +42,12 @@ int main(int argc, char** argv) {
   for (int phase = 1; phase <= phases; ++phase) {
     CHRONICLE_SPAN_BEGIN("live", "phase");
     const chronicle::TaskId task = chronicle::create_task(chronicle::TaskKind::promise, "phase task");
+    // At the same time as the main thread's: the two threads' events interleave in time.
+    std::thread worker([spans] { write_spans(spans / 2); });
     {
       chronicle::TaskRunScope run(task);
       write_spans(spans / 2);
     }
-    std::thread worker([spans] { write_spans(spans / 2); });
     worker.join();
     chronicle::resolve_task(task, chronicle::TaskOutcome::ok);
     all_came = wait_for_file(directory + "/go-" + std::to_string(phase)) && all_came;
