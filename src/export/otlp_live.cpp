@@ -34,6 +34,7 @@ void OtlpLiveTrace::advance(uint64_t complete_below, OtlpSpanSink& sink, OtlpSen
 
 void OtlpLiveTrace::finish(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& all_sends,
                            ProgressCounter& progress) {
+  round_.reset();  // its mappings go before the whole trace is read again
   const model::TaskGraph graph = build_task_graph(trace, progress);
   std::map<std::string, uint64_t> starts;
   for (const auto& [path, position] : positions_) starts[path] = position.packet_offset;
@@ -43,7 +44,6 @@ void OtlpLiveTrace::finish(const reader::Trace& trace, OtlpSpanSink& sink, const
   producer_->begin_round(trace, sink, all_sends);
   read_events(rest, std::numeric_limits<uint64_t>::max(), nullptr, &progress);
   producer_->finish(graph);
-  round_.reset();
 }
 
 // The events of `round` older than `complete_below`, merged in time order as
