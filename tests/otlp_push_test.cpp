@@ -35,6 +35,7 @@ const std::string kCli = CHRONICLE_CLI;
 const std::string kEchoExample = ECHO_EXAMPLE;
 const std::string kCoroutinesExample = COROUTINES_EXAMPLE;
 const std::string kOtlpDirectory = OTLP_CHECK_DIR;
+const std::string kLiveSpans = LIVE_SPANS;
 
 // Waits for `done` with a generous limit; false when it never came.
 template <typename Condition>
@@ -173,6 +174,33 @@ std::vector<std::string> exported_span_ids(const std::string& trace, const Tempo
       for (const auto& span : scope["spans"]) ids.push_back(span["spanId"].get<std::string>());
   std::sort(ids.begin(), ids.end());
   return ids;
+}
+
+// What names a span and places it in its trace, from the trace's OTLP/JSON file export: span
+// id -> "trace id / parent id / name".
+std::map<std::string, std::string> exported_identities(const std::string& trace, const TemporaryDirectory& scratch) {
+  const std::string file = scratch / "identities.otlp.json";
+  const auto result = run(kCli + " export " + trace + " --format otlp --force -o " + file);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::map<std::string, std::string> identities;
+  const auto request = nlohmann::json::parse(slurp(file));
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"])
+        identities[span["spanId"].get<std::string>()] = span["traceId"].get<std::string>() + " / " +
+                                                        span.value("parentSpanId", std::string()) + " / " +
+                                                        span["name"].get<std::string>();
+  return identities;
+}
+
+std::map<std::string, std::string> identities_of(const Received& received) {
+  std::map<std::string, std::string> identities;
+  for (const auto& [id, item] : received.spans) {
+    const auto& span = item["span"];
+    identities[id] = span["traceId"].get<std::string>() + " / " + span.value("parentSpanId", std::string()) + " / " +
+                     span["name"].get<std::string>();
+  }
+  return identities;
 }
 
 std::vector<std::string> ids_of(const Received& received) {
@@ -443,6 +471,95 @@ TEST_F(OtlpPush, RecordFailsWhenThePushDoesNotDeliverAndSaysWhereTheSpoolIs) {
                kEchoExample + " 1 1");
   EXPECT_EQ(result.exit_code, 1) << result.err;
   EXPECT_FALSE(std::filesystem::exists(scratch_ / "never"));
+}
+
+// `record --otlp-endpoint` while the program runs: tests/programs/live_spans writes spans and
+// then waits for a go file, which the test makes only once the receiver has spans. Small packets
+// (4 KiB) so that the program's spans reach the trace files while it waits.
+class LiveRecord {
+ public:
+  LiveRecord(const TemporaryDirectory& scratch, int port, int phases, const std::string& options)
+      : scratch_(scratch), trace_(scratch / "live") {
+    std::vector<std::string> argv = {"env",
+                                     "CHRONICLE_PACKET_SIZE=4096",
+                                     kCli,
+                                     "record",
+                                     "-q",
+                                     "-o",
+                                     trace_,
+                                     "--otlp-endpoint",
+                                     endpoint(port),
+                                     "--otlp-spool",
+                                     scratch / "spool"};
+    for (size_t start = 0; start < options.size();) {
+      const size_t end = std::min(options.find(' ', start), options.size());
+      if (end > start) argv.push_back(options.substr(start, end - start));
+      start = end + 1;
+    }
+    for (const std::string& word : {std::string("--"), kLiveSpans, scratch.path(), std::to_string(phases)})
+      argv.push_back(word);
+    process_ = std::make_unique<Process>(argv, scratch / "record.out");
+  }
+  void go(int phase) { std::ofstream(scratch_ / ("go-" + std::to_string(phase))) << "go\n"; }
+  std::string output() const { return slurp(scratch_ / "record.out"); }
+  Process& process() { return *process_; }
+  const std::string& trace() const { return trace_; }
+
+ private:
+  const TemporaryDirectory& scratch_;
+  std::string trace_;
+  std::unique_ptr<Process> process_;
+};
+
+TEST_F(OtlpPush, RecordPushesSpansWhileTheProgramRuns) {
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  LiveRecord record(scratch_, port, 1, "--otlp-batch-spans 100");
+  ASSERT_TRUE(record.process().started());
+  const bool arrived_while_running = wait_for([&] { return read_log(log_).total_spans() > 0; });
+  const bool still_running = !record.process().exit_code().has_value();
+  record.go(1);  // whatever happened: the program ends
+  EXPECT_TRUE(arrived_while_running) << "no span reached the receiver while the program ran";
+  EXPECT_TRUE(still_running) << record.output();
+  ASSERT_EQ(record.process().wait(), 0) << record.output();
+  EXPECT_NE(record.output().find("chronicle: sent "), std::string::npos) << record.output();
+  const Received received = read_log(log_);
+  EXPECT_TRUE(received.errors.empty());
+  // The live pushes and the last one together: exactly the spans of the trace's export, once,
+  // in the same traces under the same parents.
+  EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch_));
+  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch_));
+  EXPECT_FALSE(std::filesystem::exists(scratch_ / "spool"));
+}
+
+// The receiver exits after two requests made while the program runs, and another starts on its
+// port before the program goes on: every span arrives once, none is left in the spool.
+TEST_F(OtlpPush, RecordPushesLiveThroughAReceiverThatRestarts) {
+  auto first = std::make_unique<Receiver>(scratch_, log_, std::vector<std::string>{"--exit-after", "2"});
+  const int port = first->port();
+  ASSERT_NE(port, 0) << first->output();
+  LiveRecord record(scratch_, port, 2, "--otlp-batch-spans 50 --otlp-retry-seconds 120 --otlp-interval 0.5");
+  ASSERT_TRUE(record.process().started());
+  ASSERT_EQ(first->process().wait(), 0) << first->output();
+  ASSERT_FALSE(record.process().exit_code().has_value()) << record.output();
+  const size_t before = read_log(log_).total_spans();
+  Receiver second(scratch_, log_, {}, port);
+  ASSERT_EQ(second.port(), port) << second.output();
+  const bool second_got_spans = wait_for([&] { return read_log(log_).total_spans() > before; });
+  record.go(1);
+  EXPECT_TRUE(second_got_spans) << "the restarted receiver got nothing while the program ran";
+  // The second phase's spans, live too.
+  const size_t after_first = read_log(log_).total_spans();
+  const bool second_phase_arrived = wait_for([&] { return read_log(log_).total_spans() > after_first; });
+  record.go(2);
+  EXPECT_TRUE(second_phase_arrived);
+  ASSERT_EQ(record.process().wait(), 0) << record.output();
+  const Received received = read_log(log_);
+  EXPECT_TRUE(received.errors.empty());
+  EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch_));
+  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch_));
+  EXPECT_TRUE(!std::filesystem::exists(scratch_ / "spool") || std::filesystem::is_empty(scratch_ / "spool"));
 }
 
 TEST_F(OtlpPush, NotATraceIsBadInput) {

@@ -54,7 +54,7 @@ int report_push(const exports::OtlpPushResult& result, const std::string& spool,
 
 }  // namespace
 
-int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& options) {
+exports::OtlpPushOptions otlp_push_options(const std::string& directory, const OtlpPushCliOptions& options) {
   exports::OtlpPushOptions push;
   push.endpoint = options.endpoint;
   push.protocol =
@@ -64,6 +64,22 @@ int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& option
   push.request_timeout = milliseconds(options.timeout_seconds);
   const bool resend = !options.resend.empty();
   push.spool_directory = resend ? options.resend : !options.spool.empty() ? options.spool : default_spool(directory);
+  return push;
+}
+
+int finish_live_otlp_push(exports::OtlpLivePush& live, const std::string& directory,
+                          const OtlpPushCliOptions& options) {
+  const std::vector<reader::Trace> traces = exports::open_traces(directory);
+  for (const auto& trace : traces) warn_about_damage(trace);
+  const exports::OtlpPushResult result = live.finish(traces);
+  const int exit_code = report_push(result, otlp_push_options(directory, options).spool_directory, options.endpoint);
+  if (result.read_failure) std::rethrow_exception(result.read_failure);
+  return exit_code;
+}
+
+int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& options) {
+  exports::OtlpPushOptions push = otlp_push_options(directory, options);
+  const bool resend = !options.resend.empty();
   const bool show_progress = stderr_is_terminal();
   if (show_progress)
     push.on_progress = [](const exports::OtlpPushProgress& progress) {

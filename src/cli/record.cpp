@@ -22,6 +22,7 @@
 #include "cli/common.hpp"
 #include "cli/otlp_push_cli.hpp"
 #include "collector/collector.hpp"
+#include "export/otlp_live.hpp"
 #include "export/otlp_push.hpp"
 #include "recorder/environment.hpp"
 
@@ -39,7 +40,8 @@ struct RecordOptions {
   bool allow_shared_output = false;
   bool quiet = false;
   std::vector<std::string> command;
-  OtlpPushCliOptions otlp;  // --otlp-endpoint: the trace pushed once the program has exited
+  OtlpPushCliOptions otlp;  // --otlp-endpoint: the spans pushed while the program runs, the rest at its end
+  double otlp_interval_seconds = 1;
 };
 
 struct TrackedSession {
@@ -149,13 +151,14 @@ void find_new_sessions(const std::string& shm_dir, const RecordOptions& options,
 // One round over the sessions: copies what they have, finishes those whose writers are gone.
 // Returns the bytes copied; `all_done` tells whether every session is finished.
 size_t collect_round(std::map<std::string, TrackedSession>& sessions, const RecordOptions& options,
-                     std::vector<std::string>& failures, bool& all_done) {
+                     std::vector<std::string>& failures, bool& all_done, exports::OtlpLivePush* live = nullptr) {
   size_t work = 0;
   all_done = true;
   for (auto& [path, session] : sessions) {
     if (session.done) continue;
     try {
       work += session.collector->drain();
+      if (live) live->publish(session.collector->output_dir(), session.collector->complete_below());
       if (session.mapping->finished() || !session.mapping->writer_alive()) {
         session.collector->finish();
         session.done = true;
@@ -248,7 +251,8 @@ void stop_waiting(const RecordOptions& options, Recording& run) {
 }
 
 // Collects until the program, every process it left behind and every session have ended.
-void collect_until_done(const RecordOptions& options, const std::string& shm_dir, Recording& run) {
+void collect_until_done(const RecordOptions& options, const std::string& shm_dir, Recording& run,
+                        exports::OtlpLivePush* live) {
   const bool progress = stderr_is_terminal() && !options.quiet;
   auto last_progress = std::chrono::steady_clock::now();
   auto idle_sleep = std::chrono::microseconds(500);
@@ -260,7 +264,7 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
     }
     find_new_sessions(shm_dir, options, run.sessions, run.failures);
     bool all_done = true;
-    const size_t work = collect_round(run.sessions, options, run.failures, all_done);
+    const size_t work = collect_round(run.sessions, options, run.failures, all_done, live);
     run.children.poll();
     if (!run.children.child_running && !run.children.others_running && all_done) {
       // A process may have made its session, written and ended since the listing above: with
@@ -335,6 +339,12 @@ int run_record(RecordOptions& options) {
     }
   } shm_dir_guard{shm_dir, keep_shm_dir};
 
+  // The pusher thread reads what the collectors have written, never the rings.
+  std::unique_ptr<exports::OtlpLivePush> live;
+  if (!options.otlp.endpoint.empty())
+    live = std::make_unique<exports::OtlpLivePush>(
+        otlp_push_options(options.output, options.otlp),
+        std::chrono::milliseconds(static_cast<int64_t>(options.otlp_interval_seconds * 1000)));
   Recording run;
   try {
     spawn_program(options, shm_dir, run);
@@ -342,7 +352,7 @@ int run_record(RecordOptions& options) {
     remove_output_if_empty();
     throw;
   }
-  collect_until_done(options, shm_dir, run);
+  collect_until_done(options, shm_dir, run, live.get());
   keep_shm_dir = options.keep_shm && !run.sessions.empty();
   if (run.sessions.empty()) remove_output_if_empty();
   print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left);
@@ -355,8 +365,8 @@ int run_record(RecordOptions& options) {
     exit_code = 128 + WTERMSIG(run.children.status);
   // A push that did not deliver everything fails a run that otherwise succeeded; the program's
   // own failure stays what the exit code says.
-  if (!options.otlp.endpoint.empty() && !run.sessions.empty()) {
-    const int pushed = run_otlp_push(options.output, options.otlp);
+  if (live && !run.sessions.empty()) {
+    const int pushed = finish_live_otlp_push(*live, options.output, options.otlp);
     if (pushed != 0 && exit_code == 0) exit_code = pushed;
   }
   return exit_code;
@@ -377,6 +387,10 @@ Command add_record(CLI::App& app) {
                     "Write into a directory other users may write to (they could replace the trace's files)");
   command->add_flag("-q,--quiet", options->quiet, "No progress line");
   add_otlp_push_options(*command, options->otlp, false);
+  command
+      ->add_option("--otlp-interval", options->otlp_interval_seconds,
+                   "Seconds between pushes of the spans that have ended while the program runs (default 1)")
+      ->check(CLI::Range(0.01, 3600.0));
   command->add_option("command", options->command, "The program and its arguments (after --)")->required();
   command->positionals_at_end();
   return {command, [options] { return run_record(*options); }};

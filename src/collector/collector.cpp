@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include "format/input_error.hpp"
@@ -397,9 +398,32 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   ++stats_.packets;
 }
 
+// How far in time the files will be complete once the closed packets are copied: the oldest
+// time a writer may still record at. A thread with a packet open records at or after that
+// packet's start; a thread that takes a channel from now on, after this moment, and so after
+// every packet written so far. A channel being taken, or a thread without a packet (its ring
+// still full), tells nothing: nothing more is complete this round.
+uint64_t Collector::complete_bound() const {
+  uint64_t bound = std::numeric_limits<uint64_t>::max();
+  const uint32_t channels = mapping_.channel_count();
+  for (uint32_t channel = 0; channel < channels; ++channel) {
+    const ChannelDescriptor& desc = mapping_.channel(channel);
+    const auto state = static_cast<format::ChannelState>(desc.state.load(std::memory_order_acquire));
+    if (state == format::ChannelState::closed) continue;
+    if (state != format::ChannelState::active) return complete_below_;
+    const uint64_t committed = mapping_.packets_committed(channel);
+    const auto& open = *reinterpret_cast<const PacketHeader*>(mapping_.ring_slot(channel, committed));
+    if (open.packet_seq_num.load(std::memory_order_acquire) != committed) return complete_below_;
+    bound = std::min(bound, open.timestamp_begin);
+  }
+  return bound == std::numeric_limits<uint64_t>::max() ? latest_timestamp_ : bound;
+}
+
 size_t Collector::drain() {
   ShmHeader& header = mapping_.header();
   if (header.policy != format::BufferPolicy::stream) return 0;
+  // Before the definitions: every site an event older than the bound names is defined by now.
+  const uint64_t bound = complete_bound();
   write_new_definitions();
   size_t copied = 0;
   const SessionGeometry& geometry = mapping_.geometry();
@@ -430,6 +454,7 @@ size_t Collector::drain() {
       desc.packets_consumed.store(seq + 1, std::memory_order_release);
     }
   }
+  complete_below_ = std::max(complete_below_, bound);
   return copied;
 }
 

@@ -146,6 +146,11 @@ class Collector {
   // packets are already waiting.
   void wait_for_work(std::chrono::microseconds timeout);
 
+  // Stream policy, while the program runs: every event older than this (ticks) is in the trace
+  // files, as the last drain() found the rings; 0 before any, and always for the flight policy.
+  // What a reader of the growing trace may read in time order (exports::OtlpLivePush).
+  uint64_t complete_below() const { return complete_below_; }
+
   const CollectorStats& stats() const { return stats_; }
   const std::string& output_dir() const { return output_dir_; }
 
@@ -160,6 +165,7 @@ class Collector {
   };
   StreamFile& stream_for(const format::PacketHeader& packet);
   uint64_t discarded_in_streams() const;
+  uint64_t complete_bound() const;
   // `known_events`: the count the writer left for a closed packet; without it the packet's
   // events are counted by walking them.
   void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,
@@ -194,7 +200,8 @@ class Collector {
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
   uint64_t latest_timestamp_ = 0;  // of the packets written
-  uint64_t strings_written_ = 0;   // content bytes of the definitions file written last
+  uint64_t complete_below_ = 0;
+  uint64_t strings_written_ = 0;  // content bytes of the definitions file written last
   std::string reserve_path_;
 };
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -93,6 +94,7 @@ class Spool {
       for (const SpoolFile& file : list_spool(directory_)) read_spool_name(file.path, &last);
       next_index_ = last + 1;
     }
+    if (!first_written_) first_written_ = *next_index_;
     const fs::path path =
         fs::path(directory_) / fmt::format("{:08}-{}.{}", (*next_index_)++, spans, spool_extension(protocol));
     // Written aside and renamed: a resend never sees half a batch.
@@ -106,9 +108,22 @@ class Spool {
     fs::rename(partial, path);
   }
 
+  // The files this spool object wrote (and that are still there), oldest first.
+  std::vector<SpoolFile> own_files() const {
+    std::vector<SpoolFile> own;
+    if (!first_written_) return own;
+    for (SpoolFile& file : list_spool(directory_)) {
+      uint64_t index = 0;
+      read_spool_name(file.path, &index);
+      if (index >= *first_written_) own.push_back(std::move(file));
+    }
+    return own;
+  }
+
  private:
   std::string directory_;
   std::optional<uint64_t> next_index_;
+  std::optional<uint64_t> first_written_;
 };
 
 // --- sending one batch, with retries ----------------------------------------------------------
@@ -231,6 +246,31 @@ class Delivery {
     ++batches_spooled;
   }
 
+  // After the collector was taken as down: the batches this push spooled since, oldest first,
+  // until one fails on the collector again. One it refuses stays in the spool, and is counted so.
+  void retry_spooled() {
+    if (!collector_down_) return;
+    collector_down_ = false;
+    for (const SpoolFile& file : spool_.own_files()) {
+      if (refused_.count(file.path.string())) continue;
+      std::ifstream in(file.path, std::ios::binary);
+      const std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const Outcome outcome = in.bad() ? Outcome::refused : sender_.send(body, file.protocol, file.spans);
+      if (outcome == Outcome::sent) {
+        std::error_code ignored;
+        std::filesystem::remove(file.path, ignored);
+        count_sent(file.spans);
+        spans_spooled -= file.spans;
+        --batches_spooled;
+      } else if (outcome == Outcome::refused) {
+        refused_.insert(file.path.string());
+      } else {
+        collector_down_ = true;
+        return;
+      }
+    }
+  }
+
   void fill(OtlpPushResult& result) const {
     result.spans_sent = spans_sent;
     result.batches_sent = batches_sent;
@@ -253,6 +293,7 @@ class Delivery {
 
   Sender sender_;
   Spool spool_;
+  std::set<std::string> refused_;  // spooled batches the collector refused: not tried again
   bool collector_down_ = false;
   uint64_t batches_sent = 0;
   uint64_t batches_spooled = 0;
@@ -265,6 +306,7 @@ class Delivery {
 struct Batch {
   std::string body;
   uint64_t spans = 0;
+  bool retry_spool = false;  // not a batch: the sender tries the spooled batches again
 };
 
 class BatchQueue {
@@ -378,6 +420,66 @@ OtlpPushResult push_otlp(const std::vector<reader::Trace>& traces, const OtlpPus
   delivery.fill(result);
   if (options.on_progress)
     options.on_progress({progress.events(), result.spans_produced, result.spans_sent, result.spans_spooled});
+  return result;
+}
+
+struct OtlpPushSession::State {
+  explicit State(const OtlpPushOptions& given)
+      : options(given),
+        endpoint(parse_endpoint(options.endpoint)),
+        delivery(options, endpoint),
+        queue(options.queued_batches),
+        sink(options, queue) {
+    sender = std::thread([this] {
+      while (auto batch = queue.pop()) {
+        if (batch->retry_spool)
+          delivery.retry_spooled();
+        else
+          delivery.deliver(batch->body, batch->spans, options.protocol);
+      }
+    });
+  }
+  void stop() {
+    if (!sender.joinable()) return;
+    sink.flush();
+    queue.close();
+    sender.join();
+  }
+
+  const OtlpPushOptions options;
+  const Endpoint endpoint;
+  Delivery delivery;
+  BatchQueue queue;
+  BatchingSink sink;
+  std::thread sender;
+};
+
+OtlpPushSession::OtlpPushSession(const OtlpPushOptions& options) : state_(std::make_unique<State>(options)) {}
+
+OtlpPushSession::~OtlpPushSession() {
+  state_->stop();
+}
+
+OtlpSpanSink& OtlpPushSession::sink() {
+  return state_->sink;
+}
+
+void OtlpPushSession::flush() {
+  state_->sink.flush();
+}
+
+void OtlpPushSession::retry_spool() {
+  Batch marker;
+  marker.retry_spool = true;
+  state_->queue.push(std::move(marker));
+}
+
+OtlpPushResult OtlpPushSession::finish() {
+  state_->stop();
+  OtlpPushResult result;
+  result.url = state_->endpoint.scheme_host_port + state_->endpoint.path;
+  result.spans_produced = state_->sink.produced;
+  state_->delivery.fill(result);
   return result;
 }
 

@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "export/otlp_requests.hpp"
+#include "export/otlp_spans.hpp"
 
 namespace chronicle::exports {
 
@@ -68,6 +70,30 @@ std::string otlp_traces_url(const std::string& endpoint);
 // are sent or spooled, and the error is in read_failure. Throws std::invalid_argument on a bad
 // endpoint.
 OtlpPushResult push_otlp(const std::vector<reader::Trace>& traces, const OtlpPushOptions& options);
+
+// A push fed in rounds (`record --otlp-endpoint` while the program runs): one sender thread,
+// one spool for the whole run. The spans handed to sink() go out in batches as they fill, and
+// at each flush(). The collector taken as down is tried again at each retry_spool(): once it
+// answers, the batches this push spooled go first (and leave the spool), then the new ones.
+class OtlpPushSession {
+ public:
+  // Throws std::invalid_argument on a bad endpoint.
+  explicit OtlpPushSession(const OtlpPushOptions& options);
+  ~OtlpPushSession();
+  OtlpPushSession(const OtlpPushSession&) = delete;
+  OtlpPushSession& operator=(const OtlpPushSession&) = delete;
+
+  // Spans given here may wait for the sender while it retries (the queue holds a few batches).
+  OtlpSpanSink& sink();
+  void flush();
+  void retry_spool();
+  // Waits for the sender. spans_produced counts every span given to sink().
+  OtlpPushResult finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Sends the batches spooled in options.spool_directory, oldest first, each in the encoding it
 // was spooled in, and deletes each one the collector took. What stays is counted as spooled.

@@ -73,7 +73,7 @@ class AttributeList {
   size_t used_ = 0;
 };
 
-using SentMessages = std::unordered_set<reader::MessageKey, reader::MessageKeyHash>;
+using SentMessages = OtlpSentMessages;
 
 OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
   OtlpTraceId bytes{};
@@ -86,18 +86,60 @@ OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
 
 class OtlpSpanProducer {
  public:
-  OtlpSpanProducer(OtlpSpanSink& sink, const SentMessages& sent) : sink_(sink), sent_(sent) {}
+  OtlpSpanProducer() = default;
+  OtlpSpanProducer(OtlpSpanSink& sink, const SentMessages& sent) : sink_(&sink), sent_(&sent) {}
 
   void produce_trace(const reader::Trace& trace, const model::TaskGraph& graph, ProgressCounter& progress) {
+    begin_round(trace, *sink_, *sent_);
+    trace.for_each_event(*pairing_, [&](const reader::Event& event) {
+      progress.count();
+      on_event(event);
+      return true;
+    });
+    finish(graph);
+  }
+
+  // A trace read in rounds: each round goes on with the pairing and the open spans of the last.
+  // A receive whose send is not among `sent` yet is kept back for finish() rather than guessed.
+  void begin_round(const reader::Trace& trace, OtlpSpanSink& sink, const SentMessages& sent) {
+    sink_ = &sink;
+    sent_ = &sent;
     trace_ = &trace;
-    graph_ = &graph;
     // Trace ids, span ids and parents come from the reader's one rule (reader::SpanPairing).
-    pairing_.emplace(trace);
+    if (pairing_)
+      pairing_->reread(trace);
+    else
+      pairing_.emplace(trace);
     produce_resource();
-    produce_thread_spans(progress);
+  }
+  void keep_back_unknown_receives() { keep_back_receives_ = true; }
+
+  // An event of the round, in time order: paired as Trace::for_each_event pairs it.
+  void follow(reader::Event& event) {
+    event.depth = pairing_->depth_on(event.thread_id);
+    event.span = pairing_->follow(event);
+    if (event.span && event.type == format::EventId::span_end) {
+      event.name_id = event.span->site_id;
+      event.depth = event.span->depth;
+    }
+    on_event(event);
+  }
+  void end_round() { sink_->end_resource(); }
+
+  // The end of the trace (`graph` is its whole task graph): what is still open, the receives
+  // kept back, one span per task.
+  void finish(const model::TaskGraph& graph) {
+    graph_ = &graph;
+    for (const reader::PairedSpan& span : pairing_->close_all(graph_->last_ticks())) close(span);
+    for (const reader::PairedSpan& span : pairing_->close_all_receives(graph_->last_ticks())) close(span);
+    keep_back_receives_ = false;
+    for (const auto& [span, events] : kept_back_) produce_thread_span(span, events);
+    kept_back_.clear();
     produce_task_spans();
-    sink_.end_resource();
+    sink_->end_resource();
     pairing_.reset();
+    events_of_.clear();
+    task_events_.clear();
   }
 
  private:
@@ -113,7 +155,7 @@ class OtlpSpanProducer {
       attributes.add("chronicle.trace.directory", trace_->directory());
       attributes.add_int("chronicle.events_discarded", static_cast<int64_t>(trace_->events_discarded()));
     }
-    sink_.begin_resource(resource);
+    sink_->begin_resource(resource);
   }
 
   int64_t unix_ns(uint64_t ticks) const { return trace_->to_unix_ns(ticks); }
@@ -131,7 +173,7 @@ class OtlpSpanProducer {
   // A receive's parent is the send in the other process: only when the export holds it (a merged
   // trace, or several processes of one run); otherwise a link names it, so no parent dangles.
   bool sender_in_export(const reader::PairedSpan& receive) const {
-    return sent_.count({receive.trace_high, receive.trace_low, receive.parent_span_id}) != 0;
+    return sent_->count({receive.trace_high, receive.trace_low, receive.parent_span_id}) != 0;
   }
 
   int thread_span_kind(const reader::PairedSpan& span) const {
@@ -208,53 +250,48 @@ class OtlpSpanProducer {
       if (!span.ended) attributes.add_bool("chronicle.span.unfinished", true);
     }
     set_events(out, events);
-    sink_.span(out);
+    sink_->span(out);
   }
 
-  void produce_thread_spans(ProgressCounter& progress) {
-    reader::SpanPairing& spans = *pairing_;
-    // The events recorded inside the open spans, by span sequence.
-    std::map<uint64_t, EventList> events_of;
-    task_events_.clear();
-    auto close = [&](const reader::PairedSpan& span) {
-      const auto events = events_of.find(span.sequence);
-      produce_thread_span(span, events != events_of.end() ? events->second : EventList{});
-      if (events != events_of.end()) events_of.erase(events);
-    };
-    trace_->for_each_event(spans, [&](const reader::Event& event) {
-      progress.count();
-      switch (event.type) {
-        case format::EventId::span_end:
-        case format::EventId::context_send:
-        case format::EventId::context_receive_end:
-          if (event.span) close(*event.span);
-          break;
-        case format::EventId::note:
-        case format::EventId::instant: {
-          // Each note or instant goes to the innermost span open in its task or thread, else to
-          // the task running there; with neither, OTLP has no place for it.
-          SpanEvent span_event;
-          span_event.unix_ns = unix_ns(event.ticks);
-          const reader::Site* site = trace_->site(event.name_id);
-          span_event.name = event.type == format::EventId::note ? std::string(event.text)
-                            : site                              ? site->name
-                                                                : fmt::format("#{}", event.name_id);
-          if (event.type == format::EventId::note && site) span_event.format_string = site->name;
-          span_event.thread_id = event.thread_id;
-          if (const reader::PairedSpan* open = spans.innermost_on(event.thread_id)) {
-            events_of[open->sequence].add(std::move(span_event));
-          } else if (const model::TaskId task = spans.running_task(event.thread_id); task != 0) {
-            task_events_[task].add(std::move(span_event));
-          }
-          break;
+  void close(const reader::PairedSpan& span) {
+    const auto events = events_of_.find(span.sequence);
+    if (keep_back_receives_ && span.role == reader::SpanRole::receive && !sender_in_export(span)) {
+      kept_back_.emplace_back(span, events != events_of_.end() ? std::move(events->second) : EventList{});
+    } else {
+      produce_thread_span(span, events != events_of_.end() ? events->second : EventList{});
+    }
+    if (events != events_of_.end()) events_of_.erase(events);
+  }
+
+  void on_event(const reader::Event& event) {
+    switch (event.type) {
+      case format::EventId::span_end:
+      case format::EventId::context_send:
+      case format::EventId::context_receive_end:
+        if (event.span) close(*event.span);
+        break;
+      case format::EventId::note:
+      case format::EventId::instant: {
+        // Each note or instant goes to the innermost span open in its task or thread, else to
+        // the task running there; with neither, OTLP has no place for it.
+        SpanEvent span_event;
+        span_event.unix_ns = unix_ns(event.ticks);
+        const reader::Site* site = trace_->site(event.name_id);
+        span_event.name = event.type == format::EventId::note ? std::string(event.text)
+                          : site                              ? site->name
+                                                              : fmt::format("#{}", event.name_id);
+        if (event.type == format::EventId::note && site) span_event.format_string = site->name;
+        span_event.thread_id = event.thread_id;
+        if (const reader::PairedSpan* open = pairing_->innermost_on(event.thread_id)) {
+          events_of_[open->sequence].add(std::move(span_event));
+        } else if (const model::TaskId task = pairing_->running_task(event.thread_id); task != 0) {
+          task_events_[task].add(std::move(span_event));
         }
-        default:
-          break;
+        break;
       }
-      return true;
-    });
-    for (const reader::PairedSpan& span : spans.close_all(graph_->last_ticks())) close(span);
-    for (const reader::PairedSpan& span : spans.close_all_receives(graph_->last_ticks())) close(span);
+      default:
+        break;
+    }
   }
 
   void add_link(OtlpSpan& span, model::TaskId task, std::string_view relation) {
@@ -291,23 +328,48 @@ class OtlpSpanProducer {
     if (task.resolver != 0 && task.resolver != task.id) add_link(out, task.resolver, "resolved_by");
     if (task.resolved && task.outcome == format::TaskOutcome::failed)
       out.status = OtlpStatus{kStatusCodeError, task.outcome_text};
-    sink_.span(out);
+    sink_->span(out);
   }
 
   void produce_task_spans() {
     for (const model::Task& task : graph_->tasks()) produce_task_span(task);
   }
 
-  OtlpSpanSink& sink_;
-  const SentMessages& sent_;
+  OtlpSpanSink* sink_ = nullptr;
+  const SentMessages* sent_ = nullptr;
   const reader::Trace* trace_ = nullptr;
   const model::TaskGraph* graph_ = nullptr;
   std::optional<reader::SpanPairing> pairing_;
+  std::map<uint64_t, EventList> events_of_;  // the events recorded inside the open spans, by span sequence
   std::map<model::TaskId, EventList> task_events_;
+  bool keep_back_receives_ = false;
+  std::vector<std::pair<reader::PairedSpan, EventList>> kept_back_;
   OtlpSpan span_;  // reused for every span
 };
 
 }  // namespace
+
+struct OtlpLiveSpanProducer::State {
+  OtlpSpanProducer producer;
+};
+
+OtlpLiveSpanProducer::OtlpLiveSpanProducer() : state_(std::make_unique<State>()) {
+  state_->producer.keep_back_unknown_receives();
+}
+OtlpLiveSpanProducer::~OtlpLiveSpanProducer() = default;
+
+void OtlpLiveSpanProducer::begin_round(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& sent) {
+  state_->producer.begin_round(trace, sink, sent);
+}
+void OtlpLiveSpanProducer::follow(reader::Event& event) {
+  state_->producer.follow(event);
+}
+void OtlpLiveSpanProducer::end_round() {
+  state_->producer.end_round();
+}
+void OtlpLiveSpanProducer::finish(const model::TaskGraph& graph) {
+  state_->producer.finish(graph);
+}
 
 void produce_otlp_spans(const std::vector<reader::Trace>& traces, OtlpSpanSink& sink, ProgressCounter& progress) {
   SentMessages sent;

@@ -10,12 +10,22 @@
 
 namespace chronicle::reader {
 
-SpanPairing::SpanPairing(const Trace& trace) : trace_(trace) {
+SpanPairing::SpanPairing(const Trace& trace) : trace_(&trace) {
   const auto& uuid = trace.description().uuid;
   salt_high_ = format::load_big_endian_u64(uuid.data());
   salt_low_ = format::load_big_endian_u64(uuid.data() + 8);
+  learn_sites();
+}
+
+void SpanPairing::reread(const Trace& trace) {
+  trace_ = &trace;
+  learn_sites();
+}
+
+// Sites only ever gain ids above the ones they had: the first of each name keeps its id.
+void SpanPairing::learn_sites() {
   std::map<std::pair<std::string_view, std::string_view>, uint32_t> first_of_name;
-  for (const Site& site : trace.sites()) {
+  for (const Site& site : trace_->sites()) {
     if (site.id == 0) continue;
     if (name_key_.size() <= site.id) name_key_.resize(site.id + 1, 0);
     name_key_[site.id] = first_of_name.try_emplace({site.category, site.name}, site.id).first->second;
@@ -315,13 +325,13 @@ std::vector<PairedSpan> SpanPairing::close_all(uint64_t last_ticks) {
 std::vector<std::string> SpanPairing::describe_problems() const {
   std::vector<std::string> lines;
   if (problems_.unmatched_ends > 0) {
-    const Site* site = trace_.site(problems_.first_unmatched_site);
+    const Site* site = trace_->site(problems_.first_unmatched_site);
     lines.push_back(
         fmt::format("{} span end(s) matched no open span of their name in their task or thread, and close nothing "
                     "(the first: \"{}\" on thread {} at {})",
                     problems_.unmatched_ends,
                     site ? site->category + "/" + site->name : fmt::format("#{}", problems_.first_unmatched_site),
-                    problems_.first_unmatched_thread, trace_.format_time(problems_.first_unmatched_ticks)));
+                    problems_.first_unmatched_thread, trace_->format_time(problems_.first_unmatched_ticks)));
   }
   if (problems_.out_of_order_ends > 0)
     lines.push_back(

@@ -63,6 +63,10 @@ class SpanPairing {
  public:
   explicit SpanPairing(const Trace& trace);
 
+  // Carries on with `trace`: the same trace read again further on (a trace still being written,
+  // read in rounds). The sites it has gained are paired by name too; what is open stays open.
+  void reread(const Trace& trace);
+
   // Follows one event of the time-ordered merge. Returns the span a span_begin opens (its end not
   // yet known) or a span_end closes; nullptr for other events and for an end that pairs with
   // nothing. The pointer is valid until the next call.
@@ -108,7 +112,9 @@ class SpanPairing {
   const PairedSpan* receive_end(const Event& event);
   const PairedSpan* send(const Event& event);
 
-  const Trace& trace_;
+  void learn_sites();
+
+  const Trace* trace_;
   std::vector<uint32_t> name_key_;  // by site id: the first site id of the same category and name
   std::unordered_map<uint32_t, std::vector<uint64_t>> running_;  // by thread: task runs, innermost last
   std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_open_;

@@ -109,7 +109,16 @@ class FieldReader {
 }  // namespace
 
 Trace::Trace(const std::string& directory) : directory_(directory) {
+  open(nullptr);
+}
+
+Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts) : directory_(directory) {
+  open(&starts);
+}
+
+void Trace::open(const std::map<std::string, uint64_t>* starts) {
   namespace fs = std::filesystem;
+  const std::string& directory = directory_;
   std::error_code error;
   if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
   const std::string metadata_path = directory + "/metadata";
@@ -149,7 +158,12 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
   if (error) throw TraceError(directory, 0, fmt::format("cannot list: {}", error.message()));
   if (has_strings) load_definitions(directory + "/strings");
   std::sort(stream_paths.begin(), stream_paths.end());
-  for (const auto& path : stream_paths) index_stream(path);
+  for (const auto& path : stream_paths) {
+    uint64_t start = 0;
+    if (starts)
+      if (const auto found = starts->find(path); found != starts->end()) start = found->second;
+    index_stream(path, start, starts != nullptr);
+  }
   if (streams_.empty() && !damage_.empty())
     throw TraceError(damage_.front().file, damage_.front().offset,
                      damage_.front().reason + " (nothing readable is left in the trace)");
@@ -198,19 +212,21 @@ void Trace::load_definitions(const std::string& path) {
   }
 }
 
-void Trace::index_stream(const std::string& path) {
+void Trace::index_stream(const std::string& path, uint64_t start, bool growing) {
   auto file = std::make_unique<MappedFile>(path);
   StreamInfo info;
   info.path = path;
   info.bytes = file->size();
   std::vector<uint64_t> readable;
-  uint64_t offset = 0;
+  uint64_t offset = start;
   uint64_t previous_discarded = 0;
   while (offset < file->size()) {
     const uint8_t* packet = file->data() + offset;
     const uint64_t left = file->size() - offset;
     const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
     if (!packet_bytes) {
+      // The collector appends whole packets: one that ends short is being written now.
+      if (growing) break;
       // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
       damage_.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
       break;

@@ -97,6 +97,10 @@ class Trace {
   // out of streams(). Throws TraceError on malformed metadata or definitions, and when the
   // streams hold damage and nothing readable.
   explicit Trace(const std::string& directory);
+  // The same for a trace still being written, read again in rounds: each stream file from the
+  // offset `starts` gives for its path (the start of a packet; 0 for a file it does not name).
+  // A packet not yet whole at a file's end is left for the next round, not taken as damage.
+  Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts);
   ~Trace();
   Trace(Trace&&) noexcept;
 
@@ -134,8 +138,9 @@ class Trace {
   class StreamCursor;
 
  private:
+  void open(const std::map<std::string, uint64_t>* starts);
   void load_definitions(const std::string& path);
-  void index_stream(const std::string& path);
+  void index_stream(const std::string& path, uint64_t start, bool growing);
   std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded) const;
 
   std::string directory_;
@@ -156,6 +161,8 @@ class Trace::StreamCursor {
   // Reads the next event into `event`; false at the end. Only packets that decoded when the
   // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
+  // Where the packet of the event read last starts in the stream's file.
+  uint64_t packet_offset() const { return packet_offset_; }
 
  private:
   bool next_packet();

@@ -1,0 +1,178 @@
+#include "export/otlp_live.hpp"
+
+#include <filesystem>
+#include <limits>
+#include <queue>
+
+namespace chronicle::exports {
+
+namespace {
+
+// One spelling per directory, whoever names it (the collector, open_traces).
+std::string directory_key(const std::string& directory) {
+  std::string key = std::filesystem::path(directory).lexically_normal().string();
+  while (key.size() > 1 && key.back() == '/') key.pop_back();
+  return key;
+}
+
+}  // namespace
+
+OtlpLiveTrace::OtlpLiveTrace(std::string directory)
+    : directory_(std::move(directory)), producer_(std::make_unique<OtlpLiveSpanProducer>()) {}
+
+OtlpLiveTrace::~OtlpLiveTrace() = default;
+
+void OtlpLiveTrace::advance(uint64_t complete_below, OtlpSpanSink& sink, OtlpSentMessages& sends) {
+  std::map<std::string, uint64_t> starts;
+  for (const auto& [path, position] : positions_) starts[path] = position.packet_offset;
+  auto round = std::make_unique<reader::Trace>(directory_, starts);
+  producer_->begin_round(*round, sink, sends);
+  read_events(*round, complete_below, &sends, nullptr);
+  producer_->end_round();
+  round_ = std::move(round);
+}
+
+void OtlpLiveTrace::finish(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& all_sends,
+                           ProgressCounter& progress) {
+  round_.reset();  // its mappings go before the whole trace is read again
+  const model::TaskGraph graph = build_task_graph(trace, progress);
+  std::map<std::string, uint64_t> starts;
+  for (const auto& [path, position] : positions_) starts[path] = position.packet_offset;
+  // The rest as the finished trace has it: the events from the positions reached, named with
+  // the finished trace's sites (the rest's are the same, as the files are).
+  const reader::Trace rest(directory_, starts);
+  producer_->begin_round(trace, sink, all_sends);
+  read_events(rest, std::numeric_limits<uint64_t>::max(), nullptr, &progress);
+  producer_->finish(graph);
+}
+
+// The events of `round` older than `complete_below`, merged in time order as
+// Trace::for_each_event merges them (ties: stream order, which is the files' name order in
+// every reading), skipping those earlier rounds read.
+void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_below, OtlpSentMessages* sends,
+                                ProgressCounter* progress) {
+  const size_t streams = round.streams().size();
+  std::vector<reader::Trace::StreamCursor> cursors;
+  std::vector<reader::Event> current(streams);
+  std::vector<Position*> positions(streams);
+  cursors.reserve(streams);
+  struct Head {
+    uint64_t ticks;
+    size_t stream;
+  };
+  auto later = [](const Head& a, const Head& b) {
+    return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream;
+  };
+  std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+  for (size_t i = 0; i < streams; ++i) {
+    cursors.emplace_back(round, i);
+    positions[i] = &positions_[round.streams()[i].path];
+    // The first packet is the one the last round stopped in: its events read then are skipped.
+    bool more = cursors[i].next(current[i]);
+    for (uint64_t skip = positions[i]->events_read;
+         more && skip > 0 && cursors[i].packet_offset() == positions[i]->packet_offset; --skip)
+      more = cursors[i].next(current[i]);
+    if (more) heads.push({current[i].ticks, i});
+  }
+  while (!heads.empty() && heads.top().ticks < complete_below) {
+    const size_t stream = heads.top().stream;
+    heads.pop();
+    reader::Event& event = current[stream];
+    Position& position = *positions[stream];
+    const uint64_t packet = cursors[stream].packet_offset();
+    if (packet != position.packet_offset) position = {packet, 0};
+    ++position.events_read;
+    ++events_read_;
+    if (progress) progress->count();
+    reader::MessageEnd end;
+    if (sends && reader::message_end_of(event, end) && end.send) sends->insert(end.key);
+    producer_->follow(event);
+    if (cursors[stream].next(current[stream])) heads.push({current[stream].ticks, stream});
+  }
+}
+
+OtlpLivePush::OtlpLivePush(const OtlpPushOptions& options, std::chrono::milliseconds interval)
+    : options_(options), interval_(interval), session_(std::make_unique<OtlpPushSession>(options_)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+OtlpLivePush::~OtlpLivePush() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void OtlpLivePush::publish(const std::string& directory, uint64_t complete_below) {
+  if (complete_below == 0) return;
+  std::lock_guard lock(mutex_);
+  published_[directory_key(directory)] = complete_below;
+}
+
+void OtlpLivePush::run() {
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    round();
+    lock.lock();
+  }
+}
+
+// One round: each trace as far as its collector said it is complete. A trace that cannot be
+// read is left to the end, which reads it whole and says what is wrong.
+void OtlpLivePush::round() {
+  std::map<std::string, uint64_t> published;
+  {
+    std::lock_guard lock(mutex_);
+    published = published_;
+  }
+  for (const auto& [directory, complete_below] : published) {
+    if (read_failure_) break;
+    try {
+      trace_for(directory).advance(complete_below, session_->sink(), sends_);
+    } catch (...) {
+      read_failure_ = std::current_exception();
+    }
+  }
+  session_->flush();
+  session_->retry_spool();
+}
+
+OtlpLiveTrace& OtlpLivePush::trace_for(const std::string& directory) {
+  auto& trace = traces_[directory];
+  if (!trace) trace = std::make_unique<OtlpLiveTrace>(directory);
+  return *trace;
+}
+
+OtlpPushResult OtlpLivePush::finish(const std::vector<reader::Trace>& traces) {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::exception_ptr read_failure = read_failure_;
+  if (!read_failure) {
+    try {
+      OtlpSentMessages all_sends;
+      for (const reader::Trace& trace : traces)
+        reader::for_each_message_end(trace, [&](const reader::MessageEnd& end) {
+          if (end.send) all_sends.insert(end.key);
+        });
+      const ExportOptions export_options;
+      ProgressCounter progress(export_options);
+      for (const reader::Trace& trace : traces)
+        trace_for(directory_key(trace.directory())).finish(trace, session_->sink(), all_sends, progress);
+    } catch (...) {
+      read_failure = std::current_exception();
+    }
+  }
+  session_->retry_spool();
+  OtlpPushResult result = session_->finish();
+  result.read_failure = read_failure;
+  return result;
+}
+
+}  // namespace chronicle::exports
