@@ -158,7 +158,9 @@ size_t collect_round(std::map<std::string, TrackedSession>& sessions, const Reco
     if (session.done) continue;
     try {
       work += session.collector->drain();
-      if (live) live->publish(session.collector->output_dir(), session.collector->complete_below());
+      if (live)
+        live->publish(session.collector->output_dir(), session.collector->complete_below(),
+                      session.collector->committed_sizes());
       if (session.mapping->finished() || !session.mapping->writer_alive()) {
         session.collector->finish();
         session.done = true;

@@ -326,6 +326,13 @@ void Collector::write_last_files() {
   }
 }
 
+std::map<std::string, uint64_t> Collector::committed_sizes() const {
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& [instance, stream] : streams_)
+    if (stream.fd >= 0) sizes[stream.name] = stream.size;
+  return sizes;
+}
+
 Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
   StreamFile& stream = streams_[packet.stream_instance_id];
   if (stream.fd >= 0) return stream;
@@ -334,7 +341,10 @@ Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
   std::string path = fmt::format("{}/thread-{}", output_dir_, packet.thread_id);
   for (int suffix = 2;; ++suffix) {
     stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (stream.fd >= 0) return stream;
+    if (stream.fd >= 0) {
+      stream.name = std::filesystem::path(path).filename().string();
+      return stream;
+    }
     if (errno != EEXIST || suffix > 10'000)
       throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
     path = fmt::format("{}/thread-{}-{}", output_dir_, packet.thread_id, suffix);

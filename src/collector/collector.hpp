@@ -150,6 +150,9 @@ class Collector {
   // files, as the last drain() found the rings; 0 before any, and always for the flight policy.
   // What a reader of the growing trace may read in time order (exports::OtlpLivePush).
   uint64_t complete_below() const { return complete_below_; }
+  // By file name, the bytes of whole packets in each stream file written so far: what a reader
+  // may map while the collector still writes (reader::Trace's `committed`).
+  std::map<std::string, uint64_t> committed_sizes() const;
 
   const CollectorStats& stats() const { return stats_; }
   const std::string& output_dir() const { return output_dir_; }
@@ -159,6 +162,7 @@ class Collector {
   // in turn, told apart by the packet header's stream_instance_id.
   struct StreamFile {
     int fd = -1;
+    std::string name;  // the file's name in the output directory
     uint64_t last_seq_written = ~uint64_t{0};
     uint64_t size = 0;            // bytes of whole packets in the file
     uint64_t last_discarded = 0;  // cumulative for this stream, as last written

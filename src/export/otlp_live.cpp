@@ -22,10 +22,11 @@ OtlpLiveTrace::OtlpLiveTrace(std::string directory)
 
 OtlpLiveTrace::~OtlpLiveTrace() = default;
 
-void OtlpLiveTrace::advance(uint64_t complete_below, OtlpSpanSink& sink, OtlpSentMessages& sends) {
+void OtlpLiveTrace::advance(uint64_t complete_below, const std::map<std::string, uint64_t>& committed,
+                            OtlpSpanSink& sink, OtlpSentMessages& sends) {
   std::map<std::string, uint64_t> starts;
   for (const auto& [path, position] : positions_) starts[path] = position.packet_offset;
-  auto round = std::make_unique<reader::Trace>(directory_, starts);
+  auto round = std::make_unique<reader::Trace>(directory_, starts, committed);
   producer_->begin_round(*round, sink, sends);
   read_events(*round, complete_below, &sends, nullptr);
   producer_->end_round();
@@ -105,10 +106,11 @@ OtlpLivePush::~OtlpLivePush() {
   if (thread_.joinable()) thread_.join();
 }
 
-void OtlpLivePush::publish(const std::string& directory, uint64_t complete_below) {
+void OtlpLivePush::publish(const std::string& directory, uint64_t complete_below,
+                           std::map<std::string, uint64_t> committed) {
   if (complete_below == 0) return;
   std::lock_guard lock(mutex_);
-  published_[directory_key(directory)] = complete_below;
+  published_[directory_key(directory)] = {complete_below, std::move(committed)};
 }
 
 void OtlpLivePush::run() {
@@ -123,15 +125,15 @@ void OtlpLivePush::run() {
 // One round: each trace as far as its collector said it is complete. A trace that cannot be
 // read is left to the end, which reads it whole and says what is wrong.
 void OtlpLivePush::round() {
-  std::map<std::string, uint64_t> published;
+  std::map<std::string, Published> published;
   {
     std::lock_guard lock(mutex_);
     published = published_;
   }
-  for (const auto& [directory, complete_below] : published) {
+  for (const auto& [directory, bounds] : published) {
     if (read_failure_) break;
     try {
-      trace_for(directory).advance(complete_below, session_->sink(), sends_);
+      trace_for(directory).advance(bounds.complete_below, bounds.committed, session_->sink(), sends_);
     } catch (...) {
       read_failure_ = std::current_exception();
     }

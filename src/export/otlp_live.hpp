@@ -42,7 +42,9 @@ class OtlpLiveTrace {
 
   // Hands `sink` the spans that ended among the events older than `complete_below` (ticks) not
   // read yet, and adds the sends among them to `sends`. Throws reader::TraceError.
-  void advance(uint64_t complete_below, OtlpSpanSink& sink, OtlpSentMessages& sends);
+  // `committed`: by file name, how much of each stream file the collector has written whole.
+  void advance(uint64_t complete_below, const std::map<std::string, uint64_t>& committed, OtlpSpanSink& sink,
+               OtlpSentMessages& sends);
 
   // The end: the rest of the events (`trace` is this directory, finished), the spans still open,
   // the receives kept back, then one span per task.
@@ -76,8 +78,9 @@ class OtlpLivePush {
   OtlpLivePush& operator=(const OtlpLivePush&) = delete;
 
   // From the collecting thread, after a drain: every event of `directory` older than
-  // `complete_below` is in its files. Takes a lock for a map update, nothing more.
-  void publish(const std::string& directory, uint64_t complete_below);
+  // `complete_below` is in its files, within `committed` (Collector::committed_sizes). Takes a
+  // lock for a map update, nothing more.
+  void publish(const std::string& directory, uint64_t complete_below, std::map<std::string, uint64_t> committed);
 
   // Stops the rounds and pushes the rest of `traces` (the run's traces, finished, as
   // open_traces reads them), then waits for the sender. The counts cover the whole run.
@@ -96,8 +99,12 @@ class OtlpLivePush {
   std::exception_ptr read_failure_;                               // pusher thread only
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::map<std::string, uint64_t> published_;  // by directory, under mutex_
-  bool stopping_ = false;                      // under mutex_
+  struct Published {
+    uint64_t complete_below = 0;
+    std::map<std::string, uint64_t> committed;
+  };
+  std::map<std::string, Published> published_;  // by directory, under mutex_
+  bool stopping_ = false;                       // under mutex_
   std::thread thread_;
 };
 

@@ -35,7 +35,8 @@ std::string file_kind(const struct stat& info) {
 // A read-only mapping of a whole file.
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path) : path_(path) {
+  // At most `limit` bytes from the file's start.
+  explicit MappedFile(const std::string& path, uint64_t limit = UINT64_MAX) : path_(path) {
     // O_NONBLOCK: opening a FIFO would wait for a writer that never comes. Only regular files
     // are read (a device could be endless, a FIFO empty).
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -49,7 +50,7 @@ class MappedFile {
       ::close(fd);
       throw TraceError(path, 0, fmt::format("not a regular file ({}): a trace is made of files", file_kind(info)));
     }
-    size_ = static_cast<uint64_t>(info.st_size);
+    size_ = std::min(static_cast<uint64_t>(info.st_size), limit);
     if (size_ > 0) {
       void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
       if (mapped == MAP_FAILED) {
@@ -109,14 +110,20 @@ class FieldReader {
 }  // namespace
 
 Trace::Trace(const std::string& directory) : directory_(directory) {
-  open(nullptr);
+  open(nullptr, nullptr);
 }
 
 Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts) : directory_(directory) {
-  open(&starts);
+  open(&starts, nullptr);
 }
 
-void Trace::open(const std::map<std::string, uint64_t>* starts) {
+Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts,
+             const std::map<std::string, uint64_t>& committed)
+    : directory_(directory) {
+  open(&starts, &committed);
+}
+
+void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed) {
   namespace fs = std::filesystem;
   const std::string& directory = directory_;
   std::error_code error;
@@ -152,7 +159,7 @@ void Trace::open(const std::map<std::string, uint64_t>* starts) {
     if (entry.file_size(status_error) == 0) continue;
     if (name == "strings")
       has_strings = true;
-    else
+    else if (!committed || committed->contains(name))
       stream_paths.push_back(entry.path().string());
   }
   if (error) throw TraceError(directory, 0, fmt::format("cannot list: {}", error.message()));
@@ -162,7 +169,9 @@ void Trace::open(const std::map<std::string, uint64_t>* starts) {
     uint64_t start = 0;
     if (starts)
       if (const auto found = starts->find(path); found != starts->end()) start = found->second;
-    index_stream(path, start, starts != nullptr);
+    uint64_t limit = UINT64_MAX;
+    if (committed) limit = committed->at(std::filesystem::path(path).filename().string());
+    index_stream(path, start, starts != nullptr, limit);
   }
   if (streams_.empty() && !damage_.empty())
     throw TraceError(damage_.front().file, damage_.front().offset,
@@ -212,8 +221,8 @@ void Trace::load_definitions(const std::string& path) {
   }
 }
 
-void Trace::index_stream(const std::string& path, uint64_t start, bool growing) {
-  auto file = std::make_unique<MappedFile>(path);
+void Trace::index_stream(const std::string& path, uint64_t start, bool growing, uint64_t committed) {
+  auto file = std::make_unique<MappedFile>(path, committed);
   StreamInfo info;
   info.path = path;
   info.bytes = file->size();

@@ -101,6 +101,12 @@ class Trace {
   // offset `starts` gives for its path (the start of a packet; 0 for a file it does not name).
   // A packet not yet whole at a file's end is left for the next round, not taken as damage.
   Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts);
+  // The same, reading no stream file past what its writer has committed: `committed` gives, by
+  // file name, the bytes of whole packets the collector has written; a file it does not name
+  // (created since) is not read. The collector may cut back a packet it failed to write past
+  // that size, and a mapping of the cut pages would fault (SIGBUS) when read.
+  Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts,
+        const std::map<std::string, uint64_t>& committed);
   ~Trace();
   Trace(Trace&&) noexcept;
 
@@ -138,9 +144,9 @@ class Trace {
   class StreamCursor;
 
  private:
-  void open(const std::map<std::string, uint64_t>* starts);
+  void open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
   void load_definitions(const std::string& path);
-  void index_stream(const std::string& path, uint64_t start, bool growing);
+  void index_stream(const std::string& path, uint64_t start, bool growing, uint64_t committed);
   std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded) const;
 
   std::string directory_;
