@@ -82,6 +82,88 @@ std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes
   return events;
 }
 
+namespace {
+
+// Per stream and compact id: the bytes of a whole event with a compact header and a fixed
+// payload, or 0 (an extended header, a string in the payload, no such event). One load instead
+// of a walk to the spec: a packet's events are a chain, each one's size says where the next is.
+struct CompactEventBytes {
+  uint8_t by_id[2][1u << kCompactIdBits] = {};
+};
+
+const CompactEventBytes& compact_event_bytes() {
+  static const CompactEventBytes sizes = [] {
+    CompactEventBytes built;
+    for (uint32_t stream = 0; stream < 2; ++stream)
+      for (uint32_t id = 0; id < kExtendedId; ++id)
+        if (const EventSpec* spec = lookup_event(event_table(), stream, id); spec && spec->fixed_payload_size >= 0)
+          built.by_id[stream][id] = static_cast<uint8_t>(kCompactHeaderSize + spec->fixed_payload_size);
+    return built;
+  }();
+  return sizes;
+}
+
+}  // namespace
+
+bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_types) {
+  const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
+  const EventTable& table = event_table();
+  static const uint8_t kNone[1u << kCompactIdBits] = {};
+  const uint8_t* compact_bytes = stream_id < 2 ? compact_event_bytes().by_id[stream_id] : kNone;
+  uint64_t ticks = reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin;
+  // The compact header's time cannot go backwards (a lower value is a wrap), but it moves the
+  // time an extended header after it is checked against.
+  const auto follow_compact_time = [&ticks](const uint8_t* data) {
+    uint32_t word = 0;
+    std::memcpy(&word, data, 4);
+    const uint64_t low = word >> kCompactIdBits;
+    const bool wrapped = low < (ticks & kCompactTimestampMask);
+    ticks = (ticks & ~kCompactTimestampMask) | low;
+    if (wrapped) ticks += kCompactTimestampMask + 1;
+  };
+  uint32_t types = 0;
+  size_t cursor = kPacketHeaderSize;
+  while (cursor < content_bytes) {
+    const uint8_t* data = packet + cursor;
+    const size_t left = content_bytes - cursor;
+    uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
+    if (const size_t bytes = compact_bytes[id]; bytes != 0 && bytes <= left) [[likely]] {
+      follow_compact_time(data);
+      types |= event_type_bit(id);
+      cursor += bytes;
+      continue;
+    }
+    size_t header_size = kCompactHeaderSize;
+    if (id == kExtendedId) {
+      if (left < kExtendedHeaderSize) return false;
+      std::memcpy(&id, data + 1, 4);
+      uint64_t extended_ticks = 0;
+      std::memcpy(&extended_ticks, data + 5, 8);
+      if (extended_ticks < ticks) return false;
+      ticks = extended_ticks;
+      header_size = kExtendedHeaderSize;
+    } else {
+      if (left < kCompactHeaderSize) return false;
+      follow_compact_time(data);
+    }
+    const EventSpec* spec = lookup_event(table, stream_id, id);
+    if (!spec) return false;
+    size_t size;
+    if (spec->fixed_payload_size >= 0) [[likely]] {
+      size = static_cast<size_t>(spec->fixed_payload_size);
+      if (size > left - header_size) return false;
+    } else {
+      const auto variable = payload_size(*spec, data + header_size, left - header_size);
+      if (!variable) return false;
+      size = *variable;
+    }
+    types |= event_type_bit(id);
+    cursor += header_size + size;
+  }
+  event_types |= types;
+  return true;
+}
+
 PacketDecoder::PacketDecoder(const uint8_t* packet, size_t content_bytes)
     : packet_(packet),
       content_bytes_(content_bytes),
