@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace chronicle::format {
 
@@ -89,15 +91,48 @@ namespace {
 // of a walk to the spec: a packet's events are a chain, each one's size says where the next is.
 struct CompactEventBytes {
   uint8_t by_id[2][1u << kCompactIdBits] = {};
+  // For an event whose only string is its last field: the fixed bytes before it, else kNoText.
+  uint8_t text_after[2][1u << kCompactIdBits] = {};
 };
+constexpr uint8_t kNoText = 0xff;
+
+// Where the NUL ending a string at `text` is, within `available` bytes: eight bytes at a time
+// while they are there (the strings of thread events are mostly short labels, and a call to
+// memchr costs more than the scan), or nullptr when there is none.
+const uint8_t* find_nul(const uint8_t* text, size_t available) {
+  size_t at = 0;
+  for (; at + 8 <= available; at += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, text + at, 8);
+    const uint64_t zero_bytes = (word - 0x0101010101010101ULL) & ~word & 0x8080808080808080ULL;
+    if (zero_bytes != 0) return text + at + __builtin_ctzll(zero_bytes) / 8;  // little-endian
+  }
+  for (; at < available; ++at)
+    if (text[at] == 0) return text + at;
+  return nullptr;
+}
 
 const CompactEventBytes& compact_event_bytes() {
   static const CompactEventBytes sizes = [] {
     CompactEventBytes built;
+    std::memset(built.text_after, kNoText, sizeof built.text_after);
     for (uint32_t stream = 0; stream < 2; ++stream)
-      for (uint32_t id = 0; id < kExtendedId; ++id)
-        if (const EventSpec* spec = lookup_event(event_table(), stream, id); spec && spec->fixed_payload_size >= 0)
+      for (uint32_t id = 0; id < kExtendedId; ++id) {
+        const EventSpec* spec = lookup_event(event_table(), stream, id);
+        if (!spec) continue;
+        if (spec->fixed_payload_size >= 0) {
           built.by_id[stream][id] = static_cast<uint8_t>(kCompactHeaderSize + spec->fixed_payload_size);
+          continue;
+        }
+        const auto& fields = spec->fields;
+        const auto strings = std::count_if(fields.begin(), fields.end(),
+                                           [](const FieldSpec& field) { return field.type == FieldType::string; });
+        // The fixed part's size: what payload_size makes of it followed by an empty string.
+        std::vector<uint8_t> zeros(64, 0);
+        const auto prefix = payload_size(*spec, zeros.data(), zeros.size());
+        if (strings == 1 && fields.back().type == FieldType::string && prefix && *prefix >= 1)
+          built.text_after[stream][id] = static_cast<uint8_t>(*prefix - 1);
+      }
     return built;
   }();
   return sizes;
@@ -108,8 +143,10 @@ const CompactEventBytes& compact_event_bytes() {
 bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_types) {
   const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
   const EventTable& table = event_table();
-  static const uint8_t kNone[1u << kCompactIdBits] = {};
-  const uint8_t* compact_bytes = stream_id < 2 ? compact_event_bytes().by_id[stream_id] : kNone;
+  // No stream but these two has events: the decoder fails at the first one.
+  if (stream_id >= 2) return content_bytes <= kPacketHeaderSize;
+  const uint8_t* compact_bytes = compact_event_bytes().by_id[stream_id];
+  const uint8_t* text_after = compact_event_bytes().text_after[stream_id];
   uint64_t ticks = reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin;
   // The compact header's time cannot go backwards (a lower value is a wrap), but it moves the
   // time an extended header after it is checked against.
@@ -149,9 +186,16 @@ bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_
     const EventSpec* spec = lookup_event(table, stream_id, id);
     if (!spec) return false;
     size_t size;
+    const size_t available = left - header_size;
     if (spec->fixed_payload_size >= 0) [[likely]] {
       size = static_cast<size_t>(spec->fixed_payload_size);
-      if (size > left - header_size) return false;
+      if (size > available) return false;
+    } else if (id < kExtendedId && text_after[id] != kNoText) {
+      const size_t prefix = text_after[id];
+      if (prefix > available) return false;
+      const uint8_t* nul = find_nul(data + header_size + prefix, available - prefix);
+      if (!nul) return false;
+      size = static_cast<size_t>(nul - (data + header_size)) + 1;
     } else {
       const auto variable = payload_size(*spec, data + header_size, left - header_size);
       if (!variable) return false;
