@@ -13,6 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include <chronicle/chronicle.hpp>
+#include <chronicle/context.hpp>
+
 #include "format/metadata.hpp"
 #include "merge/clock_alignment.hpp"
 #include "merge/otlp_input.hpp"
@@ -830,6 +833,57 @@ TEST_F(MergeOtlp, BadInputIsRefusedOrCounted) {
   EXPECT_EQ(twice.exit_code, 1) << twice.err;
   EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
   EXPECT_FALSE(std::filesystem::exists(output_ / "twice"));
+}
+
+// Two sessions in small packets, a message now and then from the first to the second among many
+// counters: the pass that finds the pairs reads only the packets holding sends or receives (as
+// noted when the traces were opened), and finds every pair a walk over all events finds.
+TEST(MessagePairs, OnlyThePacketsHoldingSendsOrReceivesAreReadAndNoPairIsMissed) {
+  TemporaryDirectory directory;
+  constexpr int kMessages = 20, kCountersBetween = 2'000;
+  auto record = [&](const std::string& name, auto&& message) {
+    Config config;
+    config.output = directory / name;
+    config.shm_dir = directory.path();
+    config.buffer_size = 8 << 20;  // room for everything: no drops
+    config.packet_size = 4 << 10;
+    ASSERT_TRUE(start(config)) << last_error();
+    for (int i = 0; i < kMessages; ++i) {
+      for (int j = 0; j < kCountersBetween; ++j) CHRONICLE_COUNTER("merge", "between", j);
+      message(i);
+    }
+    stop();
+  };
+  std::vector<std::string> wire;
+  record("sender", [&](int) { wire.push_back(send_traceparent()); });
+  record("receiver", [&](int i) { ReceiveScope scope(wire[static_cast<size_t>(i)]); });
+
+  std::vector<reader::Trace> traces;
+  traces.emplace_back(directory / "sender");
+  traces.emplace_back(directory / "receiver");
+  size_t all_events = 0, events_in_message_packets = 0, ends = 0;
+  for (const reader::Trace& trace : traces) {
+    ASSERT_EQ(trace.events_discarded(), 0u);
+    ASSERT_TRUE(trace.damage().empty());
+    for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+      trace.for_each_in_stream(stream, [&](const reader::Event& event) {
+        reader::MessageEnd end;
+        ends += reader::message_end_of(event, end);
+        return ++all_events, true;
+      });
+      trace.for_each_in_stream_packets_holding(stream, reader::kMessageEventTypes,
+                                               [&](const reader::Event&) { return ++events_in_message_packets, true; });
+    }
+  }
+  EXPECT_EQ(ends, 2u * kMessages);
+  EXPECT_LT(events_in_message_packets * 4, all_events) << "most packets hold no message and are not read";
+  const std::vector<merge::MessagePair> pairs = merge::find_message_pairs(traces);
+  ASSERT_EQ(pairs.size(), static_cast<size_t>(kMessages));
+  for (const merge::MessagePair& pair : pairs) {
+    EXPECT_EQ(pair.sender, 0u);
+    EXPECT_EQ(pair.receiver, 1u);
+    EXPECT_LE(pair.send_ns, pair.receive_ns) << "one host, one clock: a receive follows its send";
+  }
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace chronicle::format {
 
@@ -80,6 +82,130 @@ std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes
     ++events;
   }
   return events;
+}
+
+namespace {
+
+// Per stream and compact id: the bytes of a whole event with a compact header and a fixed
+// payload, or 0 (an extended header, a string in the payload, no such event). One load instead
+// of a walk to the spec: a packet's events are a chain, each one's size says where the next is.
+struct CompactEventBytes {
+  uint8_t by_id[2][1u << kCompactIdBits] = {};
+  // For an event whose only string is its last field: the fixed bytes before it, else kNoText.
+  uint8_t text_after[2][1u << kCompactIdBits] = {};
+};
+constexpr uint8_t kNoText = 0xff;
+
+// Where the NUL ending a string at `text` is, within `available` bytes: eight bytes at a time
+// while they are there (the strings of thread events are mostly short labels, and a call to
+// memchr costs more than the scan), or nullptr when there is none.
+const uint8_t* find_nul(const uint8_t* text, size_t available) {
+  size_t at = 0;
+  for (; at + 8 <= available; at += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, text + at, 8);
+    const uint64_t zero_bytes = (word - 0x0101010101010101ULL) & ~word & 0x8080808080808080ULL;
+    if (zero_bytes != 0) return text + at + __builtin_ctzll(zero_bytes) / 8;  // little-endian
+  }
+  for (; at < available; ++at)
+    if (text[at] == 0) return text + at;
+  return nullptr;
+}
+
+const CompactEventBytes& compact_event_bytes() {
+  static const CompactEventBytes sizes = [] {
+    CompactEventBytes built;
+    std::memset(built.text_after, kNoText, sizeof built.text_after);
+    for (uint32_t stream = 0; stream < 2; ++stream)
+      for (uint32_t id = 0; id < kExtendedId; ++id) {
+        const EventSpec* spec = lookup_event(event_table(), stream, id);
+        if (!spec) continue;
+        if (spec->fixed_payload_size >= 0) {
+          built.by_id[stream][id] = static_cast<uint8_t>(kCompactHeaderSize + spec->fixed_payload_size);
+          continue;
+        }
+        const auto& fields = spec->fields;
+        const auto strings = std::count_if(fields.begin(), fields.end(),
+                                           [](const FieldSpec& field) { return field.type == FieldType::string; });
+        // The fixed part's size: what payload_size makes of it followed by an empty string.
+        std::vector<uint8_t> zeros(64, 0);
+        const auto prefix = payload_size(*spec, zeros.data(), zeros.size());
+        if (strings == 1 && fields.back().type == FieldType::string && prefix && *prefix >= 1)
+          built.text_after[stream][id] = static_cast<uint8_t>(*prefix - 1);
+      }
+    return built;
+  }();
+  return sizes;
+}
+
+}  // namespace
+
+bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_types) {
+  const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
+  const EventTable& table = event_table();
+  // No stream but these two has events: the decoder fails at the first one.
+  if (stream_id >= 2) return content_bytes <= kPacketHeaderSize;
+  const uint8_t* compact_bytes = compact_event_bytes().by_id[stream_id];
+  const uint8_t* text_after = compact_event_bytes().text_after[stream_id];
+  uint64_t ticks = reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin;
+  // The compact header's time cannot go backwards (a lower value is a wrap), but it moves the
+  // time an extended header after it is checked against.
+  const auto follow_compact_time = [&ticks](const uint8_t* data) {
+    uint32_t word = 0;
+    std::memcpy(&word, data, 4);
+    const uint64_t low = word >> kCompactIdBits;
+    const bool wrapped = low < (ticks & kCompactTimestampMask);
+    ticks = (ticks & ~kCompactTimestampMask) | low;
+    if (wrapped) ticks += kCompactTimestampMask + 1;
+  };
+  uint32_t types = 0;
+  size_t cursor = kPacketHeaderSize;
+  while (cursor < content_bytes) {
+    const uint8_t* data = packet + cursor;
+    const size_t left = content_bytes - cursor;
+    uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
+    if (const size_t bytes = compact_bytes[id]; bytes != 0 && bytes <= left) [[likely]] {
+      follow_compact_time(data);
+      types |= event_type_bit(id);
+      cursor += bytes;
+      continue;
+    }
+    size_t header_size = kCompactHeaderSize;
+    if (id == kExtendedId) {
+      if (left < kExtendedHeaderSize) return false;
+      std::memcpy(&id, data + 1, 4);
+      uint64_t extended_ticks = 0;
+      std::memcpy(&extended_ticks, data + 5, 8);
+      if (extended_ticks < ticks) return false;
+      ticks = extended_ticks;
+      header_size = kExtendedHeaderSize;
+    } else {
+      if (left < kCompactHeaderSize) return false;
+      follow_compact_time(data);
+    }
+    const EventSpec* spec = lookup_event(table, stream_id, id);
+    if (!spec) return false;
+    size_t size;
+    const size_t available = left - header_size;
+    if (spec->fixed_payload_size >= 0) [[likely]] {
+      size = static_cast<size_t>(spec->fixed_payload_size);
+      if (size > available) return false;
+    } else if (id < kExtendedId && text_after[id] != kNoText) {
+      const size_t prefix = text_after[id];
+      if (prefix > available) return false;
+      const uint8_t* nul = find_nul(data + header_size + prefix, available - prefix);
+      if (!nul) return false;
+      size = static_cast<size_t>(nul - (data + header_size)) + 1;
+    } else {
+      const auto variable = payload_size(*spec, data + header_size, left - header_size);
+      if (!variable) return false;
+      size = *variable;
+    }
+    types |= event_type_bit(id);
+    cursor += header_size + size;
+  }
+  event_types |= types;
+  return true;
 }
 
 PacketDecoder::PacketDecoder(const uint8_t* packet, size_t content_bytes)

@@ -15,7 +15,7 @@ std::vector<MessageEnds> match_messages(const std::vector<Trace>& traces) {
   for (size_t index = 0; index < traces.size(); ++index) {
     const Trace& trace = traces[index];
     for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
-      trace.for_each_in_stream(stream, [&](const Event& event) {
+      trace.for_each_in_stream_packets_holding(stream, kMessageEventTypes, [&](const Event& event) {
         MessageEnd end;
         if (!message_end_of(event, end)) return true;
         const Seen here{index, stream, end.ticks};

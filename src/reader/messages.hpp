@@ -46,11 +46,16 @@ inline bool message_end_of(const Event& event, MessageEnd& end) {
   return false;
 }
 
+// The packets a message end can be in: those holding a send or a receive.
+inline constexpr uint32_t kMessageEventTypes =
+    format::event_type_bit(static_cast<uint32_t>(format::EventId::context_send)) |
+    format::event_type_bit(static_cast<uint32_t>(format::EventId::context_receive));
+
 // Every message end in `trace`, stream by stream (not in time order).
 template <typename Visitor>
 void for_each_message_end(const Trace& trace, Visitor&& visit) {
   for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
-    trace.for_each_in_stream(stream, [&](const Event& event) {
+    trace.for_each_in_stream_packets_holding(stream, kMessageEventTypes, [&](const Event& event) {
       MessageEnd end;
       if (message_end_of(event, end)) visit(end);
       return true;

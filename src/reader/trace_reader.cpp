@@ -227,6 +227,7 @@ void Trace::index_stream(const std::string& path, uint64_t start, bool growing, 
   info.path = path;
   info.bytes = file->size();
   std::vector<uint64_t> readable;
+  std::vector<uint32_t> event_types;
   uint64_t offset = start;
   uint64_t previous_discarded = 0;
   while (offset < file->size()) {
@@ -240,10 +241,12 @@ void Trace::index_stream(const std::string& path, uint64_t start, bool growing, 
       damage_.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
       break;
     }
-    const std::string problem = packet_problem(packet, offset, previous_discarded);
+    uint32_t types = 0;
+    const std::string problem = packet_problem(packet, offset, previous_discarded, types);
     const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
     if (problem.empty()) {
       readable.push_back(offset);
+      event_types.push_back(types);
       previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
       info.thread_id = header.thread_id;
       ++info.packets;
@@ -262,11 +265,14 @@ void Trace::index_stream(const std::string& path, uint64_t start, bool growing, 
   streams_.push_back(std::move(info));
   files_.push_back(std::move(file));
   readable_packets_.push_back(std::move(readable));
+  packet_event_types_.push_back(std::move(event_types));
 }
 
-// What makes a framed packet unreadable, or an empty string. Decodes every event, so that the
-// cursors never meet a fault after they have handed out part of a packet.
-std::string Trace::packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded) const {
+// What makes a framed packet unreadable, or an empty string. Walks every event as the decoder
+// would, so that the cursors never meet a fault after they have handed out part of a packet, and
+// notes the packet's event types.
+std::string Trace::packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
+                                  uint32_t& event_types) const {
   const std::string problem = format::check_packet_header(packet, std::numeric_limits<size_t>::max());
   if (!problem.empty()) return problem;
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
@@ -278,11 +284,12 @@ std::string Trace::packet_problem(const uint8_t* packet, uint64_t offset, uint64
   if (header.events_discarded.load(std::memory_order_relaxed) < previous_discarded)
     return fmt::format("events_discarded decreases (it is cumulative) (at offset {})",
                        offset + offsetof(format::PacketHeader, events_discarded));
+  if (format::events_decode(packet, format::content_bytes(header), event_types)) return {};
+  // Damage (rare): the decoder, which the cursors will use, has the last word and says what and where.
   try {
     format::PacketDecoder decoder(packet, format::content_bytes(header));
     format::RawEvent event;
-    while (decoder.next(event)) {
-    }
+    while (decoder.next(event)) event_types |= format::event_type_bit(event.spec->id);
   } catch (const format::DecodeError& error) {
     return fmt::format("{} (at offset {})", error.what(), offset + error.offset());
   }
@@ -338,10 +345,18 @@ std::string Trace::format_time(uint64_t ticks) const {
                      parts.tm_hour, parts.tm_min, parts.tm_sec, ns % 1'000'000'000);
 }
 
-Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index)
-    : trace_(trace), index_(index), data_(trace.files_[index]->data()), packets_(trace.readable_packets_[index]) {}
+Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, uint32_t event_types)
+    : trace_(trace),
+      index_(index),
+      data_(trace.files_[index]->data()),
+      packets_(trace.readable_packets_[index]),
+      packet_event_types_(trace.packet_event_types_[index]),
+      event_types_(event_types) {}
 
 bool Trace::StreamCursor::next_packet() {
+  // All types (the default) read every packet, without looking at what the check noted.
+  if (event_types_ != ~uint32_t{0})
+    while (next_packet_ < packets_.size() && (packet_event_types_[next_packet_] & event_types_) == 0) ++next_packet_;
   if (next_packet_ >= packets_.size()) return false;
   packet_offset_ = packets_[next_packet_++];
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(data_ + packet_offset_);

@@ -132,6 +132,11 @@ class Trace {
   // returns false.
   template <typename Visitor>
   void for_each_in_stream(size_t index, Visitor&& visit) const;
+  // The same, over only the packets that hold an event of one of `event_types` (bits
+  // format::event_type_bit of format::EventId), known since the trace was opened: the other
+  // events of those packets are visited too. For a pass that looks for rare events.
+  template <typename Visitor>
+  void for_each_in_stream_packets_holding(size_t index, uint32_t event_types, Visitor&& visit) const;
 
   // Every thread-stream event in time order (ties: stream order), with its span pairing (Event::span,
   // name_id and depth of span events). Stops when `visit` returns false.
@@ -147,7 +152,8 @@ class Trace {
   void open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
   void load_definitions(const std::string& path);
   void index_stream(const std::string& path, uint64_t start, bool growing, uint64_t committed);
-  std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded) const;
+  std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
+                             uint32_t& event_types) const;
 
   std::string directory_;
   format::TraceDescription description_;
@@ -155,7 +161,8 @@ class Trace {
   std::map<uint32_t, std::string> thread_names_;
   std::vector<StreamInfo> streams_;
   std::vector<std::unique_ptr<MappedFile>> files_;
-  std::vector<std::vector<uint64_t>> readable_packets_;  // per stream: offsets of the sound packets
+  std::vector<std::vector<uint64_t>> readable_packets_;    // per stream: offsets of the sound packets
+  std::vector<std::vector<uint32_t>> packet_event_types_;  // per stream, per sound packet: its event types
   std::vector<Damage> damage_;
   int64_t clock_base_ns_ = 0;
 };
@@ -163,7 +170,9 @@ class Trace {
 // Iterates one stream's events.
 class Trace::StreamCursor {
  public:
-  StreamCursor(const Trace& trace, size_t index);
+  // Over the packets holding an event of one of `event_types` (format::event_type_bit), by
+  // default all.
+  StreamCursor(const Trace& trace, size_t index, uint32_t event_types = ~uint32_t{0});
   // Reads the next event into `event`; false at the end. Only packets that decoded when the
   // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
@@ -176,6 +185,8 @@ class Trace::StreamCursor {
   size_t index_;
   const uint8_t* data_;
   const std::vector<uint64_t>& packets_;
+  const std::vector<uint32_t>& packet_event_types_;
+  uint32_t event_types_;
   size_t next_packet_ = 0;
   uint64_t packet_offset_ = 0;
   std::optional<format::PacketDecoder> packet_;

@@ -13,6 +13,14 @@ void Trace::for_each_in_stream(size_t index, Visitor&& visit) const {
 }
 
 template <typename Visitor>
+void Trace::for_each_in_stream_packets_holding(size_t index, uint32_t event_types, Visitor&& visit) const {
+  StreamCursor cursor(*this, index, event_types);
+  Event event;
+  while (cursor.next(event))
+    if (!visit(static_cast<const Event&>(event))) return;
+}
+
+template <typename Visitor>
 void Trace::for_each_event(Visitor&& visit) const {
   SpanPairing pairing(*this);
   for_each_event(pairing, std::forward<Visitor>(visit));
