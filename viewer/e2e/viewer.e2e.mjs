@@ -321,8 +321,15 @@ try {
 
   await step('clicking a task run in a thread lane selects its task and scrolls to its row', async () => {
     await settled(page);
-    const run = await page.evaluate(() => window.chronicleViewer.runPoint());
+    const run = await page.evaluate(() => {
+      const viewer = window.chronicleViewer, point = viewer.runPoint();
+      return point && { ...point, name: viewer.data().tasks.names[point.task] };
+    });
     assert.ok(run, 'a task run is drawn in a thread lane, zoomed in');
+    // Hovered, it tells its task's name.
+    await page.mouse.move(run.x, run.y);
+    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.kind === 'run' && document.getElementById('tooltip').dataset.title === name && !document.getElementById('tooltip').hidden,
+                               run.name || 'task');
     await page.mouse.click(run.x, run.y);
     await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), run.task);
     await page.waitForFunction(task => {
@@ -388,11 +395,17 @@ try {
           return Math.hypot(x - (other.x0 + t * dx), y - (other.y0 + t * dy));
         };
         if (hits.solid.some(on) || hits.toggles.some(on) || hits.arrows.some(other => other.arrow !== arrow && distance(other) < 5)) continue;
-        return { x: rect.left + x, y: rect.top + y - top, other: arrow[1] === task ? arrow[2] : arrow[1] };
+        const names = viewer.data().tasks.names, name = k => names[k] || `task #${k}`;
+        const title = `${name(arrow[1])} ${['waits on', 'resolved', 'created'][arrow[0]]} ${name(arrow[2])}`;
+        return { x: rect.left + x, y: rect.top + y - top, other: arrow[1] === task ? arrow[2] : arrow[1], title };
       }
       return null;
     }, selected);
     assert.ok(target, 'an arrow of the selected task lies clear of the task lines');
+    // Hovered, the arrow says which task waits on, resolved or created which.
+    await page.mouse.move(target.x, target.y);
+    await page.waitForFunction(title => document.getElementById('tooltip')?.dataset.kind === 'arrow' && document.getElementById('tooltip').dataset.title === title && !document.getElementById('tooltip').hidden,
+                               target.title);
     await page.mouse.click(target.x, target.y);
     await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), target.other);
     await settled(page);
@@ -462,6 +475,7 @@ try {
     assert.equal(await numberOf(page, 'countersDrawn'), summary.counters.length);
     await page.mouse.click(box.x + 300, box.y + counterTop + 30);
     await page.waitForFunction(() => document.getElementById('panel').dataset.kind === 'counter');
+    await page.waitForFunction(() => location.hash.includes('sel=counter:0'));
     assert.equal(Number(await page.evaluate(() => document.getElementById('panel').dataset.counterThreads)), summary.counters[0].lanes.length,
                  'the breakdown lists every thread that wrote it');
     await page.screenshot({ path: join(artifacts, 'demo-counter-breakdown.png') });
@@ -660,6 +674,36 @@ try {
     assert.equal(Number(await attribute(ranged, 'flameEnd')), r1);
     assert.deepEqual(await ranged.evaluate(() => window.chronicleViewer.rangeSelection()), { begin: r0, end: r1 });
     await ranged.close();
+
+    // The task on the last row: far below the rows a page asks for first, it is scrolled to and drawn.
+    const summary = await page.evaluate(() => window.chronicleViewer.summary());
+    const last = summary.task_rows - 1;
+    const deep = await page.evaluate(({ row, end }) => fetch(`api/window?begin=0&end=${end}&width=1000&rows=${row}-${row + 1}&collapsed=`)
+      .then(r => r.json()).then(answer => answer.tasks.lines[0][3]), { row: last, end: summary.duration });
+    const far = await browser.newPage();
+    far.setDefaultTimeout(60000);
+    await far.goto(`${link.split('#')[0]}#sel=task:${deep}`);
+    await settled(far);
+    await far.waitForFunction(index => document.getElementById('panel').dataset.task === String(index), deep);
+    // The rows a page at the top asks for (tracks.ts, visibleTaskRows: 14 px rows, 20 rows of margin).
+    const firstRows = await far.evaluate(() => Math.ceil((document.getElementById('scroller').clientHeight - window.chronicleViewer.layout().tasksTop) / 14) + 20);
+    assert.ok(last >= firstRows, `the last row (${last}) is not among the first rows asked for (up to ${firstRows})`);
+    await far.waitForFunction(index => {
+      const point = window.chronicleViewer.taskPoint(index);
+      return document.body.dataset.settled === 'true' && point && point.y > 40 && point.y < window.innerHeight;
+    }, deep);
+    assert.ok(await far.evaluate(() => document.getElementById('scroller').scrollTop) > 0, 'the rows scrolled');
+    await far.screenshot({ path: join(artifacts, 'demo-link-deep-task.png') });
+    await far.close();
+
+    // A selected counter comes back with its breakdown.
+    const counter = await browser.newPage();
+    counter.setDefaultTimeout(60000);
+    await counter.goto(`${link.split('#')[0]}#sel=counter:0`);
+    await settled(counter);
+    await counter.waitForFunction(() => document.getElementById('panel').dataset.kind === 'counter');
+    assert.deepEqual(await counter.evaluate(() => window.chronicleViewer.selection()), { kind: 'counter', index: 0 });
+    await counter.close();
   });
 
   await step('--html writes one page that works from a file', async () => {
