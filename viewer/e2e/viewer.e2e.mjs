@@ -341,10 +341,11 @@ try {
   await step('clicking a task opens its details', async () => {
     await settled(page);
     const point = await page.evaluate(() => {
-      const viewer = window.chronicleViewer;
+      const viewer = window.chronicleViewer, rect = document.getElementById('timeline').getBoundingClientRect();
       for (const line of viewer.data().tasks.lines) {
         const p = viewer.taskPoint(line[3]);
-        if (p && p.y > 0 && p.y < window.innerHeight) return { ...p, task: line[3] };
+        // On the canvas below the ruler (not on the bar above it), clear of a toggle at the left edge.
+        if (p && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14) return { ...p, task: line[3] };
       }
       return null;
     });
@@ -364,10 +365,11 @@ try {
     });
     await settled(page);
     const chosen = await page.evaluate(() => {
-      const viewer = window.chronicleViewer, data = viewer.data();
+      const viewer = window.chronicleViewer, data = viewer.data(), rect = document.getElementById('timeline').getBoundingClientRect();
       for (const line of data.tasks.lines) {
         const p = viewer.taskPoint(line[3]);
-        if (p && p.y > 40 && p.y < window.innerHeight - 10 && data.arrows.some(a => a[1] === line[3] || a[2] === line[3])) return { ...p, task: line[3] };
+        const onRows = p && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14;  // as in the step above
+        if (onRows && data.arrows.some(a => a[1] === line[3] || a[2] === line[3])) return { ...p, task: line[3] };
       }
       return null;
     });
