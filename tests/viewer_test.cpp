@@ -115,7 +115,10 @@ TEST_F(ViewerTest, TheTraceHasWhatTheViewerDraws) {
   }
   EXPECT_EQ(waits, 360u);
   EXPECT_EQ(resolutions, 360u);
-  EXPECT_EQ(index_->arrows().size(), waits + resolutions);
+  size_t created = 0;
+  for (const auto& edge : graph_->edges()) created += edge.kind == model::EdgeKind::created_by;
+  EXPECT_EQ(created, 360u) << "each job creates its part";
+  EXPECT_EQ(index_->arrows().size(), waits + resolutions + created);
   EXPECT_FALSE(graph_->idle().empty());
   ASSERT_EQ(index_->counters().size(), 1u);  // demo/round, one series
   EXPECT_EQ(index_->counters()[0].lanes.size(), 3u) << "written on each worker";
@@ -187,13 +190,11 @@ TEST_F(ViewerTest, TasksAndArrowsInTheWindowMatchTheModel) {
       const uint64_t resolved = task.resolved ? index_->to_ns(*task.resolved) : index_->duration();
       expected_tasks += created <= end && resolved >= begin;
     }
-    uint64_t shown_tasks = window.task_lines.size();
-    for (const auto& block : window.task_blocks) shown_tasks += block.count;
-    EXPECT_EQ(shown_tasks, expected_tasks);
+    EXPECT_EQ(window.tasks.size(), expected_tasks);
+    EXPECT_EQ(window.task_rows_shown, graph_->tasks().size()) << "a row per task";
 
     uint64_t expected_arrows = 0;
     for (const model::Edge& edge : graph_->edges()) {
-      if (edge.kind == model::EdgeKind::created_by) continue;
       uint64_t from = index_->to_ns(edge.ticks);
       uint64_t to = from;
       if (edge.kind == model::EdgeKind::waits_on) to = std::max(from, index_->to_ns(*graph_->find(edge.to)->resolved));
@@ -202,9 +203,142 @@ TEST_F(ViewerTest, TasksAndArrowsInTheWindowMatchTheModel) {
     uint64_t shown_arrows = 0;
     for (const auto& arrow : window.arrows) shown_arrows += arrow.merged;
     EXPECT_EQ(shown_arrows, expected_arrows);
-    task_blocks_seen += window.task_blocks.size();
+    for (const auto& task : window.tasks) task_blocks_seen += task.runs.size();
   }
   EXPECT_GT(task_blocks_seen, 0u);
+}
+
+// Thread lanes show what ran on them: every run of every task is on its thread's lane, nested
+// runs deeper, and a window shows each run in it, alone or merged into a busy block.
+TEST_F(ViewerTest, EveryTaskRunIsOnItsThreadsLane) {
+  std::map<uint32_t, std::multiset<std::pair<uint64_t, uint64_t>>> expected;  // by thread
+  size_t total = 0;
+  for (const model::Task& task : graph_->tasks())
+    for (const model::RunInterval& run : task.runs) {
+      expected[run.thread_id].emplace(index_->to_ns(run.begin),
+                                      std::max(index_->to_ns(run.begin), index_->to_ns(run.end)));
+      ++total;
+    }
+  ASSERT_GT(total, 0u);
+  for (const viewer::Lane& lane : index_->lanes()) {
+    std::multiset<std::pair<uint64_t, uint64_t>> found;
+    for (const viewer::IntervalRow& row : lane.runs) {
+      for (size_t k = 0; k < row.size(); ++k) found.emplace(row.begins[k], row.ends[k]);
+      for (size_t k = 1; k < row.size(); ++k)
+        EXPECT_GE(row.begins[k], row.ends[k - 1]) << "runs of a row never overlap";
+    }
+    EXPECT_EQ(found, expected[lane.thread_id]) << lane.name;
+  }
+  for (const auto& [begin, end, width] : windows()) {
+    SCOPED_TRACE(::testing::Message() << "window " << begin << ".." << end << " at " << width << " px");
+    const viewer::Window window = index_->window(begin, end, width);
+    for (const viewer::LaneWindow& view : window.lanes) {
+      const viewer::Lane& lane = index_->lanes()[view.lane];
+      uint64_t in_window = 0;
+      for (const viewer::IntervalRow& row : lane.runs)
+        for (size_t k = 0; k < row.size(); ++k) in_window += row.ends[k] >= begin && row.begins[k] <= end;
+      uint64_t shown = view.runs.size();
+      for (const viewer::BusyBlock& block : view.run_blocks) shown += block.count;
+      EXPECT_EQ(shown, in_window) << lane.name;
+    }
+  }
+}
+
+// Tasks in tree order: each task's subtree is the run of rows right after it, a first child on
+// the row after its parent, siblings in order of creation.
+TEST_F(ViewerTest, TasksAreInTreeOrder) {
+  const auto& tasks = graph_->tasks();
+  const viewer::TaskTree& tree = index_->task_tree();
+  ASSERT_EQ(tree.row_task.size(), tasks.size());
+  std::set<uint32_t> rows;
+  for (uint32_t k = 0; k < tasks.size(); ++k) {
+    rows.insert(index_->task_lines()[k].row);
+    EXPECT_EQ(tree.row_task[tree.row[k]], k);
+  }
+  EXPECT_EQ(rows.size(), tasks.size()) << "a row per task";
+  size_t children_checked = 0;
+  for (uint32_t k = 0; k < tasks.size(); ++k) {
+    const auto children = graph_->children(tasks[k].id);
+    if (children.empty()) continue;
+    uint32_t expected_row = tree.row[k] + 1;
+    for (const model::Task* child : children) {
+      const uint32_t c = *index_->task_index(child->id);
+      EXPECT_EQ(tree.row[c], expected_row)
+          << "child " << model::task_id_text(child->id) << " of " << model::task_id_text(tasks[k].id);
+      EXPECT_EQ(tree.depth[c], tree.depth[k] + 1);
+      expected_row += tree.subtree[c];
+      ++children_checked;
+    }
+    EXPECT_EQ(expected_row, tree.row[k] + tree.subtree[k]) << "the subtree is its children's subtrees";
+  }
+  EXPECT_EQ(children_checked, 360u);
+}
+
+// The page asks for the rows on its screen, and for subtrees to be collapsed: the answer holds
+// those rows only, hidden rows left out and the rows after them moved up.
+TEST_F(ViewerTest, AWindowAnswersTheRowsAskedForWithCollapsedSubtreesLeftOut) {
+  const uint64_t duration = index_->duration();
+  const viewer::TaskTree& tree = index_->task_tree();
+  const viewer::Window some = index_->window(0, duration, 800, viewer::TaskRowQuery{10, 30, {}});
+  ASSERT_EQ(some.tasks.size(), 20u);
+  for (size_t k = 0; k < some.tasks.size(); ++k) {
+    EXPECT_EQ(some.tasks[k].row, 10 + k);
+    EXPECT_EQ(tree.row[some.tasks[k].task], 10 + k);
+  }
+  for (const viewer::ArrowInView& arrow : some.arrows)
+    EXPECT_TRUE(std::max(arrow.from_row, arrow.to_row) >= 10 && std::min(arrow.from_row, arrow.to_row) < 30);
+  // Collapse every job (each has one part): the parts' rows go, the jobs close up.
+  std::vector<uint32_t> parents;
+  for (uint32_t k = 0; k < tree.subtree.size(); ++k)
+    if (tree.subtree[k] > 1) parents.push_back(k);
+  ASSERT_EQ(parents.size(), 360u);
+  const viewer::Window collapsed = index_->window(0, duration, 800, viewer::TaskRowQuery{0, 1000000, parents});
+  EXPECT_EQ(collapsed.task_rows_shown, 360u);
+  ASSERT_EQ(collapsed.tasks.size(), 360u);
+  for (size_t k = 0; k < collapsed.tasks.size(); ++k) {
+    EXPECT_EQ(collapsed.tasks[k].row, k);
+    EXPECT_GT(tree.subtree[collapsed.tasks[k].task], 1u) << "only jobs are shown";
+  }
+  for (const viewer::ArrowInView& arrow : collapsed.arrows)
+    EXPECT_NE(index_->arrows()[arrow.arrow].kind, viewer::ArrowKind::created) << "a job's arrows to its hidden part go";
+  // The HTTP API answers the same for the same question.
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  httplib::Client client("127.0.0.1", server.port());
+  std::string list;
+  for (uint32_t parent : parents) list += (list.empty() ? "" : ",") + std::to_string(parent);
+  const auto answer =
+      client.Get("/api/window?begin=0&end=" + std::to_string(duration) + "&width=800&rows=0-1000000&collapsed=" + list);
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(answer->body),
+            viewer::window_json(*index_, 0, duration, 800, viewer::TaskRowQuery{0, 1000000, parents}));
+  EXPECT_EQ(nlohmann::json::parse(answer->body)["tasks"]["rows"], 360);
+}
+
+// A task line's thick parts are its runs: merged where less than a pixel apart, they cover
+// every run in the window and nothing else.
+TEST_F(ViewerTest, TaskLinesCarryTheirRuns) {
+  for (const auto& [begin, end, width] : windows()) {
+    const viewer::Window window = index_->window(begin, end, width);
+    const double ns_per_pixel = static_cast<double>(end - begin) / width;
+    for (const viewer::TaskInView& view : window.tasks) {
+      const auto begins = index_->run_begins(view.task);
+      const auto ends = index_->run_ends(view.task);
+      size_t covered = 0, in_window = 0;
+      for (size_t k = 0; k < begins.size(); ++k) {
+        if (ends[k] < begin || begins[k] > end) continue;
+        ++in_window;
+        for (const auto& [piece_begin, piece_end] : view.runs)
+          if (piece_begin <= begins[k] && ends[k] <= piece_end) {
+            ++covered;
+            break;
+          }
+      }
+      EXPECT_EQ(covered, in_window);
+      for (size_t k = 1; k < view.runs.size(); ++k)
+        EXPECT_GE(static_cast<double>(view.runs[k].first - view.runs[k - 1].second), ns_per_pixel * 0.999);
+    }
+  }
 }
 
 TEST_F(ViewerTest, CountersAreDownsampledToTheWidthWithTheirExtremes) {

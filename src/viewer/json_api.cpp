@@ -63,6 +63,17 @@ std::string_view marker_type(format::EventId type) {
   }
 }
 
+json task_kind_names() {
+  json names = json::array();
+  for (uint8_t kind = 0; kind < format::kTaskKindCount; ++kind)
+    names.push_back(format::task_kind_name(static_cast<format::TaskKind>(kind)));
+  return names;
+}
+
+int task_kind_number(const TimelineIndex& index, uint32_t task) {
+  return static_cast<int>(index.graph().tasks()[task].kind);
+}
+
 }  // namespace
 
 LineState line_state(const TimelineIndex& index, uint32_t task) {
@@ -85,6 +96,7 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                      {"name", lane.name},
                      {"group", lane.group},
                      {"depths", lane.depths.size()},
+                     {"run_depths", lane.runs.size()},
                      {"spans", lane.span_count},
                      {"idle", lane.idle.size()}});
   json counters = json::array();
@@ -97,24 +109,38 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                         {"max", series.max},
                         {"samples", series.values.size()}});
   size_t waits = 0;
-  for (const Arrow& arrow : index.arrows()) waits += arrow.kind == ArrowKind::wait;
+  size_t created = 0;
+  for (const Arrow& arrow : index.arrows()) {
+    waits += arrow.kind == ArrowKind::wait;
+    created += arrow.kind == ArrowKind::created;
+  }
   return {{"title", title},
           {"duration", index.duration()},
           {"origin_unix_ns", index.origin_unix_ns()},
           {"events", index.event_count()},
           {"lanes", std::move(lanes)},
           {"tasks", index.task_lines().size()},
-          {"task_rows", index.task_rows().size()},
+          {"task_rows", index.task_row_count()},
+          {"task_kinds", task_kind_names()},
+          {"created_arrows", created},
           {"wait_arrows", waits},
-          {"resolve_arrows", index.arrows().size() - waits},
+          {"resolve_arrows", index.arrows().size() - waits - created},
           {"messages", index.messages().size()},
           {"counters", std::move(counters)},
           {"warnings", index.warnings()}};
 }
 
 json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width) {
-  const Window window = index.window(begin, end, width);
+  return window_json(index, begin, end, width, TaskRowQuery{});
+}
+
+json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows) {
+  const Window window = index.window(begin, end, width, rows);
   std::set<uint32_t> sites;
+  json task_names = json::object();
+  auto name_task = [&](uint32_t task) {
+    task_names[std::to_string(task)] = index.graph().tasks()[task].display_name();
+  };
   json lanes = json::array();
   for (const LaneWindow& view : window.lanes) {
     const Lane& lane = index.lanes()[view.lane];
@@ -126,34 +152,50 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     }
     json blocks = json::array();
     for (const BusyBlock& block : view.blocks) blocks.push_back({block.begin, block.end, block.row, block.count});
+    json runs = json::array();
+    for (const VisibleInterval& run : view.runs) {
+      const IntervalRow& row = lane.runs[run.row];
+      const uint32_t task = row.items[run.index];
+      runs.push_back({row.begins[run.index], row.ends[run.index], run.row, task, task_kind_number(index, task)});
+      name_task(task);
+    }
+    json run_blocks = json::array();
+    for (const BusyBlock& block : view.run_blocks)
+      run_blocks.push_back({block.begin, block.end, block.row, block.count});
     json idle = json::array();
     for (const VisibleInterval& wide : view.idle_wide)
       idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
     for (const BusyBlock& block : view.idle) idle.push_back({block.begin, block.end, block.count});
-    lanes.push_back(
-        {{"lane", view.lane}, {"spans", std::move(spans)}, {"blocks", std::move(blocks)}, {"idle", std::move(idle)}});
+    lanes.push_back({{"lane", view.lane},
+                     {"spans", std::move(spans)},
+                     {"blocks", std::move(blocks)},
+                     {"runs", std::move(runs)},
+                     {"run_blocks", std::move(run_blocks)},
+                     {"idle", std::move(idle)}});
   }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
 
   json lines = json::array();
-  json task_names = json::object();
-  for (const VisibleInterval& line : window.task_lines) {
-    const uint32_t task = index.task_rows()[line.row].items[line.index];
+  const TaskTree& tree = index.task_tree();
+  for (const TaskInView& view : window.tasks) {
+    const uint32_t task = view.task;
     const TaskLine& where = index.task_lines()[task];
-    lines.push_back({where.begin, where.end, line.row, task, static_cast<int>(line_state(index, task))});
-    task_names[std::to_string(task)] = index.graph().tasks()[task].display_name();
-  }
-  json task_blocks = json::array();
-  for (const BusyBlock& block : window.task_blocks) {
-    const auto [failed, cancelled] = index.failed_and_cancelled(block.row, block.first, block.count);
-    task_blocks.push_back({block.begin, block.end, block.row, block.count, failed, cancelled});
+    json runs = json::array();
+    for (const auto& [run_begin, run_end] : view.runs) {
+      runs.push_back(run_begin);
+      runs.push_back(run_end);
+    }
+    lines.push_back({where.begin, where.end, view.row, task, static_cast<int>(line_state(index, task)),
+                     task_kind_number(index, task), tree.depth[task], tree.subtree[task] - 1, std::move(runs),
+                     where.row});
+    name_task(task);
   }
   json arrows = json::array();
   for (const ArrowInView& view : window.arrows) {
     const Arrow& arrow = index.arrows()[view.arrow];
     arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time,
-                      index.task_lines()[arrow.from_task].row, index.task_lines()[arrow.to_task].row, view.merged});
+                      view.from_row, view.to_row, view.merged});
   }
   json messages = json::array();
   for (const MessageInView& view : window.messages) {
@@ -166,16 +208,20 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     for (const CounterPoint& point : view.points) points.push_back({point.time, point.min, point.max, point.last});
     counters.push_back({{"counter", view.counter}, {"downsampled", view.downsampled}, {"points", std::move(points)}});
   }
-  return {
-      {"begin", window.begin},
-      {"end", window.end},
-      {"width", window.width},
-      {"lanes", std::move(lanes)},
-      {"names", std::move(names)},
-      {"tasks", {{"lines", std::move(lines)}, {"blocks", std::move(task_blocks)}, {"names", std::move(task_names)}}},
-      {"arrows", std::move(arrows)},
-      {"messages", std::move(messages)},
-      {"counters", std::move(counters)}};
+  return {{"begin", window.begin},
+          {"end", window.end},
+          {"width", window.width},
+          {"lanes", std::move(lanes)},
+          {"names", std::move(names)},
+          {"tasks",
+           {{"lines", std::move(lines)},
+            {"blocks", json::array()},
+            {"names", std::move(task_names)},
+            {"rows", window.task_rows_shown},
+            {"first_row", std::min(window.task_rows_shown, rows.first)}}},
+          {"arrows", std::move(arrows)},
+          {"messages", std::move(messages)},
+          {"counters", std::move(counters)}};
 }
 
 json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span) {
@@ -347,7 +393,8 @@ json embedded_tasks_json(const TimelineIndex& index) {
     const model::Task& task = tasks[k];
     const TaskLine& line = index.task_lines()[k];
     lines.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, k)), strings.add(task.label),
-                     strings.add(task.name)});
+                     strings.add(task.name), task_kind_number(index, k), index.task_tree().depth[k],
+                     index.task_tree().subtree[k] - 1});
     json runs = json::array();
     for (const auto& run : task.runs)
       runs.push_back({strings.add(thread_text(index, run.thread_id)), index.to_ns(run.begin), index.to_ns(run.end),
@@ -391,6 +438,22 @@ json search_json(const TimelineIndex& index, const std::string& text, size_t lim
     }
   }
   return {{"query", text}, {"hits", std::move(hits)}};
+}
+
+json counter_json(const TimelineIndex& index, uint32_t counter, uint64_t begin, uint64_t end) {
+  const CounterSeries& series = index.counters().at(counter);
+  json threads = json::array();
+  for (const CounterShare& share : index.counter_breakdown(counter, begin, end))
+    threads.push_back({{"lane", share.lane},
+                       {"name", index.lanes()[share.lane].name},
+                       {"thread_id", index.lanes()[share.lane].thread_id},
+                       {"samples", share.samples},
+                       {"min", share.min},
+                       {"max", share.max},
+                       {"last", share.last},
+                       {"added", share.added}});
+  return {{"index", counter}, {"name", series.name}, {"kind", analysis::kind_name(series.kind)},
+          {"begin", begin},   {"end", end},          {"threads", std::move(threads)}};
 }
 
 json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {

@@ -13,10 +13,16 @@ namespace chronicle::viewer {
 nlohmann::json summary_json(const TimelineIndex& index, const std::string& title);
 // Times are ns since the origin; `width` in pixels.
 nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width);
+// Only the task rows `rows` asks for: `tasks.rows` says how many rows there are once its
+// collapsed subtrees are taken out.
+nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width,
+                           const TaskRowQuery& rows);
 // Throws std::out_of_range for indexes that name nothing.
 nlohmann::json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span);
 nlohmann::json task_details_json(const TimelineIndex& index, uint32_t task);
 nlohmann::json search_json(const TimelineIndex& index, const std::string& text, size_t limit);
+// A counter series broken down by thread over [begin, end] (the threads of a track).
+nlohmann::json counter_json(const TimelineIndex& index, uint32_t counter, uint64_t begin, uint64_t end);
 nlohmann::json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end);
 // The flame graph of the spans in [begin, end] (analysis/flame_graph.hpp), merged by name path
 // over every thread: `frames` depth-first, each [parent (-1 for the root), name (index into

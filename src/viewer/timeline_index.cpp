@@ -162,10 +162,10 @@ class IndexBuilder {
     index_.graph_ = graph.get();
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graph_.last_ticks()));
     index_tasks();
+    index_lane_runs();
     index_arrows();
     index_idle();
     for (auto& counter : index_.counters_) finish_counter(counter);
-    for (IntervalRow& row : index_.task_rows_) row.shrink_to_fit();
     index_busy_prefix();
     return std::move(index_);
   }
@@ -232,6 +232,7 @@ class IndexBuilder {
     }
     CounterSeries& series = index_.counters_[*found];
     if (series.lanes.empty() || series.lanes.back() != lane_number) series.lanes.push_back(lane_number);
+    series.sample_lanes.push_back(lane_number);
     series.times.push_back(time);
     series.values.push_back(analysis::traced_value(event, info.kind));
   }
@@ -246,13 +247,19 @@ class IndexBuilder {
                        [&series](uint32_t a, uint32_t b) { return series.times[a] < series.times[b]; });
       std::vector<uint64_t> times(order.size());
       std::vector<double> values(order.size());
+      std::vector<uint32_t> lanes(order.size());
       for (size_t k = 0; k < order.size(); ++k) {
         times[k] = series.times[order[k]];
         values[k] = series.values[order[k]];
+        lanes[k] = series.sample_lanes[order[k]];
       }
       series.times = std::move(times);
       series.values = std::move(values);
+      series.sample_lanes = std::move(lanes);
+    } else {
+      series.sample_lanes = {};  // one writer: `lane` says whose every sample is
     }
+    series.sample_lanes.shrink_to_fit();
     analysis::to_shown_values(series.kind, series.values);
     series.times.shrink_to_fit();
     series.values.shrink_to_fit();
@@ -324,7 +331,8 @@ class IndexBuilder {
   void index_tasks() {
     const auto& tasks = index_.graph_.tasks();
     index_.task_lines_.resize(tasks.size());
-    std::vector<uint32_t> order(tasks.size());
+    std::vector<uint32_t> parents(tasks.size(), kNoTask);
+    index_.run_first_.assign(1, 0);
     for (uint32_t k = 0; k < tasks.size(); ++k) {
       const model::Task& task = tasks[k];
       TaskLine& line = index_.task_lines_[k];
@@ -335,53 +343,63 @@ class IndexBuilder {
       line.resolved = task.resolved.has_value();
       line.end = task.resolved ? index_.to_ns(*task.resolved) : index_.duration_;
       line.end = std::max(line.end, line.begin);
-      order[k] = k;
+      if (task.parent != 0)
+        if (const auto parent = index_.task_index(task.parent); parent && *parent != k) parents[k] = *parent;
+      for (const model::RunInterval& run : task.runs) {
+        index_.run_begins_.push_back(index_.to_ns(run.begin));
+        index_.run_ends_.push_back(std::max(index_.to_ns(run.end), index_.to_ns(run.begin)));
+      }
+      index_.run_first_.push_back(static_cast<uint32_t>(index_.run_begins_.size()));
     }
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      const auto& lines = index_.task_lines_;
-      return lines[a].begin != lines[b].begin ? lines[a].begin < lines[b].begin : a < b;
-    });
-    // Greedy interval packing, lowest free row first so that the layout stays compact and stable.
-    using Busy = std::pair<uint64_t, uint32_t>;  // (end, row)
-    std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
-    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> free_rows;
-    for (uint32_t k : order) {
-      TaskLine& line = index_.task_lines_[k];
-      while (!busy.empty() && busy.top().first < line.begin) {
-        free_rows.push(busy.top().second);
-        busy.pop();
+    index_.task_tree_ = layout_task_tree(parents);
+    for (uint32_t k = 0; k < tasks.size(); ++k) index_.task_lines_[k].row = index_.task_tree_.row[k];
+    index_.run_begins_.shrink_to_fit();
+    index_.run_ends_.shrink_to_fit();
+  }
+
+  // Each thread's task runs, nested: a run goes on the first depth free when it begins.
+  void index_lane_runs() {
+    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
+    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    struct Run {
+      uint64_t begin, end;
+      uint32_t task;
+    };
+    std::vector<std::vector<Run>> by_lane(index_.lanes_.size());
+    const auto& tasks = index_.graph_.tasks();
+    for (uint32_t k = 0; k < tasks.size(); ++k)
+      for (size_t r = 0; r < tasks[k].runs.size(); ++r) {
+        const auto lane = lane_of_thread.find(tasks[k].runs[r].thread_id);
+        if (lane == lane_of_thread.end()) continue;
+        const uint32_t flat = index_.run_first_[k] + static_cast<uint32_t>(r);
+        by_lane[lane->second].push_back({index_.run_begins_[flat], index_.run_ends_[flat], k});
       }
-      uint32_t row;
-      if (free_rows.empty()) {
-        row = static_cast<uint32_t>(index_.task_rows_.size());
-        index_.task_rows_.emplace_back();
-        index_.task_row_failed_.push_back({0});
-        index_.task_row_cancelled_.push_back({0});
-      } else {
-        row = free_rows.top();
-        free_rows.pop();
+    for (uint32_t lane = 0; lane < by_lane.size(); ++lane) {
+      auto& runs = by_lane[lane];
+      // Outer runs first when two begin together, so that the inner one nests under it.
+      std::sort(runs.begin(), runs.end(),
+                [](const Run& a, const Run& b) { return a.begin != b.begin ? a.begin < b.begin : a.end > b.end; });
+      std::vector<IntervalRow>& rows = index_.lanes_[lane].runs;
+      for (const Run& run : runs) {
+        size_t depth = 0;
+        while (depth < rows.size() && rows[depth].ends.back() > run.begin) ++depth;
+        if (depth == rows.size()) rows.emplace_back();
+        rows[depth].add(run.begin, run.end, run.task);
       }
-      line.row = row;
-      index_.task_rows_[row].add(line.begin, line.end, k);
-      const auto outcome = tasks[k].outcome;
-      const bool resolved = line.resolved;
-      auto& failed = index_.task_row_failed_[row];
-      auto& cancelled = index_.task_row_cancelled_[row];
-      failed.push_back(failed.back() + (resolved && outcome == format::TaskOutcome::failed));
-      cancelled.push_back(cancelled.back() + (resolved && outcome == format::TaskOutcome::cancelled));
-      busy.push({line.end, row});
+      for (IntervalRow& row : rows) row.shrink_to_fit();
     }
   }
 
   void index_arrows() {
     for (const model::Edge& edge : index_.graph_.edges()) {
-      if (edge.kind == model::EdgeKind::created_by) continue;
       const auto from = index_.task_index(edge.from);
       const auto to = index_.task_index(edge.to);
       if (!from || !to) continue;
       Arrow arrow;
       const uint64_t time = index_.to_ns(edge.ticks);
-      if (edge.kind == model::EdgeKind::waits_on) {
+      if (edge.kind == model::EdgeKind::created_by) {
+        arrow = {ArrowKind::created, *to, *from, time, time};  // from the creator to the created
+      } else if (edge.kind == model::EdgeKind::waits_on) {
         const TaskLine& awaited = index_.task_lines_[*to];
         arrow = {ArrowKind::wait, *from, *to, time, awaited.resolved && awaited.end >= time ? awaited.end : time};
       } else {
@@ -480,6 +498,7 @@ class IndexCombiner {
     if (offset == 0) return;
     for (Lane& lane : index.lanes_) {
       for (IntervalRow& row : lane.depths) shift_row(row, offset);
+      for (IntervalRow& row : lane.runs) shift_row(row, offset);
       shift_row(lane.idle, offset);
       for (Marker& marker : lane.markers) marker.time += offset;
     }
@@ -487,7 +506,8 @@ class IndexCombiner {
       line.begin += offset;
       line.end += offset;
     }
-    for (IntervalRow& row : index.task_rows_) shift_row(row, offset);
+    for (uint64_t& time : index.run_begins_) time += offset;
+    for (uint64_t& time : index.run_ends_) time += offset;
     for (Arrow& arrow : index.arrows_) {
       arrow.from_time += offset;
       arrow.to_time += offset;
@@ -510,12 +530,14 @@ class IndexCombiner {
       for (IntervalRow& row : lane.depths)
         for (uint32_t& item : row.items) item = moved_site(item);
       for (Marker& marker : lane.markers) marker.site = moved_site(marker.site);
+      lane.runs.clear();  // its tasks are the other process's, which are not shown yet
       into.lanes_.push_back(std::move(lane));
     }
     for (CounterSeries& series : part.counters_) {
       series.site = moved_site(series.site);
       series.lane += lane_offset;
       for (uint32_t& lane : series.lanes) lane += lane_offset;
+      for (uint32_t& lane : series.sample_lanes) lane += lane_offset;
       into.counters_.push_back(std::move(series));
     }
     for (auto& prefix : part.busy_prefix_) into.busy_prefix_.push_back(std::move(prefix));
@@ -558,10 +580,12 @@ uint64_t TimelineIndex::duration_ns(uint64_t ticks) const {
   return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * ns_per_tick_));
 }
 
-std::pair<uint32_t, uint32_t> TimelineIndex::failed_and_cancelled(uint32_t row, uint32_t first, uint32_t count) const {
-  const auto& failed = task_row_failed_.at(row);
-  const auto& cancelled = task_row_cancelled_.at(row);
-  return {failed.at(first + count) - failed[first], cancelled.at(first + count) - cancelled[first]};
+std::span<const uint64_t> TimelineIndex::run_begins(uint32_t task) const {
+  return {run_begins_.data() + run_first_.at(task), run_begins_.data() + run_first_.at(task + 1)};
+}
+
+std::span<const uint64_t> TimelineIndex::run_ends(uint32_t task) const {
+  return {run_ends_.data() + run_first_.at(task), run_ends_.data() + run_first_.at(task + 1)};
 }
 
 const reader::Site* TimelineIndex::site(uint32_t id) const {
@@ -588,6 +612,11 @@ std::string TimelineIndex::lane_of_thread(uint32_t thread_id) const {
 }
 
 Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels) const {
+  return window(begin, end, width, TaskRowQuery{}, min_pixels);
+}
+
+Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows,
+                             double min_pixels) const {
   Window out;
   end = std::max(end, begin + 1);
   width = std::max<uint32_t>(width, 1);
@@ -601,40 +630,20 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
     view.lane = lane_number;
     for (uint32_t depth = 0; depth < lane.depths.size(); ++depth)
       visible_in_row(lane.depths[depth], depth, begin, end, ns_per_pixel, min_pixels, view.spans, view.blocks);
+    for (uint32_t depth = 0; depth < lane.runs.size(); ++depth)
+      visible_in_row(lane.runs[depth], depth, begin, end, ns_per_pixel, min_pixels, view.runs, view.run_blocks);
     visible_in_row(lane.idle, 0, begin, end, ns_per_pixel, min_pixels, view.idle_wide, view.idle);
     out.lanes.push_back(std::move(view));
   }
-  for (uint32_t row = 0; row < task_rows_.size(); ++row)
-    visible_in_row(task_rows_[row], row, begin, end, ns_per_pixel, min_pixels, out.task_lines, out.task_blocks);
-
+  const ShownRows shown(task_tree_, rows.collapsed);
+  out.task_rows_shown = shown.count();
+  window_tasks(begin, end, ns_per_pixel, shown, rows, out);
   auto column = [&](uint64_t time) {
     return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
                                             -1.0, static_cast<double>(width) + 1) +
                                  1);
   };
-  // Arrows: one per kind, pixel columns and rows; those drawn at the same place are merged.
-  std::unordered_map<uint64_t, uint32_t> drawn;
-  for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
-    const auto& bucket = arrows_by_length_[length_class];
-    if (bucket.empty()) continue;
-    const uint64_t longest =
-        length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
-    const uint64_t earliest = begin > longest ? begin - longest : 0;
-    auto first = std::lower_bound(bucket.begin(), bucket.end(), earliest,
-                                  [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; });
-    for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
-      const Arrow& arrow = arrows_[*it];
-      if (arrow.to_time < begin) continue;
-      const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
-                           (uint64_t{task_lines_[arrow.from_task].row} << 17) ^
-                           (uint64_t{task_lines_[arrow.to_task].row} << 1) ^ static_cast<uint64_t>(arrow.kind);
-      auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
-      if (inserted)
-        out.arrows.push_back({*it, 1});
-      else
-        ++out.arrows[found->second].merged;
-    }
-  }
+  window_arrows(begin, end, column, shown, rows, out);
   window_messages(begin, end, column, out);
 
   for (uint32_t counter = 0; counter < counters_.size(); ++counter) {
@@ -669,6 +678,72 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, doubl
   return out;
 }
 
+// The task rows asked for, each with its runs merged where less than a pixel apart (a task's
+// runs never overlap, so the one run that reaches furthest is the last one begun).
+void TimelineIndex::window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown,
+                                 const TaskRowQuery& rows, Window& out) const {
+  const std::vector<uint32_t> tree_rows = shown.tree_rows(rows.first, rows.last);
+  const double gap = std::max(ns_per_pixel, 1.0);
+  for (size_t k = 0; k < tree_rows.size(); ++k) {
+    const uint32_t task = task_tree_.row_task[tree_rows[k]];
+    const TaskLine& line = task_lines_[task];
+    if (line.end < begin || line.begin > end) continue;
+    TaskInView view{task, rows.first + static_cast<uint32_t>(k), {}};
+    const auto begins = run_begins(task);
+    const auto ends = run_ends(task);
+    size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+    while (i < begins.size() && begins[i] <= end) {
+      std::pair<uint64_t, uint64_t> piece{begins[i], ends[i]};
+      size_t next = i + 1;
+      while (next < begins.size()) {
+        const auto reach = static_cast<uint64_t>(static_cast<double>(piece.second) + gap);
+        const auto past =
+            static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+        if (past == next) break;
+        piece.second = std::max(piece.second, ends[past - 1]);
+        next = past;
+      }
+      view.runs.push_back(piece);
+      i = next;
+    }
+    out.tasks.push_back(std::move(view));
+  }
+}
+
+// Arrows that touch the rows asked for (or cross them), found by length class; those drawn at
+// the same pixel columns and rows with the same kind are merged. An arrow inside a collapsed
+// subtree has nowhere to go and is left out.
+void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
+                                  const ShownRows& shown, const TaskRowQuery& rows, Window& out) const {
+  std::unordered_map<uint64_t, uint32_t> drawn;
+  for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
+    const auto& bucket = arrows_by_length_[length_class];
+    if (bucket.empty()) continue;
+    const uint64_t longest =
+        length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
+    const uint64_t earliest = begin > longest ? begin - longest : 0;
+    auto first = std::lower_bound(bucket.begin(), bucket.end(), earliest,
+                                  [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; });
+    for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
+      const Arrow& arrow = arrows_[*it];
+      if (arrow.to_time < begin) continue;
+      const uint32_t from_tree_row = task_lines_[arrow.from_task].row;
+      const uint32_t to_tree_row = task_lines_[arrow.to_task].row;
+      const uint32_t from_row = shown.shown_row(from_tree_row);
+      const uint32_t to_row = shown.shown_row(to_tree_row);
+      if (std::max(from_row, to_row) < rows.first || std::min(from_row, to_row) >= rows.last) continue;
+      if (from_row == to_row && from_tree_row != to_tree_row) continue;  // both in one collapsed subtree
+      const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
+                           (uint64_t{from_row} << 17) ^ (uint64_t{to_row} << 2) ^ static_cast<uint64_t>(arrow.kind);
+      auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
+      if (inserted)
+        out.arrows.push_back({*it, 1, from_row, to_row});
+      else
+        ++out.arrows[found->second].merged;
+    }
+  }
+}
+
 // Messages are few next to spans (two events each): all of them are looked at, those drawn at
 // the same pixel columns between the same lanes merged.
 void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
@@ -685,6 +760,27 @@ void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const std::fun
     else
       ++out.messages[found->second].merged;
   }
+}
+
+std::vector<CounterShare> TimelineIndex::counter_breakdown(uint32_t counter, uint64_t begin, uint64_t end) const {
+  const CounterSeries& series = counters_.at(counter);
+  const auto& times = series.times;
+  const size_t first = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), begin) - times.begin());
+  const size_t last = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), end) - times.begin());
+  std::vector<CounterShare> shares;
+  for (uint32_t lane : series.lanes) shares.push_back({lane});
+  for (size_t k = first; k < last; ++k) {
+    const uint32_t lane = series.sample_lanes.empty() ? series.lane : series.sample_lanes[k];
+    auto share = std::find_if(shares.begin(), shares.end(), [lane](const CounterShare& s) { return s.lane == lane; });
+    if (share == shares.end()) continue;
+    const double value = series.values[k];
+    share->min = share->samples == 0 ? value : std::min(share->min, value);
+    share->max = share->samples == 0 ? value : std::max(share->max, value);
+    share->last = value;
+    share->added += value - (k > 0 ? series.values[k - 1] : 0);
+    ++share->samples;
+  }
+  return shares;
 }
 
 std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit) const {

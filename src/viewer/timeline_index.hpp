@@ -14,13 +14,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "analysis/counter_series.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
+#include "viewer/task_tree.hpp"
 
 namespace chronicle::viewer {
 
@@ -62,19 +65,23 @@ struct Lane {  // one thread stream
   std::string name;
   std::string group;                // its process: "host · process (pid N)"
   std::vector<IntervalRow> depths;  // spans; items are site ids
-  IntervalRow idle;                 // loop suspended; items index TaskGraph::idle()
-  std::vector<Marker> markers;      // by time
+  // The task runs on this thread, by nesting (a handler may run inside another's run); items
+  // are task indexes. Drawn above the spans, which nest under them.
+  std::vector<IntervalRow> runs;
+  IntervalRow idle;             // loop suspended; items index TaskGraph::idle()
+  std::vector<Marker> markers;  // by time
   uint64_t span_count = 0;
 };
 
 struct TaskLine {
   uint64_t begin = 0;  // creation, or the first sign of the task when its creation is not in the trace
   uint64_t end = 0;    // resolution, or the trace's end when never resolved
-  uint32_t row = 0;
+  uint32_t row = 0;    // in tree order (task_tree.hpp)
   bool resolved = false;
 };
 
-enum class ArrowKind : uint8_t { wait, resolve };
+// created: from the creating task to the created one, at the creation.
+enum class ArrowKind : uint8_t { wait, resolve, created };
 
 // A wait goes from the waiting task, when it waits, to the awaited task where it resolves (or
 // the wait's time when it never does); a resolution from the resolver to the resolved task, at
@@ -104,16 +111,28 @@ class MinMaxPyramid {
 // One track per series (analysis/counter_series.hpp): every call site and thread of a category
 // and name; a metric counter's values are its running total.
 struct CounterSeries {
-  uint32_t site = 0;            // the first site seen
-  uint32_t lane = 0;            // of the first sample
-  std::vector<uint32_t> lanes;  // that wrote it, ascending
-  std::string name;             // the series' label: "category/name", a metric's name and labels
+  uint32_t site = 0;                   // the first site seen
+  uint32_t lane = 0;                   // of the first sample
+  std::vector<uint32_t> lanes;         // that wrote it, ascending
+  std::vector<uint32_t> sample_lanes;  // each sample's lane when several wrote it; empty: all `lane`'s
+  std::string name;                    // the series' label: "category/name", a metric's name and labels
   analysis::SeriesKind kind = analysis::SeriesKind::level;
   std::vector<uint64_t> times;
   std::vector<double> values;
   MinMaxPyramid pyramid;
   double min = 0;
   double max = 0;
+};
+
+// One thread's part of a series over a range: its samples' shown values, and what its samples
+// added (for a metric counter, whose shown value is the running total of every thread's).
+struct CounterShare {
+  uint32_t lane = 0;
+  uint64_t samples = 0;
+  double min = 0;
+  double max = 0;
+  double last = 0;
+  double added = 0;
 };
 
 struct CounterPoint {  // one pixel column's samples, or one sample when they are few
@@ -141,13 +160,33 @@ struct LaneWindow {
   uint32_t lane = 0;
   std::vector<VisibleInterval> spans;  // row is the depth
   std::vector<BusyBlock> blocks;
+  std::vector<VisibleInterval> runs;  // row is the nesting depth, index into Lane::runs[row]
+  std::vector<BusyBlock> run_blocks;
   std::vector<BusyBlock> idle;  // merged where narrow; count is how many
   std::vector<VisibleInterval> idle_wide;
 };
 
 struct ArrowInView {
-  uint32_t arrow = 0;   // index into TimelineIndex::arrows()
-  uint32_t merged = 1;  // arrows drawn at the same pixels, rows and kind
+  uint32_t arrow = 0;     // index into TimelineIndex::arrows()
+  uint32_t merged = 1;    // arrows drawn at the same pixels, rows and kind
+  uint32_t from_row = 0;  // rows as shown (a task in a collapsed subtree is on its ancestor's)
+  uint32_t to_row = 0;
+};
+
+// A task line in view: its runs (the thick parts) merged where less than a pixel apart.
+struct TaskInView {
+  uint32_t task = 0;
+  uint32_t row = 0;  // as shown
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+};
+
+// Which task rows a window answers for: the rows [first, last) as shown once the subtrees of
+// `collapsed` (task indexes) are taken out. The row count can be large; the page asks for the
+// rows on its screen.
+struct TaskRowQuery {
+  uint32_t first = 0;
+  uint32_t last = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> collapsed;
 };
 
 struct CounterWindow {
@@ -161,8 +200,8 @@ struct Window {
   uint64_t end = 0;
   uint32_t width = 0;
   std::vector<LaneWindow> lanes;
-  std::vector<VisibleInterval> task_lines;  // row, index into the row's items (task indexes)
-  std::vector<BusyBlock> task_blocks;
+  std::vector<TaskInView> tasks;  // in row order
+  uint32_t task_rows_shown = 0;   // rows once the collapsed subtrees are taken out
   std::vector<ArrowInView> arrows;
   std::vector<MessageInView> messages;
   std::vector<CounterWindow> counters;
@@ -229,8 +268,12 @@ class TimelineIndex {
   uint64_t duration() const { return duration_; }
   uint64_t event_count() const { return event_count_; }
   const std::vector<Lane>& lanes() const { return lanes_; }
-  const std::vector<IntervalRow>& task_rows() const { return task_rows_; }
   const std::vector<TaskLine>& task_lines() const { return task_lines_; }  // by task index
+  const TaskTree& task_tree() const { return task_tree_; }
+  uint32_t task_row_count() const { return static_cast<uint32_t>(task_tree_.row_task.size()); }
+  // A task's runs in ns, by beginning.
+  std::span<const uint64_t> run_begins(uint32_t task) const;
+  std::span<const uint64_t> run_ends(uint32_t task) const;
   const std::vector<Arrow>& arrows() const { return arrows_; }
   const std::vector<MessageArrow>& messages() const { return messages_; }  // by send time
   const std::vector<CounterSeries>& counters() const { return counters_; }
@@ -241,18 +284,20 @@ class TimelineIndex {
   std::string site_name(uint32_t id) const;  // "category/name", or "?"
   uint64_t to_ns(uint64_t ticks) const;
   uint64_t duration_ns(uint64_t ticks) const;
-  // Failed and cancelled tasks among `count` lines of a task row from `first` (to colour blocks).
-  std::pair<uint32_t, uint32_t> failed_and_cancelled(uint32_t row, uint32_t first, uint32_t count) const;
   std::optional<uint32_t> task_index(model::TaskId id) const;
   std::string lane_of_thread(uint32_t thread_id) const;
 
   // Everything in [begin, end] as `width` pixels show it: intervals at least `min_pixels` wide
   // one by one, narrower ones merged into busy blocks; counters at most a point per pixel.
   Window window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels = 1.0) const;
+  // The same, with only the task rows `rows` asks for (and the arrows that reach them).
+  Window window(uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows, double min_pixels = 1.0) const;
 
   // Tasks whose label or name, and spans whose name, contain `text` (case-insensitive).
   std::vector<SearchHit> search(const std::string& text, size_t limit) const;
   RangeStats range_stats(uint64_t begin, uint64_t end) const;
+  // A series broken down by the threads that wrote it, over the samples in [begin, end].
+  std::vector<CounterShare> counter_breakdown(uint32_t counter, uint64_t begin, uint64_t end) const;
 
   // The span at `index` of `depth` on `lane`: its parent and children by index.
   std::optional<uint32_t> span_parent(uint32_t lane, uint32_t depth, uint32_t index) const;
@@ -263,6 +308,10 @@ class TimelineIndex {
   std::vector<CriticalStep> critical_path(uint32_t task) const;
 
  private:
+  void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
+                    Window& out) const;
+  void window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
+                     const ShownRows& shown, const TaskRowQuery& rows, Window& out) const;
   void window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
                        Window& out) const;
 
@@ -277,10 +326,11 @@ class TimelineIndex {
   std::vector<Lane> lanes_;
   model::TaskGraph graph_;
   std::vector<TaskLine> task_lines_;
-  std::vector<IntervalRow> task_rows_;  // items are task indexes
-  // Per row: failures and cancellations among the first i lines (to colour merged blocks).
-  std::vector<std::vector<uint32_t>> task_row_failed_;
-  std::vector<std::vector<uint32_t>> task_row_cancelled_;
+  TaskTree task_tree_;
+  // Every task's runs in ns, task after task: task k's are [run_first_[k], run_first_[k + 1]).
+  std::vector<uint32_t> run_first_;
+  std::vector<uint64_t> run_begins_;
+  std::vector<uint64_t> run_ends_;
   std::vector<Arrow> arrows_;
   // Arrows by length class (the bit width of their length in ns): within a class, sorted by the
   // earlier end, so a window finds its arrows with a binary search per class.

@@ -36,6 +36,27 @@ uint32_t count_parameter(const httplib::Request& request, const char* name) {
   return static_cast<uint32_t>(std::stoul(request.get_param_value(name)));
 }
 
+// rows=FIRST-LAST (shown rows, LAST excluded) and collapsed=TASK,TASK,... (task indexes).
+TaskRowQuery task_row_query(const httplib::Request& request) {
+  TaskRowQuery query;
+  if (request.has_param("rows")) {
+    const std::string rows = request.get_param_value("rows");
+    const size_t dash = rows.find('-');
+    if (dash == std::string::npos) throw std::invalid_argument("rows is FIRST-LAST");
+    query.first = static_cast<uint32_t>(std::stoul(rows.substr(0, dash)));
+    query.last = static_cast<uint32_t>(std::stoul(rows.substr(dash + 1)));
+  }
+  if (request.has_param("collapsed")) {
+    const std::string list = request.get_param_value("collapsed");
+    for (size_t at = 0; at < list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) query.collapsed.push_back(static_cast<uint32_t>(std::stoul(list.substr(at, comma - at))));
+      at = comma + 1;
+    }
+  }
+  return query;
+}
+
 void reply(httplib::Response& response, const json& body) {
   response.set_header("Cache-Control", "no-store");
   // With the charset, cpp-httplib does not compress the answer: browsers accept brotli, which it
@@ -98,7 +119,16 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
         sites.insert(marker.site);
       }
     }
-    lanes.push_back({{"depths", std::move(depths)}, {"idle", std::move(idle)}, {"markers", std::move(markers)}});
+    json runs = json::array();  // [begin, end, task] per nesting depth
+    for (const IntervalRow& row : lane.runs) {
+      json depth = json::array();
+      for (size_t k = 0; k < row.size(); ++k) depth.push_back({row.begins[k], row.ends[k], row.items[k]});
+      runs.push_back(std::move(depth));
+    }
+    lanes.push_back({{"depths", std::move(depths)},
+                     {"runs", std::move(runs)},
+                     {"idle", std::move(idle)},
+                     {"markers", std::move(markers)}});
   }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
@@ -111,7 +141,10 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   json counters = json::array();
   for (const CounterSeries& series : index.counters()) {
     json samples = json::array();
-    for (size_t k = 0; k < series.times.size(); ++k) samples.push_back({series.times[k], series.values[k]});
+    // [time, value], and the sample's lane when several threads wrote the series.
+    for (size_t k = 0; k < series.times.size(); ++k)
+      samples.push_back(series.sample_lanes.empty() ? json{series.times[k], series.values[k]}
+                                                    : json{series.times[k], series.values[k], series.sample_lanes[k]});
     counters.push_back(std::move(samples));
   }
   return {{"summary", summary_json(index, title)}, {"lanes", std::move(lanes)},   {"names", std::move(names)},
@@ -141,7 +174,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
                const uint64_t begin = time_parameter(request, "begin", 0);
                const uint64_t end = time_parameter(request, "end", trace->duration());
                const uint32_t width = std::clamp<uint32_t>(count_parameter(request, "width"), 1, kMaxWidth);
-               return window_json(*trace, begin, end, width);
+               return window_json(*trace, begin, end, width, task_row_query(request));
              }));
   server.Get("/api/span", json_handler([trace](const httplib::Request& request) {
                return span_details_json(*trace, count_parameter(request, "lane"), count_parameter(request, "depth"),
@@ -155,6 +188,10 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
                                         ? std::min<size_t>(count_parameter(request, "limit"), kMaxSearchHits)
                                         : 100;
                return search_json(*trace, request.get_param_value("q"), limit);
+             }));
+  server.Get("/api/counter", json_handler([trace](const httplib::Request& request) {
+               return counter_json(*trace, count_parameter(request, "index"), time_parameter(request, "begin", 0),
+                                   time_parameter(request, "end", trace->duration()));
              }));
   server.Get("/api/stats", json_handler([trace](const httplib::Request& request) {
                return stats_json(*trace, time_parameter(request, "begin", 0),

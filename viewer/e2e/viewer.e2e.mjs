@@ -1,10 +1,13 @@
 // End to end: record traces, serve them with `chronicle view --port 0`, and drive the page in
 // Debian's Chromium (headless, through playwright-core): what is drawn matches the model
-// (`chronicle dump --tasks`), zoom and pan move the window, a click opens a task's details,
-// search finds a label, shift+drag gives range stats and the range's flame graph (totals as the
-// server's range stats count them, the whole trace's counted by hand), hovering shows tooltips,
-// the URL restores the window and selection, --html works from a file, and a merged
-// trace of two processes shows both, under a header each, with the messages between them.
+// (`chronicle dump --tasks`: tasks in tree order, created-by/wait/resolve arrows, task runs in
+// the thread lanes), zoom and pan move the window, a click opens a task's details (from its line
+// or a run), a selected task's arrows are highlighted and a click follows one, groups and
+// subtrees collapse, search finds a label, shift+drag gives range stats and the range's flame
+// graph (totals as the server's range stats count them, the whole trace's counted by hand),
+// hovering shows tooltips, the URL restores the window and selection, --html works from a file,
+// and a merged trace of two processes shows both, under a header each, with the messages
+// between them.
 //
 //   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR
 import { spawn, execFileSync } from 'node:child_process';
@@ -29,9 +32,66 @@ function record(name, program, ...args) {
 // The model's counts, as `chronicle dump --tasks` prints them on its first line.
 function modelCounts(directory) {
   const first = execFileSync(chronicle, ['dump', '--tasks', directory], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().split('\n')[0];
-  const match = first.match(/^(\d+) tasks; edges: \d+ created-by, (\d+) waits-on, (\d+) resolved-by/);
+  const match = first.match(/^(\d+) tasks; edges: (\d+) created-by, (\d+) waits-on, (\d+) resolved-by/);
   assert.ok(match, `unexpected dump header: ${first}`);
-  return { tasks: Number(match[1]), arrows: Number(match[2]) + Number(match[3]) };
+  return { tasks: Number(match[1]), created: Number(match[2]), arrows: Number(match[3]) + Number(match[4]) };
+}
+
+// The task graph as `chronicle dump --tasks` prints it: per task (in the model's order) its id,
+// the task that created it, those it waits on and the one that resolved it, by index.
+function modelTasks(directory) {
+  const text = execFileSync(chronicle, ['dump', '--tasks', directory], { stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 1 << 30 }).toString();
+  const tasks = [];
+  const pending = [];
+  for (const line of text.split('\n').slice(1)) {
+    const head = line.match(/^(t[\d?.]+) /);
+    if (head) { tasks.push({ id: head[1], parent: null, waits: [], resolver: null }); continue; }
+    const task = tasks[tasks.length - 1];
+    if (!task) continue;
+    const created = line.match(/^  created\s.* by (t[\d?.]+) "/);
+    if (created) task.parent = created[1];
+    const waits = line.match(/^  waits on\s+(t[\d?.]+)/);
+    if (waits) task.waits.push(waits[1]);
+    const resolved = line.match(/^  resolved\s.* by (t[\d?.]+) "/);
+    if (resolved) task.resolver = resolved[1];
+  }
+  const index = new Map(tasks.map((task, k) => [task.id, k]));
+  for (const task of tasks) {
+    task.parent = task.parent === null ? -1 : index.get(task.parent) ?? -1;
+    task.waits = task.waits.map(id => index.get(id)).filter(k => k !== undefined);
+    task.resolver = task.resolver === null ? -1 : index.get(task.resolver) ?? -1;
+  }
+  pending.length = 0;
+  return tasks;
+}
+
+// Tree order worked out here from the model: a task's row right after its creator's, its
+// children in the order they were made, each followed by its own subtree.
+function treeRows(tasks) {
+  const children = tasks.map(() => []);
+  const roots = [];
+  tasks.forEach((task, k) => (task.parent >= 0 ? children[task.parent] : roots).push(k));
+  const rows = new Array(tasks.length);
+  let next = 0;
+  const stack = [...roots].reverse();
+  while (stack.length) {
+    const task = stack.pop();
+    rows[task] = next++;
+    for (let k = children[task].length; k-- > 0;) stack.push(children[task][k]);
+  }
+  return rows;
+}
+
+// The arrows of the model, [kind, from row, to row]: created-by from the creator, waits from the
+// waiting task, resolutions from the resolver.
+function modelArrows(tasks, rows) {
+  const arrows = [];
+  tasks.forEach((task, k) => {
+    if (task.parent >= 0) arrows.push([2, rows[task.parent], rows[k]]);
+    for (const awaited of task.waits) arrows.push([0, rows[k], rows[awaited]]);
+    if (task.resolver >= 0) arrows.push([1, rows[task.resolver], rows[k]]);
+  });
+  return arrows;
 }
 
 // The echo example as a --server and a --client process, recorded apart, then merged.
@@ -81,11 +141,46 @@ async function settled(page) {
   await page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve))));
 }
 
-async function checkDrawnMatchesModel(page, model, lanes) {
+// At full zoom: a lane per thread; the page asks for the task rows on its screen (a row per
+// task, in tree order), and draws every one of them, each where the model's tree puts it, and
+// every arrow of the model that reaches those rows.
+async function checkDrawnMatchesModel(page, model, lanes, directory) {
   await settled(page);
   assert.equal(await numberOf(page, 'lanesDrawn'), lanes, 'one lane per thread');
-  assert.equal(await numberOf(page, 'tasksShown'), model.tasks, 'every task drawn (alone or merged) at full zoom');
-  assert.equal(await numberOf(page, 'arrowsShown'), model.arrows, 'an arrow per wait and resolution');
+  const summary = await page.evaluate(() => window.chronicleViewer.summary());
+  assert.equal(summary.tasks, model.tasks);
+  assert.equal(summary.task_rows, model.tasks, 'a row per task');
+  assert.equal(summary.wait_arrows + summary.resolve_arrows, model.arrows, 'an arrow per wait and resolution');
+  assert.equal(summary.created_arrows, model.created, 'an arrow per created-by edge');
+  const [first, last] = (await attribute(page, 'taskRowsAsked')).split('-').map(Number);
+  assert.ok(last > first, `task rows asked for: ${first}-${last}`);
+  assert.equal(await numberOf(page, 'tasksShown'), last - first, 'every task in the rows asked for drawn at full zoom');
+  const tasks = modelTasks(directory);
+  const rows = treeRows(tasks);
+  const lines = await page.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => [l[3], l[2]]));
+  for (const [task, row] of lines) assert.equal(row, rows[task], `task ${tasks[task].id} is on the row the model's tree gives it`);
+  const reaching = modelArrows(tasks, rows).filter(([, a, b]) => Math.max(a, b) >= first && Math.min(a, b) < last);
+  assert.equal(await numberOf(page, 'arrowsShown'), reaching.length, 'every arrow that reaches the rows shown, alone or merged');
+  assert.equal(await numberOf(page, 'createdArrowsShown'), reaching.filter(([kind]) => kind === 2).length,
+               'the created-by arrows among them');
+  return { tasks, rows };
+}
+
+// Children right after their parent: in the rows drawn, each task's next row holds its first
+// child when it has children, else a task created by it or by one of its ancestors (or a root).
+function checkTreeOrder(tasks, rows) {
+  const byRow = [];
+  rows.forEach((row, task) => { byRow[row] = task; });
+  let parents = 0;
+  for (let row = 0; row + 1 < byRow.length; ++row) {
+    const task = byRow[row], next = byRow[row + 1];
+    const hasChildren = tasks.some(t => t.parent === task);
+    if (hasChildren) { assert.equal(tasks[next].parent, task, `the row after ${tasks[task].id} is its first child`); ++parents; continue; }
+    const ancestors = new Set();
+    for (let up = tasks[task].parent; up >= 0; up = tasks[up].parent) ancestors.add(up);
+    assert.ok(tasks[next].parent < 0 || ancestors.has(tasks[next].parent), `${tasks[next].id} after ${tasks[task].id}: a sibling of it or of an ancestor`);
+  }
+  return parents;
 }
 
 const results = [];
@@ -117,7 +212,18 @@ try {
     const page = await browser.newPage();
     page.setDefaultTimeout(60000);
     await page.goto(await serve(echoTrace));
-    await checkDrawnMatchesModel(page, modelCounts(echoTrace), 2);
+    const model = modelCounts(echoTrace);
+    const { tasks, rows } = await checkDrawnMatchesModel(page, model, 2, echoTrace);
+    assert.ok(checkTreeOrder(tasks, rows) > 0, 'some tasks have children');
+    const drawnRows = await page.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => [l[3], l[9]]));
+    for (const [task, treeRow] of drawnRows) assert.equal(treeRow, rows[task], 'the page\'s tree row is the model tree\'s');
+    // What ran on each thread: the client's and the server's lanes both show task runs.
+    const runs = JSON.parse((await attribute(page, 'laneRunsShown')) ?? 'null');
+    assert.ok(Array.isArray(runs) && runs.length === 2, `task runs per lane: ${runs}`);
+    runs.forEach((count, lane) => assert.ok(count > 0, `lane ${lane} shows ${count} task runs`));
+    assert.ok(model.created > 0, 'the echo example creates tasks from tasks');
+    // Each one that reaches the rows on screen (counted against the model's tree above).
+    assert.ok(await numberOf(page, 'createdArrowsShown') > 0, 'created-by arrows are drawn');
     await page.screenshot({ path: join(artifacts, 'echo-full.png') });
     await page.close();
   });
@@ -129,15 +235,22 @@ try {
     await page.goto(await serve(demoTrace));
     const model = modelCounts(demoTrace);
     assert.ok(model.arrows > 0);
-    await checkDrawnMatchesModel(page, model, 3);
+    await checkDrawnMatchesModel(page, model, 3, demoTrace);
     await page.screenshot({ path: join(artifacts, 'demo-full.png') });
   });
 
   const canvas = page.locator('#timeline');
   const box = await canvas.boundingBox();
   await step('wheel zooms around the pointer, and details appear', async () => {
-    // The pointer goes to a whole pixel near the middle of the canvas where a task begins (tasks are
-    // drawn alone or merged into blocks at full zoom, depending on the recorded timing), and the
+    // First a 400 us window around a task on the screen's rows (the task rows are the first
+    // tasks of the trace), where a pixel is a fraction of a task's length.
+    await page.evaluate(() => {
+      const viewer = window.chronicleViewer, lines = viewer.data().tasks.lines;
+      const begin = lines[Math.floor(lines.length / 2)][0];
+      viewer.setView(begin - 200000, begin + 200000);
+    });
+    await settled(page);
+    // The pointer goes to a whole pixel near the middle of the canvas where a task begins, and the
     // time under it is taken from the page's view and canvas as they are now.
     const anchor = await page.evaluate(() => {
       const viewer = window.chronicleViewer;
@@ -154,10 +267,10 @@ try {
                time: view.begin + (x / width) * length };
     });
     await page.mouse.move(anchor.pageX, anchor.pageY);
-    // Wheel until the window is at most 50 us long: every task of the demo lasts at least 3 us
-    // (it spins that long), so then each is at least 84 px wide, drawn alone and labelled.
+    // Wheel until the window is at most 30 us long: every task of the demo lasts at least 3 us
+    // (it spins that long), so then each is at least a tenth of the width, drawn alone and labelled.
     let length = anchor.length;
-    for (let notch = 0; length > 50000 && notch < 40; ++notch) {
+    for (let notch = 0; length > 30000 && notch < 40; ++notch) {
       await page.mouse.wheel(0, -300);
       await page.waitForFunction(before => {
         const view = window.chronicleViewer.view();
@@ -165,7 +278,7 @@ try {
       }, length, { timeout: 60000 });
       length = await page.evaluate(() => { const view = window.chronicleViewer.view(); return view.end - view.begin; });
     }
-    assert.ok(length <= 50000, `the window shrank to ${length} ns`);
+    assert.ok(length <= 30000, `the window shrank to ${length} ns`);
     await settled(page);
     const after = await page.evaluate(() => window.chronicleViewer.view());
     const xAfter = ((anchor.time - after.begin) / (after.end - after.begin)) * anchor.width;
@@ -206,12 +319,33 @@ try {
     await settled(page);
   });
 
+  await step('clicking a task run in a thread lane selects its task and scrolls to its row', async () => {
+    await settled(page);
+    const run = await page.evaluate(() => {
+      const viewer = window.chronicleViewer, point = viewer.runPoint();
+      return point && { ...point, name: viewer.data().tasks.names[point.task] };
+    });
+    assert.ok(run, 'a task run is drawn in a thread lane, zoomed in');
+    // Hovered, it tells its task's name.
+    await page.mouse.move(run.x, run.y);
+    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.kind === 'run' && document.getElementById('tooltip').dataset.title === name && !document.getElementById('tooltip').hidden,
+                               run.name || 'task');
+    await page.mouse.click(run.x, run.y);
+    await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), run.task);
+    await page.waitForFunction(task => {
+      const viewer = window.chronicleViewer, point = viewer.taskPoint(task);
+      return document.body.dataset.settled === 'true' && point && point.y > 0 && point.y < window.innerHeight;
+    }, run.task);
+  });
+
   await step('clicking a task opens its details', async () => {
+    await settled(page);
     const point = await page.evaluate(() => {
-      const viewer = window.chronicleViewer;
+      const viewer = window.chronicleViewer, rect = document.getElementById('timeline').getBoundingClientRect();
       for (const line of viewer.data().tasks.lines) {
         const p = viewer.taskPoint(line[3]);
-        if (p && p.y > 0 && p.y < window.innerHeight) return { ...p, task: line[3] };
+        // On the canvas below the ruler (not on the bar above it), clear of a toggle at the left edge.
+        if (p && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14) return { ...p, task: line[3] };
       }
       return null;
     });
@@ -221,6 +355,133 @@ try {
     const text = await page.locator('#panel').innerText();
     for (const heading of ['Waits on', 'Resolved by', 'Critical path', 'Parent', 'Children', 'Runs']) assert.ok(text.includes(heading), heading);
     await page.screenshot({ path: join(artifacts, 'demo-task-details.png') });
+  });
+
+  await step('a selected task\'s arrows are highlighted, and a click on an arrow goes to its other end', async () => {
+    // 200 us around the middle of the view: tasks a few pixels wide, their arrows short.
+    await page.evaluate(() => {
+      const viewer = window.chronicleViewer, view = viewer.view(), middle = (view.begin + view.end) / 2;
+      viewer.setView(middle - 100000, middle + 100000);
+    });
+    await settled(page);
+    const chosen = await page.evaluate(() => {
+      const viewer = window.chronicleViewer, data = viewer.data(), rect = document.getElementById('timeline').getBoundingClientRect();
+      for (const line of data.tasks.lines) {
+        const p = viewer.taskPoint(line[3]);
+        const onRows = p && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14;  // as in the step above
+        if (onRows && data.arrows.some(a => a[1] === line[3] || a[2] === line[3])) return { ...p, task: line[3] };
+      }
+      return null;
+    });
+    assert.ok(chosen, 'a task with arrows is in view');
+    await page.mouse.click(chosen.x, chosen.y);
+    await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), chosen.task);
+    await settled(page);
+    const selected = chosen.task;
+    const touching = await page.evaluate(task => window.chronicleViewer.data().arrows.filter(a => a[1] === task || a[2] === task).length, selected);
+    assert.ok(touching > 0, 'the selected task has arrows in view');
+    assert.equal(await numberOf(page, 'arrowsHighlighted'), touching, 'every arrow of the selected task is highlighted');
+    // An arrow of the selected task whose middle is on screen, on no solid part of a task line and on no toggle: a click there follows it.
+    const target = await page.evaluate(task => {
+      const viewer = window.chronicleViewer, canvas = document.getElementById('timeline');
+      const rect = canvas.getBoundingClientRect(), top = document.getElementById('scroller').scrollTop;
+      const hits = viewer.taskHits();
+      for (const { x0, y0, x1, y1, arrow } of hits.arrows) {
+        if (arrow[1] !== task && arrow[2] !== task) continue;
+        const x = (x0 + x1) / 2, y = (y0 + y1) / 2;
+        if (Math.hypot(x1 - x0, y1 - y0) < 12 || x < 5 || x > canvas.clientWidth - 5 || y - top < 40 || y - top > canvas.clientHeight - 5) continue;
+        const on = ([a, b, c, d]) => x >= a - 2 && x <= b + 2 && y >= c - 2 && y <= d + 2;
+        const distance = other => {
+          const dx = other.x1 - other.x0, dy = other.y1 - other.y0, length2 = dx * dx + dy * dy;
+          const t = length2 === 0 ? 0 : Math.max(0, Math.min(1, ((x - other.x0) * dx + (y - other.y0) * dy) / length2));
+          return Math.hypot(x - (other.x0 + t * dx), y - (other.y0 + t * dy));
+        };
+        if (hits.solid.some(on) || hits.toggles.some(on) || hits.arrows.some(other => other.arrow !== arrow && distance(other) < 5)) continue;
+        const names = viewer.data().tasks.names, name = k => names[k] || `task #${k}`;
+        const title = `${name(arrow[1])} ${['waits on', 'resolved', 'created'][arrow[0]]} ${name(arrow[2])}`;
+        return { x: rect.left + x, y: rect.top + y - top, other: arrow[1] === task ? arrow[2] : arrow[1], title };
+      }
+      return null;
+    }, selected);
+    assert.ok(target, 'an arrow of the selected task lies clear of the task lines');
+    // Hovered, the arrow says which task waits on, resolved or created which.
+    await page.mouse.move(target.x, target.y);
+    await page.waitForFunction(title => document.getElementById('tooltip')?.dataset.kind === 'arrow' && document.getElementById('tooltip').dataset.title === title && !document.getElementById('tooltip').hidden,
+                               target.title);
+    await page.mouse.click(target.x, target.y);
+    await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), target.other);
+    await settled(page);
+    assert.ok(await page.evaluate(task => window.chronicleViewer.data().tasks.lines.some(l => l[3] === task), target.other),
+              'the task at the other end is drawn');
+    await page.screenshot({ path: join(artifacts, 'demo-arrow-followed.png') });
+  });
+
+  await step('collapsing a group hides its tracks; a subtree collapses to its task; groups move', async () => {
+    await page.evaluate(() => { const viewer = window.chronicleViewer; viewer.scrollTo(0); viewer.setView(0, viewer.summary().duration); });
+    await settled(page);
+    const lanes = await numberOf(page, 'lanesDrawn');
+    assert.ok(lanes > 0);
+    const clickHeader = async key => {
+      const point = await page.evaluate(k => window.chronicleViewer.headerPoint(k), key);
+      assert.ok(point, `the header ${key} is drawn`);
+      await page.mouse.click(point.x, point.y);
+      await settled(page);
+    };
+    await clickHeader('process:0/threads');
+    assert.equal(await numberOf(page, 'lanesDrawn'), 0, 'the threads group collapsed: no lane drawn');
+    await page.screenshot({ path: join(artifacts, 'demo-threads-collapsed.png') });
+    await clickHeader('process:0/threads');
+    assert.equal(await numberOf(page, 'lanesDrawn'), lanes, 'opened again');
+    await clickHeader('process:0/tasks');
+    assert.equal(await numberOf(page, 'tasksShown'), 0, 'the tasks group collapsed: no task drawn');
+    assert.equal(await attribute(page, 'taskRowsAsked'), '0-0', 'and none asked for');
+    await clickHeader('process:0/tasks');
+    assert.ok(await numberOf(page, 'tasksShown') > 0);
+    // A task with children: collapsing it takes its descendants' rows out.
+    const rowsBefore = await numberOf(page, 'taskRows');
+    const parent = await page.evaluate(() => window.chronicleViewer.data().tasks.lines.find(l => l[7] > 0));
+    assert.ok(parent, 'a task with children is in view');
+    await page.evaluate(task => window.chronicleViewer.toggleSubtree(task), parent[3]);
+    await page.waitForFunction(rows => Number(document.body.dataset.taskRows) !== rows, rowsBefore);
+    await settled(page);
+    assert.equal(await numberOf(page, 'taskRows'), rowsBefore - parent[7], 'its descendants\' rows are out');
+    const lines = await page.evaluate(() => window.chronicleViewer.data().tasks.lines);
+    const at = lines.find(l => l[3] === parent[3]);
+    assert.ok(at, 'the collapsed task stays');
+    const next = lines.find(l => l[2] === at[2] + 1);
+    if (next) assert.equal(next[9], at[9] + parent[7] + 1, 'the row after it is the first after its subtree');
+    await page.evaluate(task => window.chronicleViewer.toggleSubtree(task), parent[3]);
+    await page.waitForFunction(rows => Number(document.body.dataset.taskRows) === rows, rowsBefore);
+    // Moving the counters group up (its ▲) puts it before the tasks, and back (▼).
+    const tops = () => page.evaluate(() => Object.fromEntries(window.chronicleViewer.layout().headers.map(h => [h.key, h.top])));
+    const before = await tops();
+    assert.ok(before['process:0/threads'] < before['process:0/tasks'] && before['process:0/tasks'] < before['process:0/counters'],
+              'threads, then tasks, then counters');
+    await clickHeader('process:0/tasks');  // collapsed, so that the counters' header is on screen
+    const box = await page.locator('#timeline').boundingBox();
+    const counters = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/counters'));
+    await page.mouse.click(box.x + box.width - 30, counters.y);
+    await settled(page);
+    const moved = await tops();
+    assert.ok(moved['process:0/counters'] < moved['process:0/tasks'], 'the counters moved above the tasks');
+    await page.screenshot({ path: join(artifacts, 'demo-counters-moved.png') });
+    const again = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/counters'));
+    await page.mouse.click(box.x + box.width - 12, again.y);
+    await settled(page);
+    const back = await tops();
+    assert.ok(back['process:0/tasks'] < back['process:0/counters'], 'and back below them');
+    // A counter is one track per name; a click on it breaks it down by the threads that wrote it.
+    const summary = await page.evaluate(() => window.chronicleViewer.summary());
+    const counterTop = await page.evaluate(() => window.chronicleViewer.layout().counterTop[0]);
+    assert.equal(new Set(summary.counters.map(c => c.name)).size, summary.counters.length, 'one track per counter name');
+    assert.equal(await numberOf(page, 'countersDrawn'), summary.counters.length);
+    await page.mouse.click(box.x + 300, box.y + counterTop + 30);
+    await page.waitForFunction(() => document.getElementById('panel').dataset.kind === 'counter');
+    await page.waitForFunction(() => location.hash.includes('sel=counter:0'));
+    assert.equal(Number(await page.evaluate(() => document.getElementById('panel').dataset.counterThreads)), summary.counters[0].lanes.length,
+                 'the breakdown lists every thread that wrote it');
+    await page.screenshot({ path: join(artifacts, 'demo-counter-breakdown.png') });
+    await clickHeader('process:0/tasks');
   });
 
   await step('search finds a label and jumps to it', async () => {
@@ -348,6 +609,11 @@ try {
     });
     await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'span', span.name);
     await page.screenshot({ path: join(artifacts, 'demo-tooltip-span.png') });
+    // A task: the page asks only for the task rows on its screen, a row per task in tree order,
+    // and zoomed in those rows' tasks may all lie outside the window; over the whole trace every
+    // row's task is drawn.
+    await page.evaluate(() => { const viewer = window.chronicleViewer; viewer.setView(0, viewer.summary().duration); });
+    await settled(page);
     const task = await hoverAt(() => {
       const viewer = window.chronicleViewer;
       const line = viewer.data().tasks.lines.find(l => viewer.taskPoint(l[3]));
@@ -366,6 +632,9 @@ try {
   });
 
   await step('the URL holds the window and the selection, and a reload restores them', async () => {
+    // Over the whole trace, where every task row on the screen has its task drawn.
+    await page.evaluate(() => { const viewer = window.chronicleViewer; viewer.setView(0, viewer.summary().duration); });
+    await settled(page);
     const task = await page.evaluate(() => window.chronicleViewer.data().tasks.lines[0][3]);
     const point = await page.evaluate(index => window.chronicleViewer.taskPoint(index), task);
     await page.evaluate(y => { const s = document.getElementById('scroller'); s.scrollTop += y - (s.getBoundingClientRect().top + s.clientHeight / 2); }, point.y);
@@ -407,6 +676,36 @@ try {
     assert.equal(Number(await attribute(ranged, 'flameEnd')), r1);
     assert.deepEqual(await ranged.evaluate(() => window.chronicleViewer.rangeSelection()), { begin: r0, end: r1 });
     await ranged.close();
+
+    // The task on the last row: far below the rows a page asks for first, it is scrolled to and drawn.
+    const summary = await page.evaluate(() => window.chronicleViewer.summary());
+    const last = summary.task_rows - 1;
+    const deep = await page.evaluate(({ row, end }) => fetch(`api/window?begin=0&end=${end}&width=1000&rows=${row}-${row + 1}&collapsed=`)
+      .then(r => r.json()).then(answer => answer.tasks.lines[0][3]), { row: last, end: summary.duration });
+    const far = await browser.newPage();
+    far.setDefaultTimeout(60000);
+    await far.goto(`${link.split('#')[0]}#sel=task:${deep}`);
+    await settled(far);
+    await far.waitForFunction(index => document.getElementById('panel').dataset.task === String(index), deep);
+    // The rows a page at the top asks for (tracks.ts, visibleTaskRows: 14 px rows, 20 rows of margin).
+    const firstRows = await far.evaluate(() => Math.ceil((document.getElementById('scroller').clientHeight - window.chronicleViewer.layout().tasksTop) / 14) + 20);
+    assert.ok(last >= firstRows, `the last row (${last}) is not among the first rows asked for (up to ${firstRows})`);
+    await far.waitForFunction(index => {
+      const point = window.chronicleViewer.taskPoint(index);
+      return document.body.dataset.settled === 'true' && point && point.y > 40 && point.y < window.innerHeight;
+    }, deep);
+    assert.ok(await far.evaluate(() => document.getElementById('scroller').scrollTop) > 0, 'the rows scrolled');
+    await far.screenshot({ path: join(artifacts, 'demo-link-deep-task.png') });
+    await far.close();
+
+    // A selected counter comes back with its breakdown.
+    const counter = await browser.newPage();
+    counter.setDefaultTimeout(60000);
+    await counter.goto(`${link.split('#')[0]}#sel=counter:0`);
+    await settled(counter);
+    await counter.waitForFunction(() => document.getElementById('panel').dataset.kind === 'counter');
+    assert.deepEqual(await counter.evaluate(() => window.chronicleViewer.selection()), { kind: 'counter', index: 0 });
+    await counter.close();
   });
 
   await step('--html writes one page that works from a file', async () => {
@@ -415,7 +714,7 @@ try {
     const offline = await browser.newPage();
     offline.setDefaultTimeout(60000);
     await offline.goto(`file://${html}`);
-    await checkDrawnMatchesModel(offline, modelCounts(demoTrace), 3);
+    await checkDrawnMatchesModel(offline, modelCounts(demoTrace), 3, demoTrace);
     await offline.fill('#search', 'job 0.5');
     await offline.press('#search', 'Enter');
     await offline.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 0.5');

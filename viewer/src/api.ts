@@ -3,12 +3,14 @@
 
 // `group`: the lane's process, "host · process (pid N)"; a view of several processes heads each
 // process's lanes with it.
-export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; spans: number; idle: number }
+// `run_depths`: rows of task runs (nested runs go deeper), drawn above the spans.
+export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; spans: number; idle: number }
 // One series: every call site and thread of a name; `lanes` lists the threads that wrote it.
 export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {
   title: string; duration: number; origin_unix_ns: number; events: number;
   lanes: LaneInfo[]; tasks: number; task_rows: number; wait_arrows: number; resolve_arrows: number;
+  created_arrows?: number; task_kinds?: string[];
   messages?: number;  // sent in one process, received in another
   counters: CounterInfo[];
   warnings?: string[];  // what was lost or skipped: shown above the timeline
@@ -20,23 +22,30 @@ export type SpanTuple = [number, number, number, number, number];
 export type BlockTuple = [number, number, number, number];
 // [begin, end, merged count]
 export type IdleTuple = [number, number, number];
-// [begin, end, row, task index, state: 0 ok, 1 failed, 2 cancelled, 3 unresolved]
-export type TaskLineTuple = [number, number, number, number, number];
+// [begin, end, row as shown, task index, state: 0 ok, 1 failed, 2 cancelled, 3 unresolved, kind,
+//  depth in the tree, descendants, runs [begin, end, begin, end...] (merged under a pixel), row in the tree]
+export type TaskLineTuple = [number, number, number, number, number, number, number, number, number[], number];
+// A task run on a thread: [begin, end, nesting depth, task index, kind]
+export type RunTuple = [number, number, number, number, number];
 // [begin, end, row, count, failed, cancelled]
 export type TaskBlockTuple = [number, number, number, number, number, number];
-// [kind: 0 wait, 1 resolve, from task, to task, from time, to time, from row, to row, merged]
+// [kind: 0 wait, 1 resolve, 2 created, from task, to task, from time, to time, from row, to row (as shown), merged]
 export type ArrowTuple = [number, number, number, number, number, number, number, number];
 // A message sent in one process and received in another: [from lane, to lane, send time, receive time, merged]
 export type MessageTuple = [number, number, number, number, number];
 // [time, min, max, last]
 export type CounterPointTuple = [number, number, number, number];
 
-export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; idle: IdleTuple[] }
+export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; runs?: RunTuple[]; run_blocks?: BlockTuple[]; idle: IdleTuple[] }
+// Which task rows to answer for: shown rows [first, last) once the subtrees of `collapsed` (task
+// indexes) are taken out.
+export interface TaskRows { first: number; last: number; collapsed: number[] }
 export interface WindowAnswer {
   begin: number; end: number; width: number;
   lanes: LaneWindow[];
   names: Record<string, string>;
-  tasks: { lines: TaskLineTuple[]; blocks: TaskBlockTuple[]; names: Record<string, string> };
+  // `rows`: how many rows there are once the collapsed subtrees are out.
+  tasks: { lines: TaskLineTuple[]; blocks: TaskBlockTuple[]; names: Record<string, string>; rows?: number; first_row?: number };
   arrows: ArrowTuple[];
   messages?: MessageTuple[];
   counters: { counter: number; downsampled: boolean; points: CounterPointTuple[] }[];
@@ -71,14 +80,21 @@ export interface RangeStats {
 export type FlameFrameTuple = [number, number, number, number, number];
 export interface FlameAnswer { begin: number; end: number; source: string; names: string[]; frames: FlameFrameTuple[] }
 
+// A counter track broken down by the threads that wrote it, over a range.
+export interface CounterBreakdown {
+  index: number; name: string; kind: string; begin: number; end: number;
+  threads: { lane: number; name: string; thread_id: number; samples: number; min: number; max: number; last: number; added: number }[];
+}
+
 export interface Backend {
   summary(): Promise<Summary>;
-  window(begin: number, end: number, width: number): Promise<WindowAnswer>;
+  window(begin: number, end: number, width: number, rows?: TaskRows): Promise<WindowAnswer>;
   span(lane: number, depth: number, index: number): Promise<SpanDetails>;
   task(index: number): Promise<TaskDetails>;
   search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
   stats(begin: number, end: number): Promise<RangeStats>;
   flame(begin: number, end: number): Promise<FlameAnswer>;
+  counter(index: number, begin: number, end: number): Promise<CounterBreakdown>;
 }
 
 async function getJson<T>(path: string): Promise<T> {
@@ -90,12 +106,16 @@ async function getJson<T>(path: string): Promise<T> {
 
 export class HttpBackend implements Backend {
   summary() { return getJson<Summary>('api/summary'); }
-  window(begin: number, end: number, width: number) {
-    return getJson<WindowAnswer>(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(end)}&width=${Math.round(width)}`);
+  window(begin: number, end: number, width: number, rows?: TaskRows) {
+    const taskRows = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}` : '';
+    return getJson<WindowAnswer>(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(end)}&width=${Math.round(width)}${taskRows}`);
   }
   span(lane: number, depth: number, index: number) { return getJson<SpanDetails>(`api/span?lane=${lane}&depth=${depth}&index=${index}`); }
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
   search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
   stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
   flame(begin: number, end: number) { return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
+  counter(index: number, begin: number, end: number) {
+    return getJson<CounterBreakdown>(`api/counter?index=${index}&begin=${Math.max(0, Math.floor(begin))}&end=${Math.ceil(end)}`);
+  }
 }

@@ -3,14 +3,16 @@
 // critical paths included, are worked out here when asked for: the page carries each task's
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, FlameAnswer, BlockTuple, CounterPointTuple, IdleTuple, MessageTuple, Note, RangeStats, SearchHit, SpanDetails, SpanRef,
-  SpanTuple, Summary, TaskBlockTuple, TaskDetails, TaskLineTuple, TaskRef, WindowAnswer,
+  ArrowTuple, Backend, BlockTuple, CounterBreakdown, CounterPointTuple, FlameAnswer, IdleTuple, MessageTuple, Note, RangeStats, RunTuple, SearchHit,
+  SpanDetails, SpanRef, SpanTuple, Summary, TaskDetails, TaskLineTuple, TaskRef, TaskRows, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
 import { aggregateFlame } from './flame_model';
+import { ShownRows } from './task_rows';
 
 export interface EmbeddedTasks {
-  lines: [number, number, number, number, number, number][];  // begin, end, row, state, label, name (strings)
+  // begin, end, row (tree order), state, label, name (strings), kind, depth, descendants
+  lines: [number, number, number, number, number, number, number, number, number][];
   facts: TaskFacts[];
   strings: string[];
   first: number;  // the trace's first event
@@ -20,12 +22,12 @@ export interface EmbeddedTasks {
 export interface EmbeddedTrace {
   summary: Summary;
   // A marker's text: a note's, or an instant's site (in `names`).
-  lanes: { depths: [number, number, number][][]; idle: [number, number][]; markers: [number, string, string | number][] }[];
+  lanes: { depths: [number, number, number][][]; runs?: [number, number, number][][]; idle: [number, number][]; markers: [number, string, string | number][] }[];
   names: Record<string, string>;
   tasks: EmbeddedTasks;
   arrows: [number, number, number, number, number][];
   messages?: [number, number, number, number][];  // [from lane, to lane, send time, receive time]
-  counters: [number, number][][];
+  counters: ([number, number] | [number, number, number])[][];  // [time, value, lane when several threads wrote it]
 }
 
 const kMaxListed = 50;
@@ -51,12 +53,23 @@ function visibleInRow<T>(items: T[], begin: (item: T) => number, end: (item: T) 
 interface Referrers { children: number[][]; waitedBy: [number, number][][]; resolves: [number, number][][] }
 
 export class LocalBackend implements Backend {
-  private rows: number[][] = [];  // task indexes per row, by begin
+  private rowTask: number[] = [];  // tree row -> task index
   private referrers: Referrers | null = null;
 
   constructor(private trace: EmbeddedTrace) {
-    trace.tasks.lines.forEach((task, k) => { (this.rows[task[2]] ??= []).push(k); });
-    for (const row of this.rows) row?.sort((a, b) => trace.tasks.lines[a][0] - trace.tasks.lines[b][0]);
+    trace.tasks.lines.forEach((task, k) => { this.rowTask[task[2]] = k; });
+  }
+
+  // A task's runs in the window, merged where less than a pixel apart.
+  private runsInView(task: number, from: number, to: number, nsPerPixel: number): number[] {
+    const out: number[] = [];
+    const runs = [...this.trace.tasks.facts[task][10]].sort((a, b) => a[1] - b[1]);
+    for (const [, b, e] of runs) {
+      if (e < from || b > to) continue;
+      if (out.length && b <= out[out.length - 1] + Math.max(nsPerPixel, 1)) out[out.length - 1] = Math.max(out[out.length - 1], e);
+      else out.push(b, e);
+    }
+    return out;
   }
 
   private text(k: number) { return this.trace.tasks.strings[k]; }
@@ -90,9 +103,10 @@ export class LocalBackend implements Backend {
 
   async summary() { return this.trace.summary; }
 
-  async window(from: number, to: number, width: number): Promise<WindowAnswer> {
+  async window(from: number, to: number, width: number, rows?: TaskRows): Promise<WindowAnswer> {
     const nsPerPixel = Math.max(to - from, 1) / Math.max(width, 1);
     const names: Record<string, string> = {};
+    const taskNames: Record<string, string> = {};
     const lanes = this.trace.lanes.map((lane, laneNumber) => {
       const spans: SpanTuple[] = [], blocks: BlockTuple[] = [], idle: IdleTuple[] = [];
       lane.depths.forEach((row, depth) => visibleInRow(row, s => s[0], s => s[1], from, to, nsPerPixel,
@@ -100,17 +114,30 @@ export class LocalBackend implements Backend {
         (b, e, _first, count) => blocks.push([b, e, depth, count])));
       visibleInRow(lane.idle, s => s[0], s => s[1], from, to, nsPerPixel, k => idle.push([lane.idle[k][0], lane.idle[k][1], 1]),
         (b, e, _first, count) => idle.push([b, e, count]));
-      return { lane: laneNumber, spans, blocks, idle };
+      const runs: RunTuple[] = [], runBlocks: BlockTuple[] = [];
+      (lane.runs ?? []).forEach((row, depth) => visibleInRow(row, r => r[0], r => r[1], from, to, nsPerPixel,
+        k => { runs.push([row[k][0], row[k][1], depth, row[k][2], this.trace.tasks.lines[row[k][2]][6]]); taskNames[row[k][2]] = this.display(row[k][2]); },
+        (b, e, _first, count) => runBlocks.push([b, e, depth, count])));
+      return { lane: laneNumber, spans, blocks, runs, run_blocks: runBlocks, idle };
     });
-    const lines: TaskLineTuple[] = [], taskBlocks: TaskBlockTuple[] = [], taskNames: Record<string, string> = {};
-    this.rows.forEach((row, rowNumber) => visibleInRow(row, k => this.trace.tasks.lines[k][0], k => this.trace.tasks.lines[k][1], from, to, nsPerPixel,
-      k => { const t = this.trace.tasks.lines[row[k]]; lines.push([t[0], t[1], rowNumber, row[k], t[3]]); taskNames[row[k]] = this.display(row[k]); },
-      (b, e, first, count) => {
-        const states = row.slice(first, first + count).map(k => this.trace.tasks.lines[k][3]);
-        taskBlocks.push([b, e, rowNumber, count, states.filter(s => s === 1).length, states.filter(s => s === 2).length]);
-      }));
-    const arrows: ArrowTuple[] = this.trace.arrows.filter(a => a[4] >= from && a[3] <= to)
-      .map(a => [a[0], a[1], a[2], a[3], a[4], this.trace.tasks.lines[a[1]][2], this.trace.tasks.lines[a[2]][2], 1]);
+    const lines: TaskLineTuple[] = [];
+    const tasks = this.trace.tasks.lines;
+    const shown = new ShownRows(this.rowTask.length, (rows?.collapsed ?? []).map(k => ({ row: tasks[k][2], descendants: tasks[k][8] })));
+    const first = Math.min(rows?.first ?? 0, shown.count);
+    shown.treeRows(first, rows?.last ?? shown.count).forEach((treeRow, k) => {
+      const task = this.rowTask[treeRow], t = tasks[task];
+      if (t[1] < from || t[0] > to) return;
+      lines.push([t[0], t[1], first + k, task, t[3], t[6], t[7], t[8], this.runsInView(task, from, to, nsPerPixel), t[2]]);
+      taskNames[task] = this.display(task);
+    });
+    const arrows: ArrowTuple[] = [];
+    for (const a of this.trace.arrows) {
+      if (a[4] < from || a[3] > to) continue;
+      const fromRow = shown.shownRow(tasks[a[1]][2]), toRow = shown.shownRow(tasks[a[2]][2]);
+      if (Math.max(fromRow, toRow) < first || Math.min(fromRow, toRow) >= (rows?.last ?? shown.count)) continue;
+      if (fromRow === toRow && a[1] !== a[2]) continue;
+      arrows.push([a[0], a[1], a[2], a[3], a[4], fromRow, toRow, 1]);
+    }
     const messages: MessageTuple[] = (this.trace.messages ?? []).filter(m => Math.max(m[2], m[3]) >= from && Math.min(m[2], m[3]) <= to)
       .map(m => [m[0], m[1], m[2], m[3], 1]);
     const counters = this.trace.counters.map((samples, counter) => {
@@ -120,7 +147,7 @@ export class LocalBackend implements Backend {
       for (let k = Math.max(first - 1, 0); k < samples.length && samples[k][0] <= to; ++k) points.push([samples[k][0], samples[k][1], samples[k][1], samples[k][1]]);
       return { counter, downsampled: false, points };
     });
-    return { begin: from, end: to, width, lanes, names, tasks: { lines, blocks: taskBlocks, names: taskNames }, arrows, messages, counters };
+    return { begin: from, end: to, width, lanes, names, tasks: { lines, blocks: [], names: taskNames, rows: shown.count, first_row: first }, arrows, messages, counters };
   }
 
   private spanRef(lane: number, depth: number, index: number): SpanRef {
@@ -188,6 +215,24 @@ export class LocalBackend implements Backend {
 
   async flame(from: number, to: number): Promise<FlameAnswer> {
     return aggregateFlame(from, to, this.trace.lanes.map(lane => lane.depths), site => this.trace.names[site] ?? '?');
+  }
+
+  async counter(index: number, from: number, to: number): Promise<CounterBreakdown> {
+    const info = this.trace.summary.counters[index], samples = this.trace.counters[index];
+    const threads = info.lanes.map(lane => ({ lane, name: this.trace.summary.lanes[lane].name, thread_id: this.trace.summary.lanes[lane].thread_id,
+                                              samples: 0, min: 0, max: 0, last: 0, added: 0 }));
+    samples.forEach((sample, k) => {
+      if (sample[0] < from || sample[0] > to) return;
+      const share = threads.find(t => t.lane === (sample[2] ?? info.lane));
+      if (!share) return;
+      const value = sample[1];
+      share.min = share.samples === 0 ? value : Math.min(share.min, value);
+      share.max = share.samples === 0 ? value : Math.max(share.max, value);
+      share.last = value;
+      share.added += value - (k > 0 ? samples[k - 1][1] : 0);
+      share.samples++;
+    });
+    return { index, name: info.name, kind: info.kind, begin: from, end: to, threads };
   }
 
   async stats(from: number, to: number): Promise<RangeStats> {

@@ -1,35 +1,25 @@
 // The chronicle viewer: a canvas timeline of one trace, or of several processes' traces on one
 // timeline (their lanes under a header per process, arrows for the messages between them). It keeps only the window it shows, as
 // the server aggregated it for the canvas's width, and asks again after every pan or zoom.
-import { Backend, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
+import { ArrowTuple, Backend, CounterBreakdown, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
 import { EmbeddedTrace, LocalBackend } from './local';
 import { FlamePane } from './flame';
 import * as tips from './tooltip';
 import { readUrlState, writeUrlState } from './url_state';
+import { CollapsedTask, ShownRows } from './task_rows';
+import { arrowAt, drawTaskRows, TaskHits } from './tasks_view';
+import {
+  computeLayout, COUNTER_TRACK, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, TrackState, visibleTaskRows,
+} from './tracks';
 
-const RULER_HEIGHT = 24;
-const LANE_HEADER = 16;
-const SPAN_ROW = 16;
-const COUNTER_TRACK = 40;
-const TASK_ROW = 12;
-const SECTION_GAP = 6;
-const STATE_COLOURS = ['#3a9d5d', '#d64545', '#e0a030', '#8a8a8a'];  // ok, failed, cancelled, unresolved
-const WAIT_COLOUR = '#2f6fdf';
-const RESOLVE_COLOUR = '#b040c8';
+const KIND_COLOURS = ['#9aa5b1', '#5b8def', '#c58af9', '#4fb8a8', '#e7b416', '#ef8354'];  // unknown, coroutine, promise, handler, timer, io
 const MESSAGE_COLOUR = '#d2691e';
 const BLOCK_COLOUR = '#8c99a8';
 const MIN_ZOOM_NS = 100;
 
 interface View { begin: number; end: number }
-type Selection = { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | null;
+type Selection = { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | { kind: 'counter'; index: number } | null;
 
-interface Layout {
-  groups: { top: number; name: string }[];  // a header per process, when there are several
-  laneTop: number[];      // y of each lane's header
-  counterTop: number[];
-  tasksTop: number;       // y of task row 0
-  height: number;
-}
 
 const canvas = document.getElementById('timeline') as HTMLCanvasElement;
 const scroller = document.getElementById('scroller') as HTMLDivElement;
@@ -51,6 +41,14 @@ let highlight = '';
 let rangeSelection: View | null = null;
 let requested = 0;   // the latest window request's number: older answers are dropped
 let windowsLoaded = 0;
+const tracks: TrackState = { collapsed: new Set(), order: new Map() };
+const collapsedTasks = new Map<number, CollapsedTask>();  // by task index
+let taskRowCount = 0;            // task rows once the collapsed subtrees are out
+let askedRows: [number, number] = [0, 0];  // the task rows the last request asked for
+let critical = new Set<number>();  // the selected task's critical path
+let taskHits: TaskHits = { lines: [], solid: [], toggles: [], arrows: [] };
+// Header controls drawn on the canvas: [x0, x1, y0, y1, what a click does].
+let controls: [number, number, number, number, () => void][] = [];
 
 function formatDuration(ns: number): string {
   const magnitude = Math.abs(ns);
@@ -70,28 +68,13 @@ function width() { return canvas.clientWidth; }
 function xOf(time: number) { return ((time - view.begin) / (view.end - view.begin)) * width(); }
 function timeAt(x: number) { return view.begin + (x / width()) * (view.end - view.begin); }
 
-function computeLayout(): Layout {
-  let y = RULER_HEIGHT;
-  const laneTop: number[] = [];
-  const groups: { top: number; name: string }[] = [];
-  const several = new Set(summary.lanes.map(lane => lane.group ?? '')).size > 1;
-  summary.lanes.forEach((lane, k) => {
-    if (several && (k === 0 || lane.group !== summary.lanes[k - 1].group)) {
-      groups.push({ top: y, name: lane.group ?? '' });
-      y += LANE_HEADER;
-    }
-    laneTop.push(y);
-    y += LANE_HEADER + Math.max(lane.depths, 1) * SPAN_ROW + SECTION_GAP;
-  });
-  const counterTop: number[] = [];
-  for (let k = 0; k < summary.counters.length; ++k) {
-    counterTop.push(y);
-    y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP;
-  }
-  const tasksTop = y + LANE_HEADER;
-  y = tasksTop + summary.task_rows * TASK_ROW + SECTION_GAP;
-  return { groups, laneTop, counterTop, tasksTop, height: y };
+function relayout() {
+  layout = computeLayout(summary, tracks, taskRowCount);
+  resize();
 }
+
+function shownRows() { return new ShownRows(summary.task_rows, collapsedTasks.values()); }
+function taskY(row: number) { return (layout.tasksTop ?? 0) + row * TASK_ROW; }
 
 function resize() {
   const ratio = window.devicePixelRatio || 1;
@@ -123,10 +106,18 @@ function requestWindow() {
   document.body.dataset.settled = 'false';
   fetchTimer = window.setTimeout(async () => {
     const asked = performance.now();
-    const answer = await backend.window(view.begin, view.end, width());
+    const rows = visibleTaskRows(layout, taskRowCount, scroller.scrollTop, scroller.clientHeight);
+    const answer = await backend.window(view.begin, view.end, width(), { first: rows[0], last: rows[1], collapsed: [...collapsedTasks.keys()] });
     if (number !== requested) return;
     document.body.dataset.fetchMs = (performance.now() - asked).toFixed(1);
     data = answer;
+    askedRows = rows;
+    if ((answer.tasks.rows ?? taskRowCount) !== taskRowCount) {
+      // Rows came or went (a subtree collapsed or opened): what is below moves.
+      taskRowCount = answer.tasks.rows ?? taskRowCount;
+      relayout();
+      return;
+    }
     ++windowsLoaded;
     document.body.dataset.settled = 'true';
     draw();
@@ -152,10 +143,19 @@ function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
 
 // ---- drawing ----
 
-interface DrawCounts { groups: number; messages: number; messagesShown: number; lanes: number; spans: number; blocks: number; taskLines: number; taskBlocks: number; tasksShown: number; arrows: number; arrowsShown: number; labels: number; taskLabels: number }
-let counts: DrawCounts = { groups: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
+interface DrawCounts {
+  groups: number; headers: number; messages: number; messagesShown: number; lanes: number; spans: number; blocks: number;
+  runs: number; laneRuns: number[]; taskLines: number; taskRuns: number; taskBlocks: number; tasksShown: number; toggles: number; critical: number;
+  arrows: number; arrowsShown: number; createdArrowsShown: number; arrowsHighlighted: number; labels: number; taskLabels: number; counters: number;
+}
+function noCounts(): DrawCounts {
+  return { groups: 0, headers: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, runs: 0, laneRuns: [], taskLines: 0, taskRuns: 0,
+           taskBlocks: 0, tasksShown: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0, labels: 0,
+           taskLabels: 0, counters: 0 };
+}
+let counts: DrawCounts = noCounts();
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
-let hitBoxes: [number, number, number, number, Selection][] = [];
+let hitBoxes: [number, number, number, number, Selection, 'run'?][] = [];
 // What is drawn where, for tooltips (tooltip.ts): described from the answer, on hover only.
 const hover = new tips.HoverTargets();
 
@@ -185,13 +185,15 @@ function render() {
   context.clearRect(0, 0, w, h);
   context.font = '11px system-ui, sans-serif';
   context.textBaseline = 'middle';
-  counts = { groups: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, taskLines: 0, taskBlocks: 0, tasksShown: 0, arrows: 0, arrowsShown: 0, labels: 0, taskLabels: 0 };
+  counts = noCounts();
   hitBoxes = [];
   hover.clear();
+  controls = [];
+  taskHits = { lines: [], solid: [], toggles: [], arrows: [] };
   context.save();
   context.translate(0, -top);
   if (data) {
-    drawGroups();
+    drawHeaders();
     drawLanes(data);
     drawMessages(data);
     drawCounters(data);
@@ -204,34 +206,67 @@ function render() {
   document.body.dataset.renderMs = (performance.now() - renderStarted).toFixed(1);
 }
 
+function kindName(kind: number) { return summary.task_kinds?.[kind] ?? String(kind); }
+
 function drawLanes(answer: WindowAnswer) {
+  counts.laneRuns = summary.lanes.map(() => 0);
   for (const lane of answer.lanes) {
     const info = summary.lanes[lane.lane];
     const y0 = layout.laneTop[lane.lane];
+    if (y0 === undefined) continue;  // its group is collapsed
     const bodyTop = y0 + LANE_HEADER;
-    const bodyHeight = Math.max(info.depths, 1) * SPAN_ROW;
+    const runDepths = info.run_depths ?? 0;
+    const bodyHeight = (runDepths + Math.max(info.depths, 1)) * SPAN_ROW;
+    const spansTop = bodyTop + runDepths * SPAN_ROW;
     counts.lanes++;
     context.fillStyle = '#eef0f3';
     context.fillRect(0, y0, width(), LANE_HEADER);
     context.fillStyle = '#333';
     context.fillText(`${info.name} (${info.thread_id}) · ${info.spans.toLocaleString()} spans`, 4, y0 + LANE_HEADER / 2);
-    // Idle (the loop suspended): shaded behind the spans.
+    // Idle (the loop suspended): shaded behind the runs and spans.
     context.fillStyle = 'rgba(120, 150, 200, 0.18)';
     for (const [b, e, count] of lane.idle) {
       context.fillRect(xOf(b), bodyTop, Math.max(xOf(e) - xOf(b), 1), bodyHeight);
       hover.rect(xOf(b), Math.max(xOf(e), xOf(b) + 1), bodyTop, bodyTop + bodyHeight, () => tips.idleTip(b, e, count));
     }
+    // What ran: the task runs, coloured by the task's kind, with the spans under them.
+    context.fillStyle = BLOCK_COLOUR;
+    for (const [b, e, depth, count] of lane.run_blocks ?? []) {
+      const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
+      context.fillRect(x0, bodyTop + depth * SPAN_ROW + 1, x1 - x0, SPAN_ROW - 2);
+      hover.rect(x0, x1, bodyTop + depth * SPAN_ROW + 1, bodyTop + (depth + 1) * SPAN_ROW - 1, () => tips.runBlockTip(b, e, count, depth));
+      counts.laneRuns[lane.lane] += count;
+    }
+    for (const [b, e, depth, task, kind] of lane.runs ?? []) {
+      const name = answer.tasks.names[task] ?? '';
+      const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
+      const y = bodyTop + depth * SPAN_ROW + 1;
+      context.fillStyle = KIND_COLOURS[kind] ?? KIND_COLOURS[0];
+      context.fillRect(x0, y, x1 - x0, SPAN_ROW - 2);
+      const isSelected = selection?.kind === 'task' && selection.index === task;
+      if (isSelected || matches(name)) {
+        context.strokeStyle = isSelected ? '#000' : '#f0c000';
+        context.lineWidth = 2;
+        context.strokeRect(x0 + 1, y + 1, x1 - x0 - 2, SPAN_ROW - 4);
+      }
+      context.fillStyle = '#111';
+      drawLabel(`${name} · ${kindName(kind)}`, x0, x1, y, SPAN_ROW - 2);
+      hitBoxes.push([x0, x1, y, y + SPAN_ROW - 2, { kind: 'task', index: task }, 'run']);
+      hover.rect(x0, x1, y, y + SPAN_ROW - 2, () => tips.runTip(name, kindName(kind), b, e, `${info.name} (${info.thread_id})`, depth));
+      counts.laneRuns[lane.lane]++;
+      counts.runs++;
+    }
     context.fillStyle = BLOCK_COLOUR;
     for (const [b, e, depth, count] of lane.blocks) {
       const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
-      context.fillRect(x0, bodyTop + depth * SPAN_ROW + 1, x1 - x0, SPAN_ROW - 2);
-      hover.rect(x0, x1, bodyTop + depth * SPAN_ROW + 1, bodyTop + (depth + 1) * SPAN_ROW - 1, () => tips.spanBlockTip(b, e, count, depth));
+      context.fillRect(x0, spansTop + depth * SPAN_ROW + 1, x1 - x0, SPAN_ROW - 2);
+      hover.rect(x0, x1, spansTop + depth * SPAN_ROW + 1, spansTop + (depth + 1) * SPAN_ROW - 1, () => tips.spanBlockTip(b, e, count, depth));
       counts.blocks += count;
     }
     for (const [b, e, depth, index, site] of lane.spans) {
       const name = answer.names[site] ?? '?';
       const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
-      const y = bodyTop + depth * SPAN_ROW + 1;
+      const y = spansTop + depth * SPAN_ROW + 1;
       const isSelected = selection?.kind === 'span' && selection.lane === lane.lane && selection.depth === depth && selection.index === index;
       context.fillStyle = colourOf(name);
       context.fillRect(x0, y, x1 - x0, SPAN_ROW - 2);
@@ -249,16 +284,28 @@ function drawLanes(answer: WindowAnswer) {
   }
 }
 
-function drawGroups() {
-  context.font = 'bold 11px system-ui, sans-serif';
-  for (const group of layout.groups) {
-    context.fillStyle = '#d5dbe3';
-    context.fillRect(0, group.top, width(), LANE_HEADER);
+// Group headers: a click on one collapses or opens it; ▲ ▼ move a group among its process's.
+function drawHeaders() {
+  for (const header of layout.headers) {
+    const y = header.top, w = width();
+    context.fillStyle = header.level === 0 ? '#c9d1dc' : '#dde3ea';
+    context.fillRect(0, y, w, LANE_HEADER);
     context.fillStyle = '#111';
-    context.fillText(group.name, 4, group.top + LANE_HEADER / 2);
-    counts.groups++;
+    context.font = 'bold 11px system-ui, sans-serif';
+    context.fillText(`${header.collapsed ? '▸' : '▾'} ${header.label}`, 4 + header.level * 8, y + LANE_HEADER / 2);
+    context.font = '11px system-ui, sans-serif';
+    const toggle = () => {
+      if (tracks.collapsed.has(header.key)) tracks.collapsed.delete(header.key); else tracks.collapsed.add(header.key);
+      relayout();
+    };
+    const [process, section] = header.key.slice('process:'.length).split('/');
+    const move = (by: -1 | 1) => () => { moveSection(tracks, Number(process), section as SectionKind, by); relayout(); };
+    if (header.down) { context.fillText('▼', w - 18, y + LANE_HEADER / 2); controls.push([w - 22, w - 4, y, y + LANE_HEADER, move(1)]); }
+    if (header.up) { context.fillText('▲', w - 36, y + LANE_HEADER / 2); controls.push([w - 40, w - 22, y, y + LANE_HEADER, move(-1)]); }
+    controls.push([0, w - 40, y, y + LANE_HEADER, toggle]);
+    counts.headers++;
+    if (header.level === 0) counts.groups++;
   }
-  context.font = '11px system-ui, sans-serif';
 }
 
 // A message from the sending thread's lane, when sent, to the receiving one's, when received.
@@ -267,8 +314,10 @@ function drawMessages(answer: WindowAnswer) {
   context.lineWidth = 1;
   context.globalAlpha = 0.8;
   for (const [fromLane, toLane, fromTime, toTime, merged] of answer.messages ?? []) {
+    const fromTop = layout.laneTop[fromLane], toTop = layout.laneTop[toLane];
+    if (fromTop === undefined || toTop === undefined) continue;
     const x0 = xOf(fromTime), x1 = xOf(toTime);
-    const y0 = layout.laneTop[fromLane] + LANE_HEADER / 2, y1 = layout.laneTop[toLane] + LANE_HEADER / 2;
+    const y0 = fromTop + LANE_HEADER / 2, y1 = toTop + LANE_HEADER / 2;
     context.beginPath();
     context.moveTo(x0, y0);
     context.lineTo(x1, y1);
@@ -291,12 +340,15 @@ function drawCounters(answer: WindowAnswer) {
   for (const series of answer.counters) {
     const info = summary.counters[series.counter];
     const y0 = layout.counterTop[series.counter];
+    if (y0 === undefined) continue;
+    counts.counters++;
     const top = y0 + LANE_HEADER, bottom = top + COUNTER_TRACK;
     context.fillStyle = '#eef0f3';
     context.fillRect(0, y0, width(), LANE_HEADER);
     context.fillStyle = '#333';
     const writers = info.lanes.length > 1 ? `${info.lanes.length} threads` : summary.lanes[info.lane]?.name ?? '';
     context.fillText(`${info.name} (${writers}) · ${info.min} … ${info.max}`, 4, y0 + LANE_HEADER / 2);
+    hitBoxes.push([0, width(), y0, bottom, { kind: 'counter', index: series.counter }]);
     hover.rect(0, width(), top, bottom, time => tips.counterTip(info.name, series.points, time));
     const range = info.max - info.min || 1;
     const yOf = (value: number) => bottom - ((value - info.min) / range) * (COUNTER_TRACK - 4) - 2;
@@ -318,70 +370,23 @@ function drawCounters(answer: WindowAnswer) {
   }
 }
 
-function taskY(row: number) { return layout.tasksTop + row * TASK_ROW; }
-
 function drawTasks(answer: WindowAnswer) {
-  const headerY = layout.tasksTop - LANE_HEADER;
-  context.fillStyle = '#eef0f3';
-  context.fillRect(0, headerY, width(), LANE_HEADER);
-  context.fillStyle = '#333';
-  context.fillText(`tasks · ${summary.tasks.toLocaleString()} in ${summary.task_rows} rows · arrows: waits (blue), resolutions (purple)`, 4, headerY + LANE_HEADER / 2);
-  for (const [b, e, row, count, failed, cancelled] of answer.tasks.blocks) {
-    const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
-    context.fillStyle = failed ? STATE_COLOURS[1] : cancelled ? STATE_COLOURS[2] : BLOCK_COLOUR;
-    context.fillRect(x0, taskY(row) + 3, x1 - x0, TASK_ROW - 6);
-    hover.rect(x0, x1, taskY(row), taskY(row) + TASK_ROW, () => tips.taskBlockTip(b, e, count, failed, cancelled));
-    counts.taskBlocks++;
-    counts.tasksShown += count;
-  }
-  for (const [b, e, row, task, state] of answer.tasks.lines) {
-    const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 2);
-    const y = taskY(row);
-    const name = answer.tasks.names[task] ?? '';
-    context.fillStyle = STATE_COLOURS[state];
-    context.fillRect(x0, y + 4, x1 - x0, TASK_ROW - 8);
-    const isSelected = selection?.kind === 'task' && selection.index === task;
-    if (matches(name) || isSelected) {
-      context.strokeStyle = isSelected ? '#000' : '#f0c000';
-      context.lineWidth = 2;
-      context.strokeRect(x0 - 1, y + 1, x1 - x0 + 2, TASK_ROW - 2);
-    }
-    // Short tasks get their labels only once zoomed in enough for them to fit.
-    context.fillStyle = '#222';
-    context.font = '9px system-ui, sans-serif';
-    if (drawLabel(name, x0 + 2, x1, y, TASK_ROW)) counts.taskLabels++;
-    context.font = '11px system-ui, sans-serif';
-    hitBoxes.push([x0 - 2, x1 + 2, y, y + TASK_ROW, { kind: 'task', index: task }]);
-    hover.rect(x0 - 2, x1 + 2, y, y + TASK_ROW, () => tips.taskTip(name, b, e, state));
-    counts.taskLines++;
-    counts.tasksShown++;
-  }
-  // Zoomed out, arrows long on screen say little and hide the lines: they fade.
-  const zoomedOut = (view.end - view.begin) / Math.max(summary.duration, 1);
-  const taskName = (task: number) => answer.tasks.names[task] ?? `task #${task}`;
-  for (const [kind, fromTask, toTask, fromTime, toTime, fromRow, toRow, merged] of answer.arrows) {
-    const x0 = xOf(fromTime), x1 = xOf(toTime);
-    const y0 = taskY(fromRow) + TASK_ROW / 2, y1 = taskY(toRow) + TASK_ROW / 2;
-    const length = Math.hypot(x1 - x0, y1 - y0);
-    const faded = zoomedOut > 0.05 && length > 120;
-    context.globalAlpha = faded ? Math.max(0.12, 120 / length) * 0.6 : 0.9;
-    context.strokeStyle = context.fillStyle = kind === 0 ? WAIT_COLOUR : RESOLVE_COLOUR;
-    context.lineWidth = 1;
-    context.beginPath();
-    context.moveTo(x0, y0);
-    context.lineTo(x1, y1);
-    context.stroke();
-    const angle = Math.atan2(y1 - y0, x1 - x0);
-    context.beginPath();
-    context.moveTo(x1, y1);
-    context.lineTo(x1 - 6 * Math.cos(angle - 0.4), y1 - 6 * Math.sin(angle - 0.4));
-    context.lineTo(x1 - 6 * Math.cos(angle + 0.4), y1 - 6 * Math.sin(angle + 0.4));
-    context.fill();
-    hover.segment(x0, y0, x1, y1, () => tips.arrowTip(kind, taskName(fromTask), taskName(toTask), fromTime, toTime, merged));
-    counts.arrows++;
-    counts.arrowsShown += merged;
-  }
-  context.globalAlpha = 1;
+  if (layout.tasksTop === undefined) return;
+  const drawn = drawTaskRows({
+    context, width: width(), xOf, rowY: taskY, selectedTask: selection?.kind === 'task' ? selection.index : null,
+    critical, collapsed: new Set(collapsedTasks.keys()), matches, drawLabel, kindName, hover,
+  }, answer);
+  taskHits = drawn.hits;
+  counts.taskLines = drawn.counts.lines;
+  counts.tasksShown = drawn.counts.lines;
+  counts.taskRuns = drawn.counts.runs;
+  counts.taskLabels = drawn.counts.labels;
+  counts.toggles = drawn.counts.toggles;
+  counts.critical = drawn.counts.critical;
+  counts.arrows = drawn.counts.arrows;
+  counts.arrowsShown = drawn.counts.arrowsShown;
+  counts.createdArrowsShown = drawn.counts.createdArrowsShown;
+  counts.arrowsHighlighted = drawn.counts.arrowsHighlighted;
 }
 
 function niceStep(rough: number) {
@@ -431,6 +436,17 @@ function publishState() {
   body.messagesShown = String(counts.messagesShown);
   body.spansDrawn = String(counts.spans);
   body.spanBlocksDrawn = String(counts.blocks);
+  body.runsDrawn = String(counts.runs);
+  body.laneRunsShown = JSON.stringify(counts.laneRuns);
+  body.taskRunsDrawn = String(counts.taskRuns);
+  body.togglesDrawn = String(counts.toggles);
+  body.criticalDrawn = String(counts.critical);
+  body.createdArrowsShown = String(counts.createdArrowsShown);
+  body.arrowsHighlighted = String(counts.arrowsHighlighted);
+  body.headersDrawn = String(counts.headers);
+  body.countersDrawn = String(counts.counters);
+  body.taskRows = String(taskRowCount);
+  body.taskRowsAsked = askedRows.join('-');
   body.taskLinesDrawn = String(counts.taskLines);
   body.taskBlocksDrawn = String(counts.taskBlocks);
   body.tasksShown = String(counts.tasksShown);
@@ -530,19 +546,60 @@ function showRange(range: View) {
   void flame.show(range.begin, range.end);
 }
 
-async function select(target: Selection, reveal = false) {
+async function select(target: Selection, reveal = false, scrollToTask = false) {
   selection = target;
+  critical = new Set();
   draw();
   if (!target) return;
   if (target.kind === 'task') {
     const details = await backend.task(target.index);
+    if (selection !== target) return;
+    critical = new Set(details.critical_path.steps.map(step => step.index));
+    critical.delete(details.index);
     showTask(details);
-    if (reveal) revealRange(details.begin, details.end, taskY(details.row));
+    if (reveal) revealTask(details);
+    else if (scrollToTask && layout.tasksTop !== undefined) {
+      const row = shownRows().shownRow(details.row);
+      if (!shownRows().isHidden(details.row)) scroller.scrollTop = Math.max(0, taskY(row) - scroller.clientHeight / 2);
+    }
+    draw();
+  } else if (target.kind === 'counter') {
+    showCounter(await backend.counter(target.index, view.begin, view.end));
   } else {
     const details = await backend.span(target.lane, target.depth, target.index);
     showSpan(details);
-    if (reveal) revealRange(details.begin, details.end, layout.laneTop[target.lane]);
+    const laneTop = layout.laneTop[target.lane];
+    if (laneTop === undefined) {  // its group is collapsed: open it
+      for (const header of layout.headers) if (header.key.endsWith('/threads') || header.level === 0) tracks.collapsed.delete(header.key);
+      relayout();
+    }
+    if (reveal) revealRange(details.begin, details.end, layout.laneTop[target.lane] ?? 0);
   }
+}
+
+// Shows a task's line: its subtree's collapsed ancestors opened, the tasks group open, the
+// window around the line and the rows scrolled to it.
+function revealTask(details: TaskDetails) {
+  let opened = false;
+  for (const [task, collapsed] of collapsedTasks)
+    if (details.row > collapsed.row && details.row <= collapsed.row + collapsed.descendants) { collapsedTasks.delete(task); opened = true; }
+  for (const header of layout.headers)
+    if (header.collapsed && (header.key === 'process:0' || header.key.endsWith('/tasks'))) { tracks.collapsed.delete(header.key); opened = true; }
+  if (opened) { taskRowCount = shownRows().count; relayout(); }
+  revealRange(details.begin, details.end, taskY(shownRows().shownRow(details.row)));
+}
+
+// A counter's track: one per series, and here the threads that wrote it in the window (the breakdown).
+function showCounter(breakdown: CounterBreakdown) {
+  const info = summary.counters[breakdown.index];
+  panel.dataset.kind = 'counter';
+  panel.dataset.counterThreads = String(breakdown.threads.length);
+  const added = breakdown.kind === 'counter';
+  panel.innerHTML = `<h3 id="details-title">${escapeHtml(info.name)}</h3>` +
+    rows([['kind', info.kind], ['min', info.min], ['max', info.max], ['samples', info.samples.toLocaleString()]]) +
+    `<h3>By thread, ${formatDuration(breakdown.begin)} … ${formatDuration(breakdown.end)}</h3>` +
+    list(breakdown.threads.map(t => `${escapeHtml(t.name)} (${t.thread_id}): ${t.samples} samples` +
+      (t.samples ? (added ? `, added ${t.added}` : `, ${t.min} … ${t.max}, last ${t.last}`) : '')));
 }
 
 function revealRange(begin: number, end: number, y: number) {
@@ -618,10 +675,44 @@ window.addEventListener('mouseup', event => {
   if (finished.moved) return;
   const rect = canvas.getBoundingClientRect();
   const x = event.clientX - rect.left, y = event.clientY - rect.top + scroller.scrollTop;
-  const hit = hitBoxes.find(([x0, x1, y0, y1]) => x >= x0 && x <= x1 && y >= y0 && y <= y1);
   rangeSelection = null;
-  void select(hit ? hit[4] : null);
+  const inside = (box: readonly unknown[]) => {
+    const [x0, x1, y0, y1] = box as number[];
+    return x >= x0 && x <= x1 && y >= y0 && y <= y1;
+  };
+  const control = controls.find(inside);
+  if (control) { control[4](); return; }
+  const toggle = taskHits.toggles.find(inside);
+  if (toggle) { toggleSubtree(toggle[4]); return; }
+  const hit = hitBoxes.find(inside);
+  // A run in a thread lane also scrolls the tasks to its task's row (the window stays).
+  if (hit) { void select(hit[4], false, hit[5] === 'run'); return; }
+  // In the tasks: a task where it is drawn solid, else an arrow passing by, else the task whose row it is.
+  const solid = taskHits.solid.find(inside);
+  if (solid) { void select({ kind: 'task', index: solid[4] }); return; }
+  const arrow = arrowAt(taskHits, x, y);
+  if (arrow) { followArrow(arrow); return; }
+  const line = taskHits.lines.find(inside);
+  void select(line ? { kind: 'task', index: line[4] } : null);
 });
+// A task's subtree collapses or opens; the server then leaves its rows out, or puts them back.
+function toggleSubtree(task: number) {
+  if (collapsedTasks.has(task)) collapsedTasks.delete(task);
+  else {
+    const line = data?.tasks.lines.find(l => l[3] === task);
+    if (!line) return;
+    collapsedTasks.set(task, { row: line[9], descendants: line[7] });
+  }
+  requestWindow();
+}
+
+// A click on an arrow goes to its other end: the end away from the selected task, or where it points.
+function followArrow(arrow: ArrowTuple) {
+  const [, fromTask, toTask] = arrow;
+  const target = selection?.kind === 'task' && selection.index === toTask ? fromTask : toTask;
+  void select({ kind: 'task', index: target }, true);
+}
+
 canvas.addEventListener('wheel', event => {
   if (event.shiftKey) return;  // shift+wheel scrolls the lanes
   event.preventDefault();
@@ -645,11 +736,16 @@ window.addEventListener('keydown', event => {
   else if (key === 's') zoomAround(anchor, 1.25);
   else if (key === 'a') pan(-(view.end - view.begin) * 0.1);
   else if (key === 'd') pan((view.end - view.begin) * 0.1);
-  else if (key === 'escape') { selection = null; rangeSelection = null; draw(); }
+  else if (key === 'escape') { selection = null; critical = new Set(); rangeSelection = null; draw(); }
   else return;
   event.preventDefault();
 });
-scroller.addEventListener('scroll', draw);
+// Scrolling asks for the task rows that come into view (the server answers only those).
+scroller.addEventListener('scroll', () => {
+  const rows = visibleTaskRows(layout, taskRowCount, scroller.scrollTop, scroller.clientHeight);
+  if (Math.abs(rows[0] - askedRows[0]) > 10 || Math.abs(rows[1] - askedRows[1]) > 10) requestWindow();
+  else draw();
+});
 window.addEventListener('resize', resize);
 
 // A hook for tests and the curious: the state the page draws from.
@@ -661,18 +757,44 @@ window.addEventListener('resize', resize);
   selection: () => selection,
   rangeSelection: () => (rangeSelection ? orderedRange(rangeSelection) : null),
   setView,
-  // Where a span, or a counter track at a time, is on the page (client coordinates), to hover it.
+  // Where a span, or a counter track at a time, is on the page (client coordinates), to hover it;
+  // null when its group is collapsed. A lane's spans are under its task runs.
   spanPoint(lane: number, depth: number, index: number) {
     const span = data?.lanes.find(l => l.lane === lane)?.spans.find(s => s[2] === depth && s[3] === index);
-    if (!span) return null;
+    const laneTop = layout.laneTop[lane];
+    if (!span || laneTop === undefined) return null;
     const rect = canvas.getBoundingClientRect();
     const x0 = Math.max(xOf(span[0]), 0), x1 = Math.min(Math.max(xOf(span[1]), xOf(span[0]) + 1), width());
-    return { x: rect.left + (x0 + x1) / 2, y: rect.top + layout.laneTop[lane] + LANE_HEADER + depth * SPAN_ROW + SPAN_ROW / 2 - scroller.scrollTop };
+    const row = (summary.lanes[lane].run_depths ?? 0) + depth;
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + laneTop + LANE_HEADER + row * SPAN_ROW + SPAN_ROW / 2 - scroller.scrollTop };
   },
   counterPoint(counter: number, time: number) {
+    const counterTop = layout.counterTop[counter];
+    if (counterTop === undefined) return null;
     const rect = canvas.getBoundingClientRect();
-    return { x: rect.left + xOf(time), y: rect.top + layout.counterTop[counter] + LANE_HEADER + COUNTER_TRACK / 2 - scroller.scrollTop };
+    return { x: rect.left + xOf(time), y: rect.top + counterTop + LANE_HEADER + COUNTER_TRACK / 2 - scroller.scrollTop };
   },
+  taskHits: () => taskHits,
+  collapsed: () => [...collapsedTasks.keys()],
+  toggleSubtree,
+  // Where a track group's header is on the page (client coordinates), to click it.
+  headerPoint(key: string) {
+    const header = layout.headers.find(h => h.key === key);
+    if (!header) return null;
+    const rect = canvas.getBoundingClientRect();
+    return { x: rect.left + 60, y: rect.top + header.top + LANE_HEADER / 2 - scroller.scrollTop };
+  },
+  layout: () => layout,
+  // A task run drawn in a thread lane and on screen (client coordinates), to click it.
+  runPoint() {
+    const rect = canvas.getBoundingClientRect();
+    for (const [x0, x1, y0, y1, target, what] of hitBoxes) {
+      const x = (Math.max(x0, 0) + Math.min(x1, width())) / 2, y = (y0 + y1) / 2 - scroller.scrollTop;
+      if (what === 'run' && target?.kind === 'task' && x1 - x0 >= 4 && y > RULER_HEIGHT && y < canvas.clientHeight) return { x: rect.left + x, y: rect.top + y, task: target.index };
+    }
+    return null;
+  },
+  scrollTo(y: number) { scroller.scrollTop = y; },
   // Where a task's line is on the page (client coordinates), to click it.
   taskPoint(index: number) {
     const line = data?.tasks.lines.find(l => l[3] === index);
@@ -694,12 +816,13 @@ function showWarnings(warnings: string[]) {
 const flame = new FlamePane(backend, () => summary.duration);
 (window as unknown as Record<string, unknown>).chronicleFlame = flame.hook();
 
-// A link to a view (url_state.ts): its window, selection and range come back.
+// A link to a view (url_state.ts): its window, selection and range come back; a selected task's
+// row is scrolled to (only the rows on screen are asked for).
 function restoreFromUrl() {
   const state = readUrlState();
   if (state.window) setView(state.window.begin, state.window.end);
   if (state.range) showRange(state.range);
-  if (state.selection) void select(state.selection).catch(() => { selection = null; draw(); });
+  if (state.selection) void select(state.selection, false, true).catch(() => { selection = null; draw(); });
 }
 
 async function start() {
@@ -707,9 +830,9 @@ async function start() {
   document.title = `chronicle · ${summary.title}`;
   (document.getElementById('title') as HTMLSpanElement).textContent = summary.title;
   showWarnings(summary.warnings ?? []);
-  layout = computeLayout();
+  taskRowCount = summary.task_rows;
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
-  resize();
+  relayout();
   restoreFromUrl();
   document.body.dataset.ready = 'true';
 }

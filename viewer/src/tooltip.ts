@@ -4,7 +4,7 @@
 // pointer is over the item.
 
 export interface Tip {
-  kind: string;   // span, block, task, task-block, arrow, message, counter, idle, frame
+  kind: string;   // span, block, run, run-block, task, arrow, message, counter, idle, frame
   title: string;
   rows: [string, string][];
 }
@@ -13,25 +13,36 @@ type Describe = (time: number) => Tip;
 
 const SEGMENT_REACH = 4;  // px from an arrow's line that count as on it
 
-export class HoverTargets {
-  private rects: [number, number, number, number, Describe][] = [];
-  private segments: [number, number, number, number, Describe][] = [];
+type Box = [number, number, number, number, Describe];
 
-  clear() { this.rects = []; this.segments = []; }
+export class HoverTargets {
+  private rects: Box[] = [];
+  private segments: [number, number, number, number, Describe][] = [];
+  private areas: Box[] = [];
+
+  clear() { this.rects = []; this.segments = []; this.areas = []; }
   rect(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.rects.push([x0, x1, y0, y1, describe]); }
   segment(x0: number, y0: number, x1: number, y1: number, describe: Describe) { this.segments.push([x0, y0, x1, y1, describe]); }
+  // A box that yields to arrows: a task's row around its thin line, which arrows cross.
+  area(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.areas.push([x0, x1, y0, y1, describe]); }
 
-  // An item drawn at the point: the last drawn (on top) of the boxes, else the nearest arrow.
+  // An item drawn at the point: the last drawn (on top) of the boxes, else the nearest arrow,
+  // else an area (as a click takes them: main.ts's mouseup).
   find(x: number, y: number, time: number): Tip | null {
-    for (let k = this.rects.length - 1; k >= 0; --k) {
-      const [x0, x1, y0, y1, describe] = this.rects[k];
-      if (x >= x0 && x <= x1 && y >= y0 && y <= y1) return describe(time);
-    }
-    let best: Describe | null = null, bestDistance = SEGMENT_REACH;
+    const inside = (boxes: Box[]) => {
+      for (let k = boxes.length - 1; k >= 0; --k) {
+        const [x0, x1, y0, y1, describe] = boxes[k];
+        if (x >= x0 && x <= x1 && y >= y0 && y <= y1) return describe;
+      }
+      return null;
+    };
+    let best: Describe | null = inside(this.rects), bestDistance = SEGMENT_REACH;
+    if (best) return best(time);
     for (const [x0, y0, x1, y1, describe] of this.segments) {
       const distance = distanceToSegment(x, y, x0, y0, x1, y1);
       if (distance <= bestDistance) { best = describe; bestDistance = distance; }
     }
+    best ??= inside(this.areas);
     return best ? best(time) : null;
   }
 }
@@ -107,20 +118,33 @@ export function idleTip(begin: number, end: number, count: number): Tip {
            rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
 }
 
-export function taskTip(name: string, begin: number, end: number, state: number): Tip {
-  return { kind: 'task', title: name || 'task', rows: [['outcome', STATES[state] ?? '?'], ['created', formatDuration(begin)], ['lasted', formatDuration(end - begin)]] };
+// A task's line in the tasks group; `run`: the part of it under the pointer where it ran (runs
+// less than a pixel apart are drawn, and told, as one).
+export function taskTip(name: string, kind: string, begin: number, end: number, state: number, descendants: number, run?: [number, number]): Tip {
+  const rows: [string, string][] = [['kind', kind], ['outcome', STATES[state] ?? '?'], ['created', formatDuration(begin)], ['lasted', formatDuration(end - begin)]];
+  if (descendants > 0) rows.push(['subtree', `${descendants.toLocaleString()} ${descendants === 1 ? 'task' : 'tasks'}`]);
+  if (run) rows.push(['running', `${formatDuration(run[0])} for ${formatDuration(run[1] - run[0])}`]);
+  return { kind: 'task', title: name || 'task', rows };
 }
 
-export function taskBlockTip(begin: number, end: number, count: number, failed: number, cancelled: number): Tip {
-  return { kind: 'task-block', title: `${count.toLocaleString()} ${count === 1 ? 'task' : 'tasks'} merged`,
-           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['failed', String(failed)], ['cancelled', String(cancelled)]] };
+// A task's run in a thread lane.
+export function runTip(name: string, kind: string, begin: number, end: number, thread: string, depth: number): Tip {
+  return { kind: 'run', title: name || 'task', rows: [['ran', formatDuration(end - begin)], ['from', formatDuration(begin)], ['task kind', kind],
+                                                      ['thread', thread], ...(depth > 0 ? [['inside', `${depth} other ${depth === 1 ? 'run' : 'runs'}`] as [string, string]] : [])] };
 }
+
+export function runBlockTip(begin: number, end: number, count: number, depth: number): Tip {
+  return { kind: 'run-block', title: `${count.toLocaleString()} task ${count === 1 ? 'run' : 'runs'} merged`,
+           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
+}
+
+const ARROW_VERBS = ['waits on', 'resolved', 'created'];
 
 export function arrowTip(kind: number, from: string, to: string, fromTime: number, toTime: number, merged: number): Tip {
-  const what = kind === 0 ? 'waits on' : 'resolved';
-  return { kind: 'arrow', title: `${from} ${what} ${to}`,
-           rows: [['at', formatDuration(fromTime)], ['to', formatDuration(toTime)], ['after', formatDuration(toTime - fromTime)],
-                  ...(merged > 1 ? [['merged', `${merged} arrows drawn here`] as [string, string]] : [])] };
+  const times: [string, string][] = kind === 2 ? [['at', formatDuration(fromTime)]]
+    : [['at', formatDuration(fromTime)], ['to', formatDuration(toTime)], ['after', formatDuration(toTime - fromTime)]];
+  return { kind: 'arrow', title: `${from} ${ARROW_VERBS[kind] ?? '→'} ${to}`,
+           rows: [...times, ...(merged > 1 ? [['merged', `${merged} arrows drawn here`] as [string, string]] : [])] };
 }
 
 export function messageTip(from: string, to: string, sent: number, received: number, merged: number): Tip {

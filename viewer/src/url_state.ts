@@ -1,10 +1,11 @@
 // The URL holds what is shown, so that a view can be shared as a link:
-//   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX &r0=BEGIN&r1=END
+//   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX | sel=counter:INDEX &r0=BEGIN&r1=END
 // (ns since the trace's first event: the window, the selected item, the selected range).
 // Opening such a link restores them; moving about rewrites the fragment in place
 // (history.replaceState: the back button is not filled with every frame).
 
-export type SelectionRef = { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | null;
+export type SelectionRef =
+  { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | { kind: 'counter'; index: number } | null;
 
 export interface UrlState {
   window?: { begin: number; end: number };
@@ -16,12 +17,13 @@ const isCount = (text: string) => /^\d+$/.test(text);
 
 export function selectionText(selection: SelectionRef): string {
   if (!selection) return '';
-  return selection.kind === 'task' ? `task:${selection.index}` : `span:${selection.lane}:${selection.depth}:${selection.index}`;
+  return selection.kind === 'span' ? `span:${selection.lane}:${selection.depth}:${selection.index}` : `${selection.kind}:${selection.index}`;
 }
 
 export function parseSelection(text: string): SelectionRef {
   const parts = text.split(':');
   if (parts[0] === 'task' && parts.length === 2 && isCount(parts[1])) return { kind: 'task', index: Number(parts[1]) };
+  if (parts[0] === 'counter' && parts.length === 2 && isCount(parts[1])) return { kind: 'counter', index: Number(parts[1]) };
   if (parts[0] === 'span' && parts.length === 4 && parts.slice(1).every(isCount))
     return { kind: 'span', lane: Number(parts[1]), depth: Number(parts[2]), index: Number(parts[3]) };
   return null;
