@@ -510,6 +510,31 @@ try {
     assert.equal(await numberOf(two, 'lanesDrawn'), summary.lanes.length, 'every process\'s lanes drawn');
     assert.ok(summary.messages > 0, 'the client and the server exchanged traced messages');
     assert.equal(await numberOf(two, 'messagesShown'), summary.messages, 'an arrow per message (alone or merged)');
+    // Each process's tasks in a tasks group of its own, as many as the model of its trace has.
+    const modelCountsOf = ['client', 'server'].map(name => modelCounts(join(work, name)).tasks).sort();
+    assert.deepEqual(summary.processes.map(process => process.tasks).sort(), modelCountsOf, 'each process\'s tasks, as its model counts them');
+    const layout = await two.evaluate(() => window.chronicleViewer.layout());
+    assert.equal(layout.taskGroups.length, 2, 'a tasks group per process');
+    for (const group of layout.taskGroups) {
+      const process = group.process;  // the lanes and the traces come in the same order
+      assert.equal(group.last - group.first, summary.processes[process].tasks, `the rows of process ${process}'s group`);
+      assert.ok(layout.headers.some(h => h.key === `process:${process}/tasks`), `a tasks header for process ${process}`);
+    }
+    // The rows drawn, scrolled to each group: those asked for in it, each a task of its process.
+    for (const group of layout.taskGroups) {
+      await two.evaluate(y => window.chronicleViewer.scrollTo(y), group.top - 40);
+      await settled(two);
+      const [first, last] = (await attribute(two, 'taskRowsAsked')).split('-').map(Number);
+      const inGroup = Math.max(0, Math.min(last, group.last) - Math.max(first, group.first));
+      assert.ok(inGroup > 0, `rows of process ${group.process} asked for once scrolled to it`);
+      const lines = await two.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => [l[2], l[3]]));
+      const own = summary.processes[group.process];
+      const drawn = lines.filter(([row]) => row >= group.first && row < group.last);
+      assert.equal(drawn.length, inGroup, `every row asked for of process ${group.process} drawn`);
+      for (const [row, task] of drawn)
+        assert.ok(task >= own.first_task && task < own.first_task + own.tasks, `row ${row}: task ${task} is process ${group.process}'s`);
+    }
+    await two.evaluate(() => window.chronicleViewer.scrollTo(0));
     await two.screenshot({ path: join(artifacts, 'merged-processes.png') });
     await two.close();
   });
