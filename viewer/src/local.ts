@@ -82,7 +82,9 @@ export class LocalBackend implements Backend {
 
   private taskRef(task: number): TaskRef {
     const line = this.trace.tasks.lines[task];
-    return { index: task, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2] };
+    const processes = this.trace.summary.processes ?? [];
+    const process = Math.max(0, processes.findIndex(p => task >= p.first_task && task < p.first_task + p.tasks));
+    return { index: task, process, group: processes[process]?.group, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2] };
   }
 
   private taskReferrers(): Referrers {
