@@ -534,7 +534,29 @@ try {
       for (const [row, task] of drawn)
         assert.ok(task >= own.first_task && task < own.first_task + own.tasks, `row ${row}: task ${task} is process ${group.process}'s`);
     }
+    // A task whose critical path runs through the other process: once it is selected, every task
+    // of its path drawn is highlighted, in both processes' groups.
     await two.evaluate(() => window.chronicleViewer.scrollTo(0));
+    await settled(two);
+    const chosen = await two.evaluate(async () => {
+      const viewer = window.chronicleViewer, data = viewer.data(), groups = viewer.layout().taskGroups;
+      const open = row => groups.some(g => row >= g.first && row < g.last);
+      const rowOf = new Map(data.tasks.lines.filter(l => open(l[2])).map(l => [l[3], l[2]]));
+      for (const line of data.tasks.lines) {
+        const p = viewer.taskPoint(line[3]);
+        if (!p || p.y < 40 || p.y > window.innerHeight - 10 || !rowOf.has(line[3])) continue;
+        const details = await (await fetch(`/api/task?index=${line[3]}`)).json();
+        const steps = details.critical_path.steps.filter(s => s.index !== line[3] && rowOf.has(s.index));
+        const drawn = new Map(steps.map(s => [s.index, s.process]));
+        if (new Set(drawn.values()).size === 2) return { ...p, task: line[3], drawn: drawn.size };
+      }
+      return null;
+    });
+    assert.ok(chosen, 'a task in view whose critical path, as drawn, is in both processes');
+    await two.mouse.click(chosen.x, chosen.y);
+    await two.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), chosen.task);
+    await settled(two);
+    assert.equal(await numberOf(two, 'criticalDrawn'), chosen.drawn, 'every task of the path drawn is highlighted, in both groups');
     await two.screenshot({ path: join(artifacts, 'merged-processes.png') });
     await two.close();
   });
