@@ -8,8 +8,8 @@
 //
 // Several traces (the processes of one `record` run, or what `chronicle merge` wrote) go on one
 // timeline by their Unix times (merge has aligned their clocks): their lanes one after another,
-// each with its process's group, and an arrow from each message sent in one process to the
-// receive that continues it in another.
+// each with its process's group, their tasks one process after another (each on its own clock),
+// and an arrow from each message sent in one process to the receive that continues it in another.
 #pragma once
 
 #include <cstdint>
