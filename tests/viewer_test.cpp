@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "analysis/critical_path.hpp"
 #include "merge/message_pairs.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_directory.hpp"
@@ -766,6 +767,120 @@ TEST(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
   for (const reader::Trace& trace : traces) streams += trace.streams().size();
   EXPECT_EQ(data["summary"]["lanes"].size(), streams);
   EXPECT_EQ(data.value("messages", nlohmann::json::array()).size(), merge::find_message_pairs(traces).size());
+}
+
+// Every process's tasks are the viewer's: in the index with the model's counts, and no warning
+// that some are left out.
+TEST(ViewerProcesses, TheTasksOfEveryProcessAreIndexed) {
+  TemporaryDirectory directory;
+  const std::string merged = record_two_echo_processes_and_merge(directory);
+  const std::vector<reader::Trace> traces = open_all(merged);
+  ASSERT_EQ(traces.size(), 2u);
+  const TimelineIndex index = TimelineIndex::build(traces);
+  std::vector<model::TaskGraph> graphs;
+  size_t tasks = 0;
+  for (const reader::Trace& trace : traces) {
+    graphs.push_back(model::build_task_graph(trace));
+    ASSERT_FALSE(graphs.back().tasks().empty()) << "the client and the server both make tasks";
+    tasks += graphs.back().tasks().size();
+  }
+  EXPECT_EQ(index.task_lines().size(), tasks);
+  EXPECT_EQ(index.task_row_count(), tasks);
+  for (const std::string& warning : index.warnings()) EXPECT_EQ(warning.find("tasks are not shown"), std::string::npos);
+}
+
+// A task of the second process as the API details it: its process, its id and times from its
+// own trace's clock, its parent and threads among its own process's.
+TEST(ViewerProcesses, TheDetailsOfASecondProcessTaskAreItsOwn) {
+  TemporaryDirectory directory;
+  const std::string merged = record_two_echo_processes_and_merge(directory);
+  const std::vector<reader::Trace> traces = open_all(merged);
+  ASSERT_EQ(traces.size(), 2u);
+  const TimelineIndex index = TimelineIndex::build(traces);
+  ASSERT_EQ(index.task_processes().size(), 2u);
+  const model::TaskGraph second = model::build_task_graph(traces[1]);
+  const uint32_t first_task = index.task_processes()[1].first_task;
+  EXPECT_EQ(first_task, model::build_task_graph(traces[0]).tasks().size());
+  EXPECT_EQ(index.task_processes()[1].group, group_of(traces[1]));
+  size_t checked = 0;
+  for (uint32_t k = 0; k < second.tasks().size(); ++k) {
+    const model::Task& task = second.tasks()[k];
+    ASSERT_EQ(index.process_of_task(first_task + k), 1u);
+    ASSERT_EQ(index.task(first_task + k).id, task.id);
+    if (task.parent == 0 || task.runs.empty() || !task.created) continue;
+    const auto details = viewer::task_details_json(index, first_task + k);
+    EXPECT_EQ(details["process"], 1);
+    EXPECT_EQ(details["group"], group_of(traces[1]));
+    EXPECT_EQ(details["id"], model::task_id_text(task.id));
+    EXPECT_EQ(details["name"], task.name);
+    // Times from the second trace's own clock, on the timeline of both.
+    auto on_timeline = [&](uint64_t ticks) { return traces[1].to_unix_ns(ticks) - index.origin_unix_ns(); };
+    EXPECT_NEAR(details["created"].get<double>(), static_cast<double>(on_timeline(*task.created)), 1000.0);
+    ASSERT_EQ(details["runs"].size(), task.runs.size());
+    EXPECT_NEAR(details["runs"][0]["begin"].get<double>(), static_cast<double>(on_timeline(task.runs[0].begin)),
+                1000.0);
+    const std::string thread = details["runs"][0]["thread"];
+    EXPECT_EQ(thread,
+              traces[1].thread_name(task.runs[0].thread_id) + " (" + std::to_string(task.runs[0].thread_id) + ")");
+    ASSERT_FALSE(details["parent"].is_null());
+    EXPECT_EQ(details["parent"]["process"], 1);
+    EXPECT_EQ(details["parent"]["index"], *index.task_index(1, task.parent));
+    EXPECT_EQ(details["parent"]["id"], model::task_id_text(task.parent));
+    ++checked;
+  }
+  EXPECT_GT(checked, 0u) << "the second process has tasks made by tasks, with runs";
+  // Search finds the second process's tasks too, by their index.
+  std::set<size_t> processes_found;
+  const auto search = viewer::search_json(index, "async_receive", 1000);
+  for (const auto& hit : search["hits"])
+    if (hit["kind"] == "task") processes_found.insert(hit["process"].get<size_t>());
+  EXPECT_EQ(processes_found, (std::set<size_t>{0, 1}));
+  // Each process's tasks are a run of rows in tree order, the second's after the first's.
+  for (uint32_t k = 0; k < index.task_lines().size(); ++k)
+    EXPECT_EQ(index.task_lines()[k].row >= first_task, k >= first_task) << "task " << k;
+  const auto window = viewer::window_json(index, 0, index.duration(), 1000);
+  EXPECT_EQ(window["tasks"]["process_rows"], (nlohmann::json{0, first_task}));
+}
+
+// The critical path of the client's last read, as `chronicle stats --critical-path` walks it:
+// through the server process's tasks, back and forth along the messages.
+TEST(ViewerProcesses, TheCriticalPathOfAClientReadCrossesIntoTheServer) {
+  TemporaryDirectory directory;
+  const std::string merged = record_two_echo_processes_and_merge(directory);
+  const std::vector<reader::Trace> traces = open_all(merged);
+  ASSERT_EQ(traces.size(), 2u);
+  const TimelineIndex index = TimelineIndex::build(traces);
+  const int32_t client_pid = reader::Trace(directory / "client").description().pid;
+  const size_t client = traces[0].description().pid == client_pid ? 0 : 1;
+  ASSERT_EQ(traces[client].description().pid, client_pid);
+  std::vector<model::TaskGraph> graphs;
+  for (const reader::Trace& trace : traces) graphs.push_back(model::build_task_graph(trace));
+  const model::Task* last_read = nullptr;
+  for (const model::Task& task : graphs[client].tasks())
+    if (task.name == "socket.async_receive in async_read_until" && task.resolved &&
+        task.outcome == format::TaskOutcome::ok && (!last_read || *task.resolved > *last_read->resolved))
+      last_read = &task;
+  ASSERT_NE(last_read, nullptr);
+  const uint32_t target = *index.task_index(client, last_read->id);
+
+  std::vector<analysis::ProcessGraph> processes;
+  for (size_t k = 0; k < traces.size(); ++k) processes.push_back({&traces[k], &graphs[k]});
+  const auto expected =
+      analysis::critical_path(processes, analysis::MessageArrivals::find(processes), client, last_read->id);
+  const std::vector<viewer::CriticalStep> steps = index.critical_path(target);
+  ASSERT_EQ(steps.size(), expected.steps.size());
+  std::set<size_t> processes_on_path;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    EXPECT_EQ(steps[k].task, *index.task_index(expected.steps[k].process, expected.steps[k].task)) << "step " << k;
+    EXPECT_EQ(steps[k].what, expected.steps[k].what);
+    processes_on_path.insert(index.process_of_task(steps[k].task));
+  }
+  EXPECT_EQ(processes_on_path, (std::set<size_t>{0, 1})) << "the path goes through the server's tasks";
+  // The API lists the steps with their processes.
+  std::set<size_t> listed;
+  const auto details = viewer::task_details_json(index, target);
+  for (const auto& step : details["critical_path"]["steps"]) listed.insert(step["process"].get<size_t>());
+  EXPECT_EQ(listed, (std::set<size_t>{0, 1}));
 }
 
 }  // namespace

@@ -16,18 +16,21 @@ using nlohmann::json;
 // Past these, details list the first ones and say how many there are.
 constexpr size_t kMaxListed = 50;
 
+// A task is named by its index, unique across processes; its id is unique only within its
+// process, which `process` (an index into the summary's processes) says.
 json task_ref(const TimelineIndex& index, uint32_t task) {
   const TaskLine& line = index.task_lines()[task];
   return {{"index", task},
-          {"id", model::task_id_text(index.graph().tasks()[task].id)},
-          {"display", index.graph().tasks()[task].display_name()},
+          {"process", index.process_of_task(task)},
+          {"id", model::task_id_text(index.task(task).id)},
+          {"display", index.task(task).display_name()},
           {"begin", line.begin},
           {"end", line.end},
           {"row", line.row}};
 }
 
-json task_ref_by_id(const TimelineIndex& index, model::TaskId id) {
-  const auto task = index.task_index(id);
+json task_ref_by_id(const TimelineIndex& index, size_t process, model::TaskId id) {
+  const auto task = index.task_index(process, id);
   return task ? task_ref(index, *task) : json(nullptr);
 }
 
@@ -41,8 +44,8 @@ json span_ref(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_
           {"end", row.ends[span]}};
 }
 
-std::string thread_text(const TimelineIndex& index, uint32_t thread_id) {
-  return fmt::format("{} ({})", index.lane_of_thread(thread_id), thread_id);
+std::string thread_text(const TimelineIndex& index, size_t process, uint32_t thread_id) {
+  return fmt::format("{} ({})", index.lane_of_thread(process, thread_id), thread_id);
 }
 
 std::string_view marker_type(format::EventId type) {
@@ -71,14 +74,14 @@ json task_kind_names() {
 }
 
 int task_kind_number(const TimelineIndex& index, uint32_t task) {
-  return static_cast<int>(index.graph().tasks()[task].kind);
+  return static_cast<int>(index.task(task).kind);
 }
 
 }  // namespace
 
 LineState line_state(const TimelineIndex& index, uint32_t task) {
   if (!index.task_lines()[task].resolved) return LineState::unresolved;
-  switch (index.graph().tasks()[task].outcome) {
+  switch (index.task(task).outcome) {
     case format::TaskOutcome::ok:
       return LineState::ok;
     case format::TaskOutcome::failed:
@@ -108,6 +111,17 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                         {"min", series.min},
                         {"max", series.max},
                         {"samples", series.values.size()}});
+  // Each process's tasks are the tree rows [first_task, first_task + tasks).
+  json processes = json::array();
+  for (size_t process = 0; process < index.task_processes().size(); ++process) {
+    const TaskProcess& each = index.task_processes()[process];
+    const uint32_t next = process + 1 < index.task_processes().size() ? index.task_processes()[process + 1].first_task
+                                                                      : index.task_row_count();
+    processes.push_back({{"group", each.group},
+                         {"first_task", each.first_task},
+                         {"tasks", next - each.first_task},
+                         {"first_lane", each.first_lane}});
+  }
   size_t waits = 0;
   size_t created = 0;
   for (const Arrow& arrow : index.arrows()) {
@@ -121,6 +135,7 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
           {"lanes", std::move(lanes)},
           {"tasks", index.task_lines().size()},
           {"task_rows", index.task_row_count()},
+          {"processes", std::move(processes)},
           {"task_kinds", task_kind_names()},
           {"created_arrows", created},
           {"wait_arrows", waits},
@@ -138,9 +153,7 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   const Window window = index.window(begin, end, width, rows);
   std::set<uint32_t> sites;
   json task_names = json::object();
-  auto name_task = [&](uint32_t task) {
-    task_names[std::to_string(task)] = index.graph().tasks()[task].display_name();
-  };
+  auto name_task = [&](uint32_t task) { task_names[std::to_string(task)] = index.task(task).display_name(); };
   json lanes = json::array();
   for (const LaneWindow& view : window.lanes) {
     const Lane& lane = index.lanes()[view.lane];
@@ -218,7 +231,8 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
             {"blocks", json::array()},
             {"names", std::move(task_names)},
             {"rows", window.task_rows_shown},
-            {"first_row", std::min(window.task_rows_shown, rows.first)}}},
+            {"first_row", std::min(window.task_rows_shown, rows.first)},
+            {"process_rows", window.process_first_rows}}},
           {"arrows", std::move(arrows)},
           {"messages", std::move(messages)},
           {"counters", std::move(counters)}};
@@ -234,7 +248,7 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
   json out = span_ref(index, lane, depth, span);
   out["kind"] = "span";
   out["duration"] = end - begin;
-  out["thread"] = thread_text(index, where.thread_id);
+  out["thread"] = fmt::format("{} ({})", where.name, where.thread_id);
   out["fields"] = {{"category", site ? site->category : ""},
                    {"name", site ? site->name : ""},
                    {"site", site ? fmt::format("{}:{}", site->file, site->line) : ""},
@@ -260,10 +274,12 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
 }
 
 json task_details_json(const TimelineIndex& index, uint32_t task_number) {
-  const auto& tasks = index.graph().tasks();
-  const model::Task& task = tasks.at(task_number);
-  const TaskLine& line = index.task_lines()[task_number];
+  const TaskLine& line = index.task_lines().at(task_number);
+  const model::Task& task = index.task(task_number);
+  const size_t process = index.process_of_task(task_number);
+  const model::TaskGraph& graph = index.graph(process);
   json out = task_ref(index, task_number);
+  out["group"] = index.task_processes()[process].group;
   out["kind"] = "task";
   out["task_kind"] = format::task_kind_name(task.kind);
   out["name"] = task.name;
@@ -274,31 +290,32 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   static constexpr std::string_view kStates[] = {"ok", "failed", "cancelled", "unresolved"};
   out["outcome"] = kStates[static_cast<int>(line_state(index, task_number))];
   out["outcome_text"] = task.outcome_text;
-  out["thread"] = task.created ? json(thread_text(index, task.created_on_thread)) : json(nullptr);
+  out["thread"] = task.created ? json(thread_text(index, process, task.created_on_thread)) : json(nullptr);
   out["fields"] = {{"id", model::task_id_text(task.id)},
                    {"kind", format::task_kind_name(task.kind)},
-                   {"busy_ns", index.duration_ns(task.busy_ticks())},
+                   {"busy_ns", index.duration_ns(process, task.busy_ticks())},
                    {"seen_created", task.seen_created}};
   json runs = json::array();
   for (const auto& run : task.runs)
-    runs.push_back({{"thread", thread_text(index, run.thread_id)},
-                    {"begin", index.to_ns(run.begin)},
-                    {"end", index.to_ns(run.end)},
+    runs.push_back({{"thread", thread_text(index, process, run.thread_id)},
+                    {"begin", index.to_ns(process, run.begin)},
+                    {"end", index.to_ns(process, run.end)},
                     {"ended", run.ended}});
   out["runs"] = std::move(runs);
   json notes = json::array();
   for (const auto& note : task.notes) {
     if (notes.size() == kMaxListed) break;
-    notes.push_back({{"time", index.to_ns(note.ticks)}, {"type", marker_type(note.type)}, {"text", note.text}});
+    notes.push_back(
+        {{"time", index.to_ns(process, note.ticks)}, {"type", marker_type(note.type)}, {"text", note.text}});
   }
   out["notes"] = std::move(notes);
   out["notes_count"] = task.notes.size();
-  out["parent"] = task.parent ? task_ref_by_id(index, task.parent) : json(nullptr);
+  out["parent"] = task.parent ? task_ref_by_id(index, process, task.parent) : json(nullptr);
   json children = json::array();
   size_t children_count = 0;
-  for (const model::Task* child : index.graph().children(task.id)) {
+  for (const model::Task* child : graph.children(task.id)) {
     ++children_count;
-    if (children.size() < kMaxListed) children.push_back(task_ref_by_id(index, child->id));
+    if (children.size() < kMaxListed) children.push_back(task_ref_by_id(index, process, child->id));
   }
   out["children"] = std::move(children);
   out["children_count"] = children_count;
@@ -306,10 +323,10 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   json waited_by = json::array();
   json resolves = json::array();
   json resolved_by = nullptr;
-  for (const model::Edge& edge : index.graph().edges()) {
+  for (const model::Edge& edge : graph.edges()) {
     auto with_time = [&](model::TaskId other) {
-      json ref = task_ref_by_id(index, other);
-      if (!ref.is_null()) ref["time"] = index.to_ns(edge.ticks);
+      json ref = task_ref_by_id(index, process, other);
+      if (!ref.is_null()) ref["time"] = index.to_ns(process, edge.ticks);
       return ref;
     };
     if (edge.kind == model::EdgeKind::waits_on) {
@@ -328,8 +345,8 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   for (const CriticalStep& step : index.critical_path(task_number)) {
     json ref = task_ref(index, step.task);
     ref["what"] = step.what;
-    ref["at"] = index.to_ns(step.from);
-    ref["contributed"] = index.to_ns(step.to) - index.to_ns(step.from);
+    ref["at"] = step.from;
+    ref["contributed"] = step.to - step.from;
     steps.push_back(std::move(ref));
   }
   out["critical_path"] = {{"method", "the runs, waits and resolutions that decided when it finished"},
@@ -358,11 +375,12 @@ class StringTable {
 // walks them).
 std::vector<json> waits_by_task(const TimelineIndex& index) {
   std::vector<std::vector<std::pair<uint64_t, uint32_t>>> waits(index.task_lines().size());
-  for (const model::Edge& edge : index.graph().edges()) {
-    if (edge.kind != model::EdgeKind::waits_on) continue;
-    const auto from = index.task_index(edge.from), to = index.task_index(edge.to);
-    if (from && to) waits[*from].emplace_back(index.to_ns(edge.ticks), *to);
-  }
+  for (size_t process = 0; process < index.task_processes().size(); ++process)
+    for (const model::Edge& edge : index.graph(process).edges()) {
+      if (edge.kind != model::EdgeKind::waits_on) continue;
+      const auto from = index.task_index(process, edge.from), to = index.task_index(process, edge.to);
+      if (from && to) waits[*from].emplace_back(index.to_ns(process, edge.ticks), *to);
+    }
   std::vector<json> out;
   out.reserve(waits.size());
   for (auto& list : waits) {
@@ -381,45 +399,52 @@ std::vector<json> waits_by_task(const TimelineIndex& index) {
 
 json embedded_tasks_json(const TimelineIndex& index) {
   StringTable strings;
-  auto index_of = [&index](model::TaskId id) -> int64_t {
-    const auto found = index.task_index(id);
+  auto index_of = [&index](size_t process, model::TaskId id) -> int64_t {
+    const auto found = index.task_index(process, id);
     return found ? static_cast<int64_t>(*found) : -1;
   };
   std::vector<json> waits = waits_by_task(index);
+  uint64_t first_ns = index.duration();
+  size_t edges = 0;
+  for (size_t process = 0; process < index.task_processes().size(); ++process) {
+    first_ns = std::min(first_ns, index.to_ns(process, index.graph(process).first_ticks()));
+    edges += index.graph(process).edges().size();
+  }
   json lines = json::array();
   json facts = json::array();
-  const auto& tasks = index.graph().tasks();
-  for (uint32_t k = 0; k < tasks.size(); ++k) {
-    const model::Task& task = tasks[k];
+  for (uint32_t k = 0; k < index.task_lines().size(); ++k) {
+    const model::Task& task = index.task(k);
+    const size_t process = index.process_of_task(k);
     const TaskLine& line = index.task_lines()[k];
     lines.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, k)), strings.add(task.label),
                      strings.add(task.name), task_kind_number(index, k), index.task_tree().depth[k],
                      index.task_tree().subtree[k] - 1});
     json runs = json::array();
     for (const auto& run : task.runs)
-      runs.push_back({strings.add(thread_text(index, run.thread_id)), index.to_ns(run.begin), index.to_ns(run.end),
-                      run.ended ? 1 : 0});
+      runs.push_back({strings.add(thread_text(index, process, run.thread_id)), index.to_ns(process, run.begin),
+                      index.to_ns(process, run.end), run.ended ? 1 : 0});
     json notes = json::array();
     for (const auto& note : task.notes) {
       if (notes.size() == kMaxListed) break;
       notes.push_back(
-          {index.to_ns(note.ticks), strings.add(std::string(marker_type(note.type))), strings.add(note.text)});
+          {index.to_ns(process, note.ticks), strings.add(std::string(marker_type(note.type))), strings.add(note.text)});
     }
     const bool resolved_by_other = task.resolver != 0 && task.resolver != task.id;
-    facts.push_back({model::task_id_text(task.id), strings.add(std::string(format::task_kind_name(task.kind))),
-                     task.created ? json(index.to_ns(*task.created)) : json(nullptr),
-                     task.resolved ? json(index.to_ns(*task.resolved)) : json(nullptr),
-                     task.parent ? index_of(task.parent) : -1, resolved_by_other ? index_of(task.resolver) : -1,
-                     strings.add(task.outcome_text),
-                     task.created ? json(strings.add(thread_text(index, task.created_on_thread))) : json(nullptr),
-                     task.seen_created ? 1 : 0, index.duration_ns(task.busy_ticks()), std::move(runs),
-                     std::move(waits[k]), std::move(notes), task.notes.size()});
+    facts.push_back(
+        {model::task_id_text(task.id), strings.add(std::string(format::task_kind_name(task.kind))),
+         task.created ? json(index.to_ns(process, *task.created)) : json(nullptr),
+         task.resolved ? json(index.to_ns(process, *task.resolved)) : json(nullptr),
+         task.parent ? index_of(process, task.parent) : -1, resolved_by_other ? index_of(process, task.resolver) : -1,
+         strings.add(task.outcome_text),
+         task.created ? json(strings.add(thread_text(index, process, task.created_on_thread))) : json(nullptr),
+         task.seen_created ? 1 : 0, index.duration_ns(process, task.busy_ticks()), std::move(runs), std::move(waits[k]),
+         std::move(notes), task.notes.size()});
   }
   return {{"lines", std::move(lines)},
           {"facts", std::move(facts)},
           {"strings", strings.take()},
-          {"first", index.to_ns(index.graph().first_ticks())},
-          {"edges", index.graph().edges().size()}};
+          {"first", first_ns},
+          {"edges", edges}};
 }
 
 json search_json(const TimelineIndex& index, const std::string& text, size_t limit) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <queue>
 #include <set>
 #include <stdexcept>
@@ -159,8 +160,8 @@ class IndexBuilder {
     find_origin();
     for (size_t stream = 0; stream < trace_.streams().size(); ++stream) index_stream(stream);
     pairing_problems = index_spans();
-    index_.graph_ = graph.get();
-    index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graph_.last_ticks()));
+    index_.graphs_.front() = graph.get();
+    index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
     index_tasks();
     index_lane_runs();
     index_arrows();
@@ -183,6 +184,7 @@ class IndexBuilder {
     index_.origin_unix_ns_ = trace_.to_unix_ns(origin);
     index_.ns_per_tick_ = 1e9 / static_cast<double>(trace_.description().clock.frequency_hz);
     index_.sites_ = trace_.sites();
+    index_.task_processes_.front() = {process_group(trace_), 0, 0, origin, 0, index_.ns_per_tick_};
   }
 
   void index_stream(size_t stream) {
@@ -329,9 +331,8 @@ class IndexBuilder {
   }
 
   void index_tasks() {
-    const auto& tasks = index_.graph_.tasks();
+    const auto& tasks = index_.graphs_.front().tasks();
     index_.task_lines_.resize(tasks.size());
-    std::vector<uint32_t> parents(tasks.size(), kNoTask);
     index_.run_first_.assign(1, 0);
     for (uint32_t k = 0; k < tasks.size(); ++k) {
       const model::Task& task = tasks[k];
@@ -343,16 +344,13 @@ class IndexBuilder {
       line.resolved = task.resolved.has_value();
       line.end = task.resolved ? index_.to_ns(*task.resolved) : index_.duration_;
       line.end = std::max(line.end, line.begin);
-      if (task.parent != 0)
-        if (const auto parent = index_.task_index(task.parent); parent && *parent != k) parents[k] = *parent;
       for (const model::RunInterval& run : task.runs) {
         index_.run_begins_.push_back(index_.to_ns(run.begin));
         index_.run_ends_.push_back(std::max(index_.to_ns(run.end), index_.to_ns(run.begin)));
       }
       index_.run_first_.push_back(static_cast<uint32_t>(index_.run_begins_.size()));
     }
-    index_.task_tree_ = layout_task_tree(parents);
-    for (uint32_t k = 0; k < tasks.size(); ++k) index_.task_lines_[k].row = index_.task_tree_.row[k];
+    lay_out_tasks(index_);
     index_.run_begins_.shrink_to_fit();
     index_.run_ends_.shrink_to_fit();
   }
@@ -366,7 +364,7 @@ class IndexBuilder {
       uint32_t task;
     };
     std::vector<std::vector<Run>> by_lane(index_.lanes_.size());
-    const auto& tasks = index_.graph_.tasks();
+    const auto& tasks = index_.graphs_.front().tasks();
     for (uint32_t k = 0; k < tasks.size(); ++k)
       for (size_t r = 0; r < tasks[k].runs.size(); ++r) {
         const auto lane = lane_of_thread.find(tasks[k].runs[r].thread_id);
@@ -391,7 +389,39 @@ class IndexBuilder {
   }
 
   void index_arrows() {
-    for (const model::Edge& edge : index_.graph_.edges()) {
+    index_arrows_of_graph();
+    sort_arrows_by_length(index_);
+  }
+
+ public:
+  // Every process's tasks in tree order: a task's parent is in its own process.
+  static void lay_out_tasks(TimelineIndex& index) {
+    std::vector<uint32_t> parents(index.task_lines_.size(), kNoTask);
+    for (uint32_t k = 0; k < parents.size(); ++k) {
+      const model::Task& task = index.task(k);
+      if (task.parent == 0) continue;
+      const auto parent = index.task_index(index.process_of_task(k), task.parent);
+      if (parent && *parent != k) parents[k] = *parent;
+    }
+    index.task_tree_ = layout_task_tree(parents);
+    for (uint32_t k = 0; k < parents.size(); ++k) index.task_lines_[k].row = index.task_tree_.row[k];
+  }
+
+  static void sort_arrows_by_length(TimelineIndex& index) {
+    index.arrows_by_length_.assign(65, {});
+    for (uint32_t k = 0; k < index.arrows_.size(); ++k) {
+      const Arrow& arrow = index.arrows_[k];
+      const uint64_t length = arrow.to_time - arrow.from_time;  // waits end no earlier than they begin
+      index.arrows_by_length_[std::bit_width(length)].push_back(k);
+    }
+    for (auto& bucket : index.arrows_by_length_)
+      std::sort(bucket.begin(), bucket.end(),
+                [&](uint32_t a, uint32_t b) { return index.arrows_[a].from_time < index.arrows_[b].from_time; });
+  }
+
+ private:
+  void index_arrows_of_graph() {
+    for (const model::Edge& edge : index_.graphs_.front().edges()) {
       const auto from = index_.task_index(edge.from);
       const auto to = index_.task_index(edge.to);
       if (!from || !to) continue;
@@ -407,21 +437,12 @@ class IndexBuilder {
       }
       index_.arrows_.push_back(arrow);
     }
-    index_.arrows_by_length_.assign(65, {});
-    for (uint32_t k = 0; k < index_.arrows_.size(); ++k) {
-      const Arrow& arrow = index_.arrows_[k];
-      const uint64_t length = arrow.to_time - arrow.from_time;  // waits end no earlier than they begin
-      index_.arrows_by_length_[std::bit_width(length)].push_back(k);
-    }
-    for (auto& bucket : index_.arrows_by_length_)
-      std::sort(bucket.begin(), bucket.end(),
-                [&](uint32_t a, uint32_t b) { return index_.arrows_[a].from_time < index_.arrows_[b].from_time; });
   }
 
   void index_idle() {
     std::unordered_map<uint32_t, uint32_t> lane_of_thread;
     for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
-    const auto& idle = index_.graph_.idle();
+    const auto& idle = index_.graphs_.front().idle();
     for (uint32_t k = 0; k < idle.size(); ++k) {
       auto lane = lane_of_thread.find(idle[k].thread_id);
       if (lane == lane_of_thread.end()) continue;
@@ -454,9 +475,33 @@ TimelineIndex TimelineIndex::build(const reader::Trace& trace) {
   return index;
 }
 
+// The traces reopened and the messages between them found, once, when a critical path first
+// crosses processes: the index otherwise holds no trace (view lets their mappings go).
+class CrossProcessPaths {
+ public:
+  explicit CrossProcessPaths(std::vector<std::string> directories) : directories_(std::move(directories)) {}
+
+  // Throws when a trace can no longer be read.
+  analysis::CriticalPath path(const std::vector<model::TaskGraph>& graphs, size_t process, model::TaskId target) {
+    std::lock_guard lock(mutex_);
+    std::vector<analysis::ProcessGraph> processes;
+    if (traces_.empty())
+      for (const std::string& directory : directories_) traces_.emplace_back(directory);
+    for (size_t k = 0; k < traces_.size(); ++k) processes.push_back({&traces_[k], &graphs.at(k)});
+    if (!arrivals_) arrivals_ = analysis::MessageArrivals::find(processes);
+    return analysis::critical_path(processes, *arrivals_, process, target);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> directories_;
+  std::vector<reader::Trace> traces_;
+  std::optional<analysis::MessageArrivals> arrivals_;
+};
+
 // Puts the indexes of several traces, each built alone, on one timeline: each moved by where its
-// origin lies after the earliest one, the lanes and counters of the others appended with their
-// site ids moved past the sites before them.
+// origin lies after the earliest one, the lanes, counters and tasks of the others appended with
+// their site ids moved past the sites before them and their task indexes past the tasks before.
 class IndexCombiner {
  public:
   static TimelineIndex combine(const std::vector<reader::Trace>& traces) {
@@ -465,26 +510,28 @@ class IndexCombiner {
     int64_t origin = parts.front().origin_unix_ns_;
     for (const TimelineIndex& part : parts) origin = std::min(origin, part.origin_unix_ns_);
     std::vector<uint32_t> first_lanes;
+    std::vector<std::string> directories;
     TimelineIndex combined;
     for (size_t k = 0; k < parts.size(); ++k) {
       first_lanes.push_back(static_cast<uint32_t>(combined.lanes_.size()));
       const std::string group = process_group(traces[k]);
       for (std::string& warning : parts[k].warnings_) warning = group + ": " + warning;
-      shift(parts[k], static_cast<uint64_t>(parts[k].origin_unix_ns_ - origin));
+      directories.push_back(traces[k].directory());
+      const auto offset = static_cast<uint64_t>(parts[k].origin_unix_ns_ - origin);
+      shift(parts[k], offset);
+      parts[k].task_processes_.front().origin_offset_ns = offset;
       if (k == 0) {
         combined = std::move(parts[0]);
-        combined.origin_offset_ns_ = static_cast<uint64_t>(combined.origin_unix_ns_ - origin);
+        combined.origin_offset_ns_ = offset;
         combined.origin_unix_ns_ = origin;
         continue;
       }
-      if (!parts[k].task_lines_.empty())
-        combined.warnings_.push_back(
-            fmt::format("{}: its {} tasks are not shown (the task rows are {}'s: the viewer does not combine the task "
-                        "graphs of several processes yet)",
-                        group, parts[k].task_lines_.size(), process_group(traces[0])));
       append(combined, std::move(parts[k]));
     }
+    IndexBuilder::lay_out_tasks(combined);
+    IndexBuilder::sort_arrows_by_length(combined);
     combined.messages_ = find_messages(traces, first_lanes, origin);
+    combined.cross_process_ = std::make_shared<CrossProcessPaths>(std::move(directories));
     return combined;
   }
 
@@ -517,10 +564,12 @@ class IndexCombiner {
     index.duration_ += offset;
   }
 
-  // `part`'s lanes, counters and sites after `into`'s; its tasks are left out.
+  // `part`'s lanes, counters, sites and tasks after `into`'s.
   static void append(TimelineIndex& into, TimelineIndex&& part) {
     const auto site_offset = static_cast<uint32_t>(into.sites_.size());
     const auto lane_offset = static_cast<uint32_t>(into.lanes_.size());
+    const auto task_offset = static_cast<uint32_t>(into.task_lines_.size());
+    append_tasks(into, std::move(part), lane_offset);
     auto moved_site = [site_offset](uint32_t site) { return site == 0 ? 0 : site + site_offset; };
     for (reader::Site& site : part.sites_) {
       site.id = moved_site(site.id);
@@ -530,7 +579,8 @@ class IndexCombiner {
       for (IntervalRow& row : lane.depths)
         for (uint32_t& item : row.items) item = moved_site(item);
       for (Marker& marker : lane.markers) marker.site = moved_site(marker.site);
-      lane.runs.clear();  // its tasks are the other process's, which are not shown yet
+      for (IntervalRow& row : lane.runs)
+        for (uint32_t& item : row.items) item += task_offset;
       into.lanes_.push_back(std::move(lane));
     }
     for (CounterSeries& series : part.counters_) {
@@ -544,6 +594,26 @@ class IndexCombiner {
     for (std::string& warning : part.warnings_) into.warnings_.push_back(std::move(warning));
     into.event_count_ += part.event_count_;
     into.duration_ = std::max(into.duration_, part.duration_);
+  }
+
+  // Task indexes, rows and arrows are laid out again once every part is in.
+  static void append_tasks(TimelineIndex& into, TimelineIndex&& part, uint32_t lane_offset) {
+    const auto task_offset = static_cast<uint32_t>(into.task_lines_.size());
+    const auto run_offset = static_cast<uint32_t>(into.run_begins_.size());
+    TaskProcess process = part.task_processes_.front();
+    process.first_task = task_offset;
+    process.first_lane = lane_offset;
+    into.task_processes_.push_back(std::move(process));
+    into.graphs_.push_back(std::move(part.graphs_.front()));
+    into.task_lines_.insert(into.task_lines_.end(), part.task_lines_.begin(), part.task_lines_.end());
+    for (size_t k = 1; k < part.run_first_.size(); ++k) into.run_first_.push_back(part.run_first_[k] + run_offset);
+    into.run_begins_.insert(into.run_begins_.end(), part.run_begins_.begin(), part.run_begins_.end());
+    into.run_ends_.insert(into.run_ends_.end(), part.run_ends_.begin(), part.run_ends_.end());
+    for (Arrow arrow : part.arrows_) {
+      arrow.from_task += task_offset;
+      arrow.to_task += task_offset;
+      into.arrows_.push_back(arrow);
+    }
   }
 
   // Every message sent in one trace and received in another, by send time. Streams and lanes
@@ -600,14 +670,48 @@ std::string TimelineIndex::site_name(uint32_t id) const {
 }
 
 std::optional<uint32_t> TimelineIndex::task_index(model::TaskId id) const {
-  const model::Task* task = graph_.find(id);
+  return task_index(0, id);
+}
+
+std::optional<uint32_t> TimelineIndex::task_index(size_t process, model::TaskId id) const {
+  const model::TaskGraph& graph = graphs_.at(process);
+  const model::Task* task = graph.find(id);
   if (!task) return std::nullopt;
-  return static_cast<uint32_t>(task - graph_.tasks().data());
+  return task_processes_[process].first_task + static_cast<uint32_t>(task - graph.tasks().data());
+}
+
+size_t TimelineIndex::process_of_task(uint32_t task) const {
+  const auto after = std::upper_bound(task_processes_.begin(), task_processes_.end(), task,
+                                      [](uint32_t k, const TaskProcess& process) { return k < process.first_task; });
+  return static_cast<size_t>(after - task_processes_.begin()) - 1;
+}
+
+const model::Task& TimelineIndex::task(uint32_t index) const {
+  const size_t process = process_of_task(index);
+  return graphs_[process].tasks().at(index - task_processes_[process].first_task);
+}
+
+uint64_t TimelineIndex::to_ns(size_t process, uint64_t ticks) const {
+  const TaskProcess& clock = task_processes_.at(process);
+  if (ticks <= clock.origin_ticks) return clock.origin_offset_ns;
+  return clock.origin_offset_ns +
+         static_cast<uint64_t>(std::llround(static_cast<double>(ticks - clock.origin_ticks) * clock.ns_per_tick));
+}
+
+uint64_t TimelineIndex::duration_ns(size_t process, uint64_t ticks) const {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * task_processes_.at(process).ns_per_tick));
 }
 
 std::string TimelineIndex::lane_of_thread(uint32_t thread_id) const {
-  for (const Lane& lane : lanes_)
-    if (lane.thread_id == thread_id) return lane.name;
+  return lane_of_thread(0, thread_id);
+}
+
+std::string TimelineIndex::lane_of_thread(size_t process, uint32_t thread_id) const {
+  const uint32_t first = task_processes_.at(process).first_lane;
+  const auto last = process + 1 < task_processes_.size() ? task_processes_[process + 1].first_lane
+                                                         : static_cast<uint32_t>(lanes_.size());
+  for (uint32_t k = first; k < last; ++k)
+    if (lanes_[k].thread_id == thread_id) return lanes_[k].name;
   return std::to_string(thread_id);
 }
 
@@ -637,6 +741,10 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
   }
   const ShownRows shown(task_tree_, rows.collapsed);
   out.task_rows_shown = shown.count();
+  // Tree row first_task holds one of the process's roots (parents are within a process): never hidden.
+  for (const TaskProcess& process : task_processes_)
+    out.process_first_rows.push_back(process.first_task < task_row_count() ? shown.shown_row(process.first_task)
+                                                                           : out.task_rows_shown);
   window_tasks(begin, end, ns_per_pixel, shown, rows, out);
   auto column = [&](uint64_t time) {
     return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
@@ -787,15 +895,15 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   std::vector<SearchHit> hits;
   const std::string needle = lowercase(text);
   if (needle.empty()) return hits;
-  const auto& tasks = graph_.tasks();
-  for (uint32_t k = 0; k < tasks.size() && hits.size() < limit; ++k) {
-    if (!contains_folded(tasks[k].label, needle) && !contains_folded(tasks[k].name, needle)) continue;
+  for (uint32_t k = 0; k < task_lines_.size() && hits.size() < limit; ++k) {
+    const model::Task& found = task(k);
+    if (!contains_folded(found.label, needle) && !contains_folded(found.name, needle)) continue;
     SearchHit hit;
     hit.kind = SearchHit::Kind::task;
     hit.task = k;
     hit.begin = task_lines_[k].begin;
     hit.end = task_lines_[k].end;
-    hit.text = tasks[k].display_name();
+    hit.text = found.display_name();
     hits.push_back(std::move(hit));
   }
   std::sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) { return a.begin < b.begin; });
@@ -885,15 +993,15 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
     });
     if (stats.top_names.size() > 20) stats.top_names.resize(20);
   }
-  const auto& tasks = graph_.tasks();
   for (uint32_t k = 0; k < task_lines_.size(); ++k) {
     const TaskLine& line = task_lines_[k];
+    const model::Task& each = task(k);
     if (line.begin <= end && line.end >= begin) ++stats.tasks_overlapping;
-    if (tasks[k].created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
+    if (each.created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
     if (line.resolved && line.end >= begin && line.end <= end) {
       ++stats.tasks_resolved;
-      stats.tasks_failed += tasks[k].outcome == format::TaskOutcome::failed;
-      stats.tasks_cancelled += tasks[k].outcome == format::TaskOutcome::cancelled;
+      stats.tasks_failed += each.outcome == format::TaskOutcome::failed;
+      stats.tasks_cancelled += each.outcome == format::TaskOutcome::cancelled;
     }
   }
   return stats;
@@ -920,13 +1028,28 @@ std::pair<uint32_t, uint32_t> TimelineIndex::span_children(uint32_t lane, uint32
   return {static_cast<uint32_t>(first - below.begins.begin()), static_cast<uint32_t>(last - below.begins.begin())};
 }
 
-std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task) const {
+// Across processes when the index has several: a task that waited for a message goes on in the
+// sender's process (as `chronicle stats --critical-path` does). Should the traces be gone since
+// the index was built, the path stays within the task's own process.
+std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) const {
   std::vector<CriticalStep> steps;
-  const auto& tasks = graph_.tasks();
-  if (task >= tasks.size()) return steps;
-  for (const analysis::CriticalStep& step : analysis::critical_path(graph_, tasks[task].id).steps) {
-    const auto index = task_index(step.task);
-    if (index) steps.push_back({*index, step.what, step.from, step.to});
+  if (task_number >= task_lines_.size()) return steps;
+  const size_t process = process_of_task(task_number);
+  const model::TaskId target = task(task_number).id;
+  analysis::CriticalPath path;
+  bool found = false;
+  if (cross_process_) try {
+      path = cross_process_->path(graphs_, process, target);
+      found = true;
+    } catch (const std::exception&) {
+    }
+  if (!found) {
+    path = analysis::critical_path(graphs_[process], target);
+    for (analysis::CriticalStep& step : path.steps) step.process = process;
+  }
+  for (const analysis::CriticalStep& step : path.steps) {
+    const auto index = task_index(step.process, step.task);
+    if (index) steps.push_back({*index, step.what, to_ns(step.process, step.from), to_ns(step.process, step.to)});
   }
   return steps;
 }

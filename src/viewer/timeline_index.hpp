@@ -8,13 +8,14 @@
 //
 // Several traces (the processes of one `record` run, or what `chronicle merge` wrote) go on one
 // timeline by their Unix times (merge has aligned their clocks): their lanes one after another,
-// each with its process's group, and an arrow from each message sent in one process to the
-// receive that continues it in another.
+// each with its process's group, their tasks one process after another (each on its own clock),
+// and an arrow from each message sent in one process to the receive that continues it in another.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -202,6 +203,9 @@ struct Window {
   std::vector<LaneWindow> lanes;
   std::vector<TaskInView> tasks;  // in row order
   uint32_t task_rows_shown = 0;   // rows once the collapsed subtrees are taken out
+  // Per process (TimelineIndex::task_processes), the shown row its tasks begin on: a process's
+  // tasks are rows [its, the next one's).
+  std::vector<uint32_t> process_first_rows;
   std::vector<ArrowInView> arrows;
   std::vector<MessageInView> messages;
   std::vector<CounterWindow> counters;
@@ -244,23 +248,38 @@ struct RangeStats {
   uint64_t tasks_cancelled = 0;
 };
 
-// A stretch of a task's critical path: `task` was what `from` waited for.
-// A step of a task's critical path (analysis::critical_path), the task by index.
+// A step of a task's critical path (analysis::critical_path), the task by index; it may be
+// another process's task, reached by a message.
 struct CriticalStep {
   uint32_t task = 0;
   std::string what;   // "ran", "ran after t1.5 finished", "resolved by t1.4", ...
-  uint64_t from = 0;  // ticks
+  uint64_t from = 0;  // ns on the timeline
   uint64_t to = 0;
 };
+
+// The tasks of one process: task indexes [first_task, the next process's first_task), and the
+// clock their ticks are in (where the process's first event lies on the timeline).
+struct TaskProcess {
+  std::string group;  // as its lanes': "host · process (pid N)"
+  uint32_t first_task = 0;
+  uint32_t first_lane = 0;
+  uint64_t origin_ticks = 0;
+  uint64_t origin_offset_ns = 0;
+  double ns_per_tick = 1;
+};
+
+// What a critical path across processes needs beyond the task graphs (the traces, for the
+// messages and the clocks), found when first asked for.
+class CrossProcessPaths;
 
 class TimelineIndex {
  public:
   // Reads the whole trace once (thread streams indexed while another thread builds the task
   // graph).
   static TimelineIndex build(const reader::Trace& trace);
-  // Several processes on one timeline, lanes in the order of `traces`. The task rows and task
-  // details are the first trace's (task graphs of several processes are not combined yet; a
-  // warning says so when the others have tasks).
+  // Several processes on one timeline, lanes in the order of `traces`; so are their tasks: the
+  // task indexes of one process follow the previous process's (task ids are unique only
+  // within a process), and each process's tasks are a run of rows in tree order.
   static TimelineIndex build(const std::vector<reader::Trace>& traces);
 
   uint64_t origin_ticks() const { return origin_ticks_; }
@@ -279,12 +298,23 @@ class TimelineIndex {
   const std::vector<CounterSeries>& counters() const { return counters_; }
   // What was lost or skipped (reader::Trace::warnings): the page shows them above the timeline.
   const std::vector<std::string>& warnings() const { return warnings_; }
-  const model::TaskGraph& graph() const { return graph_; }
+  const model::TaskGraph& graph() const { return graphs_.front(); }  // the first process's
+  const model::TaskGraph& graph(size_t process) const { return graphs_.at(process); }
+  // One per trace given to build, in that order.
+  const std::vector<TaskProcess>& task_processes() const { return task_processes_; }
+  size_t process_of_task(uint32_t task) const;
+  const model::Task& task(uint32_t index) const;
+  std::optional<uint32_t> task_index(size_t process, model::TaskId id) const;
+  // A process's ticks as ns on the timeline.
+  uint64_t to_ns(size_t process, uint64_t ticks) const;
+  uint64_t duration_ns(size_t process, uint64_t ticks) const;
+  // The name of the lane of `thread_id` among `process`'s lanes.
+  std::string lane_of_thread(size_t process, uint32_t thread_id) const;
   const reader::Site* site(uint32_t id) const;
   std::string site_name(uint32_t id) const;  // "category/name", or "?"
   uint64_t to_ns(uint64_t ticks) const;
   uint64_t duration_ns(uint64_t ticks) const;
-  std::optional<uint32_t> task_index(model::TaskId id) const;
+  std::optional<uint32_t> task_index(model::TaskId id) const;  // in the first process
   std::string lane_of_thread(uint32_t thread_id) const;
 
   // Everything in [begin, end] as `width` pixels show it: intervals at least `min_pixels` wide
@@ -324,7 +354,9 @@ class TimelineIndex {
   double ns_per_tick_ = 1;
   std::vector<reader::Site> sites_;
   std::vector<Lane> lanes_;
-  model::TaskGraph graph_;
+  std::vector<model::TaskGraph> graphs_ = std::vector<model::TaskGraph>(1);
+  std::vector<TaskProcess> task_processes_ = std::vector<TaskProcess>(1);
+  std::shared_ptr<CrossProcessPaths> cross_process_;
   std::vector<TaskLine> task_lines_;
   TaskTree task_tree_;
   // Every task's runs in ns, task after task: task k's are [run_first_[k], run_first_[k + 1]).

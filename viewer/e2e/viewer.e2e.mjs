@@ -742,6 +742,53 @@ try {
     assert.equal(await numberOf(two, 'lanesDrawn'), summary.lanes.length, 'every process\'s lanes drawn');
     assert.ok(summary.messages > 0, 'the client and the server exchanged traced messages');
     assert.equal(await numberOf(two, 'messagesShown'), summary.messages, 'an arrow per message (alone or merged)');
+    // Each process's tasks in a tasks group of its own, as many as the model of its trace has.
+    const modelCountsOf = ['client', 'server'].map(name => modelCounts(join(work, name)).tasks).sort();
+    assert.deepEqual(summary.processes.map(process => process.tasks).sort(), modelCountsOf, 'each process\'s tasks, as its model counts them');
+    const layout = await two.evaluate(() => window.chronicleViewer.layout());
+    assert.equal(layout.taskGroups.length, 2, 'a tasks group per process');
+    for (const group of layout.taskGroups) {
+      const process = group.process;  // the lanes and the traces come in the same order
+      assert.equal(group.last - group.first, summary.processes[process].tasks, `the rows of process ${process}'s group`);
+      assert.ok(layout.headers.some(h => h.key === `process:${process}/tasks`), `a tasks header for process ${process}`);
+    }
+    // The rows drawn, scrolled to each group: those asked for in it, each a task of its process.
+    for (const group of layout.taskGroups) {
+      await two.evaluate(y => window.chronicleViewer.scrollTo(y), group.top - 40);
+      await settled(two);
+      const [first, last] = (await attribute(two, 'taskRowsAsked')).split('-').map(Number);
+      const inGroup = Math.max(0, Math.min(last, group.last) - Math.max(first, group.first));
+      assert.ok(inGroup > 0, `rows of process ${group.process} asked for once scrolled to it`);
+      const lines = await two.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => [l[2], l[3]]));
+      const own = summary.processes[group.process];
+      const drawn = lines.filter(([row]) => row >= group.first && row < group.last);
+      assert.equal(drawn.length, inGroup, `every row asked for of process ${group.process} drawn`);
+      for (const [row, task] of drawn)
+        assert.ok(task >= own.first_task && task < own.first_task + own.tasks, `row ${row}: task ${task} is process ${group.process}'s`);
+    }
+    // A task whose critical path runs through the other process: once it is selected, every task
+    // of its path drawn is highlighted, in both processes' groups.
+    await two.evaluate(() => window.chronicleViewer.scrollTo(0));
+    await settled(two);
+    const chosen = await two.evaluate(async () => {
+      const viewer = window.chronicleViewer, data = viewer.data(), groups = viewer.layout().taskGroups;
+      const open = row => groups.some(g => row >= g.first && row < g.last);
+      const rowOf = new Map(data.tasks.lines.filter(l => open(l[2])).map(l => [l[3], l[2]]));
+      for (const line of data.tasks.lines) {
+        const p = viewer.taskPoint(line[3]);
+        if (!p || p.y < 40 || p.y > window.innerHeight - 10 || !rowOf.has(line[3])) continue;
+        const details = await (await fetch(`/api/task?index=${line[3]}`)).json();
+        const steps = details.critical_path.steps.filter(s => s.index !== line[3] && rowOf.has(s.index));
+        const drawn = new Map(steps.map(s => [s.index, s.process]));
+        if (new Set(drawn.values()).size === 2) return { ...p, task: line[3], drawn: drawn.size };
+      }
+      return null;
+    });
+    assert.ok(chosen, 'a task in view whose critical path, as drawn, is in both processes');
+    await two.mouse.click(chosen.x, chosen.y);
+    await two.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), chosen.task);
+    await settled(two);
+    assert.equal(await numberOf(two, 'criticalDrawn'), chosen.drawn, 'every task of the path drawn is highlighted, in both groups');
     await two.screenshot({ path: join(artifacts, 'merged-processes.png') });
     await two.close();
   });

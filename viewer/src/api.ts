@@ -14,6 +14,8 @@ export interface Summary {
   messages?: number;  // sent in one process, received in another
   counters: CounterInfo[];
   warnings?: string[];  // what was lost or skipped: shown above the timeline
+  // Per trace: its group (as its lanes') and its tasks, the tree rows [first_task, first_task + tasks).
+  processes?: { group: string; first_task: number; tasks: number; first_lane: number }[];
 }
 
 // [begin, end, depth, index, site]
@@ -45,13 +47,13 @@ export interface WindowAnswer {
   lanes: LaneWindow[];
   names: Record<string, string>;
   // `rows`: how many rows there are once the collapsed subtrees are out.
-  tasks: { lines: TaskLineTuple[]; blocks: TaskBlockTuple[]; names: Record<string, string>; rows?: number; first_row?: number };
+  tasks: { lines: TaskLineTuple[]; blocks: TaskBlockTuple[]; names: Record<string, string>; rows?: number; first_row?: number; process_rows?: number[] };
   arrows: ArrowTuple[];
   messages?: MessageTuple[];
   counters: { counter: number; downsampled: boolean; points: CounterPointTuple[] }[];
 }
 
-export interface TaskRef { index: number; id: string; display: string; begin: number; end: number; row: number; time?: number; via?: string }
+export interface TaskRef { index: number; process?: number; group?: string; id: string; display: string; begin: number; end: number; row: number; time?: number; via?: string }
 export interface SpanRef { lane: number; depth: number; index: number; name: string; begin: number; end: number }
 export interface Note { time: number; type: string; text: string }
 export interface TaskDetails extends TaskRef {

@@ -83,7 +83,9 @@ export class LocalBackend implements Backend {
 
   private taskRef(task: number): TaskRef {
     const line = this.trace.tasks.lines[task];
-    return { index: task, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2] };
+    const processes = this.trace.summary.processes ?? [];
+    const process = Math.max(0, processes.findIndex(p => task >= p.first_task && task < p.first_task + p.tasks));
+    return { index: task, process, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2] };
   }
 
   private taskReferrers(): Referrers {
@@ -183,7 +185,7 @@ export class LocalBackend implements Backend {
     const steps = criticalPath(tasks.facts, tasks.first, tasks.edges, index).map(step =>
       ({ ...this.taskRef(step.task), what: step.what, at: step.from, contributed: step.to - step.from }));
     return {
-      ...this.taskRef(index), kind: 'task', task_kind: this.text(f[1]), name: this.text(line[5]), label: this.text(line[4]),
+      ...this.taskRef(index), group: this.trace.summary.processes?.[this.taskRef(index).process ?? 0]?.group ?? '', kind: 'task', task_kind: this.text(f[1]), name: this.text(line[5]), label: this.text(line[4]),
       created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : line[1], duration: line[1] - line[0],
       outcome: kStates[line[3]], outcome_text: this.text(f[6]), thread: f[7] === null ? null : this.text(f[7]),
       fields: { id: f[0], kind: this.text(f[1]), busy_ns: f[9], seen_created: f[8] === 1 },

@@ -9,7 +9,7 @@ import { readUrlState, writeUrlState } from './url_state';
 import { CollapsedTask, ShownRows } from './task_rows';
 import { arrowAt, drawTaskRows, TaskHits } from './tasks_view';
 import {
-  computeLayout, COUNTER_TRACK, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, TrackState, visibleTaskRows,
+  computeLayout, COUNTER_TRACK, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
 } from './tracks';
 
 const KIND_COLOURS = ['#9aa5b1', '#5b8def', '#c58af9', '#4fb8a8', '#e7b416', '#ef8354'];  // unknown, coroutine, promise, handler, timer, io
@@ -69,12 +69,14 @@ function xOf(time: number) { return ((time - view.begin) / (view.end - view.begi
 function timeAt(x: number) { return view.begin + (x / width()) * (view.end - view.begin); }
 
 function relayout() {
-  layout = computeLayout(summary, tracks, taskRowCount);
+  const shown = shownRows();
+  layout = computeLayout(summary, tracks, taskRowCount, row => shown.shownRow(row));
   resize();
 }
 
 function shownRows() { return new ShownRows(summary.task_rows, collapsedTasks.values()); }
-function taskY(row: number) { return (layout.tasksTop ?? 0) + row * TASK_ROW; }
+// The top of a shown task row, in its process's tasks group (0 when the group is closed).
+function taskY(row: number) { return taskRowY(layout, row) ?? 0; }
 
 function resize() {
   const ratio = window.devicePixelRatio || 1;
@@ -370,8 +372,13 @@ function drawCounters(answer: WindowAnswer) {
   }
 }
 
-function drawTasks(answer: WindowAnswer) {
-  if (layout.tasksTop === undefined) return;
+function drawTasks(whole: WindowAnswer) {
+  if (layout.taskGroups.length === 0) return;
+  // The rows of a closed group (between two open ones) are left out, and so are their arrows
+  // (an arrow joins two tasks of one process).
+  const open = (row: number) => taskRowY(layout, row) !== undefined;
+  const answer = { ...whole, tasks: { ...whole.tasks, lines: whole.tasks.lines.filter(line => open(line[2])) },
+                   arrows: whole.arrows.filter(arrow => open(arrow[5]) && open(arrow[6])) };
   const drawn = drawTaskRows({
     context, width: width(), xOf, rowY: taskY, selectedTask: selection?.kind === 'task' ? selection.index : null,
     critical, collapsed: new Set(collapsedTasks.keys()), matches, drawLabel, kindName, hover,
@@ -483,9 +490,11 @@ function readableField([key, value]: [string, unknown]): [string, unknown] {
   if (typeof value === 'boolean') return [label, value ? 'yes' : 'no'];
   return [label, value];
 }
-function taskLink(ref: TaskRef | null, extra = '') {
+// A task of another process than `here`'s is named with its process (ids repeat across them).
+function taskLink(ref: TaskRef | null, extra = '', here?: TaskRef) {
   if (!ref) return '—';
-  return `<a data-task="${ref.index}">${escapeHtml(ref.id)} ${escapeHtml(ref.display)}</a>${extra}`;
+  const where = here && ref.process !== here.process ? `${escapeHtml(summary.processes?.[ref.process ?? 0]?.group ?? '')}: ` : '';
+  return `${where}<a data-task="${ref.index}">${escapeHtml(ref.id)} ${escapeHtml(ref.display)}</a>${extra}`;
 }
 function spanLink(ref: { lane: number; depth: number; index: number; name: string; begin: number; end: number } | null) {
   if (!ref) return '—';
@@ -501,7 +510,8 @@ function showTask(details: TaskDetails) {
   panel.dataset.kind = 'task';
   panel.dataset.task = String(details.index);
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.display)}</h3>` +
-    rows([['id', details.id], ['kind', details.task_kind], ['name', details.name], ['label', details.label || '—'],
+    rows([...((summary.processes?.length ?? 1) > 1 ? [['process', details.group ?? '']] as [string, unknown][] : []),
+          ['id', details.id], ['kind', details.task_kind], ['name', details.name], ['label', details.label || '—'],
           ['created', details.created === null ? 'before the trace' : formatDuration(details.created)],
           ['resolved', details.resolved === null ? 'never' : formatDuration(details.resolved)],
           ['duration', formatDuration(details.duration)], ['outcome', details.outcome + (details.outcome_text ? `: ${details.outcome_text}` : '')],
@@ -514,7 +524,7 @@ function showTask(details: TaskDetails) {
     `<h3>Resolved by</h3><p>${taskLink(details.resolved_by)}</p>` +
     `<h3>Resolves</h3>${list(details.resolves.map(c => taskLink(c)))}` +
     `<h3>Critical path</h3><p style="color:#777">${escapeHtml(details.critical_path.method)}</p>` +
-    list(details.critical_path.steps.map((s) => `${(s.contributed / 1e6).toFixed(3)} ms ` + taskLink(s) + ` ${escapeHtml(s.what)}`)) +
+    list(details.critical_path.steps.map((s) => `${(s.contributed / 1e6).toFixed(3)} ms ` + taskLink(s, '', details) + ` ${escapeHtml(s.what)}`)) +
     `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`), details.notes_count)}`;
 }
 
@@ -558,9 +568,9 @@ async function select(target: Selection, reveal = false, scrollToTask = false) {
     critical.delete(details.index);
     showTask(details);
     if (reveal) revealTask(details);
-    else if (scrollToTask && layout.tasksTop !== undefined) {
+    else if (scrollToTask) {
       const row = shownRows().shownRow(details.row);
-      if (!shownRows().isHidden(details.row)) scroller.scrollTop = Math.max(0, taskY(row) - scroller.clientHeight / 2);
+      if (!shownRows().isHidden(details.row) && taskRowY(layout, row) !== undefined) scroller.scrollTop = Math.max(0, taskY(row) - scroller.clientHeight / 2);
     }
     draw();
   } else if (target.kind === 'counter') {
@@ -584,7 +594,7 @@ function revealTask(details: TaskDetails) {
   for (const [task, collapsed] of collapsedTasks)
     if (details.row > collapsed.row && details.row <= collapsed.row + collapsed.descendants) { collapsedTasks.delete(task); opened = true; }
   for (const header of layout.headers)
-    if (header.collapsed && (header.key === 'process:0' || header.key.endsWith('/tasks'))) { tracks.collapsed.delete(header.key); opened = true; }
+    if (header.collapsed && (header.key === `process:${details.process ?? 0}` || header.key === `process:${details.process ?? 0}/tasks`)) { tracks.collapsed.delete(header.key); opened = true; }
   if (opened) { taskRowCount = shownRows().count; relayout(); }
   revealRange(details.begin, details.end, taskY(shownRows().shownRow(details.row)));
 }

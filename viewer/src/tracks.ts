@@ -1,7 +1,9 @@
 // Tracks in groups: per process (host · process), its threads, its tasks and its counters, each
 // group under a header that collapses it on a click and moves it up or down among its process's
 // groups (▲ ▼ on the header). The tasks group comes right after the threads, before the
-// counters, unless moved. Pure layout: where each thing goes, in page pixels from the top.
+// counters, unless moved. Each process's tasks are a run of the task rows (tree order within
+// the process), drawn in its own tasks group. Pure layout: where each thing goes, in page
+// pixels from the top.
 import type { Summary } from './api';
 
 export const RULER_HEIGHT = 24;
@@ -27,7 +29,8 @@ export interface Layout {
   headers: Header[];
   laneTop: (number | undefined)[];     // y of each lane's header; undefined when collapsed
   counterTop: (number | undefined)[];
-  tasksTop: number | undefined;        // y of task row 0; undefined when not shown
+  // The task groups laid out (open), in row order: shown rows [first, last) from `top`.
+  taskGroups: { process: number; first: number; last: number; top: number }[];
   height: number;
 }
 
@@ -41,16 +44,25 @@ export function laneHeight(summary: Summary, lane: number) {
   return LANE_HEADER + ((info.run_depths ?? 0) + Math.max(info.depths, 1)) * SPAN_ROW + SECTION_GAP;
 }
 
-// The processes in the order their lanes come, with their lanes and counters; the tasks belong
-// to the first (the viewer shows the first trace's task graph).
+// The processes in the order their lanes come, with their lanes, counters and tasks (as
+// summary.processes has them; without it, all the tasks are the first process's).
 export function processes(summary: Summary) {
-  const out: { name: string; lanes: number[]; counters: number[] }[] = [];
+  const out: { name: string; lanes: number[]; counters: number[]; tasks: number; firstTask: number }[] = [];
   const byName = new Map<string, number>();
   summary.lanes.forEach((lane, k) => {
     const name = lane.group ?? '';
-    if (!byName.has(name)) { byName.set(name, out.length); out.push({ name, lanes: [], counters: [] }); }
+    if (!byName.has(name)) { byName.set(name, out.length); out.push({ name, lanes: [], counters: [], tasks: 0, firstTask: 0 }); }
     out[byName.get(name)!].lanes.push(k);
   });
+  if (out.length === 0) out.push({ name: '', lanes: [], counters: [], tasks: 0, firstTask: 0 });
+  if (summary.processes) {
+    for (const process of summary.processes) {
+      const found = out[byName.get(process.group) ?? -1];
+      if (found) { found.tasks = process.tasks; found.firstTask = process.first_task; }
+    }
+  } else {
+    out[0].tasks = summary.tasks;
+  }
   summary.counters.forEach((counter, k) => {
     const process = byName.get(summary.lanes[counter.lane]?.group ?? '') ?? 0;
     out[process]?.counters.push(k);
@@ -70,10 +82,20 @@ export function moveSection(state: TrackState, process: number, section: Section
   state.order.set(process, order);
 }
 
-export function computeLayout(summary: Summary, state: TrackState, taskRows: number): Layout {
-  const layout: Layout = { headers: [], laneTop: summary.lanes.map(() => undefined), counterTop: summary.counters.map(() => undefined), tasksTop: undefined, height: 0 };
+// `shownRow`: a tree row -> the row it is shown on (ShownRows.shownRow: collapsed subtrees out),
+// to find where each process's rows begin once some are collapsed.
+export function computeLayout(summary: Summary, state: TrackState, taskRows: number, shownRow: (row: number) => number = row => row): Layout {
+  const layout: Layout = { headers: [], laneTop: summary.lanes.map(() => undefined), counterTop: summary.counters.map(() => undefined), taskGroups: [], height: 0 };
   let y = RULER_HEIGHT;
   const all = processes(summary);
+  // A process's first tree row holds one of its roots: never hidden.
+  const firstRows = all.map(process => process.tasks > 0 ? shownRow(process.firstTask) : -1);
+  const rowsOf = (p: number): [number, number] => {
+    let last = taskRows;
+    for (let q = 0; q < all.length; ++q)
+      if (firstRows[q] > firstRows[p] && firstRows[q] < last) last = firstRows[q];
+    return [firstRows[p], last];
+  };
   all.forEach((process, p) => {
     const processKey = `process:${p}`;
     const processCollapsed = state.collapsed.has(processKey);
@@ -83,12 +105,12 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       if (processCollapsed) return;
     }
     const sections = sectionOrder(state, p).filter(kind =>
-      kind === 'threads' ? process.lanes.length > 0 : kind === 'tasks' ? p === 0 && summary.tasks > 0 : process.counters.length > 0);
+      kind === 'threads' ? process.lanes.length > 0 : kind === 'tasks' ? process.tasks > 0 : process.counters.length > 0);
     sections.forEach((kind, k) => {
       const key = `${processKey}/${kind}`;
       const collapsed = state.collapsed.has(key);
       const label = kind === 'threads' ? `threads · ${process.lanes.length}`
-        : kind === 'tasks' ? `tasks · ${summary.tasks.toLocaleString()} in tree order · arrows: created (grey), waits (blue), resolutions (green)`
+        : kind === 'tasks' ? `tasks · ${process.tasks.toLocaleString()} in tree order · arrows: created (grey), waits (blue), resolutions (green)`
         : `counters · ${process.counters.length}`;
       layout.headers.push({ key, top: y, label, collapsed, level: 1, up: k > 0, down: k + 1 < sections.length });
       y += LANE_HEADER;
@@ -96,8 +118,9 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       if (kind === 'threads') {
         for (const lane of process.lanes) { layout.laneTop[lane] = y; y += laneHeight(summary, lane); }
       } else if (kind === 'tasks') {
-        layout.tasksTop = y;
-        y += taskRows * TASK_ROW + SECTION_GAP;
+        const [first, last] = rowsOf(p);
+        layout.taskGroups.push({ process: p, first, last, top: y });
+        y += (last - first) * TASK_ROW + SECTION_GAP;
       } else {
         for (const counter of process.counters) { layout.counterTop[counter] = y; y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP; }
       }
@@ -107,12 +130,26 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
   return layout;
 }
 
-// The task rows [first, last) the screen shows from `scrollTop`, with a margin.
+// The top of a shown task row; undefined when its group is not laid out (collapsed).
+export function taskRowY(layout: Layout, row: number): number | undefined {
+  for (const group of layout.taskGroups)
+    if (row >= group.first && row < group.last) return group.top + (row - group.first) * TASK_ROW;
+  return undefined;
+}
+
+// The task rows [first, last) the screen shows from `scrollTop`, with a margin: over every task
+// group on the screen (rows between two of them, in a group closed in between, come too).
 export function visibleTaskRows(layout: Layout, taskRows: number, scrollTop: number, screenHeight: number): [number, number] {
-  if (layout.tasksTop === undefined) return [0, 0];
   const margin = 20;
-  const first = Math.floor((scrollTop - layout.tasksTop) / TASK_ROW) - margin;
-  const last = Math.ceil((scrollTop + screenHeight - layout.tasksTop) / TASK_ROW) + margin;
+  let first = Infinity, last = -Infinity;
+  for (const group of layout.taskGroups) {
+    const from = Math.max(group.first, group.first + Math.floor((scrollTop - group.top) / TASK_ROW) - margin);
+    const to = Math.min(group.last, group.first + Math.ceil((scrollTop + screenHeight - group.top) / TASK_ROW) + margin);
+    if (from >= to) continue;
+    first = Math.min(first, from);
+    last = Math.max(last, to);
+  }
+  if (first >= last) return [0, 0];
   const clamp = (row: number) => Math.max(0, Math.min(row, taskRows));
   return [clamp(first), clamp(last)];
 }
