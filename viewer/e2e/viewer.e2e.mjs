@@ -687,8 +687,9 @@ try {
     await far.goto(`${link.split('#')[0]}#sel=task:${deep}`);
     await settled(far);
     await far.waitForFunction(index => document.getElementById('panel').dataset.task === String(index), deep);
-    // The rows a page at the top asks for (tracks.ts, visibleTaskRows: 14 px rows, 20 rows of margin).
-    const firstRows = await far.evaluate(() => Math.ceil((document.getElementById('scroller').clientHeight - window.chronicleViewer.layout().tasksTop) / 14) + 20);
+    // The rows a page at the top asks for (tracks.ts, visibleTaskRows: 14 px rows, 20 rows of
+    // margin), from where the first task group starts.
+    const firstRows = await far.evaluate(() => Math.ceil((document.getElementById('scroller').clientHeight - window.chronicleViewer.layout().taskGroups[0].top) / 14) + 20);
     assert.ok(last >= firstRows, `the last row (${last}) is not among the first rows asked for (up to ${firstRows})`);
     await far.waitForFunction(index => {
       const point = window.chronicleViewer.taskPoint(index);
