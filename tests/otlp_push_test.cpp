@@ -145,9 +145,11 @@ struct Received {
 
 Received read_log(const std::string& log) {
   Received received;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    const auto entry = nlohmann::json::parse(line);
+  // The receiver may be writing its last line while a test waits on the log: only whole lines
+  // (ended by a newline) are read.
+  const std::string text = slurp(log);
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    const auto entry = nlohmann::json::parse(text.substr(start, end - start));
     received.statuses.push_back(entry["status"].get<int>());
     received.times_ms.push_back(entry["time"].get<int64_t>());
     if (entry.contains("error")) received.errors.push_back(entry["error"].get<std::string>());

@@ -422,9 +422,14 @@ uint64_t Collector::complete_bound() const {
     if (state == format::ChannelState::closed) continue;
     if (state != format::ChannelState::active) return complete_below_;
     const uint64_t committed = mapping_.packets_committed(channel);
-    const auto& open = *reinterpret_cast<const PacketHeader*>(mapping_.ring_slot(channel, committed));
+    auto& open = *reinterpret_cast<PacketHeader*>(mapping_.ring_slot(channel, committed));
+    // The seqlock of the slot (session.cpp, open_packet): its start time is the open packet's
+    // only if the slot still holds that packet after the read.
     if (open.packet_seq_num.load(std::memory_order_acquire) != committed) return complete_below_;
-    bound = std::min(bound, open.timestamp_begin);
+    const uint64_t begin = std::atomic_ref<uint64_t>(open.timestamp_begin).load(std::memory_order_relaxed);
+    format::memory_fence(std::memory_order_acquire);
+    if (open.packet_seq_num.load(std::memory_order_relaxed) != committed) return complete_below_;
+    bound = std::min(bound, begin);
   }
   return bound == std::numeric_limits<uint64_t>::max() ? latest_timestamp_ : bound;
 }

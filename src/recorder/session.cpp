@@ -264,7 +264,8 @@ void open_packet(Session& session, ThreadWriter& writer, uint64_t seq, uint64_t 
   std::memcpy(packet->uuid, session.header->uuid, 16);
   packet->stream_id = format::kStreamThread;
   packet->stream_instance_id = format::stream_instance(writer.channel, desc.epoch.load(std::memory_order_relaxed));
-  packet->timestamp_begin = ticks;
+  // Atomic (a plain store on x86): the collector reads the open packet's start under the seqlock.
+  std::atomic_ref<uint64_t>(packet->timestamp_begin).store(ticks, std::memory_order_relaxed);
   packet->timestamp_end.store(ticks, std::memory_order_relaxed);
   packet->content_size_bits.store(format::kPacketHeaderSize * 8, std::memory_order_relaxed);
   packet->packet_size_bits = uint64_t{session.header->packet_size} * 8;
