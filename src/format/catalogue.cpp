@@ -52,22 +52,6 @@ constexpr auto id(DefinitionId e) {
   return static_cast<uint32_t>(e);
 }
 
-constexpr size_t field_size(FieldType type) {
-  switch (type) {
-    case FieldType::u8:
-      return 1;
-    case FieldType::u32:
-      return 4;
-    case FieldType::u64:
-    case FieldType::s64:
-    case FieldType::f64:
-      return 8;
-    case FieldType::string:
-      return 0;  // as long as its text
-  }
-  return 0;
-}
-
 // Bytes of the fields before the first string (all of them when there is none).
 constexpr size_t fixed_prefix_size(std::span<const FieldSpec> fields) {
   size_t size = 0;

@@ -51,6 +51,23 @@ std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, s
 
 std::string_view field_type_name(FieldType type);
 
+// Bytes a field of `type` takes in a payload; 0 for a string (as long as its text, and a NUL).
+inline constexpr size_t field_size(FieldType type) {
+  switch (type) {
+    case FieldType::u8:
+      return 1;
+    case FieldType::u32:
+      return 4;
+    case FieldType::u64:
+    case FieldType::s64:
+    case FieldType::f64:
+      return 8;
+    case FieldType::string:
+      return 0;  // as long as its text
+  }
+  return 0;
+}
+
 // The names the metadata gives task kinds and outcomes ("unknown"/"?" for a value out of range).
 std::string_view task_kind_name(TaskKind kind);
 std::string_view task_outcome_name(TaskOutcome outcome);

@@ -17,22 +17,6 @@ namespace {
 // a time; babeltrace2 is happier with many small ones than one large).
 constexpr size_t kPacketBytes = 1 << 20;
 
-size_t integer_size(FieldType type) {
-  switch (type) {
-    case FieldType::u8:
-      return 1;
-    case FieldType::u32:
-      return 4;
-    case FieldType::u64:
-    case FieldType::s64:
-    case FieldType::f64:
-      return 8;
-    case FieldType::string:
-      break;
-  }
-  return 0;
-}
-
 // The payload of `spec` with `values`, field by field as the catalogue declares them (the byte
 // order of the metadata: little-endian).
 std::string encode_payload(const EventSpec& spec, std::initializer_list<FieldValue> values) {
@@ -51,7 +35,7 @@ std::string encode_payload(const EventSpec& spec, std::initializer_list<FieldVal
     }
     const auto* number = std::get_if<uint64_t>(&given);
     if (!number) throw std::logic_error(fmt::format("{}.{} is an integer", spec.name, field.name));
-    for (size_t byte = 0; byte < integer_size(field.type); ++byte)
+    for (size_t byte = 0; byte < field_size(field.type); ++byte)
       out.push_back(static_cast<char>(*number >> (8 * byte)));
   }
   return out;
