@@ -11,9 +11,8 @@
 #include <fstream>
 
 #include "cli/common.hpp"
-#include "reader/trace_directory.hpp"
-#include "reader/trace_reader.hpp"
 #include "viewer/assets.hpp"
+#include "viewer/index_cache.hpp"
 #include "viewer/timeline_index.hpp"
 #include "viewer/viewer_server.hpp"
 
@@ -31,25 +30,25 @@ struct ViewOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;
   std::string html;
+  bool no_cache = false;
 };
 
 int run_view(const ViewOptions& options) {
-  const auto directories = reader::find_traces(options.directory);
   const auto started = std::chrono::steady_clock::now();
-  std::string title;
-  // The index holds all the server needs: the traces' mappings are let go once it is built, and
-  // so is the memory the building used.
-  const viewer::TimelineIndex index = [&] {
-    std::vector<reader::Trace> traces;
-    for (const std::string& directory : directories) traces.emplace_back(directory);
-    title = traces.size() == 1 ? fmt::format("{} ({})", traces.front().description().process_name, directories.front())
-                               : fmt::format("{} processes ({})", traces.size(), options.directory);
-    return viewer::TimelineIndex::build(traces);
-  }();
+  const viewer::OpenedIndex opened = viewer::open_index(options.directory, !options.no_cache);
+  const viewer::TimelineIndex& index = opened.index;
+  const std::string& title = index.title();
+  // What the building used is let go: a trace's index is served from its mapped cache.
   malloc_trim(0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s\n", human_count(index.event_count()),
-             human_count(index.task_lines().size()), seconds);
+  if (!opened.cache_problem.empty()) fmt::print(stderr, "chronicle: warning: {}\n", opened.cache_problem);
+  if (opened.from_cache)
+    fmt::print(stderr, "chronicle: read the index of {} events, {} tasks from {} in {:.2f} s\n",
+               human_count(index.event_count()), human_count(index.task_lines().size()), opened.cache_path, seconds);
+  else
+    fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s{}\n", human_count(index.event_count()),
+               human_count(index.task_lines().size()), seconds,
+               opened.cache_path.empty() ? "" : fmt::format(" (kept in {})", opened.cache_path));
 
   if (!options.html.empty()) {
     if (index.event_count() > kMaxEventsForHtml || index.task_lines().size() > kMaxTasksForHtml)
@@ -77,8 +76,7 @@ int run_view(const ViewOptions& options) {
     fmt::print(stderr,
                "chronicle: this build has no viewer page (CHRONICLE_BUILD_VIEWER=OFF); only the JSON API answers\n");
   const bool ipv6 = options.address.find(':') != std::string::npos;
-  fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n",
-             directories.size() == 1 ? directories.front() : options.directory, ipv6 ? "[" : "", options.address,
+  fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n", options.directory, ipv6 ? "[" : "", options.address,
              ipv6 ? "]" : "", server.port());
   std::fflush(stdout);
   int signal = 0;
@@ -96,6 +94,9 @@ Command add_view(CLI::App& app) {
   view->add_option("--port", options->port, "Port to listen on (0: a free one, printed)");
   view->add_option("--address", options->address, "Address to listen on")->capture_default_str();
   view->add_option("--html", options->html, "Write one self-contained HTML file (small traces) instead of serving");
+  view->add_flag("--no-cache", options->no_cache,
+                 "Index the trace again, and keep no index beside it (by default the index is written to "
+                 "DIR/.chronicle-view-index the first time and read from there afterwards)");
   return {view, [options] { return run_view(*options); }};
 }
 

@@ -39,6 +39,21 @@ uint64_t Task::busy_ticks() const {
   return total;
 }
 
+TaskGraph TaskGraph::from_parts(std::vector<Task> tasks, std::vector<Edge> edges, std::vector<IdleInterval> idle,
+                                std::map<uint32_t, uint64_t> idle_ticks, std::vector<std::string> problems,
+                                uint64_t first_ticks, uint64_t last_ticks) {
+  TaskGraph graph;
+  graph.tasks_ = std::move(tasks);
+  for (size_t k = 0; k < graph.tasks_.size(); ++k) graph.index_.try_emplace(graph.tasks_[k].id, k);
+  graph.edges_ = std::move(edges);
+  graph.idle_ = std::move(idle);
+  graph.idle_ticks_ = std::move(idle_ticks);
+  graph.problems_ = std::move(problems);
+  graph.first_ticks_ = first_ticks;
+  graph.last_ticks_ = last_ticks;
+  return graph;
+}
+
 const Task* TaskGraph::find(TaskId id) const {
   auto found = index_.find(id);
   return found == index_.end() ? nullptr : &tasks_[found->second];

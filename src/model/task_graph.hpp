@@ -107,6 +107,14 @@ class TaskGraph {
   // one sentence each. The graph is still whole: the builder never gives up.
   const std::vector<std::string>& problems() const { return problems_; }
 
+  // Per thread, what idle_ticks() answers.
+  const std::map<uint32_t, uint64_t>& idle_ticks_by_thread() const { return idle_ticks_; }
+  // A graph put back together from what the accessors above gave (the viewer's index cache
+  // keeps graphs on disk).
+  static TaskGraph from_parts(std::vector<Task> tasks, std::vector<Edge> edges, std::vector<IdleInterval> idle,
+                              std::map<uint32_t, uint64_t> idle_ticks, std::vector<std::string> problems,
+                              uint64_t first_ticks, uint64_t last_ticks);
+
   const Task* find(TaskId id) const;
   // Tasks created by `id`, in creation order.
   std::vector<const Task*> children(TaskId id) const;

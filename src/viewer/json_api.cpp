@@ -22,8 +22,8 @@ json task_ref(const TimelineIndex& index, uint32_t task) {
   const TaskLine& line = index.task_lines()[task];
   return {{"index", task},
           {"process", index.process_of_task(task)},
-          {"id", model::task_id_text(index.task(task).id)},
-          {"display", index.task(task).display_name()},
+          {"id", model::task_id_text(line.id)},
+          {"display", index.task_display_name(task)},
           {"begin", line.begin},
           {"end", line.end},
           {"row", line.row}};
@@ -74,14 +74,14 @@ json task_kind_names() {
 }
 
 int task_kind_number(const TimelineIndex& index, uint32_t task) {
-  return static_cast<int>(index.task(task).kind);
+  return static_cast<int>(index.task_lines()[task].kind);
 }
 
 }  // namespace
 
 LineState line_state(const TimelineIndex& index, uint32_t task) {
   if (!index.task_lines()[task].resolved) return LineState::unresolved;
-  switch (index.task(task).outcome) {
+  switch (index.task_lines()[task].outcome) {
     case format::TaskOutcome::ok:
       return LineState::ok;
     case format::TaskOutcome::failed:
@@ -153,7 +153,7 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   const Window window = index.window(begin, end, width, rows);
   std::set<uint32_t> sites;
   json task_names = json::object();
-  auto name_task = [&](uint32_t task) { task_names[std::to_string(task)] = index.task(task).display_name(); };
+  auto name_task = [&](uint32_t task) { task_names[std::to_string(task)] = index.task_display_name(task); };
   json lanes = json::array();
   for (const LaneWindow& view : window.lanes) {
     const Lane& lane = index.lanes()[view.lane];

@@ -7,15 +7,17 @@
 #include <limits>
 #include <vector>
 
+#include "viewer/column.hpp"
+
 namespace chronicle::viewer {
 
 inline constexpr uint32_t kNoTask = std::numeric_limits<uint32_t>::max();
 
 struct TaskTree {
-  std::vector<uint32_t> row_task;  // row -> task index, in pre-order
-  std::vector<uint32_t> row;       // task index -> row
-  std::vector<uint32_t> subtree;   // task index -> rows of its subtree, itself included
-  std::vector<uint32_t> depth;     // task index -> depth in the tree (roots 0)
+  Column<uint32_t> row_task;  // row -> task index, in pre-order
+  Column<uint32_t> row;       // task index -> row
+  Column<uint32_t> subtree;   // task index -> rows of its subtree, itself included
+  Column<uint32_t> depth;     // task index -> depth in the tree (roots 0)
 };
 
 // `parents[k]`: the index of the task that created task k, or kNoTask. Children and roots keep

@@ -41,6 +41,12 @@ std::string process_group(const reader::Trace& trace) {
 
 }  // namespace
 
+void StringColumn::add(std::string_view text) {
+  if (first.empty()) first.push_back(0);
+  chars.insert_at_end(text.begin(), text.end());
+  first.push_back(chars.size());
+}
+
 void IntervalRow::add(uint64_t begin, uint64_t end, uint32_t item) {
   begins.push_back(begin);
   ends.push_back(std::max(begin, end));
@@ -99,28 +105,28 @@ void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin,
   }
 }
 
-void MinMaxPyramid::build(const std::vector<double>& values) {
+void MinMaxPyramid::build(std::span<const double> values) {
   mins_.clear();
   maxs_.clear();
-  const std::vector<double>* lower_min = &values;
-  const std::vector<double>* lower_max = &values;
-  while (lower_min->size() > kFanOut) {
-    std::vector<double> upper_min((lower_min->size() + kFanOut - 1) / kFanOut);
+  std::span<const double> lower_min = values;
+  std::span<const double> lower_max = values;
+  while (lower_min.size() > kFanOut) {
+    std::vector<double> upper_min((lower_min.size() + kFanOut - 1) / kFanOut);
     std::vector<double> upper_max(upper_min.size());
     for (size_t block = 0; block < upper_min.size(); ++block) {
       const size_t first = block * kFanOut;
-      const size_t last = std::min(first + kFanOut, lower_min->size());
-      upper_min[block] = *std::min_element(lower_min->begin() + first, lower_min->begin() + last);
-      upper_max[block] = *std::max_element(lower_max->begin() + first, lower_max->begin() + last);
+      const size_t last = std::min(first + kFanOut, lower_min.size());
+      upper_min[block] = *std::min_element(lower_min.begin() + first, lower_min.begin() + last);
+      upper_max[block] = *std::max_element(lower_max.begin() + first, lower_max.begin() + last);
     }
     mins_.push_back(std::move(upper_min));
     maxs_.push_back(std::move(upper_max));
-    lower_min = &mins_.back();
-    lower_max = &maxs_.back();
+    lower_min = mins_.back();
+    lower_max = maxs_.back();
   }
 }
 
-std::pair<double, double> MinMaxPyramid::range(const std::vector<double>& values, size_t first, size_t last) const {
+std::pair<double, double> MinMaxPyramid::range(std::span<const double> values, size_t first, size_t last) const {
   double low = std::numeric_limits<double>::infinity();
   double high = -low;
   auto take = [&](size_t level, size_t from, size_t to) {
@@ -259,10 +265,10 @@ class IndexBuilder {
       series.values = std::move(values);
       series.sample_lanes = std::move(lanes);
     } else {
-      series.sample_lanes = {};  // one writer: `lane` says whose every sample is
+      series.sample_lanes = std::vector<uint32_t>{};  // one writer: `lane` says whose every sample is
     }
     series.sample_lanes.shrink_to_fit();
-    analysis::to_shown_values(series.kind, series.values);
+    analysis::to_shown_values(series.kind, series.values.values());
     series.times.shrink_to_fit();
     series.values.shrink_to_fit();
     if (!series.values.empty()) {
@@ -341,6 +347,12 @@ class IndexBuilder {
         line.begin = index_.to_ns(*task.created);
       else if (!task.runs.empty())
         line.begin = index_.to_ns(task.runs.front().begin);
+      line.id = task.id;
+      line.created = task.created.has_value();
+      line.kind = task.kind;
+      line.outcome = task.outcome;
+      index_.task_names_.add(task.name);
+      index_.task_labels_.add(task.label);
       line.resolved = task.resolved.has_value();
       line.end = task.resolved ? index_.to_ns(*task.resolved) : index_.duration_;
       line.end = std::max(line.end, line.begin);
@@ -480,6 +492,7 @@ TimelineIndex TimelineIndex::build(const reader::Trace& trace) {
 class CrossProcessPaths {
  public:
   explicit CrossProcessPaths(std::vector<std::string> directories) : directories_(std::move(directories)) {}
+  const std::vector<std::string>& directories() const { return directories_; }
 
   // Throws when a trace can no longer be read.
   analysis::CriticalPath path(const std::vector<model::TaskGraph>& graphs, size_t process, model::TaskId target) {
@@ -498,6 +511,14 @@ class CrossProcessPaths {
   std::vector<reader::Trace> traces_;
   std::optional<analysis::MessageArrivals> arrivals_;
 };
+
+std::vector<std::string> TimelineIndex::cross_process_directories() const {
+  return cross_process_ ? cross_process_->directories() : std::vector<std::string>{};
+}
+
+std::shared_ptr<CrossProcessPaths> TimelineIndex::paths_between(std::vector<std::string> directories) {
+  return std::make_shared<CrossProcessPaths>(std::move(directories));
+}
 
 // Puts the indexes of several traces, each built alone, on one timeline: each moved by where its
 // origin lies after the earliest one, the lanes, counters and tasks of the others appended with
@@ -605,10 +626,14 @@ class IndexCombiner {
     process.first_lane = lane_offset;
     into.task_processes_.push_back(std::move(process));
     into.graphs_.push_back(std::move(part.graphs_.front()));
-    into.task_lines_.insert(into.task_lines_.end(), part.task_lines_.begin(), part.task_lines_.end());
+    into.task_lines_.insert_at_end(part.task_lines_.begin(), part.task_lines_.end());
+    for (uint32_t k = 0; k < part.task_names_.size(); ++k) {
+      into.task_names_.add(part.task_names_[k]);
+      into.task_labels_.add(part.task_labels_[k]);
+    }
     for (size_t k = 1; k < part.run_first_.size(); ++k) into.run_first_.push_back(part.run_first_[k] + run_offset);
-    into.run_begins_.insert(into.run_begins_.end(), part.run_begins_.begin(), part.run_begins_.end());
-    into.run_ends_.insert(into.run_ends_.end(), part.run_ends_.begin(), part.run_ends_.end());
+    into.run_begins_.insert_at_end(part.run_begins_.begin(), part.run_begins_.end());
+    into.run_ends_.insert_at_end(part.run_ends_.begin(), part.run_ends_.end());
     for (Arrow arrow : part.arrows_) {
       arrow.from_task += task_offset;
       arrow.to_task += task_offset;
@@ -674,7 +699,7 @@ std::optional<uint32_t> TimelineIndex::task_index(model::TaskId id) const {
 }
 
 std::optional<uint32_t> TimelineIndex::task_index(size_t process, model::TaskId id) const {
-  const model::TaskGraph& graph = graphs_.at(process);
+  const model::TaskGraph& graph = graphs().at(process);
   const model::Task* task = graph.find(id);
   if (!task) return std::nullopt;
   return task_processes_[process].first_task + static_cast<uint32_t>(task - graph.tasks().data());
@@ -688,7 +713,24 @@ size_t TimelineIndex::process_of_task(uint32_t task) const {
 
 const model::Task& TimelineIndex::task(uint32_t index) const {
   const size_t process = process_of_task(index);
-  return graphs_[process].tasks().at(index - task_processes_[process].first_task);
+  return graphs()[process].tasks().at(index - task_processes_[process].first_task);
+}
+
+const std::vector<model::TaskGraph>& TimelineIndex::graphs() const {
+  if (graph_loader_ && !graph_loader_->loaded.load(std::memory_order_acquire)) {
+    std::lock_guard lock(graph_loader_->mutex);
+    if (!graph_loader_->loaded.load(std::memory_order_relaxed)) {
+      graphs_ = graph_loader_->load();
+      // Release: a thread that sees `loaded` without the lock sees graphs_ whole.
+      graph_loader_->loaded.store(true, std::memory_order_release);
+    }
+  }
+  return graphs_;
+}
+
+std::string_view TimelineIndex::task_display_name(uint32_t index) const {
+  const std::string_view label = task_label(index);
+  return label.empty() ? task_name(index) : label;
 }
 
 uint64_t TimelineIndex::to_ns(size_t process, uint64_t ticks) const {
@@ -896,14 +938,13 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   const std::string needle = lowercase(text);
   if (needle.empty()) return hits;
   for (uint32_t k = 0; k < task_lines_.size() && hits.size() < limit; ++k) {
-    const model::Task& found = task(k);
-    if (!contains_folded(found.label, needle) && !contains_folded(found.name, needle)) continue;
+    if (!contains_folded(task_label(k), needle) && !contains_folded(task_name(k), needle)) continue;
     SearchHit hit;
     hit.kind = SearchHit::Kind::task;
     hit.task = k;
     hit.begin = task_lines_[k].begin;
     hit.end = task_lines_[k].end;
-    hit.text = found.display_name();
+    hit.text = task_display_name(k);
     hits.push_back(std::move(hit));
   }
   std::sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) { return a.begin < b.begin; });
@@ -995,13 +1036,12 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
   }
   for (uint32_t k = 0; k < task_lines_.size(); ++k) {
     const TaskLine& line = task_lines_[k];
-    const model::Task& each = task(k);
     if (line.begin <= end && line.end >= begin) ++stats.tasks_overlapping;
-    if (each.created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
+    if (line.created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
     if (line.resolved && line.end >= begin && line.end <= end) {
       ++stats.tasks_resolved;
-      stats.tasks_failed += each.outcome == format::TaskOutcome::failed;
-      stats.tasks_cancelled += each.outcome == format::TaskOutcome::cancelled;
+      stats.tasks_failed += line.outcome == format::TaskOutcome::failed;
+      stats.tasks_cancelled += line.outcome == format::TaskOutcome::cancelled;
     }
   }
   return stats;
@@ -1039,12 +1079,12 @@ std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) con
   analysis::CriticalPath path;
   bool found = false;
   if (cross_process_) try {
-      path = cross_process_->path(graphs_, process, target);
+      path = cross_process_->path(graphs(), process, target);
       found = true;
     } catch (const std::exception&) {
     }
   if (!found) {
-    path = analysis::critical_path(graphs_[process], target);
+    path = analysis::critical_path(graphs()[process], target);
     for (analysis::CriticalStep& step : path.steps) step.process = process;
   }
   for (const analysis::CriticalStep& step : path.steps) {

@@ -12,10 +12,12 @@
 // and an arrow from each message sent in one process to the receive that continues it in another.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +26,7 @@
 #include "analysis/counter_series.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
+#include "viewer/column.hpp"
 #include "viewer/task_tree.hpp"
 
 namespace chronicle::viewer {
@@ -31,9 +34,9 @@ namespace chronicle::viewer {
 // Intervals that never overlap, sorted by begin (hence also by end): one depth of one thread's
 // spans, one row of task lines, one thread's idle periods. `item` says what each one is.
 struct IntervalRow {
-  std::vector<uint64_t> begins;
-  std::vector<uint64_t> ends;
-  std::vector<uint32_t> items;
+  Column<uint64_t> begins;
+  Column<uint64_t> ends;
+  Column<uint32_t> items;
   size_t size() const { return begins.size(); }
   void add(uint64_t begin, uint64_t end, uint32_t item);
   void shrink_to_fit();
@@ -74,11 +77,26 @@ struct Lane {  // one thread stream
   uint64_t span_count = 0;
 };
 
+// A task as windows, search and range stats see it, without the task graph (which the index
+// cache reads only when details or a critical path need it).
 struct TaskLine {
   uint64_t begin = 0;  // creation, or the first sign of the task when its creation is not in the trace
   uint64_t end = 0;    // resolution, or the trace's end when never resolved
-  uint32_t row = 0;    // in tree order (task_tree.hpp)
+  model::TaskId id = 0;
+  uint32_t row = 0;  // in tree order (task_tree.hpp)
   bool resolved = false;
+  bool created = false;  // its creation is in the trace
+  format::TaskKind kind = format::TaskKind::unknown;
+  format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
+};
+
+// Strings one after another: string k is chars [first[k], first[k + 1]).
+struct StringColumn {
+  Column<uint64_t> first;
+  Column<char> chars;
+  size_t size() const { return first.empty() ? 0 : first.size() - 1; }
+  std::string_view operator[](size_t k) const { return {chars.data() + first[k], first[k + 1] - first[k]}; }
+  void add(std::string_view text);
 };
 
 // created: from the creating task to the created one, at the creation.
@@ -100,26 +118,27 @@ struct Arrow {
 class MinMaxPyramid {
  public:
   static constexpr size_t kFanOut = 16;
-  void build(const std::vector<double>& values);
+  void build(std::span<const double> values);
   // Over samples [first, last) of `values`, the series it was built from; `last` > `first`.
-  std::pair<double, double> range(const std::vector<double>& values, size_t first, size_t last) const;
+  std::pair<double, double> range(std::span<const double> values, size_t first, size_t last) const;
 
  private:
-  std::vector<std::vector<double>> mins_;  // level k + 1
-  std::vector<std::vector<double>> maxs_;
+  std::vector<Column<double>> mins_;  // level k + 1
+  std::vector<Column<double>> maxs_;
+  friend class IndexCache;
 };
 
 // One track per series (analysis/counter_series.hpp): every call site and thread of a category
 // and name; a metric counter's values are its running total.
 struct CounterSeries {
-  uint32_t site = 0;                   // the first site seen
-  uint32_t lane = 0;                   // of the first sample
-  std::vector<uint32_t> lanes;         // that wrote it, ascending
-  std::vector<uint32_t> sample_lanes;  // each sample's lane when several wrote it; empty: all `lane`'s
-  std::string name;                    // the series' label: "category/name", a metric's name and labels
+  uint32_t site = 0;              // the first site seen
+  uint32_t lane = 0;              // of the first sample
+  std::vector<uint32_t> lanes;    // that wrote it, ascending
+  Column<uint32_t> sample_lanes;  // each sample's lane when several wrote it; empty: all `lane`'s
+  std::string name;               // the series' label: "category/name", a metric's name and labels
   analysis::SeriesKind kind = analysis::SeriesKind::level;
-  std::vector<uint64_t> times;
-  std::vector<double> values;
+  Column<uint64_t> times;
+  Column<double> values;
   MinMaxPyramid pyramid;
   double min = 0;
   double max = 0;
@@ -271,6 +290,7 @@ struct TaskProcess {
 // What a critical path across processes needs beyond the task graphs (the traces, for the
 // messages and the clocks), found when first asked for.
 class CrossProcessPaths;
+struct OpenedIndex;
 
 class TimelineIndex {
  public:
@@ -282,28 +302,38 @@ class TimelineIndex {
   // within a process), and each process's tasks are a run of rows in tree order.
   static TimelineIndex build(const std::vector<reader::Trace>& traces);
 
+  // What the page calls the view: the process and its directory, or how many processes; set by
+  // open_index (index_cache.hpp), empty otherwise.
+  const std::string& title() const { return title_; }
   uint64_t origin_ticks() const { return origin_ticks_; }
   int64_t origin_unix_ns() const { return origin_unix_ns_; }
   uint64_t duration() const { return duration_; }
   uint64_t event_count() const { return event_count_; }
   const std::vector<Lane>& lanes() const { return lanes_; }
-  const std::vector<TaskLine>& task_lines() const { return task_lines_; }  // by task index
+  const Column<TaskLine>& task_lines() const { return task_lines_; }  // by task index
   const TaskTree& task_tree() const { return task_tree_; }
   uint32_t task_row_count() const { return static_cast<uint32_t>(task_tree_.row_task.size()); }
   // A task's runs in ns, by beginning.
   std::span<const uint64_t> run_begins(uint32_t task) const;
   std::span<const uint64_t> run_ends(uint32_t task) const;
-  const std::vector<Arrow>& arrows() const { return arrows_; }
-  const std::vector<MessageArrow>& messages() const { return messages_; }  // by send time
+  const Column<Arrow>& arrows() const { return arrows_; }
+  const Column<MessageArrow>& messages() const { return messages_; }  // by send time
   const std::vector<CounterSeries>& counters() const { return counters_; }
   // What was lost or skipped (reader::Trace::warnings): the page shows them above the timeline.
   const std::vector<std::string>& warnings() const { return warnings_; }
-  const model::TaskGraph& graph() const { return graphs_.front(); }  // the first process's
-  const model::TaskGraph& graph(size_t process) const { return graphs_.at(process); }
+  // The task graphs, one per process: details and critical paths need them. An index read from
+  // the cache reads them from it when first asked (thread-safe), not when it opens.
+  const std::vector<model::TaskGraph>& graphs() const;
+  const model::TaskGraph& graph() const { return graphs().front(); }  // the first process's
+  const model::TaskGraph& graph(size_t process) const { return graphs().at(process); }
   // One per trace given to build, in that order.
   const std::vector<TaskProcess>& task_processes() const { return task_processes_; }
   size_t process_of_task(uint32_t task) const;
-  const model::Task& task(uint32_t index) const;
+  const model::Task& task(uint32_t index) const;  // reads the task graph (see graph())
+  // A task's name and label (task_lines() has the rest of what windows show), without the graph.
+  std::string_view task_name(uint32_t index) const { return task_names_[index]; }
+  std::string_view task_label(uint32_t index) const { return task_labels_[index]; }
+  std::string_view task_display_name(uint32_t index) const;
   std::optional<uint32_t> task_index(size_t process, model::TaskId id) const;
   // A process's ticks as ns on the timeline.
   uint64_t to_ns(size_t process, uint64_t ticks) const;
@@ -345,6 +375,11 @@ class TimelineIndex {
   void window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
                        Window& out) const;
 
+  // The index cache's part: the directories critical paths across processes read again.
+  std::vector<std::string> cross_process_directories() const;
+  static std::shared_ptr<CrossProcessPaths> paths_between(std::vector<std::string> directories);
+
+  std::string title_;
   uint64_t origin_ticks_ = 0;
   int64_t origin_unix_ns_ = 0;
   // Where origin_ticks_ (the first trace's) lies on the timeline of several traces.
@@ -354,27 +389,39 @@ class TimelineIndex {
   double ns_per_tick_ = 1;
   std::vector<reader::Site> sites_;
   std::vector<Lane> lanes_;
-  std::vector<model::TaskGraph> graphs_ = std::vector<model::TaskGraph>(1);
+  mutable std::vector<model::TaskGraph> graphs_ = std::vector<model::TaskGraph>(1);
+  struct GraphLoader;  // reads graphs_ from the cache on first use
+  std::shared_ptr<GraphLoader> graph_loader_;
   std::vector<TaskProcess> task_processes_ = std::vector<TaskProcess>(1);
   std::shared_ptr<CrossProcessPaths> cross_process_;
-  std::vector<TaskLine> task_lines_;
+  Column<TaskLine> task_lines_;
+  StringColumn task_names_;
+  StringColumn task_labels_;
   TaskTree task_tree_;
   // Every task's runs in ns, task after task: task k's are [run_first_[k], run_first_[k + 1]).
-  std::vector<uint32_t> run_first_;
-  std::vector<uint64_t> run_begins_;
-  std::vector<uint64_t> run_ends_;
-  std::vector<Arrow> arrows_;
+  Column<uint32_t> run_first_;
+  Column<uint64_t> run_begins_;
+  Column<uint64_t> run_ends_;
+  Column<Arrow> arrows_;
   // Arrows by length class (the bit width of their length in ns): within a class, sorted by the
   // earlier end, so a window finds its arrows with a binary search per class.
-  std::vector<std::vector<uint32_t>> arrows_by_length_;
-  std::vector<MessageArrow> messages_;
+  std::vector<Column<uint32_t>> arrows_by_length_;
+  Column<MessageArrow> messages_;
   std::vector<CounterSeries> counters_;
   std::vector<std::string> warnings_;
   // Depth-0 prefix sums of span durations per lane, for busy time over any range.
-  std::vector<std::vector<uint64_t>> busy_prefix_;
+  std::vector<Column<uint64_t>> busy_prefix_;
 
   friend class IndexBuilder;
   friend class IndexCombiner;
+  friend class IndexCache;
+  friend OpenedIndex open_index(const std::string& directory, bool use_cache);
+};
+
+struct TimelineIndex::GraphLoader {
+  std::mutex mutex;
+  std::atomic<bool> loaded{false};
+  std::function<std::vector<model::TaskGraph>()> load;
 };
 
 // For tests and the HTML export: which merged blocks and single intervals a row shows.

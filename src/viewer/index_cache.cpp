@@ -1,0 +1,516 @@
+#include "viewer/index_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string_view>
+
+#include "reader/trace_directory.hpp"
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::viewer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bump when what is written changes (a field, a column's type, how the builder fills them).
+constexpr uint32_t kFormatVersion = 1;
+constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
+constexpr uint64_t kAlignment = 64;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t layout;  // sizes of the structs written as bytes, so that another build's file is not misread
+  uint64_t graphs_offset;
+  uint64_t graphs_size;
+  uint64_t fields_offset;
+  uint64_t fields_size;
+};
+
+uint32_t layout_signature() {
+  return static_cast<uint32_t>(sizeof(TaskLine) | sizeof(Arrow) << 6 | sizeof(MessageArrow) << 12 |
+                               sizeof(model::RunInterval) << 18 | sizeof(model::Edge) << 24);
+}
+
+std::string system_error(const std::string& what) {
+  return fmt::format("{}: {}", what, std::strerror(errno));
+}
+
+class Mapping {
+ public:
+  // nullptr when there is no file at `path`.
+  static std::shared_ptr<const Mapping> open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return nullptr;
+      throw IndexCacheDamaged(system_error("cannot open " + path));
+    }
+    struct stat info {};
+    if (fstat(fd, &info) != 0 || info.st_size < static_cast<off_t>(sizeof(Header))) {
+      ::close(fd);
+      throw IndexCacheDamaged("shorter than its header");
+    }
+    const auto size = static_cast<size_t>(info.st_size);
+    void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (base == MAP_FAILED) throw IndexCacheDamaged(system_error("cannot map " + path));
+    return std::shared_ptr<const Mapping>(new Mapping(static_cast<const char*>(base), size));
+  }
+  ~Mapping() { munmap(const_cast<char*>(base_), size_); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  const char* base() const { return base_; }
+  size_t size() const { return size_; }
+
+ private:
+  Mapping(const char* base, size_t size) : base_(base), size_(size) {}
+  const char* base_;
+  size_t size_;
+};
+
+// Writes columns straight to the file, each at an aligned offset, and the other fields into a
+// description kept in memory until it is written after them.
+class CacheWriter {
+ public:
+  explicit CacheWriter(int fd) : fd_(fd) {}
+
+  template <class T>
+  void value(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    description_.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void text(std::string_view text) {
+    value<uint64_t>(text.size());
+    description_.append(text);
+  }
+  template <class T>
+  void values(const std::vector<T>& values) {
+    value<uint64_t>(values.size());
+    description_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  }
+  template <class T>
+  void column(const Column<T>& column) {
+    value(blob(reinterpret_cast<const char*>(column.data()), column.size() * sizeof(T)));
+    value<uint64_t>(column.size());
+  }
+  template <class Items, class Each>
+  void sequence(const Items& items, Each each) {
+    value<uint64_t>(items.size());
+    for (const auto& item : items) each(item);
+  }
+
+  // The description so far, written as a blob: its offset and size.
+  std::pair<uint64_t, uint64_t> write_description() {
+    const uint64_t offset = blob(description_.data(), description_.size());
+    const uint64_t size = description_.size();
+    description_.clear();
+    description_.shrink_to_fit();
+    return {offset, size};
+  }
+
+  void write_at(uint64_t offset, const char* bytes, size_t size) {
+    while (size > 0) {
+      const ssize_t written = pwrite(fd_, bytes, size, static_cast<off_t>(offset));
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) throw std::runtime_error(system_error("cannot write"));
+      bytes += written;
+      size -= static_cast<size_t>(written);
+      offset += static_cast<uint64_t>(written);
+    }
+  }
+
+ private:
+  uint64_t blob(const char* bytes, size_t size) {
+    const uint64_t offset = (end_ + kAlignment - 1) / kAlignment * kAlignment;
+    write_at(offset, bytes, size);
+    end_ = offset + size;
+    return offset;
+  }
+
+  int fd_;
+  uint64_t end_ = sizeof(Header);
+  std::string description_;
+};
+
+// Reads a description back; columns point into the mapping. Every length and offset is checked
+// against the file: a damaged file throws IndexCacheDamaged, it never reads outside.
+class CacheReader {
+ public:
+  CacheReader(std::shared_ptr<const Mapping> mapping, uint64_t offset, uint64_t size)
+      : mapping_(std::move(mapping)), next_(mapping_->base() + offset), end_(next_ + size) {}
+
+  template <class T>
+  void value(T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    need(sizeof value);
+    std::memcpy(&value, next_, sizeof value);
+    next_ += sizeof value;
+  }
+  void text(std::string& text) {
+    const uint64_t size = count(1);
+    text.assign(next_, size);
+    next_ += size;
+  }
+  template <class T>
+  void values(std::vector<T>& values) {
+    const uint64_t size = count(sizeof(T));
+    values.resize(size);
+    std::memcpy(values.data(), next_, size * sizeof(T));
+    next_ += size * sizeof(T);
+  }
+  template <class T>
+  void column(Column<T>& column) {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    value(offset);
+    value(size);
+    const uint64_t file_size = mapping_->size();
+    if (offset % alignof(T) != 0 || offset > file_size || size > (file_size - offset) / sizeof(T))
+      throw IndexCacheDamaged(fmt::format("a column ({} values at {}) lies outside the file", size, offset));
+    column = Column<T>::mapped(mapping_, reinterpret_cast<const T*>(mapping_->base() + offset), size);
+  }
+  // Each item takes at least a byte of the description, which bounds the count.
+  template <class Items, class Each>
+  void sequence(Items& items, Each each) {
+    items.resize(count(1));
+    for (auto& item : items) each(item);
+  }
+  bool at_end() const { return next_ == end_; }
+
+ private:
+  void need(uint64_t bytes) const {
+    if (bytes > static_cast<uint64_t>(end_ - next_)) throw IndexCacheDamaged("the description is cut short");
+  }
+  uint64_t count(uint64_t item_size) {
+    uint64_t size = 0;
+    value(size);
+    if (size > static_cast<uint64_t>(end_ - next_) / item_size)
+      throw IndexCacheDamaged(fmt::format("a count of {} runs past the description's end", size));
+    return size;
+  }
+
+  std::shared_ptr<const Mapping> mapping_;
+  const char* next_;
+  const char* end_;
+};
+
+template <class A, class R>
+void transfer(A& a, R& row) {  // IntervalRow
+  a.column(row.begins);
+  a.column(row.ends);
+  a.column(row.items);
+}
+
+template <class A, class S>
+void transfer_strings(A& a, S& strings) {  // StringColumn
+  a.column(strings.first);
+  a.column(strings.chars);
+}
+
+template <class A, class T>
+void transfer_task(A& a, T& task) {  // model::Task
+  a.value(task.id);
+  a.value(task.kind);
+  a.text(task.name);
+  a.text(task.label);
+  a.value(task.parent);
+  a.value(task.created_on_thread);
+  a.value(task.created);
+  a.value(task.resolved);
+  a.value(task.outcome);
+  a.text(task.outcome_text);
+  a.value(task.resolver);
+  a.values(task.runs);
+  a.values(task.waits_on);
+  a.sequence(task.notes, [&](auto& note) {
+    a.value(note.ticks);
+    a.value(note.thread_id);
+    a.value(note.type);
+    a.text(note.text);
+  });
+  a.value(task.seen_created);
+  a.value(task.folded_run_ticks);
+}
+
+void write_graph(CacheWriter& a, const model::TaskGraph& graph) {
+  a.sequence(graph.tasks(), [&](const model::Task& task) { transfer_task(a, task); });
+  a.values(graph.edges());
+  a.values(graph.idle());
+  a.sequence(graph.idle_ticks_by_thread(), [&](const auto& entry) {
+    a.value(entry.first);
+    a.value(entry.second);
+  });
+  a.sequence(graph.problems(), [&](const std::string& problem) { a.text(problem); });
+  a.value(graph.first_ticks());
+  a.value(graph.last_ticks());
+}
+
+model::TaskGraph read_graph(CacheReader& a) {
+  std::vector<model::Task> tasks;
+  a.sequence(tasks, [&](model::Task& task) { transfer_task(a, task); });
+  std::vector<model::Edge> edges;
+  a.values(edges);
+  std::vector<model::IdleInterval> idle;
+  a.values(idle);
+  std::vector<std::pair<uint32_t, uint64_t>> idle_ticks;
+  a.sequence(idle_ticks, [&](auto& entry) {
+    a.value(entry.first);
+    a.value(entry.second);
+  });
+  std::vector<std::string> problems;
+  a.sequence(problems, [&](std::string& problem) { a.text(problem); });
+  uint64_t first_ticks = 0;
+  uint64_t last_ticks = 0;
+  a.value(first_ticks);
+  a.value(last_ticks);
+  return model::TaskGraph::from_parts(std::move(tasks), std::move(edges), std::move(idle),
+                                      std::map<uint32_t, uint64_t>(idle_ticks.begin(), idle_ticks.end()),
+                                      std::move(problems), first_ticks, last_ticks);
+}
+
+void write_file(const TimelineIndex& index, int fd, const std::string& identity,
+                const std::function<void(CacheWriter&)>& write_fields) {
+  CacheWriter writer(fd);
+  writer.sequence(index.graphs(), [&](const model::TaskGraph& graph) { write_graph(writer, graph); });
+  const auto [graphs_offset, graphs_size] = writer.write_description();
+  writer.text(identity);
+  write_fields(writer);
+  const auto [fields_offset, fields_size] = writer.write_description();
+  Header header{};
+  std::memcpy(header.magic, kMagic, sizeof kMagic);
+  header.version = kFormatVersion;
+  header.layout = layout_signature();
+  header.graphs_offset = graphs_offset;
+  header.graphs_size = graphs_size;
+  header.fields_offset = fields_offset;
+  header.fields_size = fields_size;
+  writer.write_at(0, reinterpret_cast<const char*>(&header), sizeof header);
+}
+
+std::string relative_to(const std::string& top, const std::string& directory) {
+  std::error_code error;
+  const fs::path relative = fs::relative(directory, top, error);
+  return error ? directory : relative.string();
+}
+
+std::string process_title(const std::vector<reader::Trace>& traces, const std::string& directory,
+                          const std::vector<std::string>& trace_directories) {
+  return traces.size() == 1
+             ? fmt::format("{} ({})", traces.front().description().process_name, trace_directories.front())
+             : fmt::format("{} processes ({})", traces.size(), directory);
+}
+
+}  // namespace
+
+// Every field of a TimelineIndex, in one order for writing and reading: `a` is a CacheWriter
+// (index const) or a CacheReader.
+struct IndexCache::Fields {
+  template <class A, class I>
+  static void transfer(A& a, I& index) {
+    a.value(index.origin_ticks_);
+    a.value(index.origin_unix_ns_);
+    a.value(index.origin_offset_ns_);
+    a.value(index.duration_);
+    a.value(index.event_count_);
+    a.value(index.ns_per_tick_);
+    a.text(index.title_);
+    a.sequence(index.sites_, [&](auto& site) {
+      a.value(site.id);
+      a.value(site.kind);
+      a.text(site.category);
+      a.text(site.name);
+      a.text(site.file);
+      a.value(site.line);
+    });
+    a.sequence(index.lanes_, [&](auto& lane) { transfer_lane(a, lane); });
+    a.sequence(index.task_processes_, [&](auto& process) {
+      a.text(process.group);
+      a.value(process.first_task);
+      a.value(process.first_lane);
+      a.value(process.origin_ticks);
+      a.value(process.origin_offset_ns);
+      a.value(process.ns_per_tick);
+    });
+    a.column(index.task_lines_);
+    transfer_strings(a, index.task_names_);
+    transfer_strings(a, index.task_labels_);
+    a.column(index.task_tree_.row_task);
+    a.column(index.task_tree_.row);
+    a.column(index.task_tree_.subtree);
+    a.column(index.task_tree_.depth);
+    a.column(index.run_first_);
+    a.column(index.run_begins_);
+    a.column(index.run_ends_);
+    a.column(index.arrows_);
+    a.sequence(index.arrows_by_length_, [&](auto& column) { a.column(column); });
+    a.column(index.messages_);
+    a.sequence(index.counters_, [&](auto& series) { transfer_counter(a, series); });
+    a.sequence(index.warnings_, [&](auto& warning) { a.text(warning); });
+    a.sequence(index.busy_prefix_, [&](auto& column) { a.column(column); });
+  }
+
+  template <class A, class L>
+  static void transfer_lane(A& a, L& lane) {
+    a.value(lane.thread_id);
+    a.text(lane.name);
+    a.text(lane.group);
+    a.sequence(lane.depths, [&](auto& row) { viewer::transfer(a, row); });
+    a.sequence(lane.runs, [&](auto& row) { viewer::transfer(a, row); });
+    viewer::transfer(a, lane.idle);
+    a.sequence(lane.markers, [&](auto& marker) {
+      a.value(marker.time);
+      a.value(marker.site);
+      a.value(marker.type);
+      a.text(marker.text);
+    });
+    a.value(lane.span_count);
+  }
+
+  template <class A, class S>
+  static void transfer_counter(A& a, S& series) {
+    a.value(series.site);
+    a.value(series.lane);
+    a.values(series.lanes);
+    a.column(series.sample_lanes);
+    a.text(series.name);
+    a.value(series.kind);
+    a.column(series.times);
+    a.column(series.values);
+    a.sequence(series.pyramid.mins_, [&](auto& level) { a.column(level); });
+    a.sequence(series.pyramid.maxs_, [&](auto& level) { a.column(level); });
+    a.value(series.min);
+    a.value(series.max);
+  }
+
+  static void write(CacheWriter& a, const TimelineIndex& index) {
+    transfer(a, index);
+    a.sequence(index.cross_process_directories(), [&](const std::string& directory) { a.text(directory); });
+  }
+
+  static void read(CacheReader& a, TimelineIndex& index) {
+    transfer(a, index);
+    std::vector<std::string> directories;
+    a.sequence(directories, [&](std::string& directory) { a.text(directory); });
+    if (!directories.empty()) index.cross_process_ = TimelineIndex::paths_between(std::move(directories));
+  }
+};
+
+std::string IndexCache::identity(const std::string& top, const std::vector<std::string>& trace_directories) {
+  std::string identity = fmt::format("chronicle view index {}\n", kFormatVersion);
+  for (const std::string& directory : trace_directories) {
+    identity += fmt::format("trace {}\n", relative_to(top, directory));
+    std::vector<std::string> files;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(directory, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with(".") || !entry.is_regular_file(error)) continue;
+      struct stat info {};
+      if (stat(entry.path().c_str(), &info) != 0) continue;
+      files.push_back(fmt::format("{} {} {}.{:09}\n", name, info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec));
+    }
+    std::sort(files.begin(), files.end());
+    for (const std::string& file : files) identity += file;
+  }
+  return identity;
+}
+
+void IndexCache::save(const TimelineIndex& index, const std::string& path, const std::string& identity) {
+  const std::string temporary = fmt::format("{}.{}.tmp", path, getpid());
+  // As private as the trace files it is made from (record writes them 0600).
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error(system_error("cannot create " + temporary));
+  try {
+    write_file(index, fd, identity, [&](CacheWriter& writer) { Fields::write(writer, index); });
+    // On disk before it has the final name: a crash then leaves the old file or none, never a
+    // file whose name says whole and whose columns are zeros.
+    if (fdatasync(fd) != 0) throw std::runtime_error(system_error("cannot write"));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  if (::close(fd) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string problem = system_error("cannot write " + path);
+    ::unlink(temporary.c_str());
+    throw std::runtime_error(problem);
+  }
+}
+
+std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std::string& identity) {
+  const std::shared_ptr<const Mapping> mapping = Mapping::open(path);
+  if (!mapping) return std::nullopt;
+  Header header{};
+  std::memcpy(&header, mapping->base(), sizeof header);
+  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) throw IndexCacheDamaged("not an index file");
+  if (header.version != kFormatVersion || header.layout != layout_signature()) return std::nullopt;
+  for (const auto& [offset, size] :
+       {std::pair{header.graphs_offset, header.graphs_size}, std::pair{header.fields_offset, header.fields_size}})
+    if (offset > mapping->size() || size > mapping->size() - offset)
+      throw IndexCacheDamaged("its description lies outside the file");
+  CacheReader fields(mapping, header.fields_offset, header.fields_size);
+  std::string built_from;
+  fields.text(built_from);
+  if (built_from != identity) return std::nullopt;
+  TimelineIndex index;
+  Fields::read(fields, index);
+  if (!fields.at_end()) throw IndexCacheDamaged("its description is longer than its fields");
+  index.graph_loader_ = std::make_shared<TimelineIndex::GraphLoader>();
+  index.graph_loader_->load = [mapping, header] {
+    CacheReader reader(mapping, header.graphs_offset, header.graphs_size);
+    std::vector<model::TaskGraph> graphs;
+    reader.sequence(graphs, [&](model::TaskGraph& graph) { graph = read_graph(reader); });
+    return graphs;
+  };
+  return index;
+}
+
+OpenedIndex open_index(const std::string& directory, bool use_cache) {
+  const std::vector<std::string> trace_directories = reader::find_traces(directory);
+  OpenedIndex opened;
+  const std::string path = (fs::path(directory) / IndexCache::kFileName).string();
+  const std::string identity = use_cache ? IndexCache::identity(directory, trace_directories) : std::string();
+  if (use_cache) {
+    try {
+      if (std::optional<TimelineIndex> index = IndexCache::load(path, identity)) {
+        opened.index = std::move(*index);
+        opened.from_cache = true;
+        opened.cache_path = path;
+        return opened;
+      }
+    } catch (const IndexCacheDamaged& damaged) {
+      opened.cache_problem = fmt::format("the index in {} cannot be read ({}): indexing again", path, damaged.what());
+    }
+  }
+  opened.index = [&] {
+    std::vector<reader::Trace> traces;
+    for (const std::string& trace : trace_directories) traces.emplace_back(trace);
+    TimelineIndex index = TimelineIndex::build(traces);
+    index.title_ = process_title(traces, directory, trace_directories);
+    return index;
+  }();
+  if (!use_cache) return opened;
+  try {
+    IndexCache::save(opened.index, path, identity);
+    // Mapped back, the index costs only what windows look at; the built one is let go.
+    if (std::optional<TimelineIndex> mapped = IndexCache::load(path, identity)) opened.index = std::move(*mapped);
+    opened.cache_path = path;
+  } catch (const std::exception& problem) {
+    if (!opened.cache_problem.empty()) opened.cache_problem += "; ";
+    opened.cache_problem += fmt::format("the index was not kept ({}): the next view indexes again", problem.what());
+  }
+  return opened;
+}
+
+}  // namespace chronicle::viewer

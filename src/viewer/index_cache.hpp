@@ -1,0 +1,62 @@
+// The viewer's index kept on disk, so that a trace is indexed once: `chronicle view` writes it
+// beside the trace the first time and maps it afterwards, and what a window looks at is read
+// from disk when first touched (Column). Reopening costs the small parts of the index only
+// (lanes, sites, counter names, markers); the task graphs are read when details or a critical
+// path first need them.
+//
+// The file (`.chronicle-view-index` in the directory given to view: a dot-file, which the
+// reader and babeltrace2 skip) holds:
+//   a header: magic, format version, the offsets of the two descriptions below;
+//   the columns, each at a 64-byte boundary;
+//   the graphs' description (read on first use) and the index's description: the identity of
+//   the traces it was built from (each file's name, size and modification time), then every
+//   field, a column as its offset and length.
+// It is written to a temporary name and renamed, so a reader sees a whole file or none. One
+// that does not match the traces (they changed), is of another format version, or is damaged
+// (cut short, offsets outside the file) is not used: the index is built again and the file
+// replaced. The file is trusted as far as its structure goes; it is not checksummed, which
+// reopening a large index in well under a second would not allow.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "viewer/timeline_index.hpp"
+
+namespace chronicle::viewer {
+
+struct IndexCacheDamaged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class IndexCache {
+ public:
+  static constexpr const char* kFileName = ".chronicle-view-index";
+
+  // What the index of `trace_directories` (what find_traces gave for `top`) depends on.
+  static std::string identity(const std::string& top, const std::vector<std::string>& trace_directories);
+  // Throws std::runtime_error when the file cannot be written (its temporary is removed).
+  static void save(const TimelineIndex& index, const std::string& path, const std::string& identity);
+  // nullopt when there is no file or it was built from other traces or by another format
+  // version; throws IndexCacheDamaged when it cannot be read as an index.
+  static std::optional<TimelineIndex> load(const std::string& path, const std::string& identity);
+
+ private:
+  struct Fields;
+};
+
+struct OpenedIndex {
+  TimelineIndex index;
+  bool from_cache = false;
+  std::string cache_path;     // read from or written to; empty when the cache was not used
+  std::string cache_problem;  // why it could not be read or written, for a warning; empty if none
+};
+
+// The traces under `directory` as `chronicle view` shows them: the index read from its cache
+// when that matches the traces, else built (and, when `use_cache`, written to the cache and
+// mapped back, so that the memory the building used is let go).
+OpenedIndex open_index(const std::string& directory, bool use_cache = true);
+
+}  // namespace chronicle::viewer

@@ -1,0 +1,194 @@
+// The viewer's index cache: the first view of a trace builds the index and keeps it beside the
+// trace, the next one reads it (told by OpenedIndex::from_cache and by view's log line, never by
+// a time), and what the read index answers is what the built one answers, window for window.
+// A changed trace, a cache cut short or of another kind is not used: the index is built again.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "reader/trace_reader.hpp"
+#include "support.hpp"
+#include "viewer/index_cache.hpp"
+#include "viewer/json_api.hpp"
+#include "viewer/timeline_index.hpp"
+
+namespace chronicle {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run;
+using test::TemporaryDirectory;
+using viewer::IndexCache;
+using viewer::OpenedIndex;
+using viewer::TimelineIndex;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kDemo = TIMELINE_DEMO;
+
+std::string record_demo(const TemporaryDirectory& directory, const std::string& arguments = "120 3") {
+  const std::string trace = directory / "trace";
+  const auto result = run(kCli + " record -q -o " + trace + " -- " + kDemo + " " + arguments);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return trace;
+}
+
+uint64_t events_in(const std::string& directory) {
+  uint64_t events = 0;
+  const reader::Trace trace(directory);
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream)
+    trace.for_each_in_stream(stream, [&](const reader::Event&) { return ++events, true; });
+  return events;
+}
+
+std::string cache_of(const std::string& trace) {
+  return (fs::path(trace) / IndexCache::kFileName).string();
+}
+
+// Every answer the page asks for, over windows from the whole trace to a thousandth of it, and
+// each task's details (with its critical path).
+nlohmann::json answers(const TimelineIndex& index) {
+  nlohmann::json out;
+  out["summary"] = viewer::summary_json(index, "t");
+  const uint64_t duration = index.duration();
+  for (uint64_t parts : {1, 10, 1000})
+    for (uint64_t at : {uint64_t{0}, parts / 2, parts - 1}) {
+      const uint64_t length = duration / parts;
+      out["windows"].push_back(viewer::window_json(index, at * length, at * length + length, 800));
+      out["flames"].push_back(viewer::flame_json(index, at * length, at * length + length));
+      out["stats"].push_back(viewer::stats_json(index, at * length, at * length + length));
+    }
+  for (uint32_t task = 0; task < index.task_lines().size(); ++task)
+    out["tasks"].push_back(viewer::task_details_json(index, task));
+  out["search"] = viewer::search_json(index, "job", 1000);
+  for (uint32_t counter = 0; counter < index.counters().size(); ++counter)
+    out["counters"].push_back(viewer::counter_json(index, counter, 0, duration));
+  return out;
+}
+
+TEST(IndexCache, TheSecondOpenReadsTheIndexTheFirstKept) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory);
+  ASSERT_FALSE(fs::exists(cache_of(trace)));
+
+  const OpenedIndex first = viewer::open_index(trace);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.cache_path, cache_of(trace));
+  EXPECT_EQ(first.cache_problem, "");
+  ASSERT_TRUE(fs::exists(cache_of(trace)));
+
+  const OpenedIndex second = viewer::open_index(trace);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.cache_problem, "");
+  EXPECT_EQ(second.index.title(), first.index.title());
+
+  const TimelineIndex built = TimelineIndex::build(reader::Trace(trace));
+  ASSERT_GT(built.task_lines().size(), 10u);
+  ASSERT_GT(built.counters().size(), 0u);
+  EXPECT_EQ(answers(second.index), answers(built));
+  EXPECT_EQ(answers(first.index), answers(built));
+}
+
+TEST(IndexCache, TheReaderAndBabeltraceSeeNoNewStream) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  const uint64_t events = events_in(trace);
+  viewer::open_index(trace);
+  ASSERT_TRUE(fs::exists(cache_of(trace)));
+  EXPECT_EQ(events_in(trace), events);
+  EXPECT_TRUE(reader::Trace(trace).warnings().empty());
+}
+
+TEST(IndexCache, AChangedTraceIsIndexedAgain) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  viewer::open_index(trace);
+  ASSERT_TRUE(viewer::open_index(trace).from_cache);
+  // Another recording's files in its place, the cache file left: other events, sizes, times.
+  TemporaryDirectory other_directory;
+  const std::string other = record_demo(other_directory, "40 2");
+  for (const auto& entry : fs::directory_iterator(trace))
+    if (!entry.path().filename().string().starts_with(".")) fs::remove_all(entry.path());
+  for (const auto& entry : fs::directory_iterator(other))
+    fs::copy(entry.path(), fs::path(trace) / entry.path().filename());
+  ASSERT_TRUE(fs::exists(cache_of(trace)));
+  const OpenedIndex again = viewer::open_index(trace);
+  EXPECT_FALSE(again.from_cache);
+  EXPECT_EQ(again.index.event_count(), events_in(trace));
+  // Only a stream's time changed: still another trace as far as the cache can tell.
+  ASSERT_TRUE(viewer::open_index(trace).from_cache);
+  for (const auto& entry : fs::directory_iterator(trace))
+    if (entry.path().filename() != "metadata" && !entry.path().filename().string().starts_with(".")) {
+      fs::last_write_time(entry.path(), fs::last_write_time(entry.path()) - std::chrono::seconds(5));
+      break;
+    }
+  EXPECT_FALSE(viewer::open_index(trace).from_cache);
+  EXPECT_TRUE(viewer::open_index(trace).from_cache);
+}
+
+TEST(IndexCache, ADamagedCacheIsNotUsedAndIsReplaced) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "30 2");
+  const nlohmann::json expected = answers(TimelineIndex::build(reader::Trace(trace)));
+  viewer::open_index(trace);
+  const std::string cache = cache_of(trace);
+  const auto size = fs::file_size(cache);
+  auto damage = [&](const std::function<void()>& how) {
+    how();
+    const OpenedIndex opened = viewer::open_index(trace);
+    EXPECT_FALSE(opened.from_cache);
+    EXPECT_EQ(answers(opened.index), expected);
+    EXPECT_TRUE(viewer::open_index(trace).from_cache) << "the damaged file is replaced";
+  };
+  damage([&] { fs::resize_file(cache, size / 2); });
+  damage([&] { fs::resize_file(cache, 10); });
+  damage([&] {
+    std::fstream file(cache, std::ios::in | std::ios::out | std::ios::binary);
+    file.write("garbage!", 8);
+  });
+  damage([&] {
+    // The description's counts and offsets (the file's end) turned to large numbers.
+    fs::resize_file(cache, size);
+    std::fstream file(cache, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size - 4096));
+    const std::string ones(4096, '\xff');
+    file.write(ones.data(), static_cast<std::streamsize>(ones.size()));
+  });
+}
+
+TEST(IndexCache, AnUnwritableDirectoryStillOpensWithAWarning) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  // A directory where the cache file should be: it cannot be written, whoever runs the test.
+  fs::create_directory(cache_of(trace));
+  const OpenedIndex opened = viewer::open_index(trace);
+  EXPECT_FALSE(opened.from_cache);
+  EXPECT_NE(opened.cache_problem.find("not kept"), std::string::npos) << opened.cache_problem;
+  EXPECT_EQ(opened.index.event_count(), events_in(trace));
+  size_t leftovers = 0;
+  for (const auto& entry : fs::directory_iterator(trace)) leftovers += entry.path().string().ends_with(".tmp");
+  EXPECT_EQ(leftovers, 0u);
+}
+
+TEST(IndexCache, ViewSaysWhetherItIndexedOrReadTheIndex) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  const std::string page = directory / "page.html";
+  const auto first = run(kCli + " view " + trace + " --html " + page);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("chronicle: indexed "), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("kept in " + cache_of(trace)), std::string::npos) << first.err;
+  const auto second = run(kCli + " view " + trace + " --html " + page);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("chronicle: read the index of "), std::string::npos) << second.err;
+  const auto uncached = run(kCli + " view --no-cache " + trace + " --html " + page);
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.err;
+  EXPECT_NE(uncached.err.find("chronicle: indexed "), std::string::npos) << uncached.err;
+  EXPECT_EQ(uncached.err.find("kept in"), std::string::npos) << uncached.err;
+}
+
+}  // namespace
+}  // namespace chronicle
