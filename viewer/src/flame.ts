@@ -5,6 +5,7 @@
 // tells a frame's name, total, self time and count.
 import type { Backend, FlameAnswer } from './api';
 import { formatDuration, hideTip, showTip, Tip } from './tooltip';
+import * as hooks from './test_hooks';
 
 const FRAME_HEIGHT = 17;
 const MIN_FRAME_PX = 1;  // narrower frames (and so their children) are not drawn
@@ -77,7 +78,7 @@ export class FlamePane {
 
   async show(begin: number, end: number, label?: string) {
     const number = ++this.requested;
-    document.body.dataset.flameReady = 'false';
+    hooks.publishFlameLoading();
     this.open();
     this.title.textContent = `${label ?? `${formatDuration(begin)} … ${formatDuration(end)}`} · loading…`;
     const answer = await this.backend.flame(begin, end);
@@ -88,10 +89,9 @@ export class FlamePane {
     this.zoom = 0;
     this.title.textContent = `${label ?? `range ${formatDuration(answer.begin)} … ${formatDuration(answer.end)}`} · ` +
       `${formatDuration(answer.frames[0][2])} of ${answer.source} in ${answer.frames.length - 1} call paths`;
-    document.body.dataset.flameBegin = String(answer.begin);
-    document.body.dataset.flameEnd = String(answer.end);
+    hooks.publishFlameShown(answer.begin, answer.end, false);
     this.draw();
-    document.body.dataset.flameReady = 'true';
+    hooks.publishFlameReady();
   }
 
   close() {
@@ -100,7 +100,7 @@ export class FlamePane {
     this.root.hidden = true;
     this.root.style.display = 'none';
     document.getElementById('app')!.style.gridTemplateRows = '';
-    delete document.body.dataset.flameReady;
+    hooks.publishFlameClosed();
     window.dispatchEvent(new Event('resize'));
   }
 
@@ -164,8 +164,7 @@ export class FlamePane {
     this.path.innerHTML = chain.length > 1
       ? chain.map(f => `<a data-frame="${f}" style="color:#1a5fb4;cursor:pointer;text-decoration:underline">${escapeText(this.name(f))}</a>`).join(' › ')
       : '';
-    document.body.dataset.flameFramesDrawn = String(this.placed.length);
-    document.body.dataset.flameZoom = String(this.zoom);
+    hooks.publishFlameDrawn(this.placed.length, this.zoom);
   }
 
   private drawFrame(frame: number, x0: number, x1: number, y: number, ancestor: boolean) {
@@ -206,9 +205,8 @@ export class FlamePane {
     const frame = this.frameAt(event.offsetX, event.offsetY);
     if (frame === null) { hideTip(); return; }
     showTip(this.tip(frame), event.clientX, event.clientY);
-    const box = document.getElementById('tooltip')!;
     const [, , total, self, count] = this.answer!.frames[frame];
-    Object.assign(box.dataset, { total: String(total), self: String(self), count: String(count) });
+    hooks.publishFrameTip(total, self, count);
   }
 
   // For tests: the answer, the zoom, and where each drawn frame is (client coordinates).

@@ -3,6 +3,7 @@
 // (ns since the trace's first event: the window, the selected item, the selected range).
 // Opening such a link restores them; moving about rewrites the fragment in place
 // (history.replaceState: the back button is not filled with every frame).
+import { publishUrl } from './test_hooks';
 
 export type SelectionRef =
   { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | { kind: 'counter'; index: number } | null;
@@ -63,6 +64,6 @@ export function writeUrlState(state: UrlState) {
     if (fragment !== location.hash && !(fragment === '' && location.hash === '#')) {
       history.replaceState(history.state, '', `${location.pathname}${location.search}${fragment}`);
     }
-    document.body.dataset.url = fragment;
+    publishUrl(fragment);
   }, 100);
 }
