@@ -319,6 +319,8 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   }
   out["children"] = std::move(children);
   out["children_count"] = children_count;
+  // What collapsing it takes out: a link that names it collapsed needs its subtree's rows.
+  out["descendants"] = index.task_tree().subtree[task_number] - 1;
   json waits_on = json::array();
   json waited_by = json::array();
   json resolves = json::array();

@@ -42,6 +42,7 @@ let highlight = '';
 let rangeSelection: View | null = null;
 let requested = 0;   // the latest window request's number: older answers are dropped
 let windowsLoaded = 0;
+let linkRestored = false;
 const tracks: TrackState = { collapsed: new Set(), order: new Map() };
 const collapsedTasks = new Map<number, CollapsedTask>();  // by task index
 let taskRowCount = 0;            // task rows once the collapsed subtrees are out
@@ -430,7 +431,9 @@ function publishState() {
   hooks.publishDrawCounts(counts);
   hooks.publishTaskRows(taskRowCount, askedRows);
   hooks.publishView(view, data, windowsLoaded);
-  writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined });
+  // Not before the link the page was opened with is restored: that would write over it.
+  if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
+                                    groups: [...tracks.collapsed], subtrees: [...collapsedTasks.keys()] });
   statusText.textContent = `${formatDuration(view.begin)} … ${formatDuration(view.end)} (${formatDuration(view.end - view.begin)} shown)`;
 }
 
@@ -788,13 +791,40 @@ function showWarnings(warnings: string[]) {
 const flame = new FlamePane(backend, () => summary.duration);
 hooks.installHook('chronicleFlame', flame.hook());
 
-// A link to a view (url_state.ts): its window, selection and range come back; a selected task's
-// row is scrolled to (only the rows on screen are asked for).
-function restoreFromUrl() {
+// A link to a view (url_state.ts): its collapsed groups and subtrees, window, selection and range
+// come back; a selected task's row is scrolled to (only the rows on screen are asked for).
+async function restoreFromUrl() {
   const state = readUrlState();
+  restoreCollapsedGroups(state.groups ?? []);
+  await restoreCollapsedSubtrees(state.subtrees ?? []);
   if (state.window) setView(state.window.begin, state.window.end);
   if (state.range) showRange(state.range);
   if (state.selection) void select(state.selection, false, true).catch(() => { selection = null; draw(); });
+  linkRestored = true;
+  draw();
+}
+
+// Only the keys of groups this trace has (a link may come from another trace, or be mangled).
+function restoreCollapsedGroups(keys: string[]) {
+  const all = computeLayout(summary, { collapsed: new Set(), order: tracks.order }, taskRowCount).headers.map(h => h.key);
+  const known = keys.filter(key => all.includes(key));
+  if (known.length === 0) return;
+  for (const key of known) tracks.collapsed.add(key);
+  relayout();
+}
+
+// A subtree is taken out by its task's tree row and size, which its details tell; tasks that do
+// not exist (or have no children) are left alone.
+async function restoreCollapsedSubtrees(tasks: number[]) {
+  const candidates = tasks.filter(task => task < summary.tasks);
+  const answers = await Promise.allSettled(candidates.map(task => backend.task(task)));
+  answers.forEach((answer, k) => {
+    if (answer.status === 'fulfilled' && answer.value.descendants > 0)
+      collapsedTasks.set(candidates[k], { row: answer.value.row, descendants: answer.value.descendants });
+  });
+  if (collapsedTasks.size === 0) return;
+  taskRowCount = shownRows().count;
+  relayout();
 }
 
 async function start() {
@@ -805,7 +835,7 @@ async function start() {
   taskRowCount = summary.task_rows;
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
   relayout();
-  restoreFromUrl();
+  await restoreFromUrl();
   hooks.publishReady();
 }
 
