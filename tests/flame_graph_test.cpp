@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace chronicle::analysis {
@@ -159,6 +162,74 @@ TEST(FlameGraph, CallSitesOfOneNameAreOneFrame) {
   graph.add_thread(levels, [](uint32_t item) { return item == 12 ? uint32_t{kMain} : uint32_t{kRead}; });
   graph.finish();
   expect_frames(graph, {{{kMain}, 90, 75, 2}, {{kMain, kRead}, 15, 15, 2}});
+}
+
+// Split by thread: a frame per thread under the root, named as the caller says (two threads of
+// one name stay apart), each holding what the flame graph of that thread alone holds.
+enum ThreadName : uint32_t { kThreadNameA = 100, kThreadNameB = 101 };
+
+// The frames under `top` (the root, or a thread's frame) by call path below it: total, self, count.
+std::map<std::vector<uint32_t>, std::tuple<uint64_t, uint64_t, uint64_t>> paths_under(const FlameGraph& graph,
+                                                                                      size_t top) {
+  std::map<std::vector<uint32_t>, std::tuple<uint64_t, uint64_t, uint64_t>> out;
+  const auto& frames = graph.frames();
+  for (size_t k = 1; k < frames.size(); ++k) {
+    std::vector<uint32_t> names;
+    size_t f = k;
+    for (; f != top && f != 0; f = frames[f].parent) names.insert(names.begin(), frames[f].name);
+    if (f == top && k != top) out[names] = {frames[k].total_ns, frames[k].self_ns, frames[k].count};
+  }
+  return out;
+}
+
+FlameGraph split_graph_of(uint64_t begin, uint64_t end,
+                          const std::vector<std::pair<uint32_t, const Thread*>>& threads) {
+  FlameGraph graph(begin, end);
+  for (const auto& [name, thread] : threads) {
+    const auto levels = thread->levels();
+    graph.add_thread_apart(name, levels);
+  }
+  graph.finish();
+  return graph;
+}
+
+TEST(FlameGraph, SplitByThreadEachThreadHasARootOfItsOwn) {
+  for (const auto& [begin, end] : std::vector<std::pair<uint64_t, uint64_t>>{{0, 200}, {15, 75}, {65, 110}}) {
+    SCOPED_TRACE(testing::Message() << "range [" << begin << ", " << end << "]");
+    const FlameGraph split = split_graph_of(begin, end, {{kThreadNameA, &kThreadA}, {kThreadNameB, &kThreadB}});
+    const auto& frames = split.frames();
+    std::map<uint32_t, size_t> thread_frames;
+    for (size_t k = 1; k < frames.size(); ++k)
+      if (frames[k].parent == 0) thread_frames[frames[k].name] = k;
+    ASSERT_EQ(thread_frames.size(), 2u) << "a frame per thread right under the root, nothing else";
+    uint64_t threads_total = 0;
+    for (const auto& [name, thread] : {std::pair{kThreadNameA, &kThreadA}, std::pair{kThreadNameB, &kThreadB}}) {
+      const FlameGraph alone = graph_of(begin, end, {thread});
+      const FlameFrame& frame = frames[thread_frames.at(name)];
+      EXPECT_EQ(frame.depth, 1u);
+      EXPECT_EQ(frame.total_ns, alone.frames()[0].total_ns) << "thread " << name << ": its spans' time";
+      EXPECT_EQ(frame.self_ns, 0u);
+      EXPECT_EQ(paths_under(split, thread_frames.at(name)), paths_under(alone, 0))
+          << "thread " << name << ": the frames of its flame graph alone";
+      threads_total += frame.total_ns;
+    }
+    EXPECT_EQ(frames[0].total_ns, threads_total) << "the root holds the threads' totals";
+    EXPECT_EQ(frames[0].total_ns, graph_of(begin, end, {&kThreadA, &kThreadB}).frames()[0].total_ns);
+  }
+}
+
+TEST(FlameGraph, SplitByThreadKeepsThreadsOfOneNameApartAndSkipsIdleOnes) {
+  // Two threads named alike stay two frames; one without a span in the range gets none.
+  const Thread idle({{{500, 600, kMain}}});
+  const FlameGraph split =
+      split_graph_of(0, 200, {{kThreadNameA, &kThreadA}, {kThreadNameA, &kThreadB}, {kThreadNameB, &idle}});
+  std::vector<uint64_t> totals;
+  for (const FlameFrame& frame : split.frames())
+    if (frame.parent == 0) {
+      EXPECT_EQ(frame.name, kThreadNameA);
+      totals.push_back(frame.total_ns);
+    }
+  EXPECT_EQ(totals, (std::vector<uint64_t>{100, 90})) << "A's 100, then B's 90: largest first";
 }
 
 TEST(FlameGraph, SampledStacksGoIntoTheSameFrames) {

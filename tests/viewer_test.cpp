@@ -15,6 +15,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -434,12 +435,14 @@ TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
 }
 
 // Per call path (the names of the spans open on the thread, outermost first): the time within
-// [begin, end] and the spans that overlap it, paired by hand from the raw events.
-std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> totals_by_path(const reader::Trace& trace,
-                                                                                 const TimelineIndex& index,
-                                                                                 uint64_t begin, uint64_t end) {
+// [begin, end] and the spans that overlap it, paired by hand from the raw events, of every
+// stream or of `only` one.
+std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> totals_by_path(
+    const reader::Trace& trace, const TimelineIndex& index, uint64_t begin, uint64_t end,
+    std::optional<size_t> only = std::nullopt) {
   std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> out;
   for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    if (only && stream != *only) continue;
     std::vector<std::pair<std::string, uint64_t>> open;
     trace.for_each_in_stream(stream, [&](const reader::Event& event) {
       if (event.type == format::EventId::span_begin)
@@ -503,6 +506,50 @@ TEST_F(ViewerTest, TheFlameGraphOfARangeHasEachCallPathsTimeInIt) {
   EXPECT_GE(whole.at(round).first, whole.at(prepare).first + whole.at(compute).first);
 }
 
+// Split by thread: a root per lane with spans in the range, named as the page names lanes, under
+// which are exactly that thread's call paths, as paired by hand from its stream alone.
+TEST_F(ViewerTest, TheFlameGraphByThreadHasARootPerThreadWithItsOwnSpans) {
+  const uint64_t duration = index_->duration();
+  for (const auto& [begin, end] :
+       std::vector<std::pair<uint64_t, uint64_t>>{{0, duration},
+                                                  {duration / 3, duration / 3 + duration / 7},
+                                                  {duration / 2, duration / 2 + duration / 1000}}) {
+    SCOPED_TRACE(::testing::Message() << "range " << begin << ".." << end);
+    const auto flame = viewer::flame_json(*index_, begin, end, viewer::FlameRoots::per_thread);
+    EXPECT_EQ(flame["by"], "thread");
+    const auto paths = flame_paths(flame);
+    std::map<std::string, uint32_t> lane_of_root;
+    uint64_t threads_total = 0;
+    for (const auto& entry : flame["threads"]) {
+      const auto frame = entry[0].get<size_t>();
+      const auto lane = entry[1].get<uint32_t>();
+      ASSERT_LT(lane, index_->lanes().size());
+      EXPECT_EQ(flame["frames"][frame][0], 0) << "a thread's frame is right under the root";
+      const std::string name = flame["names"][flame["frames"][frame][1].get<size_t>()];
+      EXPECT_EQ(name, index_->lanes()[lane].name + " (" + std::to_string(index_->lanes()[lane].thread_id) + ")");
+      lane_of_root[name] = lane;
+      threads_total += flame["frames"][frame][2].get<uint64_t>();
+    }
+    for (const auto& [path, total] : paths) EXPECT_TRUE(lane_of_root.count(path[0])) << "under a thread: " << path[0];
+    size_t threads_with_spans = 0;
+    for (size_t stream = 0; stream < trace_->streams().size(); ++stream) {
+      const auto expected = totals_by_path(*trace_, *index_, begin, end, stream);
+      if (expected.empty()) continue;
+      ++threads_with_spans;
+      const std::string root = trace_->thread_name(trace_->streams()[stream].thread_id) + " (" +
+                               std::to_string(trace_->streams()[stream].thread_id) + ")";
+      ASSERT_TRUE(lane_of_root.count(root)) << root << " has spans in the range: a root of its own";
+      std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> under;
+      for (const auto& [path, total] : paths)
+        if (path[0] == root && path.size() > 1) under[std::vector<std::string>(path.begin() + 1, path.end())] = total;
+      EXPECT_EQ(under, expected) << root;
+    }
+    EXPECT_EQ(lane_of_root.size(), threads_with_spans) << "a root per thread with spans in the range, no other";
+    EXPECT_EQ(flame["frames"][0][2].get<uint64_t>(), threads_total) << "the root holds the threads' time";
+    EXPECT_EQ(flame["frames"][0][2], viewer::flame_json(*index_, begin, end)["frames"][0][2]);
+  }
+}
+
 TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
   httplib::Client client("127.0.0.1", server.port());
@@ -527,6 +574,15 @@ TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   ASSERT_TRUE(flame);
   ASSERT_EQ(flame->status, 200);
   EXPECT_EQ(nlohmann::json::parse(flame->body), viewer::flame_json(*index_, third, 2 * third));
+  const std::string range = "/api/flame?begin=" + std::to_string(third) + "&end=" + std::to_string(2 * third);
+  const auto by_thread = client.Get(range + "&by=thread");
+  ASSERT_TRUE(by_thread);
+  ASSERT_EQ(by_thread->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(by_thread->body),
+            viewer::flame_json(*index_, third, 2 * third, viewer::FlameRoots::per_thread));
+  const auto by_nonsense = client.Get(range + "&by=colour");
+  ASSERT_TRUE(by_nonsense);
+  EXPECT_EQ(by_nonsense->status, 400);
   const auto search = client.Get("/api/search?q=job%202.5");
   ASSERT_TRUE(search);
   EXPECT_EQ(nlohmann::json::parse(search->body)["hits"][0]["display"], "job 2.5");
@@ -695,12 +751,48 @@ std::string group_of(const reader::Trace& trace) {
   return description.hostname + " · " + description.process_name + " (pid " + std::to_string(description.pid) + ")";
 }
 
-TEST(ViewerProcesses, TheLanesOfEachProcessCarryItsGroupAndEveryMessageIsAnArrowBetweenThem) {
-  TemporaryDirectory directory;
-  const std::string merged = record_two_echo_processes_and_merge(directory);
-  const std::vector<reader::Trace> traces = open_all(merged);
-  ASSERT_EQ(traces.size(), 2u);
-  const TimelineIndex index = TimelineIndex::build(traces);
+// The two echo processes, recorded and merged once for the tests of a run, their traces open
+// (in find_traces order) and indexed together.
+class ViewerProcesses : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new TemporaryDirectory;
+    merged_ = new std::string(record_two_echo_processes_and_merge(*directory_));
+    traces_ = new std::vector<reader::Trace>(open_all(*merged_));
+    if (traces_->size() == 2) index_ = new TimelineIndex(TimelineIndex::build(*traces_));
+  }
+  static void TearDownTestSuite() {
+    delete index_;
+    delete traces_;
+    delete merged_;
+    delete directory_;
+    index_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_EQ(traces_->size(), 2u) << "the merged directory holds the client's and the server's traces";
+    ASSERT_NE(index_, nullptr);
+  }
+
+  static const TemporaryDirectory& directory() { return *directory_; }
+  static const std::string& merged() { return *merged_; }
+  static const std::vector<reader::Trace>& traces() { return *traces_; }
+  static const TimelineIndex& index() { return *index_; }
+
+ private:
+  static TemporaryDirectory* directory_;
+  static std::string* merged_;
+  static std::vector<reader::Trace>* traces_;
+  static TimelineIndex* index_;
+};
+
+TemporaryDirectory* ViewerProcesses::directory_ = nullptr;
+std::string* ViewerProcesses::merged_ = nullptr;
+std::vector<reader::Trace>* ViewerProcesses::traces_ = nullptr;
+TimelineIndex* ViewerProcesses::index_ = nullptr;
+
+TEST_F(ViewerProcesses, TheLanesOfEachProcessCarryItsGroupAndEveryMessageIsAnArrowBetweenThem) {
+  const std::vector<reader::Trace>& traces = ViewerProcesses::traces();
+  const TimelineIndex& index = ViewerProcesses::index();
   // Each trace's streams, in order, under its process's group.
   size_t lane = 0;
   std::vector<std::pair<size_t, size_t>> lanes_of_trace;
@@ -745,11 +837,10 @@ TEST(ViewerProcesses, TheLanesOfEachProcessCarryItsGroupAndEveryMessageIsAnArrow
 }
 
 // What `chronicle view` serves for a merged directory: every process, not just the first trace.
-TEST(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
+TEST_F(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
   TemporaryDirectory directory;
-  const std::string merged = record_two_echo_processes_and_merge(directory);
   const std::string page = directory / "page.html";
-  const auto result = run(kCli + " view " + merged + " --html " + page);
+  const auto result = run(kCli + " view " + merged() + " --html " + page);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::ifstream in(page);
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -759,7 +850,7 @@ TEST(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
   const size_t end = html.find(";</script>", begin);
   ASSERT_NE(end, std::string::npos);
   const auto data = nlohmann::json::parse(html.substr(begin + opening.size(), end - begin - opening.size()));
-  const std::vector<reader::Trace> traces = open_all(merged);
+  const std::vector<reader::Trace>& traces = ViewerProcesses::traces();
   std::set<std::string> groups;
   for (const auto& lane : data["summary"]["lanes"]) groups.insert(lane.value("group", ""));
   EXPECT_EQ(groups, (std::set<std::string>{group_of(traces[0]), group_of(traces[1])}));
@@ -771,12 +862,9 @@ TEST(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
 
 // Every process's tasks are the viewer's: in the index with the model's counts, and no warning
 // that some are left out.
-TEST(ViewerProcesses, TheTasksOfEveryProcessAreIndexed) {
-  TemporaryDirectory directory;
-  const std::string merged = record_two_echo_processes_and_merge(directory);
-  const std::vector<reader::Trace> traces = open_all(merged);
-  ASSERT_EQ(traces.size(), 2u);
-  const TimelineIndex index = TimelineIndex::build(traces);
+TEST_F(ViewerProcesses, TheTasksOfEveryProcessAreIndexed) {
+  const std::vector<reader::Trace>& traces = ViewerProcesses::traces();
+  const TimelineIndex& index = ViewerProcesses::index();
   std::vector<model::TaskGraph> graphs;
   size_t tasks = 0;
   for (const reader::Trace& trace : traces) {
@@ -791,12 +879,9 @@ TEST(ViewerProcesses, TheTasksOfEveryProcessAreIndexed) {
 
 // A task of the second process as the API details it: its process, its id and times from its
 // own trace's clock, its parent and threads among its own process's.
-TEST(ViewerProcesses, TheDetailsOfASecondProcessTaskAreItsOwn) {
-  TemporaryDirectory directory;
-  const std::string merged = record_two_echo_processes_and_merge(directory);
-  const std::vector<reader::Trace> traces = open_all(merged);
-  ASSERT_EQ(traces.size(), 2u);
-  const TimelineIndex index = TimelineIndex::build(traces);
+TEST_F(ViewerProcesses, TheDetailsOfASecondProcessTaskAreItsOwn) {
+  const std::vector<reader::Trace>& traces = ViewerProcesses::traces();
+  const TimelineIndex& index = ViewerProcesses::index();
   ASSERT_EQ(index.task_processes().size(), 2u);
   const model::TaskGraph second = model::build_task_graph(traces[1]);
   const uint32_t first_task = index.task_processes()[1].first_task;
@@ -844,13 +929,10 @@ TEST(ViewerProcesses, TheDetailsOfASecondProcessTaskAreItsOwn) {
 
 // The critical path of the client's last read, as `chronicle stats --critical-path` walks it:
 // through the server process's tasks, back and forth along the messages.
-TEST(ViewerProcesses, TheCriticalPathOfAClientReadCrossesIntoTheServer) {
-  TemporaryDirectory directory;
-  const std::string merged = record_two_echo_processes_and_merge(directory);
-  const std::vector<reader::Trace> traces = open_all(merged);
-  ASSERT_EQ(traces.size(), 2u);
-  const TimelineIndex index = TimelineIndex::build(traces);
-  const int32_t client_pid = reader::Trace(directory / "client").description().pid;
+TEST_F(ViewerProcesses, TheCriticalPathOfAClientReadCrossesIntoTheServer) {
+  const std::vector<reader::Trace>& traces = ViewerProcesses::traces();
+  const TimelineIndex& index = ViewerProcesses::index();
+  const int32_t client_pid = reader::Trace(directory() / "client").description().pid;
   const size_t client = traces[0].description().pid == client_pid ? 0 : 1;
   ASSERT_EQ(traces[client].description().pid, client_pid);
   std::vector<model::TaskGraph> graphs;

@@ -21,6 +21,26 @@ uint32_t FlameGraph::child_of(uint32_t parent, uint32_t name) {
   return found->second;
 }
 
+uint32_t FlameGraph::outer_frame() {
+  if (outer_ == kNotMadeYet) {
+    // Not through child_of: threads of one name are frames apart.
+    FlameFrame frame;
+    frame.parent = 0;
+    frame.name = outer_name_;
+    frame.depth = 1;
+    outer_ = static_cast<uint32_t>(frames_.size());
+    frames_.push_back(frame);
+  }
+  return outer_;
+}
+
+void FlameGraph::add_thread_apart(uint32_t thread_name, std::span<const SpanLevel> levels, const NameOf& name_of) {
+  outer_ = kNotMadeYet;
+  outer_name_ = thread_name;
+  add_thread(levels, name_of);
+  outer_ = 0;
+}
+
 void FlameGraph::add_thread(std::span<const SpanLevel> levels, const NameOf& name_of) {
   // The frame of each span of the depth above that overlaps the range, from `above_first` on:
   // a child overlapping the range lies in a parent that does, so this is all it can need.
@@ -52,7 +72,7 @@ void FlameGraph::add_level(const SpanLevel& level, const SpanLevel* above, size_
   for (size_t k = first; k < last; ++k) {
     uint64_t from = std::max(level.begins[k], begin_);
     uint64_t to = std::min(level.ends[k], end_);
-    uint32_t parent_frame = 0;
+    uint32_t parent_frame = kNotMadeYet;
     if (above) {
       // Both depths are sorted by begin: the parent only moves forward.
       while (parent + 1 < above_last && above->begins[parent + 1] <= level.begins[k]) ++parent;
@@ -62,11 +82,16 @@ void FlameGraph::add_level(const SpanLevel& level, const SpanLevel* above, size_
         to = std::min(to, above->ends[parent]);
       }
     }
+    const bool outermost = parent_frame == kNotMadeYet;
+    if (outermost) parent_frame = outer_frame();
     const uint32_t frame = child_of(parent_frame, name_of ? name_of(level.names[k]) : level.names[k]);
     const uint64_t time = to > from ? to - from : 0;
     frames_[frame].total_ns += time;
     ++frames_[frame].count;
-    if (parent_frame == 0) frames_[0].total_ns += time;
+    if (outermost) {
+      frames_[parent_frame].total_ns += time;
+      if (parent_frame != 0) frames_[0].total_ns += time;
+    }
     frames.push_back(frame);
   }
 }

@@ -47,6 +47,11 @@ class FlameGraph {
   // `name_of` maps the levels' items to names (call sites of one name merge); none: they are names.
   using NameOf = std::function<uint32_t(uint32_t item)>;
   void add_thread(std::span<const SpanLevel> levels, const NameOf& name_of = {});
+  // The same, under a frame of the thread's own named `thread_name` (a caller's name id), right
+  // under the root: the flame graph split by thread, a root per thread holding what the flame
+  // graph of that thread alone would. Each call makes a frame of its own, so two threads of one
+  // name stay apart; a thread with no span in the range gets none.
+  void add_thread_apart(uint32_t thread_name, std::span<const SpanLevel> levels, const NameOf& name_of = {});
   // A call stack (outermost name first) standing for `weight_ns`: its innermost frame gets the
   // time as its own, every frame on the path it as part of its total.
   void add_stack(std::span<const uint32_t> names, uint64_t weight_ns);
@@ -61,6 +66,7 @@ class FlameGraph {
 
  private:
   uint32_t child_of(uint32_t parent, uint32_t name);
+  uint32_t outer_frame();
   void add_level(const SpanLevel& level, const SpanLevel* above, size_t above_first,
                  const std::vector<uint32_t>& above_frames, const NameOf& name_of, size_t& first,
                  std::vector<uint32_t>& frames);
@@ -69,6 +75,11 @@ class FlameGraph {
   uint64_t end_;
   std::vector<FlameFrame> frames_;
   std::unordered_map<uint64_t, uint32_t> children_;  // (parent << 32 | name) -> frame
+  // Where a thread's outermost spans go: the root, or (add_thread_apart) its own frame, made
+  // when its first span is met.
+  static constexpr uint32_t kNotMadeYet = UINT32_MAX;
+  uint32_t outer_ = 0;
+  uint32_t outer_name_ = FlameFrame::kRootName;
 };
 
 }  // namespace chronicle::analysis

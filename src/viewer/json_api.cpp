@@ -319,6 +319,8 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   }
   out["children"] = std::move(children);
   out["children_count"] = children_count;
+  // What collapsing it takes out: a link that names it collapsed needs its subtree's rows.
+  out["descendants"] = index.task_tree().subtree[task_number] - 1;
   json waits_on = json::array();
   json waited_by = json::array();
   json resolves = json::array();
@@ -507,6 +509,10 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
 }
 
 json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
+  return flame_json(index, begin, end, FlameRoots::merged);
+}
+
+json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots) {
   // Call sites of one name are one frame: each site is named once, the first time it is met.
   constexpr uint32_t kUnnamed = UINT32_MAX;
   std::vector<uint32_t> name_of_site;
@@ -523,24 +529,42 @@ json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
     return name_of_site[site];
   };
   analysis::FlameGraph graph(begin, end);
+  // A thread's name gets an id of its own (never shared with a span's name), which says its lane.
+  std::unordered_map<uint32_t, uint32_t> lane_of_name;
   std::vector<analysis::SpanLevel> levels;
-  for (const Lane& lane : index.lanes()) {
+  for (uint32_t lane = 0; lane < index.lanes().size(); ++lane) {
+    const Lane& each = index.lanes()[lane];
     levels.clear();
-    for (const IntervalRow& row : lane.depths) levels.push_back({row.begins, row.ends, row.items});
-    graph.add_thread(levels, name_of);
+    for (const IntervalRow& row : each.depths) levels.push_back({row.begins, row.ends, row.items});
+    if (roots == FlameRoots::merged) {
+      graph.add_thread(levels, name_of);
+      continue;
+    }
+    const auto thread_name = static_cast<uint32_t>(names.size());
+    names.push_back(each.name + " (" + std::to_string(each.thread_id) + ")");
+    lane_of_name[thread_name] = lane;
+    graph.add_thread_apart(thread_name, levels, name_of);
   }
   graph.finish();
   json frames = json::array();
-  for (const analysis::FlameFrame& frame : graph.frames()) {
+  json threads = json::array();
+  for (size_t k = 0; k < graph.frames().size(); ++k) {
+    const analysis::FlameFrame& frame = graph.frames()[k];
     const bool root = frame.parent == analysis::FlameFrame::kNoParent;
     frames.push_back({root ? -1 : static_cast<int64_t>(frame.parent), root ? -1 : static_cast<int64_t>(frame.name),
                       frame.total_ns, frame.self_ns, frame.count});
+    if (roots == FlameRoots::per_thread && frame.parent == 0) threads.push_back({k, lane_of_name.at(frame.name)});
   }
-  return {{"begin", graph.begin()},
-          {"end", graph.end()},
-          {"source", "spans"},
-          {"names", std::move(names)},
-          {"frames", std::move(frames)}};
+  json answer = {{"begin", graph.begin()},
+                 {"end", graph.end()},
+                 {"source", "spans"},
+                 {"names", std::move(names)},
+                 {"frames", std::move(frames)}};
+  if (roots == FlameRoots::per_thread) {
+    answer["by"] = "thread";
+    answer["threads"] = std::move(threads);
+  }
+  return answer;
 }
 
 }  // namespace chronicle::viewer

@@ -30,6 +30,11 @@ nlohmann::json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t e
 // `source` says what was aggregated: "spans" (sampled stacks, when traces carry them, are
 // another source for the same frames).
 nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end);
+// What the flame graph's root holds: every thread's spans merged by call path, or a frame per
+// thread (lane) with spans in the range, named as the page names lanes ("name (thread id)"),
+// holding that thread's flame graph; `threads` then lists [frame, lane] for each.
+enum class FlameRoots { merged, per_thread };
+nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots);
 
 // The tasks as a self-contained page carries them, so that it can answer what task_details_json
 // answers (critical path included) by itself, lazily: per task a line [begin, end, row, state,

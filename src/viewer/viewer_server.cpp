@@ -78,10 +78,18 @@ httplib::Server::Handler json_handler(Answer answer) {
   };
 }
 
+// by=thread: a root per thread; nothing (or by=path): every thread merged by call path.
+FlameRoots flame_roots(const httplib::Request& request) {
+  const std::string by = request.has_param("by") ? request.get_param_value("by") : "path";
+  if (by == "thread") return FlameRoots::per_thread;
+  if (by == "path" || by.empty()) return FlameRoots::merged;
+  throw std::invalid_argument("by: \"thread\" or \"path\", not \"" + by + "\"");
+}
+
 const char* kNotBuilt =
     "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
     "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=, "
-    "/api/flame?begin=&end=\n";
+    "/api/flame?begin=&end=[&by=thread]\n";
 
 std::string escape_for_script(std::string text) {
   // Inside <script>, only "</" can end the element early; "<\/" means the same in JS and JSON.
@@ -199,7 +207,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
              }));
   server.Get("/api/flame", json_handler([trace](const httplib::Request& request) {
                return flame_json(*trace, time_parameter(request, "begin", 0),
-                                 time_parameter(request, "end", trace->duration()));
+                                 time_parameter(request, "end", trace->duration()), flame_roots(request));
              }));
   server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {
     const std::string path = request.path == "/" ? "/index.html" : request.path;

@@ -587,6 +587,45 @@ try {
     await page.waitForFunction(() => document.body.dataset.flameReady === undefined);
   });
 
+  await step('the flame graph split by thread: a root per lane with spans, named as the lane, holding its spans', async () => {
+    await page.click('#flame-open');
+    await flameSettled(page, 0);
+    const merged = await page.evaluate(() => window.chronicleFlame.answer());
+    await page.click('#flame-by-thread');
+    await page.waitForFunction(() => document.body.dataset.flameReady === 'true' && document.body.dataset.flameBy === 'thread');
+    const answer = await page.evaluate(() => window.chronicleFlame.answer());
+    const served = await page.evaluate(end => fetch(`api/flame?begin=0&end=${end}&by=thread`).then(r => r.json()), answer.end);
+    assert.deepEqual(answer, served, 'the page shows the server\'s flame graph by thread');
+    const summary = await page.evaluate(() => window.chronicleViewer.summary());
+    const lanes = summary.lanes.map((lane, k) => ({ name: `${lane.name} (${lane.thread_id})`, lane: k, spans: lane.spans })).filter(l => l.spans > 0);
+    const roots = answer.frames.map((frame, k) => ({ frame, k })).filter(({ frame }) => frame[0] === 0);
+    assert.equal(roots.length, lanes.length, 'one root per lane with spans');
+    assert.deepEqual(roots.map(({ frame }) => answer.names[frame[1]]).sort(), lanes.map(l => l.name).sort(), 'each named as its lane');
+    assert.deepEqual(answer.threads.map(([frame, lane]) => [answer.names[answer.frames[frame][1]], lane]).sort(),
+                     lanes.map(l => [l.name, l.lane]).sort(), 'and says its lane');
+    assert.equal(roots.reduce((sum, { frame }) => sum + frame[2], 0), answer.frames[0][2], 'the threads\' totals add up to the whole');
+    // Under each thread, the demo's four call paths, a span a round (150 rounds a worker); over
+    // the threads, the merged graph's totals and counts.
+    const sums = {};
+    for (const p of flamePaths(answer)) {
+      const [thread, ...rest] = p.path.split(';');
+      if (rest.length === 0) continue;
+      const path = rest.join(';');
+      assert.equal(p.count, 150, `${thread}: ${path}, a span a round`);
+      sums[path] = { total: (sums[path]?.total ?? 0) + p.total, count: (sums[path]?.count ?? 0) + p.count };
+    }
+    const whole = Object.fromEntries(flamePaths(merged).map(p => [p.path, { total: p.total, count: p.count }]));
+    assert.deepEqual(sums, whole, 'per path, the threads\' totals and counts are the merged graph\'s');
+    const drawn = await page.evaluate(() => window.chronicleFlame.frames().map(f => f.name));
+    for (const lane of lanes) assert.ok(drawn.includes(lane.name), `${lane.name} drawn`);
+    await page.screenshot({ path: join(artifacts, 'demo-flame-by-thread.png') });
+    await page.click('#flame-by-thread');
+    await page.waitForFunction(() => document.body.dataset.flameReady === 'true' && document.body.dataset.flameBy === 'path');
+    assert.deepEqual(await page.evaluate(() => window.chronicleFlame.answer()), merged, 'unticked: merged again');
+    await page.click('#flame-close');
+    await page.waitForFunction(() => document.body.dataset.flameReady === undefined);
+  });
+
   await step('hovering a span, a task and a counter shows a tooltip with its name', async () => {
     await settled(page);
     // Brings a point into view by scrolling the lanes, and hovers it.
@@ -709,6 +748,56 @@ try {
     await counter.close();
   });
 
+  await step('a link collapses track groups and subtrees (what does not exist ignored), and collapsing writes them into it', async () => {
+    const base = page.url().split('#')[0];
+    const summary = await page.evaluate(() => window.chronicleViewer.summary());
+    // A task with children among the first rows, which a page at the top asks for.
+    const parent = await page.evaluate(end => fetch(`api/window?begin=0&end=${end}&width=1000&rows=0-20&collapsed=`)
+      .then(r => r.json()).then(answer => answer.tasks.lines.find(l => l[7] > 0)), summary.duration);
+    assert.ok(parent, 'a task with children among the first rows');
+    const [task, descendants, treeRow] = [parent[3], parent[7], parent[9]];
+    const linked = await browser.newPage();
+    linked.setDefaultTimeout(60000);
+    const errors = [];
+    linked.on('pageerror', error => errors.push(error.message));
+    await linked.goto(`${base}#t0=0&t1=${summary.duration}&cg=0/threads,9/tasks,x/y&ct=${task},${summary.tasks + 5},zz,-3`);
+    await settled(linked);
+    assert.equal(await numberOf(linked, 'lanesDrawn'), 0, 'the threads group, collapsed by the link: no lane drawn');
+    const collapsedGroups = await linked.evaluate(() => window.chronicleViewer.layout().headers.filter(h => h.collapsed).map(h => h.key));
+    assert.deepEqual(collapsedGroups, ['process:0/threads'], 'the group that exists collapsed, the others ignored');
+    assert.deepEqual(await linked.evaluate(() => window.chronicleViewer.collapsed()), [task], 'the subtree that exists collapsed, the others ignored');
+    assert.equal(await numberOf(linked, 'taskRows'), summary.task_rows - descendants, 'its descendants\' rows are out');
+    const lines = await linked.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => [l[3], l[9]]));
+    assert.ok(lines.some(([t]) => t === task), 'the collapsed task is drawn');
+    for (const [t, row] of lines) assert.ok(row <= treeRow || row > treeRow + descendants, `task ${t} (tree row ${row}) is not in the collapsed subtree`);
+    assert.ok(await numberOf(linked, 'tasksShown') > 0, 'the tasks are drawn');
+    await linked.screenshot({ path: join(artifacts, 'demo-link-collapsed.png') });
+    // The fragment keeps what exists, and follows collapsing and opening in the page.
+    await linked.waitForFunction(t => location.hash.includes(`cg=0/threads&ct=${t}`) && !location.hash.includes('9/tasks') && !location.hash.includes('zz'), task);
+    await linked.evaluate(t => window.chronicleViewer.toggleSubtree(t), task);
+    await linked.waitForFunction(() => location.hash.includes('cg=0/threads') && !location.hash.includes('ct='));
+    await settled(linked);
+    const other = await linked.evaluate(t => window.chronicleViewer.data().tasks.lines.find(l => l[7] > 0 && l[3] !== t)?.[3], task);
+    assert.ok(other !== undefined, 'another task with children in view');
+    await linked.evaluate(t => window.chronicleViewer.toggleSubtree(t), other);
+    await linked.waitForFunction(t => location.hash.endsWith(`&ct=${t}`), other);
+    const header = await linked.evaluate(() => window.chronicleViewer.headerPoint('process:0/tasks'));
+    await linked.mouse.click(header.x, header.y);
+    await linked.waitForFunction(t => location.hash.includes(`cg=0/tasks,0/threads&ct=${t}`), other);
+    // The fragment written is a link to the same view.
+    const again = await browser.newPage();
+    again.setDefaultTimeout(60000);
+    await again.goto(await linked.evaluate(() => location.href));
+    await settled(again);
+    assert.deepEqual(await again.evaluate(() => window.chronicleViewer.layout().headers.filter(h => h.collapsed).map(h => h.key).sort()),
+                     ['process:0/tasks', 'process:0/threads']);
+    assert.deepEqual(await again.evaluate(() => window.chronicleViewer.collapsed()), [other]);
+    assert.equal(await numberOf(again, 'tasksShown'), 0, 'the tasks group collapsed: no task drawn');
+    await again.close();
+    await linked.close();
+    assert.deepEqual(errors, [], 'no page error');
+  });
+
   await step('--html writes one page that works from a file', async () => {
     const html = join(work, 'demo.html');
     execFileSync(chronicle, ['view', '--html', html, demoTrace], { stdio: 'inherit' });
@@ -728,6 +817,14 @@ try {
       .sort((a, b) => a.path.localeCompare(b.path));
     assert.deepEqual(byPath(local), byPath(served), 'the same call paths, totals, self times and counts');
     assert.equal(local.frames[0][2], served.frames[0][2]);
+    // And split by thread.
+    await offline.evaluate(() => window.chronicleFlame.setByThread(true));
+    await offline.waitForFunction(() => document.body.dataset.flameReady === 'true' && document.body.dataset.flameBy === 'thread');
+    const localByThread = await offline.evaluate(() => window.chronicleFlame.answer());
+    const servedByThread = await page.evaluate(end => fetch(`api/flame?begin=0&end=${end}&by=thread`).then(r => r.json()), localByThread.end);
+    assert.deepEqual(byPath(localByThread), byPath(servedByThread), 'by thread: the same call paths under the same threads');
+    const laneNames = answer => answer.threads.map(([frame, lane]) => [answer.names[answer.frames[frame][1]], lane]).sort();
+    assert.deepEqual(laneNames(localByThread), laneNames(servedByThread), 'the same threads, named and placed alike');
     await offline.screenshot({ path: join(artifacts, 'demo-html.png') });
   });
 

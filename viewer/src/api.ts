@@ -60,7 +60,7 @@ export interface TaskDetails extends TaskRef {
   kind: 'task'; task_kind: string; name: string; label: string; created: number | null; resolved: number | null;
   duration: number; outcome: string; outcome_text: string; thread: string | null; fields: Record<string, unknown>;
   runs: { thread: string; begin: number; end: number; ended: boolean }[]; notes: Note[]; notes_count: number;
-  parent: TaskRef | null; children: TaskRef[]; children_count: number;
+  parent: TaskRef | null; children: TaskRef[]; children_count: number; descendants: number;  // in its subtree
   waits_on: TaskRef[]; waited_by: TaskRef[]; resolved_by: TaskRef | null; resolves: TaskRef[];
   critical_path: { method: string; steps: (TaskRef & { what: string; at: number; contributed: number })[] };
 }
@@ -79,8 +79,13 @@ export interface RangeStats {
 // The flame graph of the spans in a range (src/analysis/flame_graph.hpp): frames depth-first,
 // each [parent (-1: the root), name (index into `names`, -1: the root), total ns, self ns, count],
 // a frame's children largest first. `source`: what was aggregated ("spans"; sampled stacks later).
+// Split by thread (`by` "thread"): under the root a frame per thread with spans in the range,
+// named as its lane, holding that thread's frames; `threads` lists [frame, lane] for each.
 export type FlameFrameTuple = [number, number, number, number, number];
-export interface FlameAnswer { begin: number; end: number; source: string; names: string[]; frames: FlameFrameTuple[] }
+export interface FlameAnswer {
+  begin: number; end: number; source: string; names: string[]; frames: FlameFrameTuple[];
+  by?: 'thread'; threads?: [number, number][];
+}
 
 // A counter track broken down by the threads that wrote it, over a range.
 export interface CounterBreakdown {
@@ -95,7 +100,7 @@ export interface Backend {
   task(index: number): Promise<TaskDetails>;
   search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
   stats(begin: number, end: number): Promise<RangeStats>;
-  flame(begin: number, end: number): Promise<FlameAnswer>;
+  flame(begin: number, end: number, byThread?: boolean): Promise<FlameAnswer>;
   counter(index: number, begin: number, end: number): Promise<CounterBreakdown>;
 }
 
@@ -116,7 +121,9 @@ export class HttpBackend implements Backend {
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
   search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
   stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
-  flame(begin: number, end: number) { return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
+  flame(begin: number, end: number, byThread = false) {
+    return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}${byThread ? '&by=thread' : ''}`);
+  }
   counter(index: number, begin: number, end: number) {
     return getJson<CounterBreakdown>(`api/counter?index=${index}&begin=${Math.max(0, Math.floor(begin))}&end=${Math.ceil(end)}`);
   }

@@ -2,9 +2,11 @@
 // outermost spans on top, merged by call path over every thread, each frame as wide as its time
 // in the range (the server's /api/flame, or the page's own in a self-contained file). A click on
 // a frame zooms into it (its ancestors stay above it, a click on one zooms back out); hovering
-// tells a frame's name, total, self time and count.
+// tells a frame's name, total, self time and count. "by thread" splits it: a root per thread
+// (lane), named as the lane, with that thread's spans under it.
 import type { Backend, FlameAnswer } from './api';
 import { formatDuration, hideTip, showTip, Tip } from './tooltip';
+import * as hooks from './test_hooks';
 
 const FRAME_HEIGHT = 17;
 const MIN_FRAME_PX = 1;  // narrower frames (and so their children) are not drawn
@@ -29,6 +31,9 @@ export class FlamePane {
   private zoom = 0;
   private placed: Placed[] = [];
   private requested = 0;
+  private byThread = false;
+  private shown: { begin: number; end: number; label?: string } | null = null;
+  private byThreadBox: HTMLInputElement;
 
   constructor(private backend: Backend, private traceDuration: () => number) {
     this.root = document.createElement('div');
@@ -39,6 +44,7 @@ export class FlamePane {
       '<div style="display:flex;gap:8px;align-items:center;padding:3px 8px;background:#f4f5f7;border-bottom:1px solid #ccc">' +
       '<b>Flame graph</b><span id="flame-title" style="color:#555"></span><span id="flame-path"></span>' +
       '<span style="margin-left:auto;color:#777">click: zoom into a frame · hover: its times</span>' +
+      '<label title="a root per thread, with its spans under it" style="white-space:nowrap"><input type="checkbox" id="flame-by-thread"> by thread</label>' +
       '<button id="flame-whole">whole trace</button><button id="flame-close">close</button></div>' +
       '<div id="flame-scroller" style="flex:1;overflow-y:auto;overflow-x:hidden;min-height:0"><canvas id="flame-canvas" style="display:block"></canvas></div>';
     document.getElementById('app')!.appendChild(this.root);
@@ -47,6 +53,8 @@ export class FlamePane {
     this.scroller = this.root.querySelector('#flame-scroller')!;
     this.canvas = this.root.querySelector('#flame-canvas')!;
     this.context = this.canvas.getContext('2d')!;
+    this.byThreadBox = this.root.querySelector('#flame-by-thread')!;
+    this.byThreadBox.onchange = () => this.setByThread(this.byThreadBox.checked);
     (this.root.querySelector('#flame-close') as HTMLButtonElement).onclick = () => this.close();
     (this.root.querySelector('#flame-whole') as HTMLButtonElement).onclick = () => void this.show(0, this.traceDuration(), 'the whole trace');
     this.path.addEventListener('click', event => {
@@ -75,32 +83,41 @@ export class FlamePane {
     help?.parentElement?.insertBefore(button, help);
   }
 
+  // Merged by call path over every thread, or a root per thread: the range shown again.
+  setByThread(byThread: boolean) {
+    this.byThread = byThread;
+    this.byThreadBox.checked = byThread;
+    if (this.shown) void this.show(this.shown.begin, this.shown.end, this.shown.label);
+  }
+
   async show(begin: number, end: number, label?: string) {
     const number = ++this.requested;
-    document.body.dataset.flameReady = 'false';
+    this.shown = { begin, end, label };
+    hooks.publishFlameLoading();
     this.open();
     this.title.textContent = `${label ?? `${formatDuration(begin)} … ${formatDuration(end)}`} · loading…`;
-    const answer = await this.backend.flame(begin, end);
+    const answer = await this.backend.flame(begin, end, this.byThread);
     if (number !== this.requested) return;
     this.answer = answer;
     this.children = answer.frames.map(() => []);
     answer.frames.forEach(([parent], k) => { if (parent >= 0) this.children[parent].push(k); });
     this.zoom = 0;
     this.title.textContent = `${label ?? `range ${formatDuration(answer.begin)} … ${formatDuration(answer.end)}`} · ` +
-      `${formatDuration(answer.frames[0][2])} of ${answer.source} in ${answer.frames.length - 1} call paths`;
-    document.body.dataset.flameBegin = String(answer.begin);
-    document.body.dataset.flameEnd = String(answer.end);
+      `${formatDuration(answer.frames[0][2])} of ${answer.source} in ${answer.frames.length - 1 - (answer.threads?.length ?? 0)} call paths` +
+      (answer.threads ? ` on ${answer.threads.length} threads` : '');
+    hooks.publishFlameShown(answer.begin, answer.end, answer.by === 'thread');
     this.draw();
-    document.body.dataset.flameReady = 'true';
+    hooks.publishFlameReady();
   }
 
   close() {
     this.requested++;
     this.answer = null;
+    this.shown = null;
     this.root.hidden = true;
     this.root.style.display = 'none';
     document.getElementById('app')!.style.gridTemplateRows = '';
-    delete document.body.dataset.flameReady;
+    hooks.publishFlameClosed();
     window.dispatchEvent(new Event('resize'));
   }
 
@@ -116,6 +133,8 @@ export class FlamePane {
     const id = this.answer!.frames[frame][1];
     return id < 0 ? 'all spans' : this.answer!.names[id];
   }
+
+  private isThread(frame: number) { return this.answer!.threads?.some(([f]) => f === frame) ?? false; }
 
   private zoomTo(frame: number) {
     this.zoom = frame;
@@ -164,8 +183,7 @@ export class FlamePane {
     this.path.innerHTML = chain.length > 1
       ? chain.map(f => `<a data-frame="${f}" style="color:#1a5fb4;cursor:pointer;text-decoration:underline">${escapeText(this.name(f))}</a>`).join(' › ')
       : '';
-    document.body.dataset.flameFramesDrawn = String(this.placed.length);
-    document.body.dataset.flameZoom = String(this.zoom);
+    hooks.publishFlameDrawn(this.placed.length, this.zoom);
   }
 
   private drawFrame(frame: number, x0: number, x1: number, y: number, ancestor: boolean) {
@@ -198,7 +216,7 @@ export class FlamePane {
     return {
       kind: 'frame', title: this.name(frame),
       rows: [['total', `${formatDuration(total)} (${all ? ((total / all) * 100).toFixed(1) : '0'}%)`], ['self', formatDuration(self)],
-             ['count', frame === 0 ? '—' : count.toLocaleString()], ['path', this.ancestors(frame).slice(1).map(f => this.name(f)).join(' › ') || '—']],
+             ['count', frame === 0 || this.isThread(frame) ? '—' : count.toLocaleString()], ['path', this.ancestors(frame).slice(1).map(f => this.name(f)).join(' › ') || '—']],
     };
   }
 
@@ -206,9 +224,8 @@ export class FlamePane {
     const frame = this.frameAt(event.offsetX, event.offsetY);
     if (frame === null) { hideTip(); return; }
     showTip(this.tip(frame), event.clientX, event.clientY);
-    const box = document.getElementById('tooltip')!;
     const [, , total, self, count] = this.answer!.frames[frame];
-    Object.assign(box.dataset, { total: String(total), self: String(self), count: String(count) });
+    hooks.publishFrameTip(total, self, count);
   }
 
   // For tests: the answer, the zoom, and where each drawn frame is (client coordinates).
@@ -216,6 +233,8 @@ export class FlamePane {
     return {
       answer: () => this.answer,
       zoom: () => this.zoom,
+      byThread: () => this.byThread,
+      setByThread: (byThread: boolean) => this.setByThread(byThread),
       frames: () => {
         const rect = this.canvas.getBoundingClientRect();
         return this.placed.map(p => ({ frame: p.frame, name: this.name(p.frame), x: rect.left + (p.x0 + p.x1) / 2, y: rect.top + p.y + FRAME_HEIGHT / 2, width: p.x1 - p.x0 }));

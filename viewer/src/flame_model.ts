@@ -1,6 +1,7 @@
 // The flame graph of a range for a self-contained page (`chronicle view --html`), the answer
 // the server's /api/flame gives (src/analysis/flame_graph.cpp, the same rules): spans nested by
-// each thread's stack, merged by name path, clipped to the range and to their parent.
+// each thread's stack, merged by name path, clipped to the range and to their parent; split by
+// thread (`threadNames` given, one per thread), each thread's under a frame of its own.
 import type { FlameAnswer, FlameFrameTuple } from './api';
 
 // One thread's spans per depth, each [begin, end, site], sorted by begin.
@@ -19,7 +20,7 @@ function firstBeginningAfter(row: [number, number, number][], time: number) {
   return low;
 }
 
-export function aggregateFlame(begin: number, end: number, threads: Depths[], nameOf: (site: number) => string): FlameAnswer {
+export function aggregateFlame(begin: number, end: number, threads: Depths[], nameOf: (site: number) => string, threadNames?: string[]): FlameAnswer {
   const frames: Frame[] = [{ parent: -1, name: -1, total: 0, count: 0, children: new Map() }];
   const names: string[] = [];
   const nameIds = new Map<string, number>();
@@ -38,7 +39,17 @@ export function aggregateFlame(begin: number, end: number, threads: Depths[], na
     }
     return frame;
   };
-  for (const depths of threads) {
+  // A thread's name gets an id of its own, never a span name's: its frame is apart from every other.
+  const laneOfName = new Map<number, number>();
+  threads.forEach((depths, lane) => {
+    let outer = 0;
+    const threadName = names.length;
+    if (threadNames) {
+      outer = -1;  // made when the thread's first span in the range is met
+      laneOfName.set(threadName, lane);
+      names.push(threadNames[lane] ?? `thread ${lane}`);
+    }
+    const outerFrame = () => (outer >= 0 ? outer : (outer = childOf(0, threadName)));
     let above: [number, number, number][] | null = null, aboveFirst = 0, aboveFrames: number[] = [];
     for (const row of depths) {
       const first = firstEndingAtOrAfter(row, begin), last = Math.max(first, firstBeginningAfter(row, end));
@@ -47,7 +58,7 @@ export function aggregateFlame(begin: number, end: number, threads: Depths[], na
       const aboveLast = aboveFirst + aboveFrames.length;
       for (let k = first; k < last; ++k) {
         const [b, e, site] = row[k];
-        let from = Math.max(b, begin), to = Math.min(e, end), parentFrame = 0;
+        let from = Math.max(b, begin), to = Math.min(e, end), parentFrame = -1;
         if (above) {
           while (parent + 1 < aboveLast && above[parent + 1][0] <= b) ++parent;
           if (parent < aboveLast && above[parent][0] <= b && b <= above[parent][1]) {
@@ -56,26 +67,34 @@ export function aggregateFlame(begin: number, end: number, threads: Depths[], na
             to = Math.min(to, above[parent][1]);
           }
         }
+        const outermost = parentFrame < 0;
+        if (outermost) parentFrame = outerFrame();
         const frame = childOf(parentFrame, nameId(site));
         const time = Math.max(to - from, 0);
         frames[frame].total += time;
         frames[frame].count++;
-        if (parentFrame === 0) frames[0].total += time;
+        if (outermost) {
+          frames[parentFrame].total += time;
+          if (parentFrame !== 0) frames[0].total += time;
+        }
         rowFrames.push(frame);
       }
       above = row; aboveFirst = first; aboveFrames = rowFrames;
     }
-  }
+  });
   // Depth-first, each frame's children largest first, as the server orders them.
   const out: FlameFrameTuple[] = [];
+  const threadFrames: [number, number][] = [];
   const visit = (frame: number, parent: number) => {
     const f = frames[frame];
     const children = [...f.children.values()].sort((a, b) => frames[b].total - frames[a].total || frames[a].name - frames[b].name);
     const childTotal = children.reduce((sum, c) => sum + frames[c].total, 0);
     const at = out.length;
     out.push([parent, f.name, f.total, Math.max(f.total - childTotal, 0), f.count]);
+    if (threadNames && parent === 0) threadFrames.push([at, laneOfName.get(f.name)!]);
     for (const child of children) visit(child, at);
   };
   visit(0, -1);
-  return { begin, end, source: 'spans', names, frames: out };
+  const answer: FlameAnswer = { begin, end, source: 'spans', names, frames: out };
+  return threadNames ? { ...answer, by: 'thread', threads: threadFrames } : answer;
 }

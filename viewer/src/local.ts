@@ -191,7 +191,7 @@ export class LocalBackend implements Backend {
       fields: { id: f[0], kind: this.text(f[1]), busy_ns: f[9], seen_created: f[8] === 1 },
       runs, notes, notes_count: f[13],
       parent: f[4] >= 0 ? this.taskRef(f[4]) : null,
-      children: children.slice(0, kMaxListed).map(k => this.taskRef(k)), children_count: children.length,
+      children: children.slice(0, kMaxListed).map(k => this.taskRef(k)), children_count: children.length, descendants: line[8],
       waits_on: waitsOn,
       waited_by: referrers.waitedBy[index].slice(0, kMaxListed).map(([k, time]) => withTime(k, time)),
       resolved_by: f[5] >= 0 && f[3] !== null ? withTime(f[5], f[3]) : null,
@@ -215,8 +215,9 @@ export class LocalBackend implements Backend {
     return { query: text, hits };
   }
 
-  async flame(from: number, to: number): Promise<FlameAnswer> {
-    return aggregateFlame(from, to, this.trace.lanes.map(lane => lane.depths), site => this.trace.names[site] ?? '?');
+  async flame(from: number, to: number, byThread = false): Promise<FlameAnswer> {
+    const threadNames = byThread ? this.trace.summary.lanes.map(lane => `${lane.name} (${lane.thread_id})`) : undefined;
+    return aggregateFlame(from, to, this.trace.lanes.map(lane => lane.depths), site => this.trace.names[site] ?? '?', threadNames);
   }
 
   async counter(index: number, from: number, to: number): Promise<CounterBreakdown> {

@@ -6,6 +6,7 @@ import { EmbeddedTrace, LocalBackend } from './local';
 import { FlamePane } from './flame';
 import * as tips from './tooltip';
 import { readUrlState, writeUrlState } from './url_state';
+import * as hooks from './test_hooks';
 import { CollapsedTask, ShownRows } from './task_rows';
 import { arrowAt, drawTaskRows, TaskHits } from './tasks_view';
 import {
@@ -41,6 +42,7 @@ let highlight = '';
 let rangeSelection: View | null = null;
 let requested = 0;   // the latest window request's number: older answers are dropped
 let windowsLoaded = 0;
+let linkRestored = false;
 const tracks: TrackState = { collapsed: new Set(), order: new Map() };
 const collapsedTasks = new Map<number, CollapsedTask>();  // by task index
 let taskRowCount = 0;            // task rows once the collapsed subtrees are out
@@ -105,13 +107,13 @@ function requestWindow() {
   draw();
   clearTimeout(fetchTimer);
   const number = ++requested;
-  document.body.dataset.settled = 'false';
+  hooks.publishSettled(false);
   fetchTimer = window.setTimeout(async () => {
     const asked = performance.now();
     const rows = visibleTaskRows(layout, taskRowCount, scroller.scrollTop, scroller.clientHeight);
     const answer = await backend.window(view.begin, view.end, width(), { first: rows[0], last: rows[1], collapsed: [...collapsedTasks.keys()] });
     if (number !== requested) return;
-    document.body.dataset.fetchMs = (performance.now() - asked).toFixed(1);
+    hooks.publishFetchTime(performance.now() - asked);
     data = answer;
     askedRows = rows;
     if ((answer.tasks.rows ?? taskRowCount) !== taskRowCount) {
@@ -121,7 +123,7 @@ function requestWindow() {
       return;
     }
     ++windowsLoaded;
-    document.body.dataset.settled = 'true';
+    hooks.publishSettled(true);
     draw();
   }, 16);
 }
@@ -145,17 +147,7 @@ function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
 
 // ---- drawing ----
 
-interface DrawCounts {
-  groups: number; headers: number; messages: number; messagesShown: number; lanes: number; spans: number; blocks: number;
-  runs: number; laneRuns: number[]; taskLines: number; taskRuns: number; taskBlocks: number; tasksShown: number; toggles: number; critical: number;
-  arrows: number; arrowsShown: number; createdArrowsShown: number; arrowsHighlighted: number; labels: number; taskLabels: number; counters: number;
-}
-function noCounts(): DrawCounts {
-  return { groups: 0, headers: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, runs: 0, laneRuns: [], taskLines: 0, taskRuns: 0,
-           taskBlocks: 0, tasksShown: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0, labels: 0,
-           taskLabels: 0, counters: 0 };
-}
-let counts: DrawCounts = noCounts();
+let counts: hooks.DrawCounts = hooks.noCounts();
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
 let hitBoxes: [number, number, number, number, Selection, 'run'?][] = [];
 // What is drawn where, for tooltips (tooltip.ts): described from the answer, on hover only.
@@ -187,7 +179,7 @@ function render() {
   context.clearRect(0, 0, w, h);
   context.font = '11px system-ui, sans-serif';
   context.textBaseline = 'middle';
-  counts = noCounts();
+  counts = hooks.noCounts();
   hitBoxes = [];
   hover.clear();
   controls = [];
@@ -205,7 +197,7 @@ function render() {
   drawRangeSelection(h);
   drawRuler();
   publishState();
-  document.body.dataset.renderMs = (performance.now() - renderStarted).toFixed(1);
+  hooks.publishRenderTime(performance.now() - renderStarted);
 }
 
 function kindName(kind: number) { return summary.task_kinds?.[kind] ?? String(kind); }
@@ -436,37 +428,12 @@ function drawRangeSelection(height: number) {
 
 statusText.textContent = '';
 function publishState() {
-  const body = document.body.dataset;
-  body.lanesDrawn = String(counts.lanes);
-  body.groupsDrawn = String(counts.groups);
-  body.messagesDrawn = String(counts.messages);
-  body.messagesShown = String(counts.messagesShown);
-  body.spansDrawn = String(counts.spans);
-  body.spanBlocksDrawn = String(counts.blocks);
-  body.runsDrawn = String(counts.runs);
-  body.laneRunsShown = JSON.stringify(counts.laneRuns);
-  body.taskRunsDrawn = String(counts.taskRuns);
-  body.togglesDrawn = String(counts.toggles);
-  body.criticalDrawn = String(counts.critical);
-  body.createdArrowsShown = String(counts.createdArrowsShown);
-  body.arrowsHighlighted = String(counts.arrowsHighlighted);
-  body.headersDrawn = String(counts.headers);
-  body.countersDrawn = String(counts.counters);
-  body.taskRows = String(taskRowCount);
-  body.taskRowsAsked = askedRows.join('-');
-  body.taskLinesDrawn = String(counts.taskLines);
-  body.taskBlocksDrawn = String(counts.taskBlocks);
-  body.tasksShown = String(counts.tasksShown);
-  body.arrowsDrawn = String(counts.arrows);
-  body.arrowsShown = String(counts.arrowsShown);
-  body.labelsDrawn = String(counts.labels);
-  body.taskLabelsDrawn = String(counts.taskLabels);
-  body.viewBegin = String(view.begin);
-  body.viewEnd = String(view.end);
-  body.windowsLoaded = String(windowsLoaded);
-  body.dataBegin = String(data?.begin ?? '');
-  body.dataEnd = String(data?.end ?? '');
-  writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined });
+  hooks.publishDrawCounts(counts);
+  hooks.publishTaskRows(taskRowCount, askedRows);
+  hooks.publishView(view, data, windowsLoaded);
+  // Not before the link the page was opened with is restored: that would write over it.
+  if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
+                                    groups: [...tracks.collapsed], subtrees: [...collapsedTasks.keys()] });
   statusText.textContent = `${formatDuration(view.begin)} … ${formatDuration(view.end)} (${formatDuration(view.end - view.begin)} shown)`;
 }
 
@@ -507,8 +474,7 @@ function list(items: string[], total?: number) {
 }
 
 function showTask(details: TaskDetails) {
-  panel.dataset.kind = 'task';
-  panel.dataset.task = String(details.index);
+  hooks.publishPanel(panel, 'task', { task: String(details.index) });
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.display)}</h3>` +
     rows([...((summary.processes?.length ?? 1) > 1 ? [['process', details.group ?? '']] as [string, unknown][] : []),
           ['id', details.id], ['kind', details.task_kind], ['name', details.name], ['label', details.label || '—'],
@@ -529,7 +495,7 @@ function showTask(details: TaskDetails) {
 }
 
 function showSpan(details: SpanDetails) {
-  panel.dataset.kind = 'span';
+  hooks.publishPanel(panel, 'span');
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.name)}</h3>` +
     rows([['begin', formatDuration(details.begin)], ['end', formatDuration(details.end)], ['duration', formatDuration(details.duration)],
           ['thread', details.thread], ...Object.entries(details.fields).map(readableField)]) +
@@ -539,7 +505,7 @@ function showSpan(details: SpanDetails) {
 }
 
 function showStats(stats: RangeStats) {
-  panel.dataset.kind = 'stats';
+  hooks.publishPanel(panel, 'stats');
   panel.innerHTML = `<h3 id="details-title">Range ${formatDuration(stats.begin)} … ${formatDuration(stats.end)}</h3>` +
     rows([['length', formatDuration(stats.end - stats.begin)], ['tasks alive', stats.tasks.overlapping], ['created', stats.tasks.created],
           ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
@@ -602,8 +568,7 @@ function revealTask(details: TaskDetails) {
 // A counter's track: one per series, and here the threads that wrote it in the window (the breakdown).
 function showCounter(breakdown: CounterBreakdown) {
   const info = summary.counters[breakdown.index];
-  panel.dataset.kind = 'counter';
-  panel.dataset.counterThreads = String(breakdown.threads.length);
+  hooks.publishPanel(panel, 'counter', { counterThreads: String(breakdown.threads.length) });
   const added = breakdown.kind === 'counter';
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(info.name)}</h3>` +
     rows([['kind', info.kind], ['min', info.min], ['max', info.max], ['samples', info.samples.toLocaleString()]]) +
@@ -632,7 +597,7 @@ async function search(text: string) {
   draw();
   if (!highlight) return;
   const answer = await backend.search(text.trim());
-  panel.dataset.kind = 'search';
+  hooks.publishPanel(panel, 'search');
   const link = (hit: SearchHit) => hit.kind === 'task'
     ? taskLink(hit)
     : spanLink(hit);
@@ -759,7 +724,7 @@ scroller.addEventListener('scroll', () => {
 window.addEventListener('resize', resize);
 
 // A hook for tests and the curious: the state the page draws from.
-(window as unknown as Record<string, unknown>).chronicleViewer = {
+hooks.installHook('chronicleViewer', {
   summary: () => summary,
   view: () => ({ ...view }),
   data: () => data,
@@ -813,7 +778,7 @@ window.addEventListener('resize', resize);
     const x0 = Math.max(xOf(line[0]), 0), x1 = Math.min(Math.max(xOf(line[1]), xOf(line[0]) + 2), width());
     return { x: rect.left + (x0 + x1) / 2, y: rect.top + taskY(line[2]) + TASK_ROW / 2 - scroller.scrollTop };
   },
-};
+});
 
 // The trace is not whole: say so where it cannot be missed, with every line on hover.
 function showWarnings(warnings: string[]) {
@@ -824,15 +789,42 @@ function showWarnings(warnings: string[]) {
 }
 
 const flame = new FlamePane(backend, () => summary.duration);
-(window as unknown as Record<string, unknown>).chronicleFlame = flame.hook();
+hooks.installHook('chronicleFlame', flame.hook());
 
-// A link to a view (url_state.ts): its window, selection and range come back; a selected task's
-// row is scrolled to (only the rows on screen are asked for).
-function restoreFromUrl() {
+// A link to a view (url_state.ts): its collapsed groups and subtrees, window, selection and range
+// come back; a selected task's row is scrolled to (only the rows on screen are asked for).
+async function restoreFromUrl() {
   const state = readUrlState();
+  restoreCollapsedGroups(state.groups ?? []);
+  await restoreCollapsedSubtrees(state.subtrees ?? []);
   if (state.window) setView(state.window.begin, state.window.end);
   if (state.range) showRange(state.range);
   if (state.selection) void select(state.selection, false, true).catch(() => { selection = null; draw(); });
+  linkRestored = true;
+  draw();
+}
+
+// Only the keys of groups this trace has (a link may come from another trace, or be mangled).
+function restoreCollapsedGroups(keys: string[]) {
+  const all = computeLayout(summary, { collapsed: new Set(), order: tracks.order }, taskRowCount).headers.map(h => h.key);
+  const known = keys.filter(key => all.includes(key));
+  if (known.length === 0) return;
+  for (const key of known) tracks.collapsed.add(key);
+  relayout();
+}
+
+// A subtree is taken out by its task's tree row and size, which its details tell; tasks that do
+// not exist (or have no children) are left alone.
+async function restoreCollapsedSubtrees(tasks: number[]) {
+  const candidates = tasks.filter(task => task < summary.tasks);
+  const answers = await Promise.allSettled(candidates.map(task => backend.task(task)));
+  answers.forEach((answer, k) => {
+    if (answer.status === 'fulfilled' && answer.value.descendants > 0)
+      collapsedTasks.set(candidates[k], { row: answer.value.row, descendants: answer.value.descendants });
+  });
+  if (collapsedTasks.size === 0) return;
+  taskRowCount = shownRows().count;
+  relayout();
 }
 
 async function start() {
@@ -843,8 +835,8 @@ async function start() {
   taskRowCount = summary.task_rows;
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
   relayout();
-  restoreFromUrl();
-  document.body.dataset.ready = 'true';
+  await restoreFromUrl();
+  hooks.publishReady();
 }
 
 start().catch(error => { panel.textContent = `cannot load the trace: ${error}`; });

@@ -2,6 +2,7 @@
 // answer), so moving the mouse never asks the server anything. The drawing code registers each
 // drawn item's place with a function that describes it; the description is built only when the
 // pointer is over the item.
+import { publishTip } from './test_hooks';
 
 export interface Tip {
   kind: string;   // span, block, run, run-block, task, arrow, message, counter, idle, frame
@@ -74,9 +75,7 @@ function escapeText(text: string) {
 
 export function showTip(tip: Tip, clientX: number, clientY: number) {
   const box = tooltipElement();
-  for (const key of Object.keys(box.dataset)) delete box.dataset[key];
-  box.dataset.kind = tip.kind;
-  box.dataset.title = tip.title;
+  publishTip(box, tip.kind, tip.title);
   box.innerHTML = `<b>${escapeText(tip.title)}</b>` +
     tip.rows.map(([k, v]) => `<br><span style="color:#aab">${escapeText(k)}</span> ${escapeText(v)}`).join('');
   box.hidden = false;
@@ -89,7 +88,7 @@ export function showTip(tip: Tip, clientX: number, clientY: number) {
 }
 
 export function hideTip() {
-  if (element) { element.hidden = true; delete element.dataset.title; delete element.dataset.kind; }
+  if (element) { element.hidden = true; publishTip(element, null); }
 }
 
 export function formatDuration(ns: number): string {

@@ -1,8 +1,12 @@
 // The URL holds what is shown, so that a view can be shared as a link:
 //   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX | sel=counter:INDEX &r0=BEGIN&r1=END
-// (ns since the trace's first event: the window, the selected item, the selected range).
+//    &cg=0/threads,1&ct=12,40
+// (ns since the trace's first event: the window, the selected item, the selected range; the
+// collapsed track groups, their keys without "process:", and the collapsed task subtrees, by
+// task index). A link may be stale or mangled: what cannot be read is left out, never thrown.
 // Opening such a link restores them; moving about rewrites the fragment in place
 // (history.replaceState: the back button is not filled with every frame).
+import { publishUrl } from './test_hooks';
 
 export type SelectionRef =
   { kind: 'task'; index: number } | { kind: 'span'; lane: number; depth: number; index: number } | { kind: 'counter'; index: number } | null;
@@ -11,7 +15,12 @@ export interface UrlState {
   window?: { begin: number; end: number };
   selection?: SelectionRef;
   range?: { begin: number; end: number };
+  groups?: string[];    // collapsed track groups, as tracks.ts keys them ("process:0/threads")
+  subtrees?: number[];  // task indexes whose subtrees are collapsed
 }
+
+// Past this many, a link's collapsed subtrees are left out (each costs a request to restore).
+export const MAX_LINKED_SUBTREES = 500;
 
 const isCount = (text: string) => /^\d+$/.test(text);
 
@@ -35,11 +44,31 @@ function pair(fields: URLSearchParams, first: string, second: string) {
   return { begin, end };
 }
 
+const GROUP_KEY = /^\d+(\/(threads|tasks|counters))?$/;
+
+// "0/threads,1" -> ["process:0/threads", "process:1"]: well-formed keys, each once, sorted.
+export function parseGroups(text: string): string[] {
+  return [...new Set(text.split(',').filter(key => GROUP_KEY.test(key)))].sort().map(key => `process:${key}`);
+}
+export function groupsText(groups: Iterable<string>): string {
+  return [...groups].map(key => key.replace(/^process:/, '')).filter(key => GROUP_KEY.test(key)).sort().join(',');
+}
+
+// "12,40" -> [12, 40]: task indexes, each once, in order, at most MAX_LINKED_SUBTREES.
+export function parseSubtrees(text: string): number[] {
+  const indexes = text.split(',').filter(isCount).map(Number).filter(Number.isSafeInteger);
+  return [...new Set(indexes)].sort((a, b) => a - b).slice(0, MAX_LINKED_SUBTREES);
+}
+
 export function readUrlState(hash = location.hash): UrlState {
   const fields = new URLSearchParams(hash.replace(/^#/, ''));
   const state: UrlState = { window: pair(fields, 't0', 't1'), range: pair(fields, 'r0', 'r1') };
   const selection = parseSelection(fields.get('sel') ?? '');
   if (selection) state.selection = selection;
+  const groups = parseGroups(fields.get('cg') ?? '');
+  if (groups.length) state.groups = groups;
+  const subtrees = parseSubtrees(fields.get('ct') ?? '');
+  if (subtrees.length) state.subtrees = subtrees;
   return state;
 }
 
@@ -48,6 +77,9 @@ export function urlFragment(state: UrlState): string {
   if (state.window) fields.push(`t0=${Math.round(state.window.begin)}`, `t1=${Math.round(state.window.end)}`);
   if (state.selection) fields.push(`sel=${selectionText(state.selection)}`);
   if (state.range) fields.push(`r0=${Math.round(state.range.begin)}`, `r1=${Math.round(state.range.end)}`);
+  const groups = groupsText(state.groups ?? []);
+  if (groups) fields.push(`cg=${groups}`);
+  if (state.subtrees?.length) fields.push(`ct=${[...state.subtrees].sort((a, b) => a - b).join(',')}`);
   return fields.length ? `#${fields.join('&')}` : '';
 }
 
@@ -63,6 +95,6 @@ export function writeUrlState(state: UrlState) {
     if (fragment !== location.hash && !(fragment === '' && location.hash === '#')) {
       history.replaceState(history.state, '', `${location.pathname}${location.search}${fragment}`);
     }
-    document.body.dataset.url = fragment;
+    publishUrl(fragment);
   }, 100);
 }
