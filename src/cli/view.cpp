@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "cli/common.hpp"
 #include "reader/trace_directory.hpp"
@@ -26,6 +27,12 @@ namespace {
 constexpr uint64_t kMaxEventsForHtml = 2'000'000;
 constexpr uint64_t kMaxTasksForHtml = 50'000;
 
+// glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
+constexpr int kBuildMmapThreshold = 32 << 20;
+constexpr int kBuildTrimThreshold = std::numeric_limits<int>::max();
+constexpr int kDefaultMmapThreshold = 128 << 10;
+constexpr int kDefaultTrimThreshold = 128 << 10;
+
 struct ViewOptions {
   std::string directory;
   std::string address = "127.0.0.1";
@@ -37,6 +44,12 @@ int run_view(const ViewOptions& options) {
   const auto directories = reader::find_traces(options.directory);
   const auto started = std::chrono::steady_clock::now();
   std::string title;
+  // Fresh memory is dear (a page fault per page; tens of microseconds each on some VMs), and the
+  // building grows many vectors by doubling: while it runs, blocks it frees stay with malloc (not
+  // returned to the system at once, nor mapped anew per large block) to be reused. Then the
+  // defaults again, for the server.
+  mallopt(M_MMAP_THRESHOLD, kBuildMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kBuildTrimThreshold);
   // The index holds all the server needs: the traces' mappings are let go once it is built, and
   // so is the memory the building used.
   const viewer::TimelineIndex index = [&] {
@@ -47,6 +60,8 @@ int run_view(const ViewOptions& options) {
     return viewer::TimelineIndex::build(traces);
   }();
   malloc_trim(0);
+  mallopt(M_MMAP_THRESHOLD, kDefaultMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kDefaultTrimThreshold);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s\n", human_count(index.event_count()),
              human_count(index.task_lines().size()), seconds);
