@@ -14,6 +14,7 @@
 
 #include "analysis/profile.hpp"
 #include "support.hpp"
+#include "task_graph_equality.hpp"
 #include "viewer/timeline_index.hpp"
 
 namespace chronicle {
@@ -166,6 +167,8 @@ TEST(SpanAttribution, ViewerDrawsTheSpanOnEveryThreadItRanOn) {
   }
   EXPECT_EQ(total, 2u * kIterations);
   EXPECT_EQ(on_pool, static_cast<uint64_t>(kIterations));
+  // Its task graph, built in the same pass, is the model's: a span's end closes in its task.
+  test::expect_same_task_graph(index.graph(), model::build_task_graph(trace));
 }
 
 TEST(SpanAttribution, AnEndThatMatchesNoOpenSpanIsReportedNotRePaired) {

@@ -24,6 +24,7 @@
 #include "model/task_graph.hpp"
 #include "reader/trace_directory.hpp"
 #include "support.hpp"
+#include "task_graph_equality.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
 #include "viewer/timeline_index.hpp"
@@ -124,6 +125,16 @@ TEST_F(ViewerTest, TheTraceHasWhatTheViewerDraws) {
   EXPECT_FALSE(graph_->idle().empty());
   ASSERT_EQ(index_->counters().size(), 1u);  // demo/round, one series
   EXPECT_EQ(index_->counters()[0].lanes.size(), 3u) << "written on each worker";
+}
+
+// The index builds its task graph in the same merged pass as its spans: the graph is the one
+// model::build_task_graph builds in a pass of its own (notes, runs, idle intervals, problems).
+TEST_F(ViewerTest, TheIndexsTaskGraphIsTheModels) {
+  ASSERT_FALSE(graph_->tasks().empty());
+  size_t notes = 0;
+  for (const model::Task& task : graph_->tasks()) notes += task.notes.size();
+  EXPECT_GT(notes, 0u);
+  test::expect_same_task_graph(index_->graph(), *graph_);
 }
 
 TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {

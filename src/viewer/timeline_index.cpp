@@ -1,6 +1,7 @@
 #include "viewer/timeline_index.hpp"
 
 #include "analysis/critical_path.hpp"
+#include "model/task_graph_feed.hpp"
 #include "reader/messages.hpp"
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <set>
 #include <stdexcept>
@@ -160,13 +162,32 @@ class IndexBuilder {
 
   // `pairing_problems`: span ends the reader paired with nothing, for the page's warnings.
   TimelineIndex build(std::vector<std::string>& pairing_problems) {
-    // The task graph needs all events in time order (a merge of the streams); the lanes need
-    // each stream alone. Both at once: the machine has at least two cores.
-    auto graph = std::async(std::launch::async, [this] { return model::build_task_graph(trace_); });
     find_origin();
-    for (size_t stream = 0; stream < trace_.streams().size(); ++stream) index_stream(stream);
-    pairing_problems = index_spans();
+    add_lanes();
+    // The spans and the task graph need all events in time order, the markers and counters each
+    // stream alone. One merge of the streams serves the spans and the graph, whose building is
+    // handed to a second thread (the machine has at least two cores); that thread reads the
+    // streams one by one for the markers and counters while no events of the merge wait.
+    model::TaskGraphFeed feed(
+        [this](uint32_t site_id) {
+          const reader::Site* site = trace_.site(site_id);
+          return site ? site->name : std::string();
+        },
+        model::GraphDetail::full);
+    auto graph =
+        std::async(std::launch::async, [this, &feed] { return feed.build([this] { return index_streams_slice(); }); });
+    uint64_t merged_last = 0;
+    try {
+      pairing_problems = index_spans(feed, merged_last);
+    } catch (...) {
+      feed.close();  // the graph's thread ends; the future waits for it as it goes
+      throw;
+    }
+    feed.close();
     index_.graphs_.front() = graph.get();
+    index_.event_count_ = stream_events_;
+    // to_ns keeps the order of times: the latest event's time is the latest of the times.
+    index_.duration_ = std::max(index_.duration_, merged_last);
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
     index_tasks();
     index_lane_runs();
@@ -193,36 +214,56 @@ class IndexBuilder {
     index_.task_processes_.front() = {process_group(trace_), 0, 0, origin, 0, index_.ns_per_tick_};
   }
 
-  void index_stream(size_t stream) {
-    Lane lane;
-    lane.thread_id = trace_.streams()[stream].thread_id;
-    lane.name = trace_.thread_name(lane.thread_id);
-    lane.group = process_group(trace_);
-    const uint32_t lane_number = static_cast<uint32_t>(index_.lanes_.size());
-    uint64_t last = 0;
-    trace_.for_each_in_stream(stream, [&](const reader::Event& event) {
-      using format::EventId;
-      const uint64_t time = index_.to_ns(event.ticks);
-      last = std::max(last, time);
-      ++index_.event_count_;
-      switch (event.type) {
-        case EventId::instant:
-        case EventId::note:
-          lane.markers.push_back({time, event.name_id, event.type, std::string(event.text)});
-          break;
-        case EventId::counter:
-        case EventId::counter_float:
-          add_counter_sample(event, time, lane_number);
-          break;
-        default:
-          break;
+  // One lane per stream, in stream order.
+  void add_lanes() {
+    for (const reader::StreamInfo& stream : trace_.streams()) {
+      Lane lane;
+      lane.thread_id = stream.thread_id;
+      lane.name = trace_.thread_name(lane.thread_id);
+      lane.group = process_group(trace_);
+      index_.lanes_.push_back(std::move(lane));
+    }
+  }
+
+  // The lanes' markers and the counters' samples, stream after stream (the order finish_counter
+  // keeps for samples at the same time), a slice at a time; false when all is done. Nothing else
+  // of the index: the merged pass fills it meanwhile.
+  bool index_streams_slice() {
+    constexpr size_t kSliceEvents = size_t{1} << 16;
+    reader::Event event;
+    for (size_t k = 0; k < kSliceEvents; ++k) {
+      if (!stream_cursor_) {
+        if (next_stream_ == trace_.streams().size()) return false;
+        stream_cursor_.emplace(trace_, next_stream_);
       }
-      return true;
-    });
-    // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
-    lane.markers.shrink_to_fit();
-    index_.duration_ = std::max(index_.duration_, last);
-    index_.lanes_.push_back(std::move(lane));
+      if (!stream_cursor_->next(event)) {
+        // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
+        index_.lanes_[next_stream_].markers.shrink_to_fit();
+        stream_cursor_.reset();
+        ++next_stream_;
+        continue;
+      }
+      index_stream_event(event, static_cast<uint32_t>(next_stream_));
+    }
+    return true;
+  }
+
+  void index_stream_event(const reader::Event& event, uint32_t lane_number) {
+    using format::EventId;
+    ++stream_events_;
+    switch (event.type) {
+      case EventId::instant:
+      case EventId::note:
+        index_.lanes_[lane_number].markers.push_back(
+            {index_.to_ns(event.ticks), event.name_id, event.type, std::string(event.text)});
+        break;
+      case EventId::counter:
+      case EventId::counter_float:
+        add_counter_sample(event, index_.to_ns(event.ticks), lane_number);
+        break;
+      default:
+        break;
+    }
   }
 
   // Samples as traced, stream after stream; finish_counter puts them in time order.
@@ -280,8 +321,9 @@ class IndexBuilder {
 
   // Spans as the reader pairs them, on the lane of the thread they are on: a task's span has a
   // piece in each of the task's runs, at the depth it has on that thread then. (Streams and
-  // lanes are in the same order.)
-  std::vector<std::string> index_spans() {
+  // lanes are in the same order.) The events the task graph needs go to `feed` on the way.
+  // `last`: the time of the latest event.
+  std::vector<std::string> index_spans(model::TaskGraphFeed& feed, uint64_t& last) {
     struct Piece {
       uint64_t begin;
       uint32_t site;
@@ -298,37 +340,38 @@ class IndexBuilder {
       stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(depth));
     };
     reader::SpanPairing pairing(trace_);
-    uint64_t last = 0;
+    uint64_t last_ticks = 0;
     trace_.for_each_event(pairing, [&](const reader::Event& event) {
-      const uint64_t time = index_.to_ns(event.ticks);
-      last = std::max(last, time);
+      feed.add(event, pairing);
+      last_ticks = std::max(last_ticks, event.ticks);
       auto& stack = open[event.stream];
       switch (event.type) {
         case format::EventId::span_begin:
-          stack.push_back({time, event.span->site_id, event.span->sequence, event.span->task});
+          stack.push_back({index_.to_ns(event.ticks), event.span->site_id, event.span->sequence, event.span->task});
           break;
         case format::EventId::span_end:
           for (size_t depth = stack.size(); event.span && depth-- > 0;)
             if (stack[depth].sequence == event.span->sequence) {
-              close(event.stream, depth, time);
+              close(event.stream, depth, index_.to_ns(event.ticks));
               break;
             }
           break;
         case format::EventId::task_run_begin:
           if (const auto* spans = pairing.open_in_task(event.task))
             for (const reader::PairedSpan& span : *spans)
-              stack.push_back({time, span.site_id, span.sequence, span.task});
+              stack.push_back({index_.to_ns(event.ticks), span.site_id, span.sequence, span.task});
           break;
         case format::EventId::task_run_end:
           // The task's spans go on in its next run, wherever that is.
           for (size_t depth = stack.size(); depth-- > 0;)
-            if (stack[depth].task == event.task) close(event.stream, depth, time);
+            if (stack[depth].task == event.task) close(event.stream, depth, index_.to_ns(event.ticks));
           break;
         default:
           break;
       }
       return true;
     });
+    last = index_.to_ns(last_ticks);
     for (size_t lane = 0; lane < open.size(); ++lane)  // cut by the trace's end
       while (!open[lane].empty()) close(lane, open[lane].size() - 1, last);
     for (Lane& lane : index_.lanes_)
@@ -477,6 +520,10 @@ class IndexBuilder {
   const reader::Trace& trace_;
   analysis::SeriesCatalog counter_catalog_;
   TimelineIndex index_;
+  // index_streams_slice's place.
+  size_t next_stream_ = 0;
+  std::optional<reader::Trace::StreamCursor> stream_cursor_;
+  uint64_t stream_events_ = 0;
 };
 
 TimelineIndex TimelineIndex::build(const reader::Trace& trace) {

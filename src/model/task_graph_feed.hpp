@@ -1,0 +1,61 @@
+// A task graph built on a thread of its own from a time-ordered pass that is there for something
+// else too (the viewer's index pairs spans in it): the pass hands over, in batches, the few events
+// the graph reads, and the building thread does other work while none wait. So one merge of the
+// streams serves both, and the graph's work is off the pass's thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "model/task_graph.hpp"
+#include "reader/span_pairing.hpp"
+#include "reader/trace_reader.hpp"
+
+namespace chronicle::model {
+
+class TaskGraphFeed {
+ public:
+  TaskGraphFeed(TaskGraphBuilder::SiteNames site_names, GraphDetail detail);
+
+  // The pass's side. Each event of reader::Trace::for_each_event, with the pairing it runs
+  // (which has followed the event): only the events that can change the graph are handed over.
+  void add(const reader::Event& event, const reader::SpanPairing& pairing);
+  // No more events: after the pass, and also when it failed.
+  void close();
+
+  // The building side: the graph of every event handed over until close(). While no batch waits,
+  // calls `other_work` until it returns false (nothing of it left), and does what it leaves after
+  // close(). Should `other_work` throw, the pass's add() hands nothing over from then on.
+  TaskGraph build(const std::function<bool()>& other_work);
+
+ private:
+  struct Handed {
+    reader::Event event;  // its `span` is set again from `span` when it is taken
+    reader::PairedSpan span;
+    bool has_span = false;
+  };
+  using Batch = std::vector<Handed>;
+
+  bool changes_graph(const reader::Event& event, const reader::SpanPairing& pairing);
+  void hand_over();
+  bool take(Batch& batch);  // false when closed and nothing waits
+
+  TaskGraphBuilder::SiteNames site_names_;
+  GraphDetail detail_;
+  uint64_t first_ticks_ = std::numeric_limits<uint64_t>::max();
+  uint64_t last_ticks_ = 0;
+  Batch filling_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> waiting_;
+  std::vector<Batch> spare_;  // batches taken and emptied, to fill again without allocating
+  bool closed_ = false;
+  bool abandoned_ = false;
+};
+
+}  // namespace chronicle::model
