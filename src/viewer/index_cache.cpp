@@ -489,7 +489,7 @@ OpenedIndex open_index(const std::string& directory, bool use_cache) {
         opened.cache_path = path;
         return opened;
       }
-    } catch (const IndexCacheDamaged& damaged) {
+    } catch (const std::exception& damaged) {  // IndexCacheDamaged, or a count too large to hold
       opened.cache_problem = fmt::format("the index in {} cannot be read ({}): indexing again", path, damaged.what());
     }
   }
