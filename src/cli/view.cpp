@@ -63,7 +63,9 @@ int run_view(const ViewOptions& options) {
   else
     fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s{}\n", human_count(index.event_count()),
                human_count(index.task_lines().size()), seconds,
-               opened.cache_path.empty() ? "" : fmt::format(" (kept in {})", opened.cache_path));
+               opened.cache_path.empty() ? ""
+                                         : fmt::format(" (kept in {}: indexing {:.2f} s, writing {:.2f} s)",
+                                                       opened.cache_path, opened.build_seconds, opened.write_seconds));
 
   if (!options.html.empty()) {
     if (index.event_count() > kMaxEventsForHtml || index.task_lines().size() > kMaxTasksForHtml)

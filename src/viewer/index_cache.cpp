@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -493,6 +494,10 @@ OpenedIndex open_index(const std::string& directory, bool use_cache) {
       opened.cache_problem = fmt::format("the index in {} cannot be read ({}): indexing again", path, damaged.what());
     }
   }
+  const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const auto build_started = std::chrono::steady_clock::now();
   opened.index = [&] {
     std::vector<reader::Trace> traces;
     for (const std::string& trace : trace_directories) traces.emplace_back(trace);
@@ -500,12 +505,15 @@ OpenedIndex open_index(const std::string& directory, bool use_cache) {
     index.title_ = process_title(traces, directory, trace_directories);
     return index;
   }();
+  opened.build_seconds = seconds_since(build_started);
   if (!use_cache) return opened;
+  const auto write_started = std::chrono::steady_clock::now();
   try {
     IndexCache::save(opened.index, path, identity);
     // Mapped back, the index costs only what windows look at; the built one is let go.
     if (std::optional<TimelineIndex> mapped = IndexCache::load(path, identity)) opened.index = std::move(*mapped);
     opened.cache_path = path;
+    opened.write_seconds = seconds_since(write_started);
   } catch (const std::exception& problem) {
     if (!opened.cache_problem.empty()) opened.cache_problem += "; ";
     opened.cache_problem += fmt::format("the index was not kept ({}): the next view indexes again", problem.what());

@@ -52,6 +52,8 @@ struct OpenedIndex {
   bool from_cache = false;
   std::string cache_path;     // read from or written to; empty when the cache was not used
   std::string cache_problem;  // why it could not be read or written, for a warning; empty if none
+  double build_seconds = 0;   // indexing the trace (0 when read from the cache)
+  double write_seconds = 0;   // writing the cache and mapping it back
 };
 
 // The traces under `directory` as `chronicle view` shows them: the index read from its cache
