@@ -9,16 +9,18 @@
 #   bash viewer/perf/run.sh [BUILD=build] [SCRATCH=/tmp] [SIZE...=10m 100m] [options]
 #     SIZE: 10m, 100m or 1b (10.0 M, 100.0 M, 1.0 G events; about 100 MiB, 1 GiB, 10 GiB on disk)
 #     --speedscope=10m,100m  the sizes to export and open in speedscope (default: 10m)
+#     --speedscope-timeout=S how long speedscope may take to draw a profile (default 900 s)
 #     --no-browser           no Chromium for our viewer's page (server-side figures only)
 #     --keys                 also W/A/S/D key presses in Chromium
 #     --cold                 also a third open with the trace's and index's pages dropped from the cache
 #     --results=DIR          where the figures are kept (default: SCRATCH/chronicle-viewer-perf-results)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-positional=() speedscope=10m measure_flags=() browser=--browser results=
+positional=() speedscope=10m speedscope_timeout=900 measure_flags=() browser=--browser results=
 for arg in "$@"; do
   case $arg in
     --speedscope=*) speedscope=${arg#--speedscope=} ;;
+    --speedscope-timeout=*) speedscope_timeout=${arg#--speedscope-timeout=} ;;
     --no-browser) browser= ;;
     --keys) measure_flags+=(--keys) ;;
     --cold) measure_flags+=(--cold) ;;
@@ -76,13 +78,13 @@ for size in "${sizes[@]}"; do
     if nice "$chronicle" export --format chrome --force -o "$trace.json" "$trace"; then
       export_seconds=$(since "$begin")
       json_bytes=$(stat -c %s "$trace.json")
-      nice node "$here/speedscope.mjs" "$trace.json" --json "$results/$size.speedscope.json" ||
+      nice node "$here/speedscope.mjs" "$trace.json" --timeout "$speedscope_timeout" --json "$results/$size.speedscope.json" ||
         echo "speedscope.mjs failed (status $?)"
     else
       echo "export failed (status $?)"
     fi
   fi
-  disk_peak=$(du -sbc "$trace" "$trace".* 2>/dev/null | tail -1 | cut -f1)
+  disk_peak=$(shopt -s nullglob; du -sbc "$trace" "$trace".* | tail -1 | cut -f1)
   cat >"$results/$size.run.json" <<EOF
 {"size": "$size", "rounds": $rounds, "buffer": "$buffer", "generateSeconds": $generate_seconds, "traceBytes": $trace_bytes,
  "discarded": $discarded, "exportSeconds": $export_seconds, "jsonBytes": $json_bytes, "diskBytes": $disk_peak,
