@@ -1,6 +1,6 @@
 // The side-by-side table of docs/performance.md ("Viewer performance") from what run.sh kept:
 // SIZE.run.json (generation, disk, load), SIZE.view.json (measure.mjs), SIZE.speedscope.json
-// (speedscope.mjs), for the sizes found, in the order 10m, 100m, 1b.
+// (speedscope.mjs), for the sizes found, in the order 1m, 10m, 100m, 1b.
 //
 //   node report.mjs RESULTS_DIR
 import { existsSync, readFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ const read = (size, what) => {
   const path = join(directory, `${size}.${what}.json`);
   return existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : null;
 };
-const sizes = ['10m', '100m', '1b'].filter(size => read(size, 'run') || read(size, 'view'));
+const sizes = ['1m', '10m', '100m', '1b'].filter(size => read(size, 'run') || read(size, 'view'));
 const columns = sizes.map(size => ({ size, run: read(size, 'run'), view: read(size, 'view'), speedscope: read(size, 'speedscope') }));
 
 const mib = bytes => `${(bytes / 1048576).toLocaleString('en', { maximumFractionDigits: 1, minimumFractionDigits: 1 })} MiB`;

@@ -7,7 +7,8 @@
 # Run from the repository root after a build, and `npm ci` in viewer/ and viewer/perf/.
 #
 #   bash viewer/perf/run.sh [BUILD=build] [SCRATCH=/tmp] [SIZE...=10m 100m] [options]
-#     SIZE: 10m, 100m or 1b (10.0 M, 100.0 M, 1.0 G events; about 100 MiB, 1 GiB, 10 GiB on disk)
+#     SIZE: 10m, 100m or 1b (10.0 M, 100.0 M, 1.0 G events; about 100 MiB, 1 GiB, 10 GiB on disk),
+#           or 1m (1.0 M events: a size speedscope still opens)
 #     --speedscope=10m,100m  the sizes to export and open in speedscope (default: 10m)
 #     --speedscope-timeout=S how long speedscope may take to draw a profile (default 900 s)
 #     --no-browser           no Chromium for our viewer's page (server-side figures only)
@@ -47,17 +48,19 @@ for size in "${sizes[@]}"; do
   # 4 threads, each round a span with two nested spans and a counter sample, every 10th round a
   # job task waiting on a part task (about 8.3 events per round and thread).
   case $size in
+    1m) rounds=30000 buffer=64M ;;
     10m) rounds=300000 buffer=64M ;;
     100m) rounds=3005000 buffer=256M ;;
     1b) rounds=30050000 buffer=256M ;;
-    *) echo "unknown size $size (10m, 100m, 1b)" >&2; exit 2 ;;
+    *) echo "unknown size $size (1m, 10m, 100m, 1b)" >&2; exit 2 ;;
   esac
   trace="$scratch/chronicle-viewer-perf-$size"
   rm -rf "$trace" "$trace".*
   trap 'rm -rf "$trace" "$trace".*' EXIT
   echo "== $size: generating ($rounds rounds x 4 threads), load $(load)"
   begin=$(now)
-  summary=$("$chronicle" record -q --buffer-size $buffer -o "$trace" -- "$demo" $rounds 4 10 0 2>&1 | tee /dev/stderr | grep 'trace in')
+  summary=$("$chronicle" record -q --buffer-size $buffer -o "$trace" -- "$demo" $rounds 4 10 0 2>&1 | grep 'trace in')
+  echo "$summary"
   generate_seconds=$(since "$begin")
   discarded=$(sed -E 's/.* ([0-9,]+) discarded.*/\1/' <<<"$summary" | tr -d ,)
   if [ "$discarded" != 0 ]; then
