@@ -50,6 +50,11 @@ row('our page in Chromium: Chromium\'s memory, peak PSS (page JS heap)', column 
   const browser = open(column, 0).browser;
   return `${mib(browser.browserPeak)} (${mib(browser.jsHeap)})`;
 });
+if (columns.some(column => open(column, 0)?.browser?.keys))
+  row('our page in Chromium (--keys): key press to new frame; fetch; drawing, median / max ms', column => {
+    const { key, fetch, render } = open(column, 0).browser.keys;
+    return [key, fetch, render].map(pair => pair.map(ms).join(' / ')).join('; ');
+  });
 row('Chrome JSON export: time, size', column => column.run.exportSeconds === null ? undefined : `${seconds(column.run.exportSeconds)}, ${mib(column.run.jsonBytes)}`);
 row('speedscope in Chromium: navigation to the profile drawn', column => {
   const result = column.speedscope;

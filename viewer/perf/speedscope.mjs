@@ -42,8 +42,11 @@ const failures = [];
 page.on('dialog', dialog => { failures.push(`alert: ${dialog.message()}`); dialog.dismiss().catch(() => {}); });
 page.on('crash', () => failures.push('the tab crashed'));
 page.on('pageerror', error => failures.push(`page error: ${error.message}`));
-// speedscope catches an import's failure and logs it before it shows its error page.
-page.on('console', message => { if (message.type() === 'error') failures.push(`console: ${message.text().slice(0, 300)}`); });
+// speedscope catches an import's failure and logs it ("Failed to load format", console.log)
+// before it shows its error page.
+page.on('console', message => {
+  if (message.type() === 'error' || message.text().startsWith('Failed')) failures.push(`console: ${message.text().slice(0, 300)}`);
+});
 const crashed = new Promise(resolve => page.on('crash', resolve));
 const memory = sampleTreeMemory(process.pid, []);
 // A page busy in one long task answers no evaluation, and playwright's own timeouts wait on it:
