@@ -1,79 +1,69 @@
-// Measures `chronicle view` on a trace: time until it serves (index built), the answer time of
-// windows at zooms from the whole trace down to a millionth of it, of pans, search and stats,
-// and the server's peak memory. Prints a Markdown table for docs/performance-viewer.md.
+// Measures `chronicle view` on a trace (issue 14's figures, docs/performance.md "Viewer
+// performance"):
+// - first open: from starting `chronicle view TRACE --port 0` until it serves, events/s, the
+//   server's peak RSS (VmHWM), its RSS and anonymous RSS once serving and after the requests;
+// - windows: GET /api/window at zooms from the whole trace to a millionth of it, 9 places and 3
+//   pans each, median and max per zoom; search, range stats and task details;
+// - reopen: the server stopped and started again on the same trace, the same measures (with an
+//   index cache the second open reuses what the first wrote beside the trace: its bytes on disk
+//   are reported; without one it builds again; nothing here assumes either), and with --cold a
+//   third open after the trace's and the index's pages are dropped from the page cache;
+// - with --browser: the page in Chromium (headless, playwright-core), from navigation to the
+//   first frame drawn, and Chromium's memory; with --keys also W/A/S/D presses to a new frame.
+// Prints the figures and, with --json FILE, writes them for report.mjs.
 //
-//   node measure.mjs CHRONICLE TRACE_DIR [WIDTH=1600]
+//   node measure.mjs CHRONICLE TRACE [--browser] [--keys] [--cold] [--json FILE] [--width 1600]
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import {
+  besideTrace, cpuSeconds, dropFromPageCache, javascriptHeap, launchChromium, maximum, median, mib, pathBytes, processMemory,
+  sampleTreeMemory,
+} from './common.mjs';
 
-const [chronicle, trace, widthText] = process.argv.slice(2);
-const width = Number(widthText ?? 1600);
+const args = process.argv.slice(2);
+const flag = name => args.includes(name);
+const option = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback);
+const [chronicle, trace] = args.filter((arg, i) => !arg.startsWith('--') && !['--json', '--width'].includes(args[i - 1]));
+if (!trace) throw new Error('usage: measure.mjs CHRONICLE TRACE [--browser] [--keys] [--cold] [--json FILE] [--width N]');
+const width = Number(option('--width', 1600));
+const withKeys = flag('--keys');
+const withBrowser = withKeys || flag('--browser');
 
-function directoryBytes(path) {
-  let total = 0;
-  for (const entry of readdirSync(path)) {
-    const full = join(path, entry);
-    const info = statSync(full);
-    total += info.isDirectory() ? directoryBytes(full) : info.size;
-  }
-  return total;
-}
-
-function memory(pid) {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const field = name => Number(status.match(new RegExp(`${name}:\\s+(\\d+) kB`))[1]) * 1024;
-  return { rss: field('VmRSS'), anon: field('RssAnon'), peak: field('VmHWM') };
-}
-
-const started = performance.now();
-const server = spawn(chronicle, ['view', trace, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-let stderr = '';
-server.stderr.on('data', chunk => { stderr += chunk; });
-const base = await new Promise((resolve, reject) => {
-  let output = '';
-  server.stdout.on('data', chunk => {
-    output += chunk;
-    const url = output.match(/http:\/\/127\.0\.0\.1:\d+\//);
-    if (url) resolve(url[0]);
+// Starts `chronicle view` and waits until it prints its address. The peak is sampled while it
+// indexes as well, so that a server that dies (out of memory) still reports how far it got.
+async function openServer() {
+  const started = performance.now();
+  const server = spawn(chronicle, ['view', trace, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '', peak = 0;
+  const sampler = setInterval(() => { peak = Math.max(peak, processMemory(server.pid)?.peak ?? 0); }, 100);
+  server.stderr.on('data', chunk => { stderr += chunk; });
+  const exited = new Promise(resolve => server.on('exit', (code, signal) => resolve({ code, signal })));
+  const base = await new Promise(resolve => {
+    let output = '';
+    server.stdout.on('data', chunk => {
+      output += chunk;
+      const url = output.match(/http:\/\/127\.0\.0\.1:\d+\//);
+      if (url) resolve(url[0]);
+    });
+    exited.then(() => resolve(null));
   });
-  server.on('exit', code => reject(new Error(`chronicle view exited (${code}): ${stderr}`)));
-});
-const openSeconds = (performance.now() - started) / 1000;
-
-// The same in a browser: from `chronicle view` starting to the first frame drawn, then key
-// presses (pan and zoom) until each new window is drawn.
-const { chromium } = await import('playwright-core');
-const { mkdtempSync, rmSync } = await import('node:fs');
-const { tmpdir } = await import('node:os');
-const profile = mkdtempSync(join(tmpdir(), 'chronicle-viewer-perf-'));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: '/usr/bin/chromium', headless: true, viewport: { width: 1600, height: 1000 },
-  args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-         '--disable-sync', '--no-first-run'],
-});
-const page = await browser.newPage();
-const pageStarted = performance.now();
-const settled = () => page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.settled === 'true')
-  .then(() => page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))));
-await page.goto(base);
-await settled();
-const firstFrameSeconds = (performance.now() - started) / 1000;
-const pageSeconds = (performance.now() - pageStarted) / 1000;
-const keyTimes = [], fetchTimes = [], renderTimes = [];
-await page.mouse.move(800, 300);
-for (const key of ['w', 'w', 'w', 'w', 'w', 'd', 'd', 'a', 's', 's', 'w', 'd']) {
-  const begin = performance.now();
-  await page.keyboard.press(key);
-  await settled();
-  keyTimes.push(performance.now() - begin);
-  fetchTimes.push(Number(await page.evaluate(() => document.body.dataset.fetchMs)));
-  renderTimes.push(Number(await page.evaluate(() => document.body.dataset.renderMs)));
+  const seconds = (performance.now() - started) / 1000;
+  clearInterval(sampler);
+  const serving = processMemory(server.pid);
+  const cpu = cpuSeconds(server.pid);
+  const messages = () => stderr.trim().split('\n').filter(line => line.length > 0);
+  if (!base) {
+    const { code, signal } = await exited;
+    return { failed: `chronicle view exited (${signal ?? `status ${code}`}) after ${seconds.toFixed(1)} s`, seconds, peak, messages: messages() };
+  }
+  return {
+    base, seconds, cpu, messages, pid: server.pid, memoryNow: () => processMemory(server.pid),
+    serving: { ...serving, peak: Math.max(peak, serving.peak) },
+    async stop() { server.kill('SIGTERM'); await exited; },
+  };
 }
-await browser.close();
-rmSync(profile, { recursive: true, force: true });
 
-async function timed(path) {
+async function get(base, path) {
   const begin = performance.now();
   const response = await fetch(base + path);
   const body = await response.text();
@@ -81,56 +71,140 @@ async function timed(path) {
   return { ms: performance.now() - begin, bytes: body.length, body };
 }
 
-const summary = JSON.parse((await timed('api/summary')).body);
-const duration = summary.duration;
-const rows = [];
-const stats = times => {
-  const sorted = [...times].sort((a, b) => a - b);
-  return { median: sorted[Math.floor(sorted.length / 2)], max: sorted[sorted.length - 1] };
-};
 // Zoom levels: the window is duration / factor, at 9 places across the trace; then pans of a
-// tenth of the window from there. The task rows asked for are a screen's, as the page asks
-// (a row per task: without `rows` the answer would hold every task alive in the window).
-const taskRows = '&rows=0-112';
-for (const factor of [1, 10, 100, 1000, 10000, 100000, 1000000]) {
-  const length = duration / factor;
-  const times = [];
-  let bytes = 0;
-  for (let place = 0; place < 9; ++place) {
-    const begin = Math.max(0, (duration - length) * (place / 8));
-    const answer = await timed(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(begin + length)}&width=${width}${taskRows}`);
-    times.push(answer.ms);
-    bytes = Math.max(bytes, answer.bytes);
-    for (let step = 1; step <= 3; ++step) {
-      const panned = begin + (length / 10) * step;
-      times.push((await timed(`api/window?begin=${Math.floor(panned)}&end=${Math.ceil(panned + length)}&width=${width}${taskRows}`)).ms);
+// tenth of the window from there. The task rows asked for are a screen's, as the page asks.
+async function windows(base, duration) {
+  const levels = [];
+  for (const factor of [1, 10, 100, 1000, 10000, 100000, 1000000]) {
+    const length = duration / factor, times = [];
+    let bytes = 0;
+    for (let place = 0; place < 9; ++place) {
+      const first = Math.max(0, (duration - length) * (place / 8));
+      for (let step = 0; step <= 3; ++step) {
+        const begin = first + (length / 10) * step;
+        const answer = await get(base, `api/window?begin=${Math.floor(begin)}&end=${Math.ceil(begin + length)}&width=${width}&rows=0-112`);
+        times.push(answer.ms);
+        bytes = Math.max(bytes, answer.bytes);
+      }
     }
+    levels.push({ factor, median: median(times), max: maximum(times), bytes, times });
   }
-  rows.push({ what: `window 1/${factor} of the trace (${width} px), zooms and pans`, ...stats(times), bytes });
+  const all = levels.flatMap(level => level.times);
+  return { levels: levels.map(({ times, ...level }) => level), median: median(all), max: maximum(all) };
 }
-const search = await timed('api/search?q=job%202.77');
-rows.push({ what: 'search "job 2.77"', median: search.ms, max: search.ms, bytes: search.bytes });
-const small = await timed(`api/stats?begin=${Math.floor(duration / 2)}&end=${Math.floor(duration / 2 + duration / 1000)}`);
-rows.push({ what: 'range stats, 1/1000 of the trace', median: small.ms, max: small.ms, bytes: small.bytes });
-const whole = await timed(`api/stats?begin=0&end=${duration}`);
-rows.push({ what: 'range stats, the whole trace', median: whole.ms, max: whole.ms, bytes: whole.bytes });
-const task = await timed(`api/task?index=${Math.floor(summary.tasks / 2)}`);
-rows.push({ what: 'task details', median: task.ms, max: task.ms, bytes: task.bytes });
 
-const { rss, anon, peak } = memory(server.pid);
-const traceBytes = directoryBytes(trace);
-server.kill('SIGTERM');
+async function otherRequests(base, summary) {
+  const { duration } = summary;
+  const timedOnce = async (what, path) => {
+    const answer = await get(base, path);
+    return { what, ms: answer.ms, bytes: answer.bytes };
+  };
+  return [
+    await timedOnce('search "job 2.77"', 'api/search?q=job%202.77'),
+    await timedOnce('range stats, 1/1000 of the trace', `api/stats?begin=${Math.floor(duration / 2)}&end=${Math.floor(duration / 2 + duration / 1000)}`),
+    await timedOnce('range stats, the whole trace', `api/stats?begin=0&end=${duration}`),
+    await timedOnce('task details', `api/task?index=${Math.floor(summary.tasks / 2)}`),
+  ];
+}
 
-const mib = bytes => (bytes / 1048576).toFixed(1);
-console.log(`trace: ${trace}: ${summary.events.toLocaleString('en')} events, ${mib(traceBytes)} MiB on disk, ${summary.tasks.toLocaleString('en')} tasks, ${summary.lanes.length} threads`);
-console.log(`${stderr.trim().split('\n').filter(l => l.includes('indexed')).join(' ')}`);
-console.log(`open (start to serving): ${openSeconds.toFixed(2)} s; to the first frame in Chromium: ${firstFrameSeconds.toFixed(2)} s ` +
-            `(of which loading the page and its first window: ${pageSeconds.toFixed(2)} s; the rest is starting Chromium)`);
-for (const times of [keyTimes, fetchTimes, renderTimes]) times.sort((a, b) => a - b);
-console.log(`in Chromium, fetching a window: median ${fetchTimes[Math.floor(fetchTimes.length / 2)].toFixed(0)} ms, max ${fetchTimes[fetchTimes.length - 1].toFixed(0)} ms; ` +
-            `drawing it: median ${renderTimes[Math.floor(renderTimes.length / 2)].toFixed(0)} ms, max ${renderTimes[renderTimes.length - 1].toFixed(0)} ms`);
-console.log(`in Chromium, a key press (W/A/S/D) to the new window drawn: median ${keyTimes[Math.floor(keyTimes.length / 2)].toFixed(0)} ms, max ${keyTimes[keyTimes.length - 1].toFixed(0)} ms (includes the page's 16 ms debounce)`);
-console.log(`server memory after the requests: RSS ${mib(rss)} MiB (${(rss / traceBytes).toFixed(2)} x the trace; ${mib(anon)} MiB of it anonymous); ` +
-            `peak RSS ${mib(peak)} MiB (${(peak / traceBytes).toFixed(2)} x; it counts the trace's mapped file pages while indexing)`);
-console.log('\n| request | median ms | max ms | largest answer |\n| --- | ---: | ---: | ---: |');
-for (const row of rows) console.log(`| ${row.what} | ${row.median.toFixed(1)} | ${row.max.toFixed(1)} | ${(row.bytes / 1024).toFixed(1)} KiB |`);
+// The page in Chromium: navigation to the first frame drawn (the page sets data-ready and
+// data-settled once its first window is drawn), Chromium's memory (PSS of all its processes,
+// sampled; and the page's JavaScript heap), and optionally key presses.
+async function inBrowser(base, serverPid) {
+  const browser = await launchChromium();
+  const page = await browser.context.newPage();
+  const settled = () => page.waitForFunction(() => document.body.dataset.ready === 'true' && document.body.dataset.settled === 'true', null, { timeout: 600000 })
+    .then(() => page.evaluate(() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))));
+  const memory = sampleTreeMemory(process.pid, [serverPid]);
+  const begin = performance.now();
+  await page.goto(base);
+  await settled();
+  const result = { loadSeconds: (performance.now() - begin) / 1000, jsHeap: await javascriptHeap(page) };
+  if (withKeys) {
+    const keyTimes = [], fetchTimes = [], renderTimes = [];
+    await page.mouse.move(800, 300);
+    for (const key of ['w', 'w', 'w', 'w', 'w', 'd', 'd', 'a', 's', 's', 'w', 'd']) {
+      const pressed = performance.now();
+      await page.keyboard.press(key);
+      await settled();
+      keyTimes.push(performance.now() - pressed);
+      fetchTimes.push(Number(await page.evaluate(() => document.body.dataset.fetchMs)));
+      renderTimes.push(Number(await page.evaluate(() => document.body.dataset.renderMs)));
+    }
+    result.keys = { key: [median(keyTimes), maximum(keyTimes)], fetch: [median(fetchTimes), maximum(fetchTimes)], render: [median(renderTimes), maximum(renderTimes)] };
+  }
+  const { peak, last } = memory.stop();
+  await browser.close();
+  return { ...result, browserPeak: peak, browserLast: last };
+}
+
+// One open of the trace and its measures; `extra` adds the requests done only once.
+async function measureOpen(label, extra) {
+  const server = await openServer();
+  if (server.failed) return { label, failed: server.failed, seconds: server.seconds, peak: server.peak, messages: server.messages };
+  try {
+    const summary = JSON.parse((await get(server.base, 'api/summary')).body);
+    const opened = server.serving;
+    const window = await windows(server.base, summary.duration);
+    const result = { label, seconds: server.seconds, cpuSeconds: server.cpu, opened, window, summary };
+    if (extra) {
+      result.requests = await otherRequests(server.base, summary);
+      if (withBrowser) result.browser = await inBrowser(server.base, server.pid);
+    }
+    result.afterRequests = server.memoryNow();
+    result.messages = server.messages();
+    return result;
+  } finally {
+    await server.stop();
+  }
+}
+
+const traceBytes = pathBytes(trace);
+const besideBefore = besideTrace(trace);
+const opens = [];
+opens.push(await measureOpen('first open', true));
+const besideBytes = besideTrace(trace).filter(path => !besideBefore.includes(path)).reduce((sum, path) => sum + pathBytes(path), 0);
+const indexBytes = pathBytes(trace) - traceBytes + besideBytes;
+opens.push(await measureOpen('reopen', false));
+if (flag('--cold')) {
+  dropFromPageCache([trace, ...besideTrace(trace)]);
+  opens.push(await measureOpen('reopen, cold page cache', false));
+}
+
+const first = opens[0];
+const summary = first.summary ?? opens.find(open => open.summary)?.summary;
+const events = summary?.events ?? 0;
+console.log(`trace: ${trace}: ${events.toLocaleString('en')} events, ${mib(traceBytes)} MiB on disk` +
+            (summary ? `, ${summary.tasks.toLocaleString('en')} tasks, ${summary.lanes.length} threads` : ''));
+console.log(`written beside or into the trace by the first open (an index cache): ${mib(indexBytes)} MiB`);
+for (const open of opens) {
+  console.log(`\n${open.label}:`);
+  for (const line of open.messages) console.log(`  stderr: ${line}`);
+  if (open.failed) {
+    console.log(`  FAILED: ${open.failed}; peak RSS so far ${mib(open.peak)} MiB`);
+    continue;
+  }
+  const ratio = bytes => `${(bytes / traceBytes).toFixed(2)} x the trace`;
+  console.log(`  start to serving: ${open.seconds.toFixed(2)} s (${(events / open.seconds / 1e6).toFixed(1)} M events/s); ` +
+              `the server's CPU time by then ${open.cpuSeconds.toFixed(2)} s`);
+  console.log(`  server once serving: RSS ${mib(open.opened.rss)} MiB (${ratio(open.opened.rss)}), anonymous ${mib(open.opened.anon)} MiB; ` +
+              `peak RSS while opening ${mib(open.opened.peak)} MiB (${ratio(open.opened.peak)})`);
+  console.log(`  server after the requests: RSS ${mib(open.afterRequests.rss)} MiB (${ratio(open.afterRequests.rss)}), anonymous ${mib(open.afterRequests.anon)} MiB; ` +
+              `peak RSS ${mib(open.afterRequests.peak)} MiB`);
+  console.log(`  window answers, all zooms and pans: median ${open.window.median.toFixed(1)} ms, max ${open.window.max.toFixed(1)} ms`);
+  console.log('\n  | window (1600 px, 9 places x 4) | median ms | max ms | largest answer |\n  | --- | ---: | ---: | ---: |');
+  for (const level of open.window.levels)
+    console.log(`  | 1/${level.factor.toLocaleString('en')} of the trace | ${level.median.toFixed(1)} | ${level.max.toFixed(1)} | ${(level.bytes / 1024).toFixed(1)} KiB |`);
+  for (const request of open.requests ?? [])
+    console.log(`  | ${request.what} | ${request.ms.toFixed(1)} | | ${(request.bytes / 1024).toFixed(1)} KiB |`);
+  if (open.browser) {
+    const b = open.browser;
+    console.log(`  Chromium: navigation to the first frame ${b.loadSeconds.toFixed(2)} s; Chromium's memory (PSS, all processes) peak ${mib(b.browserPeak)} MiB, ` +
+                `at the end ${mib(b.browserLast)} MiB; page JS heap ${b.jsHeap === null ? '?' : mib(b.jsHeap)} MiB`);
+    if (b.keys)
+      console.log(`  Chromium: key press to new frame median/max ${b.keys.key.map(v => v.toFixed(0)).join(' / ')} ms; ` +
+                  `fetch ${b.keys.fetch.map(v => v.toFixed(0)).join(' / ')} ms; drawing ${b.keys.render.map(v => v.toFixed(0)).join(' / ')} ms`);
+  }
+}
+const output = option('--json');
+if (output) writeFileSync(output, JSON.stringify({ trace, traceBytes, indexBytes, events, summary: summary && { tasks: summary.tasks, threads: summary.lanes.length }, opens }, null, 1));
