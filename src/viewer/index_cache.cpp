@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -92,6 +92,11 @@ class CacheWriter {
     static_assert(std::is_trivially_copyable_v<T>);
     description_.append(reinterpret_cast<const char*>(&value), sizeof value);
   }
+  template <class T>
+  void value(const std::optional<T>& value) {
+    this->value<uint8_t>(value.has_value());
+    this->value(value.value_or(T{}));
+  }
   void text(std::string_view text) {
     value<uint64_t>(text.size());
     description_.append(text);
@@ -99,7 +104,7 @@ class CacheWriter {
   template <class T>
   void values(const std::vector<T>& values) {
     value<uint64_t>(values.size());
-    description_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    if (!values.empty()) description_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
   }
   template <class T>
   void column(const Column<T>& column) {
@@ -159,6 +164,20 @@ class CacheReader {
     std::memcpy(&value, next_, sizeof value);
     next_ += sizeof value;
   }
+  // Any byte is a bool (a damaged file's 7 is not a bool's value: reading it as one is undefined).
+  void value(bool& value) {
+    uint8_t byte = 0;
+    this->value(byte);
+    value = byte != 0;
+  }
+  template <class T>
+  void value(std::optional<T>& value) {
+    bool present = false;
+    T inner{};
+    this->value(present);
+    this->value(inner);
+    value = present ? std::optional<T>(inner) : std::nullopt;
+  }
   void text(std::string& text) {
     const uint64_t size = count(1);
     text.assign(next_, size);
@@ -168,7 +187,7 @@ class CacheReader {
   void values(std::vector<T>& values) {
     const uint64_t size = count(sizeof(T));
     values.resize(size);
-    std::memcpy(values.data(), next_, size * sizeof(T));
+    if (size != 0) std::memcpy(values.data(), next_, size * sizeof(T));
     next_ += size * sizeof(T);
   }
   template <class T>
