@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -90,6 +91,25 @@ TEST(IndexCache, TheSecondOpenReadsTheIndexTheFirstKept) {
   ASSERT_GT(built.counters().size(), 0u);
   EXPECT_EQ(answers(second.index), answers(built));
   EXPECT_EQ(answers(first.index), answers(built));
+}
+
+TEST(IndexCache, ProgressIsToldOfTheEventsReadAndOfTheWriting) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "30 2");
+  std::vector<uint64_t> reads;
+  int writes = 0;
+  viewer::OpenProgress progress{[&](uint64_t events) { reads.push_back(events); }, [&] { ++writes; }};
+  const OpenedIndex first = viewer::open_index(trace, true, progress);
+  ASSERT_FALSE(reads.empty());
+  EXPECT_TRUE(std::is_sorted(reads.begin(), reads.end()));
+  EXPECT_EQ(reads.back(), first.index.event_count());
+  EXPECT_EQ(reads.back(), events_in(trace));
+  EXPECT_EQ(writes, 1);
+  reads.clear();
+  const OpenedIndex second = viewer::open_index(trace, true, progress);
+  ASSERT_TRUE(second.from_cache);
+  EXPECT_TRUE(reads.empty()) << "nothing is read from the trace";
+  EXPECT_EQ(writes, 1);
 }
 
 TEST(IndexCache, TheReaderAndBabeltraceSeeNoNewStream) {

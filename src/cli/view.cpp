@@ -4,12 +4,14 @@
 // one timeline, a group of lanes per process.
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <memory>
 
 #include "cli/common.hpp"
 #include "viewer/assets.hpp"
@@ -40,6 +42,22 @@ struct ViewOptions {
   bool no_cache = false;
 };
 
+// On a terminal, a line that says how far indexing has got (a large trace takes minutes), at
+// most a few times a second; it is cleared when the work is done.
+viewer::OpenProgress progress_line() {
+  if (!isatty(STDERR_FILENO)) return {};
+  auto last_shown = std::make_shared<std::chrono::steady_clock::time_point>();
+  viewer::OpenProgress progress;
+  progress.indexing = [last_shown](uint64_t events) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - *last_shown < std::chrono::milliseconds(250)) return;
+    *last_shown = now;
+    fmt::print(stderr, "\rchronicle: indexing: {} events read\033[K", human_count(events));
+  };
+  progress.writing = [] { fmt::print(stderr, "\rchronicle: writing the index beside the trace\033[K"); };
+  return progress;
+}
+
 int run_view(const ViewOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   // Fresh memory is dear (a page fault per page; tens of microseconds each on some VMs), and the
@@ -48,7 +66,7 @@ int run_view(const ViewOptions& options) {
   // defaults again, for the server.
   mallopt(M_MMAP_THRESHOLD, kBuildMmapThreshold);
   mallopt(M_TRIM_THRESHOLD, kBuildTrimThreshold);
-  const viewer::OpenedIndex opened = viewer::open_index(options.directory, !options.no_cache);
+  const viewer::OpenedIndex opened = viewer::open_index(options.directory, !options.no_cache, progress_line());
   const viewer::TimelineIndex& index = opened.index;
   const std::string& title = index.title();
   // What the building used is let go: a trace's index is served from its mapped cache.
@@ -56,6 +74,7 @@ int run_view(const ViewOptions& options) {
   mallopt(M_MMAP_THRESHOLD, kDefaultMmapThreshold);
   mallopt(M_TRIM_THRESHOLD, kDefaultTrimThreshold);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (isatty(STDERR_FILENO)) fmt::print(stderr, "\r\033[K");
   if (!opened.cache_problem.empty()) fmt::print(stderr, "chronicle: warning: {}\n", opened.cache_problem);
   if (opened.from_cache)
     fmt::print(stderr, "chronicle: read the index of {} events, {} tasks from {} in {:.2f} s\n",

@@ -496,7 +496,7 @@ std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std
   return index;
 }
 
-OpenedIndex open_index(const std::string& directory, bool use_cache) {
+OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress) {
   const std::vector<std::string> trace_directories = reader::find_traces(directory);
   OpenedIndex opened;
   const std::string path = (fs::path(directory) / IndexCache::kFileName).string();
@@ -520,13 +520,14 @@ OpenedIndex open_index(const std::string& directory, bool use_cache) {
   opened.index = [&] {
     std::vector<reader::Trace> traces;
     for (const std::string& trace : trace_directories) traces.emplace_back(trace);
-    TimelineIndex index = TimelineIndex::build(traces);
+    TimelineIndex index = TimelineIndex::build(traces, progress.indexing);
     index.title_ = process_title(traces, directory, trace_directories);
     return index;
   }();
   opened.build_seconds = seconds_since(build_started);
   if (!use_cache) return opened;
   const auto write_started = std::chrono::steady_clock::now();
+  if (progress.writing) progress.writing();
   try {
     IndexCache::save(opened.index, path, identity);
     // Mapped back, the index costs only what windows look at; the built one is let go.

@@ -18,6 +18,7 @@
 // reopening a large index in well under a second would not allow.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,13 @@ struct OpenedIndex {
 // The traces under `directory` as `chronicle view` shows them: the index read from its cache
 // when that matches the traces, else built (and, when `use_cache`, written to the cache and
 // mapped back, so that the memory the building used is let go).
-OpenedIndex open_index(const std::string& directory, bool use_cache = true);
+// Long work as it goes, for a progress line: the events read so far while indexing
+// (TimelineIndex::build), then the index being written to disk.
+struct OpenProgress {
+  TimelineIndex::Progress indexing;
+  std::function<void()> writing;
+};
+
+OpenedIndex open_index(const std::string& directory, bool use_cache = true, const OpenProgress& progress = {});
 
 }  // namespace chronicle::viewer

@@ -158,7 +158,8 @@ std::pair<double, double> MinMaxPyramid::range(std::span<const double> values, s
 // Fills a TimelineIndex from a trace.
 class IndexBuilder {
  public:
-  explicit IndexBuilder(const reader::Trace& trace) : trace_(trace), counter_catalog_(trace.sites()) {}
+  IndexBuilder(const reader::Trace& trace, const TimelineIndex::Progress& progress)
+      : trace_(trace), counter_catalog_(trace.sites()), progress_(progress) {}
 
   // `pairing_problems`: span ends the reader paired with nothing, for the page's warnings.
   TimelineIndex build(std::vector<std::string>& pairing_problems) {
@@ -341,7 +342,9 @@ class IndexBuilder {
     };
     reader::SpanPairing pairing(trace_);
     uint64_t last_ticks = 0;
+    uint64_t events_read = 0;
     trace_.for_each_event(pairing, [&](const reader::Event& event) {
+      if (++events_read % TimelineIndex::kProgressEvents == 0 && progress_) progress_(events_read);
       feed.add(event, pairing);
       last_ticks = std::max(last_ticks, event.ticks);
       auto& stack = open[event.stream];
@@ -519,6 +522,7 @@ class IndexBuilder {
 
   const reader::Trace& trace_;
   analysis::SeriesCatalog counter_catalog_;
+  const TimelineIndex::Progress& progress_;
   TimelineIndex index_;
   // index_streams_slice's place.
   size_t next_stream_ = 0;
@@ -526,9 +530,10 @@ class IndexBuilder {
   uint64_t stream_events_ = 0;
 };
 
-TimelineIndex TimelineIndex::build(const reader::Trace& trace) {
+TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress) {
   std::vector<std::string> pairing_problems;
-  TimelineIndex index = IndexBuilder(trace).build(pairing_problems);
+  TimelineIndex index = IndexBuilder(trace, progress).build(pairing_problems);
+  if (progress) progress(index.event_count());
   index.warnings_ = trace.warnings();
   for (std::string& problem : pairing_problems) index.warnings_.push_back(std::move(problem));
   return index;
@@ -572,9 +577,15 @@ std::shared_ptr<CrossProcessPaths> TimelineIndex::paths_between(std::vector<std:
 // their site ids moved past the sites before them and their task indexes past the tasks before.
 class IndexCombiner {
  public:
-  static TimelineIndex combine(const std::vector<reader::Trace>& traces) {
+  static TimelineIndex combine(const std::vector<reader::Trace>& traces, const TimelineIndex::Progress& progress) {
     std::vector<TimelineIndex> parts;
-    for (const reader::Trace& trace : traces) parts.push_back(TimelineIndex::build(trace));
+    uint64_t events_before = 0;  // in the traces already indexed
+    for (const reader::Trace& trace : traces) {
+      TimelineIndex::Progress part_progress;
+      if (progress) part_progress = [&](uint64_t events) { progress(events_before + events); };
+      parts.push_back(TimelineIndex::build(trace, part_progress));
+      events_before += parts.back().event_count();
+    }
     int64_t origin = parts.front().origin_unix_ns_;
     for (const TimelineIndex& part : parts) origin = std::min(origin, part.origin_unix_ns_);
     std::vector<uint32_t> first_lanes;
@@ -706,10 +717,10 @@ class IndexCombiner {
   }
 };
 
-TimelineIndex TimelineIndex::build(const std::vector<reader::Trace>& traces) {
+TimelineIndex TimelineIndex::build(const std::vector<reader::Trace>& traces, const Progress& progress) {
   if (traces.empty()) throw std::invalid_argument("no trace to index");
-  if (traces.size() == 1) return build(traces.front());
-  return IndexCombiner::combine(traces);
+  if (traces.size() == 1) return build(traces.front(), progress);
+  return IndexCombiner::combine(traces, progress);
 }
 
 uint64_t TimelineIndex::to_ns(uint64_t ticks) const {

@@ -291,16 +291,21 @@ struct TaskProcess {
 // messages and the clocks), found when first asked for.
 class CrossProcessPaths;
 struct OpenedIndex;
+struct OpenProgress;
 
 class TimelineIndex {
  public:
   // Reads the whole trace once (thread streams indexed while another thread builds the task
   // graph).
-  static TimelineIndex build(const reader::Trace& trace);
+  // Told, now and then while the events are read (every kProgressEvents and at the end), how
+  // many have been read so far, for a progress line on long work.
+  using Progress = std::function<void(uint64_t events_read)>;
+  static constexpr uint64_t kProgressEvents = uint64_t{1} << 20;
+  static TimelineIndex build(const reader::Trace& trace, const Progress& progress = {});
   // Several processes on one timeline, lanes in the order of `traces`; so are their tasks: the
   // task indexes of one process follow the previous process's (task ids are unique only
   // within a process), and each process's tasks are a run of rows in tree order.
-  static TimelineIndex build(const std::vector<reader::Trace>& traces);
+  static TimelineIndex build(const std::vector<reader::Trace>& traces, const Progress& progress = {});
 
   // What the page calls the view: the process and its directory, or how many processes; set by
   // open_index (index_cache.hpp), empty otherwise.
@@ -415,7 +420,7 @@ class TimelineIndex {
   friend class IndexBuilder;
   friend class IndexCombiner;
   friend class IndexCache;
-  friend OpenedIndex open_index(const std::string& directory, bool use_cache);
+  friend OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress);
 };
 
 struct TimelineIndex::GraphLoader {
