@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const viewer::Lane& lane : index->lanes()) {
       for (const viewer::IntervalRow& row : lane.depths) sum += touch(row.begins) + touch(row.ends) + touch(row.items);
       for (const viewer::IntervalRow& row : lane.runs) sum += touch(row.begins) + touch(row.items);
-      sum += touch(lane.idle.ends);
+      sum += touch(lane.idle.ends) + touch(lane.markers.times) + touch(lane.markers.texts.chars);
     }
     for (const viewer::CounterSeries& series : index->counters()) sum += touch(series.times) + touch(series.values);
     sum += index->graphs().size();

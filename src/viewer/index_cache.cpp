@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersion = 3;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -389,12 +389,10 @@ struct IndexCache::Fields {
     a.sequence(lane.depths, [&](auto& row) { viewer::transfer(a, row); });
     a.sequence(lane.runs, [&](auto& row) { viewer::transfer(a, row); });
     viewer::transfer(a, lane.idle);
-    a.sequence(lane.markers, [&](auto& marker) {
-      a.value(marker.time);
-      a.value(marker.site);
-      a.value(marker.type);
-      a.text(marker.text);
-    });
+    a.column(lane.markers.times);
+    a.column(lane.markers.sites);
+    a.column(lane.markers.types);
+    transfer_strings(a, lane.markers.texts);
     a.value(lane.span_count);
   }
 

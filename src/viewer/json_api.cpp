@@ -262,13 +262,15 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
   out["children"] = std::move(children);
   out["children_count"] = last_child - first_child;
   json notes = json::array();
-  auto first_marker = std::lower_bound(where.markers.begin(), where.markers.end(), begin,
-                                       [](const Marker& marker, uint64_t time) { return marker.time < time; });
-  for (auto marker = first_marker; marker != where.markers.end() && marker->time <= end && notes.size() < kMaxListed;
-       ++marker)
-    notes.push_back({{"time", marker->time},
-                     {"type", marker_type(marker->type)},
-                     {"text", marker->type == format::EventId::note ? marker->text : index.site_name(marker->site)}});
+  const Markers& markers = where.markers;
+  for (auto at = static_cast<size_t>(std::lower_bound(markers.times.begin(), markers.times.end(), begin) -
+                                     markers.times.begin());
+       at < markers.size() && markers.times[at] <= end && notes.size() < kMaxListed; ++at) {
+    const Marker marker = markers[at];
+    notes.push_back({{"time", marker.time},
+                     {"type", marker_type(marker.type)},
+                     {"text", marker.type == format::EventId::note ? marker.text : index.site_name(marker.site)}});
+  }
   out["notes"] = std::move(notes);
   return out;
 }

@@ -49,6 +49,21 @@ void StringColumn::add(std::string_view text) {
   first.push_back(chars.size());
 }
 
+void Markers::add(uint64_t time, uint32_t site, format::EventId type, std::string_view text) {
+  times.push_back(time);
+  sites.push_back(site);
+  types.push_back(type);
+  texts.add(text);
+}
+
+void Markers::shrink_to_fit() {
+  times.shrink_to_fit();
+  sites.shrink_to_fit();
+  types.shrink_to_fit();
+  texts.first.shrink_to_fit();
+  texts.chars.shrink_to_fit();
+}
+
 void IntervalRow::add(uint64_t begin, uint64_t end, uint32_t item) {
   begins.push_back(begin);
   ends.push_back(std::max(begin, end));
@@ -255,8 +270,8 @@ class IndexBuilder {
     switch (event.type) {
       case EventId::instant:
       case EventId::note:
-        index_.lanes_[lane_number].markers.push_back(
-            {index_.to_ns(event.ticks), event.name_id, event.type, std::string(event.text)});
+        index_.lanes_[lane_number].markers.add(index_.to_ns(event.ticks), event.name_id, event.type,
+                                               event.type == format::EventId::note ? event.text : std::string_view());
         break;
       case EventId::counter:
       case EventId::counter_float:
@@ -626,7 +641,7 @@ class IndexCombiner {
       for (IntervalRow& row : lane.depths) shift_row(row, offset);
       for (IntervalRow& row : lane.runs) shift_row(row, offset);
       shift_row(lane.idle, offset);
-      for (Marker& marker : lane.markers) marker.time += offset;
+      for (uint64_t& time : lane.markers.times) time += offset;
     }
     for (TaskLine& line : index.task_lines_) {
       line.begin += offset;
@@ -657,7 +672,7 @@ class IndexCombiner {
     for (Lane& lane : part.lanes_) {
       for (IntervalRow& row : lane.depths)
         for (uint32_t& item : row.items) item = moved_site(item);
-      for (Marker& marker : lane.markers) marker.site = moved_site(marker.site);
+      for (uint32_t& site : lane.markers.sites) site = moved_site(site);
       for (IntervalRow& row : lane.runs)
         for (uint32_t& item : row.items) item += task_offset;
       into.lanes_.push_back(std::move(lane));

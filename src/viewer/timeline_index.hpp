@@ -57,11 +57,32 @@ struct BusyBlock {
   uint32_t count = 0;
 };
 
+// Strings one after another: string k is chars [first[k], first[k + 1]).
+struct StringColumn {
+  Column<uint64_t> first;
+  Column<char> chars;
+  size_t size() const { return first.empty() ? 0 : first.size() - 1; }
+  std::string_view operator[](size_t k) const { return {chars.data() + first[k], first[k + 1] - first[k]}; }
+  void add(std::string_view text);
+};
+
 struct Marker {  // an instant or a note
   uint64_t time = 0;
   uint32_t site = 0;
   format::EventId type = format::EventId::instant;
   std::string text;
+};
+
+// A lane's instants and notes by time, as columns.
+struct Markers {
+  Column<uint64_t> times;
+  Column<uint32_t> sites;
+  Column<format::EventId> types;
+  StringColumn texts;  // a note's text; empty for an instant
+  size_t size() const { return times.size(); }
+  Marker operator[](size_t k) const { return {times[k], sites[k], types[k], std::string(texts[k])}; }
+  void add(uint64_t time, uint32_t site, format::EventId type, std::string_view text);
+  void shrink_to_fit();
 };
 
 struct Lane {  // one thread stream
@@ -72,8 +93,8 @@ struct Lane {  // one thread stream
   // The task runs on this thread, by nesting (a handler may run inside another's run); items
   // are task indexes. Drawn above the spans, which nest under them.
   std::vector<IntervalRow> runs;
-  IntervalRow idle;             // loop suspended; items index TaskGraph::idle()
-  std::vector<Marker> markers;  // by time
+  IntervalRow idle;  // loop suspended; items index TaskGraph::idle()
+  Markers markers;
   uint64_t span_count = 0;
 };
 
@@ -88,15 +109,6 @@ struct TaskLine {
   bool created = false;  // its creation is in the trace
   format::TaskKind kind = format::TaskKind::unknown;
   format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
-};
-
-// Strings one after another: string k is chars [first[k], first[k + 1]).
-struct StringColumn {
-  Column<uint64_t> first;
-  Column<char> chars;
-  size_t size() const { return first.empty() ? 0 : first.size() - 1; }
-  std::string_view operator[](size_t k) const { return {chars.data() + first[k], first[k + 1] - first[k]}; }
-  void add(std::string_view text);
 };
 
 // created: from the creating task to the created one, at the creation.

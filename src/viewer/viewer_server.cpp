@@ -119,7 +119,8 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
     for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
     json markers = json::array();
     // An instant's name by its site (in `names`), as the trace has it: once, not per instant.
-    for (const Marker& marker : lane.markers) {
+    for (size_t k = 0; k < lane.markers.size(); ++k) {
+      const Marker marker = lane.markers[k];
       if (marker.type == format::EventId::note) {
         markers.push_back({marker.time, "note", marker.text});
       } else {
