@@ -1,8 +1,8 @@
 // The viewer's index kept on disk, so that a trace is indexed once: `chronicle view` writes it
 // beside the trace the first time and maps it afterwards, and what a window looks at is read
 // from disk when first touched (Column). Reopening costs the small parts of the index only
-// (lanes, sites, counter names, markers); the task graphs are read when details or a critical
-// path first need them.
+// (lanes, sites, counter names, warnings, where each column lies); the task graphs are read
+// when details or a critical path first need them.
 //
 // The file (`.chronicle-view-index` in the directory given to view: a dot-file, which the
 // reader and babeltrace2 skip) holds:
