@@ -488,12 +488,14 @@ std::map<std::vector<std::string>, std::pair<uint64_t, uint64_t>> flame_paths(co
   return out;
 }
 
+// The whole trace, a seventh of it and a thousandth of it: the ranges the flame graph tests take.
+std::vector<std::pair<uint64_t, uint64_t>> flame_ranges(uint64_t duration) {
+  return {{0, duration}, {duration / 3, duration / 3 + duration / 7}, {duration / 2, duration / 2 + duration / 1000}};
+}
+
 TEST_F(ViewerTest, TheFlameGraphOfARangeHasEachCallPathsTimeInIt) {
   const uint64_t duration = index_->duration();
-  for (const auto& [begin, end] :
-       std::vector<std::pair<uint64_t, uint64_t>>{{0, duration},
-                                                  {duration / 3, duration / 3 + duration / 7},
-                                                  {duration / 2, duration / 2 + duration / 1000}}) {
+  for (const auto& [begin, end] : flame_ranges(duration)) {
     SCOPED_TRACE(::testing::Message() << "range " << begin << ".." << end);
     const auto flame = viewer::flame_json(*index_, begin, end);
     EXPECT_EQ(flame["source"], "spans");
@@ -521,10 +523,7 @@ TEST_F(ViewerTest, TheFlameGraphOfARangeHasEachCallPathsTimeInIt) {
 // which are exactly that thread's call paths, as paired by hand from its stream alone.
 TEST_F(ViewerTest, TheFlameGraphByThreadHasARootPerThreadWithItsOwnSpans) {
   const uint64_t duration = index_->duration();
-  for (const auto& [begin, end] :
-       std::vector<std::pair<uint64_t, uint64_t>>{{0, duration},
-                                                  {duration / 3, duration / 3 + duration / 7},
-                                                  {duration / 2, duration / 2 + duration / 1000}}) {
+  for (const auto& [begin, end] : flame_ranges(duration)) {
     SCOPED_TRACE(::testing::Message() << "range " << begin << ".." << end);
     const auto flame = viewer::flame_json(*index_, begin, end, viewer::FlameRoots::per_thread);
     EXPECT_EQ(flame["by"], "thread");
