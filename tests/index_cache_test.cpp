@@ -3,8 +3,12 @@
 // a time), and what the read index answers is what the built one answers, window for window.
 // A changed trace, a cache cut short or of another kind is not used: the index is built again.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +19,7 @@
 #include "support.hpp"
 #include "viewer/index_cache.hpp"
 #include "viewer/json_api.hpp"
+#include "viewer/spill.hpp"
 #include "viewer/timeline_index.hpp"
 
 namespace chronicle {
@@ -208,6 +213,87 @@ TEST(IndexCache, ViewSaysWhetherItIndexedOrReadTheIndex) {
   ASSERT_EQ(uncached.exit_code, 0) << uncached.err;
   EXPECT_NE(uncached.err.find("chronicle: indexed "), std::string::npos) << uncached.err;
   EXPECT_EQ(uncached.err.find("kept in"), std::string::npos) << uncached.err;
+}
+
+// The large arrays of an index being built can live in files (spill.hpp): the index they make
+// answers as the one built in memory, and nothing is left behind when it is let go.
+size_t entries_in(const std::string& directory) {
+  return static_cast<size_t>(std::distance(fs::directory_iterator(directory), fs::directory_iterator()));
+}
+
+TEST(IndexSpill, AnIndexBuiltInFilesIsTheIndexBuiltInMemory) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory);
+  const TimelineIndex in_memory = TimelineIndex::build(reader::Trace(trace));
+  EXPECT_EQ(viewer::spill_stats().files, 0u);  // no scope: nothing goes to files
+
+  const std::string spill_directory = directory / "spill";
+  fs::create_directory(spill_directory);
+  std::optional<TimelineIndex> in_files;
+  {
+    const viewer::SpillScope spill(spill_directory, 1);  // every array, however small
+    in_files = TimelineIndex::build(reader::Trace(trace));
+  }
+  const viewer::SpillStats held = viewer::spill_stats();
+  EXPECT_GT(held.files, 0u);
+  EXPECT_GT(held.bytes_now, 0u);
+  EXPECT_EQ(held.refused, 0u) << held.last_problem;
+  EXPECT_EQ(entries_in(spill_directory), 0u);  // unnamed files: nothing to clean up after a crash
+
+  EXPECT_TRUE(answers(*in_files) == answers(in_memory));
+  in_files.reset();
+  EXPECT_EQ(viewer::spill_stats().bytes_now, 0u);  // every file let go with its array
+}
+
+TEST(IndexSpill, WithNoFileToHoldThemTheArraysStayInMemory) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "40 2");
+  const TimelineIndex in_memory = TimelineIndex::build(reader::Trace(trace));
+  const viewer::SpillScope spill(directory / "no-such-directory", 1);
+  const TimelineIndex built = TimelineIndex::build(reader::Trace(trace));
+  const viewer::SpillStats stats = viewer::spill_stats();
+  EXPECT_EQ(stats.files, 0u);
+  EXPECT_GT(stats.refused, 0u);
+  EXPECT_NE(stats.last_problem.find("no-such-directory"), std::string::npos) << stats.last_problem;
+  EXPECT_TRUE(answers(built) == answers(in_memory));
+}
+
+// A full disk, as far as the files go: their size is capped (RLIMIT_FSIZE), so reserving room
+// for the larger arrays fails as it would on a full disk. The build takes the heap for those and
+// never stores to a page the file has no room for (that would be SIGBUS).
+TEST(IndexSpill, ADiskTooFullForAnArrayKeepsItInMemory) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory);
+  const std::string expected = answers(TimelineIndex::build(reader::Trace(trace))).dump();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);  // a write past the cap fails with EFBIG instead
+    const rlimit cap{16 * 1024, 16 * 1024};
+    if (setrlimit(RLIMIT_FSIZE, &cap) != 0) _exit(10);
+    const viewer::SpillScope spill(directory.path(), 1);
+    const std::string got = answers(TimelineIndex::build(reader::Trace(trace))).dump();
+    const viewer::SpillStats stats = viewer::spill_stats();
+    if (stats.files == 0) _exit(11);    // the small arrays found room
+    if (stats.refused == 0) _exit(12);  // the large ones did not
+    _exit(got == expected ? 0 : 13);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the build was killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(IndexSpill, ViewSaysHowMuchItHeldInFiles) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  const OpenedIndex opened = viewer::open_index(trace);
+  EXPECT_EQ(opened.spill_directory, trace);
+  EXPECT_EQ(opened.spill.refused, 0u);
+  EXPECT_GT(opened.cache_bytes, 0u);
+  EXPECT_EQ(opened.cache_bytes, fs::file_size(cache_of(trace)));
+  const OpenedIndex uncached = viewer::open_index(trace, false);
+  EXPECT_NE(uncached.spill_directory, trace);  // the temporary directory: no file goes beside the trace
 }
 
 }  // namespace

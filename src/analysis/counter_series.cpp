@@ -87,7 +87,7 @@ std::optional<CounterReading> CounterReader::read(const reader::Event& event) {
   return reading;
 }
 
-void to_shown_values(SeriesKind kind, std::vector<double>& values) {
+void to_shown_values(SeriesKind kind, std::span<double> values) {
   if (kind != SeriesKind::increments) return;
   double total = 0;
   for (double& value : values) value = total += value;

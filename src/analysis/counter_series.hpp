@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -91,6 +92,6 @@ class CounterReader {
 
 // For readers that collect a series' samples stream by stream (the viewer): once the samples
 // are in time order, turns their traced values into shown ones (increments into running totals).
-void to_shown_values(SeriesKind kind, std::vector<double>& values);
+void to_shown_values(SeriesKind kind, std::span<double> values);
 
 }  // namespace chronicle::analysis

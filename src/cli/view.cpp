@@ -58,6 +58,22 @@ viewer::OpenProgress progress_line() {
   return progress;
 }
 
+void report_indexing(const viewer::OpenedIndex& opened, double seconds) {
+  const viewer::TimelineIndex& index = opened.index;
+  if (opened.spill.refused > 0)
+    fmt::print(stderr, "chronicle: warning: {} of the index's arrays were held in memory, not in {} ({})\n",
+               human_count(opened.spill.refused), opened.spill_directory, opened.spill.last_problem);
+  std::string details;
+  if (!opened.cache_path.empty())
+    details = fmt::format("kept in {} ({}): indexing {:.2f} s, writing {:.2f} s", opened.cache_path,
+                          human_bytes(opened.cache_bytes), opened.build_seconds, opened.write_seconds);
+  if (opened.spill.bytes_peak > 0)
+    details += fmt::format("{}up to {} of it held in files in {} while indexing", details.empty() ? "" : "; ",
+                           human_bytes(opened.spill.bytes_peak), opened.spill_directory);
+  fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s{}\n", human_count(index.event_count()),
+             human_count(index.task_lines().size()), seconds, details.empty() ? "" : " (" + details + ")");
+}
+
 int run_view(const ViewOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   // Fresh memory is dear (a page fault per page; tens of microseconds each on some VMs), and the
@@ -77,14 +93,11 @@ int run_view(const ViewOptions& options) {
   if (isatty(STDERR_FILENO)) fmt::print(stderr, "\r\033[K");
   if (!opened.cache_problem.empty()) fmt::print(stderr, "chronicle: warning: {}\n", opened.cache_problem);
   if (opened.from_cache)
-    fmt::print(stderr, "chronicle: read the index of {} events, {} tasks from {} in {:.2f} s\n",
-               human_count(index.event_count()), human_count(index.task_lines().size()), opened.cache_path, seconds);
+    fmt::print(stderr, "chronicle: read the index of {} events, {} tasks from {} ({}) in {:.2f} s\n",
+               human_count(index.event_count()), human_count(index.task_lines().size()), opened.cache_path,
+               human_bytes(opened.cache_bytes), seconds);
   else
-    fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s{}\n", human_count(index.event_count()),
-               human_count(index.task_lines().size()), seconds,
-               opened.cache_path.empty() ? ""
-                                         : fmt::format(" (kept in {}: indexing {:.2f} s, writing {:.2f} s)",
-                                                       opened.cache_path, opened.build_seconds, opened.write_seconds));
+    report_indexing(opened, seconds);
 
   if (!options.html.empty()) {
     if (index.event_count() > kMaxEventsForHtml || index.task_lines().size() > kMaxTasksForHtml)

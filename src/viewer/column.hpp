@@ -1,7 +1,7 @@
-// An array of the index that is either built in memory or mapped from the index cache on disk
-// (viewer/index_cache.hpp). Readers see the same thing either way; only a column built in
-// memory can change. Mapped pages are read from disk when first touched and can be dropped
-// again by the kernel, so a mapped index costs memory only for what the windows look at.
+// An array of the index that is either built (in the heap, or in a file when spill.hpp says so)
+// or mapped from the index cache on disk (viewer/index_cache.hpp). Readers see the same thing either way; only a column
+// built in memory can change. Mapped pages are read from disk when first touched and can be dropped again by the
+// kernel, so a mapped index costs memory only for what the windows look at.
 #pragma once
 
 #include <cassert>
@@ -10,6 +10,8 @@
 #include <span>
 #include <type_traits>
 #include <vector>
+
+#include "viewer/spill.hpp"
 
 namespace chronicle::viewer {
 
@@ -21,13 +23,17 @@ class Column {
   using value_type = T;
   using const_iterator = const T*;
 
+  using Built = std::vector<T, SpillAllocator<T>>;
+
   Column() = default;
-  Column(std::vector<T> values) : owned_(std::move(values)) {}  // NOLINT: a built vector becomes a column
-  Column& operator=(std::vector<T> values) {
+  Column(Built values) : owned_(std::move(values)) {}  // NOLINT: a built array becomes a column
+  Column(const std::vector<T>& values) : owned_(values.begin(), values.end()) {}  // NOLINT: likewise
+  Column& operator=(Built values) {
     owned_ = std::move(values);
     release_mapping();
     return *this;
   }
+  Column& operator=(const std::vector<T>& values) { return *this = Built(values.begin(), values.end()); }
 
   // Points at `size` values inside a mapping that `keep` holds alive.
   static Column mapped(std::shared_ptr<const void> keep, const T* data, size_t size) {
@@ -54,7 +60,7 @@ class Column {
   operator std::span<const T>() const { return {data(), size()}; }
 
   // Building: a column in memory only.
-  std::vector<T>& values() {
+  Built& values() {
     assert(!is_mapped());
     return owned_;
   }
@@ -83,7 +89,7 @@ class Column {
     mapped_size_ = 0;
   }
 
-  std::vector<T> owned_;
+  Built owned_;
   std::shared_ptr<const void> keep_;
   const T* mapped_data_ = nullptr;
   size_t mapped_size_ = 0;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -82,7 +83,9 @@ class Mapping {
 };
 
 // Writes columns straight to the file, each at an aligned offset, and the other fields into a
-// description kept in memory until it is written after them.
+// description kept in memory until it is written after them. A streamed description (the task
+// graphs: gigabytes at a billion events, too much to hold a second time) goes to the file as it
+// is made instead, and holds no column.
 class CacheWriter {
  public:
   explicit CacheWriter(int fd) : fd_(fd) {}
@@ -90,7 +93,7 @@ class CacheWriter {
   template <class T>
   void value(const T& value) {
     static_assert(std::is_trivially_copyable_v<T>);
-    description_.append(reinterpret_cast<const char*>(&value), sizeof value);
+    append(reinterpret_cast<const char*>(&value), sizeof value);
   }
   template <class T>
   void value(const std::optional<T>& value) {
@@ -99,15 +102,16 @@ class CacheWriter {
   }
   void text(std::string_view text) {
     value<uint64_t>(text.size());
-    description_.append(text);
+    append(text.data(), text.size());
   }
   template <class T>
   void values(const std::vector<T>& values) {
     value<uint64_t>(values.size());
-    if (!values.empty()) description_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
   }
   template <class T>
   void column(const Column<T>& column) {
+    if (streamed_) throw std::logic_error("a column inside a streamed description");
     value(blob(reinterpret_cast<const char*>(column.data()), column.size() * sizeof(T)));
     value<uint64_t>(column.size());
   }
@@ -117,8 +121,19 @@ class CacheWriter {
     for (const auto& item : items) each(item);
   }
 
+  void stream_description() {
+    streamed_ = true;
+    streamed_offset_ = aligned(end_);
+    end_ = streamed_offset_;
+  }
+
   // The description so far, written as a blob: its offset and size.
   std::pair<uint64_t, uint64_t> write_description() {
+    if (streamed_) {
+      flush_streamed();
+      streamed_ = false;
+      return {streamed_offset_, end_ - streamed_offset_};
+    }
     const uint64_t offset = blob(description_.data(), description_.size());
     const uint64_t size = description_.size();
     description_.clear();
@@ -138,8 +153,24 @@ class CacheWriter {
   }
 
  private:
+  static constexpr size_t kStreamedChunk = size_t{4} << 20;
+
+  static uint64_t aligned(uint64_t offset) { return (offset + kAlignment - 1) / kAlignment * kAlignment; }
+
+  void append(const char* bytes, size_t size) {
+    if (size == 0) return;
+    description_.append(bytes, size);
+    if (streamed_ && description_.size() >= kStreamedChunk) flush_streamed();
+  }
+
+  void flush_streamed() {
+    write_at(end_, description_.data(), description_.size());
+    end_ += description_.size();
+    description_.clear();
+  }
+
   uint64_t blob(const char* bytes, size_t size) {
-    const uint64_t offset = (end_ + kAlignment - 1) / kAlignment * kAlignment;
+    const uint64_t offset = aligned(end_);
     write_at(offset, bytes, size);
     end_ = offset + size;
     return offset;
@@ -148,6 +179,8 @@ class CacheWriter {
   int fd_;
   uint64_t end_ = sizeof(Header);
   std::string description_;
+  bool streamed_ = false;
+  uint64_t streamed_offset_ = 0;
 };
 
 // Reads a description back; columns point into the mapping. Every length and offset is checked
@@ -303,6 +336,7 @@ model::TaskGraph read_graph(CacheReader& a) {
 void write_file(const TimelineIndex& index, int fd, const std::string& identity,
                 const std::function<void(CacheWriter&)>& write_fields) {
   CacheWriter writer(fd);
+  writer.stream_description();
   writer.sequence(index.graphs(), [&](const model::TaskGraph& graph) { write_graph(writer, graph); });
   const auto [graphs_offset, graphs_size] = writer.write_description();
   writer.text(identity);
@@ -494,6 +528,21 @@ std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std
   return index;
 }
 
+namespace {
+
+std::string temporary_directory() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  return tmpdir && *tmpdir ? tmpdir : "/tmp";
+}
+
+uint64_t file_size(const std::string& path) {
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  return error ? 0 : size;
+}
+
+}  // namespace
+
 OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress) {
   const std::vector<std::string> trace_directories = reader::find_traces(directory);
   OpenedIndex opened;
@@ -505,6 +554,7 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
         opened.index = std::move(*index);
         opened.from_cache = true;
         opened.cache_path = path;
+        opened.cache_bytes = file_size(path);
         return opened;
       }
     } catch (const std::exception& damaged) {  // IndexCacheDamaged, or a count too large to hold
@@ -515,11 +565,14 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const auto build_started = std::chrono::steady_clock::now();
+  opened.spill_directory = use_cache ? directory : temporary_directory();
   opened.index = [&] {
+    const SpillScope spill(opened.spill_directory);
     std::vector<reader::Trace> traces;
     for (const std::string& trace : trace_directories) traces.emplace_back(trace);
     TimelineIndex index = TimelineIndex::build(traces, progress.indexing);
     index.title_ = process_title(traces, directory, trace_directories);
+    opened.spill = spill_stats();
     return index;
   }();
   opened.build_seconds = seconds_since(build_started);
@@ -531,6 +584,7 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
     // Mapped back, the index costs only what windows look at; the built one is let go.
     if (std::optional<TimelineIndex> mapped = IndexCache::load(path, identity)) opened.index = std::move(*mapped);
     opened.cache_path = path;
+    opened.cache_bytes = file_size(path);
     opened.write_seconds = seconds_since(write_started);
   } catch (const std::exception& problem) {
     if (!opened.cache_problem.empty()) opened.cache_problem += "; ";

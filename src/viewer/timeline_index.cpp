@@ -310,9 +310,9 @@ class IndexBuilder {
       for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
       std::stable_sort(order.begin(), order.end(),
                        [&series](uint32_t a, uint32_t b) { return series.times[a] < series.times[b]; });
-      std::vector<uint64_t> times(order.size());
-      std::vector<double> values(order.size());
-      std::vector<uint32_t> lanes(order.size());
+      Column<uint64_t>::Built times(order.size());
+      Column<double>::Built values(order.size());
+      Column<uint32_t>::Built lanes(order.size());
       for (size_t k = 0; k < order.size(); ++k) {
         times[k] = series.times[order[k]];
         values[k] = series.values[order[k]];
@@ -322,7 +322,7 @@ class IndexBuilder {
       series.values = std::move(values);
       series.sample_lanes = std::move(lanes);
     } else {
-      series.sample_lanes = std::vector<uint32_t>{};  // one writer: `lane` says whose every sample is
+      series.sample_lanes = Column<uint32_t>::Built{};  // one writer: `lane` says whose every sample is
     }
     series.sample_lanes.shrink_to_fit();
     analysis::to_shown_values(series.kind, series.values.values());
@@ -525,7 +525,7 @@ class IndexBuilder {
 
   void index_busy_prefix() {
     for (const Lane& lane : index_.lanes_) {
-      std::vector<uint64_t> prefix{0};
+      Column<uint64_t>::Built prefix{0};
       if (!lane.depths.empty()) {
         const IntervalRow& top = lane.depths.front();
         prefix.reserve(top.size() + 1);

@@ -1,0 +1,133 @@
+#include "viewer/spill.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace chronicle::viewer {
+namespace {
+
+// Everything below is under `mutex`: files are made rarely (arrays of megabytes, as they grow by
+// doubling), so one lock costs nothing next to the system calls it guards.
+struct SpillState {
+  std::mutex mutex;
+  bool on = false;
+  std::string directory;
+  size_t threshold = SpillScope::kDefaultThreshold;
+  std::map<void*, size_t> placed;  // mapping -> its length
+  SpillStats stats;
+};
+
+SpillState& state() {
+  static SpillState* const instance = new SpillState;  // never destroyed: arrays may outlive main
+  return *instance;
+}
+
+size_t page_rounded(size_t bytes) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (bytes + page - 1) / page * page;
+}
+
+// An unnamed file in `directory`; where O_TMPFILE is not supported, a named one unlinked at once.
+int unnamed_file(const std::string& directory) {
+  int fd = ::open(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
+  std::string name = directory + "/.chronicle-view-spill-XXXXXX";
+  fd = mkostemp(name.data(), O_CLOEXEC);
+  if (fd >= 0) ::unlink(name.c_str());
+  return fd;
+}
+
+// A mapping of `length` bytes of a new file whose blocks are all reserved; nullptr and `problem`
+// set when any step fails.
+void* map_reserved_file(const std::string& directory, size_t length, std::string& problem) {
+  const int fd = unnamed_file(directory);
+  if (fd < 0) {
+    problem = fmt::format("cannot create a file in {}: {}", directory, std::strerror(errno));
+    return nullptr;
+  }
+  // Reserved before it is mapped: a store to a page the disk has no room for would be SIGBUS.
+  if (const int failed = posix_fallocate(fd, 0, static_cast<off_t>(length)); failed != 0) {
+    problem = fmt::format("cannot reserve {} bytes in {}: {}", length, directory, std::strerror(failed));
+    ::close(fd);
+    return nullptr;
+  }
+  void* mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (mapping == MAP_FAILED) {
+    problem = fmt::format("cannot map a file of {} bytes: {}", length, std::strerror(map_errno));
+    return nullptr;
+  }
+  return mapping;
+}
+
+}  // namespace
+
+SpillScope::SpillScope(const std::string& directory, size_t threshold_bytes) {
+  SpillState& spill = state();
+  std::lock_guard lock(spill.mutex);
+  spill.on = true;
+  spill.directory = directory;
+  spill.threshold = threshold_bytes;
+  const uint64_t held = spill.stats.bytes_now;
+  spill.stats = {};
+  spill.stats.bytes_now = held;  // arrays of an earlier scope still held
+  spill.stats.bytes_peak = held;
+}
+
+SpillScope::~SpillScope() {
+  SpillState& spill = state();
+  std::lock_guard lock(spill.mutex);
+  spill.on = false;  // arrays already in files stay there until they are let go
+}
+
+SpillStats spill_stats() {
+  SpillState& spill = state();
+  std::lock_guard lock(spill.mutex);
+  return spill.stats;
+}
+
+namespace spill {
+
+void* allocate(size_t bytes) {
+  SpillState& spill = state();
+  std::lock_guard lock(spill.mutex);
+  if (!spill.on || bytes == 0 || bytes < spill.threshold) return nullptr;
+  const size_t length = page_rounded(bytes);
+  std::string problem;
+  void* mapping = map_reserved_file(spill.directory, length, problem);
+  if (!mapping) {
+    ++spill.stats.refused;
+    spill.stats.last_problem = std::move(problem);
+    return nullptr;
+  }
+  spill.placed.emplace(mapping, length);
+  ++spill.stats.files;
+  spill.stats.bytes_now += length;
+  spill.stats.bytes_peak = std::max(spill.stats.bytes_peak, spill.stats.bytes_now);
+  return mapping;
+}
+
+bool release(void* pointer) {
+  if (pointer == nullptr) return false;
+  SpillState& spill = state();
+  std::lock_guard lock(spill.mutex);
+  const auto found = spill.placed.find(pointer);
+  if (found == spill.placed.end()) return false;
+  const size_t length = found->second;
+  munmap(pointer, length);
+  spill.stats.bytes_now -= length;
+  spill.placed.erase(found);
+  return true;
+}
+
+}  // namespace spill
+}  // namespace chronicle::viewer

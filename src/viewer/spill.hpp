@@ -1,0 +1,77 @@
+// Where the large arrays of an index being built live: in files on disk, mapped, rather than in
+// anonymous memory. A billion-event trace's index is some 20 GiB while it is built; in the heap
+// that is more than the machine has, and the kernel kills the viewer. In a mapping of a file the
+// kernel writes the pages out when it needs the memory and reads them back when touched, so the
+// build goes on, slower where the disk is slow.
+//
+// How it fails, and why that is safe:
+// - The file's blocks are reserved (posix_fallocate) before it is mapped: a store to the mapping
+//   can never find the disk full (which would be SIGBUS). When the reservation, the file or the
+//   mapping cannot be had, the array goes to the heap as before, and `refused` counts it.
+// - The files are made unnamed (O_TMPFILE) or unlinked at once: whatever ends the viewer, no
+//   file is left behind, and the disk space returns when the array is let go.
+// - Only arrays of at least `threshold_bytes` go to disk; smaller ones stay in the heap, so small
+//   traces and the server's own work are as before.
+//
+// Off until a SpillScope turns it on (open_index does, for its build). The setting is
+// process-wide; scopes do not nest.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace chronicle::viewer {
+
+struct SpillStats {
+  uint64_t files = 0;        // arrays placed in files so far
+  uint64_t bytes_now = 0;    // held in files now
+  uint64_t bytes_peak = 0;   // the most held at once
+  uint64_t refused = 0;      // arrays that went to the heap because a file could not be had
+  std::string last_problem;  // why, for the last one refused
+};
+
+class SpillScope {
+ public:
+  // `directory`: where the files go (best on a disk, not on tmpfs, where they are memory too).
+  explicit SpillScope(const std::string& directory, size_t threshold_bytes = kDefaultThreshold);
+  ~SpillScope();
+  SpillScope(const SpillScope&) = delete;
+  SpillScope& operator=(const SpillScope&) = delete;
+
+  static constexpr size_t kDefaultThreshold = size_t{16} << 20;
+};
+
+SpillStats spill_stats();
+
+namespace spill {
+// nullptr: not placed in a file (spilling is off, the array is small, or no file could be had).
+void* allocate(size_t bytes);
+// False: `pointer` was not placed in a file by allocate (it is the heap's).
+bool release(void* pointer);
+}  // namespace spill
+
+// The allocator of Column's arrays being built: in a file when spill::allocate places it there,
+// else in the heap.
+template <class T>
+struct SpillAllocator {
+  using value_type = T;
+  SpillAllocator() = default;
+  template <class U>
+  SpillAllocator(const SpillAllocator<U>&) {}  // NOLINT: rebinding, as allocators do
+
+  T* allocate(size_t count) {
+    if (void* placed = spill::allocate(count * sizeof(T))) return static_cast<T*>(placed);
+    return std::allocator<T>().allocate(count);
+  }
+  void deallocate(T* pointer, size_t count) {
+    if (!spill::release(pointer)) std::allocator<T>().deallocate(pointer, count);
+  }
+  template <class U>
+  bool operator==(const SpillAllocator<U>&) const {
+    return true;
+  }
+};
+
+}  // namespace chronicle::viewer
