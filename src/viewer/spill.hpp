@@ -40,7 +40,7 @@ class SpillScope {
   SpillScope(const SpillScope&) = delete;
   SpillScope& operator=(const SpillScope&) = delete;
 
-  static constexpr size_t kDefaultThreshold = size_t{16} << 20;
+  static constexpr size_t kDefaultThreshold = size_t{1} << 20;
 };
 
 SpillStats spill_stats();

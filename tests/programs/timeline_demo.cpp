@@ -4,6 +4,9 @@
 // `chronicle record`, the generated traces of docs/performance-viewer.md.
 //
 //   timeline_demo [rounds per thread = 150] [threads = 3] [a task every N rounds = 1] [idle us = 50]
+//                 [rounds per second per thread = 0: as fast as it can]
+// The last paces a large run to what the disk takes: four threads as fast as they can make some
+// 600 MB/s of trace, more than `record` can write to most disks for long.
 #include <chronicle/chronicle.hpp>
 #include <chronicle/task.hpp>
 
@@ -47,10 +50,19 @@ void run_job(int worker, long round, bool slow) {
     chronicle::resolve_task(job, TaskOutcome::ok, {}, 0);
 }
 
-void work(int worker, long rounds, long task_every, long idle_us) {
+// Sleeps while the thread is ahead of `per_second` rounds a second (checked every 1024 rounds).
+void keep_pace(long round, long per_second, std::chrono::steady_clock::time_point started) {
+  if (per_second <= 0 || round % 1024 != 0) return;
+  const auto due = started + std::chrono::nanoseconds(round * 1'000'000'000LL / per_second);
+  std::this_thread::sleep_until(due);
+}
+
+void work(int worker, long rounds, long task_every, long idle_us, long per_second) {
   chronicle::set_thread_name("worker-" + std::to_string(worker));
   const bool slow = idle_us > 0;  // the small trace for the tests has real lengths to look at
+  const auto started = std::chrono::steady_clock::now();
   for (long round = 0; round < rounds; ++round) {
+    keep_pace(round, per_second, started);
     CHRONICLE_SPAN("demo", "round");
     CHRONICLE_COUNTER("demo", "round", round);
     {
@@ -77,8 +89,10 @@ int main(int argc, char** argv) {
   const int threads = argc > 2 ? std::atoi(argv[2]) : 3;
   const long task_every = argc > 3 ? std::max(1L, std::atol(argv[3])) : 1;
   const long idle_us = argc > 4 ? std::atol(argv[4]) : 50;
+  const long per_second = argc > 5 ? std::atol(argv[5]) : 0;
   std::vector<std::thread> workers;
-  for (int worker = 0; worker < threads; ++worker) workers.emplace_back(work, worker, rounds, task_every, idle_us);
+  for (int worker = 0; worker < threads; ++worker)
+    workers.emplace_back(work, worker, rounds, task_every, idle_us, per_second);
   for (auto& worker : workers) worker.join();
   return 0;
 }
