@@ -284,16 +284,38 @@ TEST(IndexSpill, ADiskTooFullForAnArrayKeepsItInMemory) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// Files only when the heap might not hold the build: a trace of more than a tenth of the memory
+// left (the heap build peaks at ~4.5 x the trace, and half the memory is kept for the rest).
+TEST(IndexSpill, OnlyATraceTooLargeForTheMemoryLeftIsBuiltInFiles) {
+  const uint64_t gib = uint64_t{1} << 30;
+  EXPECT_FALSE(viewer::spill_needed(100 << 20, 23 * gib));  // 10 M events on this machine
+  EXPECT_FALSE(viewer::spill_needed(1 * gib, 23 * gib));    // 100 M
+  EXPECT_TRUE(viewer::spill_needed(10 * gib, 23 * gib));    // 1 G
+  EXPECT_TRUE(viewer::spill_needed(1 * gib, 8 * gib));      // 100 M on a smaller machine
+  EXPECT_TRUE(viewer::spill_needed(1, 0));
+  EXPECT_GT(viewer::memory_available(), 0u);
+}
+
 TEST(IndexSpill, ViewSaysHowMuchItHeldInFiles) {
   TemporaryDirectory directory;
   const std::string trace = record_demo(directory, "20 2");
-  const OpenedIndex opened = viewer::open_index(trace);
-  EXPECT_EQ(opened.spill_directory, trace);
-  EXPECT_EQ(opened.spill.refused, 0u);
-  EXPECT_GT(opened.cache_bytes, 0u);
-  EXPECT_EQ(opened.cache_bytes, fs::file_size(cache_of(trace)));
-  const OpenedIndex uncached = viewer::open_index(trace, false);
-  EXPECT_NE(uncached.spill_directory, trace);  // the temporary directory: no file goes beside the trace
+  const OpenedIndex small = viewer::open_index(trace);
+  EXPECT_EQ(small.spill_directory, "");  // a small trace is built in the heap
+  EXPECT_GT(small.cache_bytes, 0u);
+  EXPECT_EQ(small.cache_bytes, fs::file_size(cache_of(trace)));
+
+  setenv("CHRONICLE_VIEW_SPILL", "always", 1);
+  const OpenedIndex opened = viewer::open_index(trace, false);
+  const auto run_always =
+      run("CHRONICLE_VIEW_SPILL=always " + kCli + " view --no-cache " + trace + " --html " + (directory / "page.html"));
+  unsetenv("CHRONICLE_VIEW_SPILL");
+  EXPECT_NE(opened.spill_directory, "");
+  EXPECT_NE(opened.spill_directory, trace);  // with no cache, nothing goes beside the trace
+  EXPECT_EQ(opened.spill.refused, 0u) << opened.spill.last_problem;
+  ASSERT_EQ(run_always.exit_code, 0) << run_always.err;
+  EXPECT_NE(run_always.err.find("held in files in " + opened.spill_directory + " while indexing: up to "),
+            std::string::npos)
+      << run_always.err;
 }
 
 }  // namespace

@@ -67,9 +67,10 @@ void report_indexing(const viewer::OpenedIndex& opened, double seconds) {
   if (!opened.cache_path.empty())
     details = fmt::format("kept in {} ({}): indexing {:.2f} s, writing {:.2f} s", opened.cache_path,
                           human_bytes(opened.cache_bytes), opened.build_seconds, opened.write_seconds);
-  if (opened.spill.bytes_peak > 0)
-    details += fmt::format("{}up to {} of it held in files in {} while indexing", details.empty() ? "" : "; ",
-                           human_bytes(opened.spill.bytes_peak), opened.spill_directory);
+  if (!opened.spill_directory.empty())
+    details += fmt::format("{}arrays of {} or more held in files in {} while indexing: up to {}",
+                           details.empty() ? "" : "; ", human_bytes(viewer::SpillScope::kDefaultThreshold),
+                           opened.spill_directory, human_bytes(opened.spill.bytes_peak));
   fmt::print(stderr, "chronicle: indexed {} events, {} tasks in {:.2f} s{}\n", human_count(index.event_count()),
              human_count(index.task_lines().size()), seconds, details.empty() ? "" : " (" + details + ")");
 }

@@ -535,6 +535,26 @@ std::string temporary_directory() {
   return tmpdir && *tmpdir ? tmpdir : "/tmp";
 }
 
+// The trace files' bytes: what the index grows with.
+uint64_t trace_bytes(const std::vector<std::string>& trace_directories) {
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (const std::string& directory : trace_directories)
+    for (const auto& entry : fs::directory_iterator(directory, error))
+      if (entry.is_regular_file(error) && !entry.path().filename().string().starts_with("."))
+        bytes += entry.file_size(error);
+  return bytes;
+}
+
+// CHRONICLE_VIEW_SPILL=always or never decides instead of the memory left (for benchmarks, and
+// for a machine whose disk is slower than its swap).
+bool spill_wanted(uint64_t trace_bytes, uint64_t available) {
+  const char* setting = std::getenv("CHRONICLE_VIEW_SPILL");
+  if (setting && std::string_view(setting) == "always") return true;
+  if (setting && std::string_view(setting) == "never") return false;
+  return spill_needed(trace_bytes, available);
+}
+
 uint64_t file_size(const std::string& path) {
   std::error_code error;
   const uintmax_t size = fs::file_size(path, error);
@@ -565,14 +585,17 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const auto build_started = std::chrono::steady_clock::now();
-  opened.spill_directory = use_cache ? directory : temporary_directory();
+  const uint64_t available = memory_available();
+  if (spill_wanted(trace_bytes(trace_directories), available))
+    opened.spill_directory = use_cache ? directory : temporary_directory();
   opened.index = [&] {
-    const SpillScope spill(opened.spill_directory);
+    std::optional<SpillScope> spill;
+    if (!opened.spill_directory.empty()) spill.emplace(opened.spill_directory);
     std::vector<reader::Trace> traces;
     for (const std::string& trace : trace_directories) traces.emplace_back(trace);
     TimelineIndex index = TimelineIndex::build(traces, progress.indexing);
     index.title_ = process_title(traces, directory, trace_directories);
-    opened.spill = spill_stats();
+    if (spill) opened.spill = spill_stats();
     return index;
   }();
   opened.build_seconds = seconds_since(build_started);

@@ -57,17 +57,19 @@ struct OpenedIndex {
   double build_seconds = 0;   // indexing the trace (0 when read from the cache)
   double write_seconds = 0;   // writing the cache and mapping it back
   uint64_t cache_bytes = 0;   // the cache file's size, when written or read
-  // The index's large arrays were held in files while it was built (spill.hpp): in
-  // `spill_directory`, so much at most, and so many refused a file.
+  // When the trace was too large for the memory left (spill_needed), the index's large arrays
+  // were held in files while it was built: in `spill_directory` (empty when they were not), so
+  // much at most, and so many refused a file.
   std::string spill_directory;
   SpillStats spill;
 };
 
 // The traces under `directory` as `chronicle view` shows them: the index read from its cache
 // when that matches the traces, else built (and, when `use_cache`, written to the cache and
-// mapped back, so that the memory the building used is let go). While it is built, its large
-// arrays are held in files (spill.hpp) in `directory` when the cache is used, else in $TMPDIR
-// (or /tmp).
+// mapped back, so that the memory the building used is let go). When the trace is too large for
+// the memory left (spill_needed; CHRONICLE_VIEW_SPILL=always or never overrides), the large
+// arrays of the index being built are held in files (spill.hpp) in `directory` when the cache
+// is used, else in $TMPDIR (or /tmp).
 // Long work as it goes, for a progress line: the events read so far while indexing
 // (TimelineIndex::build), then the index being written to disk.
 struct OpenProgress {

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -93,6 +95,50 @@ SpillStats spill_stats() {
   SpillState& spill = state();
   std::lock_guard lock(spill.mutex);
   return spill.stats;
+}
+
+namespace {
+
+// A field of /proc/meminfo in bytes; 0 when absent.
+uint64_t meminfo_bytes(const std::string& field) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string name;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> name >> kib) {
+    std::getline(meminfo, unit);
+    if (name == field + ":") return kib * 1024;
+  }
+  return 0;
+}
+
+// What the cgroup (v2) this process is in still allows; max when it sets no limit.
+uint64_t cgroup_room() {
+  std::ifstream membership("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(membership, line)) {
+    if (!line.starts_with("0::")) continue;
+    const std::string directory = "/sys/fs/cgroup" + line.substr(3);
+    std::ifstream limit_file(directory + "/memory.max");
+    std::ifstream current_file(directory + "/memory.current");
+    std::string limit;
+    uint64_t current = 0;
+    if (!(limit_file >> limit) || limit == "max" || !(current_file >> current)) break;
+    const uint64_t bound = std::strtoull(limit.c_str(), nullptr, 10);
+    return bound > current ? bound - current : 0;
+  }
+  return std::numeric_limits<uint64_t>::max();
+}
+
+}  // namespace
+
+uint64_t memory_available() {
+  return std::min(meminfo_bytes("MemAvailable"), cgroup_room());
+}
+
+bool spill_needed(uint64_t trace_bytes, uint64_t available) {
+  constexpr uint64_t kHeapBuildPerTraceByte = 5;  // the measured 4.5, rounded up
+  return trace_bytes > available / 2 / kHeapBuildPerTraceByte;
 }
 
 namespace spill {

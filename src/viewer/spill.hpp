@@ -13,8 +13,8 @@
 // - Only arrays of at least `threshold_bytes` go to disk; smaller ones stay in the heap, so small
 //   traces and the server's own work are as before.
 //
-// Off until a SpillScope turns it on (open_index does, for its build). The setting is
-// process-wide; scopes do not nest.
+// Off until a SpillScope turns it on (open_index does, for the build of a trace too large for
+// the memory left, spill_needed). The setting is process-wide; scopes do not nest.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +44,17 @@ class SpillScope {
 };
 
 SpillStats spill_stats();
+
+// The memory this process can still take before the kernel must kill something: MemAvailable,
+// or what the cgroup's memory.max leaves when that is less.
+uint64_t memory_available();
+
+// Whether an index built from `trace_bytes` of trace files should hold its arrays in files: when
+// building it in the heap could take more than half of `available`. In the heap the build
+// peaks at about 4.5 bytes per byte of trace (measured at 10 M and 100 M events); in files it
+// is faster to build nowhere, slower by a third at 10 M events (page faults on a file
+// mapping cost more), so small traces keep the heap.
+bool spill_needed(uint64_t trace_bytes, uint64_t available);
 
 namespace spill {
 // nullptr: not placed in a file (spilling is off, the array is small, or no file could be had).
