@@ -318,5 +318,67 @@ TEST(IndexSpill, ViewSaysHowMuchItHeldInFiles) {
       << run_always.err;
 }
 
+// A memory cgroup of its own for the test, v2 or v1, removed after; empty `problem` when made.
+class MemoryCgroup {
+ public:
+  explicit MemoryCgroup(uint64_t limit_bytes) {
+    const std::string name = "chronicle-test-" + std::to_string(getpid());
+    for (const auto& [root, limit_file] : {std::pair{std::string("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"},
+                                           std::pair{std::string("/sys/fs/cgroup"), "memory.max"}}) {
+      if (!fs::exists(root + "/cgroup.procs")) continue;
+      directory_ = root + "/" + name;
+      std::error_code error;
+      if (!fs::create_directory(directory_, error)) continue;
+      std::ofstream(directory_ + "/" + limit_file) << limit_bytes;
+      std::ifstream check(directory_ + "/" + limit_file);
+      uint64_t set = 0;
+      if (check >> set && set <= limit_bytes) return;
+      fs::remove(directory_, error);
+    }
+    directory_.clear();
+    problem = "no memory cgroup with a limit could be made under /sys/fs/cgroup";
+  }
+  ~MemoryCgroup() {
+    std::error_code error;
+    if (!directory_.empty()) fs::remove(directory_, error);
+  }
+  // `command` run inside it (the shell joins it, then execs).
+  std::string inside(const std::string& command) const {
+    return "sh -c 'echo $$ > " + directory_ + "/cgroup.procs && exec " + command + "'";
+  }
+  std::string problem;
+
+ private:
+  std::string directory_;
+};
+
+// The heap build of a 10 M-event trace peaks at ~450 MB: in a memory cgroup of 300 MB the kernel
+// kills it, as it would kill a 1 G-event build on this 23 GiB machine. view sees the cgroup's
+// room, builds in files, and is not killed. Root only (it makes a cgroup); not under sanitizers
+// (their shadow memory would be most of what is counted).
+TEST(IndexSpill, AViewInACgroupTooSmallForAHeapBuildIsNotKilled) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory would be most of what the cgroup counts";
+#endif
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the test makes a memory cgroup";
+  const MemoryCgroup cgroup(300 << 20);
+  if (!cgroup.problem.empty()) GTEST_SKIP() << cgroup.problem;
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --buffer-size 64M -o " + trace + " -- " + kDemo + " 300000 4 10 0");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NE(recorded.err.find(" 0 discarded"), std::string::npos) << recorded.err;
+  const std::string view = kCli + " view --no-cache " + trace + " --html /dev/null";
+  // Once with the heap forced: the cgroup is small enough to show anything.
+  const auto in_heap = run(cgroup.inside("env CHRONICLE_VIEW_SPILL=never " + view));
+  EXPECT_EQ(in_heap.exit_code, 128 + SIGKILL) << "the heap build fits in 300 MB now: make the trace larger\n"
+                                              << in_heap.err;
+  const auto chosen = run(cgroup.inside(view));
+  EXPECT_NE(chosen.exit_code, 128 + SIGKILL) << "killed";
+  EXPECT_NE(chosen.err.find("chronicle: indexed 9,984,000 events"), std::string::npos) << chosen.err;
+  EXPECT_NE(chosen.err.find("held in files in "), std::string::npos) << chosen.err;
+  EXPECT_NE(chosen.err.find("too many for one page"), std::string::npos) << chosen.err;  // it went on after
+}
+
 }  // namespace
 }  // namespace chronicle

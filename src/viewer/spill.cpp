@@ -112,22 +112,34 @@ uint64_t meminfo_bytes(const std::string& field) {
   return 0;
 }
 
-// What the cgroup (v2) this process is in still allows; max when it sets no limit.
+// limit - usage from two files of a cgroup directory; max when either is missing or unlimited.
+uint64_t room_in(const std::string& limit_path, const std::string& usage_path) {
+  std::ifstream limit_file(limit_path);
+  std::ifstream usage_file(usage_path);
+  std::string limit;
+  uint64_t usage = 0;
+  if (!(limit_file >> limit) || limit == "max" || !(usage_file >> usage)) return std::numeric_limits<uint64_t>::max();
+  const uint64_t bound = std::strtoull(limit.c_str(), nullptr, 10);
+  return bound > usage ? bound - usage : 0;
+}
+
+// What the memory cgroup this process is in still allows: v2 ("0::/path", memory.max), or v1
+// ("N:memory:/path", memory.limit_in_bytes, whose usage counts the page cache too, so the room
+// is underestimated, and files are chosen sooner). max when no limit is set.
 uint64_t cgroup_room() {
   std::ifstream membership("/proc/self/cgroup");
   std::string line;
+  uint64_t room = std::numeric_limits<uint64_t>::max();
   while (std::getline(membership, line)) {
-    if (!line.starts_with("0::")) continue;
-    const std::string directory = "/sys/fs/cgroup" + line.substr(3);
-    std::ifstream limit_file(directory + "/memory.max");
-    std::ifstream current_file(directory + "/memory.current");
-    std::string limit;
-    uint64_t current = 0;
-    if (!(limit_file >> limit) || limit == "max" || !(current_file >> current)) break;
-    const uint64_t bound = std::strtoull(limit.c_str(), nullptr, 10);
-    return bound > current ? bound - current : 0;
+    if (line.starts_with("0::")) {
+      const std::string directory = "/sys/fs/cgroup" + line.substr(3);
+      room = std::min(room, room_in(directory + "/memory.max", directory + "/memory.current"));
+    } else if (const size_t at = line.find(":memory:"); at != std::string::npos) {
+      const std::string directory = "/sys/fs/cgroup/memory" + line.substr(at + 8);
+      room = std::min(room, room_in(directory + "/memory.limit_in_bytes", directory + "/memory.usage_in_bytes"));
+    }
   }
-  return std::numeric_limits<uint64_t>::max();
+  return room;
 }
 
 }  // namespace
