@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -12,14 +13,23 @@
 
 namespace chronicle::fuzz {
 
+// This process's scratch directory, removed when it exits. The path is never destroyed: the
+// removal runs at exit, after static objects made later than its registration are gone.
 inline std::string scratch_directory() {
-  static const std::string path = [] {
+  static const std::string* const path = [] {
     const std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
-    std::string directory = base + "/chronicle-fuzz-" + std::to_string(getpid());
-    std::filesystem::create_directories(directory);
+    auto* directory = new std::string(base + "/chronicle-fuzz-" + std::to_string(getpid()));
+    std::filesystem::create_directories(*directory);
     return directory;
   }();
-  return path;
+  static const bool removed_at_exit = [] {
+    return std::atexit([] {
+             std::error_code ignored;
+             std::filesystem::remove_all(*path, ignored);
+           }) == 0;
+  }();
+  (void)removed_at_exit;
+  return *path;
 }
 
 inline void write_file(const std::string& path, const uint8_t* data, size_t size) {
