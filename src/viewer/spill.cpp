@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -24,6 +25,10 @@ struct SpillState {
   std::string directory;
   size_t threshold = SpillScope::kDefaultThreshold;
   std::map<void*, size_t> placed;  // mapping -> its length
+  // placed.size(), readable without the lock. An array is only let go after the allocate that
+  // placed it returned (on this thread, or handed over with the array), so a count of zero
+  // read here means none of the arrays this thread can hold is in a file.
+  std::atomic<size_t> placed_count{0};
   SpillStats stats;
 };
 
@@ -168,6 +173,7 @@ void* allocate(size_t bytes) {
     return nullptr;
   }
   spill.placed.emplace(mapping, length);
+  spill.placed_count.store(spill.placed.size(), std::memory_order_release);
   ++spill.stats.files;
   spill.stats.bytes_now += length;
   spill.stats.bytes_peak = std::max(spill.stats.bytes_peak, spill.stats.bytes_now);
@@ -175,8 +181,9 @@ void* allocate(size_t bytes) {
 }
 
 bool release(void* pointer) {
-  if (pointer == nullptr) return false;
   SpillState& spill = state();
+  // Every column's array is let go through here: while none is in a file, no lock is taken.
+  if (pointer == nullptr || spill.placed_count.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard lock(spill.mutex);
   const auto found = spill.placed.find(pointer);
   if (found == spill.placed.end()) return false;
@@ -184,6 +191,7 @@ bool release(void* pointer) {
   munmap(pointer, length);
   spill.stats.bytes_now -= length;
   spill.placed.erase(found);
+  spill.placed_count.store(spill.placed.size(), std::memory_order_release);
   return true;
 }
 
