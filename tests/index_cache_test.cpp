@@ -103,7 +103,7 @@ TEST(IndexCache, ProgressIsToldOfTheEventsReadAndOfTheWriting) {
   const std::string trace = record_demo(directory, "30 2");
   std::vector<uint64_t> reads;
   int writes = 0;
-  viewer::OpenProgress progress{[&](uint64_t events) { reads.push_back(events); }, [&] { ++writes; }};
+  viewer::OpenProgress progress{[&](uint64_t events) { reads.push_back(events); }, [&] { ++writes; }, {}};
   const OpenedIndex first = viewer::open_index(trace, true, progress);
   ASSERT_FALSE(reads.empty());
   EXPECT_TRUE(std::is_sorted(reads.begin(), reads.end()));
@@ -294,6 +294,9 @@ TEST(IndexSpill, OnlyATraceTooLargeForTheMemoryLeftIsBuiltInFiles) {
   EXPECT_TRUE(viewer::spill_needed(1 * gib, 8 * gib));      // 100 M on a smaller machine
   EXPECT_TRUE(viewer::spill_needed(1, 0));
   EXPECT_GT(viewer::memory_available(), 0u);
+  const uint64_t base = uint64_t{64} << 20;
+  EXPECT_EQ(viewer::expected_build_memory(10 * gib, true), base + 18 * gib);   // 1.8 x with files
+  EXPECT_EQ(viewer::expected_build_memory(10 * gib, false), base + 45 * gib);  // 4.5 x in the heap
 }
 
 TEST(IndexSpill, ViewSaysHowMuchItHeldInFiles) {
@@ -378,6 +381,27 @@ TEST(IndexSpill, AViewInACgroupTooSmallForAHeapBuildIsNotKilled) {
   EXPECT_NE(chosen.err.find("chronicle: indexed 9,984,000 events"), std::string::npos) << chosen.err;
   EXPECT_NE(chosen.err.find("held in files in "), std::string::npos) << chosen.err;
   EXPECT_NE(chosen.err.find("too many for one page"), std::string::npos) << chosen.err;  // it went on after
+  EXPECT_EQ(chosen.err.find("warning"), std::string::npos) << chosen.err;
+}
+
+// Where even a build in files may not fit, view says so before it starts (the kernel may stop it
+// on the way: whether it does is not the test's business).
+TEST(IndexSpill, AViewThatMayNotFitSaysSoFirst) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory would be most of what the cgroup counts";
+#endif
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: the test makes a memory cgroup";
+  const MemoryCgroup cgroup(96 << 20);
+  if (!cgroup.problem.empty()) GTEST_SKIP() << cgroup.problem;
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --buffer-size 64M -o " + trace + " -- " + kDemo + " 100000 4 10 0");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NE(recorded.err.find(" 0 discarded"), std::string::npos) << recorded.err;
+  const auto viewed = run(cgroup.inside(kCli + " view --no-cache " + trace + " --html /dev/null"));
+  EXPECT_NE(viewed.err.find("chronicle: warning: indexing 0.03 GiB of trace may take about 0.12 GiB of memory"),
+            std::string::npos)
+      << viewed.err;
 }
 
 }  // namespace

@@ -43,11 +43,12 @@ struct ViewOptions {
 };
 
 // On a terminal, a line that says how far indexing has got (a large trace takes minutes), at
-// most a few times a second; it is cleared when the work is done.
+// most a few times a second; it is cleared when the work is done. Warnings, on any output.
 viewer::OpenProgress progress_line() {
-  if (!isatty(STDERR_FILENO)) return {};
-  auto last_shown = std::make_shared<std::chrono::steady_clock::time_point>();
   viewer::OpenProgress progress;
+  progress.warning = [](const std::string& warning) { fmt::print(stderr, "chronicle: warning: {}\n", warning); };
+  if (!isatty(STDERR_FILENO)) return progress;
+  auto last_shown = std::make_shared<std::chrono::steady_clock::time_point>();
   progress.indexing = [last_shown](uint64_t events) {
     const auto now = std::chrono::steady_clock::now();
     if (now - *last_shown < std::chrono::milliseconds(250)) return;

@@ -555,6 +555,10 @@ bool spill_wanted(uint64_t trace_bytes, uint64_t available) {
   return spill_needed(trace_bytes, available);
 }
 
+double gib(uint64_t bytes) {
+  return static_cast<double>(bytes) / static_cast<double>(uint64_t{1} << 30);
+}
+
 uint64_t file_size(const std::string& path) {
   std::error_code error;
   const uintmax_t size = fs::file_size(path, error);
@@ -586,8 +590,14 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
   };
   const auto build_started = std::chrono::steady_clock::now();
   const uint64_t available = memory_available();
-  if (spill_wanted(trace_bytes(trace_directories), available))
-    opened.spill_directory = use_cache ? directory : temporary_directory();
+  const uint64_t traces = trace_bytes(trace_directories);
+  if (spill_wanted(traces, available)) opened.spill_directory = use_cache ? directory : temporary_directory();
+  const uint64_t needed = expected_build_memory(traces, !opened.spill_directory.empty());
+  if (needed > available && progress.warning)
+    progress.warning(
+        fmt::format("indexing {:.2f} GiB of trace may take about {:.2f} GiB of memory, and {:.2f} GiB is "
+                    "left: the kernel may stop it (index it where more memory is free)",
+                    gib(traces), gib(needed), gib(available)));
   opened.index = [&] {
     std::optional<SpillScope> spill;
     if (!opened.spill_directory.empty()) spill.emplace(opened.spill_directory);

@@ -72,9 +72,12 @@ struct OpenedIndex {
 // is used, else in $TMPDIR (or /tmp).
 // Long work as it goes, for a progress line: the events read so far while indexing
 // (TimelineIndex::build), then the index being written to disk.
+// Before indexing, `warning` is told when the build may take more memory than is left (the
+// kernel may then stop it), so that the user knows while it runs.
 struct OpenProgress {
   TimelineIndex::Progress indexing;
   std::function<void()> writing;
+  std::function<void(const std::string&)> warning;
 };
 
 OpenedIndex open_index(const std::string& directory, bool use_cache = true, const OpenProgress& progress = {});

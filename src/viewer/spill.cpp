@@ -158,6 +158,11 @@ bool spill_needed(uint64_t trace_bytes, uint64_t available) {
   return trace_bytes > available / 2 / kHeapBuildPerTraceByte;
 }
 
+uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files) {
+  constexpr uint64_t kWhateverTheSize = uint64_t{64} << 20;  // the program, the feed's batches, arenas
+  return kWhateverTheSize + (in_files ? trace_bytes / 5 * 9 : trace_bytes / 2 * 9);
+}
+
 namespace spill {
 
 void* allocate(size_t bytes) {

@@ -56,6 +56,12 @@ uint64_t memory_available();
 // mapping cost more), so small traces keep the heap.
 bool spill_needed(uint64_t trace_bytes, uint64_t available);
 
+// The memory a build is expected to take, beyond arrays held in files: 64 MiB whatever the size,
+// and ~4.5 bytes per byte of trace in the heap, ~1.8 with files (the task graph, mostly:
+// measured 1.78 at 10 M events, 1.45 at 1 G). An estimate for a warning, not a bound: in a v1
+// memory cgroup, which counts the files' dirty pages too, a build may be stopped below it.
+uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files);
+
 namespace spill {
 // nullptr: not placed in a file (spilling is off, the array is small, or no file could be had).
 void* allocate(size_t bytes);
