@@ -42,6 +42,15 @@ std::string record_demo(const TemporaryDirectory& directory, const std::string& 
   return trace;
 }
 
+// A large demo trace with room for every event (the figures the tests expect need them all).
+std::string record_whole_demo(const TemporaryDirectory& directory, const std::string& arguments) {
+  const std::string trace = directory / "trace";
+  const auto result = run(kCli + " record -q --buffer-size 64M -o " + trace + " -- " + kDemo + " " + arguments);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find(" 0 discarded"), std::string::npos) << result.err;
+  return trace;
+}
+
 uint64_t events_in(const std::string& directory) {
   uint64_t events = 0;
   const reader::Trace trace(directory);
@@ -324,7 +333,17 @@ TEST(IndexSpill, ViewSaysHowMuchItHeldInFiles) {
 // A memory cgroup of its own for the test, v2 or v1, removed after; empty `problem` when made.
 class MemoryCgroup {
  public:
+  // Not made (`problem` says why) when not root, or under a sanitizer, whose shadow memory
+  // would be most of what the cgroup counts.
   explicit MemoryCgroup(uint64_t limit_bytes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    problem = "a sanitizer's shadow memory would be most of what the cgroup counts";
+    return;
+#endif
+    if (geteuid() != 0) {
+      problem = "needs root: the test makes a memory cgroup";
+      return;
+    }
     const std::string name = "chronicle-test-" + std::to_string(getpid());
     for (const auto& [root, limit_file] : {std::pair{std::string("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"},
                                            std::pair{std::string("/sys/fs/cgroup"), "memory.max"}}) {
@@ -360,17 +379,10 @@ class MemoryCgroup {
 // room, builds in files, and is not killed. Root only (it makes a cgroup); not under sanitizers
 // (their shadow memory would be most of what is counted).
 TEST(IndexSpill, AViewInACgroupTooSmallForAHeapBuildIsNotKilled) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a sanitizer's shadow memory would be most of what the cgroup counts";
-#endif
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: the test makes a memory cgroup";
   const MemoryCgroup cgroup(300 << 20);
   if (!cgroup.problem.empty()) GTEST_SKIP() << cgroup.problem;
   TemporaryDirectory directory;
-  const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --buffer-size 64M -o " + trace + " -- " + kDemo + " 300000 4 10 0");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
-  ASSERT_NE(recorded.err.find(" 0 discarded"), std::string::npos) << recorded.err;
+  const std::string trace = record_whole_demo(directory, "300000 4 10 0");
   const std::string view = kCli + " view --no-cache " + trace + " --html /dev/null";
   // Once with the heap forced: the cgroup is small enough to show anything.
   const auto in_heap = run(cgroup.inside("env CHRONICLE_VIEW_SPILL=never " + view));
@@ -387,17 +399,10 @@ TEST(IndexSpill, AViewInACgroupTooSmallForAHeapBuildIsNotKilled) {
 // Where even a build in files may not fit, view says so before it starts (the kernel may stop it
 // on the way: whether it does is not the test's business).
 TEST(IndexSpill, AViewThatMayNotFitSaysSoFirst) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a sanitizer's shadow memory would be most of what the cgroup counts";
-#endif
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: the test makes a memory cgroup";
   const MemoryCgroup cgroup(96 << 20);
   if (!cgroup.problem.empty()) GTEST_SKIP() << cgroup.problem;
   TemporaryDirectory directory;
-  const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --buffer-size 64M -o " + trace + " -- " + kDemo + " 100000 4 10 0");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
-  ASSERT_NE(recorded.err.find(" 0 discarded"), std::string::npos) << recorded.err;
+  const std::string trace = record_whole_demo(directory, "100000 4 10 0");
   const auto viewed = run(cgroup.inside(kCli + " view --no-cache " + trace + " --html /dev/null"));
   EXPECT_NE(viewed.err.find("chronicle: warning: indexing 0.03 GiB of trace may take about 0.12 GiB of memory"),
             std::string::npos)

@@ -353,6 +353,19 @@ void write_file(const TimelineIndex& index, int fd, const std::string& identity,
   writer.write_at(0, reinterpret_cast<const char*>(&header), sizeof header);
 }
 
+// Each file of a trace directory that is part of the trace (not a dot-file such as the index
+// itself), with what stat says of it.
+template <class Each>
+void for_each_trace_file(const std::string& directory, Each each) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(".") || !entry.is_regular_file(error)) continue;
+    struct stat info {};
+    if (stat(entry.path().c_str(), &info) == 0) each(name, info);
+  }
+}
+
 std::string relative_to(const std::string& top, const std::string& directory) {
   std::error_code error;
   const fs::path relative = fs::relative(directory, top, error);
@@ -464,14 +477,9 @@ std::string IndexCache::identity(const std::string& top, const std::vector<std::
   for (const std::string& directory : trace_directories) {
     identity += fmt::format("trace {}\n", relative_to(top, directory));
     std::vector<std::string> files;
-    std::error_code error;
-    for (const auto& entry : fs::directory_iterator(directory, error)) {
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with(".") || !entry.is_regular_file(error)) continue;
-      struct stat info {};
-      if (stat(entry.path().c_str(), &info) != 0) continue;
+    for_each_trace_file(directory, [&](const std::string& name, const struct stat& info) {
       files.push_back(fmt::format("{} {} {}.{:09}\n", name, info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec));
-    }
+    });
     std::sort(files.begin(), files.end());
     for (const std::string& file : files) identity += file;
   }
@@ -538,11 +546,9 @@ std::string temporary_directory() {
 // The trace files' bytes: what the index grows with.
 uint64_t trace_bytes(const std::vector<std::string>& trace_directories) {
   uint64_t bytes = 0;
-  std::error_code error;
   for (const std::string& directory : trace_directories)
-    for (const auto& entry : fs::directory_iterator(directory, error))
-      if (entry.is_regular_file(error) && !entry.path().filename().string().starts_with("."))
-        bytes += entry.file_size(error);
+    for_each_trace_file(
+        directory, [&](const std::string&, const struct stat& info) { bytes += static_cast<uint64_t>(info.st_size); });
   return bytes;
 }
 
