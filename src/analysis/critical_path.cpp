@@ -15,29 +15,13 @@ namespace chronicle::analysis {
 
 namespace {
 
-using WaitsByTask = std::unordered_map<model::TaskId, std::vector<const model::Edge*>>;
-
-// Every step of the walk looks up a task's last wait before a moment, or its first run after
-// one: binary searches, so that a task visited once per child (a loop awaiting its children in
-// turn) costs a logarithm per visit, not its whole list.
-WaitsByTask waits_in_time_order(const model::TaskGraph& graph) {
-  WaitsByTask waits;
-  for (const auto& edge : graph.edges())
-    if (edge.kind == model::EdgeKind::waits_on) waits[edge.from].push_back(&edge);
-  for (auto& [task, list] : waits)
-    std::stable_sort(list.begin(), list.end(),
-                     [](const model::Edge* a, const model::Edge* b) { return a->ticks < b->ticks; });
-  return waits;
-}
-
-// The last wait of `task` strictly before `moment`; nullptr when none.
-const model::Edge* last_wait_before(const WaitsByTask& waits, model::TaskId task, uint64_t moment) {
-  const auto found = waits.find(task);
-  if (found == waits.end()) return nullptr;
-  const auto& list = found->second;
-  const auto after = std::partition_point(list.begin(), list.end(),
-                                          [moment](const model::Edge* edge) { return edge->ticks < moment; });
-  return after == list.begin() ? nullptr : *(after - 1);
+// The last wait strictly before `moment` of waits in time order; nullptr when none. A binary
+// search: a task visited once per child (a loop awaiting its children in turn) costs a logarithm
+// per visit, not its whole list.
+const TaskSource::Wait* last_wait_before(std::span<const TaskSource::Wait> waits, uint64_t moment) {
+  const auto after = std::partition_point(waits.begin(), waits.end(),
+                                          [moment](const TaskSource::Wait& wait) { return wait.ticks < moment; });
+  return after == waits.begin() ? nullptr : &*(after - 1);
 }
 
 // The earliest beginning of a run of `task` in [from, before); `before` when none. Runs are in
@@ -50,9 +34,16 @@ uint64_t first_run_between(const model::Task& task, uint64_t from, uint64_t befo
 
 }  // namespace
 
-CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) {
-  const std::vector<ProcessGraph> one{{nullptr, &graph}};
-  return critical_path(one, MessageArrivals{}, 0, target);
+std::span<const TaskSource::Wait> GraphTasks::waits(model::TaskId id) const {
+  if (!waits_) {
+    waits_.emplace();
+    for (const auto& edge : graph_.edges())
+      if (edge.kind == model::EdgeKind::waits_on) (*waits_)[edge.from].push_back({edge.ticks, edge.to});
+    for (auto& [task, list] : *waits_)
+      std::stable_sort(list.begin(), list.end(), [](const Wait& a, const Wait& b) { return a.ticks < b.ticks; });
+  }
+  const auto found = waits_->find(id);
+  return found == waits_->end() ? std::span<const Wait>() : std::span<const Wait>(found->second);
 }
 
 MessageArrivals MessageArrivals::find(const std::vector<ProcessGraph>& processes) {
@@ -106,14 +97,14 @@ const MessageArrivals::Arrival* MessageArrivals::first_between(size_t process, m
 
 namespace {
 
-uint64_t last_activity(const model::TaskGraph& graph, const model::Task& task) {
+uint64_t last_activity(const TaskSource& graph, const model::Task& task) {
   if (task.resolved) return *task.resolved;
   uint64_t last = task.created.value_or(graph.first_ticks());
   for (const auto& run : task.runs) last = std::max(last, run.end);
   return last;
 }
 
-uint64_t beginning(const model::TaskGraph& graph, const model::Task& task) {
+uint64_t beginning(const TaskSource& graph, const model::Task& task) {
   if (task.created) return *task.created;
   return task.runs.empty() ? graph.first_ticks() : task.runs.front().begin;
 }
@@ -135,21 +126,16 @@ uint64_t in_flight_ticks(const std::vector<ProcessGraph>& processes, size_t rece
   return std::min(static_cast<uint64_t>(ticks), arrival.receive_ticks);
 }
 
-}  // namespace
-
-CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const MessageArrivals& messages, size_t process,
-                           model::TaskId target) {
-  const model::Task* first = processes.at(process).graph->find(target);
+// The walk over `sources`, one per process; `processes` gives their traces when `messages`
+// has any (it is read only to time a message).
+CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vector<ProcessGraph>& processes,
+                  const MessageArrivals& messages, size_t process, model::TaskId target) {
+  const model::Task* first = sources.at(process)->find(target);
   if (!first) throw std::invalid_argument(fmt::format("no task {} in the trace", model::task_id_text(target)));
-  std::vector<std::optional<WaitsByTask>> waits(processes.size());
-  auto waits_of = [&](size_t p) -> const WaitsByTask& {
-    if (!waits[p]) waits[p] = waits_in_time_order(*processes[p].graph);
-    return *waits[p];
-  };
 
   CriticalPath path;
   path.target = target;
-  path.end = last_activity(*processes[process].graph, *first);
+  path.end = last_activity(*sources[process], *first);
   std::vector<CriticalStep> backwards;
   size_t p = process;
   model::TaskId current = target;
@@ -160,11 +146,10 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
   // to an earlier moment of the sender (a receive never precedes its send).
   std::map<std::pair<size_t, model::TaskId>, uint64_t> entered;
   size_t step_limit = 16;
-  for (const ProcessGraph& each : processes)
-    step_limit += 4 * (each.graph->tasks().size() + each.graph->edges().size());
+  for (const TaskSource* each : sources) step_limit += 4 * each->size();
   step_limit += 2 * messages.size();
   while (backwards.size() < step_limit) {
-    const model::TaskGraph& graph = *processes[p].graph;
+    const TaskSource& graph = *sources[p];
     const model::Task* task = graph.find(current);
     if (!task) break;
     auto [seen, inserted] = entered.emplace(std::make_pair(p, current), moment);
@@ -180,8 +165,8 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
       continue;
     }
     at_resolution = false;
-    if (const model::Edge* wait = last_wait_before(waits_of(p), current, moment)) {
-      const model::Task* awaited = graph.find(wait->to);
+    if (const TaskSource::Wait* wait = last_wait_before(graph.waits(current), moment)) {
+      const model::Task* awaited = graph.find(wait->awaited);
       if (awaited && awaited->resolved && *awaited->resolved <= moment && *awaited->resolved >= wait->ticks) {
         backwards.push_back({p, current, name_of(*task),
                              fmt::format("ran after {} finished", model::task_id_text(awaited->id)), *awaited->resolved,
@@ -193,7 +178,7 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
       }
       // Something else released it (a timeout, a cancellation): the task's own time.
       backwards.push_back({p, current, name_of(*task),
-                           fmt::format("waited on {}, released before it finished", model::task_id_text(wait->to)),
+                           fmt::format("waited on {}, released before it finished", model::task_id_text(wait->awaited)),
                            wait->ticks, moment});
       moment = wait->ticks;
       continue;
@@ -206,7 +191,7 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
       if (run.begin <= moment && run.end > run_end) run_end = run.end;
     if (const MessageArrivals::Arrival* arrival = messages.first_between(p, current, began, run_end)) {
       // It ran once a message came: the message, and before it its sender, decided when.
-      const model::Task* sender = processes[arrival->sender].graph->find(arrival->sender_task);
+      const model::Task* sender = sources[arrival->sender]->find(arrival->sender_task);
       const std::string from = fmt::format("{}{}", arrival->sender != p ? "another process's " : "",
                                            sender ? name_of(*sender) : model::task_id_text(arrival->sender_task));
       const uint64_t arrived = std::min(arrival->receive_ticks, moment);
@@ -240,6 +225,26 @@ CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const Mes
   std::reverse(backwards.begin(), backwards.end());
   path.steps = std::move(backwards);
   return path;
+}
+
+}  // namespace
+
+CriticalPath critical_path(const TaskSource& tasks, model::TaskId target) {
+  return walk({&tasks}, {}, MessageArrivals{}, 0, target);
+}
+
+CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) {
+  return critical_path(GraphTasks(graph), target);
+}
+
+CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const MessageArrivals& messages, size_t process,
+                           model::TaskId target) {
+  std::vector<GraphTasks> graphs;
+  graphs.reserve(processes.size());
+  for (const ProcessGraph& each : processes) graphs.emplace_back(*each.graph);
+  std::vector<const TaskSource*> sources;
+  for (const GraphTasks& graph : graphs) sources.push_back(&graph);
+  return walk(sources, processes, messages, process, target);
 }
 
 std::vector<model::TaskId> find_tasks(const model::TaskGraph& graph, const std::string& id_or_label) {

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,7 +43,41 @@ struct CriticalPath {
   std::vector<CriticalStep> steps;  // in time order
 };
 
+// What the walk reads of one process's tasks. A TaskGraph holds them all (GraphTasks); another
+// source may read a task only when the walk reaches it (the viewer's index cache does).
+class TaskSource {
+ public:
+  struct Wait {
+    uint64_t ticks = 0;
+    model::TaskId awaited = 0;
+  };
+  virtual ~TaskSource() = default;
+  // nullptr when there is no such task; what it points to lasts as long as the source.
+  virtual const model::Task* find(model::TaskId id) const = 0;
+  // The task's waits (its waits_on edges) in time order, at equal times in the edges' order;
+  // they last as long as the source.
+  virtual std::span<const Wait> waits(model::TaskId id) const = 0;
+  virtual uint64_t first_ticks() const = 0;  // as TaskGraph::first_ticks
+  // Tasks and edges: a walk takes at most a few steps per one of them.
+  virtual size_t size() const = 0;
+};
+
+// A TaskGraph as a TaskSource: every task's waits are sorted once, when the walk first asks.
+class GraphTasks final : public TaskSource {
+ public:
+  explicit GraphTasks(const model::TaskGraph& graph) : graph_(graph) {}
+  const model::Task* find(model::TaskId id) const override { return graph_.find(id); }
+  std::span<const Wait> waits(model::TaskId id) const override;
+  uint64_t first_ticks() const override { return graph_.first_ticks(); }
+  size_t size() const override { return graph_.tasks().size() + graph_.edges().size(); }
+
+ private:
+  const model::TaskGraph& graph_;
+  mutable std::optional<std::unordered_map<model::TaskId, std::vector<Wait>>> waits_;
+};
+
 CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target);
+CriticalPath critical_path(const TaskSource& tasks, model::TaskId target);
 
 // One process of several: its trace (for times) and its task graph.
 struct ProcessGraph {
