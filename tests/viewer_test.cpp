@@ -137,6 +137,45 @@ TEST_F(ViewerTest, TheIndexsTaskGraphIsTheModels) {
   test::expect_same_task_graph(index_->graph(), *graph_);
 }
 
+// What details and critical paths read instead of the graph (task_lookup.cpp) says what the
+// graph says: each task found by its id, its children, its waits in time order, its path.
+TEST_F(ViewerTest, TheTaskLookupIsTheGraphs) {
+  const auto& tasks = graph_->tasks();
+  ASSERT_EQ(index_->task_lines().size(), tasks.size());
+  size_t waits_seen = 0;
+  for (uint32_t k = 0; k < tasks.size(); ++k) {
+    const model::Task& task = tasks[k];
+    ASSERT_EQ(index_->task_index(0, task.id), std::optional<uint32_t>(k));
+    std::vector<model::TaskId> children;
+    size_t count = 0;
+    for (const uint32_t child : index_->task_children(k, 1000, count)) children.push_back(tasks[child].id);
+    std::vector<model::TaskId> expected_children;
+    for (const model::Task* child : graph_->children(task.id)) expected_children.push_back(child->id);
+    EXPECT_EQ(children, expected_children) << model::task_id_text(task.id);
+    EXPECT_EQ(count, expected_children.size());
+    std::vector<std::pair<uint64_t, model::TaskId>> waits, expected_waits;
+    for (const viewer::TaskWait& wait : index_->task_waits(k)) waits.emplace_back(wait.ticks, wait.awaited);
+    for (const model::Edge& edge : graph_->edges())
+      if (edge.kind == model::EdgeKind::waits_on && edge.from == task.id)
+        expected_waits.emplace_back(edge.ticks, edge.to);
+    std::stable_sort(expected_waits.begin(), expected_waits.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    EXPECT_EQ(waits, expected_waits) << model::task_id_text(task.id);
+    waits_seen += waits.size();
+    EXPECT_EQ(index_->task_record(k).runs.size(), task.runs.size());
+
+    const analysis::CriticalPath path = analysis::critical_path(*graph_, task.id);
+    std::vector<std::tuple<model::TaskId, std::string, uint64_t, uint64_t>> steps, expected_steps;
+    for (const viewer::CriticalStep& step : index_->critical_path(k))
+      steps.emplace_back(tasks[step.task].id, step.what, step.from, step.to);
+    for (const analysis::CriticalStep& step : path.steps)
+      expected_steps.emplace_back(step.task, step.what, index_->to_ns(step.from), index_->to_ns(step.to));
+    EXPECT_EQ(steps, expected_steps) << model::task_id_text(task.id);
+  }
+  EXPECT_EQ(waits_seen, 360u);
+  EXPECT_EQ(index_->task_index(0, 0), std::nullopt);
+}
+
 TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {
   const auto expected_spans = spans_by_stream(*trace_, *index_);
   size_t blocks_seen = 0;

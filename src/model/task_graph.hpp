@@ -54,8 +54,8 @@ struct Task {
   std::vector<RunInterval> runs;  // in order of their beginning (GraphDetail::summary: see there)
   std::vector<TaskId> waits_on;   // in order of the waits
   std::vector<TaskNote> notes;
-  // The trace never shows this task created (it is known only from other events): events
-  // were lost, or it was made before the trace began.
+  // The trace shows this task's creation. False: it is known only from other events (events
+  // were lost, or it was made before the trace began).
   bool seen_created = false;
   // GraphDetail::summary: ticks of the runs folded away from `runs`; 0 otherwise.
   uint64_t folded_run_ticks = 0;

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kFormatVersion = 4;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -120,6 +120,9 @@ class CacheWriter {
     value<uint64_t>(items.size());
     for (const auto& item : items) each(item);
   }
+
+  // Where the next byte of a streamed description goes, from the description's start.
+  uint64_t streamed_position() const { return end_ + description_.size() - streamed_offset_; }
 
   void stream_description() {
     streamed_ = true;
@@ -297,8 +300,12 @@ void transfer_task(A& a, T& task) {  // model::Task
   a.value(task.folded_run_ticks);
 }
 
-void write_graph(CacheWriter& a, const model::TaskGraph& graph) {
-  a.sequence(graph.tasks(), [&](const model::Task& task) { transfer_task(a, task); });
+// `records`: where each task's record begins, appended in task order.
+void write_graph(CacheWriter& a, const model::TaskGraph& graph, Column<uint64_t>::Built& records) {
+  a.sequence(graph.tasks(), [&](const model::Task& task) {
+    records.push_back(a.streamed_position());
+    transfer_task(a, task);
+  });
   a.values(graph.edges());
   a.values(graph.idle());
   a.sequence(graph.idle_ticks_by_thread(), [&](const auto& entry) {
@@ -334,13 +341,15 @@ model::TaskGraph read_graph(CacheReader& a) {
 }
 
 void write_file(const TimelineIndex& index, int fd, const std::string& identity,
-                const std::function<void(CacheWriter&)>& write_fields) {
+                const std::function<void(CacheWriter&, const Column<uint64_t>&)>& write_fields) {
   CacheWriter writer(fd);
   writer.stream_description();
-  writer.sequence(index.graphs(), [&](const model::TaskGraph& graph) { write_graph(writer, graph); });
+  Column<uint64_t>::Built records;
+  records.reserve(index.task_lines().size());
+  writer.sequence(index.graphs(), [&](const model::TaskGraph& graph) { write_graph(writer, graph, records); });
   const auto [graphs_offset, graphs_size] = writer.write_description();
   writer.text(identity);
-  write_fields(writer);
+  write_fields(writer, Column<uint64_t>(std::move(records)));
   const auto [fields_offset, fields_size] = writer.write_description();
   Header header{};
   std::memcpy(header.magic, kMagic, sizeof kMagic);
@@ -409,6 +418,8 @@ struct IndexCache::Fields {
       a.value(process.origin_ticks);
       a.value(process.origin_offset_ns);
       a.value(process.ns_per_tick);
+      a.value(process.first_ticks);
+      a.value(process.edge_count);
     });
     a.column(index.task_lines_);
     transfer_strings(a, index.task_names_);
@@ -423,6 +434,12 @@ struct IndexCache::Fields {
     a.column(index.arrows_);
     a.sequence(index.arrows_by_length_, [&](auto& column) { a.column(column); });
     a.column(index.messages_);
+    a.column(index.task_ids_sorted_);
+    a.column(index.task_by_sorted_id_);
+    a.column(index.wait_first_);
+    a.column(index.waits_);
+    a.column(index.task_arrow_first_);
+    a.column(index.task_arrow_list_);
     a.sequence(index.counters_, [&](auto& series) { transfer_counter(a, series); });
     a.sequence(index.warnings_, [&](auto& warning) { a.text(warning); });
     a.sequence(index.busy_prefix_, [&](auto& column) { a.column(column); });
@@ -459,9 +476,11 @@ struct IndexCache::Fields {
     a.value(series.max);
   }
 
-  static void write(CacheWriter& a, const TimelineIndex& index) {
+  // `records`: where write_file put each task's record (a built index has no such column).
+  static void write(CacheWriter& a, const TimelineIndex& index, const Column<uint64_t>& records) {
     transfer(a, index);
     a.sequence(index.cross_process_directories(), [&](const std::string& directory) { a.text(directory); });
+    a.column(records);
   }
 
   static void read(CacheReader& a, TimelineIndex& index) {
@@ -469,6 +488,18 @@ struct IndexCache::Fields {
     std::vector<std::string> directories;
     a.sequence(directories, [&](std::string& directory) { a.text(directory); });
     if (!directories.empty()) index.cross_process_ = TimelineIndex::paths_between(std::move(directories));
+    a.column(index.task_records_);
+    check_lookup(index);
+  }
+
+  // The lookups' sizes agree with the tasks and arrows (their values are checked where read).
+  static void check_lookup(const TimelineIndex& index) {
+    const size_t tasks = index.task_lines_.size();
+    const bool whole = index.task_ids_sorted_.size() == tasks && index.task_by_sorted_id_.size() == tasks &&
+                       index.task_records_.size() == tasks && index.wait_first_.size() == tasks + 1 &&
+                       index.task_arrow_first_.size() == tasks + 1 && index.wait_first_.back() == index.waits_.size() &&
+                       index.task_arrow_first_.back() == index.task_arrow_list_.size();
+    if (!whole) throw IndexCacheDamaged("its task lookup does not match its tasks");
   }
 };
 
@@ -492,7 +523,8 @@ void IndexCache::save(const TimelineIndex& index, const std::string& path, const
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw std::runtime_error(system_error("cannot create " + temporary));
   try {
-    write_file(index, fd, identity, [&](CacheWriter& writer) { Fields::write(writer, index); });
+    write_file(index, fd, identity,
+               [&](CacheWriter& writer, const Column<uint64_t>& records) { Fields::write(writer, index, records); });
     // On disk before it has the final name: a crash then leaves the old file or none, never a
     // file whose name says whole and whose columns are zeros.
     if (fdatasync(fd) != 0) throw std::runtime_error(system_error("cannot write"));
@@ -532,6 +564,13 @@ std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std
     std::vector<model::TaskGraph> graphs;
     reader.sequence(graphs, [&](model::TaskGraph& graph) { graph = read_graph(reader); });
     return graphs;
+  };
+  index.graph_loader_->read_task = [mapping, header](uint64_t record) {
+    if (record >= header.graphs_size) throw IndexCacheDamaged("a task's record lies outside its graphs");
+    CacheReader reader(mapping, header.graphs_offset + record, header.graphs_size - record);
+    model::Task task;
+    transfer_task(reader, task);
+    return task;
   };
   return index;
 }

@@ -275,11 +275,39 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
   return out;
 }
 
+// What arrows say of a task: the tasks it waits on and is waited by, resolves and is resolved by,
+// each with the time of the wait or resolution.
+void add_task_arrows(const TimelineIndex& index, uint32_t task_number, json& out) {
+  json waits_on = json::array();
+  json waited_by = json::array();
+  json resolves = json::array();
+  json resolved_by = nullptr;
+  for (const uint32_t number : index.task_arrows(task_number)) {
+    const Arrow& arrow = index.arrows()[number];
+    auto with_time = [&](uint32_t other) {
+      json ref = task_ref(index, other);
+      ref["time"] = arrow.from_time;
+      return ref;
+    };
+    if (arrow.kind == ArrowKind::wait) {
+      if (arrow.from_task == task_number && waits_on.size() < kMaxListed) waits_on.push_back(with_time(arrow.to_task));
+      if (arrow.to_task == task_number && waited_by.size() < kMaxListed)
+        waited_by.push_back(with_time(arrow.from_task));
+    } else if (arrow.kind == ArrowKind::resolve) {  // from the resolver to the resolved
+      if (arrow.to_task == task_number) resolved_by = with_time(arrow.from_task);
+      if (arrow.from_task == task_number && resolves.size() < kMaxListed) resolves.push_back(with_time(arrow.to_task));
+    }
+  }
+  out["waits_on"] = std::move(waits_on);
+  out["waited_by"] = std::move(waited_by);
+  out["resolved_by"] = std::move(resolved_by);
+  out["resolves"] = std::move(resolves);
+}
+
 json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   const TaskLine& line = index.task_lines().at(task_number);
-  const model::Task& task = index.task(task_number);
+  const model::Task task = index.task_record(task_number);
   const size_t process = index.process_of_task(task_number);
-  const model::TaskGraph& graph = index.graph(process);
   json out = task_ref(index, task_number);
   out["group"] = index.task_processes()[process].group;
   out["kind"] = "task";
@@ -313,38 +341,15 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   out["notes"] = std::move(notes);
   out["notes_count"] = task.notes.size();
   out["parent"] = task.parent ? task_ref_by_id(index, process, task.parent) : json(nullptr);
-  json children = json::array();
   size_t children_count = 0;
-  for (const model::Task* child : graph.children(task.id)) {
-    ++children_count;
-    if (children.size() < kMaxListed) children.push_back(task_ref_by_id(index, process, child->id));
-  }
+  json children = json::array();
+  for (const uint32_t child : index.task_children(task_number, kMaxListed, children_count))
+    children.push_back(task_ref(index, child));
   out["children"] = std::move(children);
   out["children_count"] = children_count;
   // What collapsing it takes out: a link that names it collapsed needs its subtree's rows.
   out["descendants"] = index.task_tree().subtree[task_number] - 1;
-  json waits_on = json::array();
-  json waited_by = json::array();
-  json resolves = json::array();
-  json resolved_by = nullptr;
-  for (const model::Edge& edge : graph.edges()) {
-    auto with_time = [&](model::TaskId other) {
-      json ref = task_ref_by_id(index, process, other);
-      if (!ref.is_null()) ref["time"] = index.to_ns(process, edge.ticks);
-      return ref;
-    };
-    if (edge.kind == model::EdgeKind::waits_on) {
-      if (edge.from == task.id && waits_on.size() < kMaxListed) waits_on.push_back(with_time(edge.to));
-      if (edge.to == task.id && waited_by.size() < kMaxListed) waited_by.push_back(with_time(edge.from));
-    } else if (edge.kind == model::EdgeKind::resolved_by) {
-      if (edge.from == task.id) resolved_by = with_time(edge.to);
-      if (edge.to == task.id && resolves.size() < kMaxListed) resolves.push_back(with_time(edge.from));
-    }
-  }
-  out["waits_on"] = std::move(waits_on);
-  out["waited_by"] = std::move(waited_by);
-  out["resolved_by"] = std::move(resolved_by);
-  out["resolves"] = std::move(resolves);
+  add_task_arrows(index, task_number, out);
   json steps = json::array();
   for (const CriticalStep& step : index.critical_path(task_number)) {
     json ref = task_ref(index, step.task);
@@ -378,22 +383,16 @@ class StringTable {
 // The waits of each task, [time, awaited task] flattened, in time order (as the critical path
 // walks them).
 std::vector<json> waits_by_task(const TimelineIndex& index) {
-  std::vector<std::vector<std::pair<uint64_t, uint32_t>>> waits(index.task_lines().size());
-  for (size_t process = 0; process < index.task_processes().size(); ++process)
-    for (const model::Edge& edge : index.graph(process).edges()) {
-      if (edge.kind != model::EdgeKind::waits_on) continue;
-      const auto from = index.task_index(process, edge.from), to = index.task_index(process, edge.to);
-      if (from && to) waits[*from].emplace_back(index.to_ns(process, edge.ticks), *to);
-    }
   std::vector<json> out;
-  out.reserve(waits.size());
-  for (auto& list : waits) {
-    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  out.reserve(index.task_lines().size());
+  for (uint32_t task = 0; task < index.task_lines().size(); ++task) {
+    const size_t process = index.process_of_task(task);
     json flat = json::array();
-    for (const auto& [time, task] : list) {
-      flat.push_back(time);
-      flat.push_back(task);
-    }
+    for (const TaskWait& wait : index.task_waits(task))
+      if (const auto awaited = index.task_index(process, wait.awaited)) {
+        flat.push_back(index.to_ns(process, wait.ticks));
+        flat.push_back(*awaited);
+      }
     out.push_back(std::move(flat));
   }
   return out;

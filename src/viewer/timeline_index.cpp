@@ -227,7 +227,7 @@ class IndexBuilder {
     index_.origin_unix_ns_ = trace_.to_unix_ns(origin);
     index_.ns_per_tick_ = 1e9 / static_cast<double>(trace_.description().clock.frequency_hz);
     index_.sites_ = trace_.sites();
-    index_.task_processes_.front() = {process_group(trace_), 0, 0, origin, 0, index_.ns_per_tick_};
+    index_.task_processes_.front() = {process_group(trace_), 0, 0, origin, 0, index_.ns_per_tick_, 0, 0};
   }
 
   // One lane per stream, in stream order.
@@ -546,6 +546,12 @@ class IndexBuilder {
 };
 
 TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress) {
+  TimelineIndex index = build_one(trace, progress);
+  index.index_task_lookup();
+  return index;
+}
+
+TimelineIndex TimelineIndex::build_one(const reader::Trace& trace, const Progress& progress) {
   std::vector<std::string> pairing_problems;
   TimelineIndex index = IndexBuilder(trace, progress).build(pairing_problems);
   if (progress) progress(index.event_count());
@@ -598,7 +604,7 @@ class IndexCombiner {
     for (const reader::Trace& trace : traces) {
       TimelineIndex::Progress part_progress;
       if (progress) part_progress = [&](uint64_t events) { progress(events_before + events); };
-      parts.push_back(TimelineIndex::build(trace, part_progress));
+      parts.push_back(TimelineIndex::build_one(trace, part_progress));
       events_before += parts.back().event_count();
     }
     int64_t origin = parts.front().origin_unix_ns_;
@@ -626,6 +632,7 @@ class IndexCombiner {
     IndexBuilder::sort_arrows_by_length(combined);
     combined.messages_ = find_messages(traces, first_lanes, origin);
     combined.cross_process_ = std::make_shared<CrossProcessPaths>(std::move(directories));
+    combined.index_task_lookup();
     return combined;
   }
 
@@ -769,13 +776,6 @@ std::string TimelineIndex::site_name(uint32_t id) const {
 
 std::optional<uint32_t> TimelineIndex::task_index(model::TaskId id) const {
   return task_index(0, id);
-}
-
-std::optional<uint32_t> TimelineIndex::task_index(size_t process, model::TaskId id) const {
-  const model::TaskGraph& graph = graphs().at(process);
-  const model::Task* task = graph.find(id);
-  if (!task) return std::nullopt;
-  return task_processes_[process].first_task + static_cast<uint32_t>(task - graph.tasks().data());
 }
 
 size_t TimelineIndex::process_of_task(uint32_t task) const {
@@ -1148,7 +1148,7 @@ std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) con
   std::vector<CriticalStep> steps;
   if (task_number >= task_lines_.size()) return steps;
   const size_t process = process_of_task(task_number);
-  const model::TaskId target = task(task_number).id;
+  const model::TaskId target = task_lines_[task_number].id;
   analysis::CriticalPath path;
   bool found = false;
   if (cross_process_) try {
@@ -1157,7 +1157,7 @@ std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) con
     } catch (const std::exception&) {
     }
   if (!found) {
-    path = analysis::critical_path(graphs()[process], target);
+    path = critical_path_in_process(process, target);
     for (analysis::CriticalStep& step : path.steps) step.process = process;
   }
   for (const analysis::CriticalStep& step : path.steps) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "analysis/counter_series.hpp"
+#include "analysis/critical_path.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
 #include "viewer/column.hpp"
@@ -297,7 +298,12 @@ struct TaskProcess {
   uint64_t origin_ticks = 0;
   uint64_t origin_offset_ns = 0;
   double ns_per_tick = 1;
+  uint64_t first_ticks = 0;  // its task graph's (model::TaskGraph::first_ticks)
+  uint64_t edge_count = 0;   // its task graph's edges
 };
+
+// A task's wait: when, and for which task (by id, in the task's own process).
+using TaskWait = analysis::TaskSource::Wait;
 
 // What a critical path across processes needs beyond the task graphs (the traces, for the
 // messages and the clocks), found when first asked for.
@@ -347,6 +353,17 @@ class TimelineIndex {
   const std::vector<TaskProcess>& task_processes() const { return task_processes_; }
   size_t process_of_task(uint32_t task) const;
   const model::Task& task(uint32_t index) const;  // reads the task graph (see graph())
+  // One task whole, without the graph: an index read from the cache reads only that task's
+  // record from it (a billion-event trace's graph is gigabytes).
+  model::Task task_record(uint32_t index) const;
+  // Task `index`'s waits in time order (at equal times in the order traced).
+  std::span<const TaskWait> task_waits(uint32_t index) const;
+  // The arrows (arrows()) with task `index` at either end, in the order of arrows().
+  std::span<const uint32_t> task_arrows(uint32_t index) const;
+  // Its children (the tasks it created), in tree order; `limit` at most, `count` all of them.
+  std::vector<uint32_t> task_children(uint32_t index, size_t limit, size_t& count) const;
+  // Whether the graphs are held whole now (built here, or read by graphs()).
+  bool graphs_held() const;
   // A task's name and label (task_lines() has the rest of what windows show), without the graph.
   std::string_view task_name(uint32_t index) const { return task_names_[index]; }
   std::string_view task_label(uint32_t index) const { return task_labels_[index]; }
@@ -381,7 +398,8 @@ class TimelineIndex {
   std::pair<uint32_t, uint32_t> span_children(uint32_t lane, uint32_t depth, uint32_t index) const;  // [first, last)
 
   // The chain of runs, waits and resolutions that decided when the task finished, in time order
-  // (analysis::critical_path over the index's task graph).
+  // (analysis::critical_path over the index's tasks: within one process it reads only the tasks
+  // on the way, across processes the graphs whole).
   std::vector<CriticalStep> critical_path(uint32_t task) const;
 
  private:
@@ -391,6 +409,13 @@ class TimelineIndex {
                      const ShownRows& shown, const TaskRowQuery& rows, Window& out) const;
   void window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
                        Window& out) const;
+
+  // One trace's index, without the task lookup (which a combined index makes once for all).
+  static TimelineIndex build_one(const reader::Trace& trace, const Progress& progress);
+  // The task lookups of an index built here, once every process is in (task_lookup.cpp).
+  void index_task_lookup();
+  std::optional<uint32_t> task_index_by_id(size_t process, model::TaskId id) const;
+  analysis::CriticalPath critical_path_in_process(size_t process, model::TaskId target) const;
 
   // The index cache's part: the directories critical paths across processes read again.
   std::vector<std::string> cross_process_directories() const;
@@ -424,6 +449,17 @@ class TimelineIndex {
   // earlier end, so a window finds its arrows with a binary search per class.
   std::vector<Column<uint32_t>> arrows_by_length_;
   Column<MessageArrow> messages_;
+  // Each process's tasks by id (its run of task indexes, sorted by id), for task_index.
+  Column<model::TaskId> task_ids_sorted_;
+  Column<uint32_t> task_by_sorted_id_;
+  // Task k's waits are waits_[wait_first_[k], wait_first_[k + 1]); its arrows
+  // task_arrow_list_[task_arrow_first_[k], task_arrow_first_[k + 1]).
+  Column<uint32_t> wait_first_;
+  Column<TaskWait> waits_;
+  Column<uint32_t> task_arrow_first_;
+  Column<uint32_t> task_arrow_list_;
+  // Read from the cache: where each task's record lies in its graphs' part (empty when built).
+  Column<uint64_t> task_records_;
   std::vector<CounterSeries> counters_;
   std::vector<std::string> warnings_;
   // Depth-0 prefix sums of span durations per lane, for busy time over any range.
@@ -439,6 +475,7 @@ struct TimelineIndex::GraphLoader {
   std::mutex mutex;
   std::atomic<bool> loaded{false};
   std::function<std::vector<model::TaskGraph>()> load;
+  std::function<model::Task(uint64_t record)> read_task;  // one task, by its task_records_ entry
 };
 
 // For tests and the HTML export: which merged blocks and single intervals a row shows.
