@@ -410,8 +410,8 @@ json embedded_tasks_json(const TimelineIndex& index) {
   uint64_t first_ns = index.duration();
   size_t edges = 0;
   for (size_t process = 0; process < index.task_processes().size(); ++process) {
-    first_ns = std::min(first_ns, index.to_ns(process, index.graph(process).first_ticks()));
-    edges += index.graph(process).edges().size();
+    first_ns = std::min(first_ns, index.to_ns(process, index.task_processes()[process].first_ticks));
+    edges += index.task_processes()[process].edge_count;
   }
   json lines = json::array();
   json facts = json::array();
