@@ -414,8 +414,47 @@ TEST(IndexSpill, AViewInACgroupTooSmallForAHeapBuildIsNotKilled) {
   EXPECT_EQ(chosen.err.find("warning"), std::string::npos) << chosen.err;
 }
 
-// Where even a build in files may not fit, view says so before it starts (the kernel may stop it
-// on the way: whether it does is not the test's business).
+// Without the tasks' notes the index answers as with them, but for the notes in task details:
+// every window, flame graph, range stats, search and critical path is the same.
+TEST(IndexNotes, AnIndexWithoutNotesDrawsTheSameAndListsNoNotes) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory);
+  const reader::Trace read(trace);
+  const TimelineIndex whole = TimelineIndex::build(read);
+  const TimelineIndex light = TimelineIndex::build(read, {}, model::GraphDetail::no_notes);
+  nlohmann::json with_notes = answers(whole);
+  nlohmann::json without = answers(light);
+  size_t notes = 0;
+  for (auto& task : with_notes["tasks"]) {
+    notes += task["notes_count"].get<size_t>();
+    task["notes"] = nlohmann::json::array();
+    task["notes_count"] = 0;
+  }
+  EXPECT_GT(notes, 0u);
+  EXPECT_EQ(without, with_notes);
+}
+
+// CHRONICLE_VIEW_NOTES=drop (what view chooses when memory is short) leaves them out, and the
+// index, read again too, says so where the page shows warnings.
+TEST(IndexNotes, AViewWithoutNotesSaysSo) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory);
+  const auto viewed = run("env CHRONICLE_VIEW_NOTES=drop " + kCli + " view " + trace + " --html /dev/null");
+  EXPECT_EQ(viewed.exit_code, 0) << viewed.err;
+  const OpenedIndex read = viewer::open_index(trace);
+  ASSERT_TRUE(read.from_cache);
+  const nlohmann::json summary = viewer::summary_json(read.index, "t");
+  EXPECT_NE(
+      summary["warnings"].dump().find("the tasks' notes (what was traced inside their runs) are not in this index"),
+      std::string::npos)
+      << summary["warnings"].dump();
+  for (uint32_t task = 0; task < read.index.task_lines().size(); ++task)
+    EXPECT_EQ(viewer::task_details_json(read.index, task)["notes_count"], 0);
+}
+
+// Where even a build in files may not fit, view says so before it starts and leaves the tasks'
+// notes out (the kernel may still stop it on the way: whether it does is not the test's
+// business).
 TEST(IndexSpill, AViewThatMayNotFitSaysSoFirst) {
   const MemoryCgroup cgroup(96 << 20);
   if (!cgroup.problem.empty()) GTEST_SKIP() << cgroup.problem;
@@ -423,6 +462,10 @@ TEST(IndexSpill, AViewThatMayNotFitSaysSoFirst) {
   const std::string trace = record_whole_demo(directory, "100000 4 10 0");
   const auto viewed = run(cgroup.inside(kCli + " view --no-cache " + trace + " --html /dev/null"));
   EXPECT_NE(viewed.err.find("chronicle: warning: indexing 0.03 GiB of trace may take about 0.12 GiB of memory"),
+            std::string::npos)
+      << viewed.err;
+  // The level of detail it gives up first: the tasks' notes.
+  EXPECT_NE(viewed.err.find("the tasks' notes are left out to save some (task details will list none)"),
             std::string::npos)
       << viewed.err;
 }

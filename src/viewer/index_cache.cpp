@@ -610,6 +610,33 @@ uint64_t file_size(const std::string& path) {
   return error ? 0 : size;
 }
 
+bool notes_asked_for() {
+  const char* setting = std::getenv("CHRONICLE_VIEW_NOTES");
+  return setting && std::string_view(setting) == "keep";
+}
+
+constexpr const char* kNotesLeftOut =
+    "the tasks' notes (what was traced inside their runs) are not in this index: memory was short when it was "
+    "built (CHRONICLE_VIEW_NOTES=keep keeps them)";
+
+// What the task graphs keep: everything, unless the build may not fit in the memory left
+// (CHRONICLE_VIEW_NOTES=keep or drop decides instead). Without the tasks' notes (what was traced
+// inside their runs: most of a graph where spans run in tasks, a sixteenth in timeline_demo's
+// mix) the viewer draws the same; only task details list no notes. The warning says both.
+model::GraphDetail graph_detail(uint64_t trace_bytes, bool in_files, uint64_t available, const OpenProgress& progress) {
+  const char* setting = std::getenv("CHRONICLE_VIEW_NOTES");
+  const uint64_t needed = expected_build_memory(trace_bytes, in_files);
+  bool keep_notes = needed <= available || notes_asked_for();
+  if (setting && std::string_view(setting) == "drop") keep_notes = false;
+  if (needed > available && progress.warning)
+    progress.warning(fmt::format(
+        "indexing {:.2f} GiB of trace may take about {:.2f} GiB of memory, and {:.2f} GiB is left: {}the kernel "
+        "may stop it (index it where more memory is free)",
+        gib(trace_bytes), gib(needed), gib(available),
+        keep_notes ? "" : "the tasks' notes are left out to save some (task details will list none), and "));
+  return keep_notes ? model::GraphDetail::full : model::GraphDetail::no_notes;
+}
+
 }  // namespace
 
 OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress) {
@@ -619,7 +646,10 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
   const std::string identity = use_cache ? IndexCache::identity(directory, trace_directories) : std::string();
   if (use_cache) {
     try {
-      if (std::optional<TimelineIndex> index = IndexCache::load(path, identity)) {
+      std::optional<TimelineIndex> index = IndexCache::load(path, identity);
+      if (index && notes_asked_for() && std::ranges::count(index->warnings(), std::string(kNotesLeftOut)) != 0)
+        index.reset();  // built without the notes, which are now asked for: built again
+      if (index) {
         opened.index = std::move(*index);
         opened.from_cache = true;
         opened.cache_path = path;
@@ -637,19 +667,15 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
   const uint64_t available = memory_available();
   const uint64_t traces = trace_bytes(trace_directories);
   if (spill_wanted(traces, available)) opened.spill_directory = use_cache ? directory : temporary_directory();
-  const uint64_t needed = expected_build_memory(traces, !opened.spill_directory.empty());
-  if (needed > available && progress.warning)
-    progress.warning(
-        fmt::format("indexing {:.2f} GiB of trace may take about {:.2f} GiB of memory, and {:.2f} GiB is "
-                    "left: the kernel may stop it (index it where more memory is free)",
-                    gib(traces), gib(needed), gib(available)));
+  const model::GraphDetail detail = graph_detail(traces, !opened.spill_directory.empty(), available, progress);
   opened.index = [&] {
     std::optional<SpillScope> spill;
     if (!opened.spill_directory.empty()) spill.emplace(opened.spill_directory);
     std::vector<reader::Trace> traces;
     for (const std::string& trace : trace_directories) traces.emplace_back(trace);
-    TimelineIndex index = TimelineIndex::build(traces, progress.indexing);
+    TimelineIndex index = TimelineIndex::build(traces, progress.indexing, detail);
     index.title_ = process_title(traces, directory, trace_directories);
+    if (detail != model::GraphDetail::full) index.warnings_.push_back(kNotesLeftOut);
     if (spill) opened.spill = spill_stats();
     return index;
   }();

@@ -173,8 +173,8 @@ std::pair<double, double> MinMaxPyramid::range(std::span<const double> values, s
 // Fills a TimelineIndex from a trace.
 class IndexBuilder {
  public:
-  IndexBuilder(const reader::Trace& trace, const TimelineIndex::Progress& progress)
-      : trace_(trace), counter_catalog_(trace.sites()), progress_(progress) {}
+  IndexBuilder(const reader::Trace& trace, const TimelineIndex::Progress& progress, model::GraphDetail detail)
+      : trace_(trace), counter_catalog_(trace.sites()), progress_(progress), detail_(detail) {}
 
   // `pairing_problems`: span ends the reader paired with nothing, for the page's warnings.
   TimelineIndex build(std::vector<std::string>& pairing_problems) {
@@ -189,7 +189,7 @@ class IndexBuilder {
           const reader::Site* site = trace_.site(site_id);
           return site ? site->name : std::string();
         },
-        model::GraphDetail::full);
+        detail_);
     auto graph =
         std::async(std::launch::async, [this, &feed] { return feed.build([this] { return index_streams_slice(); }); });
     uint64_t merged_last = 0;
@@ -538,6 +538,7 @@ class IndexBuilder {
   const reader::Trace& trace_;
   analysis::SeriesCatalog counter_catalog_;
   const TimelineIndex::Progress& progress_;
+  model::GraphDetail detail_;
   TimelineIndex index_;
   // index_streams_slice's place.
   size_t next_stream_ = 0;
@@ -545,15 +546,16 @@ class IndexBuilder {
   uint64_t stream_events_ = 0;
 };
 
-TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress) {
-  TimelineIndex index = build_one(trace, progress);
+TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail) {
+  TimelineIndex index = build_one(trace, progress, detail);
   index.index_task_lookup();
   return index;
 }
 
-TimelineIndex TimelineIndex::build_one(const reader::Trace& trace, const Progress& progress) {
+TimelineIndex TimelineIndex::build_one(const reader::Trace& trace, const Progress& progress,
+                                       model::GraphDetail detail) {
   std::vector<std::string> pairing_problems;
-  TimelineIndex index = IndexBuilder(trace, progress).build(pairing_problems);
+  TimelineIndex index = IndexBuilder(trace, progress, detail).build(pairing_problems);
   if (progress) progress(index.event_count());
   index.warnings_ = trace.warnings();
   for (std::string& problem : pairing_problems) index.warnings_.push_back(std::move(problem));
@@ -598,13 +600,14 @@ std::shared_ptr<CrossProcessPaths> TimelineIndex::paths_between(std::vector<std:
 // their site ids moved past the sites before them and their task indexes past the tasks before.
 class IndexCombiner {
  public:
-  static TimelineIndex combine(const std::vector<reader::Trace>& traces, const TimelineIndex::Progress& progress) {
+  static TimelineIndex combine(const std::vector<reader::Trace>& traces, const TimelineIndex::Progress& progress,
+                               model::GraphDetail detail) {
     std::vector<TimelineIndex> parts;
     uint64_t events_before = 0;  // in the traces already indexed
     for (const reader::Trace& trace : traces) {
       TimelineIndex::Progress part_progress;
       if (progress) part_progress = [&](uint64_t events) { progress(events_before + events); };
-      parts.push_back(TimelineIndex::build_one(trace, part_progress));
+      parts.push_back(TimelineIndex::build_one(trace, part_progress, detail));
       events_before += parts.back().event_count();
     }
     int64_t origin = parts.front().origin_unix_ns_;
@@ -739,10 +742,11 @@ class IndexCombiner {
   }
 };
 
-TimelineIndex TimelineIndex::build(const std::vector<reader::Trace>& traces, const Progress& progress) {
+TimelineIndex TimelineIndex::build(const std::vector<reader::Trace>& traces, const Progress& progress,
+                                   model::GraphDetail detail) {
   if (traces.empty()) throw std::invalid_argument("no trace to index");
-  if (traces.size() == 1) return build(traces.front(), progress);
-  return IndexCombiner::combine(traces, progress);
+  if (traces.size() == 1) return build(traces.front(), progress, detail);
+  return IndexCombiner::combine(traces, progress, detail);
 }
 
 uint64_t TimelineIndex::to_ns(uint64_t ticks) const {

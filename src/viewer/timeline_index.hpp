@@ -319,11 +319,15 @@ class TimelineIndex {
   // many have been read so far, for a progress line on long work.
   using Progress = std::function<void(uint64_t events_read)>;
   static constexpr uint64_t kProgressEvents = uint64_t{1} << 20;
-  static TimelineIndex build(const reader::Trace& trace, const Progress& progress = {});
+  // `detail`: what the task graphs keep; GraphDetail::no_notes leaves out the tasks' notes (what
+  // was traced inside their runs), the most of a graph's memory, where memory is short.
+  static TimelineIndex build(const reader::Trace& trace, const Progress& progress = {},
+                             model::GraphDetail detail = model::GraphDetail::full);
   // Several processes on one timeline, lanes in the order of `traces`; so are their tasks: the
   // task indexes of one process follow the previous process's (task ids are unique only
   // within a process), and each process's tasks are a run of rows in tree order.
-  static TimelineIndex build(const std::vector<reader::Trace>& traces, const Progress& progress = {});
+  static TimelineIndex build(const std::vector<reader::Trace>& traces, const Progress& progress = {},
+                             model::GraphDetail detail = model::GraphDetail::full);
 
   // What the page calls the view: the process and its directory, or how many processes; set by
   // open_index (index_cache.hpp), empty otherwise.
@@ -411,7 +415,7 @@ class TimelineIndex {
                        Window& out) const;
 
   // One trace's index, without the task lookup (which a combined index makes once for all).
-  static TimelineIndex build_one(const reader::Trace& trace, const Progress& progress);
+  static TimelineIndex build_one(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail);
   // The task lookups of an index built here, once every process is in (task_lookup.cpp).
   void index_task_lookup();
   std::optional<uint32_t> task_index_by_id(size_t process, model::TaskId id) const;
