@@ -26,6 +26,7 @@
 #include "support.hpp"
 #include "task_graph_equality.hpp"
 #include "viewer/assets.hpp"
+#include "viewer/index_cache.hpp"
 #include "viewer/json_api.hpp"
 #include "viewer/timeline_index.hpp"
 #include "viewer/viewer_server.hpp"
@@ -1012,6 +1013,13 @@ TEST_F(ViewerProcesses, TheCriticalPathOfAClientReadCrossesIntoTheServer) {
   const auto details = viewer::task_details_json(index, target);
   for (const auto& step : details["critical_path"]["steps"]) listed.insert(step["process"].get<size_t>());
   EXPECT_EQ(listed, (std::set<size_t>{0, 1}));
+
+  // Read from the index cache, the same path, without reading the task graphs whole.
+  viewer::open_index(merged());
+  const viewer::OpenedIndex read = viewer::open_index(merged());
+  ASSERT_TRUE(read.from_cache);
+  EXPECT_EQ(viewer::task_details_json(read.index, target), details);
+  EXPECT_FALSE(read.index.graphs_held());
 }
 
 }  // namespace

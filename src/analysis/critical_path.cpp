@@ -237,6 +237,11 @@ CriticalPath critical_path(const model::TaskGraph& graph, model::TaskId target) 
   return critical_path(GraphTasks(graph), target);
 }
 
+CriticalPath critical_path(const std::vector<const TaskSource*>& sources, const std::vector<ProcessGraph>& processes,
+                           const MessageArrivals& messages, size_t process, model::TaskId target) {
+  return walk(sources, processes, messages, process, target);
+}
+
 CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const MessageArrivals& messages, size_t process,
                            model::TaskId target) {
   std::vector<GraphTasks> graphs;

@@ -110,6 +110,10 @@ class MessageArrivals {
 // end are in the target process's ticks.
 CriticalPath critical_path(const std::vector<ProcessGraph>& processes, const MessageArrivals& messages, size_t process,
                            model::TaskId target);
+// The same over a TaskSource per process; `processes` gives only the traces (their graphs are
+// not read).
+CriticalPath critical_path(const std::vector<const TaskSource*>& sources, const std::vector<ProcessGraph>& processes,
+                           const MessageArrivals& messages, size_t process, model::TaskId target);
 
 // The tasks `id_or_label` names: the one with that id text ("t3.17"); else those with that
 // label; else those with that name. Empty when none does.

@@ -166,6 +166,13 @@ class IndexTasks final : public analysis::TaskSource {
 
 }  // namespace
 
+std::vector<std::unique_ptr<analysis::TaskSource>> TimelineIndex::task_sources() const {
+  std::vector<std::unique_ptr<analysis::TaskSource>> sources;
+  for (size_t process = 0; process < task_processes_.size(); ++process)
+    sources.push_back(std::make_unique<IndexTasks>(*this, process));
+  return sources;
+}
+
 analysis::CriticalPath TimelineIndex::critical_path_in_process(size_t process, model::TaskId target) const {
   return analysis::critical_path(IndexTasks(*this, process), target);
 }

@@ -570,14 +570,17 @@ class CrossProcessPaths {
   const std::vector<std::string>& directories() const { return directories_; }
 
   // Throws when a trace can no longer be read.
-  analysis::CriticalPath path(const std::vector<model::TaskGraph>& graphs, size_t process, model::TaskId target) {
+  // `sources`: each process's tasks, in the order of the directories.
+  analysis::CriticalPath path(const std::vector<const analysis::TaskSource*>& sources, size_t process,
+                              model::TaskId target) {
     std::lock_guard lock(mutex_);
-    std::vector<analysis::ProcessGraph> processes;
     if (traces_.empty())
       for (const std::string& directory : directories_) traces_.emplace_back(directory);
-    for (size_t k = 0; k < traces_.size(); ++k) processes.push_back({&traces_[k], &graphs.at(k)});
+    if (traces_.size() != sources.size()) throw std::logic_error("a task source per trace");
+    std::vector<analysis::ProcessGraph> processes;
+    for (const reader::Trace& trace : traces_) processes.push_back({&trace, nullptr});  // the traces only
     if (!arrivals_) arrivals_ = analysis::MessageArrivals::find(processes);
-    return analysis::critical_path(processes, *arrivals_, process, target);
+    return analysis::critical_path(sources, processes, *arrivals_, process, target);
   }
 
  private:
@@ -1156,7 +1159,10 @@ std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) con
   analysis::CriticalPath path;
   bool found = false;
   if (cross_process_) try {
-      path = cross_process_->path(graphs(), process, target);
+      const std::vector<std::unique_ptr<analysis::TaskSource>> sources = task_sources();
+      std::vector<const analysis::TaskSource*> each;
+      for (const auto& source : sources) each.push_back(source.get());
+      path = cross_process_->path(each, process, target);
       found = true;
     } catch (const std::exception&) {
     }

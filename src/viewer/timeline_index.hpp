@@ -402,8 +402,8 @@ class TimelineIndex {
   std::pair<uint32_t, uint32_t> span_children(uint32_t lane, uint32_t depth, uint32_t index) const;  // [first, last)
 
   // The chain of runs, waits and resolutions that decided when the task finished, in time order
-  // (analysis::critical_path over the index's tasks: within one process it reads only the tasks
-  // on the way, across processes the graphs whole).
+  // (analysis::critical_path over the index's tasks: it reads only the tasks on the way, and
+  // across processes the traces again for their messages).
   std::vector<CriticalStep> critical_path(uint32_t task) const;
 
  private:
@@ -420,6 +420,8 @@ class TimelineIndex {
   void index_task_lookup();
   std::optional<uint32_t> task_index_by_id(size_t process, model::TaskId id) const;
   analysis::CriticalPath critical_path_in_process(size_t process, model::TaskId target) const;
+  // Each process's tasks as a critical path's walk reads them (task_lookup.cpp).
+  std::vector<std::unique_ptr<analysis::TaskSource>> task_sources() const;
 
   // The index cache's part: the directories critical paths across processes read again.
   std::vector<std::string> cross_process_directories() const;
