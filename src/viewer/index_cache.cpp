@@ -610,9 +610,14 @@ uint64_t file_size(const std::string& path) {
   return error ? 0 : size;
 }
 
-bool notes_asked_for() {
+// CHRONICLE_VIEW_NOTES: "keep", "drop", or empty (the memory left decides).
+std::string_view notes_setting() {
   const char* setting = std::getenv("CHRONICLE_VIEW_NOTES");
-  return setting && std::string_view(setting) == "keep";
+  return setting ? setting : "";
+}
+
+bool notes_asked_for() {
+  return notes_setting() == "keep";
 }
 
 constexpr const char* kNotesLeftOut =
@@ -624,10 +629,8 @@ constexpr const char* kNotesLeftOut =
 // inside their runs: most of a graph where spans run in tasks, a sixteenth in timeline_demo's
 // mix) the viewer draws the same; only task details list no notes. The warning says both.
 model::GraphDetail graph_detail(uint64_t trace_bytes, bool in_files, uint64_t available, const OpenProgress& progress) {
-  const char* setting = std::getenv("CHRONICLE_VIEW_NOTES");
   const uint64_t needed = expected_build_memory(trace_bytes, in_files);
-  bool keep_notes = needed <= available || notes_asked_for();
-  if (setting && std::string_view(setting) == "drop") keep_notes = false;
+  const bool keep_notes = notes_setting() != "drop" && (needed <= available || notes_asked_for());
   if (needed > available && progress.warning)
     progress.warning(fmt::format(
         "indexing {:.2f} GiB of trace may take about {:.2f} GiB of memory, and {:.2f} GiB is left: {}the kernel "

@@ -74,10 +74,14 @@ void TimelineIndex::index_task_lookup() {
   wait_first_ = std::move(wait_first);
 }
 
-std::optional<uint32_t> TimelineIndex::task_index_by_id(size_t process, model::TaskId id) const {
-  const uint32_t first = task_processes_.at(process).first_task;
+std::pair<uint32_t, uint32_t> TimelineIndex::tasks_of_process(size_t process) const {
   const uint32_t last = process + 1 < task_processes_.size() ? task_processes_[process + 1].first_task
                                                              : static_cast<uint32_t>(task_lines_.size());
+  return {task_processes_.at(process).first_task, last};
+}
+
+std::optional<uint32_t> TimelineIndex::task_index_by_id(size_t process, model::TaskId id) const {
+  const auto [first, last] = tasks_of_process(process);
   const auto begin = task_ids_sorted_.begin() + first;
   const auto end = task_ids_sorted_.begin() + last;
   const auto found = std::lower_bound(begin, end, id);
@@ -151,11 +155,8 @@ class IndexTasks final : public analysis::TaskSource {
   }
   uint64_t first_ticks() const override { return index_.task_processes().at(process_).first_ticks; }
   size_t size() const override {
-    const auto& processes = index_.task_processes();
-    const uint32_t first = processes[process_].first_task;
-    const uint32_t last = process_ + 1 < processes.size() ? processes[process_ + 1].first_task
-                                                          : static_cast<uint32_t>(index_.task_lines().size());
-    return last - first + processes[process_].edge_count;
+    const auto [first, last] = index_.tasks_of_process(process_);
+    return last - first + index_.task_processes()[process_].edge_count;
   }
 
  private:

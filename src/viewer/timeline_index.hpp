@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/counter_series.hpp"
@@ -356,7 +357,8 @@ class TimelineIndex {
   // One per trace given to build, in that order.
   const std::vector<TaskProcess>& task_processes() const { return task_processes_; }
   size_t process_of_task(uint32_t task) const;
-  const model::Task& task(uint32_t index) const;  // reads the task graph (see graph())
+  std::pair<uint32_t, uint32_t> tasks_of_process(size_t process) const;  // its task indexes: [first, last)
+  const model::Task& task(uint32_t index) const;                         // reads the task graph (see graph())
   // One task whole, without the graph: an index read from the cache reads only that task's
   // record from it (a billion-event trace's graph is gigabytes).
   model::Task task_record(uint32_t index) const;
