@@ -37,6 +37,12 @@ SpillState& state() {
   return *instance;
 }
 
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux 5.14's value; older kernels answer EINVAL
+#endif
+
 size_t page_rounded(size_t bytes) {
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
@@ -198,6 +204,15 @@ bool release(void* pointer) {
   spill.placed.erase(found);
   spill.placed_count.store(spill.placed.size(), std::memory_order_release);
   return true;
+}
+
+void populate(void* start, size_t bytes) {
+  constexpr size_t kAtLeast = size_t{1} << 20;
+  if (bytes < kAtLeast) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(start) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(start) + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, kPopulateWrite);
 }
 
 }  // namespace spill
