@@ -127,7 +127,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
         task(event.related_task, event.ticks, event.related_task == event.task ? nullptr : "parent");
         if (event.related_task == event.task)
           note_problem(fmt::format("task {} names itself as its parent", task_id_text(event.task)));
-        graph_.edges_.push_back({EdgeKind::created_by, event.task, event.related_task, event.ticks});
+        graph_.edges_.push_back(
+            Edge{.kind = EdgeKind::created_by, .from = event.task, .to = event.related_task, .ticks = event.ticks});
       }
       break;
     }
@@ -137,7 +138,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
         if (open.task == event.task)
           note_problem(fmt::format("task {} begins to run on thread {} at tick {} while it already runs there",
                                    task_id_text(event.task), event.thread_id, event.ticks));
-      started.runs.push_back({event.thread_id, event.ticks, event.ticks, false});
+      started.runs.push_back(
+          RunInterval{.thread_id = event.thread_id, .begin = event.ticks, .end = event.ticks, .ended = false});
       running.push_back({event.task, started.runs.size() - 1});
       if (detail_ == GraphDetail::summary) ++open_runs_[event.task];
       break;
@@ -171,7 +173,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       }
       task(event.related_task, event.ticks, "wait");
       graph_.tasks_[graph_.index_.at(event.task)].waits_on.push_back(event.related_task);
-      graph_.edges_.push_back({EdgeKind::waits_on, event.task, event.related_task, event.ticks});
+      graph_.edges_.push_back(
+          Edge{.kind = EdgeKind::waits_on, .from = event.task, .to = event.related_task, .ticks = event.ticks});
       break;
     }
     case EventId::task_resolve: {
@@ -188,7 +191,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       resolved.outcome_text = std::string(event.text);
       resolved.resolver = event.related_task;
       if (event.related_task != 0 && event.related_task != event.task)
-        graph_.edges_.push_back({EdgeKind::resolved_by, event.task, event.related_task, event.ticks});
+        graph_.edges_.push_back(
+            Edge{.kind = EdgeKind::resolved_by, .from = event.task, .to = event.related_task, .ticks = event.ticks});
       break;
     }
     case EventId::task_label:
@@ -259,7 +263,7 @@ void TaskGraphBuilder::suspend_loop(const reader::Event& event) {
     return;
   }
   loop_threads_.insert(event.thread_id);
-  const IdleInterval interval{event.thread_id, event.ticks, event.ticks, false};
+  const IdleInterval interval{.thread_id = event.thread_id, .begin = event.ticks, .end = event.ticks, .ended = false};
   if (detail_ == GraphDetail::summary) {
     auto [slot, inserted] = idle_slot_.try_emplace(event.thread_id, graph_.idle_.size());
     if (!inserted) {

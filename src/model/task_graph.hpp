@@ -23,11 +23,15 @@ using TaskId = uint64_t;
 // "-" for 0 (no task); "t?N" for an id no thread makes.
 std::string task_id_text(TaskId id);
 
+// RunInterval, Edge and IdleInterval are written to the viewer's index as bytes: their padding is
+// named and zeroed so that no stray byte goes with them (initialise them by designators).
 struct RunInterval {
   uint32_t thread_id = 0;
+  uint32_t unused = 0;
   uint64_t begin = 0;  // ticks
   uint64_t end = 0;    // ticks; the trace's last time when the run never ended
   bool ended = true;   // false: no run_end (the program crashed or the trace was cut)
+  uint8_t unused_end[7] = {};
 };
 
 // Something recorded on a thread while the task ran there: a note's text, or an instant's or
@@ -71,6 +75,7 @@ std::string_view edge_kind_name(EdgeKind kind);
 // `from` created-by/waits-on/resolved-by `to`, at `ticks`.
 struct Edge {
   EdgeKind kind = EdgeKind::created_by;
+  uint8_t unused[7] = {};
   TaskId from = 0;
   TaskId to = 0;
   uint64_t ticks = 0;
@@ -87,9 +92,11 @@ enum class GraphDetail : uint8_t { full, no_notes, summary };
 // A stretch of time in which a thread's event loop had no work.
 struct IdleInterval {
   uint32_t thread_id = 0;
+  uint32_t unused = 0;
   uint64_t begin = 0;
   uint64_t end = 0;
   bool ended = true;
+  uint8_t unused_end[7] = {};
 };
 
 class TaskGraph {

@@ -86,13 +86,20 @@ class Mapping {
 // description kept in memory until it is written after them. A streamed description (the task
 // graphs: gigabytes at a billion events, too much to hold a second time) goes to the file as it
 // is made instead, and holds no column.
+//
+// What it writes as bytes has no padding (its padding is named and zeroed), so that a file holds
+// no stray bytes of the viewer's memory and one trace's index is the same file every time.
+template <class T>
+constexpr bool kWrittenWhole = std::is_trivially_copyable_v<T> &&
+                               (std::has_unique_object_representations_v<T> || std::is_floating_point_v<T>);
+
 class CacheWriter {
  public:
   explicit CacheWriter(int fd) : fd_(fd) {}
 
   template <class T>
   void value(const T& value) {
-    static_assert(std::is_trivially_copyable_v<T>);
+    static_assert(kWrittenWhole<T>);
     append(reinterpret_cast<const char*>(&value), sizeof value);
   }
   template <class T>
@@ -106,11 +113,13 @@ class CacheWriter {
   }
   template <class T>
   void values(const std::vector<T>& values) {
+    static_assert(kWrittenWhole<T>);
     value<uint64_t>(values.size());
     append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
   }
   template <class T>
   void column(const Column<T>& column) {
+    static_assert(kWrittenWhole<T>);
     if (streamed_) throw std::logic_error("a column inside a streamed description");
     value(blob(reinterpret_cast<const char*>(column.data()), column.size() * sizeof(T)));
     value<uint64_t>(column.size());

@@ -501,12 +501,24 @@ class IndexBuilder {
       Arrow arrow;
       const uint64_t time = index_.to_ns(edge.ticks);
       if (edge.kind == model::EdgeKind::created_by) {
-        arrow = {ArrowKind::created, *to, *from, time, time};  // from the creator to the created
+        arrow = {.kind = ArrowKind::created,
+                 .from_task = *to,
+                 .to_task = *from,
+                 .from_time = time,
+                 .to_time = time};  // from the creator to the created
       } else if (edge.kind == model::EdgeKind::waits_on) {
         const TaskLine& awaited = index_.task_lines_[*to];
-        arrow = {ArrowKind::wait, *from, *to, time, awaited.resolved && awaited.end >= time ? awaited.end : time};
+        arrow = {.kind = ArrowKind::wait,
+                 .from_task = *from,
+                 .to_task = *to,
+                 .from_time = time,
+                 .to_time = awaited.resolved && awaited.end >= time ? awaited.end : time};
       } else {
-        arrow = {ArrowKind::resolve, *to, *from, time, time};  // the resolver resolves `from`
+        arrow = {.kind = ArrowKind::resolve,
+                 .from_task = *to,
+                 .to_task = *from,
+                 .from_time = time,
+                 .to_time = time};  // the resolver resolves `from`
       }
       index_.arrows_.push_back(arrow);
     }

@@ -119,10 +119,12 @@ enum class ArrowKind : uint8_t { wait, resolve, created };
 // A wait goes from the waiting task, when it waits, to the awaited task where it resolves (or
 // the wait's time when it never does); a resolution from the resolver to the resolved task, at
 // the time of the resolution.
-struct Arrow {
+struct Arrow {  // written to the index file as bytes: its padding is named, and zeroed
   ArrowKind kind = ArrowKind::wait;
+  uint8_t unused[3] = {};
   uint32_t from_task = 0;  // task indexes
   uint32_t to_task = 0;
+  uint32_t unused_too = 0;
   uint64_t from_time = 0;
   uint64_t to_time = 0;
 };
