@@ -1,5 +1,6 @@
 // How fast the reader decodes a trace: every event of every stream, per stream (what stats and
-// the viewer's index use) and merged in time order (what dump uses). Prints events per second.
+// the viewer's index use) and merged in time order with the spans paired (what dump and the
+// viewer's first indexing use). Prints events per second.
 //   reader_throughput TRACE_DIR
 #include <chrono>
 #include <cstdio>

@@ -2,7 +2,6 @@
 // HTTP on a loopback address; `--html FILE` writes one self-contained page instead. A directory
 // of several traces (a multi-process `record` run, what `chronicle merge` wrote) is shown as
 // one timeline, a group of lanes per process.
-#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <memory>
 
 #include "cli/common.hpp"
@@ -29,10 +27,6 @@ constexpr uint64_t kMaxEventsForHtml = 2'000'000;
 constexpr uint64_t kMaxTasksForHtml = 50'000;
 
 // glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
-constexpr int kBuildMmapThreshold = 32 << 20;
-constexpr int kBuildTrimThreshold = std::numeric_limits<int>::max();
-constexpr int kDefaultMmapThreshold = 128 << 10;
-constexpr int kDefaultTrimThreshold = 128 << 10;
 
 struct ViewOptions {
   std::string directory;
@@ -78,19 +72,13 @@ void report_indexing(const viewer::OpenedIndex& opened, double seconds) {
 
 int run_view(const ViewOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  // Fresh memory is dear (a page fault per page; tens of microseconds each on some VMs), and the
-  // building grows many vectors by doubling: while it runs, blocks it frees stay with malloc (not
-  // returned to the system at once, nor mapped anew per large block) to be reused. Then the
-  // defaults again, for the server.
-  mallopt(M_MMAP_THRESHOLD, kBuildMmapThreshold);
-  mallopt(M_TRIM_THRESHOLD, kBuildTrimThreshold);
-  const viewer::OpenedIndex opened = viewer::open_index(options.directory, !options.no_cache, progress_line());
+  // What the building used is let go after it: a trace's index is served from its mapped cache.
+  const viewer::OpenedIndex opened = [&] {
+    const viewer::IndexingMemory indexing;
+    return viewer::open_index(options.directory, !options.no_cache, progress_line());
+  }();
   const viewer::TimelineIndex& index = opened.index;
   const std::string& title = index.title();
-  // What the building used is let go: a trace's index is served from its mapped cache.
-  malloc_trim(0);
-  mallopt(M_MMAP_THRESHOLD, kDefaultMmapThreshold);
-  mallopt(M_TRIM_THRESHOLD, kDefaultTrimThreshold);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (isatty(STDERR_FILENO)) fmt::print(stderr, "\r\033[K");
   if (!opened.cache_problem.empty()) fmt::print(stderr, "chronicle: warning: {}\n", opened.cache_problem);

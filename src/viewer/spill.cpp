@@ -1,6 +1,7 @@
 #include "viewer/spill.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -167,6 +168,24 @@ bool spill_needed(uint64_t trace_bytes, uint64_t available) {
 uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files) {
   constexpr uint64_t kWhateverTheSize = uint64_t{64} << 20;  // the program, the feed's batches, arenas
   return kWhateverTheSize + (in_files ? trace_bytes / 5 * 9 : trace_bytes / 2 * 9);
+}
+
+namespace {
+constexpr int kIndexingMmapThreshold = 32 << 20;
+constexpr int kIndexingTrimThreshold = std::numeric_limits<int>::max();
+constexpr int kDefaultMmapThreshold = 128 << 10;
+constexpr int kDefaultTrimThreshold = 128 << 10;
+}  // namespace
+
+IndexingMemory::IndexingMemory() {
+  mallopt(M_MMAP_THRESHOLD, kIndexingMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kIndexingTrimThreshold);
+}
+
+IndexingMemory::~IndexingMemory() {
+  malloc_trim(0);
+  mallopt(M_MMAP_THRESHOLD, kDefaultMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kDefaultTrimThreshold);
 }
 
 namespace spill {

@@ -45,6 +45,19 @@ class SpillScope {
 
 SpillStats spill_stats();
 
+// While an index is built: fresh memory is dear (a page fault per page, ~9 us each on this
+// machine's VM), and the building grows many vectors by doubling, so the blocks it frees stay with
+// malloc (not returned to the system at once, nor mapped anew per large block) to be reused. When
+// the scope ends, what is free is returned and malloc's defaults are set again, for the server.
+// Process-wide (glibc's mallopt); scopes do not nest.
+class IndexingMemory {
+ public:
+  IndexingMemory();
+  ~IndexingMemory();
+  IndexingMemory(const IndexingMemory&) = delete;
+  IndexingMemory& operator=(const IndexingMemory&) = delete;
+};
+
 // The memory this process can still take before the kernel must kill something: MemAvailable,
 // or what the cgroup's memory.max leaves when that is less.
 uint64_t memory_available();
