@@ -9,7 +9,6 @@
 #include <chronicle/chronicle.hpp>
 #include <chronicle/metrics.hpp>
 #include <chronicle/task.hpp>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,10 +16,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
-#include <tuple>
 
 #include "analysis/critical_path.hpp"
 #include "merge/message_pairs.hpp"
@@ -643,111 +640,6 @@ TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
 
 // A trace that is not whole says so: the summary carries the reader's warnings, which the page
 // shows above the timeline.
-// --- what a row shows: the summaries of far-out windows against the rule, interval by interval --
-
-// visible_in_row's rule applied to each interval in turn, the oracle of the tests below: an
-// interval at least min_pixels wide is shown alone; the others are merged into a block while the
-// next begins by the end of the pixel column after the one in which the block so far ends.
-void shown_one_by_one(const viewer::IntervalRow& row, uint64_t begin, uint64_t end, double ns_per_pixel,
-                      double min_pixels, std::vector<viewer::VisibleInterval>& wide,
-                      std::vector<viewer::BusyBlock>& blocks) {
-  auto reach_after = [&](uint64_t time) {
-    time = std::max(time, begin);
-    const double column = std::floor(static_cast<double>(time - begin) / ns_per_pixel);
-    const double reach = static_cast<double>(begin) + (column + 2) * ns_per_pixel;
-    return reach >= static_cast<double>(end) ? end : static_cast<uint64_t>(reach);
-  };
-  std::optional<viewer::BusyBlock> block;
-  for (uint32_t k = 0; k < row.size(); ++k) {
-    if (row.ends[k] < begin || row.begins[k] > end) continue;
-    const bool alone = static_cast<double>(row.ends[k] - row.begins[k]) >= min_pixels * ns_per_pixel;
-    if (block && (alone || row.begins[k] > reach_after(block->end))) {
-      blocks.push_back(*block);
-      block.reset();
-    }
-    if (alone) {
-      wide.push_back({0, k});
-    } else if (block) {
-      block->end = row.ends[k];
-      ++block->count;
-    } else {
-      block = viewer::BusyBlock{0, row.begins[k], row.ends[k], k, 1};
-    }
-  }
-  if (block) blocks.push_back(*block);
-}
-
-using Shown = std::pair<std::vector<std::pair<uint32_t, uint32_t>>,
-                        std::vector<std::tuple<uint64_t, uint64_t, uint32_t, uint32_t>>>;
-
-template <class Show>
-Shown shown(Show show) {
-  std::vector<viewer::VisibleInterval> wide;
-  std::vector<viewer::BusyBlock> blocks;
-  show(wide, blocks);
-  Shown out;
-  for (const auto& interval : wide) out.first.emplace_back(interval.row, interval.index);
-  for (const auto& block : blocks) out.second.emplace_back(block.begin, block.end, block.first, block.count);
-  return out;
-}
-
-// Rows of up to 20,000 intervals (four levels of summary), their gaps and lengths drawn around the
-// windows' pixel widths, some past 2^32 ns (saturated in the summary), seen through windows from
-// the whole row to a few intervals, 1 to 2,000 pixels wide: visible_in_row shows what the rule
-// does, with the row's summary and without one (an index file whose summary does not fit).
-TEST(ViewerRows, AFarOutWindowShowsWhatTheRuleDoesIntervalByInterval) {
-  std::mt19937_64 random(14);
-  auto pick = [&](uint64_t below) { return below == 0 ? 0 : random() % below; };
-  const uint64_t scales[] = {0, 1, 10, 1'000, 100'000, 10'000'000, 6'000'000'000};
-  size_t windows = 0;
-  size_t blocks_seen = 0;
-  size_t alone_seen = 0;
-  for (int trial = 0; trial < 60; ++trial) {
-    viewer::IntervalRow row;
-    const size_t count = trial % 3 == 0 ? pick(40) : pick(20'000);
-    uint64_t time = pick(1'000'000);
-    const uint64_t gap_scale = scales[pick(std::size(scales))];
-    const uint64_t length_scale = scales[pick(std::size(scales))];
-    for (size_t k = 0; k < count; ++k) {
-      time += pick(random() % 8 == 0 ? scales[pick(std::size(scales))] + 1 : gap_scale + 1);
-      const uint64_t length = pick(random() % 8 == 0 ? scales[pick(std::size(scales))] + 1 : length_scale + 1);
-      row.add(time, time + length, static_cast<uint32_t>(k));
-      time += length;
-    }
-    viewer::IntervalRow unsummarised = row;
-    row.summarise();
-    if (count > 1) {
-      ASSERT_FALSE(row.gap_maxima.empty());
-    }
-    for (int view = 0; view < 20; ++view) {
-      const uint64_t first = count == 0 ? 0 : row.begins[pick(count)];
-      const uint64_t last = count == 0 ? 1 : row.ends[std::min<size_t>(count - 1, pick(count) + pick(40))];
-      const uint64_t begin = view % 4 == 0 && count > 0 ? row.begins[0] : std::min(first, last);
-      const uint64_t end = std::max({view % 4 == 0 && count > 0 ? row.ends.back() : last, first, begin + 1});
-      const uint32_t width = 1 + static_cast<uint32_t>(pick(2'000));
-      const double ns_per_pixel = static_cast<double>(end - begin) / width;
-      const double min_pixels = view % 5 == 0 ? 3.0 : 1.0;
-      const Shown expected = shown(
-          [&](auto& wide, auto& blocks) { shown_one_by_one(row, begin, end, ns_per_pixel, min_pixels, wide, blocks); });
-      const Shown summarised = shown([&](auto& wide, auto& blocks) {
-        viewer::visible_in_row(row, 0, begin, end, ns_per_pixel, min_pixels, wide, blocks);
-      });
-      const Shown plain = shown([&](auto& wide, auto& blocks) {
-        viewer::visible_in_row(unsummarised, 0, begin, end, ns_per_pixel, min_pixels, wide, blocks);
-      });
-      ASSERT_EQ(summarised, expected) << "trial " << trial << ", window " << view << ": [" << begin << ", " << end
-                                      << "] at " << width << " px over " << count << " intervals";
-      ASSERT_EQ(plain, expected);
-      ++windows;
-      blocks_seen += expected.second.size();
-      alone_seen += expected.first.size();
-    }
-  }
-  EXPECT_EQ(windows, 1200u);
-  EXPECT_GT(blocks_seen, 1000u);  // the draws make both kinds, many times
-  EXPECT_GT(alone_seen, 1000u);
-}
-
 TEST(ViewerWarnings, ADamagedPacketIsNamedInTheSummary) {
   TemporaryDirectory directory;
   const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kDemo + " 20 2");

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 5;
+constexpr uint32_t kFormatVersion = 4;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -276,8 +276,6 @@ void transfer(A& a, R& row) {  // IntervalRow
   a.column(row.begins);
   a.column(row.ends);
   a.column(row.items);
-  a.column(row.gap_maxima);
-  a.column(row.length_maxima);
 }
 
 template <class A, class S>

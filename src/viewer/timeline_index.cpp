@@ -64,6 +64,64 @@ void Markers::shrink_to_fit() {
   texts.chars.shrink_to_fit();
 }
 
+void IntervalRow::add(uint64_t begin, uint64_t end, uint32_t item) {
+  begins.push_back(begin);
+  ends.push_back(std::max(begin, end));
+  items.push_back(item);
+}
+
+void IntervalRow::shrink_to_fit() {
+  begins.shrink_to_fit();
+  ends.shrink_to_fit();
+  items.shrink_to_fit();
+}
+
+void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
+                    double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks) {
+  const auto& begins = row.begins;
+  const auto& ends = row.ends;
+  const size_t count = row.size();
+  const double min_ns = min_pixels * ns_per_pixel;
+  auto is_wide = [&](size_t k) { return static_cast<double>(ends[k] - begins[k]) >= min_ns; };
+  // The end of the pixel column after the one holding `time`: a block takes in every interval
+  // that begins before it, so each step of a block moves at least a column and costs a search.
+  auto reach_after = [&](uint64_t time) {
+    const double column = std::floor(static_cast<double>(time - begin) / ns_per_pixel);
+    const double reach = static_cast<double>(begin) + (column + 2) * ns_per_pixel;
+    return reach >= static_cast<double>(end) ? end : static_cast<uint64_t>(reach);
+  };
+  size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+  while (i < count && begins[i] <= end) {
+    if (is_wide(i)) {
+      wide.push_back({row_number, static_cast<uint32_t>(i)});
+      ++i;
+      continue;
+    }
+    BusyBlock block{row_number, begins[i], ends[i], static_cast<uint32_t>(i), 1};
+    size_t next = i + 1;
+    while (next < count) {
+      const uint64_t reach = reach_after(std::max(block.end, begin));
+      const size_t past =
+          static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+      if (past == next) break;
+      // Rows do not overlap, so of the intervals beginning before `reach` only the last can
+      // reach further: when it is wide it is drawn by itself and ends the block.
+      const size_t last = past - 1;
+      if (is_wide(last)) {
+        block.count += static_cast<uint32_t>(last - next);
+        if (last > next) block.end = ends[last - 1];
+        next = last;
+        break;
+      }
+      block.count += static_cast<uint32_t>(past - next);
+      block.end = ends[last];
+      next = past;
+    }
+    blocks.push_back(block);
+    i = next;
+  }
+}
+
 void MinMaxPyramid::build(std::span<const double> values) {
   mins_.clear();
   maxs_.clear();
@@ -153,11 +211,6 @@ class IndexBuilder {
     index_idle();
     for (auto& counter : index_.counters_) finish_counter(counter);
     index_busy_prefix();
-    for (Lane& lane : index_.lanes_) {
-      for (IntervalRow& row : lane.depths) row.summarise();
-      for (IntervalRow& row : lane.runs) row.summarise();
-      lane.idle.summarise();
-    }
     return std::move(index_);
   }
 

@@ -39,21 +39,9 @@ struct IntervalRow {
   Column<uint64_t> begins;
   Column<uint64_t> ends;
   Column<uint32_t> items;
-  // The largest gap after an interval (to the next one's begin) and the longest interval, over
-  // blocks of 16, 256, ... intervals, level after level, in nanoseconds saturated to 32 bits
-  // (kSaturated: at least that). A window far out visits only the blocks where something is
-  // wide enough to show (visible_in_row): a busy row of millions of spans costs a few pages,
-  // not a page per pixel column.
-  Column<uint32_t> gap_maxima;
-  Column<uint32_t> length_maxima;
-  static constexpr uint32_t kSaturated = std::numeric_limits<uint32_t>::max();
-  static constexpr size_t kFanOut = 16;
-
   size_t size() const { return begins.size(); }
   void add(uint64_t begin, uint64_t end, uint32_t item);
   void shrink_to_fit();
-  // Builds gap_maxima and length_maxima: after the row's last add.
-  void summarise();
 };
 
 // An interval wide enough to draw on its own, by its index in its row.
@@ -500,10 +488,7 @@ struct TimelineIndex::GraphLoader {
   std::function<model::Task(uint64_t record)> read_task;  // one task, by its task_records_ entry
 };
 
-// Which single intervals and merged blocks a row shows in [begin, end] at `ns_per_pixel`: an
-// interval at least `min_pixels` wide is shown alone; the others one after another are merged
-// into a block for as long as the next begins by the end of the pixel column after the one in
-// which the block so far ends. For windows, tests and the HTML export.
+// For tests and the HTML export: which merged blocks and single intervals a row shows.
 void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
                     double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks);
 
