@@ -26,8 +26,6 @@ namespace {
 constexpr uint64_t kMaxEventsForHtml = 2'000'000;
 constexpr uint64_t kMaxTasksForHtml = 50'000;
 
-// glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
-
 struct ViewOptions {
   std::string directory;
   std::string address = "127.0.0.1";

@@ -171,6 +171,7 @@ uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files) {
 }
 
 namespace {
+// glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
 constexpr int kIndexingMmapThreshold = 32 << 20;
 constexpr int kIndexingTrimThreshold = std::numeric_limits<int>::max();
 constexpr int kDefaultMmapThreshold = 128 << 10;
