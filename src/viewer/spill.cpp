@@ -44,6 +44,12 @@ constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
 constexpr int kPopulateWrite = 23;  // Linux 5.14's value; older kernels answer EINVAL
 #endif
 
+// glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
+constexpr int kIndexingMmapThreshold = 32 << 20;
+constexpr int kIndexingTrimThreshold = std::numeric_limits<int>::max();
+constexpr int kDefaultMmapThreshold = 128 << 10;
+constexpr int kDefaultTrimThreshold = 128 << 10;
+
 size_t page_rounded(size_t bytes) {
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
@@ -169,14 +175,6 @@ uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files) {
   constexpr uint64_t kWhateverTheSize = uint64_t{64} << 20;  // the program, the feed's batches, arenas
   return kWhateverTheSize + (in_files ? trace_bytes / 5 * 9 : trace_bytes / 2 * 9);
 }
-
-namespace {
-// glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
-constexpr int kIndexingMmapThreshold = 32 << 20;
-constexpr int kIndexingTrimThreshold = std::numeric_limits<int>::max();
-constexpr int kDefaultMmapThreshold = 128 << 10;
-constexpr int kDefaultTrimThreshold = 128 << 10;
-}  // namespace
 
 IndexingMemory::IndexingMemory() {
   mallopt(M_MMAP_THRESHOLD, kIndexingMmapThreshold);
