@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@
 #include "analysis/critical_path.hpp"
 #include "merge/message_pairs.hpp"
 #include "model/task_graph.hpp"
+#include "model/task_graph_feed.hpp"
 #include "reader/trace_directory.hpp"
 #include "support.hpp"
 #include "task_graph_equality.hpp"
@@ -136,6 +138,34 @@ TEST_F(ViewerTest, TheIndexsTaskGraphIsTheModels) {
   for (const model::Task& task : graph_->tasks()) notes += task.notes.size();
   EXPECT_GT(notes, 0u);
   test::expect_same_task_graph(index_->graph(), *graph_);
+}
+
+// The pass hands over only what the graph reads (task and loop events, and what happens inside a
+// task's run), not every event that moves the trace's first or last time: in a merge in time
+// order that would be nearly all of them. The graph's times are still the trace's.
+TEST_F(ViewerTest, TheFeedHandsOverOnlyTheEventsTheGraphReads) {
+  model::TaskGraphFeed feed([](uint32_t site_id) { return trace_->site(site_id)->name; }, model::GraphDetail::full);
+  auto graph = std::async(std::launch::async, [&feed] { return feed.build([] { return false; }); });
+  reader::SpanPairing pairing(*trace_);
+  uint64_t events = 0;
+  uint64_t read_by_the_graph = 0;
+  trace_->for_each_event(pairing, [&](const reader::Event& event) {
+    ++events;
+    const bool task_or_loop =
+        (event.type >= format::EventId::task_create && event.type <= format::EventId::task_label) ||
+        event.type == format::EventId::loop_suspend || event.type == format::EventId::loop_resume;
+    const bool in_a_run = event.type == format::EventId::span_begin || event.type == format::EventId::span_end ||
+                          event.type == format::EventId::instant || event.type == format::EventId::note ||
+                          event.type == format::EventId::counter || event.type == format::EventId::counter_float;
+    if (task_or_loop || (in_a_run && pairing.running_task(event.thread_id) != 0)) ++read_by_the_graph;
+    feed.add(event, pairing);
+    return true;
+  });
+  feed.close();
+  const model::TaskGraph built = graph.get();
+  ASSERT_LT(read_by_the_graph, events) << "some events are outside every task run";
+  EXPECT_EQ(feed.handed_over(), read_by_the_graph);
+  test::expect_same_task_graph(built, *graph_);
 }
 
 // What details and critical paths read instead of the graph (task_lookup.cpp) says what the

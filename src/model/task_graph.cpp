@@ -329,6 +329,11 @@ void TaskGraphBuilder::check_wait_cycles() {
   }
 }
 
+void TaskGraphBuilder::add_times(uint64_t first, uint64_t last) {
+  first_ticks_ = std::min(first_ticks_, first);
+  last_ticks_ = std::max(last_ticks_, last);
+}
+
 TaskGraph TaskGraphBuilder::finish() {
   for (auto& [thread, running] : running_) {
     for (const Running& open : running) {

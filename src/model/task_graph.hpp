@@ -147,6 +147,9 @@ class TaskGraphBuilder {
   explicit TaskGraphBuilder(SiteNames site_names, GraphDetail detail = GraphDetail::full);
 
   void add(const reader::Event& event);
+  // Events not given to add() that happened between `first` and `last` ticks: of those the graph
+  // keeps only its first and last times.
+  void add_times(uint64_t first, uint64_t last);
   TaskGraph finish();
 
  private:

@@ -21,15 +21,14 @@ TaskGraphFeed::TaskGraphFeed(TaskGraphBuilder::SiteNames site_names, GraphDetail
 // What TaskGraphBuilder::add does with an event, as far as the graph it finishes goes: task and
 // loop events change it; spans, instants, notes and counters only while a task runs on the
 // thread (they are its notes, and a span's end is also its task's); of any other event only the
-// time counts (first_ticks, last_ticks). The pairing's runs of a thread hold at least the
+// time counts (first_ticks, last_ticks), which the feed keeps itself: in a time-ordered pass
+// nearly every event is a new last one. The pairing's runs of a thread hold at least the
 // builder's (both begin a run at task_run_begin; at a task_run_end the pairing ends that run, the
 // builder that run and any left open inside it), so no event the builder would note is held back.
 bool TaskGraphFeed::changes_graph(const reader::Event& event, const reader::SpanPairing& pairing) {
   using format::EventId;
-  const bool new_extreme = event.ticks < first_ticks_ || event.ticks > last_ticks_;
   first_ticks_ = std::min(first_ticks_, event.ticks);
   last_ticks_ = std::max(last_ticks_, event.ticks);
-  if (new_extreme) return true;
   switch (event.type) {
     case EventId::task_create:
     case EventId::task_run_begin:
@@ -54,6 +53,7 @@ bool TaskGraphFeed::changes_graph(const reader::Event& event, const reader::Span
 
 void TaskGraphFeed::add(const reader::Event& event, const reader::SpanPairing& pairing) {
   if (!changes_graph(event, pairing)) return;
+  ++handed_over_;
   Handed& handed = filling_.emplace_back();
   handed.event = event;
   handed.event.span = nullptr;
@@ -128,6 +128,8 @@ TaskGraph TaskGraphFeed::build(const std::function<bool()>& other_work) {
       batch = Batch();
     }
     while (other_work_left) other_work_left = other_work();
+    // take() saw closed_ under the lock, after the pass's last add().
+    if (first_ticks_ <= last_ticks_) builder.add_times(first_ticks_, last_ticks_);
   } catch (...) {
     {
       std::lock_guard lock(mutex_);

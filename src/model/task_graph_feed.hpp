@@ -33,6 +33,9 @@ class TaskGraphFeed {
   // close(). Should `other_work` throw, the pass's add() hands nothing over from then on.
   TaskGraph build(const std::function<bool()>& other_work);
 
+  // Events handed over to the building side so far (the pass's side reads it).
+  uint64_t handed_over() const { return handed_over_; }
+
  private:
   struct Handed {
     reader::Event event;  // its `span` is set again from `span` when it is taken
@@ -49,6 +52,7 @@ class TaskGraphFeed {
   GraphDetail detail_;
   uint64_t first_ticks_ = std::numeric_limits<uint64_t>::max();
   uint64_t last_ticks_ = 0;
+  uint64_t handed_over_ = 0;
   Batch filling_;
   std::mutex mutex_;
   std::condition_variable changed_;
