@@ -27,8 +27,6 @@ TaskGraphFeed::TaskGraphFeed(TaskGraphBuilder::SiteNames site_names, GraphDetail
 // builder that run and any left open inside it), so no event the builder would note is held back.
 bool TaskGraphFeed::changes_graph(const reader::Event& event, const reader::SpanPairing& pairing) {
   using format::EventId;
-  first_ticks_ = std::min(first_ticks_, event.ticks);
-  last_ticks_ = std::max(last_ticks_, event.ticks);
   switch (event.type) {
     case EventId::task_create:
     case EventId::task_run_begin:
@@ -52,6 +50,8 @@ bool TaskGraphFeed::changes_graph(const reader::Event& event, const reader::Span
 }
 
 void TaskGraphFeed::add(const reader::Event& event, const reader::SpanPairing& pairing) {
+  first_ticks_ = std::min(first_ticks_, event.ticks);
+  last_ticks_ = std::max(last_ticks_, event.ticks);
   if (!changes_graph(event, pairing)) return;
   ++handed_over_;
   Handed& handed = filling_.emplace_back();
@@ -128,8 +128,9 @@ TaskGraph TaskGraphFeed::build(const std::function<bool()>& other_work) {
       batch = Batch();
     }
     while (other_work_left) other_work_left = other_work();
-    // take() saw closed_ under the lock, after the pass's last add().
-    if (first_ticks_ <= last_ticks_) builder.add_times(first_ticks_, last_ticks_);
+    // take() saw closed_ under the lock, after the pass's last add(). With no events the two
+    // times are (max, 0), which change nothing.
+    builder.add_times(first_ticks_, last_ticks_);
   } catch (...) {
     {
       std::lock_guard lock(mutex_);

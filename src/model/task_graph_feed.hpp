@@ -44,7 +44,7 @@ class TaskGraphFeed {
   };
   using Batch = std::vector<Handed>;
 
-  bool changes_graph(const reader::Event& event, const reader::SpanPairing& pairing);
+  static bool changes_graph(const reader::Event& event, const reader::SpanPairing& pairing);
   void hand_over();
   bool take(Batch& batch);  // false when closed and nothing waits
 
