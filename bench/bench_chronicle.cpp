@@ -1,4 +1,4 @@
-// Cost of a chronicle span (begin + end): recorded, runtime-disabled and compiled out
+// Cost of a chronicle span (begin + end): recorded, runtime-disabled, category off and compiled out
 // (compiled_out.cpp), next to the baselines of baselines.hpp, all in one run.
 //
 // The recorded case runs a real session: chronicle::start() with an output directory under
@@ -169,6 +169,23 @@ void bm_span_disabled(benchmark::State& state) {
   }
 }
 
+// Category off at run time: a session runs (armed, as CHRONICLE_ARMED=1 starts one: every
+// category off until `chronicle ctl` switches some on), and the span's category is off.
+void bm_span_category_off(benchmark::State& state) {
+  chronicle::Config config;
+  config.armed = true;
+  config.mode = chronicle::Mode::flight;
+  if (!chronicle::start(config)) {
+    state.SkipWithError(("chronicle::start: " + chronicle::last_error()).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    CHRONICLE_SPAN("bench", "span");
+    benchmark::ClobberMemory();
+  }
+  chronicle::stop();
+}
+
 void bm_span_compiled_out(benchmark::State& state);  // compiled_out.cpp
 
 // What the collector does to every event it copies: Collector::count_events decodes each
@@ -201,6 +218,7 @@ void bm_collector_decode(benchmark::State& state) {
 BENCHMARK(bm_span_enabled)->Threads(1)->Threads(2);
 BENCHMARK(bm_span_enabled_flight)->Threads(1)->Threads(2);
 BENCHMARK(bm_span_disabled);
+BENCHMARK(bm_span_category_off);
 BENCHMARK(bm_span_compiled_out);
 BENCHMARK(bm_collector_decode);
 

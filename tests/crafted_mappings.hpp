@@ -18,7 +18,8 @@ struct CraftedSession {
   static constexpr uint32_t kPacketSize = 1024;
   static constexpr uint32_t kSlots = 4;
   static constexpr uint32_t kChannels = 2;
-  static constexpr uint64_t kTable = format::kShmHeaderSize;
+  static constexpr uint64_t kCategories = format::kShmHeaderSize;
+  static constexpr uint64_t kTable = kCategories + format::kCategoryTableSize;
   static constexpr uint64_t kStrings = kTable + kChannels * sizeof(format::ChannelDescriptor);
   static constexpr uint64_t kStringsSize = 1024;
   static constexpr uint64_t kRings = kStrings + kStringsSize;
@@ -42,6 +43,7 @@ struct CraftedSession {
     h.packet_size = kPacketSize;
     h.packets_per_channel = kSlots;
     h.max_channels = kChannels;
+    h.categories_offset = kCategories;
     h.channel_table_offset = kTable;
     h.strings_offset = kStrings;
     h.strings_size = kStringsSize;

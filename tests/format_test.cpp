@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "format/category_rules.hpp"
 #include "format/metadata.hpp"
 #include "recorder/environment.hpp"
 
@@ -50,3 +51,49 @@ TEST(Sizes, ParseUnits) {
 
 }  // namespace
 }  // namespace chronicle
+
+namespace chronicle::format {
+namespace {
+
+TEST(CategoryRules, GlobsMatchWholeNames) {
+  EXPECT_TRUE(glob_matches("net.*", "net.tcp"));
+  EXPECT_TRUE(glob_matches("net.*", "net."));
+  EXPECT_FALSE(glob_matches("net.*", "net"));
+  EXPECT_FALSE(glob_matches("net.*", "dnet.tcp"));
+  EXPECT_TRUE(glob_matches("*", ""));
+  EXPECT_TRUE(glob_matches("*.x", "b.y.x"));
+  EXPECT_TRUE(glob_matches("b?x", "b.x"));
+  EXPECT_FALSE(glob_matches("b?x", "b..x"));
+  EXPECT_TRUE(glob_matches("a*b*c", "axxbyyc"));
+  EXPECT_FALSE(glob_matches("a*b*c", "axxbyy"));
+  EXPECT_TRUE(glob_matches("db", "db"));
+  EXPECT_FALSE(glob_matches("db", "db2"));
+}
+
+TEST(CategoryRules, TheLastMatchingRuleDecides) {
+  CategoryRules rules = CategoryRules::from_list("net.*,db");
+  EXPECT_EQ(rules.state_of("net.tcp"), category_state_for_level(0));
+  EXPECT_EQ(rules.state_of("db"), category_state_for_level(0));
+  EXPECT_EQ(rules.state_of("ui"), kCategoryOff);
+  ASSERT_TRUE(rules.add("net.udp", kCategoryOff));
+  EXPECT_EQ(rules.state_of("net.udp"), kCategoryOff);
+  EXPECT_EQ(rules.state_of("net.tcp"), category_state_for_level(0));
+  ASSERT_TRUE(rules.add("net.*", category_state_for_level(3)));  // replaces the first, now last
+  EXPECT_EQ(rules.state_of("net.udp"), category_state_for_level(3));
+  EXPECT_EQ(rules.size(), 3u);
+  EXPECT_EQ(CategoryRules::from_list("").state_of("any"), kCategoryOff);
+  EXPECT_EQ(CategoryRules::from_list("*").state_of("any"), category_state_for_level(0));
+  EXPECT_EQ(describe_category_state(kCategoryOff), "off");
+  EXPECT_EQ(describe_category_state(category_state_for_level(0)), "on");
+  EXPECT_EQ(describe_category_state(category_state_for_level(3)), "level 3");
+}
+
+TEST(CategoryRules, TheNumberOfPatternsIsBounded) {
+  CategoryRules rules;
+  for (size_t k = 0; k < CategoryRules::kMaxRules; ++k) ASSERT_TRUE(rules.add("c" + std::to_string(k), 1));
+  EXPECT_FALSE(rules.add("one.more", 1));
+  EXPECT_TRUE(rules.add("c0", 0)) << "an existing pattern can always be changed";
+}
+
+}  // namespace
+}  // namespace chronicle::format

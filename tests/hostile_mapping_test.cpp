@@ -90,6 +90,14 @@ TEST(HostileSessionMapping, SoundCraftedMappingIsRead) {
   EXPECT_TRUE(trace.damage().empty());
 }
 
+TEST(HostileSessionMapping, ACategoryTablePastTheEndIsRefused) {
+  TemporaryDirectory directory;
+  CraftedSession session;
+  session.header().categories_offset = CraftedSession::kSize - 64;
+  expect_refused_as_bad_input(snapshot_file(directory, session), "categories_offset",
+                              offsetof(format::ShmHeader, categories_offset));
+}
+
 TEST(HostileSessionMapping, ChannelTableOffsetWrappingPastTheEndIsRefused) {
   TemporaryDirectory directory;
   CraftedSession session;

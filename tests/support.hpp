@@ -96,6 +96,30 @@ inline size_t count_lines(const std::string& text) {
   return lines;
 }
 
+// A second user for the test's life, who may write where the test lets it.
+class SecondUser {
+ public:
+  SecondUser() : name_("chron-t" + std::to_string(getpid())) {
+    if (geteuid() != 0) {
+      why_not_ = "needs root (useradd)";
+      return;
+    }
+    const auto made = run("useradd --no-create-home --shell /usr/sbin/nologin " + name_);
+    if (made.exit_code != 0) why_not_ = "useradd failed: " + made.err;
+  }
+  ~SecondUser() {
+    if (why_not_.empty()) run("userdel " + name_);
+  }
+  const std::string& why_not() const { return why_not_; }
+  const std::string& name() const { return name_; }
+  // A shell command line that runs `command` as this user.
+  std::string as(const std::string& command) const { return "runuser -u " + name_ + " -- " + command; }
+
+ private:
+  std::string name_;
+  std::string why_not_;
+};
+
 // All events of a trace, in time order.
 inline std::vector<reader::Event> read_all(const reader::Trace& trace) {
   std::vector<reader::Event> events;

@@ -19,6 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::run;
+using test::SecondUser;
 using test::TemporaryDirectory;
 
 // CHRONICLE_TEST_CLI runs these against another build of the CLI (an older one, to see them fail);
@@ -39,29 +40,6 @@ std::string slurp(const std::string& path) {
   text << file.rdbuf();
   return text.str();
 }
-
-// A second user for the test's life, who may write where the test lets it.
-class OtherUser {
- public:
-  OtherUser() : name_("chron-t" + std::to_string(getpid())) {
-    if (geteuid() != 0) {
-      why_not_ = "needs root (useradd)";
-      return;
-    }
-    const auto made = run("useradd --no-create-home --shell /usr/sbin/nologin " + name_);
-    if (made.exit_code != 0) why_not_ = "useradd failed: " + made.err;
-  }
-  ~OtherUser() {
-    if (why_not_.empty()) run("userdel " + name_);
-  }
-  const std::string& why_not() const { return why_not_; }
-  // A shell command line that runs `command` as this user.
-  std::string as(const std::string& command) const { return "runuser -u " + name_ + " -- " + command; }
-
- private:
-  std::string name_;
-  std::string why_not_;
-};
 
 // A tmpfs mounted for the test's life (root only).
 class SmallMount {
@@ -104,7 +82,7 @@ TEST(SharedOutput, RecordRefusesADirectoryOtherUsersMayWrite) {
 // program opens it up, then that user plants links where the collector used to put its
 // temporary files): the collector writes through none of them.
 TEST(SharedOutput, ACollectorFollowsNoLinkAnotherUserPlanted) {
-  OtherUser other;
+  SecondUser other;
   if (!other.why_not().empty()) GTEST_SKIP() << "planted-link test skipped: " << other.why_not();
   TemporaryDirectory directory;
   fs::permissions(directory.path(), fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);

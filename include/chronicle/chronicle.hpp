@@ -7,8 +7,13 @@
 //     (like every trace point's arguments, `depth` is evaluated only while a session runs:
 //     give it no side effect)
 //
-// With CHRONICLE_DISABLE defined every macro compiles to nothing. With no session running,
-// or the category off, a trace point costs one load and one branch.
+// Verbose trace points take a level (0..254; the macros above are level 0), e.g.
+//   CHRONICLE_SPAN_V("net", "parse header", 2);
+// and are recorded only while their category's level reaches theirs: `chronicle ctl PID level
+// net 2` (a category that is just "on" records level 0).
+//
+// With CHRONICLE_DISABLE defined every macro compiles to nothing. With no session running a
+// trace point costs one load and one branch; with its category off, that and two more.
 #pragma once
 
 #include "chronicle/config.hpp"
@@ -23,55 +28,58 @@
 
 #include "chronicle/detail/writer.hpp"
 
-#define CHRONICLE_DETAIL_SITE(variable, category, name, kind)                                     \
-  static constinit ::chronicle::detail::Site variable {                                           \
-    category, name, __FILE__, __LINE__, static_cast<uint8_t>(::chronicle::format::SiteKind::kind) \
+#define CHRONICLE_DETAIL_SITE(variable, category, name, kind, level)                                           \
+  static_assert((level) >= 0 && (level) <= ::chronicle::format::kMaxLevel, "a trace point's level is 0..254"); \
+  static constinit ::chronicle::detail::Site variable {                                                        \
+    category, name, __FILE__, __LINE__, static_cast<uint8_t>(::chronicle::format::SiteKind::kind),             \
+        static_cast<uint8_t>(level)                                                                            \
   }
 
-#define CHRONICLE_SPAN(category, name)                                            \
-  CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, name, span); \
-  ::chronicle::detail::ScopedSpan CHRONICLE_UNIQUE(chronicle_span_) {             \
-    CHRONICLE_UNIQUE(chronicle_site_)                                             \
+#define CHRONICLE_SPAN_V(category, name, level)                                          \
+  CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, name, span, level); \
+  ::chronicle::detail::ScopedSpan CHRONICLE_UNIQUE(chronicle_span_) {                    \
+    CHRONICLE_UNIQUE(chronicle_site_)                                                    \
   }
 
-#define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event)                                                     \
+#define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event, level)                                              \
   do {                                                                                                                \
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);          \
     if (chronicle_generation != 0) [[unlikely]] {                                                                     \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind);                                                    \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind, level);                                             \
       ::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation, ::chronicle::format::EventId::event); \
     }                                                                                                                 \
   } while (0)
 
-#define CHRONICLE_SPAN_BEGIN(category, name) CHRONICLE_DETAIL_NAMED_EVENT(category, name, span, span_begin)
+#define CHRONICLE_SPAN_BEGIN_V(category, name, level) \
+  CHRONICLE_DETAIL_NAMED_EVENT(category, name, span, span_begin, level)
 
-#define CHRONICLE_SPAN_END(category, name)                                                                   \
+#define CHRONICLE_SPAN_END_V(category, name, level)                                                          \
   do {                                                                                                       \
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                            \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span);                                           \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span, level);                                    \
       if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                             \
         ::chronicle::detail::emit_span_end(chronicle_site, chronicle_generation);                            \
     }                                                                                                        \
   } while (0)
 
-#define CHRONICLE_INSTANT(category, name) CHRONICLE_DETAIL_NAMED_EVENT(category, name, instant, instant)
+#define CHRONICLE_INSTANT_V(category, name, level) CHRONICLE_DETAIL_NAMED_EVENT(category, name, instant, instant, level)
 
-#define CHRONICLE_COUNTER(category, name, value)                                                             \
+#define CHRONICLE_COUNTER_V(category, name, level, value)                                                    \
   do {                                                                                                       \
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                            \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, counter);                                        \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, counter, level);                                 \
       ::chronicle::detail::emit_counter(chronicle_site, chronicle_generation, (value));                      \
     }                                                                                                        \
   } while (0)
 
 // The format string is the note's interned name; the formatted text is stored with the event.
-#define CHRONICLE_NOTE(category, format_string, ...)                                                            \
+#define CHRONICLE_NOTE_V(category, level, format_string, ...)                                                   \
   do {                                                                                                          \
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);    \
     if (chronicle_generation != 0) [[unlikely]] {                                                               \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note);                                     \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note, level);                              \
       if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                              \
         char chronicle_text[1024];                                                                              \
         const auto chronicle_result = ::fmt::format_to_n(chronicle_text, sizeof chronicle_text,                 \
@@ -83,6 +91,14 @@
     }                                                                                                           \
   } while (0)
 
+#define CHRONICLE_SPAN(category, name) CHRONICLE_SPAN_V(category, name, 0)
+#define CHRONICLE_SPAN_BEGIN(category, name) CHRONICLE_SPAN_BEGIN_V(category, name, 0)
+#define CHRONICLE_SPAN_END(category, name) CHRONICLE_SPAN_END_V(category, name, 0)
+#define CHRONICLE_INSTANT(category, name) CHRONICLE_INSTANT_V(category, name, 0)
+#define CHRONICLE_COUNTER(category, name, value) CHRONICLE_COUNTER_V(category, name, 0, value)
+#define CHRONICLE_NOTE(category, format_string, ...) \
+  CHRONICLE_NOTE_V(category, 0, format_string __VA_OPT__(, ) __VA_ARGS__)
+
 #else  // CHRONICLE_DISABLE
 
 #define CHRONICLE_SPAN(category, name) static_assert(true)
@@ -91,5 +107,11 @@
 #define CHRONICLE_INSTANT(category, name) static_assert(true)
 #define CHRONICLE_COUNTER(category, name, value) static_assert(true)
 #define CHRONICLE_NOTE(category, format_string, ...) static_assert(true)
+#define CHRONICLE_SPAN_V(category, name, level) static_assert(true)
+#define CHRONICLE_SPAN_BEGIN_V(category, name, level) static_assert(true)
+#define CHRONICLE_SPAN_END_V(category, name, level) static_assert(true)
+#define CHRONICLE_INSTANT_V(category, name, level) static_assert(true)
+#define CHRONICLE_COUNTER_V(category, name, level, value) static_assert(true)
+#define CHRONICLE_NOTE_V(category, level, format_string, ...) static_assert(true)
 
 #endif

@@ -21,8 +21,12 @@ struct Config {
   size_t buffer_size = size_t{4} << 20;  // per thread
   size_t packet_size = size_t{64} << 10;
   unsigned max_threads = 256;
-  // Comma-separated categories to record; "*" for all.
+  // Comma-separated categories to record, as globs ("net.*"; "*" for all). `chronicle ctl`
+  // switches them while the session runs.
   std::string categories = "*";
+  // Every category off until `chronicle ctl` switches some on (`categories` is not read): the
+  // session costs a trace point one load and a few branches until then.
+  bool armed = false;
   // Where the shared mapping is created (its file: chronicle-<pid>-<n>.shm).
   std::string shm_dir = "/dev/shm";
   // How long the in-process collector sleeps when it found nothing to drain.
@@ -32,8 +36,10 @@ struct Config {
 };
 
 // Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
-// CHRONICLE_SHM_DIR. Returns false when CHRONICLE_OUTPUT is not set; throws std::invalid_argument
-// on a malformed value.
+// CHRONICLE_SHM_DIR, CHRONICLE_ARMED. Returns false when neither CHRONICLE_OUTPUT nor
+// CHRONICLE_ARMED is set; throws std::invalid_argument on a malformed value. Armed without an
+// output, the session has no collector in the process: `chronicle record --attach`,
+// `snapshot` or `ctl` read it.
 bool config_from_environment(Config& config);
 
 // Starts a session. Returns false (and sets last_error()) if one is already running or the

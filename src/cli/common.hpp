@@ -36,6 +36,7 @@ Command add_metrics(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_view(CLI::App& app);
 Command add_merge(CLI::App& app);
+Command add_ctl(CLI::App& app);
 
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();

@@ -192,9 +192,12 @@ void SessionMapping::validate() {
   const uint64_t counts_size = check.product(CHRONICLE_FIELD(max_channels), slots, sizeof(uint32_t));
   const uint64_t table_size = check.product(CHRONICLE_FIELD(max_channels), h.max_channels, sizeof(ChannelDescriptor));
   // The regions follow each other in this order, none overlapping the next.
+  const uint64_t categories_end =
+      check.region({CHRONICLE_FIELD(categories_offset)}, h.categories_offset, {CHRONICLE_FIELD(categories_offset)},
+                   format::kCategoryTableSize, format::kShmHeaderSize, alignof(format::CategoryEntry));
   const uint64_t table_end =
       check.region({CHRONICLE_FIELD(channel_table_offset)}, h.channel_table_offset, {CHRONICLE_FIELD(max_channels)},
-                   table_size, format::kShmHeaderSize, alignof(ChannelDescriptor));
+                   table_size, categories_end, alignof(ChannelDescriptor));
   check.within(CHRONICLE_FIELD(strings_size), h.strings_size, format::kPacketHeaderSize, size_);
   const uint64_t strings_end =
       check.region({CHRONICLE_FIELD(strings_offset)}, h.strings_offset, {CHRONICLE_FIELD(strings_size)}, h.strings_size,
@@ -212,6 +215,21 @@ void SessionMapping::validate() {
   g.strings_size = h.strings_size;
   g.rings_offset = h.rings_offset;
   g.packet_events_offset = h.packet_events_offset;
+  g.categories_offset = h.categories_offset;
+}
+
+std::vector<CategoryView> SessionMapping::categories() const {
+  const uint32_t count =
+      std::min<uint32_t>(header().category_count.load(std::memory_order_acquire), format::kMaxCategories);
+  const auto* table = reinterpret_cast<const format::CategoryEntry*>(base_ + geometry_.categories_offset);
+  std::vector<CategoryView> out;
+  for (uint32_t i = 0; i < count; ++i) {
+    char name[format::kCategoryNameSize];
+    std::memcpy(name, table[i].name, sizeof name);  // the writer's bytes, copied once
+    name[sizeof name - 1] = '\0';
+    out.push_back({name, header().category_enabled[i].load(std::memory_order_relaxed)});
+  }
+  return out;
 }
 
 uint32_t SessionMapping::channel_count() const {

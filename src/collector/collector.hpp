@@ -30,6 +30,13 @@ struct SessionGeometry {
   uint64_t strings_size = 0;
   uint64_t rings_offset = 0;
   uint64_t packet_events_offset = 0;
+  uint64_t categories_offset = 0;
+};
+
+// A category as the mapping lists it, with its state (format::kCategoryOff, or level + 1).
+struct CategoryView {
+  std::string name;
+  uint8_t state = 0;
 };
 
 // Packet sequence numbers at or past this are damage: a writer closing a packet every
@@ -71,6 +78,8 @@ class SessionMapping {
   uint8_t* ring_slot(uint32_t channel, uint64_t seq) const;
   std::atomic<uint32_t>& packet_event_count(uint32_t channel, uint64_t seq) const;
   uint8_t* strings() const { return base_ + geometry_.strings_offset; }
+  // The categories the program has met so far, in its order (the index its trace points use).
+  std::vector<CategoryView> categories() const;
   // The clock calibration as checked: its wall time at tick 0 fits the trace's int64 nanoseconds.
   const format::ClockCalibration& clock() const { return clock_; }
 

@@ -11,7 +11,10 @@ namespace chronicle {
 
 bool config_from_environment(Config& config) {
   const char* output = std::getenv(recorder::kEnvOutput);
-  if (!output || !*output) return false;
+  const char* armed = std::getenv(recorder::kEnvArmed);
+  config.armed = armed && *armed && std::string_view(armed) != "0";
+  if ((!output || !*output) && !config.armed) return false;
+  if (!output) output = "";
   if (const char* mode = std::getenv(recorder::kEnvMode); mode && *mode) {
     const std::string_view text = mode;
     if (text == "stream")

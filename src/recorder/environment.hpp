@@ -22,6 +22,7 @@ inline constexpr const char* kEnvCategories = "CHRONICLE_CATEGORIES";
 inline constexpr const char* kEnvShmDir = "CHRONICLE_SHM_DIR";
 inline constexpr const char* kEnvCollector = "CHRONICLE_COLLECTOR";  // "external": `chronicle record` drains
 inline constexpr const char* kEnvKeepShm = "CHRONICLE_KEEP_SHM";
+inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";  // any value but "0": every category starts off
 
 // This process's name, as the kernel has it (/proc/self/comm; "" if unreadable).
 std::string read_process_name();

@@ -36,6 +36,7 @@
 // /dev/shm refuses the thread a channel, and its events are counted in events_no_channel,
 // instead of a SIGBUS at an arbitrary store.
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -63,6 +64,7 @@
 #include "chronicle/detail/context_state.hpp"
 #include "chronicle/detail/writer.hpp"
 #include "collector/collector.hpp"
+#include "format/category_rules.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
 #include "shm/shm_file.hpp"
@@ -72,10 +74,11 @@ namespace detail {
 
 std::atomic<uint32_t> g_generation{0};
 std::atomic<bool> g_clock_is_tsc{false};
-// In process memory, not in the mapping: a trace point reads its category's flag before it
+// In process memory, not in the mapping: a trace point reads its category's state before it
 // enters the trace point, when the mapping of a session being stopped may be going away. Each
-// session's mapping holds a copy for outside readers.
-std::atomic<uint8_t> g_category_enabled[format::kMaxCategories];
+// session's mapping holds a copy for outside readers. Only the program writes either: `chronicle
+// ctl` asks its control thread (layout.hpp, "The control block").
+std::atomic<uint8_t> g_category_state[format::kMaxCategories];
 thread_local constinit ThreadWriter t_writer{};
 
 uint64_t read_monotonic_ns() {
@@ -104,7 +107,7 @@ struct Session {
   shm::WriterFile file;
   ShmHeader* header = nullptr;
   uint64_t strings_last_ticks = 0;
-  std::vector<std::string> category_patterns;  // empty: all
+  format::CategoryRules rules;  // under the registry mutex
   // Bumped when a channel closes, so threads that found none try again (writer.hpp).
   std::atomic<uint32_t> channel_releases{0};
 
@@ -113,6 +116,13 @@ struct Session {
   std::mutex collector_mutex;
   bool collector_stop = false;
   std::string collector_error;
+
+  // The control thread, which answers `chronicle ctl` (layout.hpp, "The control block").
+  std::thread control_thread;
+  std::atomic<bool> control_stop{false};
+  // Armed with no collector in this process nor `chronicle record`'s: no one else removes the
+  // mapping, so stop() does.
+  bool remove_mapping_at_stop = false;
 };
 
 // Process-wide state. Leaked on purpose: threads may still write while static destructors run.
@@ -182,12 +192,6 @@ ChannelDescriptor& channel(Session& session, uint32_t index) {
   return format::channel_table(session.file.base, *session.header)[index];
 }
 
-bool category_wanted(const Session& session, std::string_view category) {
-  if (session.category_patterns.empty()) return true;
-  return std::find(session.category_patterns.begin(), session.category_patterns.end(), category) !=
-         session.category_patterns.end();
-}
-
 // Appends one definition event (extended header) to the strings packet. Registry mutex held.
 void write_definition(Session& session, format::DefinitionId id, const std::string& payload) {
   auto* packet = reinterpret_cast<PacketHeader*>(session.file.base + session.header->strings_offset);
@@ -245,10 +249,20 @@ uint16_t category_index(Registry& reg, std::string_view category) {
   return static_cast<uint16_t>(reg.categories.size() - 1);
 }
 
-void set_category_flag(Session& session, Registry& reg, uint16_t index) {
-  const uint8_t enabled = category_wanted(session, reg.categories[index]) ? 1 : 0;
-  session.header->category_enabled[index].store(enabled, std::memory_order_relaxed);
-  detail::g_category_enabled[index].store(enabled, std::memory_order_relaxed);
+// Registry mutex held. Category `index` takes the state the session's rules give it; the first
+// time, its name goes into the mapping's category table.
+void set_category_state(Session& session, Registry& reg, uint16_t index) {
+  const uint8_t state = session.rules.state_of(reg.categories[index]);
+  ShmHeader& header = *session.header;
+  header.category_enabled[index].store(state, std::memory_order_relaxed);
+  detail::g_category_state[index].store(state, std::memory_order_relaxed);
+  if (index < header.category_count.load(std::memory_order_relaxed)) return;
+  auto* table = reinterpret_cast<format::CategoryEntry*>(session.file.base + header.categories_offset);
+  const std::string& name = reg.categories[index];
+  const size_t length = std::min(name.size(), format::kCategoryNameSize - 1);
+  std::memcpy(table[index].name, name.data(), length);
+  table[index].name[length] = '\0';
+  header.category_count.store(index + 1u, std::memory_order_release);
 }
 
 // Starts packet `seq` of the writer's channel in its ring slot. A reader copying that slot
@@ -384,19 +398,6 @@ void run_collector(Session* session) {
     session->collector_error = error.what();
     fmt::print(stderr, "chronicle: collector: {}\n", error.what());
   }
-}
-
-std::vector<std::string> split_categories(const std::string& text) {
-  std::vector<std::string> out;
-  if (text.empty() || text == "*") return out;
-  size_t from = 0;
-  while (from <= text.size()) {
-    size_t comma = text.find(',', from);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > from) out.push_back(text.substr(from, comma - from));
-    from = comma + 1;
-  }
-  return out;
 }
 
 bool fail(Registry& reg, std::string message) {
@@ -594,7 +595,7 @@ uint32_t intern_site(Site& site) {
   reg.sites.push_back(&site);
   id = static_cast<uint32_t>(reg.sites.size());
   if (Session* session = reg.session.get()) {
-    set_category_flag(*session, reg, site.category_index);
+    set_category_state(*session, reg, site.category_index);
     define_site(*session, site, id);
   }
   site.id.store(id, std::memory_order_release);
@@ -608,8 +609,17 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
   emit_with_text(*writer, format::EventId::note, &fixed, sizeof fixed, text, length);
 }
 
+void emit_text_at(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
+                  size_t length, uint64_t ticks);
+
 void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
                     size_t length) {
+  emit_text_at(writer, event, fixed, fixed_size, text, length, read_ticks());
+}
+
+// emit_with_text for an event whose time was taken earlier.
+void emit_text_at(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
+                  size_t length, uint64_t ticks) {
   // Session objects are never freed, and their config is not in the mapping: safe to read
   // before the trace point is entered.
   Session* session = session_of(writer.generation);
@@ -618,7 +628,6 @@ void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fix
   const size_t room =
       session->config.packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - fixed_size - 1;
   length = std::min(length, room);
-  uint64_t ticks = read_ticks();
   uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), fixed_size + length + 1, ticks);
   if (!out) return;
   std::memcpy(out, fixed, fixed_size);
@@ -679,6 +688,115 @@ bool wait_until_no_thread_writes(Registry& reg) {
   return true;
 }
 
+// ---- The control thread: answers `chronicle ctl` (layout.hpp, "The control block") ----------
+
+// The futex words of the control block are shared with other processes: no FUTEX_PRIVATE_FLAG.
+void wait_for_change(std::atomic<uint32_t>& word, uint32_t seen) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, nullptr, nullptr, 0);
+}
+
+void wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// What a request changed, for the answer and for the trace.
+struct ControlOutcome {
+  format::ControlStatus status = format::ControlStatus::ok;
+  std::string answer;
+  std::string note;  // the event that records the change; empty when nothing changed
+};
+
+// Registry mutex held.
+ControlOutcome set_categories(Session& session, Registry& reg, const format::ControlRequest& request) {
+  const std::string_view pattern = request.pattern;
+  if (pattern.empty()) return {format::ControlStatus::refused, "an empty pattern matches no category", {}};
+  if (request.state > format::category_state_for_level(format::kMaxLevel))
+    return {
+        format::ControlStatus::refused, fmt::format("level {} is above {}", request.state - 1, format::kMaxLevel), {}};
+  const auto state = static_cast<uint8_t>(request.state);
+  if (!session.rules.add(pattern, state))
+    return {format::ControlStatus::refused,
+            fmt::format("already {} patterns set: reuse one of them", format::CategoryRules::kMaxRules),
+            {}};
+  ControlOutcome outcome;
+  std::string matched;
+  for (size_t i = 0; i < reg.categories.size(); ++i) {
+    set_category_state(session, reg, static_cast<uint16_t>(i));
+    if (format::glob_matches(pattern, reg.categories[i])) matched += (matched.empty() ? "" : ", ") + reg.categories[i];
+  }
+  const std::string described = format::describe_category_state(state);
+  outcome.note = fmt::format("ctl: '{}' {} ({})", pattern, described, matched.empty() ? "no category yet" : matched);
+  outcome.answer = matched.empty() ? fmt::format("'{}' matches no category yet: those that appear later start {}",
+                                                 pattern, described)
+                                   : fmt::format("{}: {}", matched, described);
+  return outcome;
+}
+
+// The change as an event of the control thread, at the time it took effect. Written whatever
+// the state of its category: the trace always says what was switched, and when.
+void record_control_note(uint32_t generation, const std::string& text, uint64_t ticks) {
+  static constinit Site site{"chronicle", "ctl", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::note)};
+  if (site.id.load(std::memory_order_acquire) == 0 && detail::intern_site(site) == 0) return;
+  ThreadWriter& writer = detail::t_writer;
+  if (writer.generation != generation && !detail::attach_thread(writer, generation)) return;
+  const format::NotePrefix fixed{site.id.load(std::memory_order_relaxed)};
+  detail::emit_text_at(writer, format::EventId::note, &fixed, sizeof fixed, text.data(), text.size(), ticks);
+}
+
+void answer_request(Session& session, uint32_t number) {
+  ShmHeader& header = *session.header;
+  // Another process's bytes: copied once, then checked; never read again from the mapping.
+  format::ControlRequest request;
+  std::memcpy(&request, &header.control_request, sizeof request);
+  request.pattern[sizeof request.pattern - 1] = '\0';
+  ControlOutcome outcome;
+  uint64_t ticks = 0;
+  if (request.command != format::ControlCommand::set_category_state) {
+    outcome = {
+        format::ControlStatus::refused, fmt::format("unknown request {}", static_cast<uint32_t>(request.command)), {}};
+  } else {
+    SlowPathScope scope;
+    Registry& reg = registry();
+    std::lock_guard lock(reg.mutex);
+    ticks = detail::read_ticks();
+    outcome = set_categories(session, reg, request);
+  }
+  if (!outcome.note.empty()) record_control_note(session.generation, outcome.note, ticks);
+  const size_t length = std::min(outcome.answer.size(), sizeof header.control_answer - 1);
+  std::memcpy(header.control_answer, outcome.answer.data(), length);
+  header.control_answer[length] = '\0';
+  header.control_status.store(outcome.status, std::memory_order_relaxed);
+  header.control_answered.store(number, std::memory_order_release);
+  wake_all(header.control_answered);
+}
+
+void run_control(Session* session) {
+  pthread_setname_np(pthread_self(), "chronicle-ctl");
+  ShmHeader& header = *session->header;
+  uint32_t seen = header.control_requests.load(std::memory_order_acquire);
+  for (;;) {
+    // Checked after `seen` was loaded: a stop() that bumped the word before that load is seen
+    // here (its flag store comes before its bump); one that bumps later changes the word this
+    // thread waits on, so the wait returns.
+    if (session->control_stop.load(std::memory_order_acquire)) return;
+    wait_for_change(header.control_requests, seen);
+    const uint32_t now = header.control_requests.load(std::memory_order_acquire);
+    if (now == seen) continue;  // woken for nothing (or FUTEX_WAIT interrupted)
+    seen = now;
+    answer_request(*session, now);
+  }
+}
+
+// After stop() retired the session (the thread writes nothing more into it) and before it is
+// unmapped.
+void end_control_thread(Session& session) {
+  if (!session.control_thread.joinable()) return;
+  session.control_stop.store(true, std::memory_order_release);
+  session.header->control_requests.fetch_add(1, std::memory_order_release);
+  wake_all(session.header->control_requests);
+  session.control_thread.join();
+}
+
 }  // namespace
 
 bool start(const Config& config) {
@@ -692,9 +810,14 @@ bool start(const Config& config) {
 
   auto session = std::make_unique<Session>();
   session->config = config;
-  session->category_patterns = split_categories(config.categories);
+  session->rules = config.armed ? format::CategoryRules()
+                                : format::CategoryRules::from_list(config.categories.empty() ? "*" : config.categories);
+  const char* collector_kind = std::getenv(recorder::kEnvCollector);
+  session->remove_mapping_at_stop =
+      config.armed && config.output.empty() && !(collector_kind && std::string_view(collector_kind) == "external");
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
-  const uint64_t table_offset = format::kShmHeaderSize;
+  const uint64_t categories_offset = format::kShmHeaderSize;
+  const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
   const uint64_t table_size = round_up(uint64_t{config.max_threads} * sizeof(ChannelDescriptor), 4096);
   const uint64_t strings_offset = table_offset + table_size;
   const uint64_t rings_offset = strings_offset + kStringsRegionSize;
@@ -747,6 +870,7 @@ bool start(const Config& config) {
   header.strings_size = kStringsRegionSize;
   header.rings_offset = rings_offset;
   header.packet_events_offset = packet_events_offset;
+  header.categories_offset = categories_offset;
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
 
@@ -763,7 +887,7 @@ bool start(const Config& config) {
   strings->pid = static_cast<uint32_t>(header.pid);
   session->strings_last_ticks = header.clock.ticks_at_start;
 
-  for (size_t i = 0; i < reg.categories.size(); ++i) set_category_flag(*session, reg, static_cast<uint16_t>(i));
+  for (size_t i = 0; i < reg.categories.size(); ++i) set_category_state(*session, reg, static_cast<uint16_t>(i));
   for (size_t i = 0; i < reg.sites.size(); ++i) define_site(*session, *reg.sites[i], static_cast<uint32_t>(i + 1));
   // Magic last: a reader that sees it sees a whole header.
   format::memory_fence(std::memory_order_release);
@@ -776,6 +900,11 @@ bool start(const Config& config) {
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
+  try {
+    raw->control_thread = std::thread(run_control, raw);
+  } catch (const std::system_error& error) {  // no thread to spare: tracing goes on, ctl gets no answer
+    fmt::print(stderr, "chronicle: no control thread ({}): `chronicle ctl` cannot change this session\n", error.what());
+  }
   detail::g_context_salt_high.store(format::load_big_endian_u64(header.uuid), std::memory_order_relaxed);
   detail::g_context_salt_low.store(format::load_big_endian_u64(header.uuid + 8), std::memory_order_relaxed);
   detail::g_generation.store(raw->generation, std::memory_order_release);
@@ -798,8 +927,9 @@ void stop() {
   const bool no_writer_left = wait_until_no_thread_writes(reg);
   session->header->state.store(static_cast<uint32_t>(format::SessionState::finished), std::memory_order_release);
   reg.retired.push_back(std::move(reg.session));
-  lock.unlock();  // writers' slow paths may be waiting for it
+  lock.unlock();  // writers' slow paths may be waiting for it, and the control thread
 
+  end_control_thread(*session);
   if (session->collector_thread.joinable()) {
     {
       std::lock_guard stop_lock(session->collector_mutex);
@@ -808,7 +938,8 @@ void stop() {
     collector::request_drain(*session->header);
     session->collector_thread.join();
   }
-  if (!session->config.keep_shm && !session->config.output.empty()) ::unlink(session->file.path.c_str());
+  if (!session->config.keep_shm && (!session->config.output.empty() || session->remove_mapping_at_stop))
+    ::unlink(session->file.path.c_str());
   shm::release(session->file, no_writer_left);
   if (no_writer_left) session->header = nullptr;
 }

@@ -257,9 +257,55 @@ enum class SiteKind : uint8_t {
 
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
-inline constexpr uint32_t kShmVersion = 2;                    // 2: channels are reused (epoch), rings reserved
+// 2: channels are reused (epoch), rings reserved. 3: the category table and the control block.
+inline constexpr uint32_t kShmVersion = 3;
 inline constexpr size_t kShmHeaderSize = 4096;
 inline constexpr size_t kMaxCategories = 256;
+
+// A category's state, as trace points read it: 0 off; n > 0 on for trace points of level < n
+// (level 0, the default, whenever the category is on; `chronicle ctl level C N` sets n = N + 1).
+inline constexpr uint8_t kCategoryOff = 0;
+inline constexpr uint8_t kMaxLevel = 254;
+constexpr uint8_t category_state_for_level(uint8_t level) {
+  return static_cast<uint8_t>(level + 1);
+}
+
+// The category table: entry i names category i (the index category_enabled uses).
+inline constexpr size_t kCategoryNameSize = 64;  // NUL-terminated; longer names are cut
+struct CategoryEntry {
+  char name[kCategoryNameSize];
+};
+inline constexpr size_t kCategoryTableSize = kMaxCategories * sizeof(CategoryEntry);
+
+// The control block: `chronicle ctl` asks, the program's control thread answers.
+//
+//   control_owner     0 -> ctl's pid       ctl, compare-exchange (acq_rel): one request at a time.
+//                                          A ctl that finds the owner dead takes it over the
+//                                          same way. The program never reads or waits for it.
+//   control_request   written by ctl       plain bytes, while it owns the block and before it
+//                                          bumps control_requests; the program copies them and
+//                                          checks every field (ctl is another process).
+//   control_requests  n -> n + 1           ctl, fetch_add (release: publishes the request), then
+//                                          FUTEX_WAKE. The control thread sleeps in FUTEX_WAIT on
+//                                          it and loads it with acquire. stop() bumps it too, to
+//                                          wake the thread for its end.
+//   control_answer,   written by program   before control_answered.
+//   control_status
+//   control_answered  -> n                 program, store (release: publishes the answer), then
+//                                          FUTEX_WAKE; ctl waits for the number it made (acquire).
+//   control_owner     ctl's pid -> 0       ctl, store (release), once it read the answer.
+//
+// A request's change is in effect when the answer is published: the program stores the new
+// category states (in its own memory and here) before it answers.
+enum class ControlCommand : uint32_t { none = 0, set_category_state = 1 };
+inline constexpr size_t kControlPatternSize = 128;
+inline constexpr size_t kControlAnswerSize = 2048;
+struct ControlRequest {
+  ControlCommand command;
+  uint32_t state;                     // the categories' new state (kCategoryOff, or level + 1)
+  char pattern[kControlPatternSize];  // a glob over category names: '*' any characters, '?' one
+};
+enum class ControlStatus : int32_t { ok = 0, refused = 1 };
 
 enum class BufferPolicy : uint32_t { stream = 0, flight = 1 };
 
@@ -295,6 +341,7 @@ struct ShmHeader {
   // Per channel and ring slot, the number of events of the packet closed in that slot (u32),
   // written by the writer before it publishes the packet: the collector counts without decoding.
   uint64_t packet_events_offset;
+  uint64_t categories_offset;  // the category table (kCategoryTableSize bytes)
   uint64_t file_size;
   std::atomic<uint32_t> channel_count;
   std::atomic<uint32_t> state;              // SessionState
@@ -307,7 +354,16 @@ struct ShmHeader {
   // writer whose ring passes half full bumps it and wakes the collector, if one is waiting.
   std::atomic<uint32_t> drain_requests;
   std::atomic<uint32_t> collector_waiting;
-  std::atomic<uint8_t> category_enabled[kMaxCategories];  // switched from outside by `ctl`
+  std::atomic<uint8_t> category_enabled[kMaxCategories];  // a copy of each category's state
+  // Entries [0, category_count) of the category table are written (release after the name).
+  std::atomic<uint32_t> category_count;
+  // The control block (the protocol is above ControlCommand).
+  std::atomic<uint32_t> control_owner;
+  std::atomic<uint32_t> control_requests;
+  std::atomic<uint32_t> control_answered;
+  std::atomic<ControlStatus> control_status;
+  ControlRequest control_request;
+  char control_answer[kControlAnswerSize];
 };
 static_assert(sizeof(ShmHeader) <= kShmHeaderSize);
 

@@ -26,6 +26,7 @@ struct Site {
   const char* file;
   uint32_t line;
   uint8_t kind;                 // format::SiteKind
+  uint8_t level = 0;            // recorded while its category's state is above it (layout.hpp)
   std::atomic<uint32_t> id{0};  // 0 until interned in this process
   uint16_t category_index = 0;  // valid once id != 0 (id is stored with release)
 };
@@ -60,7 +61,7 @@ struct ThreadWriter {
 // publishes what start() set before it stored the generation (the session, the category flags,
 // the clock choice).
 extern std::atomic<uint32_t> g_generation;
-extern std::atomic<uint8_t> g_category_enabled[format::kMaxCategories];
+extern std::atomic<uint8_t> g_category_state[format::kMaxCategories];  // format::kCategoryOff, or level + 1
 extern std::atomic<bool> g_clock_is_tsc;
 extern thread_local constinit ThreadWriter t_writer __attribute__((tls_model("initial-exec")));
 
@@ -81,13 +82,13 @@ CHRONICLE_INLINE uint64_t read_ticks() {
   return read_monotonic_ns();
 }
 
-// Ready to write to this thread's channel, and the site's category is on.
+// Ready to write to this thread's channel, and the site's category is on at the site's level.
 CHRONICLE_INLINE ThreadWriter* writer_for(Site& site, uint32_t generation) {
   uint32_t id = site.id.load(std::memory_order_acquire);
   if (id == 0) [[unlikely]] {
     if (intern_site(site) == 0) return nullptr;
   }
-  if (g_category_enabled[site.category_index].load(std::memory_order_relaxed) == 0) return nullptr;
+  if (g_category_state[site.category_index].load(std::memory_order_relaxed) <= site.level) return nullptr;
   ThreadWriter& writer = t_writer;
   if (writer.generation != generation) [[unlikely]] {
     if (!attach_thread(writer, generation)) return nullptr;

@@ -1,0 +1,186 @@
+// `chronicle ctl PID|SHM status|enable|disable|level`: a running program's categories, switched
+// through its own mapping with no daemon. The program's control thread applies a change and
+// answers; ctl returns once the change is in effect (layout.hpp, "The control block").
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "cli/common.hpp"
+#include "collector/collector.hpp"
+#include "format/category_rules.hpp"
+#include "shm/mapping_check.hpp"
+
+namespace chronicle::cli {
+namespace {
+
+constexpr auto kAnswerLimit = std::chrono::seconds(5);
+
+struct CtlOptions {
+  std::string target;
+  std::string pattern;
+  unsigned level = 0;
+};
+
+bool is_pid(const std::string& target) {
+  return !target.empty() && std::all_of(target.begin(), target.end(), ::isdigit);
+}
+
+// Only the caller's own sessions, in files no one else may write: a request is a write into
+// another program's control block, and what it finds there is read back as the answer.
+void check_ours(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    throw std::runtime_error(fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
+  if (info.st_uid != geteuid())
+    throw std::runtime_error(
+        fmt::format("refused {}: it belongs to uid {}, and ctl changes only its own user's (uid {}) "
+                    "programs; run it as that user",
+                    path, info.st_uid, geteuid()));
+  if ((info.st_mode & 077) != 0)
+    throw std::runtime_error(
+        fmt::format("refused {}: mode {:04o} lets other users change it; a chronicle session is made 0600", path,
+                    info.st_mode & 07777));
+}
+
+std::unique_ptr<collector::SessionMapping> open_session(const std::string& target) {
+  if (!is_pid(target)) {
+    check_ours(target);
+    return std::make_unique<collector::SessionMapping>(target);
+  }
+  const int pid = std::stoi(target);
+  const uid_t owner = shm::expected_mapping_owner(pid);
+  if (owner != geteuid())
+    throw std::runtime_error(
+        fmt::format("refused process {}: it runs as uid {}, and ctl changes only its own user's (uid {}) programs", pid,
+                    owner, geteuid()));
+  std::string searched;
+  const std::vector<std::string> paths = find_session_mappings(pid, &searched);
+  if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle session of process {} in {}", pid, searched));
+  for (const std::string& path : paths) check_ours(path);
+  if (auto mapping = open_first_owned<collector::SessionMapping>(paths, owner)) return mapping;
+  throw std::runtime_error(fmt::format("no chronicle session of process {} made by its user in {}", pid, searched));
+}
+
+int run_status(const CtlOptions& options) {
+  const auto mapping = open_session(options.target);
+  const auto& header = mapping->header();
+  fmt::print("process {} ({}), {}\n", header.pid, header.process_name,
+             mapping->writer_alive() ? "running" : "not running");
+  const std::vector<collector::CategoryView> categories = mapping->categories();
+  if (categories.empty()) {
+    fmt::print("no category yet: they are listed from their first trace point on\n");
+    return 0;
+  }
+  size_t width = std::string_view("CATEGORY").size();
+  for (const auto& category : categories) width = std::max(width, category.name.size());
+  fmt::print("{:<{}}  STATE\n", "CATEGORY", width);
+  for (const auto& category : categories)
+    fmt::print("{:<{}}  {}\n", category.name, width, format::describe_category_state(category.state));
+  return 0;
+}
+
+// Takes the control block for this process; a ctl that died holding it is replaced.
+void take_control_block(format::ShmHeader& header) {
+  const auto me = static_cast<uint32_t>(getpid());
+  const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;
+  for (;;) {
+    uint32_t holder = 0;
+    if (header.control_owner.compare_exchange_strong(holder, me, std::memory_order_acq_rel)) return;
+    if (::kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH &&
+        header.control_owner.compare_exchange_strong(holder, me, std::memory_order_acq_rel))
+      return;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(fmt::format("another ctl (pid {}) keeps talking to process {}", holder, header.pid));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Sends the request and waits for its answer; false when none came in time.
+bool exchange(collector::SessionMapping& mapping, const format::ControlRequest& request) {
+  format::ShmHeader& header = mapping.header();
+  std::memcpy(&header.control_request, &request, sizeof request);
+  const uint32_t mine = header.control_requests.fetch_add(1, std::memory_order_release) + 1;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header.control_requests), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;
+  for (;;) {
+    const uint32_t answered = header.control_answered.load(std::memory_order_acquire);
+    if (answered == mine) return true;
+    if (std::chrono::steady_clock::now() > deadline || !mapping.writer_alive()) return false;
+    const timespec slice{0, 10'000'000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header.control_answered), FUTEX_WAIT, answered, &slice, nullptr, 0);
+  }
+}
+
+int run_change(const CtlOptions& options, uint8_t state) {
+  if (options.pattern.size() >= format::kControlPatternSize)
+    throw std::invalid_argument(
+        fmt::format("pattern '{}' is longer than {} characters", options.pattern, format::kControlPatternSize - 1));
+  const auto mapping = open_session(options.target);
+  format::ShmHeader& header = mapping->header();
+  if (!mapping->writer_alive() || mapping->finished())
+    throw std::runtime_error(
+        fmt::format("process {}'s session is not running: there is nothing to switch", header.pid));
+  format::ControlRequest request{};
+  request.command = format::ControlCommand::set_category_state;
+  request.state = state;
+  std::memcpy(request.pattern, options.pattern.data(), options.pattern.size());
+  take_control_block(header);
+  const bool answered = exchange(*mapping, request);
+  std::string answer;
+  format::ControlStatus status = format::ControlStatus::refused;
+  if (answered) {
+    char text[format::kControlAnswerSize];
+    std::memcpy(text, header.control_answer, sizeof text);
+    text[sizeof text - 1] = '\0';
+    answer = text;
+    status = header.control_status.load(std::memory_order_relaxed);
+  }
+  header.control_owner.store(0, std::memory_order_release);
+  if (!answered)
+    throw std::runtime_error(fmt::format(
+        "process {} did not answer within {} s (stopped, its session ending, or started without a control thread)",
+        header.pid, kAnswerLimit.count()));
+  if (status != format::ControlStatus::ok) {
+    fmt::print(stderr, "chronicle: process {} refused: {}\n", header.pid, answer);
+    return kExitFailure;
+  }
+  fmt::print("{}\n", answer);
+  return 0;
+}
+
+}  // namespace
+
+Command add_ctl(CLI::App& app) {
+  auto options = std::make_shared<CtlOptions>();
+  CLI::App* command =
+      app.add_subcommand("ctl", "Switch a running program's categories on and off, with no restart and no daemon");
+  command->add_option("target", options->target, "A process id, or the path of a chronicle .shm mapping")->required();
+  command->require_subcommand(1);
+  CLI::App* status = command->add_subcommand("status", "List the program's categories and their states");
+  CLI::App* enable = command->add_subcommand("enable", "Record the categories that match PATTERN (level 0)");
+  CLI::App* disable = command->add_subcommand("disable", "Stop recording the categories that match PATTERN");
+  CLI::App* level = command->add_subcommand("level", "Record PATTERN's trace points up to LEVEL (0-254)");
+  for (CLI::App* change : {enable, disable, level})
+    change->add_option("pattern", options->pattern, "Category names, as a glob: 'net.*', 'db', '*'")->required();
+  level->add_option("level", options->level, "The highest level recorded")
+      ->required()
+      ->check(CLI::Range(0u, unsigned{format::kMaxLevel}));
+  return {command, [=] {
+            if (status->parsed()) return run_status(*options);
+            if (enable->parsed()) return run_change(*options, format::category_state_for_level(0));
+            if (disable->parsed()) return run_change(*options, format::kCategoryOff);
+            return run_change(*options, format::category_state_for_level(static_cast<uint8_t>(options->level)));
+          }};
+}
+
+}  // namespace chronicle::cli

@@ -1,0 +1,243 @@
+// `chronicle ctl`: a running program's categories switched from outside, through its mapping,
+// with no restart; the change is in effect when ctl returns, and the trace records it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "support.hpp"
+
+namespace chronicle::test {
+namespace {
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kCategoryWriter = CATEGORY_WRITER;
+
+// category_writer started in the background with an armed session (every category off), its
+// mapping in DIRECTORY; it ends when its standard input closes. With `prefix` (a command line it
+// runs under: runuser...) it has no collector; without, its in-process collector writes
+// DIRECTORY/trace.
+class ArmedWriter {
+ public:
+  ArmedWriter(const TemporaryDirectory& directory, const std::string& prefix = {}) : progress_(directory / "progress") {
+    int input[2];
+    if (pipe(input) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(input[0], STDIN_FILENO);
+      close(input[0]);
+      close(input[1]);
+      setenv("CHRONICLE_ARMED", "1", 1);
+      if (prefix.empty()) setenv("CHRONICLE_OUTPUT", (directory / "trace").c_str(), 1);
+      setenv("CHRONICLE_SHM_DIR", directory.path().c_str(), 1);
+      const std::string command =
+          (prefix.empty() ? "exec " : "exec " + prefix + " ") + kCategoryWriter + " " + progress_;
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(input[0]);
+    input_ = input[1];
+  }
+  ~ArmedWriter() { finish(); }
+
+  // The program's pid, when it runs under no prefix.
+  pid_t pid() const { return pid_; }
+  const std::string& progress_file() const { return progress_; }
+
+  // Rounds the program has finished so far.
+  long rounds() const {
+    std::ifstream in(progress_);
+    long done = 0;
+    in >> done;
+    return done;
+  }
+
+  // Waits until the program has finished `more` rounds past `from`, or a generous limit.
+  bool wait_for_rounds_past(long from, long more) const {
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (rounds() < from + more) {
+      if (std::chrono::steady_clock::now() > limit) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+
+  // Closes its input and waits for it; its exit status.
+  int finish() {
+    if (input_ >= 0) close(input_);
+    input_ = -1;
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  std::string progress_;
+  pid_t pid_ = -1;
+  int input_ = -1;
+};
+
+// A ctl command line for a program whose mapping is in `directory`.
+std::string ctl(const TemporaryDirectory& directory, pid_t pid, const std::string& request) {
+  return "CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli + " ctl " + std::to_string(pid) + " " + request;
+}
+
+// Waits until `ctl status` lists every category of category_writer.
+bool wait_for_categories(const TemporaryDirectory& directory, pid_t pid) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < limit) {
+    const auto status = run(ctl(directory, pid, "status"));
+    if (status.out.find("b.y") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+struct Recorded {
+  std::vector<std::pair<uint64_t, std::string>> notes;    // ctl's changes: time, text
+  std::map<std::string, std::vector<uint64_t>> instants;  // by name: times
+};
+
+Recorded read_back(const std::string& path) {
+  reader::Trace trace(path);
+  Recorded out;
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (event.type == format::EventId::note && site && site->category == "chronicle")
+      out.notes.emplace_back(event.ticks, std::string(event.text));
+    if (event.type == format::EventId::instant && site) out.instants[site->name].push_back(event.ticks);
+    return true;
+  });
+  return out;
+}
+
+size_t count_in(const std::vector<uint64_t>& times, uint64_t from, uint64_t to) {
+  size_t n = 0;
+  for (uint64_t time : times) n += time >= from && time < to;
+  return n;
+}
+
+TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
+  TemporaryDirectory directory;
+  ArmedWriter writer(directory);
+  ASSERT_GT(writer.pid(), 0);
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid())) << "the armed program's categories never showed";
+  const auto before = run(ctl(directory, writer.pid(), "status"));
+  EXPECT_NE(before.out.find("b.x"), std::string::npos) << before.out;
+  EXPECT_EQ(before.out.find(" on"), std::string::npos) << "armed: every category starts off\n" << before.out;
+
+  const auto enabled = run(ctl(directory, writer.pid(), "enable 'b.*'"));
+  ASSERT_EQ(enabled.exit_code, 0) << enabled.err;
+  EXPECT_NE(enabled.out.find("b.x, b.y: on"), std::string::npos) << enabled.out;
+  // Rounds that begin after ctl returned: each records b.x and b.y.
+  ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+
+  const auto verbose = run(ctl(directory, writer.pid(), "level b.x 2"));
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+  ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+
+  const auto disabled = run(ctl(directory, writer.pid(), "disable 'b.*'"));
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.err;
+  ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+  ASSERT_EQ(writer.finish(), 0);
+
+  const Recorded trace = read_back(directory / "trace");
+  ASSERT_EQ(trace.notes.size(), 3u);
+  EXPECT_EQ(trace.notes[0].second, "ctl: 'b.*' on (b.x, b.y)");
+  EXPECT_EQ(trace.notes[1].second, "ctl: 'b.x' level 2 (b.x)");
+  EXPECT_EQ(trace.notes[2].second, "ctl: 'b.*' off (b.x, b.y)");
+  const uint64_t on = trace.notes[0].first;
+  const uint64_t level = trace.notes[1].first;
+  const uint64_t off = trace.notes[2].first;
+  const uint64_t end = ~uint64_t{0};
+  EXPECT_EQ(trace.instants.count("a"), 0u) << "category a was never switched on";
+  for (const char* name : {"bx", "by"}) {
+    ASSERT_EQ(trace.instants.count(name), 1u) << name << " was never recorded";
+    const auto& times = trace.instants.at(name);
+    EXPECT_EQ(count_in(times, 0, on), 0u) << name << " before ctl switched it on";
+    // At least the 10 rounds that began after each ctl returned (the wait saw 11 end).
+    EXPECT_GE(count_in(times, on, off), 20u) << name;
+    // A trace point that read its state just before the switch may still write once.
+    EXPECT_LE(count_in(times, off, end), 1u) << name << " after ctl switched it off";
+  }
+  ASSERT_EQ(trace.instants.count("bx verbose"), 1u);
+  const auto& verbose_times = trace.instants.at("bx verbose");
+  EXPECT_EQ(count_in(verbose_times, 0, level), 0u);
+  EXPECT_GE(count_in(verbose_times, level, off), 10u);
+  EXPECT_LE(count_in(verbose_times, off, end), 1u);
+  // How soon the first event followed the switch (reported, not asserted: tests do not time).
+  const auto& bx = trace.instants.at("bx");
+  const auto first = std::find_if(bx.begin(), bx.end(), [&](uint64_t t) { return t >= on; });
+  ASSERT_NE(first, bx.end());
+  ::testing::Test::RecordProperty("first_event_after_enable_ticks", std::to_string(*first - on));
+}
+
+TEST(Ctl, RefusesAnotherUsersProgram) {
+  SecondUser other;
+  if (!other.why_not().empty()) GTEST_SKIP() << "ctl across users skipped: " << other.why_not();
+  TemporaryDirectory directory;
+  ASSERT_EQ(chmod(directory.path().c_str(), 0755), 0);  // the other user may look for the mapping
+  ArmedWriter writer(directory);
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid()));
+  const auto refused = run(other.as("sh -c \"" + ctl(directory, writer.pid(), "enable '*'") + "\""));
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("refused process"), std::string::npos) << refused.err;
+  const auto status = run(ctl(directory, writer.pid(), "status"));
+  EXPECT_EQ(status.out.find(" on"), std::string::npos) << "the refused request changed something:\n" << status.out;
+  ASSERT_EQ(writer.finish(), 0);
+}
+
+TEST(Ctl, RefusesAProgramOfAnotherUserEvenToRoot) {
+  SecondUser other;
+  if (!other.why_not().empty()) GTEST_SKIP() << "ctl across users skipped: " << other.why_not();
+  TemporaryDirectory directory;
+  ASSERT_EQ(chmod(directory.path().c_str(), 0777), 0);  // the other user's program writes its mapping here
+  ArmedWriter writer(directory, "runuser -u " + other.name() + " --");
+  // runuser's child is the program: found by its command line, which names its own progress file.
+  ASSERT_TRUE(writer.wait_for_rounds_past(0, 1));
+  const auto listed = run("pgrep -f '^" + kCategoryWriter + " " + writer.progress_file() + "$'");
+  ASSERT_EQ(listed.exit_code, 0);
+  const pid_t program = std::stoi(listed.out);
+  const auto refused = run(ctl(directory, program, "enable '*'"));
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("refused process"), std::string::npos) << refused.err;
+  ASSERT_EQ(writer.finish(), 0);
+  // Armed with no collector: no one else would remove the mapping, so the program did.
+  for (const auto& entry : std::filesystem::directory_iterator(directory.path()))
+    EXPECT_NE(entry.path().extension(), ".shm") << entry.path() << " left behind";
+}
+
+TEST(Ctl, AMalformedMappingIsAnErrorAndNeverWritten) {
+  TemporaryDirectory directory;
+  const std::string path = directory / "chronicle-1-0.shm";
+  std::vector<char> zeros(64 * 1024, 0);
+  zeros[100] = 7;
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  const auto result = run(kCli + " ctl " + path + " enable '*'");
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("bad magic"), std::string::npos) << result.err;
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> after(zeros.size());
+  in.read(after.data(), static_cast<std::streamsize>(after.size()));
+  EXPECT_EQ(after, zeros) << "ctl wrote into a mapping it did not accept";
+
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  const auto loose = run(kCli + " ctl " + path + " status");
+  EXPECT_EQ(loose.exit_code, 1);
+  EXPECT_NE(loose.err.find("lets other users change it"), std::string::npos) << loose.err;
+}
+
+}  // namespace
+}  // namespace chronicle::test
