@@ -147,6 +147,9 @@ TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
   const auto disabled = run(ctl(directory, writer.pid(), "disable 'b.*'"));
   ASSERT_EQ(disabled.exit_code, 0) << disabled.err;
   ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+  const auto snapshot = run(ctl(directory, writer.pid(), "snapshot -o " + (directory / "snapshot")));
+  ASSERT_EQ(snapshot.exit_code, 0) << snapshot.err;
+  EXPECT_NO_THROW(reader::Trace{directory / "snapshot"});
   ASSERT_EQ(writer.finish(), 0);
 
   const Recorded trace = read_back(directory / "trace");

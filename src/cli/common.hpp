@@ -38,6 +38,14 @@ Command add_view(CLI::App& app);
 Command add_merge(CLI::App& app);
 Command add_ctl(CLI::App& app);
 
+// `snapshot` (also `ctl PID snapshot`): writes what the rings of `target` (a pid, or a mapping's
+// path) hold now into the trace directory `output` (default chronicle-snapshot-PID-TIME).
+struct SnapshotOptions {
+  std::string target;
+  std::string output;
+};
+int run_snapshot(SnapshotOptions& options);
+
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();
 std::string human_bytes(uint64_t bytes);

@@ -29,6 +29,7 @@ struct CtlOptions {
   std::string target;
   std::string pattern;
   unsigned level = 0;
+  std::string output;  // snapshot
 };
 
 bool is_pid(const std::string& target) {
@@ -170,6 +171,9 @@ Command add_ctl(CLI::App& app) {
   CLI::App* enable = command->add_subcommand("enable", "Record the categories that match PATTERN (level 0)");
   CLI::App* disable = command->add_subcommand("disable", "Stop recording the categories that match PATTERN");
   CLI::App* level = command->add_subcommand("level", "Record PATTERN's trace points up to LEVEL (0-254)");
+  CLI::App* snapshot =
+      command->add_subcommand("snapshot", "Write what the program's rings hold now, as `chronicle snapshot` does");
+  snapshot->add_option("-o,--output", options->output, "Trace directory (default: chronicle-snapshot-PID-TIME)");
   for (CLI::App* change : {enable, disable, level})
     change->add_option("pattern", options->pattern, "Category names, as a glob: 'net.*', 'db', '*'")->required();
   level->add_option("level", options->level, "The highest level recorded")
@@ -177,6 +181,10 @@ Command add_ctl(CLI::App& app) {
       ->check(CLI::Range(0u, unsigned{format::kMaxLevel}));
   return {command, [=] {
             if (status->parsed()) return run_status(*options);
+            if (snapshot->parsed()) {
+              SnapshotOptions snapshot_options{options->target, options->output};
+              return run_snapshot(snapshot_options);
+            }
             if (enable->parsed()) return run_change(*options, format::category_state_for_level(0));
             if (disable->parsed()) return run_change(*options, format::kCategoryOff);
             return run_change(*options, format::category_state_for_level(static_cast<uint8_t>(options->level)));

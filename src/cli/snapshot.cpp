@@ -13,11 +13,6 @@
 namespace chronicle::cli {
 namespace {
 
-struct SnapshotOptions {
-  std::string target;
-  std::string output;
-};
-
 // The newest mapping of process `pid` that its user made: another user's file of that name is
 // refused, and said so (it could have been planted for this reader).
 std::unique_ptr<collector::SessionMapping> open_mapping_of(const std::string& pid) {
@@ -29,6 +24,8 @@ std::unique_ptr<collector::SessionMapping> open_mapping_of(const std::string& pi
     return mapping;
   throw std::runtime_error(fmt::format("no chronicle mapping of process {} made by its user in {}", pid, searched));
 }
+
+}  // namespace
 
 int run_snapshot(SnapshotOptions& options) {
   const bool is_pid = !options.target.empty() && std::all_of(options.target.begin(), options.target.end(), ::isdigit);
@@ -53,8 +50,6 @@ int run_snapshot(SnapshotOptions& options) {
                human_count(stats.packets_left_out));
   return 0;
 }
-
-}  // namespace
 
 Command add_snapshot(CLI::App& app) {
   auto options = std::make_shared<SnapshotOptions>();
