@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "support.hpp"
 
@@ -25,7 +27,10 @@ const std::string kCategoryWriter = CATEGORY_WRITER;
 // DIRECTORY/trace.
 class ArmedWriter {
  public:
-  ArmedWriter(const TemporaryDirectory& directory, const std::string& prefix = {}) : progress_(directory / "progress") {
+  // `more`: further environment variables for the program (they may override the above).
+  explicit ArmedWriter(const TemporaryDirectory& directory, const std::string& prefix = {},
+                       const std::vector<std::pair<std::string, std::string>>& more = {})
+      : progress_(directory / "progress") {
     int input[2];
     if (pipe(input) != 0) return;
     pid_ = fork();
@@ -36,6 +41,7 @@ class ArmedWriter {
       setenv("CHRONICLE_ARMED", "1", 1);
       if (prefix.empty()) setenv("CHRONICLE_OUTPUT", (directory / "trace").c_str(), 1);
       setenv("CHRONICLE_SHM_DIR", directory.path().c_str(), 1);
+      for (const auto& [name, value] : more) setenv(name.c_str(), value.c_str(), 1);
       const std::string command =
           (prefix.empty() ? "exec " : "exec " + prefix + " ") + kCategoryWriter + " " + progress_;
       execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
@@ -181,6 +187,34 @@ TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
   const auto first = std::find_if(bx.begin(), bx.end(), [&](uint64_t t) { return t >= on; });
   ASSERT_NE(first, bx.end());
   ::testing::Test::RecordProperty("first_event_after_enable_ticks", std::to_string(*first - on));
+}
+
+TEST(SnapshotSignal, TheSignalAProgramOptedIntoWritesASnapshotOfItsRings) {
+  TemporaryDirectory directory;
+  const std::string snapshots = directory / "snapshots";
+  std::filesystem::create_directory(snapshots);
+  ArmedWriter writer(directory, {},
+                     {{"CHRONICLE_ARMED", "0"},
+                      {"CHRONICLE_MODE", "flight"},
+                      {"CHRONICLE_SNAPSHOT_SIGNAL", "USR2"},
+                      {"CHRONICLE_SNAPSHOT_DIR", snapshots}});
+  ASSERT_TRUE(writer.wait_for_rounds_past(0, 5));
+  ASSERT_EQ(kill(writer.pid(), SIGUSR2), 0);
+  const std::string expected = snapshots + "/chronicle-snapshot-" + std::to_string(writer.pid()) + "-1";
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(expected) && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(std::filesystem::exists(expected)) << "no snapshot after SIGUSR2";
+  // The program goes on after it: more rounds, then a normal end.
+  ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 3));
+  ASSERT_EQ(writer.finish(), 0);
+
+  const Recorded snapshot = read_back(expected);
+  ASSERT_EQ(snapshot.instants.count("a"), 1u);
+  EXPECT_GE(snapshot.instants.at("a").size(), 5u);
+  const Recorded trace = read_back(directory / "trace");
+  ASSERT_EQ(trace.notes.size(), 1u);
+  EXPECT_EQ(trace.notes[0].second, "snapshot to " + expected + " (SIGUSR2)");
 }
 
 TEST(Ctl, RefusesAnotherUsersProgram) {

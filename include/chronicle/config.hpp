@@ -27,6 +27,14 @@ struct Config {
   // Every category off until `chronicle ctl` switches some on (`categories` is not read): the
   // session costs a trace point one load and a few branches until then.
   bool armed = false;
+  // On SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT: the trace records the signal, the
+  // in-process collector (if any) finishes the trace, then the signal goes on to the handler
+  // that was there before (docs/control.md, "Crashes").
+  bool crash_handler = true;
+  // A signal (e.g. SIGUSR2; 0: none) on which the session writes a snapshot of its rings into
+  // snapshot_dir (default: the current directory), as chronicle-snapshot-PID-N.
+  int snapshot_signal = 0;
+  std::string snapshot_dir;
   // Where the shared mapping is created (its file: chronicle-<pid>-<n>.shm).
   std::string shm_dir = "/dev/shm";
   // How long the in-process collector sleeps when it found nothing to drain.
@@ -36,7 +44,8 @@ struct Config {
 };
 
 // Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
-// CHRONICLE_SHM_DIR, CHRONICLE_ARMED. Returns false when neither CHRONICLE_OUTPUT nor
+// CHRONICLE_SHM_DIR, CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL,
+// CHRONICLE_SNAPSHOT_DIR. Returns false when neither CHRONICLE_OUTPUT nor
 // CHRONICLE_ARMED is set; throws std::invalid_argument on a malformed value. Armed without an
 // output, the session has no collector in the process: `chronicle record --attach`,
 // `snapshot` or `ctl` read it.

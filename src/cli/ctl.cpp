@@ -107,10 +107,12 @@ void take_control_block(format::ShmHeader& header) {
 }
 
 // Sends the request and waits for its answer; false when none came in time.
-bool exchange(collector::SessionMapping& mapping, const format::ControlRequest& request) {
+bool exchange(collector::SessionMapping& mapping, format::ControlRequest request) {
   format::ShmHeader& header = mapping.header();
+  const uint32_t mine = header.control_answered.load(std::memory_order_acquire) + 1;
+  request.number = mine;
   std::memcpy(&header.control_request, &request, sizeof request);
-  const uint32_t mine = header.control_requests.fetch_add(1, std::memory_order_release) + 1;
+  header.control_requests.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header.control_requests), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;
   for (;;) {

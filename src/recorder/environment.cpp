@@ -1,6 +1,8 @@
 #include "recorder/environment.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
@@ -8,6 +10,29 @@
 #include "chronicle/config.hpp"
 
 namespace chronicle {
+
+int recorder::parse_snapshot_signal(std::string_view text) {
+  if (text.starts_with("SIG")) text.remove_prefix(3);
+  if (text == "1" || text == "USR2") return SIGUSR2;
+  if (text == "USR1") return SIGUSR1;
+  int number = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9' || number > SIGRTMAX) {
+      number = 0;
+      break;
+    }
+    number = number * 10 + (c - '0');
+  }
+  // The signals a program may take for itself: not those it cannot catch, nor the fatal ones.
+  const bool usable = number == SIGHUP || number == SIGUSR1 || number == SIGUSR2 || number == SIGWINCH ||
+                      (number >= SIGRTMIN && number <= SIGRTMAX);
+  if (!usable)
+    throw std::invalid_argument(
+        fmt::format("{}='{}': expected 1, USR1, USR2 or a signal number (HUP, WINCH, "
+                    "real-time)",
+                    kEnvSnapshotSignal, text));
+  return number;
+}
 
 bool config_from_environment(Config& config) {
   const char* output = std::getenv(recorder::kEnvOutput);
@@ -33,6 +58,11 @@ bool config_from_environment(Config& config) {
   if (const char* dir = std::getenv(recorder::kEnvShmDir); dir && *dir) config.shm_dir = dir;
   if (const char* keep = std::getenv(recorder::kEnvKeepShm); keep && *keep && std::string_view(keep) != "0")
     config.keep_shm = true;
+  if (const char* handler = std::getenv(recorder::kEnvCrashHandler); handler && std::string_view(handler) == "0")
+    config.crash_handler = false;
+  if (const char* signal = std::getenv(recorder::kEnvSnapshotSignal); signal && *signal)
+    config.snapshot_signal = recorder::parse_snapshot_signal(signal);
+  if (const char* dir = std::getenv(recorder::kEnvSnapshotDir); dir && *dir) config.snapshot_dir = dir;
   const char* collector = std::getenv(recorder::kEnvCollector);
   config.output = collector && std::string_view(collector) == "external" ? std::string() : std::string(output);
   return true;

@@ -22,7 +22,14 @@ inline constexpr const char* kEnvCategories = "CHRONICLE_CATEGORIES";
 inline constexpr const char* kEnvShmDir = "CHRONICLE_SHM_DIR";
 inline constexpr const char* kEnvCollector = "CHRONICLE_COLLECTOR";  // "external": `chronicle record` drains
 inline constexpr const char* kEnvKeepShm = "CHRONICLE_KEEP_SHM";
+inline constexpr const char* kEnvCrashHandler = "CHRONICLE_CRASH_HANDLER";  // "0": no fatal signal handlers
+// "1" or "USR2": SIGUSR2 writes a snapshot; "USR1", "SIGUSR1" or a number: that signal.
+inline constexpr const char* kEnvSnapshotSignal = "CHRONICLE_SNAPSHOT_SIGNAL";
+inline constexpr const char* kEnvSnapshotDir = "CHRONICLE_SNAPSHOT_DIR";
 inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";  // any value but "0": every category starts off
+
+// The signal CHRONICLE_SNAPSHOT_SIGNAL names; throws std::invalid_argument on anything else.
+int parse_snapshot_signal(std::string_view text);
 
 // This process's name, as the kernel has it (/proc/self/comm; "" if unreadable).
 std::string read_process_name();

@@ -40,6 +40,7 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -117,6 +118,14 @@ struct Session {
   bool collector_stop = false;
   std::string collector_error;
 
+  // A fatal signal's handler asks the in-process collector to finish the trace, and waits for
+  // crash_flushed (a futex word) for a bounded time before the signal goes on.
+  std::atomic<int> crash_signal{0};
+  std::atomic<uint32_t> crash_flushed{0};
+  // Bumped by the snapshot signal's handler; the control thread takes the snapshot.
+  std::atomic<uint32_t> snapshot_requests{0};
+  uint32_t snapshots_taken = 0;  // control thread only
+
   // The control thread, which answers `chronicle ctl` (layout.hpp, "The control block").
   std::thread control_thread;
   std::atomic<bool> control_stop{false};
@@ -141,6 +150,7 @@ struct Registry {
   std::string last_error;
   bool exit_hook_registered = false;
   bool membarrier_ready = false;
+  bool fatal_handlers_installed = false;
   pthread_key_t thread_exit_key{};
 };
 
@@ -380,7 +390,7 @@ void run_collector(Session* session) {
     const std::chrono::microseconds longest = session->config.drain_interval;
     std::chrono::microseconds idle_sleep = std::min(shortest, longest);
     std::unique_lock lock(session->collector_mutex);
-    while (!session->collector_stop) {
+    while (!session->collector_stop && session->crash_signal.load(std::memory_order_acquire) == 0) {
       lock.unlock();
       const size_t drained = collector.drain();
       if (drained == 0) {
@@ -393,6 +403,11 @@ void run_collector(Session* session) {
     }
     lock.unlock();
     collector.finish();
+    if (session->crash_signal.load(std::memory_order_acquire) != 0) {
+      session->crash_flushed.store(1, std::memory_order_release);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->crash_flushed), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
+              nullptr, 0);
+    }
   } catch (const std::exception& error) {
     std::lock_guard lock(session->collector_mutex);
     session->collector_error = error.what();
@@ -581,6 +596,8 @@ void count_discarded(uint32_t generation) {
   leave_trace_point(writer);
 }
 
+uint32_t intern_site_locked(Registry& reg, Site& site);
+
 uint32_t intern_site(Site& site) {
   SlowPathScope scope;
   if (!scope.entered()) {
@@ -589,6 +606,11 @@ uint32_t intern_site(Site& site) {
   }
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
+  return intern_site_locked(reg, site);
+}
+
+// Registry mutex held.
+uint32_t intern_site_locked(Registry& reg, Site& site) {
   uint32_t id = site.id.load(std::memory_order_relaxed);
   if (id != 0) return id;
   site.category_index = category_index(reg, site.category);
@@ -688,6 +710,157 @@ bool wait_until_no_thread_writes(Registry& reg) {
   return true;
 }
 
+// ---- Fatal signals: the trace says how the program ended, and keeps what came before ---------
+//
+// The handler does only async-signal-safe work: it writes a note on its own thread's channel
+// (lock-free, as any trace point in a signal handler), stores the signal in the mapping, and,
+// when this process has the collector, wakes it and waits (a futex, at most kCrashFlushLimit)
+// for it to finish the trace. The collector finishes on its own thread, outside the handler; if
+// the crash left it unable to (the heap broken, a lock held by the dead thread), the wait ends
+// and the mapping is still there for `chronicle snapshot`. Then the previous action is put back
+// and the signal goes on to it: a fault the kernel raised happens again when the handler returns
+// (so a sanitizer or the core dump sees the real one), a signal sent by a process is raised again.
+
+// Signal handlers that may touch a session's mapping, on any thread, whether it ever traced or
+// not: a handler counts itself in (seq_cst) before it loads the current session (seq_cst);
+// stop() clears the current session (seq_cst) and, before it unmaps, waits for the count to
+// reach 0. Either the handler sees no session, or stop() sees the handler and waits.
+std::atomic<int> g_handlers_in_mapping{0};
+
+class HandlerMappingAccess {
+ public:
+  HandlerMappingAccess() {
+    g_handlers_in_mapping.fetch_add(1, std::memory_order_seq_cst);
+    session_ = registry().current.load(std::memory_order_seq_cst);
+    if (session_ && !session_->header) session_ = nullptr;
+  }
+  ~HandlerMappingAccess() { g_handlers_in_mapping.fetch_sub(1, std::memory_order_release); }
+  HandlerMappingAccess(const HandlerMappingAccess&) = delete;
+  HandlerMappingAccess& operator=(const HandlerMappingAccess&) = delete;
+  Session* session() const { return session_; }
+
+ private:
+  Session* session_;
+};
+
+// stop(), after it cleared the current session: false when a handler stays in the mapping
+// longer than kQuiescenceLimit (it is then left mapped).
+bool wait_until_no_handler_in_mapping() {
+  const auto deadline = std::chrono::steady_clock::now() + kQuiescenceLimit;
+  while (g_handlers_in_mapping.load(std::memory_order_seq_cst) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+constexpr long kCrashFlushLimitNs = 2'000'000'000;
+struct sigaction g_previous_actions[std::size(kFatalSignals)];
+constinit Site g_fatal_site{"chronicle", "fatal signal", __FILE__, __LINE__,
+                            static_cast<uint8_t>(format::SiteKind::note)};
+
+// "SIGSEGV (address 0x0)" into `out` without a library call that could allocate or lock.
+size_t describe_fatal_signal(int signal, const siginfo_t* info, char* out, size_t size) {
+  const char* name = signal == SIGSEGV   ? "SIGSEGV"
+                     : signal == SIGBUS  ? "SIGBUS"
+                     : signal == SIGILL  ? "SIGILL"
+                     : signal == SIGFPE  ? "SIGFPE"
+                     : signal == SIGABRT ? "SIGABRT"
+                                         : "signal";
+  size_t n = 0;
+  auto put = [&](char c) {
+    if (n + 1 < size) out[n++] = c;
+  };
+  for (const char* c = name; *c; ++c) put(*c);
+  if (info && info->si_code > 0 && signal != SIGABRT) {  // raised by the kernel for a fault
+    for (const char* c = " (address 0x"; *c; ++c) put(*c);
+    const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
+    bool leading = true;
+    for (int shift = 60; shift >= 0; shift -= 4) {
+      const unsigned digit = (address >> shift) & 0xf;
+      if (digit == 0 && leading && shift > 0) continue;
+      leading = false;
+      put("0123456789abcdef"[digit]);
+    }
+    put(')');
+  }
+  out[n] = '\0';
+  return n;
+}
+
+void flush_after_fatal_signal(Session& session, int signal) {
+  if (session.config.output.empty()) return;  // another process collects: it reads the mapping
+  int expected = 0;
+  if (!session.crash_signal.compare_exchange_strong(expected, signal)) return;  // another thread asked first
+  collector::request_drain(*session.header);
+  timespec limit{};
+  clock_gettime(CLOCK_MONOTONIC, &limit);
+  limit.tv_nsec += kCrashFlushLimitNs % 1'000'000'000;
+  limit.tv_sec += kCrashFlushLimitNs / 1'000'000'000 + limit.tv_nsec / 1'000'000'000;
+  limit.tv_nsec %= 1'000'000'000;
+  while (session.crash_flushed.load(std::memory_order_acquire) == 0) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > limit.tv_sec || (now.tv_sec == limit.tv_sec && now.tv_nsec >= limit.tv_nsec)) return;
+    const timespec slice{0, 10'000'000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session.crash_flushed), FUTEX_WAIT_PRIVATE, 0, &slice, nullptr, 0);
+  }
+}
+
+void on_fatal_signal(int signal, siginfo_t* info, void*) {
+  const int saved_errno = errno;
+  ThreadWriter& writer = detail::t_writer;
+  if (HandlerMappingAccess access; Session* session = access.session()) {
+    session->header->ended_by_signal.store(signal, std::memory_order_relaxed);
+    const uint32_t id = g_fatal_site.id.load(std::memory_order_acquire);
+    if (id != 0 && writer.generation == session->generation && writer.channel != kNoChannel) {
+      char text[64];
+      const size_t length = describe_fatal_signal(signal, info, text, sizeof text);
+      const format::NotePrefix fixed{id};
+      detail::emit_text_at(writer, format::EventId::note, &fixed, sizeof fixed, text, length, detail::read_ticks());
+    }
+    flush_after_fatal_signal(*session, signal);
+  }
+  for (size_t k = 0; k < std::size(kFatalSignals); ++k)
+    if (kFatalSignals[k] == signal) sigaction(signal, &g_previous_actions[k], nullptr);
+  if (!info || info->si_code <= 0) raise(signal);  // sent by a process (kill, abort): send it on
+  errno = saved_errno;
+}
+
+// The snapshot signal (Config::snapshot_signal): the control thread takes the snapshot.
+void on_snapshot_signal(int) {
+  const int saved_errno = errno;
+  if (HandlerMappingAccess access; Session* session = access.session()) {
+    session->snapshot_requests.fetch_add(1, std::memory_order_release);
+    // The bell's new value makes a FUTEX_WAIT about to start return at once.
+    session->header->control_requests.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->header->control_requests), FUTEX_WAKE, INT32_MAX, nullptr,
+            nullptr, 0);
+  }
+  errno = saved_errno;
+}
+
+// Registry mutex held; for every session that asks (a later session may name another signal).
+void install_snapshot_signal_handler(int signal) {
+  struct sigaction action {};
+  action.sa_handler = on_snapshot_signal;
+  action.sa_flags = SA_RESTART | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, nullptr);
+}
+
+// Registry mutex held; once per process, at the first session that wants it.
+void install_fatal_signal_handlers(Registry& reg) {
+  if (reg.fatal_handlers_installed) return;
+  reg.fatal_handlers_installed = true;
+  struct sigaction action {};
+  action.sa_sigaction = on_fatal_signal;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  for (size_t k = 0; k < std::size(kFatalSignals); ++k) sigaction(kFatalSignals[k], &action, &g_previous_actions[k]);
+}
+
 // ---- The control thread: answers `chronicle ctl` (layout.hpp, "The control block") ----------
 
 // The futex words of the control block are shared with other processes: no FUTEX_PRIVATE_FLAG.
@@ -743,11 +916,14 @@ void record_control_note(uint32_t generation, const std::string& text, uint64_t 
   detail::emit_text_at(writer, format::EventId::note, &fixed, sizeof fixed, text.data(), text.size(), ticks);
 }
 
-void answer_request(Session& session, uint32_t number) {
+// Answers ctl's request, if one waits: numbered one past the last answered.
+void answer_request(Session& session) {
   ShmHeader& header = *session.header;
   // Another process's bytes: copied once, then checked; never read again from the mapping.
   format::ControlRequest request;
   std::memcpy(&request, &header.control_request, sizeof request);
+  const uint32_t number = header.control_answered.load(std::memory_order_relaxed) + 1;
+  if (request.number != number) return;
   request.pattern[sizeof request.pattern - 1] = '\0';
   ControlOutcome outcome;
   uint64_t ticks = 0;
@@ -770,6 +946,28 @@ void answer_request(Session& session, uint32_t number) {
   wake_all(header.control_answered);
 }
 
+// A snapshot of this session's rings into Config::snapshot_dir, asked for by the snapshot signal.
+// Written under a temporary name and renamed when whole, so a reader never finds half of one.
+void take_snapshot(Session& session) {
+  const std::string name = fmt::format("chronicle-snapshot-{}-{}", getpid(), ++session.snapshots_taken);
+  const std::string directory = session.config.snapshot_dir.empty() ? "." : session.config.snapshot_dir;
+  const std::string partial = fmt::format("{}/.{}.partial", directory, name);
+  const std::string whole = fmt::format("{}/{}", directory, name);
+  record_control_note(session.generation,
+                      fmt::format("snapshot to {} (SIG{})", whole, sigabbrev_np(session.config.snapshot_signal)),
+                      detail::read_ticks());
+  try {
+    collector::SessionMapping mapping(session.file.base, session.file.size);
+    collector::Collector collector(mapping, partial);
+    collector.snapshot();
+    if (::rename(partial.c_str(), whole.c_str()) != 0)
+      throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", partial, whole, std::strerror(errno)));
+    fmt::print(stderr, "chronicle: snapshot in {}: {} events\n", whole, collector.stats().events);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "chronicle: snapshot not written: {}\n", error.what());
+  }
+}
+
 void run_control(Session* session) {
   pthread_setname_np(pthread_self(), "chronicle-ctl");
   ShmHeader& header = *session->header;
@@ -783,7 +981,8 @@ void run_control(Session* session) {
     const uint32_t now = header.control_requests.load(std::memory_order_acquire);
     if (now == seen) continue;  // woken for nothing (or FUTEX_WAIT interrupted)
     seen = now;
-    answer_request(*session, now);
+    if (session->snapshot_requests.exchange(0, std::memory_order_acquire) != 0) take_snapshot(*session);
+    answer_request(*session);
   }
 }
 
@@ -887,6 +1086,8 @@ bool start(const Config& config) {
   strings->pid = static_cast<uint32_t>(header.pid);
   session->strings_last_ticks = header.clock.ticks_at_start;
 
+  // The fatal signal's note is interned now: its handler cannot take the registry lock.
+  if (config.crash_handler) detail::intern_site_locked(reg, g_fatal_site);
   for (size_t i = 0; i < reg.categories.size(); ++i) set_category_state(*session, reg, static_cast<uint16_t>(i));
   for (size_t i = 0; i < reg.sites.size(); ++i) define_site(*session, *reg.sites[i], static_cast<uint32_t>(i + 1));
   // Magic last: a reader that sees it sees a whole header.
@@ -896,6 +1097,8 @@ bool start(const Config& config) {
   session->generation = reg.next_generation++;
   if (reg.next_generation == 0) reg.next_generation = 1;
   if (!reg.exit_hook_registered) register_process_hooks(reg);
+  if (config.crash_handler) install_fatal_signal_handlers(reg);
+  if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
@@ -918,7 +1121,7 @@ void stop() {
   if (!reg.session) return;
   Session* session = reg.session.get();
   detail::g_generation.store(0, std::memory_order_release);
-  reg.current.store(nullptr, std::memory_order_release);
+  reg.current.store(nullptr, std::memory_order_seq_cst);  // seq_cst: see HandlerMappingAccess
   // The calling thread's last packet is closed here; other threads' open packets are read as
   // they stand by the collector, once they can no longer change.
   ThreadWriter& writer = detail::t_writer;
@@ -940,8 +1143,9 @@ void stop() {
   }
   if (!session->config.keep_shm && (!session->config.output.empty() || session->remove_mapping_at_stop))
     ::unlink(session->file.path.c_str());
-  shm::release(session->file, no_writer_left);
-  if (no_writer_left) session->header = nullptr;
+  const bool no_handler_left = wait_until_no_handler_in_mapping();
+  shm::release(session->file, no_writer_left && no_handler_left);
+  if (no_writer_left && no_handler_left) session->header = nullptr;
 }
 
 bool active() {

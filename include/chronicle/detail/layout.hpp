@@ -283,16 +283,21 @@ inline constexpr size_t kCategoryTableSize = kMaxCategories * sizeof(CategoryEnt
 //                                          A ctl that finds the owner dead takes it over the
 //                                          same way. The program never reads or waits for it.
 //   control_request   written by ctl       plain bytes, while it owns the block and before it
-//                                          bumps control_requests; the program copies them and
-//                                          checks every field (ctl is another process).
-//   control_requests  n -> n + 1           ctl, fetch_add (release: publishes the request), then
-//                                          FUTEX_WAKE. The control thread sleeps in FUTEX_WAIT on
-//                                          it and loads it with acquire. stop() bumps it too, to
-//                                          wake the thread for its end.
+//                                          rings; its `number` is control_answered + 1. The
+//                                          program copies them and checks every field (ctl is
+//                                          another process).
+//   control_requests  n -> n + 1           the doorbell. ctl, fetch_add (release: publishes the
+//                                          request), then FUTEX_WAKE. The control thread sleeps
+//                                          in FUTEX_WAIT on it and loads it with acquire. stop()
+//                                          and the snapshot signal's handler ring it too (their
+//                                          reason is in process memory).
 //   control_answer,   written by program   before control_answered.
 //   control_status
-//   control_answered  -> n                 program, store (release: publishes the answer), then
-//                                          FUTEX_WAKE; ctl waits for the number it made (acquire).
+//   control_answered  n - 1 -> n           program, store (release: publishes the answer), then
+//                                          FUTEX_WAKE, when it finds a request numbered one more
+//                                          than the last it answered (so another ring of the bell
+//                                          never answers a request twice); ctl waits for its
+//                                          number (acquire).
 //   control_owner     ctl's pid -> 0       ctl, store (release), once it read the answer.
 //
 // A request's change is in effect when the answer is published: the program stores the new
@@ -301,6 +306,7 @@ enum class ControlCommand : uint32_t { none = 0, set_category_state = 1 };
 inline constexpr size_t kControlPatternSize = 128;
 inline constexpr size_t kControlAnswerSize = 2048;
 struct ControlRequest {
+  uint32_t number;  // control_answered + 1 when ctl wrote it
   ControlCommand command;
   uint32_t state;                     // the categories' new state (kCategoryOff, or level + 1)
   char pattern[kControlPatternSize];  // a glob over category names: '*' any characters, '?' one
@@ -355,6 +361,8 @@ struct ShmHeader {
   std::atomic<uint32_t> drain_requests;
   std::atomic<uint32_t> collector_waiting;
   std::atomic<uint8_t> category_enabled[kMaxCategories];  // a copy of each category's state
+  // The fatal signal the program died of, when its handler ran (0: none).
+  std::atomic<int32_t> ended_by_signal;
   // Entries [0, category_count) of the category table are written (release after the name).
   std::atomic<uint32_t> category_count;
   // The control block (the protocol is above ControlCommand).
