@@ -91,7 +91,9 @@ TEST(CategoryRules, TheLastMatchingRuleDecides) {
 TEST(CategoryRules, TheNumberOfPatternsIsBounded) {
   CategoryRules rules;
   for (size_t k = 0; k < CategoryRules::kMaxRules; ++k) ASSERT_TRUE(rules.add("c" + std::to_string(k), 1));
+  EXPECT_FALSE(rules.would_accept("one.more"));
   EXPECT_FALSE(rules.add("one.more", 1));
+  EXPECT_TRUE(rules.would_accept("c0"));
   EXPECT_TRUE(rules.add("c0", 0)) << "an existing pattern can always be changed";
 }
 

@@ -51,6 +51,11 @@ uint8_t CategoryRules::state_of(std::string_view category) const {
   return kCategoryOff;
 }
 
+bool CategoryRules::would_accept(std::string_view pattern) const {
+  return rules_.size() < kMaxRules ||
+         std::any_of(rules_.begin(), rules_.end(), [&](const Rule& rule) { return rule.pattern == pattern; });
+}
+
 bool CategoryRules::add(std::string_view pattern, uint8_t state) {
   auto same = std::find_if(rules_.begin(), rules_.end(), [&](const Rule& rule) { return rule.pattern == pattern; });
   if (same != rules_.end())

@@ -29,6 +29,9 @@ class CategoryRules {
   // kMaxRules different patterns already.
   bool add(std::string_view pattern, uint8_t state);
 
+  // Whether add(pattern, ...) would succeed.
+  bool would_accept(std::string_view pattern) const;
+
   size_t size() const { return rules_.size(); }
 
  private:

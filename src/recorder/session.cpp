@@ -879,24 +879,23 @@ struct ControlOutcome {
   std::string note;  // the event that records the change; empty when nothing changed
 };
 
-// Registry mutex held.
-ControlOutcome set_categories(Session& session, Registry& reg, const format::ControlRequest& request) {
+// Registry mutex held. What `request` would change, or why it is refused; nothing is changed yet.
+ControlOutcome check_category_request(const Session& session, const Registry& reg,
+                                      const format::ControlRequest& request) {
   const std::string_view pattern = request.pattern;
   if (pattern.empty()) return {format::ControlStatus::refused, "an empty pattern matches no category", {}};
   if (request.state > format::category_state_for_level(format::kMaxLevel))
     return {
         format::ControlStatus::refused, fmt::format("level {} is above {}", request.state - 1, format::kMaxLevel), {}};
   const auto state = static_cast<uint8_t>(request.state);
-  if (!session.rules.add(pattern, state))
+  if (!session.rules.would_accept(pattern))
     return {format::ControlStatus::refused,
             fmt::format("already {} patterns set: reuse one of them", format::CategoryRules::kMaxRules),
             {}};
   ControlOutcome outcome;
   std::string matched;
-  for (size_t i = 0; i < reg.categories.size(); ++i) {
-    set_category_state(session, reg, static_cast<uint16_t>(i));
-    if (format::glob_matches(pattern, reg.categories[i])) matched += (matched.empty() ? "" : ", ") + reg.categories[i];
-  }
+  for (const std::string& category : reg.categories)
+    if (format::glob_matches(pattern, category)) matched += (matched.empty() ? "" : ", ") + category;
   const std::string described = format::describe_category_state(state);
   outcome.note = fmt::format("ctl: '{}' {} ({})", pattern, described, matched.empty() ? "no category yet" : matched);
   outcome.answer = matched.empty() ? fmt::format("'{}' matches no category yet: those that appear later start {}",
@@ -905,15 +904,21 @@ ControlOutcome set_categories(Session& session, Registry& reg, const format::Con
   return outcome;
 }
 
-// The change as an event of the control thread, at the time it took effect. Written whatever
-// the state of its category: the trace always says what was switched, and when.
-void record_control_note(uint32_t generation, const std::string& text, uint64_t ticks) {
+// Registry mutex held. The request, checked, takes effect: every category's new state.
+void apply_category_request(Session& session, Registry& reg, const format::ControlRequest& request) {
+  session.rules.add(request.pattern, static_cast<uint8_t>(request.state));
+  for (size_t i = 0; i < reg.categories.size(); ++i) set_category_state(session, reg, static_cast<uint16_t>(i));
+}
+
+// A change as an event of the control thread. Written whatever the state of its category: the
+// trace always says what was switched, and when.
+void record_control_note(uint32_t generation, const std::string& text) {
   static constinit Site site{"chronicle", "ctl", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::note)};
   if (site.id.load(std::memory_order_acquire) == 0 && detail::intern_site(site) == 0) return;
   ThreadWriter& writer = detail::t_writer;
   if (writer.generation != generation && !detail::attach_thread(writer, generation)) return;
   const format::NotePrefix fixed{site.id.load(std::memory_order_relaxed)};
-  detail::emit_text_at(writer, format::EventId::note, &fixed, sizeof fixed, text.data(), text.size(), ticks);
+  detail::emit_with_text(writer, format::EventId::note, &fixed, sizeof fixed, text.data(), text.size());
 }
 
 // Answers ctl's request, if one waits: numbered one past the last answered.
@@ -926,18 +931,23 @@ void answer_request(Session& session) {
   if (request.number != number) return;
   request.pattern[sizeof request.pattern - 1] = '\0';
   ControlOutcome outcome;
-  uint64_t ticks = 0;
+  Registry& reg = registry();
   if (request.command != format::ControlCommand::set_category_state) {
     outcome = {
         format::ControlStatus::refused, fmt::format("unknown request {}", static_cast<uint32_t>(request.command)), {}};
   } else {
     SlowPathScope scope;
-    Registry& reg = registry();
     std::lock_guard lock(reg.mutex);
-    ticks = detail::read_ticks();
-    outcome = set_categories(session, reg, request);
+    outcome = check_category_request(session, reg, request);
   }
-  if (!outcome.note.empty()) record_control_note(session.generation, outcome.note, ticks);
+  if (outcome.status == format::ControlStatus::ok) {
+    // The note first: its time (taken once this thread has its channel, which the first note
+    // attaches) comes before any event the change lets through.
+    record_control_note(session.generation, outcome.note);
+    SlowPathScope scope;
+    std::lock_guard lock(reg.mutex);
+    apply_category_request(session, reg, request);
+  }
   const size_t length = std::min(outcome.answer.size(), sizeof header.control_answer - 1);
   std::memcpy(header.control_answer, outcome.answer.data(), length);
   header.control_answer[length] = '\0';
@@ -954,8 +964,7 @@ void take_snapshot(Session& session) {
   const std::string partial = fmt::format("{}/.{}.partial", directory, name);
   const std::string whole = fmt::format("{}/{}", directory, name);
   record_control_note(session.generation,
-                      fmt::format("snapshot to {} (SIG{})", whole, sigabbrev_np(session.config.snapshot_signal)),
-                      detail::read_ticks());
+                      fmt::format("snapshot to {} (SIG{})", whole, sigabbrev_np(session.config.snapshot_signal)));
   try {
     collector::SessionMapping mapping(session.file.base, session.file.size);
     collector::Collector collector(mapping, partial);
