@@ -1,5 +1,6 @@
 // `chronicle ctl`: a running program's categories switched from outside, through its mapping,
 // with no restart; the change is in effect when ctl returns, and the trace records it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -32,7 +33,7 @@ class ArmedWriter {
                        const std::vector<std::pair<std::string, std::string>>& more = {})
       : progress_(directory / "progress") {
     int input[2];
-    if (pipe(input) != 0) return;
+    if (pipe2(input, O_CLOEXEC) != 0) return;  // no other child of the test holds its input open
     pid_ = fork();
     if (pid_ == 0) {
       dup2(input[0], STDIN_FILENO);
@@ -215,6 +216,38 @@ TEST(SnapshotSignal, TheSignalAProgramOptedIntoWritesASnapshotOfItsRings) {
   const Recorded trace = read_back(directory / "trace");
   ASSERT_EQ(trace.notes.size(), 1u);
   EXPECT_EQ(trace.notes[0].second, "snapshot to " + expected + " (SIGUSR2)");
+}
+
+TEST(RecordAttach, CollectsAnArmedProgramWithNoCollectorOnceCtlSwitchesItOn) {
+  TemporaryDirectory directory;
+  ArmedWriter writer(directory, {}, {{"CHRONICLE_OUTPUT", ""}});  // armed, and nothing collects it
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid()));
+  const std::string attach = "CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli + " record --attach " +
+                             std::to_string(writer.pid()) + " -o ";
+  FILE* attached = popen((attach + (directory / "attached") + " 2>" + (directory / "attach.err")).c_str(), "r");
+  ASSERT_NE(attached, nullptr);
+  // Its collector has claimed the session once it wrote the trace's first metadata.
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(directory / "attached/metadata") && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto second = run(attach + (directory / "second"));
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("already collected by process"), std::string::npos) << second.err;
+
+  ASSERT_EQ(run(ctl(directory, writer.pid(), "enable 'b.*'")).exit_code, 0);
+  ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+  ASSERT_EQ(writer.finish(), 0);
+  const int status = pclose(attached);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  const Recorded trace = read_back(directory / "attached");
+  EXPECT_EQ(trace.instants.count("a"), 0u);
+  ASSERT_EQ(trace.instants.count("bx"), 1u);
+  EXPECT_GE(trace.instants.at("bx").size(), 10u);
+  ASSERT_EQ(trace.notes.size(), 1u);
+  EXPECT_EQ(trace.notes[0].second, "ctl: 'b.*' on (b.x, b.y)");
+  reader::Trace whole(directory / "attached");
+  EXPECT_EQ(whole.events_discarded(), 0u);
 }
 
 TEST(Ctl, RefusesAnotherUsersProgram) {

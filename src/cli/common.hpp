@@ -46,6 +46,10 @@ struct SnapshotOptions {
 };
 int run_snapshot(SnapshotOptions& options);
 
+// `record --attach PID`: drains the running session of process `pid` into `output` (default
+// chronicle-attach-PID-TIME) until it ends or SIGINT/SIGTERM.
+int run_record_attach(int pid, std::string output, bool allow_shared_output);
+
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();
 std::string human_bytes(uint64_t bytes);

@@ -42,6 +42,7 @@ struct RecordOptions {
   std::vector<std::string> command;
   OtlpPushCliOptions otlp;  // --otlp-endpoint: the spans pushed while the program runs, the rest at its end
   double otlp_interval_seconds = 1;
+  int attach = 0;  // --attach PID: collect a running program's session instead
 };
 
 struct TrackedSession {
@@ -137,6 +138,14 @@ void find_new_sessions(const std::string& shm_dir, const RecordOptions& options,
       directory = fmt::format("{}/{}-{}", options.output,
                               std::string(header.process_name, strnlen(header.process_name, 64)), header.pid);
     TrackedSession tracked;
+    uint32_t holder = 0;
+    if (!collector::claim_session(mapping->header(), holder)) {
+      failures.push_back(fmt::format("process {}: its session is already collected by process {}", header.pid, holder));
+      tracked.done = true;
+      tracked.mapping = std::move(mapping);
+      sessions.emplace(path, std::move(tracked));
+      continue;
+    }
     try {
       tracked.collector = std::make_unique<collector::Collector>(*mapping, directory);
     } catch (const std::exception& failure) {
@@ -393,9 +402,21 @@ Command add_record(CLI::App& app) {
       ->add_option("--otlp-interval", options->otlp_interval_seconds,
                    "Seconds between pushes of the spans that have ended while the program runs (default 1)")
       ->check(CLI::Range(0.01, 3600.0));
-  command->add_option("command", options->command, "The program and its arguments (after --)")->required();
+  auto* program = command->add_option("command", options->command, "The program and its arguments (after --)");
+  auto* attach =
+      command->add_option("--attach", options->attach,
+                          "Collect the session of running process PID (e.g. started with CHRONICLE_ARMED=1) instead, "
+                          "until it ends or Ctrl-C");
+  attach->excludes(program);
   command->positionals_at_end();
-  return {command, [options] { return run_record(*options); }};
+  command->parse_complete_callback([options] {
+    if (options->attach == 0 && options->command.empty()) throw CLI::RequiredError("command (or --attach PID)");
+  });
+  return {command, [options] {
+            if (options->attach != 0)
+              return run_record_attach(options->attach, options->output, options->allow_shared_output);
+            return run_record(*options);
+          }};
 }
 
 }  // namespace chronicle::cli

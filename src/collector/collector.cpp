@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -519,6 +521,25 @@ bool Collector::copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_a
   write_packet(channel, scratch_.data(), copy.content, copy.timestamp_end,
                std::max(copy.discarded, discarded_at_least));
   return true;
+}
+
+void Collector::start_after_consumed() {
+  for (uint32_t channel = 0; channel < mapping_.channel_count(); ++channel)
+    consumed_[channel] = std::min(mapping_.channel(channel).packets_consumed.load(std::memory_order_acquire),
+                                  mapping_.packets_committed(channel));
+}
+
+// Claims the session's rings for this process (layout.hpp, ShmHeader::collector_pid).
+bool claim_session(format::ShmHeader& header, uint32_t& holder) {
+  const auto me = static_cast<uint32_t>(getpid());
+  for (;;) {
+    holder = 0;
+    if (header.collector_pid.compare_exchange_strong(holder, me, std::memory_order_acq_rel)) return true;
+    if (holder == me) return true;
+    if (::kill(static_cast<pid_t>(holder), 0) == 0 || errno != ESRCH) return false;
+    uint32_t dead = holder;
+    if (header.collector_pid.compare_exchange_strong(dead, me, std::memory_order_acq_rel)) return true;
+  }
 }
 
 void Collector::finish() {

@@ -130,6 +130,10 @@ std::string shared_directory_problem(const std::string& directory);
 // Makes `directory` with mode 0700 (its parents as create_directories does) unless it exists.
 void create_private_directory(const std::string& directory);
 
+// Makes this process the one that drains `header`'s rings (ShmHeader::collector_pid); false,
+// with the claimant in `holder`, when a running process has them.
+bool claim_session(format::ShmHeader& header, uint32_t& holder);
+
 class Collector {
  public:
   // Creates `output_dir` if needed (mode 0700; the files in it are 0600). Writes a first
@@ -142,6 +146,10 @@ class Collector {
   // Stream policy: copies the packets writers have closed and hands their slots back. Returns
   // the bytes copied (0: nothing to do). Flight policy: nothing (the rings are read at the end).
   size_t drain();
+
+  // For a collector that attaches to a running session: start after the packets an earlier
+  // collector consumed (they were written to its trace, and their slots reused since).
+  void start_after_consumed();
 
   // Copies everything the rings still hold: closed packets, every thread's open packet as it
   // stands (or, for the flight policy, the ring's window), the definitions and the metadata.

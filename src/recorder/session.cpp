@@ -1081,6 +1081,7 @@ bool start(const Config& config) {
   header.categories_offset = categories_offset;
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
+  if (!config.output.empty()) header.collector_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
 
   auto* strings = reinterpret_cast<PacketHeader*>(session->file.base + strings_offset);
   strings->magic = format::kPacketMagic;

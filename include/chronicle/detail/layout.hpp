@@ -363,6 +363,10 @@ struct ShmHeader {
   std::atomic<uint8_t> category_enabled[kMaxCategories];  // a copy of each category's state
   // The fatal signal the program died of, when its handler ran (0: none).
   std::atomic<int32_t> ended_by_signal;
+  // The process that drains the rings (stream policy): the program itself when it has the
+  // collector, else the `chronicle record` that claimed the session (compare-exchange from 0,
+  // or from a pid that is no longer running); 0: none. Two collectors would each take half.
+  std::atomic<uint32_t> collector_pid;
   // Entries [0, category_count) of the category table are written (release after the name).
   std::atomic<uint32_t> category_count;
   // The control block (the protocol is above ControlCommand).
