@@ -96,6 +96,15 @@ std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
   return paths;
 }
 
+std::unique_ptr<collector::SessionMapping> open_session_of(int pid) {
+  std::string searched;
+  const std::vector<std::string> paths = find_session_mappings(pid, &searched);
+  if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle session of process {} in {}", pid, searched));
+  if (auto mapping = open_first_owned<collector::SessionMapping>(paths, shm::expected_mapping_owner(pid)))
+    return mapping;
+  throw std::runtime_error(fmt::format("no chronicle session of process {} made by its user in {}", pid, searched));
+}
+
 std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid) {
   const std::vector<std::string> paths = metrics::MetricsMapping::candidates_for(pid);
   if (auto mapping = open_first_owned<metrics::MetricsMapping>(paths, shm::expected_mapping_owner(pid))) return mapping;

@@ -14,6 +14,9 @@
 namespace chronicle::reader {
 class Trace;
 }
+namespace chronicle::collector {
+class SessionMapping;
+}
 
 namespace chronicle::cli {
 
@@ -76,6 +79,11 @@ std::unique_ptr<Mapping> open_first_owned(const std::vector<std::string>& paths,
   }
   return nullptr;
 }
+
+// The newest session mapping of process `pid` that its user made (another user's file of that
+// name is refused, and said so: it could have been planted); throws std::runtime_error saying
+// where it looked when there is none.
+std::unique_ptr<collector::SessionMapping> open_session_of(int pid);
 
 // The metrics mapping of process `pid` (MetricsMapping::candidates_for) made by its user;
 // throws std::runtime_error saying where it looked when there is none.

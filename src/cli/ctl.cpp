@@ -64,12 +64,9 @@ std::unique_ptr<collector::SessionMapping> open_session(const std::string& targe
     throw std::runtime_error(
         fmt::format("refused process {}: it runs as uid {}, and ctl changes only its own user's (uid {}) programs", pid,
                     owner, geteuid()));
-  std::string searched;
-  const std::vector<std::string> paths = find_session_mappings(pid, &searched);
-  if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle session of process {} in {}", pid, searched));
-  for (const std::string& path : paths) check_ours(path);
-  if (auto mapping = open_first_owned<collector::SessionMapping>(paths, owner)) return mapping;
-  throw std::runtime_error(fmt::format("no chronicle session of process {} made by its user in {}", pid, searched));
+  auto mapping = open_session_of(pid);
+  check_ours(mapping->path());
+  return mapping;
 }
 
 int run_status(const CtlOptions& options) {

@@ -19,15 +19,6 @@ void stop_attach(int) {
   g_stop_attach = 1;
 }
 
-std::unique_ptr<collector::SessionMapping> open_session_of(int pid) {
-  std::string searched;
-  const std::vector<std::string> paths = find_session_mappings(pid, &searched);
-  if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle session of process {} in {}", pid, searched));
-  if (auto mapping = open_first_owned<collector::SessionMapping>(paths, shm::expected_mapping_owner(pid)))
-    return mapping;
-  throw std::runtime_error(fmt::format("no chronicle session of process {} made by its user in {}", pid, searched));
-}
-
 // Drains until the session ends, its writer dies, or a signal asks us to stop; whether the
 // program went on.
 bool drain_until_done(collector::SessionMapping& mapping, collector::Collector& collector) {

@@ -11,26 +11,11 @@
 #include "shm/mapping_check.hpp"
 
 namespace chronicle::cli {
-namespace {
-
-// The newest mapping of process `pid` that its user made: another user's file of that name is
-// refused, and said so (it could have been planted for this reader).
-std::unique_ptr<collector::SessionMapping> open_mapping_of(const std::string& pid) {
-  std::string searched;
-  const int process = std::stoi(pid);
-  const std::vector<std::string> paths = find_session_mappings(process, &searched);
-  if (paths.empty()) throw std::runtime_error(fmt::format("no chronicle mapping of process {} in {}", pid, searched));
-  if (auto mapping = open_first_owned<collector::SessionMapping>(paths, shm::expected_mapping_owner(process)))
-    return mapping;
-  throw std::runtime_error(fmt::format("no chronicle mapping of process {} made by its user in {}", pid, searched));
-}
-
-}  // namespace
 
 int run_snapshot(SnapshotOptions& options) {
   const bool is_pid = !options.target.empty() && std::all_of(options.target.begin(), options.target.end(), ::isdigit);
   const auto opened =
-      is_pid ? open_mapping_of(options.target) : std::make_unique<collector::SessionMapping>(options.target);
+      is_pid ? open_session_of(std::stoi(options.target)) : std::make_unique<collector::SessionMapping>(options.target);
   collector::SessionMapping& mapping = *opened;
   const std::string& path = mapping.path();
   if (options.output.empty())
