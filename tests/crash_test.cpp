@@ -21,7 +21,7 @@ std::string without_core(const std::string& command) {
 }
 
 // The crash killed it with SIGSEGV, or a sanitizer's handler, which comes after ours, reported
-// it and exited with its own code.
+// it and exited with its own code (`record` exits with the program's code).
 void expect_died_of_the_crash(int exit_code) {
   EXPECT_TRUE(exit_code == 128 + SIGSEGV || exit_code == 1) << "exit code " << exit_code;
 }
@@ -49,7 +49,7 @@ void expect_everything_up_to_the_crash(const std::string& path) {
   ASSERT_EQ(values.size(), static_cast<size_t>(kLast + 1));
   for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], static_cast<int64_t>(i));
   ASSERT_EQ(endings.size(), 1u) << "the trace does not say how the program ended";
-  EXPECT_EQ(endings[0], "SIGSEGV (address 0x0)");
+  EXPECT_EQ(endings[0].rfind("SIGSEGV (address 0x", 0), 0u) << endings[0];
   EXPECT_GE(ending_ticks, last_value_ticks);
   EXPECT_EQ(trace.events_discarded(), 0u);
 }
@@ -67,7 +67,7 @@ TEST(Crash, UnderRecordTheTraceSaysWhichSignalEndedTheProgram) {
   TemporaryDirectory directory;
   const auto result = run(without_core(kCli + " record -q -o " + (directory / "trace") + " -- " + kSegvWriter + " " +
                                        std::to_string(kLast)));
-  EXPECT_EQ(result.exit_code, 128 + SIGSEGV) << result.err;
+  expect_died_of_the_crash(result.exit_code);
   expect_everything_up_to_the_crash(directory / "trace");
 }
 
