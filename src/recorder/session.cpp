@@ -822,8 +822,9 @@ void on_fatal_signal(int signal, siginfo_t* info, void*) {
     }
     flush_after_fatal_signal(*session, signal);
   }
-  for (size_t k = 0; k < std::size(kFatalSignals); ++k)
-    if (kFatalSignals[k] == signal) sigaction(signal, &g_previous_actions[k], nullptr);
+  // Every earlier handler back, not only this signal's: the program is ending, and what comes
+  // next (a sanitizer's report that aborts, say) is not a second crash to record.
+  for (size_t k = 0; k < std::size(kFatalSignals); ++k) sigaction(kFatalSignals[k], &g_previous_actions[k], nullptr);
   if (!info || info->si_code <= 0) raise(signal);  // sent by a process (kill, abort): send it on
   errno = saved_errno;
 }
