@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -107,8 +108,13 @@ void take_control_block(format::ShmHeader& header) {
 bool exchange(collector::SessionMapping& mapping, format::ControlRequest request) {
   format::ShmHeader& header = mapping.header();
   const uint32_t mine = header.control_answered.load(std::memory_order_acquire) + 1;
-  request.number = mine;
-  std::memcpy(&header.control_request, &request, sizeof request);
+  // The number last, with release: a thread woken by another ring of the bell that sees it sees
+  // the whole request.
+  std::atomic_ref<uint32_t> number(header.control_request.number);
+  number.store(0, std::memory_order_relaxed);
+  std::memcpy(reinterpret_cast<char*>(&header.control_request) + sizeof request.number,
+              reinterpret_cast<const char*>(&request) + sizeof request.number, sizeof request - sizeof request.number);
+  number.store(mine, std::memory_order_release);
   header.control_requests.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header.control_requests), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;

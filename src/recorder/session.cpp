@@ -927,8 +927,10 @@ void answer_request(Session& session) {
   ShmHeader& header = *session.header;
   // Another process's bytes: copied once, then checked; never read again from the mapping.
   format::ControlRequest request;
-  std::memcpy(&request, &header.control_request, sizeof request);
   const uint32_t number = header.control_answered.load(std::memory_order_relaxed) + 1;
+  // ctl stores the number last (release): seeing it, the rest of the request is whole.
+  if (std::atomic_ref<uint32_t>(header.control_request.number).load(std::memory_order_acquire) != number) return;
+  std::memcpy(&request, &header.control_request, sizeof request);
   if (request.number != number) return;
   request.pattern[sizeof request.pattern - 1] = '\0';
   ControlOutcome outcome;

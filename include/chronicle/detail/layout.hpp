@@ -306,7 +306,9 @@ enum class ControlCommand : uint32_t { none = 0, set_category_state = 1 };
 inline constexpr size_t kControlPatternSize = 128;
 inline constexpr size_t kControlAnswerSize = 2048;
 struct ControlRequest {
-  uint32_t number;  // control_answered + 1 when ctl wrote it
+  // control_answered + 1 when ctl wrote it; stored last by ctl (release), loaded first by the
+  // program (acquire), as std::atomic_ref: the bell is rung for other reasons too.
+  alignas(4) uint32_t number;
   ControlCommand command;
   uint32_t state;                     // the categories' new state (kCategoryOff, or level + 1)
   char pattern[kControlPatternSize];  // a glob over category names: '*' any characters, '?' one
