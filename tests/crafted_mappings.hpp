@@ -25,7 +25,8 @@ struct CraftedSession {
   static constexpr uint64_t kRings = kStrings + kStringsSize;
   static constexpr uint64_t kRingsSize = uint64_t{kChannels} * kSlots * kPacketSize;
   static constexpr uint64_t kCounts = kRings + kRingsSize;
-  static constexpr uint64_t kSize = kCounts + uint64_t{kChannels} * kSlots * 4;
+  static constexpr uint64_t kCategoryRows = kCounts + uint64_t{kChannels} * kSlots * 4;
+  static constexpr uint64_t kSize = kCategoryRows + uint64_t{kChannels} * format::kCategoryCountsRowSize;
 
   std::vector<uint8_t> bytes = std::vector<uint8_t>(kSize);
 
@@ -49,6 +50,7 @@ struct CraftedSession {
     h.strings_size = kStringsSize;
     h.rings_offset = kRings;
     h.packet_events_offset = kCounts;
+    h.category_counts_offset = kCategoryRows;
     h.file_size = kSize;
     h.channel_count.store(1);
     h.state.store(static_cast<uint32_t>(format::SessionState::running));

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -126,6 +127,33 @@ Recorded read_back(const std::string& path) {
   return out;
 }
 
+// The EVENTS column of `category`'s row in `ctl status` output; -1 when it has no row.
+int64_t status_events(const std::string& status, const std::string& category) {
+  std::istringstream lines(status);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name, state;
+    int64_t events = -1;
+    if (words >> name >> state && name == category) {
+      if (state == "level") words >> state;  // "level N"
+      if (words >> events) return events;
+    }
+  }
+  return -1;
+}
+
+// The EVENTS/S column of `category`'s row in `top` output if its state is `state`; -1 otherwise.
+double top_rate(const std::string& screen, const std::string& category, const std::string& state) {
+  std::istringstream lines(screen);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name, shown;
+    double rate = -1;
+    if (words >> name >> shown && name == category && shown == state && words >> rate) return rate;
+  }
+  return -1;
+}
+
 size_t count_in(const std::vector<uint64_t>& times, uint64_t from, uint64_t to) {
   size_t n = 0;
   for (uint64_t time : times) n += time >= from && time < to;
@@ -146,6 +174,13 @@ TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
   EXPECT_NE(enabled.out.find("b.x, b.y: on"), std::string::npos) << enabled.out;
   // Rounds that begin after ctl returned: each records b.x and b.y.
   ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+  // top, with no metrics in the program: the categories, their states and rates.
+  const auto top = run("CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli + " top " + std::to_string(writer.pid()) +
+                       " --once --interval 300ms");
+  ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("events/s"), std::string::npos) << top.out;
+  EXPECT_GT(top_rate(top.out, "b.x", "on"), 0) << top.out;
+  EXPECT_EQ(top_rate(top.out, "a", "off"), 0) << top.out;
 
   const auto verbose = run(ctl(directory, writer.pid(), "level b.x 2"));
   ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
@@ -154,6 +189,9 @@ TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
   const auto disabled = run(ctl(directory, writer.pid(), "disable 'b.*'"));
   ASSERT_EQ(disabled.exit_code, 0) << disabled.err;
   ASSERT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+  // Off for 11 rounds: the counts of b.x and b.y no longer move, and must be what the trace holds.
+  const auto counted = run(ctl(directory, writer.pid(), "status"));
+  ASSERT_EQ(counted.exit_code, 0) << counted.err;
   const auto snapshot = run(ctl(directory, writer.pid(), "snapshot -o " + (directory / "snapshot")));
   ASSERT_EQ(snapshot.exit_code, 0) << snapshot.err;
   EXPECT_NO_THROW(reader::Trace{directory / "snapshot"});
@@ -179,6 +217,11 @@ TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
     EXPECT_LE(count_in(times, off, end), 1u) << name << " after ctl switched it off";
   }
   ASSERT_EQ(trace.instants.count("bx verbose"), 1u);
+  EXPECT_EQ(status_events(counted.out, "a"), 0) << counted.out;
+  EXPECT_EQ(status_events(counted.out, "b.x"),
+            static_cast<int64_t>(trace.instants.at("bx").size() + trace.instants.at("bx verbose").size()))
+      << counted.out;
+  EXPECT_EQ(status_events(counted.out, "b.y"), static_cast<int64_t>(trace.instants.at("by").size())) << counted.out;
   const auto& verbose_times = trace.instants.at("bx verbose");
   EXPECT_EQ(count_in(verbose_times, 0, level), 0u);
   EXPECT_GE(count_in(verbose_times, level, off), 10u);
@@ -188,6 +231,64 @@ TEST(Ctl, SwitchesCategoriesOfARunningProgramAndTheTraceSaysWhen) {
   const auto first = std::find_if(bx.begin(), bx.end(), [&](uint64_t t) { return t >= on; });
   ASSERT_NE(first, bx.end());
   ::testing::Test::RecordProperty("first_event_after_enable_ticks", std::to_string(*first - on));
+}
+
+// The last value of each counter of category "chronicle", by name.
+std::map<std::string, double> self_counters(const std::string& path, std::map<std::string, uint64_t>& by_category) {
+  reader::Trace trace(path);
+  std::map<std::string, double> last;
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (!site) return true;
+    if (site->category != "chronicle") {
+      ++by_category[site->category];
+    } else if (event.type == format::EventId::counter) {
+      last[site->name] = static_cast<double>(event.value);
+    } else if (event.type == format::EventId::counter_float) {
+      last[site->name] = event.value_float;
+    }
+    return true;
+  });
+  return last;
+}
+
+TEST(SelfStats, TheSessionsOwnCountersAgreeWithTheEventsRecorded) {
+  TemporaryDirectory directory;
+  const auto result = run("CHRONICLE_OUTPUT=" + (directory / "trace") + " CHRONICLE_SHM_DIR=" + directory.path() + " " +
+                          SELF_STATS_WRITER);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::map<std::string, uint64_t> recorded;
+  const std::map<std::string, double> counters = self_counters(directory / "trace", recorded);
+  ASSERT_EQ(recorded["a"], 6000u);
+  ASSERT_EQ(recorded["b"], 1500u);
+  ASSERT_EQ(recorded["c"], 1800u);
+  uint64_t all = 0;
+  for (const char* category : {"a", "b", "c"}) {
+    SCOPED_TRACE(category);
+    ASSERT_EQ(counters.count(std::string("events/") + category), 1u);
+    EXPECT_EQ(counters.at(std::string("events/") + category), static_cast<double>(recorded[category]));
+    EXPECT_EQ(counters.at(std::string("discarded/") + category), 0);
+    // A compact header and a 4-byte name (8 bytes) at least; an extended header at most.
+    EXPECT_GE(counters.at(std::string("bytes/") + category), 8.0 * static_cast<double>(recorded[category]));
+    EXPECT_LE(counters.at(std::string("bytes/") + category), 25.0 * static_cast<double>(recorded[category]));
+    all += recorded[category];
+  }
+  // The process's total counts "chronicle" too: the counters written before it in the last sample.
+  ASSERT_EQ(counters.count("events"), 1u);
+  EXPECT_GE(counters.at("events"), static_cast<double>(all));
+  EXPECT_EQ(counters.at("discarded"), 0);
+  ASSERT_EQ(counters.count("CPU overhead %"), 1u);
+  EXPECT_GT(counters.at("CPU overhead %"), 0.0);
+}
+
+TEST(SelfStats, NoneWhenTheIntervalIsZero) {
+  TemporaryDirectory directory;
+  const auto result = run("CHRONICLE_SELF_STATS_INTERVAL=0 CHRONICLE_OUTPUT=" + (directory / "trace") +
+                          " CHRONICLE_SHM_DIR=" + directory.path() + " " + SELF_STATS_WRITER);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::map<std::string, uint64_t> recorded;
+  EXPECT_TRUE(self_counters(directory / "trace", recorded).empty());
+  EXPECT_EQ(recorded["a"], 6000u);
 }
 
 TEST(SnapshotSignal, TheSignalAProgramOptedIntoWritesASnapshotOfItsRings) {

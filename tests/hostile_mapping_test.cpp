@@ -98,6 +98,14 @@ TEST(HostileSessionMapping, ACategoryTablePastTheEndIsRefused) {
                               offsetof(format::ShmHeader, categories_offset));
 }
 
+TEST(HostileSessionMapping, CategoryCountsPastTheEndAreRefused) {
+  TemporaryDirectory directory;
+  CraftedSession session;
+  session.header().category_counts_offset = CraftedSession::kSize + 64;
+  expect_refused_as_bad_input(snapshot_file(directory, session), "category_counts_offset",
+                              offsetof(format::ShmHeader, category_counts_offset));
+}
+
 TEST(HostileSessionMapping, ChannelTableOffsetWrappingPastTheEndIsRefused) {
   TemporaryDirectory directory;
   CraftedSession session;

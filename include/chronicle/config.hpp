@@ -37,6 +37,10 @@ struct Config {
   std::string snapshot_dir;
   // Where the shared mapping is created (its file: chronicle-<pid>-<n>.shm).
   std::string shm_dir = "/dev/shm";
+  // How often the session writes its own figures into the trace, as counters of category
+  // "chronicle" (events, bytes and discards per category, the estimated CPU overhead): 0, never.
+  // A last sample is written at stop() (docs/control.md, "The monitor's own figures").
+  std::chrono::milliseconds self_stats_interval{1000};
   // How long the in-process collector sleeps when it found nothing to drain.
   std::chrono::milliseconds drain_interval{10};
   // Leave the shared mapping's file in place after stop() (for tests and post-mortem reads).
@@ -45,7 +49,7 @@ struct Config {
 
 // Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
 // CHRONICLE_SHM_DIR, CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL,
-// CHRONICLE_SNAPSHOT_DIR. Returns false when neither CHRONICLE_OUTPUT nor
+// CHRONICLE_SNAPSHOT_DIR, CHRONICLE_SELF_STATS_INTERVAL. Returns false when neither CHRONICLE_OUTPUT nor
 // CHRONICLE_ARMED is set; throws std::invalid_argument on a malformed value. Armed without an
 // output, the session has no collector in the process: `chronicle record --attach`,
 // `snapshot` or `ctl` read it.

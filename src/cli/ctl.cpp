@@ -82,9 +82,15 @@ int run_status(const CtlOptions& options) {
   }
   size_t width = std::string_view("CATEGORY").size();
   for (const auto& category : categories) width = std::max(width, category.name.size());
-  fmt::print("{:<{}}  STATE\n", "CATEGORY", width);
+  // Counts since the session began, exact: what the program's threads wrote into their rings, and
+  // lost with a ring (threads refused one are counted apart, below).
+  fmt::print("{:<{}}  {:<10} {:>14} {:>14} {:>10}\n", "CATEGORY", width, "STATE", "EVENTS", "BYTES", "DISCARDED");
   for (const auto& category : categories)
-    fmt::print("{:<{}}  {}\n", category.name, width, format::describe_category_state(category.state));
+    fmt::print("{:<{}}  {:<10} {:>14} {:>14} {:>10}\n", category.name, width,
+               format::describe_category_state(category.state), category.events, category.bytes, category.discarded);
+  if (const uint64_t no_channel = header.events_no_channel.load(std::memory_order_relaxed); no_channel != 0)
+    fmt::print("{} events of threads without a ring (more threads than max_threads, or no memory) were lost\n",
+               no_channel);
   return 0;
 }
 

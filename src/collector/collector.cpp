@@ -207,8 +207,13 @@ void SessionMapping::validate() {
   const uint64_t rings_end =
       check.region({CHRONICLE_FIELD(rings_offset)}, h.rings_offset, {CHRONICLE_FIELD(max_channels)}, rings_size,
                    strings_end, format::kPacketAlignment);
-  check.region({CHRONICLE_FIELD(packet_events_offset)}, h.packet_events_offset, {CHRONICLE_FIELD(max_channels)},
-               counts_size, rings_end, alignof(uint32_t));
+  const uint64_t packet_events_end =
+      check.region({CHRONICLE_FIELD(packet_events_offset)}, h.packet_events_offset, {CHRONICLE_FIELD(max_channels)},
+                   counts_size, rings_end, alignof(uint32_t));
+  const uint64_t rows_size =
+      check.product(CHRONICLE_FIELD(max_channels), h.max_channels, format::kCategoryCountsRowSize);
+  check.region({CHRONICLE_FIELD(category_counts_offset)}, h.category_counts_offset, {CHRONICLE_FIELD(max_channels)},
+               rows_size, packet_events_end, alignof(format::CategoryCounts));
   check_clock(check, h.clock);
   clock_ = h.clock;
 #undef CHRONICLE_FIELD
@@ -218,6 +223,8 @@ void SessionMapping::validate() {
   g.rings_offset = h.rings_offset;
   g.packet_events_offset = h.packet_events_offset;
   g.categories_offset = h.categories_offset;
+  g.category_counts_offset = h.category_counts_offset;
+  event_cost_ps_ = h.event_cost_ps;
 }
 
 std::vector<CategoryView> SessionMapping::categories() const {
@@ -231,7 +238,21 @@ std::vector<CategoryView> SessionMapping::categories() const {
     name[sizeof name - 1] = '\0';
     out.push_back({name, header().category_enabled[i].load(std::memory_order_relaxed)});
   }
+  const uint32_t channels = channel_count();
+  for (uint32_t channel = 0; channel < channels; ++channel) {
+    const format::CategoryCounts* row = category_counts(channel);
+    for (uint32_t i = 0; i < count; ++i) {
+      out[i].events += row[i].events.load(std::memory_order_relaxed);
+      out[i].bytes += row[i].bytes.load(std::memory_order_relaxed);
+      out[i].discarded += row[i].discarded.load(std::memory_order_relaxed);
+    }
+  }
   return out;
+}
+
+const format::CategoryCounts* SessionMapping::category_counts(uint32_t channel) const {
+  return reinterpret_cast<const format::CategoryCounts*>(base_ + geometry_.category_counts_offset +
+                                                         uint64_t{channel} * format::kCategoryCountsRowSize);
 }
 
 uint32_t SessionMapping::channel_count() const {

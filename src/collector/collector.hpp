@@ -31,12 +31,17 @@ struct SessionGeometry {
   uint64_t rings_offset = 0;
   uint64_t packet_events_offset = 0;
   uint64_t categories_offset = 0;
+  uint64_t category_counts_offset = 0;
 };
 
-// A category as the mapping lists it, with its state (format::kCategoryOff, or level + 1).
+// A category as the mapping lists it, with its state (format::kCategoryOff, or level + 1) and what
+// the program's threads wrote and lost in it so far (format::CategoryCounts, summed over channels).
 struct CategoryView {
   std::string name;
   uint8_t state = 0;
+  uint64_t events = 0;
+  uint64_t bytes = 0;
+  uint64_t discarded = 0;
 };
 
 // Packet sequence numbers at or past this are damage: a writer closing a packet every
@@ -80,6 +85,10 @@ class SessionMapping {
   uint8_t* strings() const { return base_ + geometry_.strings_offset; }
   // The categories the program has met so far, in its order (the index its trace points use).
   std::vector<CategoryView> categories() const;
+  // Channel `channel`'s counts, one per category index.
+  const format::CategoryCounts* category_counts(uint32_t channel) const;
+  // The per-event cost the program measured at start (picoseconds; 0: none).
+  uint64_t event_cost_ps() const { return event_cost_ps_; }
   // The clock calibration as checked: its wall time at tick 0 fits the trace's int64 nanoseconds.
   const format::ClockCalibration& clock() const { return clock_; }
 
@@ -88,6 +97,7 @@ class SessionMapping {
   void validate();
   SessionGeometry geometry_;
   format::ClockCalibration clock_{};
+  uint64_t event_cost_ps_ = 0;
   std::string path_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;

@@ -34,6 +34,24 @@ int recorder::parse_snapshot_signal(std::string_view text) {
   return number;
 }
 
+long recorder::parse_interval_ms(std::string_view variable, std::string_view text) {
+  long scale = 1;
+  std::string_view digits = text;
+  if (digits.ends_with("ms")) {
+    digits.remove_suffix(2);
+  } else if (digits.ends_with("s")) {
+    digits.remove_suffix(1);
+    scale = 1000;
+  }
+  long value = 0;
+  bool valid = !digits.empty() && digits.size() <= 9;
+  for (char c : digits) valid = valid && c >= '0' && c <= '9', value = value * 10 + (c - '0');
+  if (!valid)
+    throw std::invalid_argument(
+        fmt::format("{}='{}': expected milliseconds or a duration such as 250ms or 2s (0: never)", variable, text));
+  return value * scale;
+}
+
 bool config_from_environment(Config& config) {
   const char* output = std::getenv(recorder::kEnvOutput);
   const char* armed = std::getenv(recorder::kEnvArmed);
@@ -63,6 +81,9 @@ bool config_from_environment(Config& config) {
   if (const char* signal = std::getenv(recorder::kEnvSnapshotSignal); signal && *signal)
     config.snapshot_signal = recorder::parse_snapshot_signal(signal);
   if (const char* dir = std::getenv(recorder::kEnvSnapshotDir); dir && *dir) config.snapshot_dir = dir;
+  if (const char* interval = std::getenv(recorder::kEnvSelfStatsInterval); interval && *interval)
+    config.self_stats_interval =
+        std::chrono::milliseconds(recorder::parse_interval_ms(recorder::kEnvSelfStatsInterval, interval));
   const char* collector = std::getenv(recorder::kEnvCollector);
   config.output = collector && std::string_view(collector) == "external" ? std::string() : std::string(output);
   return true;

@@ -26,7 +26,11 @@ inline constexpr const char* kEnvCrashHandler = "CHRONICLE_CRASH_HANDLER";  // "
 // "1" or "USR2": SIGUSR2 writes a snapshot; "USR1", "SIGUSR1" or a number: that signal.
 inline constexpr const char* kEnvSnapshotSignal = "CHRONICLE_SNAPSHOT_SIGNAL";
 inline constexpr const char* kEnvSnapshotDir = "CHRONICLE_SNAPSHOT_DIR";
+inline constexpr const char* kEnvSelfStatsInterval = "CHRONICLE_SELF_STATS_INTERVAL";  // e.g. 1s, 250ms, 0
 inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";  // any value but "0": every category starts off
+
+// "1s", "250ms", "0": milliseconds (a bare number is milliseconds). Throws std::invalid_argument.
+long parse_interval_ms(std::string_view variable, std::string_view text);
 
 // The signal CHRONICLE_SNAPSHOT_SIGNAL names; throws std::invalid_argument on anything else.
 int parse_snapshot_signal(std::string_view text);

@@ -49,11 +49,13 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -68,6 +70,7 @@
 #include "format/category_rules.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
+#include "recorder/event_cost.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {
@@ -128,7 +131,11 @@ struct Session {
 
   // The control thread, which answers `chronicle ctl` (layout.hpp, "The control block").
   std::thread control_thread;
+  std::atomic<bool> has_control_thread{false};
   std::atomic<bool> control_stop{false};
+  // stop() asks the control thread for a last sample of the monitor's figures: 0 none, 1 asked,
+  // 2 written (a private futex word).
+  std::atomic<uint32_t> final_sample{0};
   // Armed with no collector in this process nor `chronicle record`'s: no one else removes the
   // mapping, so stop() does.
   bool remove_mapping_at_stop = false;
@@ -196,6 +203,13 @@ void reset_writer(ThreadWriter& writer) {
   writer.events_in_packet = 0;
   writer.releases_seen = 0;
   writer.discarded_published = 0;
+  writer.category_counts = nullptr;
+  writer.event_category = 0;
+}
+
+format::CategoryCounts* category_counts_row(Session& session, uint32_t index) {
+  return reinterpret_cast<format::CategoryCounts*>(session.file.base + session.header->category_counts_offset +
+                                                   uint64_t{index} * format::kCategoryCountsRowSize);
 }
 
 ChannelDescriptor& channel(Session& session, uint32_t index) {
@@ -321,8 +335,10 @@ void close_packet(Session& session, ThreadWriter& writer, uint64_t seq) {
 // Counts one lost event of the writer's channel. The open packet (if any) keeps the count
 // current, so it is right even if the process dies now. An atomic add: a signal handler on
 // this thread may count a nested drop in between.
-void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks) {
+void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks, uint16_t category) {
   const uint64_t discarded = desc.events_discarded.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (category < format::kMaxCategories && writer.category_counts)
+    writer.category_counts[category].discarded.fetch_add(1, std::memory_order_relaxed);
   if (!writer.packet) return;
   writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
   writer.packet->timestamp_end.store(std::max(ticks, writer.last_ticks), std::memory_order_release);
@@ -459,7 +475,9 @@ uint32_t new_channel(Session& session) {
   const uint32_t used = header.channel_count.load(std::memory_order_relaxed);
   if (used >= header.max_channels) return kNoChannel;
   const uint64_t ring_offset = header.rings_offset + uint64_t{used} * format::ring_bytes(header);
-  if (!shm::reserve(session.file.fd, ring_offset, format::ring_bytes(header))) {
+  const uint64_t row_offset = header.category_counts_offset + uint64_t{used} * format::kCategoryCountsRowSize;
+  if (!shm::reserve(session.file.fd, ring_offset, format::ring_bytes(header)) ||
+      !shm::reserve(session.file.fd, row_offset, format::kCategoryCountsRowSize)) {
     header.channels_without_memory.fetch_add(1, std::memory_order_relaxed);
     return kNoChannel;
   }
@@ -503,7 +521,7 @@ namespace detail {
 bool attach_thread(ThreadWriter& writer, uint32_t generation) {
   SlowPathScope scope;
   if (!scope.entered()) {
-    count_nested_drop(writer);
+    count_nested_drop(writer, format::kNoCategory);
     return false;
   }
   Registry& reg = registry();
@@ -531,6 +549,7 @@ bool attach_thread(ThreadWriter& writer, uint32_t generation) {
   define_thread(*session, desc.thread_id, name);
   desc.state.store(static_cast<uint32_t>(format::ChannelState::active), std::memory_order_release);
   writer.channel = index;
+  writer.category_counts = category_counts_row(*session, index);
   // A reused ring may still be full of the previous thread's packets: then this thread starts
   // without a packet and counts its events as discarded until a slot is free.
   open_next_packet(*session, writer, std::max(read_ticks(), session->header->clock.ticks_at_start));
@@ -549,7 +568,7 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   ChannelDescriptor& desc = channel(*session, writer.channel);
   const bool fits_a_packet = needed <= session->header->packet_size - format::kPacketHeaderSize;
   if (!fits_a_packet) {
-    note_discarded(desc, writer, ticks);
+    note_discarded(desc, writer, ticks, writer.event_category);
     return false;
   }
   const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
@@ -558,13 +577,13 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
         session->header->policy == format::BufferPolicy::stream &&
         seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >= session->header->packets_per_channel;
     if (must_wait) {
-      note_discarded(desc, writer, ticks);
+      note_discarded(desc, writer, ticks, writer.event_category);
       return false;
     }
     close_packet(*session, writer, seq);
   }
   if (!open_next_packet(*session, writer, ticks)) {
-    note_discarded(desc, writer, ticks);
+    note_discarded(desc, writer, ticks, writer.event_category);
     return false;
   }
   // Past a quarter full, a sleeping collector is woken rather than left to its timer: one syscall
@@ -578,21 +597,25 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   return true;
 }
 
-void count_nested_drop(ThreadWriter& writer) {
+void count_nested_drop(ThreadWriter& writer, uint16_t category) {
   Session* session = session_of(writer.generation);
   if (!session) return;
-  if (writer.channel == kNoChannel)
+  if (writer.channel == kNoChannel) {
     session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
-  else
-    channel(*session, writer.channel).events_discarded.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  channel(*session, writer.channel).events_discarded.fetch_add(1, std::memory_order_relaxed);
+  if (category < format::kMaxCategories && writer.category_counts)
+    writer.category_counts[category].discarded.fetch_add(1, std::memory_order_relaxed);
 }
 
-void count_discarded(uint32_t generation) {
+void count_discarded(uint32_t generation, uint16_t category) {
   ThreadWriter& writer = t_writer;
   if (writer.generation != generation) return;
-  if (!enter_trace_point(writer)) return;
+  if (!enter_trace_point(writer, category)) return;
   Session* session = session_of(generation);
-  if (session && writer.channel != kNoChannel) note_discarded(channel(*session, writer.channel), writer, read_ticks());
+  if (session && writer.channel != kNoChannel)
+    note_discarded(channel(*session, writer.channel), writer, read_ticks(), category);
   leave_trace_point(writer);
 }
 
@@ -601,7 +624,7 @@ uint32_t intern_site_locked(Registry& reg, Site& site);
 uint32_t intern_site(Site& site) {
   SlowPathScope scope;
   if (!scope.entered()) {
-    count_nested_drop(t_writer);
+    count_nested_drop(t_writer, format::kNoCategory);
     return 0;
   }
   Registry& reg = registry();
@@ -628,20 +651,20 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
   ThreadWriter* writer = writer_for(site, generation);
   if (!writer) return;
   const format::NotePrefix fixed{site.id.load(std::memory_order_relaxed)};
-  emit_with_text(*writer, format::EventId::note, &fixed, sizeof fixed, text, length);
+  emit_with_text(*writer, site.category_index, format::EventId::note, &fixed, sizeof fixed, text, length);
 }
 
-void emit_text_at(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
-                  size_t length, uint64_t ticks);
+void emit_text_at(ThreadWriter& writer, uint16_t category, format::EventId event, const void* fixed, size_t fixed_size,
+                  const char* text, size_t length, uint64_t ticks);
 
-void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
-                    size_t length) {
-  emit_text_at(writer, event, fixed, fixed_size, text, length, read_ticks());
+void emit_with_text(ThreadWriter& writer, uint16_t category, format::EventId event, const void* fixed,
+                    size_t fixed_size, const char* text, size_t length) {
+  emit_text_at(writer, category, event, fixed, fixed_size, text, length, read_ticks());
 }
 
 // emit_with_text for an event whose time was taken earlier.
-void emit_text_at(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
-                  size_t length, uint64_t ticks) {
+void emit_text_at(ThreadWriter& writer, uint16_t category, format::EventId event, const void* fixed, size_t fixed_size,
+                  const char* text, size_t length, uint64_t ticks) {
   // Session objects are never freed, and their config is not in the mapping: safe to read
   // before the trace point is entered.
   Session* session = session_of(writer.generation);
@@ -650,7 +673,7 @@ void emit_text_at(ThreadWriter& writer, format::EventId event, const void* fixed
   const size_t room =
       session->config.packet_size - format::kPacketHeaderSize - format::kExtendedHeaderSize - fixed_size - 1;
   length = std::min(length, room);
-  uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), fixed_size + length + 1, ticks);
+  uint8_t* out = begin_event(writer, category, static_cast<uint32_t>(event), fixed_size + length + 1, ticks);
   if (!out) return;
   std::memcpy(out, fixed, fixed_size);
   uint8_t* text_out = out + fixed_size;
@@ -818,7 +841,8 @@ void on_fatal_signal(int signal, siginfo_t* info, void*) {
       char text[64];
       const size_t length = describe_fatal_signal(signal, info, text, sizeof text);
       const format::NotePrefix fixed{id};
-      detail::emit_text_at(writer, format::EventId::note, &fixed, sizeof fixed, text, length, detail::read_ticks());
+      detail::emit_text_at(writer, g_fatal_site.category_index, format::EventId::note, &fixed, sizeof fixed, text,
+                           length, detail::read_ticks());
     }
     flush_after_fatal_signal(*session, signal);
   }
@@ -865,8 +889,11 @@ void install_fatal_signal_handlers(Registry& reg) {
 // ---- The control thread: answers `chronicle ctl` (layout.hpp, "The control block") ----------
 
 // The futex words of the control block are shared with other processes: no FUTEX_PRIVATE_FLAG.
-void wait_for_change(std::atomic<uint32_t>& word, uint32_t seen) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, nullptr, nullptr, 0);
+// Returns after `limit` at the latest.
+void wait_for_change(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::nanoseconds limit) {
+  const timespec relative{static_cast<time_t>(limit.count() / 1'000'000'000),
+                          static_cast<long>(limit.count() % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &relative, nullptr, 0);
 }
 
 void wake_all(std::atomic<uint32_t>& word) {
@@ -919,7 +946,8 @@ void record_control_note(uint32_t generation, const std::string& text) {
   ThreadWriter& writer = detail::t_writer;
   if (writer.generation != generation && !detail::attach_thread(writer, generation)) return;
   const format::NotePrefix fixed{site.id.load(std::memory_order_relaxed)};
-  detail::emit_with_text(writer, format::EventId::note, &fixed, sizeof fixed, text.data(), text.size());
+  detail::emit_with_text(writer, site.category_index, format::EventId::note, &fixed, sizeof fixed, text.data(),
+                         text.size());
 }
 
 // Answers ctl's request, if one waits: numbered one past the last answered.
@@ -980,18 +1008,108 @@ void take_snapshot(Session& session) {
   }
 }
 
+// ---- The monitor's own figures (docs/control.md): counters of category "chronicle" --------------
+
+// Counter sites made at run time, one per name: they live as long as the process (the registry
+// keeps pointers to its sites). Control thread only. Leaked, as the registry is: the last sample
+// is taken by stop() at exit, after static destructors ran.
+Site& self_counter_site(const std::string& name) {
+  static auto* sites = new std::map<std::string, Site*>;
+  Site*& site = (*sites)[name];
+  if (!site) {
+    auto* stored = new std::string(name);
+    site = new Site{"chronicle", stored->c_str(), __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::counter)};
+  }
+  return *site;
+}
+
+// Writes the session's figures as counters, each a total since the session began: per category
+// "events/C", "bytes/C", "discarded/C" (when they changed since the last sample), and for the
+// process "events", "bytes", "discarded" and "CPU overhead %" (the events since the last sample x
+// the per-event cost measured at start, over the time since it: % of one core). They obey the
+// "chronicle" category like any trace point.
+class SelfSampler {
+ public:
+  explicit SelfSampler(Session& session) : session_(session), last_ns_(recorder::read_monotonic_ns()) {}
+  void write() {
+    const uint32_t generation = session_.generation;
+    collector::SessionMapping mapping(session_.file.base, session_.file.size);
+    uint64_t events = 0, bytes = 0;
+    uint64_t discarded = session_.header->events_no_channel.load(std::memory_order_relaxed);
+    for (const collector::CategoryView& category : mapping.categories()) {
+      events += category.events;
+      bytes += category.bytes;
+      discarded += category.discarded;
+      const std::array<uint64_t, 3> values{category.events, category.bytes, category.discarded};
+      auto [last, first] = written_.try_emplace(category.name, values);
+      if (!first && last->second == values) continue;
+      last->second = values;
+      detail::emit_counter(self_counter_site("events/" + category.name), generation, category.events);
+      detail::emit_counter(self_counter_site("bytes/" + category.name), generation, category.bytes);
+      detail::emit_counter(self_counter_site("discarded/" + category.name), generation, category.discarded);
+    }
+    const uint64_t now_ns = recorder::read_monotonic_ns();
+    const double elapsed_ps = static_cast<double>(std::max<uint64_t>(now_ns - last_ns_, 1)) * 1000.0;
+    const double busy_ps =
+        static_cast<double>(events - last_events_) * static_cast<double>(session_.header->event_cost_ps);
+    last_events_ = events;
+    last_ns_ = now_ns;
+    detail::emit_counter(self_counter_site("events"), generation, events);
+    detail::emit_counter(self_counter_site("bytes"), generation, bytes);
+    detail::emit_counter(self_counter_site("discarded"), generation, discarded);
+    detail::emit_counter(self_counter_site("CPU overhead %"), generation, 100.0 * busy_ps / elapsed_ps);
+  }
+
+ private:
+  Session& session_;
+  std::map<std::string, std::array<uint64_t, 3>> written_;
+  uint64_t last_events_ = 0;
+  uint64_t last_ns_;
+};
+
+// Asks the control thread for a last sample and waits for it (a bounded time: a control thread
+// that hangs must not hang stop()). Called by stop() before it retires the session, so the sample
+// counts every event written until then.
+void take_final_sample(Session& session) {
+  if (!session.has_control_thread.load(std::memory_order_acquire) || session.config.self_stats_interval.count() == 0)
+    return;
+  session.final_sample.store(1, std::memory_order_release);
+  session.header->control_requests.fetch_add(1, std::memory_order_release);
+  wake_all(session.header->control_requests);
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (session.final_sample.load(std::memory_order_acquire) != 2 && std::chrono::steady_clock::now() < limit) {
+    const timespec slice{0, 10'000'000};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session.final_sample), FUTEX_WAIT_PRIVATE, 1, &slice, nullptr, 0);
+  }
+}
+
 void run_control(Session* session) {
   pthread_setname_np(pthread_self(), "chronicle-ctl");
   ShmHeader& header = *session->header;
+  const auto interval = session->config.self_stats_interval;
+  SelfSampler sampler(*session);
+  auto next_sample = std::chrono::steady_clock::now() + interval;
   uint32_t seen = header.control_requests.load(std::memory_order_acquire);
   for (;;) {
     // Checked after `seen` was loaded: a stop() that bumped the word before that load is seen
     // here (its flag store comes before its bump); one that bumps later changes the word this
     // thread waits on, so the wait returns.
     if (session->control_stop.load(std::memory_order_acquire)) return;
-    wait_for_change(header.control_requests, seen);
+    const auto until_sample =
+        interval.count() == 0 ? std::chrono::nanoseconds(std::chrono::hours(1))
+                              : std::max<std::chrono::nanoseconds>(next_sample - std::chrono::steady_clock::now(), {});
+    wait_for_change(header.control_requests, seen, until_sample);
+    if (session->final_sample.load(std::memory_order_acquire) == 1) {
+      sampler.write();
+      session->final_sample.store(2, std::memory_order_release);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->final_sample), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+              0);
+    } else if (interval.count() != 0 && std::chrono::steady_clock::now() >= next_sample) {
+      sampler.write();
+      next_sample = std::chrono::steady_clock::now() + interval;
+    }
     const uint32_t now = header.control_requests.load(std::memory_order_acquire);
-    if (now == seen) continue;  // woken for nothing (or FUTEX_WAIT interrupted)
+    if (now == seen) continue;  // woken for nothing, or for a sample (or FUTEX_WAIT interrupted)
     seen = now;
     if (session->snapshot_requests.exchange(0, std::memory_order_acquire) != 0) take_snapshot(*session);
     answer_request(*session);
@@ -1033,13 +1151,15 @@ bool start(const Config& config) {
   const uint64_t strings_offset = table_offset + table_size;
   const uint64_t rings_offset = strings_offset + kStringsRegionSize;
   const uint64_t packet_events_offset = rings_offset + uint64_t{config.max_threads} * packets * config.packet_size;
-  const uint64_t file_size = packet_events_offset + uint64_t{config.max_threads} * packets * sizeof(uint32_t);
+  const uint64_t category_counts_offset =
+      round_up(packet_events_offset + uint64_t{config.max_threads} * packets * sizeof(uint32_t), 64);
+  const uint64_t file_size = category_counts_offset + uint64_t{config.max_threads} * format::kCategoryCountsRowSize;
 
   // What every session needs is reserved now; each ring when its channel is first used.
   auto create = [&](const std::string& path, std::string& error, int& error_number) {
-    return shm::create_writer_file(path, file_size,
-                                   {{0, rings_offset}, {packet_events_offset, file_size - packet_events_offset}},
-                                   session->file, error, &error_number);
+    return shm::create_writer_file(
+        path, file_size, {{0, rings_offset}, {packet_events_offset, category_counts_offset - packet_events_offset}},
+        session->file, error, &error_number);
   };
   static std::atomic<unsigned> serial{0};
   const std::string usual = fmt::format("{}/chronicle-{}-{}.shm", config.shm_dir, getpid(), serial++);
@@ -1082,6 +1202,8 @@ bool start(const Config& config) {
   header.rings_offset = rings_offset;
   header.packet_events_offset = packet_events_offset;
   header.categories_offset = categories_offset;
+  header.category_counts_offset = category_counts_offset;
+  header.event_cost_ps = recorder::measure_event_cost_ps();
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
   if (!config.output.empty()) header.collector_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
@@ -1118,6 +1240,7 @@ bool start(const Config& config) {
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
   try {
     raw->control_thread = std::thread(run_control, raw);
+    raw->has_control_thread.store(true, std::memory_order_release);
   } catch (const std::system_error& error) {  // no thread to spare: tracing goes on, ctl gets no answer
     fmt::print(stderr, "chronicle: no control thread ({}): `chronicle ctl` cannot change this session\n", error.what());
   }
@@ -1129,6 +1252,8 @@ bool start(const Config& config) {
 
 void stop() {
   Registry& reg = registry();
+  // Before the lock: the control thread may need it to write (its first event attaches it).
+  if (Session* running = reg.current.load(std::memory_order_acquire)) take_final_sample(*running);
   SlowPathScope scope;
   std::unique_lock lock(reg.mutex);
   if (!reg.session) return;

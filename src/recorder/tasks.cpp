@@ -121,12 +121,12 @@ uint32_t intern_literal_name_slow(const char* name) {
 void emit_task_resolve(ThreadWriter& writer, uint64_t task, uint64_t resolver, format::TaskOutcome outcome,
                        const char* text, size_t length) {
   const format::TaskResolvePrefix fixed{task, resolver, static_cast<uint8_t>(outcome)};
-  emit_with_text(writer, format::EventId::task_resolve, &fixed, sizeof fixed, text, length);
+  emit_with_text(writer, g_task_site.category_index, format::EventId::task_resolve, &fixed, sizeof fixed, text, length);
 }
 
 void emit_task_label(ThreadWriter& writer, uint64_t task, const char* text, size_t length) {
   const format::TaskLabelPrefix fixed{task};
-  emit_with_text(writer, format::EventId::task_label, &fixed, sizeof fixed, text, length);
+  emit_with_text(writer, g_task_site.category_index, format::EventId::task_label, &fixed, sizeof fixed, text, length);
 }
 
 }  // namespace chronicle::detail

@@ -258,7 +258,8 @@ enum class SiteKind : uint8_t {
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
 // 2: channels are reused (epoch), rings reserved. 3: the category table and the control block.
-inline constexpr uint32_t kShmVersion = 3;
+// 4: counts per channel and category, and the measured cost of an event.
+inline constexpr uint32_t kShmVersion = 4;
 inline constexpr size_t kShmHeaderSize = 4096;
 inline constexpr size_t kMaxCategories = 256;
 
@@ -276,6 +277,27 @@ struct CategoryEntry {
   char name[kCategoryNameSize];
 };
 inline constexpr size_t kCategoryTableSize = kMaxCategories * sizeof(CategoryEntry);
+
+// What one channel's threads wrote and lost in one category, since the session began: the monitor's
+// own figures (`chronicle ctl status`, `chronicle top`, the "chronicle.*" counters).
+//   events, bytes  the writer of the channel, inside its trace point, as a load and a store (it
+//                  is their only writer: a signal handler on its thread enters no trace point
+//                  while it is inside one). Readers load them relaxed: counts, not publication.
+//   discarded      events lost by a thread holding the channel (full ring, too large, nested in a
+//                  signal handler): an atomic add, since a handler may add while the writer does.
+// Threads without a channel count their events in ShmHeader::events_no_channel only.
+struct CategoryCounts {
+  std::atomic<uint64_t> events;
+  std::atomic<uint64_t> bytes;  // whole events: header and payload, not packet headers
+  std::atomic<uint64_t> discarded;
+  uint64_t reserved;
+};
+static_assert(sizeof(CategoryCounts) == 32);
+// One row per channel, reserved with the channel's ring (a full /dev/shm refuses the channel, never
+// faults a writer).
+inline constexpr size_t kCategoryCountsRowSize = kMaxCategories * sizeof(CategoryCounts);
+// A category index that names none: a drop counted before its trace point's category is known.
+inline constexpr uint16_t kNoCategory = 0xffff;
 
 // The control block: `chronicle ctl` asks, the program's control thread answers.
 //
@@ -350,6 +372,12 @@ struct ShmHeader {
   // written by the writer before it publishes the packet: the collector counts without decoding.
   uint64_t packet_events_offset;
   uint64_t categories_offset;  // the category table (kCategoryTableSize bytes)
+  // max_channels rows of kCategoryCountsRowSize bytes: channel i's CategoryCounts per category.
+  uint64_t category_counts_offset;
+  // What writing one event cost this process's thread that started the session, measured then
+  // (picoseconds; 0: not measured): events x this is the tracing's estimated CPU time
+  // (docs/control.md, "The monitor's own figures").
+  uint64_t event_cost_ps;
   uint64_t file_size;
   std::atomic<uint32_t> channel_count;
   std::atomic<uint32_t> state;              // SessionState

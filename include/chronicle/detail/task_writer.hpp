@@ -112,7 +112,7 @@ CHRONICLE_INLINE ThreadWriter* task_writer() {
 // Writes an event whose payload is `size` bytes of fixed fields.
 CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, const void* payload, size_t size) {
   uint64_t ticks = read_ticks();
-  uint8_t* out = begin_event(writer, static_cast<uint32_t>(event), size, ticks);
+  uint8_t* out = begin_event(writer, g_task_site.category_index, static_cast<uint32_t>(event), size, ticks);
   if (!out) return;
   if (size > 0) std::memcpy(out, payload, size);
   commit_event(writer, out + size, ticks);
@@ -190,7 +190,7 @@ class TaskEventBatch {
 
  private:
   CHRONICLE_INLINE void write(format::EventId event, const void* payload, size_t size) {
-    uint8_t* out = begin_event(*writer_, static_cast<uint32_t>(event), size, ticks_);
+    uint8_t* out = begin_event(*writer_, g_task_site.category_index, static_cast<uint32_t>(event), size, ticks_);
     if (!out) return;
     std::memcpy(out, payload, size);
     commit_event(*writer_, out + size, ticks_);

@@ -51,9 +51,11 @@ struct ThreadWriter {
   uint32_t generation;  // the session this state belongs to; 0: none
   uint32_t channel;
   uint32_t events_in_packet;
-  std::atomic<uint8_t> state;    // TracePointState; never copied or reset with the rest
-  uint32_t releases_seen;        // without a channel: the session's channel releases when it looked
-  uint64_t discarded_published;  // the channel's discard count its last closed packet carries
+  std::atomic<uint8_t> state;               // TracePointState; never copied or reset with the rest
+  uint32_t releases_seen;                   // without a channel: the session's channel releases when it looked
+  uint64_t discarded_published;             // the channel's discard count its last closed packet carries
+  format::CategoryCounts* category_counts;  // the channel's row (layout.hpp); null without a channel
+  uint16_t event_category;                  // of the event between begin_event and commit_event
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
@@ -72,7 +74,8 @@ uint32_t intern_site(Site& site);
 uint64_t read_monotonic_ns();
 // Counts an event dropped because this thread was already inside a trace point (a signal
 // handler interrupted it): atomically, as the interrupted code may be updating the same count.
-void count_nested_drop(ThreadWriter& writer);
+// `category` is the event's, or format::kNoCategory before it is known.
+void count_nested_drop(ThreadWriter& writer, uint16_t category);
 
 CHRONICLE_INLINE uint64_t read_ticks() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -100,9 +103,9 @@ CHRONICLE_INLINE ThreadWriter* writer_for(Site& site, uint32_t generation) {
 // src/recorder/session.cpp, "Trace points and stop()"). A signal handler that finds its thread
 // already inside a trace point drops its event and counts it; a writer that finds the session
 // stopped since it looked writes nothing.
-CHRONICLE_INLINE bool enter_trace_point(ThreadWriter& writer) {
+CHRONICLE_INLINE bool enter_trace_point(ThreadWriter& writer, uint16_t category) {
   if (writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint) [[unlikely]] {
-    count_nested_drop(writer);
+    count_nested_drop(writer, category);
     return false;
   }
   writer.state.store(kWritingEvents, std::memory_order_relaxed);
@@ -122,9 +125,11 @@ CHRONICLE_INLINE void leave_trace_point(ThreadWriter& writer) {
 // Enters the trace point, writes the event header and returns where the payload goes, or
 // nullptr when the event is dropped (stream policy with the collector behind, a nested event,
 // no channel), having left the trace point again. A non-null result is followed by
-// commit_event(), which leaves it.
-CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, size_t payload_size, uint64_t& ticks) {
-  if (!enter_trace_point(writer)) return nullptr;
+// commit_event(), which leaves it. `category` is the trace point's (Site::category_index).
+CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint16_t category, uint32_t event_id, size_t payload_size,
+                                      uint64_t& ticks) {
+  if (!enter_trace_point(writer, category)) return nullptr;
+  writer.event_category = category;
   // Ticks of one thread never go backwards in its stream, whatever core it runs on.
   if (ticks < writer.last_ticks) ticks = writer.last_ticks;
   bool compact = format::takes_compact_header(event_id, ticks - writer.last_ticks);
@@ -141,7 +146,12 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint32_t event_id, s
 
 // Publishes the event: end time first, then the size that makes it visible (release), so a
 // reader in another process never sees a torn event or an end time before its last event.
+// The category's counts go first: they are the monitor's figures, not what publishes the event.
 CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint8_t* event_end, uint64_t ticks) {
+  format::CategoryCounts& counts = writer.category_counts[writer.event_category];
+  counts.events.store(counts.events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  counts.bytes.store(counts.bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(event_end - writer.pos),
+                     std::memory_order_relaxed);
   writer.pos = event_end;
   writer.last_ticks = ticks;
   ++writer.events_in_packet;
@@ -157,7 +167,8 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
   ThreadWriter* writer = writer_for(site, generation);
   if (!writer) return Emitted::off;
   uint64_t ticks = read_ticks();
-  uint8_t* out = begin_event(*writer, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
+  uint8_t* out =
+      begin_event(*writer, site.category_index, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
   if (!out) return Emitted::dropped;
   const format::NamePayload payload{site.id.load(std::memory_order_relaxed)};
   std::memcpy(out, &payload, sizeof payload);
@@ -167,7 +178,7 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
 
 // Counts one more discarded event on this thread's channel without writing anything: the end of
 // a span whose begin was dropped, so that the discarded count covers both halves.
-void count_discarded(uint32_t generation);
+void count_discarded(uint32_t generation, uint16_t category);
 
 // The end of a span begun at `site`: on the thread it ends on, which for a coroutine resumed
 // elsewhere is not the one it began on (so this thread may have to attach first). Written even
@@ -178,8 +189,8 @@ CHRONICLE_INLINE void emit_span_end(Site& site, uint32_t generation) {
     if (!attach_thread(writer, generation)) return;  // the session ended, or no channel (counted)
   }
   uint64_t ticks = read_ticks();
-  uint8_t* out =
-      begin_event(writer, static_cast<uint32_t>(format::EventId::span_end), sizeof(format::NamePayload), ticks);
+  uint8_t* out = begin_event(writer, site.category_index, static_cast<uint32_t>(format::EventId::span_end),
+                             sizeof(format::NamePayload), ticks);
   if (!out) return;
   const format::NamePayload payload{site.id.load(std::memory_order_relaxed)};
   std::memcpy(out, &payload, sizeof payload);
@@ -193,13 +204,15 @@ CHRONICLE_INLINE void emit_counter(Site& site, uint32_t generation, Value value)
   uint64_t ticks = read_ticks();
   if constexpr (std::is_floating_point_v<Value>) {
     const format::CounterFloatPayload payload{site.id.load(std::memory_order_relaxed), static_cast<double>(value)};
-    uint8_t* out = begin_event(*writer, static_cast<uint32_t>(format::EventId::counter_float), sizeof payload, ticks);
+    uint8_t* out = begin_event(*writer, site.category_index, static_cast<uint32_t>(format::EventId::counter_float),
+                               sizeof payload, ticks);
     if (!out) return;
     std::memcpy(out, &payload, sizeof payload);
     commit_event(*writer, out + sizeof payload, ticks);
   } else {
     const format::CounterPayload payload{site.id.load(std::memory_order_relaxed), static_cast<int64_t>(value)};
-    uint8_t* out = begin_event(*writer, static_cast<uint32_t>(format::EventId::counter), sizeof payload, ticks);
+    uint8_t* out = begin_event(*writer, site.category_index, static_cast<uint32_t>(format::EventId::counter),
+                               sizeof payload, ticks);
     if (!out) return;
     std::memcpy(out, &payload, sizeof payload);
     commit_event(*writer, out + sizeof payload, ticks);
@@ -212,8 +225,8 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
 // An event whose payload is `fixed_size` bytes of fixed fields followed by a NUL-terminated
 // string (embedded NULs become spaces; the text is cut to what one packet holds). For a writer
 // that writer_for() returned.
-void emit_with_text(ThreadWriter& writer, format::EventId event, const void* fixed, size_t fixed_size, const char* text,
-                    size_t length);
+void emit_with_text(ThreadWriter& writer, uint16_t category, format::EventId event, const void* fixed,
+                    size_t fixed_size, const char* text, size_t length);
 
 class ScopedSpan {
  public:
@@ -228,7 +241,7 @@ class ScopedSpan {
   CHRONICLE_INLINE ~ScopedSpan() {
     if (generation_ != 0) [[unlikely]] {
       if (begin_dropped_)
-        count_discarded(generation_);
+        count_discarded(generation_, site_.category_index);
       else
         emit_span_end(site_, generation_);
     }
