@@ -7,6 +7,9 @@ import bt2
 
 
 def plain(field):
+    # int() of a real field truncates it: reals first.
+    if isinstance(field, bt2._RealFieldConst):
+        return float(field)
     for convert in (int, float, str):
         try:
             return convert(field)

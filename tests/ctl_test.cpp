@@ -254,8 +254,8 @@ std::map<std::string, double> self_counters(const std::string& path, std::map<st
 
 TEST(SelfStats, TheSessionsOwnCountersAgreeWithTheEventsRecorded) {
   TemporaryDirectory directory;
-  const auto result = run("CHRONICLE_OUTPUT=" + (directory / "trace") + " CHRONICLE_SHM_DIR=" + directory.path() + " " +
-                          SELF_STATS_WRITER);
+  const auto result = run("CHRONICLE_SELF_STATS_INTERVAL=1s CHRONICLE_OUTPUT=" + (directory / "trace") +
+                          " CHRONICLE_SHM_DIR=" + directory.path() + " " + SELF_STATS_WRITER);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::map<std::string, uint64_t> recorded;
   const std::map<std::string, double> counters = self_counters(directory / "trace", recorded);

@@ -67,6 +67,7 @@ class Damage : public ::testing::Test {
     config.shm_dir = directory_.path();
     config.buffer_size = 4 << 20;  // room for everything: no drops
     config.packet_size = 4 << 10;
+    config.self_stats_interval = std::chrono::milliseconds(0);  // the two writers' streams only
     ASSERT_TRUE(start(config)) << last_error();
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t)

@@ -179,6 +179,42 @@ struct TracesWhenDestroyed {
   ~TracesWhenDestroyed() { CHRONICLE_INSTANT("lifecycle", "destructor"); }
 };
 
+// The control thread writes the session's own counters on a channel of its own: a program using
+// all max_threads rings loses nothing to it.
+TEST(ThreadChurn, TheSessionsOwnCountersTakeNoRingFromTheProgram) {
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.max_threads = 1;
+  config.self_stats_interval = std::chrono::milliseconds(5);
+  ASSERT_TRUE(start(config)) << last_error();
+  // The control thread takes its ring first; then this thread asks for the one max_threads allows.
+  collector::SessionMapping mapping(shm_path());
+  auto control_wrote = [&] {
+    for (const auto& category : mapping.categories())
+      if (category.name == "chronicle" && category.events > 0) return true;
+    return false;
+  };
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!control_wrote() && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(control_wrote()) << "no sample of the session's own counters in 30 s";
+  for (int i = 0; i < 101; ++i) CHRONICLE_INSTANT("t", "more");
+  stop();
+
+  reader::Trace trace(config.output);
+  EXPECT_EQ(trace.description().losses.events_no_channel, 0u);
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  size_t program_events = 0, own_counters = 0;
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (site && site->category == "t") ++program_events;
+    if (site && site->category == "chronicle") ++own_counters;
+    return true;
+  });
+  EXPECT_EQ(program_events, 101u);
+  EXPECT_GT(own_counters, 0u);
+}
+
 TEST(Lifecycle, AThreadLocalDestructorThatTracesLeavesNoChannelActive) {
   TemporaryDirectory directory;
   Config config = test_config(directory);

@@ -132,6 +132,7 @@ struct Session {
   // The control thread, which answers `chronicle ctl` (layout.hpp, "The control block").
   std::thread control_thread;
   std::atomic<bool> has_control_thread{false};
+  bool control_channel_taken = false;  // under the registry mutex
   std::atomic<bool> control_stop{false};
   // stop() asks the control thread for a last sample of the monitor's figures: 0 none, 1 asked,
   // 2 written (a private futex word).
@@ -191,6 +192,8 @@ class SlowPathScope {
 
 // Whether the calling thread's state byte is in Registry::thread_states.
 thread_local constinit bool t_state_listed = false;
+// Whether the calling thread is a session's control thread (it has a channel of its own).
+thread_local constinit bool t_is_control_thread = false;
 
 // Forgets the writer's session, keeping its state byte.
 void reset_writer(ThreadWriter& writer) {
@@ -469,11 +472,15 @@ uint32_t closed_channel_with_room(Session& session, bool any_closed) {
   return kNoChannel;
 }
 
-// Registry mutex held. A new channel whose ring memory can be reserved, or kNoChannel.
-uint32_t new_channel(Session& session) {
+// Registry mutex held. A new channel whose ring memory can be reserved, or kNoChannel. The last
+// of max_channels (max_threads + 1) is kept for the control thread, so that the session's own
+// figures never take a ring from a thread of the program.
+uint32_t new_channel(Session& session, bool for_control_thread) {
   ShmHeader& header = *session.header;
   const uint32_t used = header.channel_count.load(std::memory_order_relaxed);
-  if (used >= header.max_channels) return kNoChannel;
+  const uint32_t limit =
+      for_control_thread || session.control_channel_taken ? header.max_channels : header.max_channels - 1;
+  if (used >= limit) return kNoChannel;
   const uint64_t ring_offset = header.rings_offset + uint64_t{used} * format::ring_bytes(header);
   const uint64_t row_offset = header.category_counts_offset + uint64_t{used} * format::kCategoryCountsRowSize;
   if (!shm::reserve(session.file.fd, ring_offset, format::ring_bytes(header)) ||
@@ -487,6 +494,7 @@ uint32_t new_channel(Session& session) {
   desc.packets_consumed.store(0, std::memory_order_relaxed);
   desc.epoch.store(0, std::memory_order_relaxed);
   header.channel_count.store(used + 1, std::memory_order_release);
+  if (for_control_thread) session.control_channel_taken = true;
   return used;
 }
 
@@ -494,12 +502,13 @@ uint32_t new_channel(Session& session) {
 // new memory), else a new one, else any closed one (its thread then waits for a free slot,
 // counting its events as discarded). kNoChannel when there is none.
 uint32_t claim_channel(Session& session) {
+  if (t_is_control_thread) return new_channel(session, true);
   const bool stream = session.header->policy == format::BufferPolicy::stream;
   if (stream) {
     if (uint32_t index = closed_channel_with_room(session, false); index != kNoChannel)
       return reuse_channel(session, index);
   }
-  if (uint32_t index = new_channel(session); index != kNoChannel) return index;
+  if (uint32_t index = new_channel(session, false); index != kNoChannel) return index;
   if (uint32_t index = closed_channel_with_room(session, true); index != kNoChannel)
     return reuse_channel(session, index);
   return kNoChannel;
@@ -1085,6 +1094,7 @@ void take_final_sample(Session& session) {
 
 void run_control(Session* session) {
   pthread_setname_np(pthread_self(), "chronicle-ctl");
+  t_is_control_thread = true;
   ShmHeader& header = *session->header;
   const auto interval = session->config.self_stats_interval;
   SelfSampler sampler(*session);
@@ -1147,13 +1157,14 @@ bool start(const Config& config) {
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
   const uint64_t categories_offset = format::kShmHeaderSize;
   const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
-  const uint64_t table_size = round_up(uint64_t{config.max_threads} * sizeof(ChannelDescriptor), 4096);
+  const uint32_t max_channels = config.max_threads + 1;  // one for the control thread (new_channel)
+  const uint64_t table_size = round_up(uint64_t{max_channels} * sizeof(ChannelDescriptor), 4096);
   const uint64_t strings_offset = table_offset + table_size;
   const uint64_t rings_offset = strings_offset + kStringsRegionSize;
-  const uint64_t packet_events_offset = rings_offset + uint64_t{config.max_threads} * packets * config.packet_size;
+  const uint64_t packet_events_offset = rings_offset + uint64_t{max_channels} * packets * config.packet_size;
   const uint64_t category_counts_offset =
-      round_up(packet_events_offset + uint64_t{config.max_threads} * packets * sizeof(uint32_t), 64);
-  const uint64_t file_size = category_counts_offset + uint64_t{config.max_threads} * format::kCategoryCountsRowSize;
+      round_up(packet_events_offset + uint64_t{max_channels} * packets * sizeof(uint32_t), 64);
+  const uint64_t file_size = category_counts_offset + uint64_t{max_channels} * format::kCategoryCountsRowSize;
 
   // What every session needs is reserved now; each ring when its channel is first used.
   auto create = [&](const std::string& path, std::string& error, int& error_number) {
@@ -1195,7 +1206,7 @@ bool start(const Config& config) {
   header.clock = recorder::calibrate_clock(use_tsc);
   header.packet_size = static_cast<uint32_t>(config.packet_size);
   header.packets_per_channel = packets;
-  header.max_channels = config.max_threads;
+  header.max_channels = max_channels;
   header.channel_table_offset = table_offset;
   header.strings_offset = strings_offset;
   header.strings_size = kStringsRegionSize;
