@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "support.hpp"
 
 namespace chronicle::test {
@@ -289,6 +291,50 @@ TEST(SelfStats, NoneWhenTheIntervalIsZero) {
   std::map<std::string, uint64_t> recorded;
   EXPECT_TRUE(self_counters(directory / "trace", recorded).empty());
   EXPECT_EQ(recorded["a"], 6000u);
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A gauge crosses the line, wobbles inside the hysteresis margin, goes back below it and crosses
+// again: two snapshots, each holding the program's events from before and after its crossing.
+TEST(Trigger, AMetricCrossingSnapshotsTheFlightRecorderOncePerCrossing) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto result = run("CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli +
+                          " record -q --mode flight --trigger 'load > 5' --trigger-after 200ms -o " + trace + " -- " +
+                          TRIGGER_WRITER + " " + trace);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string log = text_of(trace + ".triggers/log");
+  EXPECT_EQ(occurrences(log, "fired #"), 2u) << log;
+  EXPECT_EQ(occurrences(log, "re-armed"), 1u) << log;
+  EXPECT_FALSE(std::filesystem::exists(trace + ".triggers/trigger-3"));
+  for (const char* name : {"trigger-1", "trigger-2"}) {
+    SCOPED_TRACE(name);
+    const std::string snapshot = trace + ".triggers/" + name;
+    const auto about = nlohmann::json::parse(text_of(snapshot + "/trigger.json"));
+    EXPECT_EQ(about["condition"], "load > 5");
+    EXPECT_EQ(about["value"].get<double>(), 10);
+    const auto crossed = about["crossed_unix_ns"].get<int64_t>();
+    reader::Trace window(snapshot);
+    size_t before = 0, after = 0;
+    window.for_each_event([&](const reader::Event& event) {
+      const reader::Site* site = window.site(event.name_id);
+      if (site && site->category == "seq") (window.to_unix_ns(event.ticks) < crossed ? before : after) += 1;
+      return true;
+    });
+    EXPECT_GT(before, 0u) << "the time before the crossing";
+    EXPECT_GT(after, 0u) << "the time after it";
+  }
+  EXPECT_NO_THROW(reader::Trace{trace});  // the whole run's flight recorder, at its end
 }
 
 TEST(SnapshotSignal, TheSignalAProgramOptedIntoWritesASnapshotOfItsRings) {

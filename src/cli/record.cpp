@@ -21,6 +21,7 @@
 #include "chronicle/config.hpp"
 #include "cli/common.hpp"
 #include "cli/otlp_push_cli.hpp"
+#include "cli/record_trigger.hpp"
 #include "collector/collector.hpp"
 #include "export/otlp_live.hpp"
 #include "export/otlp_push.hpp"
@@ -42,7 +43,8 @@ struct RecordOptions {
   std::vector<std::string> command;
   OtlpPushCliOptions otlp;  // --otlp-endpoint: the spans pushed while the program runs, the rest at its end
   double otlp_interval_seconds = 1;
-  int attach = 0;  // --attach PID: collect a running program's session instead
+  int attach = 0;          // --attach PID: collect a running program's session instead
+  TriggerOptions trigger;  // --trigger: flight-recorder snapshots when a metric crosses a line
 };
 
 struct TrackedSession {
@@ -67,6 +69,10 @@ std::string describe_status(const std::string& program, int status) {
 void check_settings(const RecordOptions& options) {
   if (options.mode != "stream" && options.mode != "flight")
     throw std::invalid_argument(fmt::format("--mode {}: expected stream or flight", options.mode));
+  if (!options.trigger.conditions.empty() && options.mode != "flight")
+    throw std::invalid_argument(
+        "--trigger snapshots a flight recorder's rings when it fires: add --mode flight (in stream mode the whole "
+        "run is in the trace anyway)");
   const size_t buffer_size = recorder::parse_size(options.buffer_size);
   size_t packet_size = Config{}.packet_size;
   if (const char* text = std::getenv(recorder::kEnvPacketSize); text && *text) packet_size = recorder::parse_size(text);
@@ -262,8 +268,16 @@ void stop_waiting(const RecordOptions& options, Recording& run) {
 }
 
 // Collects until the program, every process it left behind and every session have ended.
+// The sessions still being written, for the trigger watcher.
+std::map<std::string, const collector::SessionMapping*> live_mappings(const Recording& run) {
+  std::map<std::string, const collector::SessionMapping*> out;
+  for (const auto& [path, session] : run.sessions)
+    if (session.mapping && session.collector) out.emplace(path, session.mapping.get());
+  return out;
+}
+
 void collect_until_done(const RecordOptions& options, const std::string& shm_dir, Recording& run,
-                        exports::OtlpLivePush* live) {
+                        exports::OtlpLivePush* live, TriggerWatcher* triggers) {
   const bool progress = stderr_is_terminal() && !options.quiet;
   auto last_progress = std::chrono::steady_clock::now();
   auto idle_sleep = std::chrono::microseconds(500);
@@ -274,6 +288,7 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
       g_forward_signal = 0;
     }
     find_new_sessions(shm_dir, options, run.sessions, run.failures);
+    if (triggers) triggers->poll(live_mappings(run));
     bool all_done = true;
     const size_t work = collect_round(run.sessions, options, run.failures, all_done, live);
     run.children.poll();
@@ -312,6 +327,7 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
     }
   }
   if (progress) fmt::print(stderr, "\r\033[K");
+  if (triggers) triggers->finish(live_mappings(run));
 }
 
 int run_record(RecordOptions& options) {
@@ -356,6 +372,8 @@ int run_record(RecordOptions& options) {
     live = std::make_unique<exports::OtlpLivePush>(
         otlp_push_options(options.output, options.otlp),
         std::chrono::milliseconds(static_cast<int64_t>(options.otlp_interval_seconds * 1000)));
+  std::unique_ptr<TriggerWatcher> triggers;
+  if (!options.trigger.conditions.empty()) triggers = std::make_unique<TriggerWatcher>(options.trigger, options.output);
   Recording run;
   try {
     spawn_program(options, shm_dir, run);
@@ -363,7 +381,7 @@ int run_record(RecordOptions& options) {
     remove_output_if_empty();
     throw;
   }
-  collect_until_done(options, shm_dir, run, live.get());
+  collect_until_done(options, shm_dir, run, live.get(), triggers.get());
   keep_shm_dir = options.keep_shm && !run.sessions.empty();
   if (run.sessions.empty()) remove_output_if_empty();
   print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left);
@@ -402,6 +420,18 @@ Command add_record(CLI::App& app) {
       ->add_option("--otlp-interval", options->otlp_interval_seconds,
                    "Seconds between pushes of the spans that have ended while the program runs (default 1)")
       ->check(CLI::Range(0.01, 3600.0));
+  command
+      ->add_option("--trigger", options->trigger.conditions,
+                   "With --mode flight: snapshot the program's rings each time a metric condition becomes true, "
+                   "e.g. 'rpc.latency_seconds:p99 > 0.05' or 'errors rate > 10/s' (repeatable)")
+      ->allow_extra_args(false);
+  command->add_option("--trigger-after", options->trigger.after,
+                      "How long after the crossing the snapshot is taken (default 1s)");
+  command->add_option("--trigger-window", options->trigger.window,
+                      "What a trigger's rates and quantiles cover (default 1s)");
+  command->add_option("--trigger-hysteresis", options->trigger.hysteresis,
+                      "Fraction of the threshold the value must come back by before a trigger fires again (0.1)");
+  command->add_option("--trigger-limit", options->trigger.limit, "Snapshots at most (default 10)");
   auto* program = command->add_option("command", options->command, "The program and its arguments (after --)");
   auto* attach =
       command->add_option("--attach", options->attach,
