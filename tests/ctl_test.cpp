@@ -281,6 +281,14 @@ TEST(SelfStats, TheSessionsOwnCountersAgreeWithTheEventsRecorded) {
   EXPECT_EQ(counters.at("discarded"), 0);
   ASSERT_EQ(counters.count("CPU overhead %"), 1u);
   EXPECT_GT(counters.at("CPU overhead %"), 0.0);
+  // stats says what the tracing cost: the session's count x its measured cost per event.
+  const auto stats = run(kCli + " stats --json " + (directory / "trace"));
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const auto json = nlohmann::json::parse(stats.out);
+  ASSERT_TRUE(json.contains("tracing_cost")) << stats.out;
+  EXPECT_EQ(json["tracing_cost"]["events"].get<double>(), counters.at("events"));
+  EXPECT_EQ(json["tracing_cost"]["event_cost_ns"].get<double>(), counters.at("event cost ns"));
+  EXPECT_GT(counters.at("event cost ns"), 0.0);
 }
 
 TEST(SelfStats, NoneWhenTheIntervalIsZero) {

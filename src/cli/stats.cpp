@@ -90,6 +90,24 @@ nlohmann::json distribution_json(const analysis::Distribution& d) {
           {"p90_ns", d.p90},  {"p99_ns", d.p99},     {"max_ns", d.max}};
 }
 
+// The tracing's own cost, from the session's counters (docs/control.md, "The monitor's own
+// figures"): the events it counted x the per-event cost it measured at start.
+struct TracingCost {
+  double events = 0, event_cost_ns = 0;
+  double cpu_ns() const { return events * event_cost_ns; }
+};
+
+std::optional<TracingCost> tracing_cost(const analysis::Profile& p) {
+  TracingCost cost;
+  bool events = false, per_event = false;
+  for (const auto& counter : p.counters) {
+    if (counter.category != "chronicle") continue;
+    if (counter.name == "events") cost.events = counter.last, events = true;
+    if (counter.name == "event cost ns") cost.event_cost_ns = counter.last, per_event = true;
+  }
+  return events && per_event ? std::optional(cost) : std::nullopt;
+}
+
 nlohmann::json profile_json(const analysis::Profile& p) {
   nlohmann::json out = {{"directory", p.directory},
                         {"host", p.hostname},
@@ -129,6 +147,9 @@ nlohmann::json profile_json(const analysis::Profile& p) {
                                  {"unresolved", kind.unresolved},
                                  {"lifetime", distribution_json(kind.lifetime)},
                                  {"run_time", distribution_json(kind.run_time)}});
+  if (const auto cost = tracing_cost(p))
+    out["tracing_cost"] = {
+        {"events", cost->events}, {"event_cost_ns", cost->event_cost_ns}, {"cpu_ns", cost->cpu_ns()}};
   for (const auto& counter : p.counters)
     out["counters"].push_back({{"category", counter.category},
                                {"name", counter.name},
@@ -157,6 +178,13 @@ void print_profile(const analysis::Profile& p, size_t top) {
   fmt::print("# {} (host {}, pid {}, {})\n", p.directory, p.hostname, p.pid, p.process_name);
   fmt::print("{} events in {}: {:.0f} events/s, {:.2f} bytes/event, {} discarded\n", human_count(p.events),
              duration_text(p.duration), p.events_per_second(), p.bytes_per_event(), human_count(p.discarded));
+  if (const auto cost = tracing_cost(p))
+    fmt::print(
+        "the tracing itself: {} events written by the session's last count x {:.1f} ns = {} of CPU ({:.3f}% of "
+        "one core over the trace; an upper bound)\n",
+        human_count(static_cast<uint64_t>(cost->events)), cost->event_cost_ns,
+        duration_text(static_cast<uint64_t>(cost->cpu_ns())),
+        p.duration > 0 ? 100.0 * cost->cpu_ns() / static_cast<double>(p.duration) : 0.0);
   if (!p.spans.empty()) {
     fmt::print("\nSpans by self time{}:\n",
                p.spans.size() > top ? fmt::format(" (top {} of {})", top, p.spans.size()) : "");

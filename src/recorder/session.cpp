@@ -1034,7 +1034,8 @@ Site& self_counter_site(const std::string& name) {
 
 // Writes the session's figures as counters, each a total since the session began: per category
 // "events/C", "bytes/C", "discarded/C" (when they changed since the last sample), and for the
-// process "events", "bytes", "discarded" and "CPU overhead %" (the events since the last sample x
+// process "events", "bytes", "discarded", "event cost ns" (measured at start) and "CPU overhead %"
+// (the events since the last sample x
 // the per-event cost measured at start, over the time since it: % of one core). They obey the
 // "chronicle" category like any trace point.
 class SelfSampler {
@@ -1067,6 +1068,8 @@ class SelfSampler {
     detail::emit_counter(self_counter_site("bytes"), generation, bytes);
     detail::emit_counter(self_counter_site("discarded"), generation, discarded);
     detail::emit_counter(self_counter_site("CPU overhead %"), generation, 100.0 * busy_ps / elapsed_ps);
+    detail::emit_counter(self_counter_site("event cost ns"), generation,
+                         static_cast<double>(session_.header->event_cost_ps) / 1000.0);
   }
 
  private:
