@@ -1024,12 +1024,12 @@ void take_snapshot(Session& session) {
 // is taken by stop() at exit, after static destructors ran.
 Site& self_counter_site(const std::string& name) {
   static auto* sites = new std::map<std::string, Site*>;
-  Site*& site = (*sites)[name];
-  if (!site) {
-    auto* stored = new std::string(name);
-    site = new Site{"chronicle", stored->c_str(), __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::counter)};
-  }
-  return *site;
+  const auto [entry, added] = sites->try_emplace(name, nullptr);
+  // The site's name is the map's key: a map's nodes never move, and the map is never freed.
+  if (added)
+    entry->second = new Site{"chronicle", entry->first.c_str(), __FILE__, __LINE__,
+                             static_cast<uint8_t>(format::SiteKind::counter)};
+  return *entry->second;
 }
 
 // Writes the session's figures as counters, each a total since the session began: per category
@@ -1104,14 +1104,10 @@ void run_control(Session* session) {
   auto next_sample = std::chrono::steady_clock::now() + interval;
   uint32_t seen = header.control_requests.load(std::memory_order_acquire);
   for (;;) {
-    // Checked after `seen` was loaded: a stop() that bumped the word before that load is seen
-    // here (its flag store comes before its bump); one that bumps later changes the word this
-    // thread waits on, so the wait returns.
+    // Both checked after `seen` was loaded: a stop() that stored its flag (or asked for the last
+    // sample) and bumped the word before that load is seen here, since its store comes before its
+    // bump; one that bumps later changes the word this thread waits on, so the wait returns.
     if (session->control_stop.load(std::memory_order_acquire)) return;
-    const auto until_sample =
-        interval.count() == 0 ? std::chrono::nanoseconds(std::chrono::hours(1))
-                              : std::max<std::chrono::nanoseconds>(next_sample - std::chrono::steady_clock::now(), {});
-    wait_for_change(header.control_requests, seen, until_sample);
     if (session->final_sample.load(std::memory_order_acquire) == 1) {
       sampler.write();
       session->final_sample.store(2, std::memory_order_release);
@@ -1121,6 +1117,10 @@ void run_control(Session* session) {
       sampler.write();
       next_sample = std::chrono::steady_clock::now() + interval;
     }
+    const auto until_sample =
+        interval.count() == 0 ? std::chrono::nanoseconds(std::chrono::hours(1))
+                              : std::max<std::chrono::nanoseconds>(next_sample - std::chrono::steady_clock::now(), {});
+    wait_for_change(header.control_requests, seen, until_sample);
     const uint32_t now = header.control_requests.load(std::memory_order_acquire);
     if (now == seen) continue;  // woken for nothing, or for a sample (or FUTEX_WAIT interrupted)
     seen = now;
