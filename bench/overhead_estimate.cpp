@@ -5,6 +5,7 @@
 // their ratio per round, then the median, for a few sizes of work between two trace points.
 //   overhead_estimate [ROUNDS]
 #include <time.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <chronicle/chronicle.hpp>
@@ -57,7 +58,9 @@ Round one_round(unsigned spans, unsigned work) {
   for (const auto& category : mapping.categories())
     if (category.name == "bench") events = category.events;
   const double estimate = static_cast<double>(events) * static_cast<double>(mapping.event_cost_ps()) / 1000.0;
+  const std::string path = chronicle::shm_path();
   chronicle::stop();
+  ::unlink(path.c_str());  // no collector: the session's mapping would stay in /dev/shm
   return {static_cast<double>(without), static_cast<double>(with) - static_cast<double>(without), estimate};
 }
 
