@@ -254,10 +254,15 @@ std::map<std::string, double> self_counters(const std::string& path, std::map<st
   return last;
 }
 
+// self_stats_writer with its session's own counters every `interval`, traced into DIRECTORY/trace.
+test::CommandResult run_self_stats_writer(const TemporaryDirectory& directory, const std::string& interval) {
+  return run("CHRONICLE_SELF_STATS_INTERVAL=" + interval + " CHRONICLE_OUTPUT=" + (directory / "trace") +
+             " CHRONICLE_SHM_DIR=" + directory.path() + " " + SELF_STATS_WRITER);
+}
+
 TEST(SelfStats, TheSessionsOwnCountersAgreeWithTheEventsRecorded) {
   TemporaryDirectory directory;
-  const auto result = run("CHRONICLE_SELF_STATS_INTERVAL=1s CHRONICLE_OUTPUT=" + (directory / "trace") +
-                          " CHRONICLE_SHM_DIR=" + directory.path() + " " + SELF_STATS_WRITER);
+  const auto result = run_self_stats_writer(directory, "1s");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::map<std::string, uint64_t> recorded;
   const std::map<std::string, double> counters = self_counters(directory / "trace", recorded);
@@ -293,8 +298,7 @@ TEST(SelfStats, TheSessionsOwnCountersAgreeWithTheEventsRecorded) {
 
 TEST(SelfStats, NoneWhenTheIntervalIsZero) {
   TemporaryDirectory directory;
-  const auto result = run("CHRONICLE_SELF_STATS_INTERVAL=0 CHRONICLE_OUTPUT=" + (directory / "trace") +
-                          " CHRONICLE_SHM_DIR=" + directory.path() + " " + SELF_STATS_WRITER);
+  const auto result = run_self_stats_writer(directory, "0");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::map<std::string, uint64_t> recorded;
   EXPECT_TRUE(self_counters(directory / "trace", recorded).empty());

@@ -59,7 +59,6 @@ std::optional<TraceActivity> trace_activity(int pid) {
       activity.categories = mapping.categories();
       const uint32_t channels = mapping.channel_count();
       activity.threads = channels;
-      activity.discarded = mapping.header().events_no_channel.load(std::memory_order_relaxed);
       for (uint32_t channel = 0; channel < channels; ++channel) {
         const uint64_t committed = mapping.packets_committed(channel);
         activity.bytes += committed * mapping.geometry().packet_size;
@@ -67,7 +66,7 @@ std::optional<TraceActivity> trace_activity(int pid) {
         if (open->packet_seq_num.load(std::memory_order_acquire) == committed)
           activity.bytes += open->content_size_bits.load(std::memory_order_acquire) / 8;
       }
-      for (const auto& category : activity.categories) activity.discarded += category.discarded;
+      activity.discarded = collector::session_totals(activity.categories, mapping.header()).discarded;
       return activity;
     } catch (const std::exception&) {
       continue;  // a mapping being created or torn down, or not the process's user's: not this one

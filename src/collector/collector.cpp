@@ -250,6 +250,17 @@ std::vector<CategoryView> SessionMapping::categories() const {
   return out;
 }
 
+SessionTotals session_totals(const std::vector<CategoryView>& categories, const format::ShmHeader& header) {
+  SessionTotals totals;
+  totals.discarded = header.events_no_channel.load(std::memory_order_relaxed);
+  for (const CategoryView& category : categories) {
+    totals.events += category.events;
+    totals.bytes += category.bytes;
+    totals.discarded += category.discarded;
+  }
+  return totals;
+}
+
 const format::CategoryCounts* SessionMapping::category_counts(uint32_t channel) const {
   return reinterpret_cast<const format::CategoryCounts*>(base_ + geometry_.category_counts_offset +
                                                          uint64_t{channel} * format::kCategoryCountsRowSize);

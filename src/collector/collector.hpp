@@ -44,6 +44,15 @@ struct CategoryView {
   uint64_t discarded = 0;
 };
 
+// A process's figures over all its categories; `discarded` also counts the events of threads
+// that had no ring (ShmHeader::events_no_channel), which no category holds.
+struct SessionTotals {
+  uint64_t events = 0;
+  uint64_t bytes = 0;
+  uint64_t discarded = 0;
+};
+SessionTotals session_totals(const std::vector<CategoryView>& categories, const format::ShmHeader& header);
+
 // Packet sequence numbers at or past this are damage: a writer closing a packet every
 // nanosecond would need 292 years to get there, and a reader can add to them without wrapping.
 inline constexpr uint64_t kMaxPacketSequence = uint64_t{1} << 63;

@@ -335,13 +335,19 @@ void close_packet(Session& session, ThreadWriter& writer, uint64_t seq) {
   writer.pos = writer.end = nullptr;
 }
 
+// One more event of `category` lost by the writer's channel, in its row (an atomic add: a signal
+// handler on this thread may count too). Nothing when the category is not known yet.
+void count_category_discard(ThreadWriter& writer, uint16_t category) {
+  if (category < format::kMaxCategories && writer.category_counts)
+    writer.category_counts[category].discarded.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Counts one lost event of the writer's channel. The open packet (if any) keeps the count
 // current, so it is right even if the process dies now. An atomic add: a signal handler on
 // this thread may count a nested drop in between.
 void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks, uint16_t category) {
   const uint64_t discarded = desc.events_discarded.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (category < format::kMaxCategories && writer.category_counts)
-    writer.category_counts[category].discarded.fetch_add(1, std::memory_order_relaxed);
+  count_category_discard(writer, category);
   if (!writer.packet) return;
   writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
   writer.packet->timestamp_end.store(std::max(ticks, writer.last_ticks), std::memory_order_release);
@@ -614,8 +620,7 @@ void count_nested_drop(ThreadWriter& writer, uint16_t category) {
     return;
   }
   channel(*session, writer.channel).events_discarded.fetch_add(1, std::memory_order_relaxed);
-  if (category < format::kMaxCategories && writer.category_counts)
-    writer.category_counts[category].discarded.fetch_add(1, std::memory_order_relaxed);
+  count_category_discard(writer, category);
 }
 
 void count_discarded(uint32_t generation, uint16_t category) {
@@ -1044,12 +1049,8 @@ class SelfSampler {
   void write() {
     const uint32_t generation = session_.generation;
     collector::SessionMapping mapping(session_.file.base, session_.file.size);
-    uint64_t events = 0, bytes = 0;
-    uint64_t discarded = session_.header->events_no_channel.load(std::memory_order_relaxed);
-    for (const collector::CategoryView& category : mapping.categories()) {
-      events += category.events;
-      bytes += category.bytes;
-      discarded += category.discarded;
+    const std::vector<collector::CategoryView> categories = mapping.categories();
+    for (const collector::CategoryView& category : categories) {
       const std::array<uint64_t, 3> values{category.events, category.bytes, category.discarded};
       auto [last, first] = written_.try_emplace(category.name, values);
       if (!first && last->second == values) continue;
@@ -1060,13 +1061,14 @@ class SelfSampler {
     }
     const uint64_t now_ns = recorder::read_monotonic_ns();
     const double elapsed_ps = static_cast<double>(std::max<uint64_t>(now_ns - last_ns_, 1)) * 1000.0;
+    const collector::SessionTotals totals = collector::session_totals(categories, *session_.header);
     const double busy_ps =
-        static_cast<double>(events - last_events_) * static_cast<double>(session_.header->event_cost_ps);
-    last_events_ = events;
+        static_cast<double>(totals.events - last_events_) * static_cast<double>(session_.header->event_cost_ps);
+    last_events_ = totals.events;
     last_ns_ = now_ns;
-    detail::emit_counter(self_counter_site("events"), generation, events);
-    detail::emit_counter(self_counter_site("bytes"), generation, bytes);
-    detail::emit_counter(self_counter_site("discarded"), generation, discarded);
+    detail::emit_counter(self_counter_site("events"), generation, totals.events);
+    detail::emit_counter(self_counter_site("bytes"), generation, totals.bytes);
+    detail::emit_counter(self_counter_site("discarded"), generation, totals.discarded);
     detail::emit_counter(self_counter_site("CPU overhead %"), generation, 100.0 * busy_ps / elapsed_ps);
     detail::emit_counter(self_counter_site("event cost ns"), generation,
                          static_cast<double>(session_.header->event_cost_ps) / 1000.0);
