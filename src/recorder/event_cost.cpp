@@ -39,7 +39,7 @@ uint64_t time_one_round(uint8_t* packet, size_t packet_bytes, format::CategoryCo
     if (!out) break;  // a session started meanwhile: this round measures less, the median ignores it
     const format::NamePayload payload{1};
     std::memcpy(out, &payload, sizeof payload);
-    detail::commit_event(writer, out + sizeof payload, ticks);
+    detail::commit_event(writer, 0, out + sizeof payload, ticks);
   }
   return now_ns() - begin;
 }

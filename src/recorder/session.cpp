@@ -207,7 +207,6 @@ void reset_writer(ThreadWriter& writer) {
   writer.releases_seen = 0;
   writer.discarded_published = 0;
   writer.category_counts = nullptr;
-  writer.event_category = 0;
 }
 
 format::CategoryCounts* category_counts_row(Session& session, uint32_t index) {
@@ -571,7 +570,7 @@ bool attach_thread(ThreadWriter& writer, uint32_t generation) {
   return true;
 }
 
-bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
+bool switch_packet(ThreadWriter& writer, uint16_t category, uint64_t ticks, size_t needed) {
   Session* session = session_of(writer.generation);
   if (!session) return false;
   if (writer.channel == kNoChannel) {
@@ -583,7 +582,7 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
   ChannelDescriptor& desc = channel(*session, writer.channel);
   const bool fits_a_packet = needed <= session->header->packet_size - format::kPacketHeaderSize;
   if (!fits_a_packet) {
-    note_discarded(desc, writer, ticks, writer.event_category);
+    note_discarded(desc, writer, ticks, category);
     return false;
   }
   const uint64_t seq = desc.packets_committed.load(std::memory_order_relaxed);
@@ -592,13 +591,13 @@ bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed) {
         session->header->policy == format::BufferPolicy::stream &&
         seq + 1 - desc.packets_consumed.load(std::memory_order_acquire) >= session->header->packets_per_channel;
     if (must_wait) {
-      note_discarded(desc, writer, ticks, writer.event_category);
+      note_discarded(desc, writer, ticks, category);
       return false;
     }
     close_packet(*session, writer, seq);
   }
   if (!open_next_packet(*session, writer, ticks)) {
-    note_discarded(desc, writer, ticks, writer.event_category);
+    note_discarded(desc, writer, ticks, category);
     return false;
   }
   // Past a quarter full, a sleeping collector is woken rather than left to its timer: one syscall
@@ -695,7 +694,7 @@ void emit_text_at(ThreadWriter& writer, uint16_t category, format::EventId event
   text_out[length] = '\0';
   // An embedded NUL would end the CTF string early; keep the event's size honest.
   std::replace(text_out, text_out + length, uint8_t{'\0'}, uint8_t{' '});
-  commit_event(writer, text_out + length + 1, ticks);
+  commit_event(writer, category, text_out + length + 1, ticks);
 }
 
 }  // namespace detail

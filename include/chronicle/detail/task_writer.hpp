@@ -115,7 +115,7 @@ CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, co
   uint8_t* out = begin_event(writer, g_task_site.category_index, static_cast<uint32_t>(event), size, ticks);
   if (!out) return;
   if (size > 0) std::memcpy(out, payload, size);
-  commit_event(writer, out + size, ticks);
+  commit_event(writer, g_task_site.category_index, out + size, ticks);
 }
 
 CHRONICLE_INLINE void emit_task_create(ThreadWriter& writer, uint64_t task, uint64_t parent, format::TaskKind kind,
@@ -193,7 +193,7 @@ class TaskEventBatch {
     uint8_t* out = begin_event(*writer_, g_task_site.category_index, static_cast<uint32_t>(event), size, ticks_);
     if (!out) return;
     std::memcpy(out, payload, size);
-    commit_event(*writer_, out + size, ticks_);
+    commit_event(*writer_, g_task_site.category_index, out + size, ticks_);
   }
   ThreadWriter* writer_;
   uint64_t ticks_ = 0;

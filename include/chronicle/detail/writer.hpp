@@ -55,7 +55,6 @@ struct ThreadWriter {
   uint32_t releases_seen;                   // without a channel: the session's channel releases when it looked
   uint64_t discarded_published;             // the channel's discard count its last closed packet carries
   format::CategoryCounts* category_counts;  // the channel's row (layout.hpp); null without a channel
-  uint16_t event_category;                  // of the event between begin_event and commit_event
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
@@ -69,7 +68,8 @@ extern thread_local constinit ThreadWriter t_writer __attribute__((tls_model("in
 
 // Slow paths.
 bool attach_thread(ThreadWriter& writer, uint32_t generation);
-bool switch_packet(ThreadWriter& writer, uint64_t ticks, size_t needed);
+// `category`: the event's, whose discard it counts when it finds no room.
+bool switch_packet(ThreadWriter& writer, uint16_t category, uint64_t ticks, size_t needed);
 uint32_t intern_site(Site& site);
 uint64_t read_monotonic_ns();
 // Counts an event dropped because this thread was already inside a trace point (a signal
@@ -129,13 +129,12 @@ CHRONICLE_INLINE void leave_trace_point(ThreadWriter& writer) {
 CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint16_t category, uint32_t event_id, size_t payload_size,
                                       uint64_t& ticks) {
   if (!enter_trace_point(writer, category)) return nullptr;
-  writer.event_category = category;
   // Ticks of one thread never go backwards in its stream, whatever core it runs on.
   if (ticks < writer.last_ticks) ticks = writer.last_ticks;
   bool compact = format::takes_compact_header(event_id, ticks - writer.last_ticks);
   size_t needed = (compact ? format::kCompactHeaderSize : format::kExtendedHeaderSize) + payload_size;
   if (needed > static_cast<size_t>(writer.end - writer.pos)) [[unlikely]] {
-    if (!switch_packet(writer, ticks, needed)) {
+    if (!switch_packet(writer, category, ticks, needed)) {
       leave_trace_point(writer);
       return nullptr;
     }
@@ -147,8 +146,9 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint16_t category, u
 // Publishes the event: end time first, then the size that makes it visible (release), so a
 // reader in another process never sees a torn event or an end time before its last event.
 // The category's counts go first: they are the monitor's figures, not what publishes the event.
-CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint8_t* event_end, uint64_t ticks) {
-  format::CategoryCounts& counts = writer.category_counts[writer.event_category];
+// `category` is the one begin_event() was given.
+CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint16_t category, uint8_t* event_end, uint64_t ticks) {
+  format::CategoryCounts& counts = writer.category_counts[category];
   counts.events.store(counts.events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   counts.bytes.store(counts.bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(event_end - writer.pos),
                      std::memory_order_relaxed);
@@ -172,7 +172,7 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
   if (!out) return Emitted::dropped;
   const format::NamePayload payload{site.id.load(std::memory_order_relaxed)};
   std::memcpy(out, &payload, sizeof payload);
-  commit_event(*writer, out + sizeof payload, ticks);
+  commit_event(*writer, site.category_index, out + sizeof payload, ticks);
   return Emitted::written;
 }
 
@@ -194,7 +194,7 @@ CHRONICLE_INLINE void emit_span_end(Site& site, uint32_t generation) {
   if (!out) return;
   const format::NamePayload payload{site.id.load(std::memory_order_relaxed)};
   std::memcpy(out, &payload, sizeof payload);
-  commit_event(writer, out + sizeof payload, ticks);
+  commit_event(writer, site.category_index, out + sizeof payload, ticks);
 }
 
 template <typename Value>
@@ -208,14 +208,14 @@ CHRONICLE_INLINE void emit_counter(Site& site, uint32_t generation, Value value)
                                sizeof payload, ticks);
     if (!out) return;
     std::memcpy(out, &payload, sizeof payload);
-    commit_event(*writer, out + sizeof payload, ticks);
+    commit_event(*writer, site.category_index, out + sizeof payload, ticks);
   } else {
     const format::CounterPayload payload{site.id.load(std::memory_order_relaxed), static_cast<int64_t>(value)};
     uint8_t* out = begin_event(*writer, site.category_index, static_cast<uint32_t>(format::EventId::counter),
                                sizeof payload, ticks);
     if (!out) return;
     std::memcpy(out, &payload, sizeof payload);
-    commit_event(*writer, out + sizeof payload, ticks);
+    commit_event(*writer, site.category_index, out + sizeof payload, ticks);
   }
 }
 
