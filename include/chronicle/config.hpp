@@ -43,13 +43,19 @@ struct Config {
   std::chrono::milliseconds self_stats_interval{1000};
   // How long the in-process collector sleeps when it found nothing to drain.
   std::chrono::milliseconds drain_interval{10};
+  // Call-stack samples per second of each thread's CPU time (0: none), and the context switches of
+  // every thread (when each left and regained a CPU): events of categories "profile" and "sched",
+  // from the kernel's perf events (docs/profiling.md).
+  unsigned sample_frequency = 0;
+  bool context_switches = false;
   // Leave the shared mapping's file in place after stop() (for tests and post-mortem reads).
   bool keep_shm = false;
 };
 
 // Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
 // CHRONICLE_SHM_DIR, CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL,
-// CHRONICLE_SNAPSHOT_DIR, CHRONICLE_SELF_STATS_INTERVAL. Returns false when neither CHRONICLE_OUTPUT nor
+// CHRONICLE_SNAPSHOT_DIR, CHRONICLE_SELF_STATS_INTERVAL, CHRONICLE_SAMPLE (samples per second),
+// CHRONICLE_SCHED (1: context switches). Returns false when neither CHRONICLE_OUTPUT nor
 // CHRONICLE_ARMED is set; throws std::invalid_argument on a malformed value. Armed without an
 // output, the session has no collector in the process: `chronicle record --attach`,
 // `snapshot` or `ctl` read it.

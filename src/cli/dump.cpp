@@ -74,12 +74,20 @@ std::string_view type_name(format::EventId type) {
       return "receive_end";
     case format::EventId::task_context:
       return "task_context";
+    case format::EventId::cpu_sample:
+      return "sample";
+    case format::EventId::cpu_switch:
+      return "switch";
   }
   return "?";
 }
 
-bool is_task_layer_event(format::EventId type) {
-  return type >= format::EventId::task_create && type <= format::EventId::task_context;
+// The category of events that name no site: the task layer's, and the sampler's.
+std::optional<std::string> category_without_site(format::EventId type) {
+  if (type == format::EventId::cpu_sample) return "profile";
+  if (type == format::EventId::cpu_switch) return "sched";
+  if (type >= format::EventId::task_create && type <= format::EventId::task_context) return "task";
+  return std::nullopt;
 }
 
 // "12.3 us": a duration in the unit that keeps three significant digits readable.
@@ -239,11 +247,10 @@ int run_dump(const DumpOptions& options) {
     trace.for_each_event(pairing, [&](const reader::Event& event) {
       // Before the filters: a total counts every increment, shown or not.
       const std::optional<analysis::CounterReading> reading = counters.read(event);
-      const bool task_layer = is_task_layer_event(event.type);
+      const std::optional<std::string> fixed_category = category_without_site(event.type);
       const reader::Site* site = trace.site(event.name_id);
-      const std::string unknown = task_layer ? std::string() : fmt::format("#{}", event.name_id);
-      const std::string task_category = "task";
-      const std::string& category = task_layer ? task_category : site ? site->category : unknown;
+      const std::string unknown = fixed_category ? std::string() : fmt::format("#{}", event.name_id);
+      const std::string& category = fixed_category ? *fixed_category : site ? site->category : unknown;
       const std::string& name = site ? site->name : unknown;
       if (!matches(options.category, category) || !matches(options.name, name)) return true;
       line.clear();
@@ -290,6 +297,15 @@ int run_dump(const DumpOptions& options) {
         case format::EventId::task_context:
           fmt::format_to(std::back_inserter(line), " task={} trace={:016x}{:016x}", model::task_id_text(event.task),
                          event.trace_high, event.trace_low);
+          break;
+        case format::EventId::cpu_sample:
+          fmt::format_to(std::back_inserter(line), " pid={} tid={} frames={}", event.sampled_pid, event.sampled_tid,
+                         event.frame_count);
+          if (event.frame_count > 0) fmt::format_to(std::back_inserter(line), " ip=0x{:x}", event.frame(0));
+          break;
+        case format::EventId::cpu_switch:
+          fmt::format_to(std::back_inserter(line), " pid={} tid={} state={}", event.sampled_pid, event.sampled_tid,
+                         format::cpu_state_name(event.cpu_state));
           break;
         default:
           break;

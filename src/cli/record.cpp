@@ -43,8 +43,10 @@ struct RecordOptions {
   std::vector<std::string> command;
   OtlpPushCliOptions otlp;  // --otlp-endpoint: the spans pushed while the program runs, the rest at its end
   double otlp_interval_seconds = 1;
-  int attach = 0;          // --attach PID: collect a running program's session instead
-  TriggerOptions trigger;  // --trigger: flight-recorder snapshots when a metric crosses a line
+  int attach = 0;                 // --attach PID: collect a running program's session instead
+  TriggerOptions trigger;         // --trigger: flight-recorder snapshots when a metric crosses a line
+  unsigned sample_frequency = 0;  // --sample[=FREQ]
+  bool context_switches = false;  // --sched
 };
 
 struct TrackedSession {
@@ -236,6 +238,8 @@ void spawn_program(RecordOptions& options, const std::string& shm_dir, Recording
   setenv(recorder::kEnvMode, options.mode.c_str(), 1);
   setenv(recorder::kEnvBufferSize, options.buffer_size.c_str(), 1);
   setenv(recorder::kEnvCategories, options.categories.c_str(), 1);
+  if (options.sample_frequency > 0) setenv(recorder::kEnvSample, std::to_string(options.sample_frequency).c_str(), 1);
+  if (options.context_switches) setenv(recorder::kEnvSched, "1", 1);
   // Processes the program leaves behind (`prog &` in a shell that exits) become our children:
   // we wait for them and collect their sessions too.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -415,6 +419,15 @@ Command add_record(CLI::App& app) {
   command->add_flag("--allow-shared-output", options->allow_shared_output,
                     "Write into a directory other users may write to (they could replace the trace's files)");
   command->add_flag("-q,--quiet", options->quiet, "No progress line");
+  command
+      ->add_option("--sample", options->sample_frequency,
+                   "Call-stack samples per second of each thread's CPU time (--sample alone: 999); "
+                   "see docs/profiling.md")
+      ->expected(0, 1)
+      ->default_str("999")
+      ->check(CLI::Range(1u, recorder::kMaxSampleFrequency));
+  command->add_flag("--sched", options->context_switches,
+                    "Record context switches: when each thread left and regained a CPU, and why");
   add_otlp_push_options(*command, options->otlp, false);
   command
       ->add_option("--otlp-interval", options->otlp_interval_seconds,

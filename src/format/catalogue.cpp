@@ -43,6 +43,19 @@ constexpr FieldSpec kContextReceive[] = {{"trace_high", FieldType::u64},
 constexpr FieldSpec kContextReceiveEnd[] = {{"span", FieldType::u64}};
 constexpr FieldSpec kTaskContext[] = {
     {"task", FieldType::u64}, {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"flags", FieldType::u8}};
+constexpr std::string_view kCpuStateNames[] = {"running", "preempted", "blocked"};
+static_assert(std::size(kCpuStateNames) == kCpuStateCount);
+constexpr FieldSpec kCpuSample[] = {{"pid", FieldType::u32},
+                                    {"tid", FieldType::u32},
+                                    {"frame_count", FieldType::u32},
+                                    {"frames", FieldType::u64_sequence}};
+constexpr FieldSpec kCpuSwitch[] = {
+    {"pid", FieldType::u32}, {"tid", FieldType::u32}, {"state", FieldType::u8, kCpuStateNames}};
+constexpr FieldSpec kModuleDefinition[] = {{"base", FieldType::u64},
+                                           {"start", FieldType::u64},
+                                           {"end", FieldType::u64},
+                                           {"build_id", FieldType::string},
+                                           {"path", FieldType::string}};
 constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name", FieldType::string}};
 
 constexpr auto id(EventId e) {
@@ -52,31 +65,42 @@ constexpr auto id(DefinitionId e) {
   return static_cast<uint32_t>(e);
 }
 
-// Bytes of the fields before the first string (all of them when there is none).
+constexpr bool is_variable(FieldType type) {
+  return type == FieldType::string || type == FieldType::u64_sequence;
+}
+
+// Bytes of the fields before the first string or sequence (all of them when there is none).
 constexpr size_t fixed_prefix_size(std::span<const FieldSpec> fields) {
   size_t size = 0;
   for (const auto& field : fields) {
-    if (field.type == FieldType::string) break;
+    if (is_variable(field.type)) break;
     size += field_size(field.type);
   }
   return size;
 }
 
-constexpr bool has_string(std::span<const FieldSpec> fields) {
+constexpr bool has_variable_field(std::span<const FieldSpec> fields) {
   for (const auto& field : fields)
-    if (field.type == FieldType::string) return true;
+    if (is_variable(field.type)) return true;
   return false;
 }
 
+// A sequence's length is the u32 right before it.
+constexpr bool sequences_have_lengths(std::span<const FieldSpec> fields) {
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (fields[i].type == FieldType::u64_sequence && (i == 0 || fields[i - 1].type != FieldType::u32)) return false;
+  return true;
+}
+
 constexpr int32_t fixed_size(std::span<const FieldSpec> fields) {
-  return has_string(fields) ? -1 : static_cast<int32_t>(fixed_prefix_size(fields));
+  return has_variable_field(fields) ? -1 : static_cast<int32_t>(fixed_prefix_size(fields));
 }
 
 // Where `name` begins in the payload; -1 when it is not a field before the first string.
 constexpr std::ptrdiff_t field_offset(std::span<const FieldSpec> fields, std::string_view name) {
   std::ptrdiff_t offset = 0;
   for (const auto& field : fields) {
-    if (field.type == FieldType::string) return -1;
+    if (is_variable(field.type)) return -1;
     if (field.name == name) return offset;
     offset += static_cast<std::ptrdiff_t>(field_size(field.type));
   }
@@ -135,6 +159,19 @@ CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, trace_high);
 CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, trace_low);
 CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, flags);
 CHRONICLE_SAME_SIZE(kTaskContext, TaskContextPayload);
+CHRONICLE_SAME_FIELD(kCpuSample, CpuSamplePrefix, pid);
+CHRONICLE_SAME_FIELD(kCpuSample, CpuSamplePrefix, tid);
+CHRONICLE_SAME_FIELD(kCpuSample, CpuSamplePrefix, frame_count);
+CHRONICLE_SAME_SIZE(kCpuSample, CpuSamplePrefix);
+static_assert(sequences_have_lengths(kCpuSample));
+CHRONICLE_SAME_FIELD(kCpuSwitch, CpuSwitchPayload, pid);
+CHRONICLE_SAME_FIELD(kCpuSwitch, CpuSwitchPayload, tid);
+CHRONICLE_SAME_FIELD(kCpuSwitch, CpuSwitchPayload, state);
+CHRONICLE_SAME_SIZE(kCpuSwitch, CpuSwitchPayload);
+CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, base);
+CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, start);
+CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, end);
+CHRONICLE_SAME_SIZE(kModuleDefinition, ModuleDefinitionPrefix);
 #undef CHRONICLE_SAME_FIELD
 #undef CHRONICLE_SAME_SIZE
 
@@ -162,8 +199,11 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::context_receive), "context_receive", kContextReceive},
     EventSpec{kStreamThread, id(EventId::context_receive_end), "context_receive_end", kContextReceiveEnd},
     EventSpec{kStreamThread, id(EventId::task_context), "task_context", kTaskContext},
+    EventSpec{kStreamThread, id(EventId::cpu_sample), "cpu_sample", kCpuSample},
+    EventSpec{kStreamThread, id(EventId::cpu_switch), "cpu_switch", kCpuSwitch},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
+    EventSpec{kStreamStrings, id(DefinitionId::module), "module_definition", kModuleDefinition},
 });
 
 }  // namespace
@@ -194,14 +234,19 @@ std::optional<size_t> payload_size(const EventSpec& spec, const uint8_t* data, s
     return static_cast<size_t>(spec.fixed_payload_size);
   }
   size_t offset = 0;
+  uint32_t last_u32 = 0;  // a sequence's length
   for (const auto& field : spec.fields) {
     size_t size = field_size(field.type);
     if (field.type == FieldType::string) {
       const void* nul = std::memchr(data + offset, 0, available - offset);
       if (!nul) return std::nullopt;
       size = static_cast<const uint8_t*>(nul) - (data + offset) + 1;
+    } else if (field.type == FieldType::u64_sequence) {
+      if (last_u32 > (available - offset) / 8) return std::nullopt;
+      size = size_t{last_u32} * 8;
     }
     if (size > available - offset) return std::nullopt;
+    if (field.type == FieldType::u32) std::memcpy(&last_u32, data + offset, sizeof last_u32);
     offset += size;
   }
   return offset;
@@ -217,6 +262,11 @@ std::string_view task_outcome_name(TaskOutcome outcome) {
   return index < std::size(kTaskOutcomeNames) ? kTaskOutcomeNames[index] : "?";
 }
 
+std::string_view cpu_state_name(CpuState state) {
+  const auto index = static_cast<size_t>(state);
+  return index < std::size(kCpuStateNames) ? kCpuStateNames[index] : "?";
+}
+
 std::string_view field_type_name(FieldType type) {
   switch (type) {
     case FieldType::u8:
@@ -224,6 +274,7 @@ std::string_view field_type_name(FieldType type) {
     case FieldType::u32:
       return "uint32_t";
     case FieldType::u64:
+    case FieldType::u64_sequence:
       return "uint64_t";
     case FieldType::s64:
       return "int64_t";

@@ -12,7 +12,8 @@
 
 namespace chronicle::format {
 
-enum class FieldType : uint8_t { u8, u32, u64, s64, f64, string };
+// u64_sequence: as many u64 as the u32 field right before it says (a CTF sequence).
+enum class FieldType : uint8_t { u8, u32, u64, s64, f64, string, u64_sequence };
 
 struct FieldSpec {
   std::string_view name;
@@ -26,7 +27,7 @@ struct EventSpec {
   uint32_t id;
   std::string_view name;
   std::span<const FieldSpec> fields;
-  int32_t fixed_payload_size = -1;  // bytes when no field is a string, else -1 (set by the catalogue)
+  int32_t fixed_payload_size = -1;  // bytes when no field is a string or a sequence, else -1 (set by the catalogue)
 };
 
 std::span<const EventSpec> catalogue();
@@ -64,6 +65,8 @@ inline constexpr size_t field_size(FieldType type) {
       return 8;
     case FieldType::string:
       return 0;  // as long as its text
+    case FieldType::u64_sequence:
+      return 0;  // 8 bytes per element
   }
   return 0;
 }
@@ -71,5 +74,6 @@ inline constexpr size_t field_size(FieldType type) {
 // The names the metadata gives task kinds and outcomes ("unknown"/"?" for a value out of range).
 std::string_view task_kind_name(TaskKind kind);
 std::string_view task_outcome_name(TaskOutcome outcome);
+std::string_view cpu_state_name(CpuState state);
 
 }  // namespace chronicle::format

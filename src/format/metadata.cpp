@@ -285,7 +285,12 @@ std::string make_metadata(const TraceDescription& trace) {
     out += fmt::format("  id = {};\n", event.id);
     out += fmt::format("  stream_id = {};\n", event.stream_id);
     add("  fields := struct {");
-    for (const FieldSpec& field : event.fields) {
+    for (size_t index = 0; index < event.fields.size(); ++index) {
+      const FieldSpec& field = event.fields[index];
+      if (field.type == FieldType::u64_sequence) {  // its length is the field before it (the catalogue's rule)
+        out += fmt::format("    {} _{}[_{}];\n", field_type_name(field.type), field.name, event.fields[index - 1].name);
+        continue;
+      }
       if (field.enumerators.empty()) {
         out += fmt::format("    {} _{};\n", field_type_name(field.type), field.name);
         continue;

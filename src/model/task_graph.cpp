@@ -209,6 +209,9 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::context_receive_end:
     case EventId::task_context:
       break;  // links between processes: chronicle merge pairs them
+    case EventId::cpu_sample:
+    case EventId::cpu_switch:
+      break;  // about other threads (the sampler's): the profile reads them
     case EventId::span_end:
       // A task's span ends where the task runs now; its end is the task's too (the reader paired it).
       if (event.span && event.span->task != 0 && !running.empty()) {

@@ -212,6 +212,14 @@ void Trace::load_definitions(const std::string& path) {
         } else if (event.spec->id == static_cast<uint32_t>(format::DefinitionId::thread)) {
           const uint32_t thread_id = fields.number<uint32_t>();
           thread_names_[thread_id] = fields.text();
+        } else if (event.spec->id == static_cast<uint32_t>(format::DefinitionId::module)) {
+          ModuleMap module;
+          module.base = fields.number<uint64_t>();
+          module.start = fields.number<uint64_t>();
+          module.end = fields.number<uint64_t>();
+          module.build_id = fields.text();
+          module.path = fields.text();
+          modules_.push_back(std::move(module));
         }
       }
     } catch (const format::DecodeError& decode_error) {
@@ -473,6 +481,21 @@ bool Trace::StreamCursor::next(Event& event) {
       event.trace_high = payload.trace_high;
       event.trace_low = payload.trace_low;
       event.context_flags = payload.flags;
+      break;
+    }
+    case format::EventId::cpu_sample: {
+      const auto payload = load<format::CpuSamplePrefix>(raw.payload);
+      event.sampled_pid = payload.pid;
+      event.sampled_tid = payload.tid;
+      event.frame_count = payload.frame_count;
+      event.frames = raw.payload + sizeof payload;
+      break;
+    }
+    case format::EventId::cpu_switch: {
+      const auto payload = load<format::CpuSwitchPayload>(raw.payload);
+      event.sampled_pid = payload.pid;
+      event.sampled_tid = payload.tid;
+      event.cpu_state = static_cast<format::CpuState>(payload.state);
       break;
     }
     default:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,9 +63,30 @@ struct Event {
   uint64_t context_span = 0;    // send: the send's span id; receive, receive_end: the receive's
   uint64_t context_parent = 0;  // receive: the sender's span id (0: the message carried none)
   uint8_t context_flags = 0;
+  // The sampler's events (written by the session's control thread about other threads):
+  // cpu_sample, cpu_switch name the thread they are about.
+  uint32_t sampled_pid = 0;
+  uint32_t sampled_tid = 0;
+  format::CpuState cpu_state = format::CpuState::running;  // cpu_switch
+  uint32_t frame_count = 0;                                // cpu_sample: frame(0) innermost
+  const uint8_t* frames = nullptr;                         // unaligned u64s in the trace's bytes
+  uint64_t frame(size_t index) const {
+    uint64_t address;
+    std::memcpy(&address, frames + index * sizeof address, sizeof address);
+    return address;
+  }
   // for_each_event: the span a span_begin opens or a span_end closes (span_pairing.hpp); null for
   // other events, an end that pairs with nothing, and in per-stream iteration.
   const PairedSpan* span = nullptr;
+};
+
+// An ELF object of the traced process (a module definition), to symbolise its samples with.
+struct ModuleMap {
+  uint64_t base = 0;   // load bias
+  uint64_t start = 0;  // code mapped at [start, end)
+  uint64_t end = 0;
+  std::string build_id;  // hex; "" when none
+  std::string path;
 };
 
 struct StreamInfo {
@@ -116,6 +138,8 @@ class Trace {
   const Site* site(uint32_t id) const;
   const std::vector<Site>& sites() const { return sites_; }
   std::string thread_name(uint32_t thread_id) const;
+  // The process's modules, in the order they were defined (the sampler's, docs/profiling.md).
+  const std::vector<ModuleMap>& modules() const { return modules_; }
   uint64_t events_discarded() const;
   // What the reader skipped, by file and offset.
   const std::vector<Damage>& damage() const { return damage_; }
@@ -159,6 +183,7 @@ class Trace {
   format::TraceDescription description_;
   std::vector<Site> sites_;  // by id - 1 (gaps have id 0)
   std::map<uint32_t, std::string> thread_names_;
+  std::vector<ModuleMap> modules_;
   std::vector<StreamInfo> streams_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::vector<uint64_t>> readable_packets_;    // per stream: offsets of the sound packets

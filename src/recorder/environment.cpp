@@ -52,6 +52,16 @@ long recorder::parse_interval_ms(std::string_view variable, std::string_view tex
   return value * scale;
 }
 
+unsigned recorder::parse_sample_frequency(std::string_view text) {
+  unsigned value = 0;
+  bool valid = !text.empty() && text.size() <= 6;
+  for (char c : text) valid = valid && c >= '0' && c <= '9', value = value * 10 + static_cast<unsigned>(c - '0');
+  if (!valid || value > kMaxSampleFrequency)
+    throw std::invalid_argument(
+        fmt::format("{}='{}': expected samples per second, 0 to {} (e.g. 999)", kEnvSample, text, kMaxSampleFrequency));
+  return value;
+}
+
 bool config_from_environment(Config& config) {
   const char* output = std::getenv(recorder::kEnvOutput);
   const char* armed = std::getenv(recorder::kEnvArmed);
@@ -84,6 +94,10 @@ bool config_from_environment(Config& config) {
   if (const char* interval = std::getenv(recorder::kEnvSelfStatsInterval); interval && *interval)
     config.self_stats_interval =
         std::chrono::milliseconds(recorder::parse_interval_ms(recorder::kEnvSelfStatsInterval, interval));
+  if (const char* frequency = std::getenv(recorder::kEnvSample); frequency && *frequency)
+    config.sample_frequency = recorder::parse_sample_frequency(frequency);
+  if (const char* sched = std::getenv(recorder::kEnvSched); sched && *sched && std::string_view(sched) != "0")
+    config.context_switches = true;
   const char* collector = std::getenv(recorder::kEnvCollector);
   config.output = collector && std::string_view(collector) == "external" ? std::string() : std::string(output);
   return true;

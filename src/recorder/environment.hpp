@@ -27,10 +27,16 @@ inline constexpr const char* kEnvCrashHandler = "CHRONICLE_CRASH_HANDLER";  // "
 inline constexpr const char* kEnvSnapshotSignal = "CHRONICLE_SNAPSHOT_SIGNAL";
 inline constexpr const char* kEnvSnapshotDir = "CHRONICLE_SNAPSHOT_DIR";
 inline constexpr const char* kEnvSelfStatsInterval = "CHRONICLE_SELF_STATS_INTERVAL";  // e.g. 1s, 250ms, 0
-inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";  // any value but "0": every category starts off
+inline constexpr const char* kEnvSample = "CHRONICLE_SAMPLE";  // samples per second, e.g. 999; 0: none
+inline constexpr const char* kEnvSched = "CHRONICLE_SCHED";    // 1: context switches
+inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";    // any value but "0": every category starts off
 
 // "1s", "250ms", "0": milliseconds (a bare number is milliseconds). Throws std::invalid_argument.
 long parse_interval_ms(std::string_view variable, std::string_view text);
+// CHRONICLE_SAMPLE's value: samples per second (the kernel refuses more than
+// kernel.perf_event_max_sample_rate, by default some tens of thousands).
+inline constexpr unsigned kMaxSampleFrequency = 100000;
+unsigned parse_sample_frequency(std::string_view text);
 
 // The signal CHRONICLE_SNAPSHOT_SIGNAL names; throws std::invalid_argument on anything else.
 int parse_snapshot_signal(std::string_view text);

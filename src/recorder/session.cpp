@@ -59,6 +59,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,8 @@
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
 #include "recorder/event_cost.hpp"
+#include "recorder/modules.hpp"
+#include "sampler/perf_sampler.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {
@@ -132,11 +135,20 @@ struct Session {
   // The control thread, which answers `chronicle ctl` (layout.hpp, "The control block").
   std::thread control_thread;
   std::atomic<bool> has_control_thread{false};
-  bool control_channel_taken = false;  // under the registry mutex
+  // Channels kept for the session's own threads (the control thread, the sampler's), so that they
+  // never take a ring from a thread of the program: max_channels - max_threads of them.
+  uint32_t own_channels_taken = 0;  // under the registry mutex
   std::atomic<bool> control_stop{false};
   // stop() asks the control thread for a last sample of the monitor's figures: 0 none, 1 asked,
   // 2 written (a private futex word).
   std::atomic<uint32_t> final_sample{0};
+  // The sampling profiler (docs/profiling.md): its events are written by a thread of its own.
+  std::unique_ptr<sampler::PerfSampler> perf_sampler;
+  std::thread sampler_thread;
+  std::mutex sampler_mutex;
+  std::condition_variable sampler_wake;
+  bool sampler_stop = false;  // under sampler_mutex
+  std::atomic<bool> sampler_ended{false};
   // Armed with no collector in this process nor `chronicle record`'s: no one else removes the
   // mapping, so stop() does.
   bool remove_mapping_at_stop = false;
@@ -192,8 +204,9 @@ class SlowPathScope {
 
 // Whether the calling thread's state byte is in Registry::thread_states.
 thread_local constinit bool t_state_listed = false;
-// Whether the calling thread is a session's control thread (it has a channel of its own).
-thread_local constinit bool t_is_control_thread = false;
+// Whether the calling thread is one of a session's own threads, the control thread or the
+// sampler's (it has a channel kept for it).
+thread_local constinit bool t_is_session_thread = false;
 
 // Forgets the writer's session, keeping its state byte.
 void reset_writer(ThreadWriter& writer) {
@@ -478,13 +491,14 @@ uint32_t closed_channel_with_room(Session& session, bool any_closed) {
 }
 
 // Registry mutex held. A new channel whose ring memory can be reserved, or kNoChannel. The last
-// of max_channels (max_threads + 1) is kept for the control thread, so that the session's own
-// figures never take a ring from a thread of the program.
-uint32_t new_channel(Session& session, bool for_control_thread) {
+// max_channels - max_threads are kept for the session's own threads, so that the session's own
+// figures and samples never take a ring from a thread of the program.
+uint32_t new_channel(Session& session, bool for_session_thread) {
   ShmHeader& header = *session.header;
   const uint32_t used = header.channel_count.load(std::memory_order_relaxed);
-  const uint32_t limit =
-      for_control_thread || session.control_channel_taken ? header.max_channels : header.max_channels - 1;
+  const uint32_t own = header.max_channels - session.config.max_threads;
+  const uint32_t kept = own > session.own_channels_taken ? own - session.own_channels_taken : 0;
+  const uint32_t limit = for_session_thread ? header.max_channels : header.max_channels - kept;
   if (used >= limit) return kNoChannel;
   const uint64_t ring_offset = header.rings_offset + uint64_t{used} * format::ring_bytes(header);
   const uint64_t row_offset = header.category_counts_offset + uint64_t{used} * format::kCategoryCountsRowSize;
@@ -499,7 +513,7 @@ uint32_t new_channel(Session& session, bool for_control_thread) {
   desc.packets_consumed.store(0, std::memory_order_relaxed);
   desc.epoch.store(0, std::memory_order_relaxed);
   header.channel_count.store(used + 1, std::memory_order_release);
-  if (for_control_thread) session.control_channel_taken = true;
+  if (for_session_thread) ++session.own_channels_taken;
   return used;
 }
 
@@ -507,7 +521,7 @@ uint32_t new_channel(Session& session, bool for_control_thread) {
 // new memory), else a new one, else any closed one (its thread then waits for a free slot,
 // counting its events as discarded). kNoChannel when there is none.
 uint32_t claim_channel(Session& session) {
-  if (t_is_control_thread) return new_channel(session, true);
+  if (t_is_session_thread) return new_channel(session, true);
   const bool stream = session.header->policy == format::BufferPolicy::stream;
   if (stream) {
     if (uint32_t index = closed_channel_with_room(session, false); index != kNoChannel)
@@ -1098,7 +1112,7 @@ void take_final_sample(Session& session) {
 
 void run_control(Session* session) {
   pthread_setname_np(pthread_self(), "chronicle-ctl");
-  t_is_control_thread = true;
+  t_is_session_thread = true;
   ShmHeader& header = *session->header;
   const auto interval = session->config.self_stats_interval;
   SelfSampler sampler(*session);
@@ -1140,6 +1154,219 @@ void end_control_thread(Session& session) {
   session.control_thread.join();
 }
 
+// ---- The sampling profiler (docs/profiling.md) ---------------------------------------------------
+// The perf events are opened by start() on the thread that calls it (the kernel then follows the
+// threads it starts); the sampler thread drains their rings every kSamplerPeriod and writes each
+// record as an event of its own channel, in time order. Records newer than the watermark (now less
+// kSamplerHoldBack) wait for the next round: another CPU's ring may still get an older one, and a
+// stream's times never go back. Samples obey category "profile", switches "sched".
+
+constexpr auto kSamplerPeriod = std::chrono::milliseconds(10);
+constexpr uint64_t kSamplerHoldBackNs = 2'000'000;
+constexpr uint32_t kMaxFrames = 127;  // the kernel's default limit (kernel.perf_event_max_stack)
+
+Site g_sample_site{"profile", "cpu_sample", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::instant)};
+Site g_switch_site{"sched", "cpu_switch", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::instant)};
+
+// Maps a CLOCK_MONOTONIC time to the session's ticks: from a pair read now, so that the error of
+// the frequency estimate applies to milliseconds only.
+class TickConverter {
+ public:
+  explicit TickConverter(const format::ClockCalibration& clock) : clock_(clock) {}
+  void refresh() {
+    if (!clock_.is_tsc) return;
+    frequency_ = static_cast<double>(recorder::refined_frequency(clock_));
+    pair_ticks_ = detail::read_ticks();
+    pair_ns_ = recorder::read_monotonic_ns();
+  }
+  uint64_t ticks(uint64_t monotonic_ns) const {
+    if (!clock_.is_tsc) return monotonic_ns;
+    const double offset_ns = static_cast<double>(static_cast<int64_t>(monotonic_ns - pair_ns_));
+    return pair_ticks_ + static_cast<uint64_t>(static_cast<int64_t>(offset_ns * frequency_ / 1e9));
+  }
+
+ private:
+  format::ClockCalibration clock_;
+  double frequency_ = 1e9;
+  uint64_t pair_ticks_ = 0;
+  uint64_t pair_ns_ = 0;
+};
+
+class SampleWriter {
+ public:
+  explicit SampleWriter(Session& session) : session_(session), ticks_(session.header->clock) {}
+
+  // One round; `last`: everything left (the events are disabled).
+  void drain(bool last) {
+    ticks_.refresh();
+    const uint64_t watermark = last ? UINT64_MAX : recorder::read_monotonic_ns() - kSamplerHoldBackNs;
+    session_.perf_sampler->read(pending_);
+    define_new_modules();
+    std::vector<uint32_t> ready;
+    for (uint32_t i = 0; i < pending_.records.size(); ++i)
+      if (pending_.records[i].time_ns <= watermark) ready.push_back(i);
+    std::stable_sort(ready.begin(), ready.end(), [this](uint32_t a, uint32_t b) {
+      return pending_.records[a].time_ns < pending_.records[b].time_ns;
+    });
+    name_new_threads(ready);
+    for (const uint32_t index : ready) write(pending_.records[index]);
+    for (uint64_t lost = 0; lost < pending_.lost; ++lost)
+      detail::count_discarded(session_.generation, g_sample_site.category_index);
+    keep_the_rest(ready);
+  }
+
+ private:
+  void write(const sampler::Record& record) {
+    const bool sample = record.type == sampler::RecordType::sample;
+    Site& site = sample ? g_sample_site : g_switch_site;
+    ThreadWriter* writer = detail::writer_for(site, session_.generation);
+    if (!writer) return;
+    uint64_t ticks = ticks_.ticks(record.time_ns);
+    if (sample) {
+      const uint32_t frames = std::min(record.frame_count, kMaxFrames);
+      const format::CpuSamplePrefix prefix{record.pid, record.tid, frames};
+      const size_t size = sizeof prefix + frames * sizeof(uint64_t);
+      uint8_t* out = detail::begin_event(*writer, site.category_index,
+                                         static_cast<uint32_t>(format::EventId::cpu_sample), size, ticks);
+      if (!out) return;
+      std::memcpy(out, &prefix, sizeof prefix);
+      std::memcpy(out + sizeof prefix, pending_.frames.data() + record.first_frame, frames * sizeof(uint64_t));
+      detail::commit_event(*writer, site.category_index, out + size, ticks);
+      return;
+    }
+    const format::CpuState state = record.type == sampler::RecordType::switch_in ? format::CpuState::running
+                                   : record.type == sampler::RecordType::switch_out_preempted
+                                       ? format::CpuState::preempted
+                                       : format::CpuState::blocked;
+    const format::CpuSwitchPayload payload{record.pid, record.tid, static_cast<uint8_t>(state)};
+    uint8_t* out = detail::begin_event(*writer, site.category_index, static_cast<uint32_t>(format::EventId::cpu_switch),
+                                       sizeof payload, ticks);
+    if (!out) return;
+    std::memcpy(out, &payload, sizeof payload);
+    detail::commit_event(*writer, site.category_index, out + sizeof payload, ticks);
+  }
+
+  // Threads that never wrote a trace point have no definition yet: named from /proc, so that the
+  // profile names them (a thread of a child process keeps its number).
+  void name_new_threads(const std::vector<uint32_t>& ready) {
+    std::vector<std::pair<uint32_t, std::string>> names;
+    for (const uint32_t index : ready) {
+      const sampler::Record& record = pending_.records[index];
+      if (!named_threads_.insert(record.tid).second || record.pid != static_cast<uint32_t>(getpid())) continue;
+      std::string name = read_small_file(fmt::format("/proc/self/task/{}/comm", record.tid));
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+      if (!name.empty()) names.emplace_back(record.tid, std::move(name));
+    }
+    if (names.empty()) return;
+    Registry& reg = registry();
+    SlowPathScope scope;
+    std::lock_guard lock(reg.mutex);
+    if (reg.session.get() != &session_) return;
+    for (const auto& [tid, name] : names) define_thread(session_, static_cast<int32_t>(tid), name);
+  }
+
+  void define_new_modules() {
+    const uint64_t loads = recorder::module_load_count();
+    if (loads == module_loads_) return;
+    module_loads_ = loads;
+    std::vector<recorder::LoadedModule> fresh;
+    for (recorder::LoadedModule& module : recorder::loaded_modules())
+      if (defined_modules_.insert({module.base, module.path}).second) fresh.push_back(std::move(module));
+    if (fresh.empty()) return;
+    Registry& reg = registry();
+    SlowPathScope scope;
+    std::lock_guard lock(reg.mutex);
+    if (reg.session.get() != &session_) return;
+    for (const recorder::LoadedModule& module : fresh) {
+      std::string payload;
+      append_value(payload, format::ModuleDefinitionPrefix{module.base, module.start, module.end});
+      append_string(payload, module.build_id);
+      append_string(payload, module.path);
+      write_definition(session_, format::DefinitionId::module, payload);
+    }
+  }
+
+  void keep_the_rest(const std::vector<uint32_t>& written) {
+    sampler::Batch rest;
+    std::vector<bool> done(pending_.records.size(), false);
+    for (const uint32_t index : written) done[index] = true;
+    for (uint32_t i = 0; i < pending_.records.size(); ++i) {
+      if (done[i]) continue;
+      sampler::Record record = pending_.records[i];
+      const auto first = pending_.frames.begin() + record.first_frame;
+      record.first_frame = static_cast<uint32_t>(rest.frames.size());
+      rest.frames.insert(rest.frames.end(), first, first + record.frame_count);
+      rest.records.push_back(record);
+    }
+    pending_ = std::move(rest);
+  }
+
+  static std::string read_small_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    char buffer[64];
+    const ssize_t length = ::read(fd, buffer, sizeof buffer);
+    ::close(fd);
+    return length > 0 ? std::string(buffer, static_cast<size_t>(length)) : std::string();
+  }
+
+  Session& session_;
+  TickConverter ticks_;
+  sampler::Batch pending_;
+  std::set<uint32_t> named_threads_;
+  std::set<std::pair<uint64_t, std::string>> defined_modules_;
+  uint64_t module_loads_ = ~uint64_t{0};
+};
+
+void run_sampler(Session* session) {
+  pthread_setname_np(pthread_self(), "chronicle-smp");
+  t_is_session_thread = true;
+  // The channel first, so that its first packet begins before the first record it will hold.
+  detail::attach_thread(detail::t_writer, session->generation);
+  session->perf_sampler->enable();
+  SampleWriter writer(*session);
+  std::unique_lock lock(session->sampler_mutex);
+  while (!session->sampler_stop) {
+    lock.unlock();
+    writer.drain(false);
+    lock.lock();
+    session->sampler_wake.wait_for(lock, kSamplerPeriod, [session] { return session->sampler_stop; });
+  }
+  lock.unlock();
+  session->perf_sampler->disable();
+  writer.drain(true);
+}
+
+// Opens the perf events on the calling thread (start()'s), before the session's own threads exist:
+// they are followed too, so the tracer's own CPU time shows in the profile.
+void open_sampler(Session& session) {
+  sampler::SamplerOptions options;
+  options.frequency = session.config.sample_frequency;
+  options.context_switches = session.config.context_switches;
+  std::string error;
+  session.perf_sampler = sampler::PerfSampler::open(options, error);
+  if (!session.perf_sampler) {
+    fmt::print(stderr, "chronicle: no samples nor context switches: {}\n", error);
+    return;
+  }
+  if (const uint32_t missed = session.perf_sampler->threads_missed())
+    fmt::print(stderr, "chronicle: {} thread(s) running before the session are not sampled\n", missed);
+}
+
+// Before stop() retires the session: the sampler's last round is written into it.
+void end_sampler_thread(Session& session) {
+  if (!session.perf_sampler || session.sampler_ended.exchange(true)) return;
+  if (session.sampler_thread.joinable()) {
+    {
+      std::lock_guard lock(session.sampler_mutex);
+      session.sampler_stop = true;
+    }
+    session.sampler_wake.notify_all();
+    session.sampler_thread.join();
+  }
+  session.perf_sampler.reset();  // its rings and descriptors: a retired session keeps nothing
+}
+
 }  // namespace
 
 bool start(const Config& config) {
@@ -1161,7 +1388,9 @@ bool start(const Config& config) {
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
   const uint64_t categories_offset = format::kShmHeaderSize;
   const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
-  const uint32_t max_channels = config.max_threads + 1;  // one for the control thread (new_channel)
+  const bool sampling = config.sample_frequency > 0 || config.context_switches;
+  // One for the control thread, one for the sampler's (new_channel).
+  const uint32_t max_channels = config.max_threads + 1 + (sampling ? 1 : 0);
   const uint64_t table_size = round_up(uint64_t{max_channels} * sizeof(ChannelDescriptor), 4096);
   const uint64_t strings_offset = table_offset + table_size;
   const uint64_t rings_offset = strings_offset + kStringsRegionSize;
@@ -1252,7 +1481,15 @@ bool start(const Config& config) {
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
+  if (sampling) open_sampler(*raw);
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
+  if (raw->perf_sampler) {
+    try {
+      raw->sampler_thread = std::thread(run_sampler, raw);
+    } catch (const std::system_error& error) {
+      fmt::print(stderr, "chronicle: no sampler thread ({}): no samples\n", error.what());
+    }
+  }
   try {
     raw->control_thread = std::thread(run_control, raw);
     raw->has_control_thread.store(true, std::memory_order_release);
@@ -1268,7 +1505,10 @@ bool start(const Config& config) {
 void stop() {
   Registry& reg = registry();
   // Before the lock: the control thread may need it to write (its first event attaches it).
-  if (Session* running = reg.current.load(std::memory_order_acquire)) take_final_sample(*running);
+  if (Session* running = reg.current.load(std::memory_order_acquire)) {
+    end_sampler_thread(*running);
+    take_final_sample(*running);
+  }
   SlowPathScope scope;
   std::unique_lock lock(reg.mutex);
   if (!reg.session) return;

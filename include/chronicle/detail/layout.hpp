@@ -117,7 +117,16 @@ enum class EventId : uint32_t {
   context_receive = 15,
   context_receive_end = 16,
   task_context = 17,
+  // The sampling profiler and scheduler data (src/sampler/): format version 4. Written by the
+  // session's control thread about other threads, so each names the thread it is about.
+  cpu_sample = 18,
+  cpu_switch = 19,
 };
+
+// What a thread did at a context switch (cpu_switch): it came onto a CPU, or it left one while
+// still runnable (preempted) or because it waited for something (blocked: sleep, I/O, a lock).
+enum class CpuState : uint8_t { running = 0, preempted = 1, blocked = 2 };
+inline constexpr uint8_t kCpuStateCount = 3;
 
 // What a task is; stored as a u8 in task_create (a CTF enum in the metadata).
 enum class TaskKind : uint8_t { unknown = 0, coroutine = 1, promise = 2, handler = 3, timer = 4, io = 5 };
@@ -201,6 +210,27 @@ struct TaskContextPayload {
   uint64_t trace_low;
   uint8_t flags;
 };
+// cpu_sample: thread `tid` of process `pid` was found running this call stack; + frame_count
+// u64 addresses, innermost first (the interrupted instruction, then return addresses).
+struct CpuSamplePrefix {
+  uint32_t pid;
+  uint32_t tid;
+  uint32_t frame_count;
+};
+// cpu_switch: thread `tid` of process `pid` came onto a CPU or left it (`state`: CpuState).
+struct CpuSwitchPayload {
+  uint32_t pid;
+  uint32_t tid;
+  uint8_t state;
+};
+// module (a definition): an ELF object of the process, for symbolising its samples later: loaded at bias
+// `base` (0 for a fixed-address executable), code mapped at [start, end). + two strings: its GNU
+// build id in hex ("" when it has none), and its path.
+struct ModuleDefinitionPrefix {
+  uint64_t base;
+  uint64_t start;
+  uint64_t end;
+};
 #pragma pack(pop)
 
 // The ids a task gets without anything recorded, from the session's uuid (128 random bits) and the
@@ -237,6 +267,7 @@ constexpr void derived_task_trace_id(const ContextSalt& salt, uint64_t task, uin
 enum class DefinitionId : uint32_t {
   site = 0,
   thread = 1,
+  module = 2,  // format version 4
 };
 
 // What a call site is; stored with its definition so tools know how its events read.
