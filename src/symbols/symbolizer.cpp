@@ -1,0 +1,130 @@
+#include "symbols/symbolizer.hpp"
+
+#include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+namespace chronicle::symbols {
+namespace {
+
+// Offline: every module is reported with its own file, so no search of the running system for
+// ELF files; separate debug files (.gnu_debuglink, /usr/lib/debug) are still found.
+const Dwfl_Callbacks kOfflineCallbacks = {
+    .find_elf = nullptr,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = nullptr,
+};
+
+std::string basename_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string build_id_of(Dwfl_Module* module) {
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  const int length = dwfl_module_build_id(module, &bits, &vaddr);
+  std::string hex;
+  for (int k = 0; k < length; ++k) hex += fmt::format("{:02x}", bits[k]);
+  return hex;
+}
+
+std::string demangled(const char* name) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> readable(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                                       &std::free);
+  // Not a mangled C++ name (C functions, main): as it is.
+  return status == 0 && readable ? std::string(readable.get()) : std::string(name);
+}
+
+}  // namespace
+
+Symbolizer::Symbolizer(std::vector<Module> modules) : session_(dwfl_begin(&kOfflineCallbacks)) {
+  std::sort(modules.begin(), modules.end(), [](const Module& a, const Module& b) { return a.start < b.start; });
+  modules_.reserve(modules.size());
+  for (Module& module : modules) {
+    LoadedModule& loaded = modules_.emplace_back();
+    loaded.basename = basename_of(module.path);
+    loaded.recorded = std::move(module);
+  }
+  if (!session_) {
+    warnings_.push_back(fmt::format("cannot start elfutils: {}; every address stays unresolved", dwfl_errmsg(-1)));
+    return;
+  }
+  dwfl_report_begin(session_);
+  for (LoadedModule& module : modules_) report(module);
+  dwfl_report_end(session_, nullptr, nullptr);
+}
+
+Symbolizer::~Symbolizer() {
+  if (session_) dwfl_end(session_);
+}
+
+void Symbolizer::report(LoadedModule& module) {
+  const Module& recorded = module.recorded;
+  // The base is the load bias, to which the file's own addresses (p_vaddr) are added.
+  Dwfl_Module* elf = dwfl_report_elf(session_, recorded.path.c_str(), recorded.path.c_str(), -1, recorded.base, true);
+  if (!elf) {
+    warnings_.push_back(
+        fmt::format("{}: cannot read ({}); its addresses stay unresolved", recorded.path, dwfl_errmsg(-1)));
+    return;
+  }
+  // The file on disk may have been rebuilt since the process loaded it: its symbols would then
+  // name the wrong functions, worse than none.
+  const std::string file_id = build_id_of(elf);
+  if (file_id != recorded.build_id) {
+    warnings_.push_back(fmt::format("{}: build id {} differs from the recorded {}; its addresses stay unresolved",
+                                    recorded.path, file_id.empty() ? "(none)" : file_id,
+                                    recorded.build_id.empty() ? "(none)" : recorded.build_id));
+    return;
+  }
+  module.elf = elf;
+}
+
+const Symbolizer::LoadedModule* Symbolizer::module_at(uint64_t address) const {
+  auto after =
+      std::upper_bound(modules_.begin(), modules_.end(), address,
+                       [](uint64_t value, const LoadedModule& module) { return value < module.recorded.start; });
+  if (after == modules_.begin()) return nullptr;
+  const LoadedModule& module = *std::prev(after);
+  return address < module.recorded.end ? &module : nullptr;
+}
+
+Symbol Symbolizer::lookup(uint64_t address, bool is_return_address) const {
+  // A return address follows its call, which may be a function's last instruction (a call to a
+  // noreturn function): the call itself is what belongs to the caller.
+  const uint64_t instruction = is_return_address && address > 0 ? address - 1 : address;
+  Symbol symbol;
+  const LoadedModule* module = module_at(instruction);
+  if (!module) return symbol;
+  symbol.module = module->basename;
+  symbol.offset = address - module->recorded.base;
+  if (!module->elf) return symbol;
+  GElf_Off offset_in_symbol = 0;
+  GElf_Sym elf_symbol;
+  const char* name =
+      dwfl_module_addrinfo(module->elf, instruction, &offset_in_symbol, &elf_symbol, nullptr, nullptr, nullptr);
+  if (name && *name) symbol.function = demangled(name);
+  return symbol;
+}
+
+const Symbol& Symbolizer::resolve(uint64_t address, bool is_return_address) {
+  auto& cache = is_return_address ? return_cache_ : leaf_cache_;
+  auto found = cache.find(address);
+  if (found == cache.end()) found = cache.emplace(address, lookup(address, is_return_address)).first;
+  return found->second;
+}
+
+std::string Symbolizer::name(uint64_t address, bool is_return_address) {
+  const Symbol& symbol = resolve(address, is_return_address);
+  if (!symbol.function.empty()) return symbol.function;
+  if (!symbol.module.empty()) return fmt::format("[{}+0x{:x}]", symbol.module, symbol.offset);
+  return fmt::format("[unknown 0x{:x}]", address);
+}
+
+}  // namespace chronicle::symbols
