@@ -2,6 +2,8 @@
 // would see them (dl_iterate_phdr, build ids read from the notes in memory), functions of the
 // executable (PIE, so that the load bias matters) and of a shared library named from their
 // files, and modules it must not trust: a file rebuilt since (another build id) and a file gone.
+// Also where the return address is, from the frame tables, in a function with no frame pointer
+// and in one that sets one up (built with -fno-omit-frame-pointer, as profiled programs are).
 #include "symbols/symbolizer.hpp"
 
 #include <dlfcn.h>
@@ -15,6 +17,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +30,23 @@ __attribute__((noinline)) int hot_function(int rounds) {
   volatile int product = 1;
   for (int k = 1; k < rounds; ++k) product = product * k + 1;
   return product;
+}
+
+volatile unsigned leaf_state = 1;
+
+// Needs no stack: GCC gives it no frame even with -fno-omit-frame-pointer, so its return address
+// stays at the stack pointer throughout.
+__attribute__((noinline)) void frameless_leaf(unsigned rounds) {
+  unsigned value = leaf_state;
+  for (unsigned k = 0; k < rounds; ++k) value = value * 3 + 1;
+  leaf_state = value;
+}
+
+// Calls out and uses the result after, so it is no tail call: it sets up %rbp.
+__attribute__((noinline)) unsigned framed_caller(unsigned rounds) {
+  frameless_leaf(rounds);
+  frameless_leaf(rounds + 1);
+  return leaf_state + 1;
 }
 
 }  // namespace profile_test
@@ -110,6 +130,28 @@ uint64_t exported_size(const void* function) {
   void* symbol = nullptr;
   if (dladdr1(function, &info, &symbol, RTLD_DL_SYMENT) == 0 || !symbol) return 0;
   return static_cast<const ElfW(Sym)*>(symbol)->st_size;
+}
+
+const unsigned char* code_of(const void* function) {
+  return static_cast<const unsigned char*>(function);
+}
+
+// Where the function's own instructions start: past an endbr64 (f3 0f 1e fa), which
+// -fcf-protection puts at every function's entry.
+size_t past_endbr64(const unsigned char* code) {
+  static const unsigned char kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  return std::memcmp(code, kEndbr64, sizeof kEndbr64) == 0 ? sizeof kEndbr64 : 0;
+}
+
+constexpr unsigned char kPushRbp = 0x55;
+constexpr unsigned char kMovRspRbp[] = {0x48, 0x89, 0xe5};
+
+// The offset of `mov %rsp,%rbp` in the prologue, or 0 if it is not among the first bytes.
+size_t mov_rsp_rbp_offset(const unsigned char* code) {
+  constexpr size_t kPrologueBytes = 16;
+  for (size_t at = 1; at + sizeof kMovRspRbp <= kPrologueBytes; ++at)
+    if (std::memcmp(code + at, kMovRspRbp, sizeof kMovRspRbp) == 0) return at;
+  return 0;
 }
 
 constexpr const char* kHotFunction = "profile_test::hot_function(int)";
@@ -218,6 +260,55 @@ TEST(Symbolizer, AMissingFileWarnsAndLeavesItsAddressesUnresolved) {
   EXPECT_EQ(symbol.offset, 0x1234u);
   EXPECT_EQ(symbolizer.name(0x11234, false), "[libgone.so+0x1234]");
   EXPECT_EQ(symbolizer.name(0x12000, false), "[unknown 0x12000]");
+}
+
+TEST(Symbolizer, AFramelessLeafHasItsReturnAddressAtTheStackPointer) {
+  const void* leaf = reinterpret_cast<void*>(&profile_test::frameless_leaf);
+  const unsigned char* code = code_of(leaf);
+  const size_t start = past_endbr64(code);
+  if (code[start] == kPushRbp) GTEST_SKIP() << "the compiler gave frameless_leaf a frame pointer";
+  Symbolizer symbolizer(process_modules());
+  const uint64_t address = address_of(leaf);
+  EXPECT_EQ(symbolizer.return_address_offset(address), std::optional<uint64_t>(0));
+  const uint64_t inside = address + start + 2;
+  ASSERT_EQ(symbolizer.resolve(inside, false).function, "profile_test::frameless_leaf(unsigned int)");
+  EXPECT_EQ(symbolizer.return_address_offset(inside), std::optional<uint64_t>(0));
+}
+
+TEST(Symbolizer, AFunctionWithAFramePointerHasItsReturnAddressAtTheStackPointerOnlyInItsPrologue) {
+  const void* caller = reinterpret_cast<void*>(&profile_test::framed_caller);
+  const unsigned char* code = code_of(caller);
+  const size_t start = past_endbr64(code);
+  const size_t mov = mov_rsp_rbp_offset(code);
+  ASSERT_EQ(code[start], kPushRbp) << "framed_caller does not begin with push %rbp";
+  ASSERT_EQ(mov, start + 1) << "framed_caller does not set up %rbp right after pushing it";
+  Symbolizer symbolizer(process_modules());
+  const uint64_t address = address_of(caller);
+  // The call's return address alone on the stack, then under the pushed %rbp.
+  EXPECT_EQ(symbolizer.return_address_offset(address), std::optional<uint64_t>(0));
+  EXPECT_EQ(symbolizer.return_address_offset(address + mov), std::optional<uint64_t>(8));
+  // From there on the frame is %rbp's: the frame-pointer chain finds the caller.
+  const uint64_t framed = address + mov + sizeof kMovRspRbp;
+  ASSERT_EQ(symbolizer.resolve(framed, false).function, "profile_test::framed_caller(unsigned int)");
+  EXPECT_EQ(symbolizer.return_address_offset(framed), std::nullopt);
+  // Cached: the same answer again.
+  EXPECT_EQ(symbolizer.return_address_offset(framed), std::nullopt);
+  EXPECT_EQ(symbolizer.return_address_offset(address), std::optional<uint64_t>(0));
+}
+
+TEST(Symbolizer, NoReturnAddressOffsetOutsideTrustedModules) {
+  std::vector<Module> modules = process_modules();
+  const uint64_t address = address_of(reinterpret_cast<void*>(&profile_library::library_function));
+  Module* library = module_holding(modules, address);
+  ASSERT_NE(library, nullptr);
+  {
+    Symbolizer symbolizer(modules);
+    EXPECT_EQ(symbolizer.return_address_offset(0x10), std::nullopt);
+    EXPECT_EQ(symbolizer.return_address_offset(address), std::optional<uint64_t>(0));
+  }
+  library->build_id = std::string(40, '0');
+  Symbolizer symbolizer(std::move(modules));
+  EXPECT_EQ(symbolizer.return_address_offset(address), std::nullopt);
 }
 
 }  // namespace

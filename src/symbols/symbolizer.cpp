@@ -1,6 +1,8 @@
 #include "symbols/symbolizer.hpp"
 
 #include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fmt/format.h>
 
@@ -41,6 +43,50 @@ std::string demangled(const char* name) {
   // Not a mangled C++ name (C functions, main): as it is.
   return status == 0 && readable ? std::string(readable.get()) : std::string(name);
 }
+
+#if defined(__x86_64__)
+
+// %rsp in the x86-64 psABI's DWARF register numbering.
+constexpr Dwarf_Word kStackPointerRegister = 7;
+// The call instruction pushes the return address just below the caller's stack pointer, which
+// is what the CFA is on x86-64.
+constexpr int64_t kReturnAddressBelowCfa = 8;
+
+using FramePtr = std::unique_ptr<Dwarf_Frame, decltype(&std::free)>;
+
+FramePtr frame_in(Dwarf_CFI* cfi, Dwarf_Addr bias, uint64_t address) {
+  Dwarf_Frame* frame = nullptr;
+  if (!cfi || dwarf_cfi_addrframe(cfi, address - bias, &frame) != 0) frame = nullptr;
+  return FramePtr(frame, &std::free);
+}
+
+// The frame row at `address`: .eh_frame first, as it is what loaded code always has (the unwinder
+// needs it for exceptions); .debug_frame for code built without unwind tables.
+FramePtr frame_at(Dwfl_Module* module, uint64_t address) {
+  // Each call sets the bias, so it is made before the bias is read.
+  Dwarf_Addr bias = 0;
+  Dwarf_CFI* eh_cfi = dwfl_module_eh_cfi(module, &bias);
+  FramePtr frame = frame_in(eh_cfi, bias, address);
+  if (frame) return frame;
+  Dwarf_CFI* debug_cfi = dwfl_module_dwarf_cfi(module, &bias);
+  return frame_in(debug_cfi, bias, address);
+}
+
+// N when the CFA is "%rsp + N" at this row; nullopt for any other rule (%rbp + N once the frame
+// pointer is set up, or an expression such as the PLT's).
+std::optional<int64_t> cfa_offset_from_stack_pointer(Dwarf_Frame* frame) {
+  Dwarf_Op* ops = nullptr;
+  size_t count = 0;
+  if (dwarf_frame_cfa(frame, &ops, &count) != 0 || count != 1) return std::nullopt;
+  const Dwarf_Op& op = ops[0];
+  // libdw hands a DW_CFA_def_cfa rule over as one DW_OP_bregx (number: register, number2: the
+  // offset); a DW_CFA_def_cfa_expression of just DW_OP_breg7 N means the same.
+  if (op.atom == DW_OP_bregx && op.number == kStackPointerRegister) return static_cast<int64_t>(op.number2);
+  if (op.atom == DW_OP_breg7) return static_cast<int64_t>(op.number);
+  return std::nullopt;
+}
+
+#endif
 
 }  // namespace
 
@@ -117,6 +163,31 @@ const Symbol& Symbolizer::resolve(uint64_t address, bool is_return_address) {
   auto& cache = is_return_address ? return_cache_ : leaf_cache_;
   auto found = cache.find(address);
   if (found == cache.end()) found = cache.emplace(address, lookup(address, is_return_address)).first;
+  return found->second;
+}
+
+std::optional<uint64_t> Symbolizer::lookup_return_address_offset(uint64_t address) const {
+#if defined(__x86_64__)
+  const LoadedModule* module = module_at(address);
+  // An untrusted file's frame tables describe other code than what ran.
+  if (!module || !module->elf) return std::nullopt;
+  const FramePtr frame = frame_at(module->elf, address);
+  if (!frame) return std::nullopt;
+  const std::optional<int64_t> cfa = cfa_offset_from_stack_pointer(frame.get());
+  // Under 8 the return address would lie below the stack pointer: tables not to be believed.
+  if (!cfa || *cfa < kReturnAddressBelowCfa) return std::nullopt;
+  return static_cast<uint64_t>(*cfa - kReturnAddressBelowCfa);
+#else
+  // Only x86-64's frame layout (return address pushed by the call) is known here.
+  (void)address;
+  return std::nullopt;
+#endif
+}
+
+std::optional<uint64_t> Symbolizer::return_address_offset(uint64_t address) {
+  auto found = return_offset_cache_.find(address);
+  if (found == return_offset_cache_.end())
+    found = return_offset_cache_.emplace(address, lookup_return_address_offset(address)).first;
   return found->second;
 }
 

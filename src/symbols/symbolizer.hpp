@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +48,13 @@ class Symbolizer {
   // One line per problem met: a module whose file is missing or unreadable, or whose build id
   // differs from the recorded one (then its symbols are not trusted: unresolved).
   std::vector<std::string> warnings() const { return warnings_; }
+  // Where the return address of the function executing at `address` is, as an offset in bytes
+  // from the stack pointer, when its call frame is defined relative to the stack pointer at that
+  // instruction (a function without a frame pointer, or a prologue before it sets one up): the
+  // caller the frame-pointer chain skips is the word there. nullopt when the frame is defined by
+  // the frame pointer (the chain is right), or when there is no call frame information.
+  // Cached per address; x86-64 only (nullopt elsewhere).
+  std::optional<uint64_t> return_address_offset(uint64_t address);
 
  private:
   struct LoadedModule {
@@ -58,6 +66,7 @@ class Symbolizer {
   void report(LoadedModule& module);
   const LoadedModule* module_at(uint64_t address) const;
   Symbol lookup(uint64_t address, bool is_return_address) const;
+  std::optional<uint64_t> lookup_return_address_offset(uint64_t address) const;
 
   Dwfl* session_ = nullptr;
   std::vector<LoadedModule> modules_;  // by start
@@ -65,6 +74,7 @@ class Symbolizer {
   // Apart by kind of frame: one address can be both a leaf and a return address.
   std::unordered_map<uint64_t, Symbol> leaf_cache_;
   std::unordered_map<uint64_t, Symbol> return_cache_;
+  std::unordered_map<uint64_t, std::optional<uint64_t>> return_offset_cache_;
 };
 
 }  // namespace chronicle::symbols
