@@ -16,6 +16,7 @@
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
 #include "cli/common.hpp"
+#include "cli/stats_profile.hpp"
 #include "export/json_text.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
@@ -33,6 +34,8 @@ struct StatsOptions {
   bool json = false;
   std::string critical_path;
   size_t top = 30;
+  bool profile = false;  // the sampler's events (stats_profile.hpp)
+  SampleProfileOptions samples;
 };
 
 std::string cell(double value) {
@@ -398,6 +401,12 @@ void print_origins(const std::vector<Origin>& origins) {
 int print_summary(const StatsOptions& options) {
   const auto traces = reader::find_traces(options.directory);
   if (!options.critical_path.empty()) return print_critical_path(traces, options);
+  if (options.profile || options.samples.by_span || options.samples.by_task || options.samples.folded) {
+    SampleProfileOptions samples = options.samples;
+    samples.json = options.json;
+    samples.top = options.top;
+    return print_sample_profile(traces, samples);
+  }
   nlohmann::json all = nlohmann::json::array();
   std::vector<Origin> origins;
   for (size_t i = 0; i < traces.size(); ++i) {
@@ -454,6 +463,15 @@ Command add_stats(CLI::App& app) {
   command->add_option("--critical-path", options->critical_path,
                       "The chain of runs, waits and resolutions that decided when a task (id t3.17, label or "
                       "name; PID/TASK for one process of several) finished, with the time each step contributed");
+  command->add_flag("--profile", options->profile,
+                    "The sampling profiler's view (record --sample): a flat profile, a call graph, samples by "
+                    "thread, and with --sched the time each thread, span and task ran, waited for a CPU or blocked");
+  command->add_flag("--by-span", options->samples.by_span,
+                    "With --profile: samples by the innermost span open on their thread");
+  command->add_flag("--by-task", options->samples.by_task,
+                    "With --profile: samples by the task running on their thread");
+  command->add_flag("--folded", options->samples.folded,
+                    "Collapsed stacks (thread, span or task first) for flamegraph.pl and speedscope");
   return {command, [options] { return options->counters ? print_counter_windows(*options) : print_summary(*options); }};
 }
 

@@ -45,10 +45,9 @@ constexpr FieldSpec kTaskContext[] = {
     {"task", FieldType::u64}, {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"flags", FieldType::u8}};
 constexpr std::string_view kCpuStateNames[] = {"running", "preempted", "blocked"};
 static_assert(std::size(kCpuStateNames) == kCpuStateCount);
-constexpr FieldSpec kCpuSample[] = {{"pid", FieldType::u32},
-                                    {"tid", FieldType::u32},
-                                    {"frame_count", FieldType::u32},
-                                    {"frames", FieldType::u64_sequence}};
+constexpr FieldSpec kCpuSample[] = {{"pid", FieldType::u32},         {"tid", FieldType::u32},
+                                    {"frame_count", FieldType::u32}, {"frames", FieldType::u64_sequence},
+                                    {"stack_count", FieldType::u32}, {"stack", FieldType::u64_sequence}};
 constexpr FieldSpec kCpuSwitch[] = {
     {"pid", FieldType::u32}, {"tid", FieldType::u32}, {"state", FieldType::u8, kCpuStateNames}};
 constexpr FieldSpec kModuleDefinition[] = {{"base", FieldType::u64},

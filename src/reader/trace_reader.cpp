@@ -489,6 +489,9 @@ bool Trace::StreamCursor::next(Event& event) {
       event.sampled_tid = payload.tid;
       event.frame_count = payload.frame_count;
       event.frames = raw.payload + sizeof payload;
+      const uint8_t* after_frames = event.frames + size_t{payload.frame_count} * sizeof(uint64_t);
+      std::memcpy(&event.stack_word_count, after_frames, sizeof event.stack_word_count);
+      event.stack_words = after_frames + sizeof event.stack_word_count;
       break;
     }
     case format::EventId::cpu_switch: {

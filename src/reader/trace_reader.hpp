@@ -75,6 +75,13 @@ struct Event {
     std::memcpy(&address, frames + index * sizeof address, sizeof address);
     return address;
   }
+  uint32_t stack_word_count = 0;  // cpu_sample: words of the stack from its pointer
+  const uint8_t* stack_words = nullptr;
+  uint64_t stack_word(size_t index) const {
+    uint64_t word;
+    std::memcpy(&word, stack_words + index * sizeof word, sizeof word);
+    return word;
+  }
   // for_each_event: the span a span_begin opens or a span_end closes (span_pairing.hpp); null for
   // other events, an end that pairs with nothing, and in per-stream iteration.
   const PairedSpan* span = nullptr;

@@ -147,7 +147,9 @@ struct Session {
   std::thread sampler_thread;
   std::mutex sampler_mutex;
   std::condition_variable sampler_wake;
-  bool sampler_stop = false;  // under sampler_mutex
+  bool sampler_stop = false;     // under sampler_mutex
+  bool sampler_ready = false;    // under sampler_mutex: the events are on
+  bool sampler_started = false;  // set by start() only
   std::atomic<bool> sampler_ended{false};
   // Armed with no collector in this process nor `chronicle record`'s: no one else removes the
   // mapping, so stop() does.
@@ -1225,12 +1227,20 @@ class SampleWriter {
     if (sample) {
       const uint32_t frames = std::min(record.frame_count, kMaxFrames);
       const format::CpuSamplePrefix prefix{record.pid, record.tid, frames};
-      const size_t size = sizeof prefix + frames * sizeof(uint64_t);
+      const uint32_t words = record.stack_word_count;
+      const size_t frames_size = frames * sizeof(uint64_t);
+      const size_t size = sizeof prefix + frames_size + sizeof words + words * sizeof(uint64_t);
       uint8_t* out = detail::begin_event(*writer, site.category_index,
                                          static_cast<uint32_t>(format::EventId::cpu_sample), size, ticks);
       if (!out) return;
-      std::memcpy(out, &prefix, sizeof prefix);
-      std::memcpy(out + sizeof prefix, pending_.frames.data() + record.first_frame, frames * sizeof(uint64_t));
+      uint8_t* at = out;
+      std::memcpy(at, &prefix, sizeof prefix);
+      at += sizeof prefix;
+      std::memcpy(at, pending_.frames.data() + record.first_frame, frames_size);
+      at += frames_size;
+      std::memcpy(at, &words, sizeof words);
+      at += sizeof words;
+      std::memcpy(at, pending_.stack_words.data() + record.first_stack_word, words * sizeof(uint64_t));
       detail::commit_event(*writer, site.category_index, out + size, ticks);
       return;
     }
@@ -1296,6 +1306,9 @@ class SampleWriter {
       const auto first = pending_.frames.begin() + record.first_frame;
       record.first_frame = static_cast<uint32_t>(rest.frames.size());
       rest.frames.insert(rest.frames.end(), first, first + record.frame_count);
+      const auto first_word = pending_.stack_words.begin() + record.first_stack_word;
+      record.first_stack_word = static_cast<uint32_t>(rest.stack_words.size());
+      rest.stack_words.insert(rest.stack_words.end(), first_word, first_word + record.stack_word_count);
       rest.records.push_back(record);
     }
     pending_ = std::move(rest);
@@ -1326,6 +1339,8 @@ void run_sampler(Session* session) {
   session->perf_sampler->enable();
   SampleWriter writer(*session);
   std::unique_lock lock(session->sampler_mutex);
+  session->sampler_ready = true;
+  session->sampler_wake.notify_all();
   while (!session->sampler_stop) {
     lock.unlock();
     writer.drain(false);
@@ -1351,6 +1366,14 @@ void open_sampler(Session& session) {
   }
   if (const uint32_t missed = session.perf_sampler->threads_missed())
     fmt::print(stderr, "chronicle: {} thread(s) running before the session are not sampled\n", missed);
+}
+
+// The program's threads started after start() returns are then followed from their first
+// instruction. Bounded: a sampler thread that is slow to run costs samples, not the program.
+void wait_for_sampler(Session& session) {
+  if (!session.sampler_started) return;
+  std::unique_lock lock(session.sampler_mutex);
+  session.sampler_wake.wait_for(lock, std::chrono::seconds(1), [&session] { return session.sampler_ready; });
 }
 
 // Before stop() retires the session: the sampler's last round is written into it.
@@ -1486,6 +1509,7 @@ bool start(const Config& config) {
   if (raw->perf_sampler) {
     try {
       raw->sampler_thread = std::thread(run_sampler, raw);
+      raw->sampler_started = true;
     } catch (const std::system_error& error) {
       fmt::print(stderr, "chronicle: no sampler thread ({}): no samples\n", error.what());
     }
@@ -1499,6 +1523,8 @@ bool start(const Config& config) {
   detail::g_context_salt_high.store(format::load_big_endian_u64(header.uuid), std::memory_order_relaxed);
   detail::g_context_salt_low.store(format::load_big_endian_u64(header.uuid + 8), std::memory_order_relaxed);
   detail::g_generation.store(raw->generation, std::memory_order_release);
+  lock.unlock();  // the sampler thread takes it to attach
+  wait_for_sampler(*raw);
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -16,7 +17,7 @@ namespace chronicle::sampler {
 namespace {
 
 // The layout the records follow (perf_event_open(2), "MMAP layout"), for these sample_type bits.
-constexpr uint64_t kSampleType = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+constexpr uint64_t kSampleType = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_STACK_USER;
 
 perf_event_attr make_attributes(const SamplerOptions& options) {
   perf_event_attr attributes{};
@@ -34,6 +35,7 @@ perf_event_attr make_attributes(const SamplerOptions& options) {
     attributes.sample_period = 1;
   }
   attributes.sample_type = kSampleType;
+  attributes.sample_stack_user = kStackWords * sizeof(uint64_t);
   attributes.inherit = 1;  // threads and processes started later by a followed thread
   attributes.exclude_kernel = 1;
   attributes.exclude_hv = 1;
@@ -202,6 +204,25 @@ bool read_sample_id(const uint8_t* record, size_t size, Record& out) {
   return reader.take(out.pid) && reader.take(out.tid) && reader.take(out.time_ns);
 }
 
+// PERF_SAMPLE_STACK_USER: the size asked for, that many bytes from the stack pointer, and how many
+// of them the kernel could copy.
+void read_stack_words(Reader& reader, Record& out, Batch& batch) {
+  uint64_t size = 0;
+  out.first_stack_word = static_cast<uint32_t>(batch.stack_words.size());
+  if (!reader.take(size) || size == 0 || size > static_cast<uint64_t>(reader.end - reader.at)) return;
+  const uint8_t* words = reader.at;
+  reader.at += size;
+  uint64_t copied = 0;
+  if (!reader.take(copied)) return;
+  const uint64_t count = std::min(copied, size) / sizeof(uint64_t);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t word;
+    std::memcpy(&word, words + i * sizeof word, sizeof word);
+    batch.stack_words.push_back(word);
+  }
+  out.stack_word_count = static_cast<uint32_t>(count);
+}
+
 }  // namespace
 
 void PerfSampler::parse(const uint8_t* record, size_t size, Batch& batch) {
@@ -222,6 +243,7 @@ void PerfSampler::parse(const uint8_t* record, size_t size, Batch& batch) {
         batch.frames.push_back(address);
       }
       out.frame_count = static_cast<uint32_t>(batch.frames.size() - out.first_frame);
+      read_stack_words(reader, out, batch);
       out.type = RecordType::sample;
       break;
     }

@@ -29,15 +29,23 @@ struct Record {
   uint64_t time_ns = 0;      // CLOCK_MONOTONIC
   uint32_t first_frame = 0;  // sample: its stack is Batch::frames[first_frame, + frame_count), innermost first
   uint32_t frame_count = 0;
+  // sample: the first words of the user stack, from the stack pointer: where a function that keeps
+  // no frame pointer has its return address (the caller the frame-pointer chain skips).
+  uint32_t first_stack_word = 0;  // in Batch::stack_words
+  uint32_t stack_word_count = 0;
 };
+
+inline constexpr uint32_t kStackWords = 8;
 
 struct Batch {
   std::vector<Record> records;
   std::vector<uint64_t> frames;
+  std::vector<uint64_t> stack_words;
   uint64_t lost = 0;  // records the kernel could not write (a full ring), since the last read
   void clear() {
     records.clear();
     frames.clear();
+    stack_words.clear();
     lost = 0;
   }
 };

@@ -211,7 +211,9 @@ struct TaskContextPayload {
   uint8_t flags;
 };
 // cpu_sample: thread `tid` of process `pid` was found running this call stack; + frame_count
-// u64 addresses, innermost first (the interrupted instruction, then return addresses).
+// u64 addresses, innermost first (the interrupted instruction, then return addresses by the frame
+// pointers), + a u32 stack_count and as many u64 words of the stack from its pointer (where a
+// function without a frame pointer keeps its return address: the caller the chain skips).
 struct CpuSamplePrefix {
   uint32_t pid;
   uint32_t tid;

@@ -1,0 +1,146 @@
+// The sampling profiler end to end: `chronicle record --sample --sched` on a program, then
+// `chronicle stats --profile` (docs/profiling.md). The figures are samples and times the program
+// guarantees (work it does, sleeps it takes), asserted as orderings and wide bounds.
+#include <elf.h>
+#include <gtest/gtest.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support.hpp"
+
+namespace chronicle::test {
+namespace {
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kWorkload = PROFILE_WORKLOAD;
+
+// Whether this process may open a perf event on itself (perf_event_paranoid, seccomp).
+std::string perf_events_refused() {
+  perf_event_attr attributes{};
+  attributes.size = sizeof attributes;
+  attributes.type = PERF_TYPE_SOFTWARE;
+  attributes.config = PERF_COUNT_SW_DUMMY;
+  attributes.exclude_kernel = 1;
+  const long fd = syscall(SYS_perf_event_open, &attributes, 0, -1, -1, 0);
+  if (fd >= 0) {
+    close(static_cast<int>(fd));
+    return {};
+  }
+  return std::string("perf events are not allowed here (") + std::strerror(errno) +
+         "; see /proc/sys/kernel/perf_event_paranoid)";
+}
+
+#define SKIP_WITHOUT_PERF_EVENTS() \
+  if (const std::string refused = perf_events_refused(); !refused.empty()) GTEST_SKIP() << refused
+
+nlohmann::json profile(const std::string& trace, const std::string& flags = "") {
+  const auto result = run(kCli + " stats --profile --json " + flags + " " + trace);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err.find("warning"), std::string::npos) << result.err;
+  return nlohmann::json::parse(result.out);
+}
+
+double share(const nlohmann::json& row, const nlohmann::json& profile) {
+  return row["self"].get<double>() / profile["samples"].get<double>();
+}
+
+const nlohmann::json* row_named(const nlohmann::json& rows, const std::string& function) {
+  for (const auto& row : rows)
+    if (row["function"] == function) return &row;
+  return nullptr;
+}
+
+TEST(SamplingProfile, HotAndWarmComeFirstAndSecondWithTheirShares) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --sample -o " + trace + " -- " + kWorkload + " cpu 150");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+
+  const nlohmann::json whole = profile(trace);
+  ASSERT_GE(whole["samples"].get<uint64_t>(), 200u) << "at 999 per second of CPU, some 750 ms of work";
+  const nlohmann::json& flat = whole["flat"];
+  ASSERT_GE(flat.size(), 2u);
+  EXPECT_EQ(flat[0]["function"], "profile_workload::hot(unsigned int)");
+  EXPECT_EQ(flat[1]["function"], "profile_workload::warm(unsigned int)");
+  EXPECT_GT(share(flat[0], whole), 0.65);
+  EXPECT_LT(share(flat[0], whole), 0.92);
+  EXPECT_GT(share(flat[1], whole), 0.10);
+  EXPECT_LT(share(flat[1], whole), 0.30);
+  const nlohmann::json* cpu = row_named(flat, "profile_workload::cpu(int)");
+  ASSERT_NE(cpu, nullptr) << "the caller of both, on every stack of theirs";
+  EXPECT_GE((*cpu)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>() + flat[1]["self"].get<uint64_t>());
+
+  // Each span's samples are its function's.
+  const nlohmann::json by_span = profile(trace, "--by-span");
+  EXPECT_EQ(by_span["groups"]["work/hot"]["flat"][0]["function"], "profile_workload::hot(unsigned int)");
+  EXPECT_EQ(by_span["groups"]["work/warm"]["flat"][0]["function"], "profile_workload::warm(unsigned int)");
+  EXPECT_GT(by_span["groups"]["work/hot"]["samples"].get<uint64_t>(),
+            by_span["groups"]["work/warm"]["samples"].get<uint64_t>());
+
+  // Collapsed stacks: the span, then the stack from the outermost frame, then the count.
+  const auto folded = run(kCli + " stats --by-span --folded " + trace);
+  ASSERT_EQ(folded.exit_code, 0) << folded.err;
+  EXPECT_NE(folded.out.find("work/hot;"), std::string::npos) << folded.out;
+  EXPECT_NE(folded.out.find(";profile_workload::cpu(int);profile_workload::hot(unsigned int) "), std::string::npos)
+      << folded.out;
+}
+
+bool is_position_independent(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  Elf64_Ehdr header{};
+  file.read(reinterpret_cast<char*>(&header), sizeof header);
+  return file && header.e_type == ET_DYN;
+}
+
+TEST(SamplingProfile, SymbolsResolveInAPositionIndependentExecutableAndASharedLibrary) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  ASSERT_TRUE(is_position_independent(kWorkload)) << "the test needs a PIE, whose code moves at each run";
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --sample -o " + trace + " -- " + kWorkload + " library 1500");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const nlohmann::json whole = profile(trace);
+  const nlohmann::json& flat = whole["flat"];
+  ASSERT_GE(flat.size(), 1u);
+  EXPECT_EQ(flat[0]["function"], "profile_library::library_function(int)");
+  EXPECT_GT(share(flat[0], whole), 0.5);
+  const nlohmann::json* caller = row_named(flat, "profile_workload::library(int)");
+  ASSERT_NE(caller, nullptr) << whole.dump(1);
+  EXPECT_GE((*caller)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>());
+}
+
+uint64_t milliseconds(const nlohmann::json& times, const char* state) {
+  return times[state].get<uint64_t>() / 1'000'000;
+}
+
+TEST(SamplingProfile, AThreadThatSleepsIsBlockedForAtLeastItsSleeps) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --sched -o " + trace + " -- " + kWorkload + " sleep 10");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const nlohmann::json whole = profile(trace);
+  ASSERT_TRUE(whole.contains("cpu_states")) << whole.dump(1);
+  const nlohmann::json* thread = nullptr;
+  for (const auto& [label, times] : whole["cpu_states"]["threads"].items())
+    if (label.starts_with("alternating (")) thread = &times;
+  ASSERT_NE(thread, nullptr) << whole["cpu_states"].dump(1);
+  // Ten sleeps of at least 20 ms each, and ten stretches of 20 ms of its own CPU time (a thread
+  // running may also wait for a CPU: runnable).
+  EXPECT_GE(milliseconds(*thread, "blocked_ns"), 190u);
+  EXPECT_GE(milliseconds(*thread, "running_ns"), 190u);
+  const nlohmann::json& sleep = whole["cpu_states"]["spans"]["sched/sleep"];
+  const nlohmann::json& work = whole["cpu_states"]["spans"]["sched/work"];
+  EXPECT_GE(milliseconds(sleep, "blocked_ns"), 190u);
+  EXPECT_LT(milliseconds(sleep, "running_ns"), milliseconds(sleep, "blocked_ns"));
+  EXPECT_GE(milliseconds(work, "running_ns"), 190u);
+  EXPECT_LT(milliseconds(work, "blocked_ns"), milliseconds(work, "running_ns"));
+}
+
+}  // namespace
+}  // namespace chronicle::test

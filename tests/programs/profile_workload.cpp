@@ -1,0 +1,101 @@
+// The sampling profiler's test program (tests/profile_test.cpp), built with frame pointers:
+//   profile_workload cpu ROUNDS      hot() does four times the work of warm(), each in a span
+//   profile_workload library ROUNDS  the work in profile_library, a shared library it loads
+//   profile_workload sleep ROUNDS    a thread alternates 20 ms of work (its own CPU time) with
+//                                    20 ms of nanosleep, in spans "sched/work" and "sched/sleep"
+#include <pthread.h>
+#include <chronicle/chronicle.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string_view>
+#include <thread>
+
+#include "profile_library.hpp"
+
+namespace profile_workload {
+
+volatile unsigned g_sink;
+
+// The same loop in each, so that each is where its samples land (its own, "self" samples): only
+// the number of turns differs.
+#define PROFILE_WORKLOAD_LOOP(turns)                                             \
+  unsigned value = g_sink;                                                       \
+  for (unsigned i = 0; i < (turns); ++i) value = value * 1664525u + 1013904223u; \
+  g_sink = value
+
+__attribute__((noinline)) void spin(unsigned turns) {
+  PROFILE_WORKLOAD_LOOP(turns);
+}
+
+__attribute__((noinline)) void hot(unsigned turns) {
+  PROFILE_WORKLOAD_LOOP(4 * turns);
+}
+
+__attribute__((noinline)) void warm(unsigned turns) {
+  PROFILE_WORKLOAD_LOOP(turns);
+}
+
+constexpr unsigned kTurns = 1'000'000;
+
+__attribute__((noinline)) void cpu(int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    {
+      CHRONICLE_SPAN("work", "hot");
+      hot(kTurns);
+    }
+    {
+      CHRONICLE_SPAN("work", "warm");
+      warm(kTurns);
+    }
+  }
+}
+
+__attribute__((noinline)) void library(int rounds) {
+  for (int round = 0; round < rounds; ++round) profile_library::library_function(static_cast<int>(kTurns));
+}
+
+uint64_t thread_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+}
+
+void alternate(int rounds) {
+  chronicle::set_thread_name("alternating");
+  for (int round = 0; round < rounds; ++round) {
+    {
+      CHRONICLE_SPAN("sched", "work");
+      const uint64_t until = thread_cpu_ns() + 20'000'000;
+      while (thread_cpu_ns() < until) spin(1000);
+    }
+    {
+      CHRONICLE_SPAN("sched", "sleep");
+      const timespec pause{0, 20'000'000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+}  // namespace profile_workload
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: profile_workload cpu|library|sleep ROUNDS\n");
+    return 2;
+  }
+  const std::string_view mode = argv[1];
+  const int rounds = std::atoi(argv[2]);
+  if (mode == "cpu") {
+    profile_workload::cpu(rounds);
+  } else if (mode == "library") {
+    profile_workload::library(rounds);
+  } else if (mode == "sleep") {
+    std::thread worker(profile_workload::alternate, rounds);
+    worker.join();
+  } else {
+    return 2;
+  }
+  return 0;
+}
