@@ -10,6 +10,9 @@ def plain(field):
     # int() of a real field truncates it: reals first.
     if isinstance(field, bt2._RealFieldConst):
         return float(field)
+    # A sequence (a sample's frames): its elements.
+    if isinstance(field, bt2._ArrayFieldConst):
+        return [plain(element) for element in field]
     for convert in (int, float, str):
         try:
             return convert(field)

@@ -17,6 +17,7 @@ namespace {
 
 const std::string kCli = CHRONICLE_CLI;
 const std::string kWorkload = PROFILE_WORKLOAD;
+const std::string kBt2Check = BT2_CHECK;
 
 // Whether this process may open a perf event on itself (perf_event_paranoid, seccomp).
 std::string perf_events_refused() {
@@ -140,6 +141,93 @@ TEST(SamplingProfile, AThreadThatSleepsIsBlockedForAtLeastItsSleeps) {
   EXPECT_LT(milliseconds(sleep, "running_ns"), milliseconds(sleep, "blocked_ns"));
   EXPECT_GE(milliseconds(work, "running_ns"), 190u);
   EXPECT_LT(milliseconds(work, "blocked_ns"), milliseconds(work, "running_ns"));
+}
+
+// Which coroutine burned the CPU: samples go to the task running on the thread.
+TEST(SamplingProfile, SamplesGoToTheTaskRunningOnTheThread) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --sample -o " + trace + " -- " + kWorkload + " tasks 150");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const nlohmann::json by_task = profile(trace, "--by-task");
+  const nlohmann::json& groups = by_task["groups"];
+  ASSERT_TRUE(groups.contains("crunch") && groups.contains("nibble")) << groups.dump(1);
+  EXPECT_EQ(groups["crunch"]["flat"][0]["function"], "profile_workload::hot(unsigned int)");
+  EXPECT_EQ(groups["nibble"]["flat"][0]["function"], "profile_workload::warm(unsigned int)");
+  const double crunch = groups["crunch"]["samples"].get<double>() / by_task["samples"].get<double>();
+  EXPECT_GT(crunch, 0.65);
+  EXPECT_LT(crunch, 0.92);
+}
+
+// A task that waited for a task which slept: the sleeper's step of the critical path says it was
+// off CPU, blocked, for at least its sleep.
+TEST(SamplingProfile, TheCriticalPathShowsAWaitForASleepingTaskAsOffCpu) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --sched -o " + trace + " -- " + kWorkload + " await 1");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const auto result = run(kCli + " stats --json --critical-path waiter " + trace);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json path = nlohmann::json::parse(result.out);
+  const nlohmann::json* sleeper = nullptr;
+  for (const auto& step : path["steps"]) {
+    ASSERT_TRUE(step.contains("cpu")) << step.dump();
+    if (step["what"].get<std::string>().find("ran") != std::string::npos && step["contributed_ns"] > 50'000'000)
+      sleeper = &step;
+  }
+  ASSERT_NE(sleeper, nullptr) << path.dump(1);
+  EXPECT_GE((*sleeper)["cpu"]["blocked_ns"].get<uint64_t>(), 59'000'000u) << path.dump(1);
+  EXPECT_LT((*sleeper)["cpu"]["running_ns"].get<uint64_t>(), (*sleeper)["cpu"]["blocked_ns"].get<uint64_t>());
+
+  const auto text = run(kCli + " stats --critical-path waiter " + trace);
+  EXPECT_NE(text.out.find("off CPU while it ran"), std::string::npos) << text.out;
+}
+
+// Samples and switches are CTF events like the others: babeltrace2 reads them with no warning, and
+// its Python bindings see the same threads, frames, stack words and states as our reader.
+TEST(SamplingProfile, BabeltraceReadsSamplesAndSwitchesAsWeDo) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --sample --sched -o " + trace + " -- " + kWorkload + " sleep 3");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const auto text = run("babeltrace2 " + trace);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.err, "");
+
+  reader::Trace ours(trace);
+  std::vector<reader::Event> sampler_events;
+  for (const reader::Event& event : read_all(ours))
+    if (event.type == format::EventId::cpu_sample || event.type == format::EventId::cpu_switch)
+      sampler_events.push_back(event);
+  ASSERT_GT(sampler_events.size(), 20u);
+  const auto result = run("/usr/bin/python3 " + kBt2Check + " " + trace);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json parsed = nlohmann::json::parse(result.out);
+  std::vector<nlohmann::json> theirs;
+  for (const auto& event : parsed["events"])
+    if (event["event"] == "cpu_sample" || event["event"] == "cpu_switch") theirs.push_back(event);
+  ASSERT_EQ(theirs.size(), sampler_events.size());
+  size_t samples = 0;
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    const reader::Event& event = sampler_events[i];
+    const nlohmann::json& fields = theirs[i]["fields"];
+    ASSERT_EQ(fields["tid"].get<uint32_t>(), event.sampled_tid) << i;
+    if (event.type == format::EventId::cpu_switch) {
+      EXPECT_EQ(fields["state"].get<int>(), static_cast<int>(event.cpu_state)) << i;
+      continue;
+    }
+    ++samples;
+    ASSERT_EQ(fields["frames"].size(), event.frame_count) << i;
+    for (uint32_t frame = 0; frame < event.frame_count; ++frame)
+      EXPECT_EQ(fields["frames"][frame].get<uint64_t>(), event.frame(frame)) << i;
+    ASSERT_EQ(fields["stack"].size(), event.stack_word_count) << i;
+    for (uint32_t word = 0; word < event.stack_word_count; ++word)
+      EXPECT_EQ(fields["stack"][word].get<uint64_t>(), event.stack_word(word)) << i;
+  }
+  EXPECT_GT(samples, 0u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/counter_windows.hpp"
+#include "analysis/cpu_timeline.hpp"
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
 #include "cli/common.hpp"
@@ -277,6 +278,22 @@ model::TaskId choose_task(const model::TaskGraph& graph, const std::string& id_o
 
 // The critical path of a task in one of the traces (processes), crossing into the others where
 // it waited for their messages.
+// How the step's task spent the step's time on the threads it ran on: running, or off CPU
+// (blocked, or runnable waiting for one). Its time not running on a thread is in none.
+analysis::CpuStateTimes step_cpu_states(const model::Task& task, const analysis::CpuTimeline& timeline,
+                                        const analysis::CriticalStep& step) {
+  analysis::CpuStateTimes total;
+  for (const model::RunInterval& run : task.runs) {
+    const uint64_t from = std::max(run.begin, step.from), to = std::min(run.end, step.to);
+    if (from >= to) continue;
+    const analysis::CpuStateTimes part = timeline.between(run.thread_id, from, to);
+    total.running += part.running;
+    total.runnable += part.runnable;
+    total.blocked += part.blocked;
+  }
+  return total;
+}
+
 int print_critical_path(const std::vector<reader::Trace>& traces, const std::vector<model::TaskGraph>& graphs,
                         size_t process, const StatsOptions& options) {
   const reader::Trace& trace = traces[process];
@@ -303,6 +320,13 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
     return fmt::format("{}/{}", description.hostname, description.pid);
   };
   const bool several = traces.size() > 1;
+  std::vector<analysis::CpuTimeline> timelines;
+  for (const reader::Trace& each : traces) timelines.emplace_back(each);
+  auto off_cpu = [&](const analysis::CriticalStep& step) {
+    return step_cpu_states(*graphs[step.process].find(step.task), timelines[step.process], step);
+  };
+  const bool with_states =
+      std::any_of(timelines.begin(), timelines.end(), [](const analysis::CpuTimeline& t) { return !t.empty(); });
   if (options.json) {
     nlohmann::json out = {{"task", model::task_id_text(target)},
                           {"name", task->display_name()},
@@ -314,6 +338,11 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
                               {"from_ns", since_start(step.process, step.from)},
                               {"contributed_ns", length(step)}});
       if (several) out["steps"].back()["process"] = origin(step.process);
+      if (with_states) {
+        const analysis::CpuStateTimes states = off_cpu(step);
+        out["steps"].back()["cpu"] = {
+            {"running_ns", states.running}, {"runnable_ns", states.runnable}, {"blocked_ns", states.blocked}};
+      }
     }
     fmt::print("{}\n", exports::json_text(out, 2));
     return 0;
@@ -333,6 +362,11 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
     else
       fmt::print("  +{:>11} {:>11}  {:<40} {}\n", duration_text(since_start(step.process, step.from)),
                  duration_text(length(step)), step.task_name, step.what);
+    if (!with_states) continue;
+    const analysis::CpuStateTimes states = off_cpu(step);
+    if (states.runnable + states.blocked > 0)
+      fmt::print("  {:>12} {:>11}  off CPU while it ran: {} blocked, {} waiting for a CPU\n", "", "",
+                 duration_text(states.blocked), duration_text(states.runnable));
   }
   return 0;
 }

@@ -3,8 +3,12 @@
 //   profile_workload library ROUNDS  the work in profile_library, a shared library it loads
 //   profile_workload sleep ROUNDS    a thread alternates 20 ms of work (its own CPU time) with
 //                                    20 ms of nanosleep, in spans "sched/work" and "sched/sleep"
+//   profile_workload tasks ROUNDS    tasks "crunch" (hot) and "nibble" (warm) take turns on a thread
+//   profile_workload await ROUNDS    task "waiter" waits for task "sleeper", which sleeps 60 ms on
+//                                    another thread while it runs (ROUNDS is not used)
 #include <pthread.h>
 #include <chronicle/chronicle.hpp>
+#include <chronicle/task.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +82,43 @@ void alternate(int rounds) {
   }
 }
 
+__attribute__((noinline)) void tasks(int rounds) {
+  using chronicle::TaskKind;
+  const chronicle::TaskId crunch = chronicle::create_task(TaskKind::promise, "crunch");
+  const chronicle::TaskId nibble = chronicle::create_task(TaskKind::promise, "nibble");
+  for (int round = 0; round < rounds; ++round) {
+    {
+      chronicle::TaskRunScope run(crunch);
+      hot(kTurns);
+    }
+    {
+      chronicle::TaskRunScope run(nibble);
+      warm(kTurns);
+    }
+  }
+  chronicle::resolve_task(crunch, chronicle::TaskOutcome::ok);
+  chronicle::resolve_task(nibble, chronicle::TaskOutcome::ok);
+}
+
+void await_sleeper() {
+  using chronicle::TaskKind;
+  const chronicle::TaskId waiter = chronicle::create_task(TaskKind::promise, "waiter");
+  const chronicle::TaskId sleeper = chronicle::create_task(TaskKind::promise, "sleeper", waiter);
+  {
+    chronicle::TaskRunScope run(waiter);
+    chronicle::task_waits_for(waiter, sleeper);
+  }
+  std::thread worker([sleeper] {
+    chronicle::TaskRunScope run(sleeper);
+    const timespec pause{0, 60'000'000};
+    nanosleep(&pause, nullptr);
+    chronicle::resolve_task(sleeper, chronicle::TaskOutcome::ok);
+  });
+  worker.join();
+  chronicle::TaskRunScope run(waiter);
+  chronicle::resolve_task(waiter, chronicle::TaskOutcome::ok);
+}
+
 }  // namespace profile_workload
 
 int main(int argc, char** argv) {
@@ -91,6 +132,10 @@ int main(int argc, char** argv) {
     profile_workload::cpu(rounds);
   } else if (mode == "library") {
     profile_workload::library(rounds);
+  } else if (mode == "tasks") {
+    profile_workload::tasks(rounds);
+  } else if (mode == "await") {
+    profile_workload::await_sleeper();
   } else if (mode == "sleep") {
     std::thread worker(profile_workload::alternate, rounds);
     worker.join();
