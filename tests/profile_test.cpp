@@ -19,25 +19,6 @@ const std::string kCli = CHRONICLE_CLI;
 const std::string kWorkload = PROFILE_WORKLOAD;
 const std::string kBt2Check = BT2_CHECK;
 
-// Whether this process may open a perf event on itself (perf_event_paranoid, seccomp).
-std::string perf_events_refused() {
-  perf_event_attr attributes{};
-  attributes.size = sizeof attributes;
-  attributes.type = PERF_TYPE_SOFTWARE;
-  attributes.config = PERF_COUNT_SW_DUMMY;
-  attributes.exclude_kernel = 1;
-  const long fd = syscall(SYS_perf_event_open, &attributes, 0, -1, -1, 0);
-  if (fd >= 0) {
-    close(static_cast<int>(fd));
-    return {};
-  }
-  return std::string("perf events are not allowed here (") + std::strerror(errno) +
-         "; see /proc/sys/kernel/perf_event_paranoid)";
-}
-
-#define SKIP_WITHOUT_PERF_EVENTS() \
-  if (const std::string refused = perf_events_refused(); !refused.empty()) GTEST_SKIP() << refused
-
 nlohmann::json profile(const std::string& trace, const std::string& flags = "") {
   const auto result = run(kCli + " stats --profile --json " + flags + " " + trace);
   EXPECT_EQ(result.exit_code, 0) << result.err;

@@ -2,14 +2,18 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <linux/perf_event.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -96,6 +100,25 @@ inline CommandResult run(const std::string& command) {
   result.err = slurp(scratch / "err");
   return result;
 }
+
+// Whether this process may open a perf event on itself (perf_event_paranoid, seccomp).
+inline std::string perf_events_refused() {
+  perf_event_attr attributes{};
+  attributes.size = sizeof attributes;
+  attributes.type = PERF_TYPE_SOFTWARE;
+  attributes.config = PERF_COUNT_SW_DUMMY;
+  attributes.exclude_kernel = 1;
+  const long fd = syscall(SYS_perf_event_open, &attributes, 0, -1, -1, 0);
+  if (fd >= 0) {
+    close(static_cast<int>(fd));
+    return {};
+  }
+  return std::string("perf events are not allowed here (") + std::strerror(errno) +
+         "; see /proc/sys/kernel/perf_event_paranoid)";
+}
+
+#define SKIP_WITHOUT_PERF_EVENTS() \
+  if (const std::string refused = ::chronicle::test::perf_events_refused(); !refused.empty()) GTEST_SKIP() << refused
 
 inline size_t count_lines(const std::string& text) {
   size_t lines = 0;

@@ -181,6 +181,37 @@ struct TracesWhenDestroyed {
 
 // The control thread writes the session's own counters on a channel of its own: a program using
 // all max_threads rings loses nothing to it.
+// The sampler's thread writes on a channel kept for it too, and start() returns with the sampler
+// on; stop() ends it (its last round written) before the session retires.
+TEST(ThreadChurn, TheSamplerTakesNoRingFromTheProgram) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.max_threads = 1;
+  config.sample_frequency = 999;
+  config.context_switches = true;
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int i = 0; i < 101; ++i) {
+    CHRONICLE_INSTANT("t", "more");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // a context switch each
+  }
+  stop();
+
+  reader::Trace trace(config.output);
+  EXPECT_EQ(trace.description().losses.events_no_channel, 0u);
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  size_t program_events = 0, my_switches = 0;
+  const uint32_t me = static_cast<uint32_t>(syscall(SYS_gettid));
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (event.type == format::EventId::instant && site && site->category == "t") ++program_events;
+    if (event.type == format::EventId::cpu_switch && event.sampled_tid == me) ++my_switches;
+    return true;
+  });
+  EXPECT_EQ(program_events, 101u);
+  EXPECT_GE(my_switches, 2 * 101u) << "each sleep leaves the CPU and comes back";
+}
+
 TEST(ThreadChurn, TheSessionsOwnCountersTakeNoRingFromTheProgram) {
   TemporaryDirectory directory;
   Config config = test::test_config(directory);

@@ -90,11 +90,16 @@ class ThreadContexts {
 // kernel follows frame pointers; where the interrupted function has not set one up (a leaf that
 // needs no stack frame, a prologue), the frame pointer is still its caller's and the chain skips
 // that caller: its return address is then on the stack where the call frame information says,
-// among the words recorded from the stack pointer.
+// among the words recorded from the stack pointer. A return address in no module ends the stack:
+// code built without frame pointers used the register for something else, and what the chain
+// found from there is not frames.
 const std::vector<std::pair<uint64_t, bool>>& unwound_stack(const reader::Event& event, symbols::Symbolizer& symbolizer,
                                                             std::vector<std::pair<uint64_t, bool>>& out) {
   out.clear();
-  for (uint32_t i = 0; i < event.frame_count; ++i) out.emplace_back(event.frame(i), i > 0);
+  for (uint32_t i = 0; i < event.frame_count; ++i) {
+    if (i > 0 && symbolizer.resolve(event.frame(i), true).module.empty()) break;
+    out.emplace_back(event.frame(i), i > 0);
+  }
   if (out.empty()) return out;
   const std::optional<uint64_t> offset = symbolizer.return_address_offset(out[0].first);
   if (!offset || *offset % 8 != 0 || *offset / 8 >= event.stack_word_count) return out;

@@ -1163,7 +1163,8 @@ void end_control_thread(Session& session) {
 // kSamplerHoldBack) wait for the next round: another CPU's ring may still get an older one, and a
 // stream's times never go back. Samples obey category "profile", switches "sched".
 
-constexpr auto kSamplerPeriod = std::chrono::milliseconds(10);
+// At most this long between two rounds; sooner when a ring is a quarter full (a burst of switches).
+constexpr auto kSamplerPeriod = std::chrono::milliseconds(100);
 constexpr uint64_t kSamplerHoldBackNs = 2'000'000;
 constexpr uint32_t kMaxFrames = 127;  // the kernel's default limit (kernel.perf_event_max_stack)
 
@@ -1344,8 +1345,8 @@ void run_sampler(Session* session) {
   while (!session->sampler_stop) {
     lock.unlock();
     writer.drain(false);
+    session->perf_sampler->wait(kSamplerPeriod);
     lock.lock();
-    session->sampler_wake.wait_for(lock, kSamplerPeriod, [session] { return session->sampler_stop; });
   }
   lock.unlock();
   session->perf_sampler->disable();
@@ -1384,7 +1385,7 @@ void end_sampler_thread(Session& session) {
       std::lock_guard lock(session.sampler_mutex);
       session.sampler_stop = true;
     }
-    session.sampler_wake.notify_all();
+    session.perf_sampler->interrupt();
     session.sampler_thread.join();
   }
   session.perf_sampler.reset();  // its rings and descriptors: a retired session keeps nothing

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fmt/format.h>
 #include <linux/perf_event.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -41,7 +43,8 @@ perf_event_attr make_attributes(const SamplerOptions& options) {
   attributes.exclude_hv = 1;
   attributes.sample_id_all = 1;  // switch and lost records carry the thread and the time too
   attributes.context_switch = options.context_switches ? 1 : 0;
-  attributes.disabled = 1;  // until enable(): the reader may not be ready for records yet
+  attributes.disabled = 1;   // until enable(): the reader may not be ready for records yet
+  attributes.watermark = 1;  // wake a poll() when wakeup_watermark bytes are waiting
   attributes.use_clockid = 1;
   attributes.clockid = CLOCK_MONOTONIC;
   return attributes;
@@ -84,6 +87,12 @@ std::unique_ptr<PerfSampler> PerfSampler::open(const SamplerOptions& options, st
   const long page = sysconf(_SC_PAGESIZE);
   sampler->data_size_ = size_t{options.ring_pages} * static_cast<size_t>(page);
   perf_event_attr attributes = make_attributes(options);
+  attributes.wakeup_watermark = static_cast<uint32_t>(sampler->data_size_ / 4);
+  sampler->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sampler->wake_fd_ < 0) {
+    error = fmt::format("eventfd: {}", std::strerror(errno));
+    return nullptr;
+  }
   const long cpus = sysconf(_SC_NPROCESSORS_CONF);
   for (int cpu = 0; cpu < cpus; ++cpu) {
     CpuRing ring;
@@ -125,7 +134,23 @@ std::unique_ptr<PerfSampler> PerfSampler::open(const SamplerOptions& options, st
   return sampler;
 }
 
+void PerfSampler::wait(std::chrono::milliseconds timeout) {
+  std::vector<pollfd> waiting;
+  waiting.push_back({wake_fd_, POLLIN, 0});
+  for (const CpuRing& ring : rings_) waiting.push_back({ring.fd, POLLIN, 0});
+  if (poll(waiting.data(), waiting.size(), static_cast<int>(timeout.count())) > 0 && waiting[0].revents) {
+    uint64_t count = 0;
+    [[maybe_unused]] const ssize_t drained = ::read(wake_fd_, &count, sizeof count);
+  }
+}
+
+void PerfSampler::interrupt() {
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof one);
+}
+
 PerfSampler::~PerfSampler() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
   for (const int fd : thread_fds_) ::close(fd);
   for (const CpuRing& ring : rings_) {
     munmap(ring.base, ring.size);

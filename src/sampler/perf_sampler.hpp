@@ -6,6 +6,7 @@
 // what is lost.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,6 +65,10 @@ class PerfSampler {
   void read(Batch& batch);
   // Starts sampling (the events are opened disabled), in the threads started since too.
   void enable();
+  // Waits until a ring is a quarter full, interrupt() is called, or `timeout` has passed.
+  void wait(std::chrono::milliseconds timeout);
+  // Ends a wait() now, or the next one (from any thread).
+  void interrupt();
   // Stops sampling (the records already written can still be read).
   void disable();
   // Threads that were running when the sampler opened and that it could not follow (they exited,
@@ -83,6 +88,7 @@ class PerfSampler {
 
   std::vector<CpuRing> rings_;
   std::vector<int> thread_fds_;  // other threads' events, writing into the rings above
+  int wake_fd_ = -1;             // an eventfd: interrupt()
   size_t data_size_ = 0;
   uint32_t threads_missed_ = 0;
   std::vector<uint8_t> wrapped_;  // a record split at the ring's end, put together

@@ -4,9 +4,12 @@
 //   profile_workload sleep ROUNDS    a thread alternates 20 ms of work (its own CPU time) with
 //                                    20 ms of nanosleep, in spans "sched/work" and "sched/sleep"
 //   profile_workload tasks ROUNDS    tasks "crunch" (hot) and "nibble" (warm) take turns on a thread
+//   profile_workload pingpong ROUNDS two threads hand a byte back and forth through pipes: each
+//                                    round blocks each of them once (bench/sampling_overhead.sh)
 //   profile_workload await ROUNDS    task "waiter" waits for task "sleeper", which sleeps 60 ms on
 //                                    another thread while it runs (ROUNDS is not used)
 #include <pthread.h>
+#include <unistd.h>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/task.hpp>
 
@@ -100,6 +103,20 @@ __attribute__((noinline)) void tasks(int rounds) {
   chronicle::resolve_task(nibble, chronicle::TaskOutcome::ok);
 }
 
+void pingpong(int rounds) {
+  int there[2], back[2];
+  if (pipe(there) != 0 || pipe(back) != 0) std::abort();
+  std::thread partner([&] {
+    char byte;
+    for (int round = 0; round < rounds; ++round)
+      if (read(there[0], &byte, 1) != 1 || write(back[1], &byte, 1) != 1) std::abort();
+  });
+  char byte = 0;
+  for (int round = 0; round < rounds; ++round)
+    if (write(there[1], &byte, 1) != 1 || read(back[0], &byte, 1) != 1) std::abort();
+  partner.join();
+}
+
 void await_sleeper() {
   using chronicle::TaskKind;
   const chronicle::TaskId waiter = chronicle::create_task(TaskKind::promise, "waiter");
@@ -134,6 +151,8 @@ int main(int argc, char** argv) {
     profile_workload::library(rounds);
   } else if (mode == "tasks") {
     profile_workload::tasks(rounds);
+  } else if (mode == "pingpong") {
+    profile_workload::pingpong(rounds);
   } else if (mode == "await") {
     profile_workload::await_sleeper();
   } else if (mode == "sleep") {
