@@ -166,6 +166,22 @@ TEST(SamplingProfile, TheCriticalPathShowsAWaitForASleepingTaskAsOffCpu) {
   EXPECT_NE(text.out.find("off CPU while it ran"), std::string::npos) << text.out;
 }
 
+TEST(SamplingProfile, BadRatesAreUsageErrorsAndATraceWithoutSamplesSaysSo) {
+  const auto zero = run(kCli + " record -q --sample=0 -o /nonexistent/trace -- true");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--sample"), std::string::npos) << zero.err;
+  const auto word = run("CHRONICLE_SAMPLE=often CHRONICLE_OUTPUT=/nonexistent/trace " + kWorkload + " cpu 1");
+  EXPECT_EQ(word.exit_code, 0) << "a malformed setting turns tracing off, never the program";
+  EXPECT_NE(word.err.find("CHRONICLE_SAMPLE='often'"), std::string::npos) << word.err;
+
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_EQ(run(kCli + " record -q -o " + trace + " -- " + kWorkload + " cpu 1").exit_code, 0);
+  const auto stats = run(kCli + " stats --profile " + trace);
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE(stats.err.find("no samples (record with --sample)"), std::string::npos) << stats.err;
+}
+
 // Samples and switches are CTF events like the others: babeltrace2 reads them with no warning, and
 // its Python bindings see the same threads, frames, stack words and states as our reader.
 TEST(SamplingProfile, BabeltraceReadsSamplesAndSwitchesAsWeDo) {

@@ -1502,10 +1502,11 @@ bool start(const Config& config) {
   if (!reg.exit_hook_registered) register_process_hooks(reg);
   if (config.crash_handler) install_fatal_signal_handlers(reg);
   if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
+  // Before the session is published (stop() reads perf_sampler) and before its threads exist.
+  if (sampling) open_sampler(*session);
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
-  if (sampling) open_sampler(*raw);
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
   if (raw->perf_sampler) {
     try {

@@ -38,7 +38,11 @@ perf_event_attr make_attributes(const SamplerOptions& options) {
   }
   attributes.sample_type = kSampleType;
   attributes.sample_stack_user = kStackWords * sizeof(uint64_t);
-  attributes.inherit = 1;  // threads and processes started later by a followed thread
+  attributes.inherit = 1;  // threads started later by a followed thread
+  // Not its child processes: one under `record` (or with CHRONICLE_SAMPLE inherited) samples
+  // itself if it runs chronicle, with its own memory map; following it from here too would
+  // sample it twice. Linux 5.13 and later; open() retries without it on older kernels.
+  attributes.inherit_thread = 1;
   attributes.exclude_kernel = 1;
   attributes.exclude_hv = 1;
   attributes.sample_id_all = 1;  // switch and lost records carry the thread and the time too
@@ -98,6 +102,10 @@ std::unique_ptr<PerfSampler> PerfSampler::open(const SamplerOptions& options, st
     CpuRing ring;
     ring.cpu = cpu;
     ring.fd = open_event(attributes, 0, cpu);
+    if (ring.fd < 0 && errno == EINVAL && attributes.inherit_thread) {  // a kernel older than 5.13
+      attributes.inherit_thread = 0;
+      ring.fd = open_event(attributes, 0, cpu);
+    }
     if (ring.fd < 0) {
       if (errno == ENODEV || errno == EINVAL) continue;  // a CPU that is not online
       error = refusal(errno);

@@ -1,6 +1,6 @@
 // Timer-driven call-stack samples and context switches of the calling process, from the kernel's
 // perf events (perf_event_open(2)): one sampling event per CPU that follows the thread which
-// opened it and every thread and process it starts afterwards (inherit), plus the same for each
+// opened it and every thread it starts afterwards (inherit), plus the same for each
 // thread already running then. The kernel walks the user stack by frame pointers and writes the
 // records into one ring per CPU, which read() drains. docs/profiling.md says what is followed and
 // what is lost.
