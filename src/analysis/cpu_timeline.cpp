@@ -35,14 +35,7 @@ CpuStateTimes CpuTimeline::between(uint32_t thread, uint64_t from, uint64_t to) 
   }
   format::CpuState state = std::prev(at)->state;
   auto add = [&](uint64_t until) {
-    const uint64_t ns =
-        static_cast<uint64_t>(std::max<int64_t>(0, trace_.to_unix_ns(until) - trace_.to_unix_ns(since)));
-    if (state == format::CpuState::running)
-      times.running += ns;
-    else if (state == format::CpuState::preempted)
-      times.runnable += ns;
-    else
-      times.blocked += ns;
+    times.add(state, static_cast<uint64_t>(std::max<int64_t>(0, trace_.to_unix_ns(until) - trace_.to_unix_ns(since))));
   };
   for (; at != changes.end() && at->ticks < to; ++at) {
     add(at->ticks);

@@ -108,15 +108,6 @@ const std::vector<std::pair<uint64_t, bool>>& unwound_stack(const reader::Event&
   return out;
 }
 
-void add_state(CpuStateTimes& times, format::CpuState state, uint64_t ns) {
-  if (state == format::CpuState::running)
-    times.running += ns;
-  else if (state == format::CpuState::preempted)
-    times.runnable += ns;
-  else
-    times.blocked += ns;
-}
-
 }  // namespace
 
 uint32_t SampleProfile::intern(const std::string& name) {
@@ -146,14 +137,13 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
     const uint64_t ns = static_cast<uint64_t>(trace.to_unix_ns(ticks) - trace.to_unix_ns(found->second.since));
     const format::CpuState state = found->second.state;
     found->second.since = ticks;
-    add_state(thread_states_[contexts.thread_label(thread)], state, ns);
+    thread_states_[contexts.thread_label(thread)].add(state, ns);
     if (const auto* spans = contexts.open_spans(thread)) {
       std::set<std::string> labels;  // a recursive span counts once
       for (const reader::PairedSpan* span : *spans) labels.insert(contexts.span_label(span));
-      for (const std::string& label : labels) add_state(span_states_[label], state, ns);
+      for (const std::string& label : labels) span_states_[label].add(state, ns);
     }
-    if (const uint64_t task = contexts.running_task(thread))
-      add_state(task_states_[contexts.task_label(task)], state, ns);
+    if (const uint64_t task = contexts.running_task(thread)) task_states_[contexts.task_label(task)].add(state, ns);
   };
 
   trace.for_each_event([&](const reader::Event& event) {

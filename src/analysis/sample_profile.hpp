@@ -25,6 +25,19 @@ struct CpuStateTimes {
   uint64_t runnable = 0;  // preempted: ready, waiting for a CPU
   uint64_t blocked = 0;   // sleeping or waiting (I/O, a lock, a futex)
   uint64_t total() const { return running + runnable + blocked; }
+  void add(format::CpuState state, uint64_t ns) {
+    if (state == format::CpuState::running)
+      running += ns;
+    else if (state == format::CpuState::preempted)
+      runnable += ns;
+    else
+      blocked += ns;
+  }
+  void add(const CpuStateTimes& other) {
+    running += other.running;
+    runnable += other.runnable;
+    blocked += other.blocked;
+  }
 };
 
 class SampleProfile {

@@ -286,10 +286,7 @@ analysis::CpuStateTimes step_cpu_states(const model::Task& task, const analysis:
   for (const model::RunInterval& run : task.runs) {
     const uint64_t from = std::max(run.begin, step.from), to = std::min(run.end, step.to);
     if (from >= to) continue;
-    const analysis::CpuStateTimes part = timeline.between(run.thread_id, from, to);
-    total.running += part.running;
-    total.runnable += part.runnable;
-    total.blocked += part.blocked;
+    total.add(timeline.between(run.thread_id, from, to));
   }
   return total;
 }
