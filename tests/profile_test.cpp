@@ -7,8 +7,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "support.hpp"
 
@@ -180,6 +183,39 @@ TEST(SamplingProfile, BadRatesAreUsageErrorsAndATraceWithoutSamplesSaysSo) {
   const auto stats = run(kCli + " stats --profile " + trace);
   EXPECT_EQ(stats.exit_code, 0) << stats.err;
   EXPECT_NE(stats.err.find("no samples (record with --sample)"), std::string::npos) << stats.err;
+}
+
+// A thread that was already running when the session started (a pool made before tracing was
+// turned on) is followed too: the session opens its events on it.
+TEST(SamplingProfile, AThreadRunningBeforeTheSessionStartsIsSampledToo) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  std::atomic<int> phase{0};
+  std::atomic<uint32_t> early_tid{0};
+  std::thread early([&] {
+    early_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    while (phase.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    const int64_t until = now.tv_sec * 1'000'000'000LL + now.tv_nsec + 200'000'000;  // 200 ms of its CPU time
+    volatile unsigned sink = 0;
+    do {
+      for (int i = 0; i < 100'000; ++i) sink = sink * 3 + 1;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    } while (now.tv_sec * 1'000'000'000LL + now.tv_nsec < until);
+  });
+  while (early_tid.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Config config = test_config(directory);
+  config.sample_frequency = 999;
+  ASSERT_TRUE(start(config)) << last_error();
+  phase = 1;
+  early.join();
+  stop();
+  reader::Trace trace(config.output);
+  size_t samples = 0;
+  for (const reader::Event& event : read_all(trace))
+    if (event.type == format::EventId::cpu_sample && event.sampled_tid == early_tid.load()) ++samples;
+  EXPECT_GE(samples, 100u) << "200 ms of CPU time at 999 samples per second";
 }
 
 // Samples and switches are CTF events like the others: babeltrace2 reads them with no warning, and

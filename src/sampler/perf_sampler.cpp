@@ -125,19 +125,23 @@ std::unique_ptr<PerfSampler> PerfSampler::open(const SamplerOptions& options, st
     return nullptr;
   }
   // The threads already running: the same events, writing into the calling thread's rings.
+  // A thread is followed on every CPU or on none: one followed on some would lose samples unseen.
   for (const pid_t thread : other_threads()) {
+    std::vector<int> fds;
     bool followed = true;
     for (const CpuRing& ring : sampler->rings_) {
       perf_event_attr copy = attributes;
       const int fd = open_event(copy, thread, ring.cpu);
-      if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring.fd) != 0) {
-        if (fd >= 0) ::close(fd);
-        followed = false;
-        break;
-      }
-      sampler->thread_fds_.push_back(fd);
+      if (fd >= 0) fds.push_back(fd);
+      followed = fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring.fd) == 0;
+      if (!followed) break;
     }
-    if (!followed) ++sampler->threads_missed_;
+    if (followed) {
+      sampler->thread_fds_.insert(sampler->thread_fds_.end(), fds.begin(), fds.end());
+      continue;
+    }
+    for (const int fd : fds) ::close(fd);
+    ++sampler->threads_missed_;
   }
   return sampler;
 }
