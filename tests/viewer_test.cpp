@@ -1052,5 +1052,38 @@ TEST_F(ViewerProcesses, TheCriticalPathOfAClientReadCrossesIntoTheServer) {
   EXPECT_FALSE(read.index.graphs_held());
 }
 
+// A trace recorded with context switches: a lane's foot shows when its thread was off its CPU,
+// and the range stats add it up. A thread that sleeps ten times 5 ms is blocked at least 50 ms.
+TEST(ViewerOffCpu, ALaneShowsWhenItsThreadSleptAsBlocked) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.context_switches = true;
+  ASSERT_TRUE(start(config)) << last_error();
+  std::thread sleeper([] {
+    set_thread_name("sleeper");
+    for (int k = 0; k < 10; ++k) {
+      CHRONICLE_INSTANT("v", "tick");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  sleeper.join();
+  stop();
+  reader::Trace trace(config.output);
+  const TimelineIndex index = TimelineIndex::build(trace);
+  std::optional<uint32_t> lane;
+  for (uint32_t k = 0; k < index.lanes().size(); ++k)
+    if (index.lanes()[k].name == "sleeper") lane = k;
+  ASSERT_TRUE(lane);
+  const viewer::RangeStats stats = index.range_stats(0, index.duration());
+  EXPECT_GE(stats.lanes[*lane].blocked_ns, 50'000'000u);
+  const nlohmann::json window = window_json(index, 0, index.duration(), 100'000);
+  size_t blocked = 0;
+  for (const auto& answer : window["lanes"])
+    if (answer["lane"] == *lane)
+      for (const auto& stretch : answer["off_cpu"]) blocked += stretch[3] == 2 ? 1 : 0;
+  EXPECT_GE(blocked, 10u) << "each sleep, apart at this width";
+}
+
 }  // namespace
 }  // namespace chronicle

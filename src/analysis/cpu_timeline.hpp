@@ -19,6 +19,16 @@ class CpuTimeline {
   // The time of [from, to) (ticks) that `thread` spent in each state; what comes before its first
   // switch in the trace is in none.
   CpuStateTimes between(uint32_t thread, uint64_t from, uint64_t to) const;
+  // Each stretch [begin, end) (ticks) of `thread` in one state, in time order, up to its last
+  // switch (what follows it is not known); `visit(begin, end, state)`.
+  template <typename Visitor>
+  void for_each_stretch(uint32_t thread, Visitor&& visit) const {
+    const auto found = threads_.find(thread);
+    if (found == threads_.end()) return;
+    const std::vector<Change>& changes = found->second;
+    for (size_t k = 0; k + 1 < changes.size(); ++k)
+      if (changes[k + 1].ticks > changes[k].ticks) visit(changes[k].ticks, changes[k + 1].ticks, changes[k].state);
+  }
 
  private:
   struct Change {

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 4;
+constexpr uint32_t kFormatVersion = 5;  // 5: each lane's off-CPU stretches
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -462,6 +462,7 @@ struct IndexCache::Fields {
     a.sequence(lane.depths, [&](auto& row) { viewer::transfer(a, row); });
     a.sequence(lane.runs, [&](auto& row) { viewer::transfer(a, row); });
     viewer::transfer(a, lane.idle);
+    viewer::transfer(a, lane.off_cpu);
     a.column(lane.markers.times);
     a.column(lane.markers.sites);
     a.column(lane.markers.types);

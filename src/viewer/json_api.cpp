@@ -101,7 +101,8 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                      {"depths", lane.depths.size()},
                      {"run_depths", lane.runs.size()},
                      {"spans", lane.span_count},
-                     {"idle", lane.idle.size()}});
+                     {"idle", lane.idle.size()},
+                     {"off_cpu", lane.off_cpu.size()}});
   json counters = json::array();
   for (const CounterSeries& series : index.counters())
     counters.push_back({{"name", series.name},
@@ -179,12 +180,19 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     for (const VisibleInterval& wide : view.idle_wide)
       idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
     for (const BusyBlock& block : view.idle) idle.push_back({block.begin, block.end, block.count});
+    // [begin, end, count, state]: state 1 preempted (runnable), 2 blocked, -1 a merge of both.
+    json off_cpu = json::array();
+    for (const VisibleInterval& wide : view.off_cpu_wide)
+      off_cpu.push_back(
+          {lane.off_cpu.begins[wide.index], lane.off_cpu.ends[wide.index], 1, lane.off_cpu.items[wide.index]});
+    for (const BusyBlock& block : view.off_cpu) off_cpu.push_back({block.begin, block.end, block.count, -1});
     lanes.push_back({{"lane", view.lane},
                      {"spans", std::move(spans)},
                      {"blocks", std::move(blocks)},
                      {"runs", std::move(runs)},
                      {"run_blocks", std::move(run_blocks)},
-                     {"idle", std::move(idle)}});
+                     {"idle", std::move(idle)},
+                     {"off_cpu", std::move(off_cpu)}});
   }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
@@ -492,7 +500,9 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
                      {"name", index.lanes()[lane.lane].name},
                      {"spans", lane.spans},
                      {"busy_ns", lane.busy_ns},
-                     {"idle_ns", lane.idle_ns}});
+                     {"idle_ns", lane.idle_ns},
+                     {"blocked_ns", lane.blocked_ns},
+                     {"runnable_ns", lane.runnable_ns}});
   json names = json::array();
   for (const NameTotal& total : stats.top_names)
     names.push_back({{"name", index.site_name(total.site)}, {"count", total.count}, {"total_ns", total.total_ns}});

@@ -1,5 +1,6 @@
 #include "viewer/timeline_index.hpp"
 
+#include "analysis/cpu_timeline.hpp"
 #include "analysis/critical_path.hpp"
 #include "model/task_graph_feed.hpp"
 #include "reader/messages.hpp"
@@ -209,6 +210,7 @@ class IndexBuilder {
     index_lane_runs();
     index_arrows();
     index_idle();
+    index_off_cpu();
     for (auto& counter : index_.counters_) finish_counter(counter);
     index_busy_prefix();
     return std::move(index_);
@@ -535,6 +537,17 @@ class IndexBuilder {
     }
   }
 
+  // When each lane's thread was off its CPU, blocked or waiting for one, from the context switches.
+  void index_off_cpu() {
+    const analysis::CpuTimeline timeline(trace_);
+    if (timeline.empty()) return;
+    for (Lane& lane : index_.lanes_)
+      timeline.for_each_stretch(lane.thread_id, [&](uint64_t begin, uint64_t end, format::CpuState state) {
+        if (state != format::CpuState::running)
+          lane.off_cpu.add(index_.to_ns(begin), index_.to_ns(end), static_cast<uint32_t>(state));
+      });
+  }
+
   void index_busy_prefix() {
     for (const Lane& lane : index_.lanes_) {
       Column<uint64_t>::Built prefix{0};
@@ -666,6 +679,7 @@ class IndexCombiner {
       for (IntervalRow& row : lane.depths) shift_row(row, offset);
       for (IntervalRow& row : lane.runs) shift_row(row, offset);
       shift_row(lane.idle, offset);
+      shift_row(lane.off_cpu, offset);
       for (uint64_t& time : lane.markers.times) time += offset;
     }
     for (TaskLine& line : index.task_lines_) {
@@ -871,6 +885,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     for (uint32_t depth = 0; depth < lane.runs.size(); ++depth)
       visible_in_row(lane.runs[depth], depth, begin, end, ns_per_pixel, min_pixels, view.runs, view.run_blocks);
     visible_in_row(lane.idle, 0, begin, end, ns_per_pixel, min_pixels, view.idle_wide, view.idle);
+    visible_in_row(lane.off_cpu, 0, begin, end, ns_per_pixel, min_pixels, view.off_cpu_wide, view.off_cpu);
     out.lanes.push_back(std::move(view));
   }
   const ShownRows shown(task_tree_, rows.collapsed);
@@ -1104,6 +1119,11 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
     const auto [idle_first, idle_last] = overlapping(lane.idle);
     for (size_t k = idle_first; k < idle_last; ++k)
       lane_stats.idle_ns += clipped(lane.idle.begins[k], lane.idle.ends[k]);
+    const auto [off_first, off_last] = overlapping(lane.off_cpu);
+    for (size_t k = off_first; k < off_last; ++k)
+      (lane.off_cpu.items[k] == static_cast<uint32_t>(format::CpuState::blocked) ? lane_stats.blocked_ns
+                                                                                 : lane_stats.runnable_ns) +=
+          clipped(lane.off_cpu.begins[k], lane.off_cpu.ends[k]);
     spans_in_range += lane_stats.spans;
     stats.lanes.push_back(lane_stats);
   }

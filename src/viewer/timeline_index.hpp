@@ -95,7 +95,8 @@ struct Lane {  // one thread stream
   // The task runs on this thread, by nesting (a handler may run inside another's run); items
   // are task indexes. Drawn above the spans, which nest under them.
   std::vector<IntervalRow> runs;
-  IntervalRow idle;  // loop suspended; items index TaskGraph::idle()
+  IntervalRow idle;     // loop suspended; items index TaskGraph::idle()
+  IntervalRow off_cpu;  // the thread off its CPU (record --sched); items are format::CpuState
   Markers markers;
   uint64_t span_count = 0;
 };
@@ -200,6 +201,8 @@ struct LaneWindow {
   std::vector<BusyBlock> run_blocks;
   std::vector<BusyBlock> idle;  // merged where narrow; count is how many
   std::vector<VisibleInterval> idle_wide;
+  std::vector<BusyBlock> off_cpu;  // merged where narrow
+  std::vector<VisibleInterval> off_cpu_wide;
 };
 
 struct ArrowInView {
@@ -268,6 +271,8 @@ struct LaneStats {
   uint64_t spans = 0;    // spans that overlap the range, at any depth
   uint64_t busy_ns = 0;  // time covered by top-level spans, clipped to the range
   uint64_t idle_ns = 0;
+  uint64_t blocked_ns = 0;   // off CPU, waiting for something (record --sched)
+  uint64_t runnable_ns = 0;  // off CPU, waiting for a CPU
 };
 
 struct RangeStats {

@@ -117,6 +117,9 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
     }
     json idle = json::array();
     for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
+    json off_cpu = json::array();  // [begin, end, state]
+    for (size_t k = 0; k < lane.off_cpu.size(); ++k)
+      off_cpu.push_back({lane.off_cpu.begins[k], lane.off_cpu.ends[k], lane.off_cpu.items[k]});
     json markers = json::array();
     // An instant's name by its site (in `names`), as the trace has it: once, not per instant.
     for (size_t k = 0; k < lane.markers.size(); ++k) {
@@ -137,6 +140,7 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
     lanes.push_back({{"depths", std::move(depths)},
                      {"runs", std::move(runs)},
                      {"idle", std::move(idle)},
+                     {"off_cpu", std::move(off_cpu)},
                      {"markers", std::move(markers)}});
   }
   json names = json::object();

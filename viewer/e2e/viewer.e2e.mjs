@@ -252,6 +252,27 @@ try {
     await page.screenshot({ path: join(artifacts, 'demo-full.png') });
   });
 
+  await step('context switches (--sched): each lane shows when its thread was off its CPU, as the server answers', async () => {
+    assert.equal(await numberOf(page, 'offCpuDrawn'), 0, 'a trace without --sched has none');
+    const directory = join(work, 'sched');
+    execFileSync(chronicle, ['record', '-q', '--sched', '-o', directory, '--', timelineDemo, '150', '3'], { stdio: 'inherit' });
+    const schedPage = await browser.newPage();
+    schedPage.setDefaultTimeout(60000);
+    await schedPage.goto(await serve(directory));
+    await settled(schedPage);
+    const expected = await schedPage.evaluate(() => {
+      const viewer = window.chronicleViewer;
+      const offCpu = viewer.summary().lanes.reduce((sum, lane) => sum + (lane.off_cpu ?? 0), 0);
+      const inAnswer = viewer.data().lanes.reduce((sum, lane) => sum + (lane.off_cpu ?? []).length, 0);
+      return { offCpu, inAnswer };
+    });
+    assert.ok(expected.offCpu > 0, 'the threads of the demo leave their CPU');
+    assert.ok(expected.inAnswer > 0);
+    assert.equal(await numberOf(schedPage, 'offCpuDrawn'), expected.inAnswer, 'every stretch of the answer is drawn');
+    await schedPage.screenshot({ path: join(artifacts, 'sched-full.png') });
+    await schedPage.close();
+  });
+
   const canvas = page.locator('#timeline');
   const box = await canvas.boundingBox();
   await step('wheel zooms around the pointer, and details appear', async () => {

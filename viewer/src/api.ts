@@ -4,7 +4,8 @@
 // `group`: the lane's process, "host · process (pid N)"; a view of several processes heads each
 // process's lanes with it.
 // `run_depths`: rows of task runs (nested runs go deeper), drawn above the spans.
-export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; spans: number; idle: number }
+// `off_cpu`: stretches when the thread was off its CPU (a trace recorded with --sched).
+export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; spans: number; idle: number; off_cpu?: number }
 // One series: every call site and thread of a name; `lanes` lists the threads that wrote it.
 export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {
@@ -24,6 +25,8 @@ export type SpanTuple = [number, number, number, number, number];
 export type BlockTuple = [number, number, number, number];
 // [begin, end, merged count]
 export type IdleTuple = [number, number, number];
+// The thread off its CPU: [begin, end, merged count, state: 1 runnable (preempted), 2 blocked, -1 both merged]
+export type OffCpuTuple = [number, number, number, number];
 // [begin, end, row as shown, task index, state: 0 ok, 1 failed, 2 cancelled, 3 unresolved, kind,
 //  depth in the tree, descendants, runs [begin, end, begin, end...] (merged under a pixel), row in the tree]
 export type TaskLineTuple = [number, number, number, number, number, number, number, number, number[], number];
@@ -38,7 +41,7 @@ export type MessageTuple = [number, number, number, number, number];
 // [time, min, max, last]
 export type CounterPointTuple = [number, number, number, number];
 
-export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; runs?: RunTuple[]; run_blocks?: BlockTuple[]; idle: IdleTuple[] }
+export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; runs?: RunTuple[]; run_blocks?: BlockTuple[]; idle: IdleTuple[]; off_cpu?: OffCpuTuple[] }
 // Which task rows to answer for: shown rows [first, last) once the subtrees of `collapsed` (task
 // indexes) are taken out.
 export interface TaskRows { first: number; last: number; collapsed: number[] }
@@ -71,7 +74,7 @@ export interface SpanDetails extends SpanRef {
 export type SearchHit = (TaskRef & { kind: 'task'; text: string }) | (SpanRef & { kind: 'span'; text: string });
 export interface RangeStats {
   begin: number; end: number;
-  lanes: { lane: number; name: string; spans: number; busy_ns: number; idle_ns: number }[];
+  lanes: { lane: number; name: string; spans: number; busy_ns: number; idle_ns: number; blocked_ns?: number; runnable_ns?: number }[];
   top_names: { name: string; count: number; total_ns: number }[]; names_complete: boolean;
   tasks: { overlapping: number; created: number; resolved: number; failed: number; cancelled: number };
 }

@@ -3,7 +3,7 @@
 // critical paths included, are worked out here when asked for: the page carries each task's
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, BlockTuple, CounterBreakdown, CounterPointTuple, FlameAnswer, IdleTuple, MessageTuple, Note, RangeStats, RunTuple, SearchHit,
+  ArrowTuple, Backend, BlockTuple, CounterBreakdown, CounterPointTuple, FlameAnswer, IdleTuple, MessageTuple, OffCpuTuple, Note, RangeStats, RunTuple, SearchHit,
   SpanDetails, SpanRef, SpanTuple, Summary, TaskDetails, TaskLineTuple, TaskRef, TaskRows, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
@@ -22,7 +22,7 @@ export interface EmbeddedTasks {
 export interface EmbeddedTrace {
   summary: Summary;
   // A marker's text: a note's, or an instant's site (in `names`).
-  lanes: { depths: [number, number, number][][]; runs?: [number, number, number][][]; idle: [number, number][]; markers: [number, string, string | number][] }[];
+  lanes: { depths: [number, number, number][][]; runs?: [number, number, number][][]; idle: [number, number][]; off_cpu?: [number, number, number][]; markers: [number, string, string | number][] }[];
   names: Record<string, string>;
   tasks: EmbeddedTasks;
   arrows: [number, number, number, number, number][];
@@ -116,11 +116,15 @@ export class LocalBackend implements Backend {
         (b, e, _first, count) => blocks.push([b, e, depth, count])));
       visibleInRow(lane.idle, s => s[0], s => s[1], from, to, nsPerPixel, k => idle.push([lane.idle[k][0], lane.idle[k][1], 1]),
         (b, e, _first, count) => idle.push([b, e, count]));
+      const offCpu: OffCpuTuple[] = [];
+      const offRow = lane.off_cpu ?? [];
+      visibleInRow(offRow, s => s[0], s => s[1], from, to, nsPerPixel, k => offCpu.push([offRow[k][0], offRow[k][1], 1, offRow[k][2]]),
+        (b, e, _first, count) => offCpu.push([b, e, count, -1]));
       const runs: RunTuple[] = [], runBlocks: BlockTuple[] = [];
       (lane.runs ?? []).forEach((row, depth) => visibleInRow(row, r => r[0], r => r[1], from, to, nsPerPixel,
         k => { runs.push([row[k][0], row[k][1], depth, row[k][2], this.trace.tasks.lines[row[k][2]][6]]); taskNames[row[k][2]] = this.display(row[k][2]); },
         (b, e, _first, count) => runBlocks.push([b, e, depth, count])));
-      return { lane: laneNumber, spans, blocks, runs, run_blocks: runBlocks, idle };
+      return { lane: laneNumber, spans, blocks, runs, run_blocks: runBlocks, idle, off_cpu: offCpu };
     });
     const lines: TaskLineTuple[] = [];
     const tasks = this.trace.tasks.lines;
@@ -253,7 +257,9 @@ export class LocalBackend implements Backend {
         totals.set(name, total);
       }));
       lane.idle.forEach(i => { idle += clip(i[0], i[1]); });
-      return { lane: l, name: this.trace.summary.lanes[l].name, spans, busy_ns: busy, idle_ns: idle };
+      let blocked = 0, runnable = 0;
+      (lane.off_cpu ?? []).forEach(o => { if (o[2] === 2) blocked += clip(o[0], o[1]); else runnable += clip(o[0], o[1]); });
+      return { lane: l, name: this.trace.summary.lanes[l].name, spans, busy_ns: busy, idle_ns: idle, blocked_ns: blocked, runnable_ns: runnable };
     });
     const tasks = { overlapping: 0, created: 0, resolved: 0, failed: 0, cancelled: 0 };
     this.trace.tasks.lines.forEach((t, k) => {

@@ -16,6 +16,11 @@ import {
 const KIND_COLOURS = ['#9aa5b1', '#5b8def', '#c58af9', '#4fb8a8', '#e7b416', '#ef8354'];  // unknown, coroutine, promise, handler, timer, io
 const MESSAGE_COLOUR = '#d2691e';
 const BLOCK_COLOUR = '#8c99a8';
+// A thread off its CPU (record --sched), along the foot of its lane.
+const OFF_CPU_STRIP = 3;
+const OFF_CPU_BLOCKED = '#6b6b6b';
+const OFF_CPU_RUNNABLE = '#e8a33d';
+const OFF_CPU_MERGED = '#a98a5c';
 const MIN_ZOOM_NS = 100;
 
 interface View { begin: number; end: number }
@@ -222,6 +227,15 @@ function drawLanes(answer: WindowAnswer) {
     for (const [b, e, count] of lane.idle) {
       context.fillRect(xOf(b), bodyTop, Math.max(xOf(e) - xOf(b), 1), bodyHeight);
       hover.rect(xOf(b), Math.max(xOf(e), xOf(b) + 1), bodyTop, bodyTop + bodyHeight, () => tips.idleTip(b, e, count));
+    }
+    // When the thread was off its CPU (--sched): a strip along the lane's foot, grey blocked,
+    // orange waiting for a CPU.
+    for (const [b, e, count, state] of lane.off_cpu ?? []) {
+      const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
+      context.fillStyle = state === 2 ? OFF_CPU_BLOCKED : state === 1 ? OFF_CPU_RUNNABLE : OFF_CPU_MERGED;
+      context.fillRect(x0, bodyTop + bodyHeight - OFF_CPU_STRIP, x1 - x0, OFF_CPU_STRIP);
+      hover.rect(x0, x1, bodyTop + bodyHeight - OFF_CPU_STRIP, bodyTop + bodyHeight, () => tips.offCpuTip(b, e, count, state));
+      counts.offCpu++;
     }
     // What ran: the task runs, coloured by the task's kind, with the spans under them.
     context.fillStyle = BLOCK_COLOUR;
@@ -509,7 +523,7 @@ function showStats(stats: RangeStats) {
   panel.innerHTML = `<h3 id="details-title">Range ${formatDuration(stats.begin)} … ${formatDuration(stats.end)}</h3>` +
     rows([['length', formatDuration(stats.end - stats.begin)], ['tasks alive', stats.tasks.overlapping], ['created', stats.tasks.created],
           ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
-    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}`))}` +
+    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}${l.blocked_ns || l.runnable_ns ? `, off CPU: blocked ${formatDuration(l.blocked_ns ?? 0)}, waiting for a CPU ${formatDuration(l.runnable_ns ?? 0)}` : ''}`))}` +
     `<h3>Spans by total time</h3>` +
     (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} ${n.count === 1 ? 'span' : 'spans'}, ${formatDuration(n.total_ns)} in all`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
 }

@@ -5,7 +5,7 @@
 import { publishTip } from './test_hooks';
 
 export interface Tip {
-  kind: string;   // span, block, run, run-block, task, arrow, message, counter, idle, frame
+  kind: string;   // span, block, run, run-block, task, arrow, message, counter, idle, off-cpu, frame
   title: string;
   rows: [string, string][];
 }
@@ -110,6 +110,14 @@ export function spanTip(name: string, begin: number, end: number, depth: number,
 export function spanBlockTip(begin: number, end: number, count: number, depth: number): Tip {
   return { kind: 'block', title: `${count.toLocaleString()} ${count === 1 ? 'span' : 'spans'} merged`,
            rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
+}
+
+// A thread off its CPU (recorded with --sched): state 1 runnable (preempted), 2 blocked, -1 merged.
+export function offCpuTip(begin: number, end: number, count: number, state: number): Tip {
+  const what = state === 2 ? 'blocked (waiting for something: sleep, I/O, a lock)'
+    : state === 1 ? 'runnable, waiting for a CPU (preempted)' : 'off CPU, blocked and waiting for a CPU';
+  return { kind: 'off-cpu', title: count > 1 ? `${what}, ${count} stretches merged` : what,
+           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
 }
 
 export function idleTip(begin: number, end: number, count: number): Tip {
