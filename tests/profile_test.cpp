@@ -22,6 +22,12 @@ const std::string kCli = CHRONICLE_CLI;
 const std::string kWorkload = PROFILE_WORKLOAD;
 const std::string kBt2Check = BT2_CHECK;
 
+// `chronicle record FLAGS -o TRACE -- profile_workload ARGS`, which must succeed.
+void record_workload(const std::string& flags, const std::string& arguments, const std::string& trace) {
+  const auto recorded = run(kCli + " record -q " + flags + " -o " + trace + " -- " + kWorkload + " " + arguments);
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+}
+
 nlohmann::json profile(const std::string& trace, const std::string& flags = "") {
   const auto result = run(kCli + " stats --profile --json " + flags + " " + trace);
   EXPECT_EQ(result.exit_code, 0) << result.err;
@@ -43,8 +49,7 @@ TEST(SamplingProfile, HotAndWarmComeFirstAndSecondWithTheirShares) {
   SKIP_WITHOUT_PERF_EVENTS();
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --sample -o " + trace + " -- " + kWorkload + " cpu 150");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample", "cpu 150", trace));
 
   const nlohmann::json whole = profile(trace);
   ASSERT_GE(whole["samples"].get<uint64_t>(), 200u) << "at 999 per second of CPU, some 750 ms of work";
@@ -87,8 +92,7 @@ TEST(SamplingProfile, SymbolsResolveInAPositionIndependentExecutableAndASharedLi
   ASSERT_TRUE(is_position_independent(kWorkload)) << "the test needs a PIE, whose code moves at each run";
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --sample -o " + trace + " -- " + kWorkload + " library 1500");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample", "library 1500", trace));
   const nlohmann::json whole = profile(trace);
   const nlohmann::json& flat = whole["flat"];
   ASSERT_GE(flat.size(), 1u);
@@ -107,8 +111,7 @@ TEST(SamplingProfile, AThreadThatSleepsIsBlockedForAtLeastItsSleeps) {
   SKIP_WITHOUT_PERF_EVENTS();
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --sched -o " + trace + " -- " + kWorkload + " sleep 10");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sched", "sleep 10", trace));
   const nlohmann::json whole = profile(trace);
   ASSERT_TRUE(whole.contains("cpu_states")) << whole.dump(1);
   const nlohmann::json* thread = nullptr;
@@ -132,8 +135,7 @@ TEST(SamplingProfile, SamplesGoToTheTaskRunningOnTheThread) {
   SKIP_WITHOUT_PERF_EVENTS();
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --sample -o " + trace + " -- " + kWorkload + " tasks 150");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample", "tasks 150", trace));
   const nlohmann::json by_task = profile(trace, "--by-task");
   const nlohmann::json& groups = by_task["groups"];
   ASSERT_TRUE(groups.contains("crunch") && groups.contains("nibble")) << groups.dump(1);
@@ -150,8 +152,7 @@ TEST(SamplingProfile, TheCriticalPathShowsAWaitForASleepingTaskAsOffCpu) {
   SKIP_WITHOUT_PERF_EVENTS();
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --sched -o " + trace + " -- " + kWorkload + " await 1");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sched", "await 1", trace));
   const auto result = run(kCli + " stats --json --critical-path waiter " + trace);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const nlohmann::json path = nlohmann::json::parse(result.out);
@@ -224,8 +225,7 @@ TEST(SamplingProfile, BabeltraceReadsSamplesAndSwitchesAsWeDo) {
   SKIP_WITHOUT_PERF_EVENTS();
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto recorded = run(kCli + " record -q --sample --sched -o " + trace + " -- " + kWorkload + " sleep 3");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample --sched", "sleep 3", trace));
   const auto text = run("babeltrace2 " + trace);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_EQ(text.err, "");

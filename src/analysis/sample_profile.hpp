@@ -52,7 +52,6 @@ class SampleProfile {
 
   uint64_t samples() const { return samples_; }
   uint64_t other_process_samples() const { return other_process_samples_; }  // children's: not symbolised
-  // Samples per second of CPU time the trace was recorded with (from the samples' spacing), 0 unknown.
   bool has_switches() const { return switches_ > 0; }
   const std::map<std::string, CpuStateTimes>& thread_states() const { return thread_states_; }
   const std::map<std::string, CpuStateTimes>& span_states() const { return span_states_; }

@@ -70,16 +70,13 @@ struct Event {
   format::CpuState cpu_state = format::CpuState::running;  // cpu_switch
   uint32_t frame_count = 0;                                // cpu_sample: frame(0) innermost
   const uint8_t* frames = nullptr;                         // unaligned u64s in the trace's bytes
-  uint64_t frame(size_t index) const {
-    uint64_t address;
-    std::memcpy(&address, frames + index * sizeof address, sizeof address);
-    return address;
-  }
+  uint64_t frame(size_t index) const { return unaligned_u64(frames, index); }
   uint32_t stack_word_count = 0;  // cpu_sample: words of the stack from its pointer
   const uint8_t* stack_words = nullptr;
-  uint64_t stack_word(size_t index) const {
+  uint64_t stack_word(size_t index) const { return unaligned_u64(stack_words, index); }
+  static uint64_t unaligned_u64(const uint8_t* words, size_t index) {
     uint64_t word;
-    std::memcpy(&word, stack_words + index * sizeof word, sizeof word);
+    std::memcpy(&word, words + index * sizeof word, sizeof word);
     return word;
   }
   // for_each_event: the span a span_begin opens or a span_end closes (span_pairing.hpp); null for

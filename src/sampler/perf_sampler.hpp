@@ -43,12 +43,6 @@ struct Batch {
   std::vector<uint64_t> frames;
   std::vector<uint64_t> stack_words;
   uint64_t lost = 0;  // records the kernel could not write (a full ring), since the last read
-  void clear() {
-    records.clear();
-    frames.clear();
-    stack_words.clear();
-    lost = 0;
-  }
 };
 
 class PerfSampler {
