@@ -3,31 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <set>
-
-#include "symbols/symbolizer.hpp"
 
 namespace chronicle::analysis {
 namespace {
 
 constexpr uint64_t kThreadOwner = uint64_t{1} << 63;  // task ids stay below (layout.hpp)
-
-// Stacks that stop after one frame are what frame-pointer unwinding gives in code built without
-// frame pointers; a module is reported when most of its samples (of enough) look like that.
-constexpr uint64_t kShallowReportMinimum = 20;
-
-struct ModuleDepth {
-  uint64_t samples = 0;
-  uint64_t single_frame = 0;
-};
-
-std::vector<symbols::Module> modules_of(const reader::Trace& trace) {
-  std::vector<symbols::Module> modules;
-  for (const reader::ModuleMap& map : trace.modules())
-    modules.push_back(symbols::Module{map.base, map.start, map.end, map.path, map.build_id});
-  return modules;
-}
 
 // What is going on on each thread as the events go by in time order: the spans open in each
 // owner (a thread, or a task wherever it runs), the tasks running on each thread, and each
@@ -86,48 +67,17 @@ class ThreadContexts {
   std::unordered_map<uint64_t, uint32_t> task_names_;
 };
 
-// The sample's stack, innermost first, each address with whether it is a return address. The
-// kernel follows frame pointers; where the interrupted function has not set one up (a leaf that
-// needs no stack frame, a prologue), the frame pointer is still its caller's and the chain skips
-// that caller: its return address is then on the stack where the call frame information says,
-// among the words recorded from the stack pointer. A return address in no module ends the stack:
-// code built without frame pointers used the register for something else, and what the chain
-// found from there is not frames.
-const std::vector<std::pair<uint64_t, bool>>& unwound_stack(const reader::Event& event, symbols::Symbolizer& symbolizer,
-                                                            std::vector<std::pair<uint64_t, bool>>& out) {
-  out.clear();
-  for (uint32_t i = 0; i < event.frame_count; ++i) {
-    if (i > 0 && symbolizer.resolve(event.frame(i), true).module.empty()) break;
-    out.emplace_back(event.frame(i), i > 0);
-  }
-  if (out.empty()) return out;
-  const std::optional<uint64_t> offset = symbolizer.return_address_offset(out[0].first);
-  if (!offset || *offset % 8 != 0 || *offset / 8 >= event.stack_word_count) return out;
-  const uint64_t caller = event.stack_word(*offset / 8);
-  if (out.size() < 2 || out[1].first != caller) out.insert(out.begin() + 1, {caller, true});
-  return out;
-}
-
 }  // namespace
 
-uint32_t SampleProfile::intern(const std::string& name) {
-  const auto [found, added] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
-  if (added) names_.push_back(name);
-  return found->second;
-}
-
-SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping) {
-  symbols::Symbolizer symbolizer(modules_of(trace));
+SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping)
+    : stacks_(std::make_unique<SampleStacks>(trace)) {
   ThreadContexts contexts(trace);
   const uint32_t pid = static_cast<uint32_t>(trace.description().pid);
-  std::map<std::string, ModuleDepth> depths;
   struct ThreadCpu {
     format::CpuState state;
     uint64_t since;  // ticks
   };
   std::unordered_map<uint32_t, ThreadCpu> cpu;
-  std::vector<uint32_t> frames;
-  std::vector<std::pair<uint64_t, bool>> addresses;
 
   // The time since the thread's last switch goes to the thread, the spans open on it and its
   // running task, in the state it was in; called before anything of these changes.
@@ -179,14 +129,7 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
           break;
         }
         ++samples_;
-        frames.clear();
-        for (const auto& [address, is_return] : unwound_stack(event, symbolizer, addresses))
-          frames.push_back(intern(symbolizer.name(address, is_return)));
-        if (event.frame_count > 0) {
-          ModuleDepth& depth = depths[symbolizer.resolve(event.frame(0), false).module];
-          ++depth.samples;
-          if (event.frame_count == 1) ++depth.single_frame;
-        }
+        const std::vector<uint32_t>& frames = stacks_->leaf_first(event);
         overall_.add(frames);
         const uint32_t thread = event.sampled_tid;
         std::string group;
@@ -206,13 +149,9 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
     }
     return true;
   });
-  warnings_ = symbolizer.warnings();
-  for (const auto& [module, depth] : depths)
-    if (depth.samples >= kShallowReportMinimum && depth.single_frame * 2 > depth.samples)
-      warnings_.push_back(
-          fmt::format("{}: {} of {} samples stop after one frame: the stacks are cut short (build it with "
-                      "-fno-omit-frame-pointer, docs/profiling.md)",
-                      module.empty() ? "(no module)" : module, depth.single_frame, depth.samples));
+  warnings_ = stacks_->warnings();
 }
+
+SampleProfile::~SampleProfile() = default;
 
 }  // namespace chronicle::analysis

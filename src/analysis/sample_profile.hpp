@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "analysis/cpu_profile.hpp"
+#include "analysis/sample_stacks.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::analysis {
@@ -43,12 +45,13 @@ struct CpuStateTimes {
 class SampleProfile {
  public:
   SampleProfile(const reader::Trace& trace, SampleGrouping grouping);
+  ~SampleProfile();
 
   const CpuProfile& overall() const { return overall_; }
   // By thread ("name (tid)"), innermost span ("category/name"; "(no span)") or running task
   // ("name"; "(no task)").
   const std::map<std::string, CpuProfile>& groups() const { return groups_; }
-  const std::string& function_name(uint32_t id) const { return names_[id]; }
+  const std::string& function_name(uint32_t id) const { return stacks_->function_name(id); }
 
   uint64_t samples() const { return samples_; }
   uint64_t other_process_samples() const { return other_process_samples_; }  // children's: not symbolised
@@ -61,10 +64,7 @@ class SampleProfile {
   const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
-  uint32_t intern(const std::string& name);
-
-  std::vector<std::string> names_;
-  std::unordered_map<std::string, uint32_t> ids_;
+  std::unique_ptr<SampleStacks> stacks_;
   CpuProfile overall_;
   std::map<std::string, CpuProfile> groups_;
   uint64_t samples_ = 0;
