@@ -10,10 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "support.hpp"
+#include "viewer/index_cache.hpp"
+#include "viewer/json_api.hpp"
 
 namespace chronicle::test {
 namespace {
@@ -261,6 +264,65 @@ TEST(SamplingProfile, BabeltraceReadsSamplesAndSwitchesAsWeDo) {
       EXPECT_EQ(fields["stack"][word].get<uint64_t>(), event.stack_word(word)) << i;
   }
   EXPECT_GT(samples, 0u);
+}
+
+// The viewer: each sample a tick on its thread's lane (counted in the range stats), and the flame
+// graph of a range's samples, with the counts `stats --profile` gives; the same from the cache.
+TEST(SamplingProfile, TheViewerShowsEachLanesSamplesAndTheFlameGraphOfARange) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample", "cpu 150", trace));
+  const nlohmann::json whole = profile(trace);
+  const uint64_t samples = whole["samples"].get<uint64_t>();
+  ASSERT_GE(samples, 200u);
+
+  const viewer::OpenedIndex opened = viewer::open_index(trace);
+  const viewer::TimelineIndex& index = opened.index;
+  const uint64_t end = index.duration();
+  // Lanes: as many ticks as `stats --profile` gives their threads, merged where narrow.
+  const nlohmann::json window = viewer::window_json(index, 0, end, 800);
+  uint64_t on_lanes = 0;
+  for (const auto& lane : window["lanes"]) {
+    const viewer::Lane& shown = index.lanes()[lane["lane"].get<uint32_t>()];
+    uint64_t ticks = 0;
+    for (const auto& tick : lane["samples"]) ticks += tick[2].get<uint64_t>();
+    const std::string label = shown.name + " (" + std::to_string(shown.thread_id) + ")";
+    const uint64_t expected = whole["groups"].contains(label) ? whole["groups"][label]["samples"].get<uint64_t>() : 0;
+    EXPECT_EQ(ticks, expected) << label;
+    on_lanes += ticks;
+  }
+  EXPECT_GT(on_lanes, samples / 2) << "the program's thread, which does the work, has a lane";
+  const viewer::RangeStats stats = index.range_stats(0, end);
+  uint64_t in_stats = 0;
+  for (const viewer::LaneStats& lane : stats.lanes) in_stats += lane.samples;
+  EXPECT_EQ(in_stats, on_lanes);
+
+  // The flame graph of every sample: the flat profile's self counts at its leaves.
+  const nlohmann::json flame =
+      viewer::flame_json(index, 0, end, viewer::FlameRoots::merged, viewer::FlameSource::samples);
+  ASSERT_EQ(flame["source"], "samples");
+  EXPECT_EQ(flame["frames"][0][2].get<uint64_t>(), samples) << "the root holds every sample";
+  std::map<std::string, uint64_t> leaf_samples;
+  for (const auto& frame : flame["frames"])
+    if (frame[1].get<int64_t>() >= 0)
+      leaf_samples[flame["names"][frame[1].get<size_t>()].get<std::string>()] += frame[3].get<uint64_t>();
+  for (const auto& row : whole["flat"]) EXPECT_EQ(leaf_samples[row["function"]], row["self"].get<uint64_t>()) << row;
+  // Two halves of the trace hold every sample between them.
+  const auto first_half =
+      viewer::flame_json(index, 0, end / 2, viewer::FlameRoots::merged, viewer::FlameSource::samples);
+  const auto second_half =
+      viewer::flame_json(index, end / 2 + 1, end, viewer::FlameRoots::merged, viewer::FlameSource::samples);
+  EXPECT_GT(first_half["frames"][0][2].get<uint64_t>(), 0u);
+  EXPECT_GT(second_half["frames"][0][2].get<uint64_t>(), 0u);
+  EXPECT_EQ(first_half["frames"][0][2].get<uint64_t>() + second_half["frames"][0][2].get<uint64_t>(), samples);
+
+  // Read from the index cache: the same answers.
+  ASSERT_FALSE(opened.from_cache);
+  const viewer::OpenedIndex cached = viewer::open_index(trace);
+  ASSERT_TRUE(cached.from_cache);
+  EXPECT_EQ(viewer::window_json(cached.index, 0, end, 800), window);
+  EXPECT_EQ(viewer::flame_json(cached.index, 0, end, viewer::FlameRoots::merged, viewer::FlameSource::samples), flame);
 }
 
 }  // namespace

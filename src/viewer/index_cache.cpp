@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 5;  // 5: each lane's off-CPU stretches
+constexpr uint32_t kFormatVersion = 6;  // 6: samples and their stacks
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -450,6 +450,10 @@ struct IndexCache::Fields {
     a.column(index.task_arrow_first_);
     a.column(index.task_arrow_list_);
     a.sequence(index.counters_, [&](auto& series) { transfer_counter(a, series); });
+    a.column(index.sample_stacks_.first);
+    a.column(index.sample_stacks_.frames);
+    transfer_strings(a, index.sample_stacks_.functions);
+    viewer::transfer(a, index.samples_without_lane_);
     a.sequence(index.warnings_, [&](auto& warning) { a.text(warning); });
     a.sequence(index.busy_prefix_, [&](auto& column) { a.column(column); });
   }
@@ -463,6 +467,7 @@ struct IndexCache::Fields {
     a.sequence(lane.runs, [&](auto& row) { viewer::transfer(a, row); });
     viewer::transfer(a, lane.idle);
     viewer::transfer(a, lane.off_cpu);
+    viewer::transfer(a, lane.samples);
     a.column(lane.markers.times);
     a.column(lane.markers.sites);
     a.column(lane.markers.types);

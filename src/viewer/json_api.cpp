@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 namespace chronicle::viewer {
@@ -102,7 +104,8 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                      {"run_depths", lane.runs.size()},
                      {"spans", lane.span_count},
                      {"idle", lane.idle.size()},
-                     {"off_cpu", lane.off_cpu.size()}});
+                     {"off_cpu", lane.off_cpu.size()},
+                     {"samples", lane.samples.size()}});
   json counters = json::array();
   for (const CounterSeries& series : index.counters())
     counters.push_back({{"name", series.name},
@@ -186,13 +189,16 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
       off_cpu.push_back(
           {lane.off_cpu.begins[wide.index], lane.off_cpu.ends[wide.index], 1, lane.off_cpu.items[wide.index]});
     for (const BusyBlock& block : view.off_cpu) off_cpu.push_back({block.begin, block.end, block.count, -1});
+    json samples = json::array();  // [first, last, count]
+    for (const BusyBlock& block : view.samples) samples.push_back({block.begin, block.end, block.count});
     lanes.push_back({{"lane", view.lane},
                      {"spans", std::move(spans)},
                      {"blocks", std::move(blocks)},
                      {"runs", std::move(runs)},
                      {"run_blocks", std::move(run_blocks)},
                      {"idle", std::move(idle)},
-                     {"off_cpu", std::move(off_cpu)}});
+                     {"off_cpu", std::move(off_cpu)},
+                     {"samples", std::move(samples)}});
   }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
@@ -502,7 +508,8 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
                      {"busy_ns", lane.busy_ns},
                      {"idle_ns", lane.idle_ns},
                      {"blocked_ns", lane.blocked_ns},
-                     {"runnable_ns", lane.runnable_ns}});
+                     {"runnable_ns", lane.runnable_ns},
+                     {"samples", lane.samples}});
   json names = json::array();
   for (const NameTotal& total : stats.top_names)
     names.push_back({{"name", index.site_name(total.site)}, {"count", total.count}, {"total_ns", total.total_ns}});
@@ -519,11 +526,87 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
             {"cancelled", stats.tasks_cancelled}}}};
 }
 
+namespace {
+
+// The frames depth-first; `lane_of_name` (split by thread): which lane each thread frame is.
+json flame_answer(analysis::FlameGraph& graph, const char* source, json names,
+                  const std::unordered_map<uint32_t, uint32_t>* lane_of_name) {
+  graph.finish();
+  json frames = json::array();
+  json threads = json::array();
+  for (size_t k = 0; k < graph.frames().size(); ++k) {
+    const analysis::FlameFrame& frame = graph.frames()[k];
+    const bool root = frame.parent == analysis::FlameFrame::kNoParent;
+    frames.push_back({root ? -1 : static_cast<int64_t>(frame.parent), root ? -1 : static_cast<int64_t>(frame.name),
+                      frame.total_ns, frame.self_ns, frame.count});
+    if (lane_of_name && frame.parent == 0) {
+      const auto lane = lane_of_name->find(frame.name);
+      if (lane != lane_of_name->end()) threads.push_back({k, lane->second});
+    }
+  }
+  json answer = {{"begin", graph.begin()},
+                 {"end", graph.end()},
+                 {"source", source},
+                 {"names", std::move(names)},
+                 {"frames", std::move(frames)}};
+  if (lane_of_name) {
+    answer["by"] = "thread";
+    answer["threads"] = std::move(threads);
+  }
+  return answer;
+}
+
+// The samples in [begin, end], a sample weighing 1 (their period is not in the trace): the
+// frames' totals are sample counts. Function names are the names; split by thread, the samples
+// of threads with no lane go under a frame of their own, which is not a thread's.
+json sample_flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots) {
+  const SampleStackTable& stacks = index.sample_stacks();
+  json names = json::array();
+  for (size_t k = 0; k < stacks.functions.size(); ++k) names.push_back(std::string(stacks.functions[k]));
+  analysis::FlameGraph graph(begin, end);
+  std::unordered_map<uint32_t, uint32_t> lane_of_name;
+  std::vector<uint32_t> path;
+  auto add_row = [&](const IntervalRow& row, std::optional<uint32_t> thread_name) {
+    const auto first = std::lower_bound(row.begins.begin(), row.begins.end(), begin) - row.begins.begin();
+    const auto last = std::upper_bound(row.begins.begin(), row.begins.end(), end) - row.begins.begin();
+    for (auto k = first; k < last; ++k) {
+      path.clear();
+      if (thread_name) path.push_back(*thread_name);
+      const std::span<const uint32_t> stack = stacks[row.items[k]];
+      path.insert(path.end(), stack.begin(), stack.end());
+      graph.add_stack(path, 1);
+    }
+  };
+  auto thread_name_for = [&](std::string name) -> std::optional<uint32_t> {
+    if (roots == FlameRoots::merged) return std::nullopt;
+    names.push_back(std::move(name));
+    return static_cast<uint32_t>(names.size() - 1);
+  };
+  for (uint32_t lane = 0; lane < index.lanes().size(); ++lane) {
+    const Lane& each = index.lanes()[lane];
+    if (each.samples.size() == 0) continue;
+    const std::optional<uint32_t> thread_name =
+        thread_name_for(each.name + " (" + std::to_string(each.thread_id) + ")");
+    if (thread_name) lane_of_name[*thread_name] = lane;
+    add_row(each.samples, thread_name);
+  }
+  if (index.samples_without_lane().size() > 0)
+    add_row(index.samples_without_lane(), thread_name_for("(threads that never traced)"));
+  return flame_answer(graph, "samples", std::move(names), roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
+}
+
+}  // namespace
+
 json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
   return flame_json(index, begin, end, FlameRoots::merged);
 }
 
 json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots) {
+  return flame_json(index, begin, end, roots, FlameSource::spans);
+}
+
+json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots, FlameSource source) {
+  if (source == FlameSource::samples) return sample_flame_json(index, begin, end, roots);
   // Call sites of one name are one frame: each site is named once, the first time it is met.
   constexpr uint32_t kUnnamed = UINT32_MAX;
   std::vector<uint32_t> name_of_site;
@@ -556,26 +639,7 @@ json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameR
     lane_of_name[thread_name] = lane;
     graph.add_thread_apart(thread_name, levels, name_of);
   }
-  graph.finish();
-  json frames = json::array();
-  json threads = json::array();
-  for (size_t k = 0; k < graph.frames().size(); ++k) {
-    const analysis::FlameFrame& frame = graph.frames()[k];
-    const bool root = frame.parent == analysis::FlameFrame::kNoParent;
-    frames.push_back({root ? -1 : static_cast<int64_t>(frame.parent), root ? -1 : static_cast<int64_t>(frame.name),
-                      frame.total_ns, frame.self_ns, frame.count});
-    if (roots == FlameRoots::per_thread && frame.parent == 0) threads.push_back({k, lane_of_name.at(frame.name)});
-  }
-  json answer = {{"begin", graph.begin()},
-                 {"end", graph.end()},
-                 {"source", "spans"},
-                 {"names", std::move(names)},
-                 {"frames", std::move(frames)}};
-  if (roots == FlameRoots::per_thread) {
-    answer["by"] = "thread";
-    answer["threads"] = std::move(threads);
-  }
-  return answer;
+  return flame_answer(graph, "spans", std::move(names), roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
 }
 
 }  // namespace chronicle::viewer

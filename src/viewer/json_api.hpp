@@ -35,6 +35,12 @@ nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t e
 // holding that thread's flame graph; `threads` then lists [frame, lane] for each.
 enum class FlameRoots { merged, per_thread };
 nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots);
+// What the frames are made of: the spans, or the call stacks of the samples in the range
+// (record --sample), named by function, each sample weighing 1 ("total ns" and "self ns" are then
+// sample counts) and `source` "samples".
+enum class FlameSource { spans, samples };
+nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots,
+                          FlameSource source);
 
 // The tasks as a self-contained page carries them, so that it can answer what task_details_json
 // answers (critical path included) by itself, lazily: per task a line [begin, end, row, state,

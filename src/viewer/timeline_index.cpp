@@ -2,6 +2,7 @@
 
 #include "analysis/cpu_timeline.hpp"
 #include "analysis/critical_path.hpp"
+#include "analysis/sample_stacks.hpp"
 #include "model/task_graph_feed.hpp"
 #include "reader/messages.hpp"
 
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -211,6 +213,7 @@ class IndexBuilder {
     index_arrows();
     index_idle();
     index_off_cpu();
+    index_samples();
     for (auto& counter : index_.counters_) finish_counter(counter);
     index_busy_prefix();
     return std::move(index_);
@@ -548,6 +551,41 @@ class IndexBuilder {
       });
   }
 
+  // Each sample of the traced process on its thread's lane, its stack symbolised and kept once.
+  // Samples are in the sampler's stream alone, in time order; a trace with no module definitions
+  // has none.
+  void index_samples() {
+    if (trace_.modules().empty()) return;
+    analysis::SampleStacks symbolised(trace_);
+    const auto pid = static_cast<uint32_t>(trace_.description().pid);
+    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
+    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    std::map<std::vector<uint32_t>, uint32_t> stack_ids;
+    std::vector<uint32_t> outermost_first;
+    SampleStackTable& table = index_.sample_stacks_;
+    table.first.push_back(0);
+    for (size_t stream = 0; stream < trace_.streams().size(); ++stream) {
+      reader::Trace::StreamCursor cursor(trace_, stream);
+      reader::Event event;
+      while (cursor.next(event)) {
+        if (event.type != format::EventId::cpu_sample || event.sampled_pid != pid) continue;
+        const std::vector<uint32_t>& leaf_first = symbolised.leaf_first(event);
+        outermost_first.assign(leaf_first.rbegin(), leaf_first.rend());
+        const auto [found, added] = stack_ids.try_emplace(outermost_first, static_cast<uint32_t>(table.size()));
+        if (added) {
+          table.frames.insert_at_end(outermost_first.begin(), outermost_first.end());
+          table.first.push_back(table.frames.size());
+        }
+        const auto lane = lane_of_thread.find(event.sampled_tid);
+        IntervalRow& row =
+            lane == lane_of_thread.end() ? index_.samples_without_lane_ : index_.lanes_[lane->second].samples;
+        const uint64_t time = index_.to_ns(event.ticks);
+        row.add(time, time, found->second);
+      }
+    }
+    for (const std::string& name : symbolised.function_names()) table.functions.add(name);
+  }
+
   void index_busy_prefix() {
     for (const Lane& lane : index_.lanes_) {
       Column<uint64_t>::Built prefix{0};
@@ -680,6 +718,7 @@ class IndexCombiner {
       for (IntervalRow& row : lane.runs) shift_row(row, offset);
       shift_row(lane.idle, offset);
       shift_row(lane.off_cpu, offset);
+      shift_row(lane.samples, offset);
       for (uint64_t& time : lane.markers.times) time += offset;
     }
     for (TaskLine& line : index.task_lines_) {
@@ -694,6 +733,7 @@ class IndexCombiner {
     }
     for (CounterSeries& series : index.counters_)
       for (uint64_t& time : series.times) time += offset;
+    shift_row(index.samples_without_lane_, offset);
     index.duration_ += offset;
   }
 
@@ -708,7 +748,12 @@ class IndexCombiner {
       site.id = moved_site(site.id);
       into.sites_.push_back(std::move(site));
     }
+    const auto stack_offset = static_cast<uint32_t>(into.sample_stacks_.size());
+    append_sample_stacks(into.sample_stacks_, part.sample_stacks_);
+    for (uint32_t& stack : part.samples_without_lane_.items) stack += stack_offset;
+    append_row(into.samples_without_lane_, part.samples_without_lane_);
     for (Lane& lane : part.lanes_) {
+      for (uint32_t& stack : lane.samples.items) stack += stack_offset;
       for (IntervalRow& row : lane.depths)
         for (uint32_t& item : row.items) item = moved_site(item);
       for (uint32_t& site : lane.markers.sites) site = moved_site(site);
@@ -727,6 +772,32 @@ class IndexCombiner {
     for (std::string& warning : part.warnings_) into.warnings_.push_back(std::move(warning));
     into.event_count_ += part.event_count_;
     into.duration_ = std::max(into.duration_, part.duration_);
+  }
+
+  // `part`'s stacks and functions after `into`'s (a function of both processes has an id in each).
+  static void append_sample_stacks(SampleStackTable& into, const SampleStackTable& part) {
+    if (part.size() == 0) return;
+    if (into.first.empty()) into.first.push_back(0);
+    const auto function_offset = static_cast<uint32_t>(into.functions.size());
+    for (size_t k = 0; k < part.size(); ++k) {
+      for (const uint32_t function : part[k]) into.frames.push_back(function + function_offset);
+      into.first.push_back(into.frames.size());
+    }
+    for (size_t k = 0; k < part.functions.size(); ++k) into.functions.add(part.functions[k]);
+  }
+
+  // `part`'s intervals after `into`'s, in time order (both rows are).
+  static void append_row(IntervalRow& into, const IntervalRow& part) {
+    IntervalRow merged;
+    size_t a = 0;
+    size_t b = 0;
+    while (a < into.size() || b < part.size()) {
+      const bool from_into = b == part.size() || (a < into.size() && into.begins[a] <= part.begins[b]);
+      const IntervalRow& row = from_into ? into : part;
+      const size_t k = from_into ? a++ : b++;
+      merged.add(row.begins[k], row.ends[k], row.items[k]);
+    }
+    into = std::move(merged);
   }
 
   // Task indexes, rows and arrows are laid out again once every part is in.
@@ -886,6 +957,8 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
       visible_in_row(lane.runs[depth], depth, begin, end, ns_per_pixel, min_pixels, view.runs, view.run_blocks);
     visible_in_row(lane.idle, 0, begin, end, ns_per_pixel, min_pixels, view.idle_wide, view.idle);
     visible_in_row(lane.off_cpu, 0, begin, end, ns_per_pixel, min_pixels, view.off_cpu_wide, view.off_cpu);
+    std::vector<VisibleInterval> no_wide_samples;  // a sample is an instant: never wide
+    visible_in_row(lane.samples, 0, begin, end, ns_per_pixel, std::max(min_pixels, 1.0), no_wide_samples, view.samples);
     out.lanes.push_back(std::move(view));
   }
   const ShownRows shown(task_tree_, rows.collapsed);
@@ -1124,6 +1197,8 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
       (lane.off_cpu.items[k] == static_cast<uint32_t>(format::CpuState::blocked) ? lane_stats.blocked_ns
                                                                                  : lane_stats.runnable_ns) +=
           clipped(lane.off_cpu.begins[k], lane.off_cpu.ends[k]);
+    const auto [sample_first, sample_last] = overlapping(lane.samples);
+    lane_stats.samples = sample_last - sample_first;
     spans_in_range += lane_stats.spans;
     stats.lanes.push_back(lane_stats);
   }

@@ -68,6 +68,16 @@ struct StringColumn {
   void add(std::string_view text);
 };
 
+// The call stacks of the samples (analysis::SampleStacks), each once: stack k is the function ids
+// frames[first[k], first[k + 1]), outermost first; function k is functions[k].
+struct SampleStackTable {
+  Column<uint64_t> first;
+  Column<uint32_t> frames;
+  StringColumn functions;
+  size_t size() const { return first.empty() ? 0 : first.size() - 1; }
+  std::span<const uint32_t> operator[](size_t k) const { return {frames.data() + first[k], first[k + 1] - first[k]}; }
+};
+
 struct Marker {  // an instant or a note
   uint64_t time = 0;
   uint32_t site = 0;
@@ -97,6 +107,7 @@ struct Lane {  // one thread stream
   std::vector<IntervalRow> runs;
   IntervalRow idle;     // loop suspended; items index TaskGraph::idle()
   IntervalRow off_cpu;  // the thread off its CPU (record --sched); items are format::CpuState
+  IntervalRow samples;  // record --sample: each an instant; items index TimelineIndex::sample_stacks()
   Markers markers;
   uint64_t span_count = 0;
 };
@@ -203,6 +214,7 @@ struct LaneWindow {
   std::vector<VisibleInterval> idle_wide;
   std::vector<BusyBlock> off_cpu;  // merged where narrow
   std::vector<VisibleInterval> off_cpu_wide;
+  std::vector<BusyBlock> samples;  // ticks, merged where less than a pixel apart
 };
 
 struct ArrowInView {
@@ -273,6 +285,7 @@ struct LaneStats {
   uint64_t idle_ns = 0;
   uint64_t blocked_ns = 0;   // off CPU, waiting for something (record --sched)
   uint64_t runnable_ns = 0;  // off CPU, waiting for a CPU
+  uint64_t samples = 0;      // record --sample
 };
 
 struct RangeStats {
@@ -354,6 +367,9 @@ class TimelineIndex {
   const Column<Arrow>& arrows() const { return arrows_; }
   const Column<MessageArrow>& messages() const { return messages_; }  // by send time
   const std::vector<CounterSeries>& counters() const { return counters_; }
+  const SampleStackTable& sample_stacks() const { return sample_stacks_; }
+  // Samples of threads with no lane (they never traced), which flame graphs of samples count too.
+  const IntervalRow& samples_without_lane() const { return samples_without_lane_; }
   // What was lost or skipped (reader::Trace::warnings): the page shows them above the timeline.
   const std::vector<std::string>& warnings() const { return warnings_; }
   // The task graphs, one per process: details and critical paths need them. An index read from
@@ -476,6 +492,8 @@ class TimelineIndex {
   // Read from the cache: where each task's record lies in its graphs' part (empty when built).
   Column<uint64_t> task_records_;
   std::vector<CounterSeries> counters_;
+  SampleStackTable sample_stacks_;
+  IntervalRow samples_without_lane_;
   std::vector<std::string> warnings_;
   // Depth-0 prefix sums of span durations per lane, for busy time over any range.
   std::vector<Column<uint64_t>> busy_prefix_;

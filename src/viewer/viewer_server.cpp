@@ -86,10 +86,18 @@ FlameRoots flame_roots(const httplib::Request& request) {
   throw std::invalid_argument("by: \"thread\" or \"path\", not \"" + by + "\"");
 }
 
+// source=samples: the call stacks of the samples (record --sample); nothing (or spans): the spans.
+FlameSource flame_source(const httplib::Request& request) {
+  const std::string source = request.has_param("source") ? request.get_param_value("source") : "spans";
+  if (source == "samples") return FlameSource::samples;
+  if (source == "spans" || source.empty()) return FlameSource::spans;
+  throw std::invalid_argument("source: \"spans\" or \"samples\", not \"" + source + "\"");
+}
+
 const char* kNotBuilt =
     "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
     "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=, "
-    "/api/flame?begin=&end=[&by=thread]\n";
+    "/api/flame?begin=&end=[&by=thread][&source=samples]\n";
 
 std::string escape_for_script(std::string text) {
   // Inside <script>, only "</" can end the element early; "<\/" means the same in JS and JSON.
@@ -212,7 +220,8 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
              }));
   server.Get("/api/flame", json_handler([trace](const httplib::Request& request) {
                return flame_json(*trace, time_parameter(request, "begin", 0),
-                                 time_parameter(request, "end", trace->duration()), flame_roots(request));
+                                 time_parameter(request, "end", trace->duration()), flame_roots(request),
+                                 flame_source(request));
              }));
   server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {
     const std::string path = request.path == "/" ? "/index.html" : request.path;
