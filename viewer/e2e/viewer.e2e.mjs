@@ -252,10 +252,11 @@ try {
     await page.screenshot({ path: join(artifacts, 'demo-full.png') });
   });
 
-  await step('context switches (--sched): each lane shows when its thread was off its CPU, as the server answers', async () => {
+  await step('context switches and samples (--sched --sample): each lane shows when its thread was off its CPU and its samples, as the server answers', async () => {
     assert.equal(await numberOf(page, 'offCpuDrawn'), 0, 'a trace without --sched has none');
+    assert.equal(await numberOf(page, 'samplesDrawn'), 0, 'a trace without --sample has none');
     const directory = join(work, 'sched');
-    execFileSync(chronicle, ['record', '-q', '--sched', '-o', directory, '--', timelineDemo, '150', '3'], { stdio: 'inherit' });
+    execFileSync(chronicle, ['record', '-q', '--sched', '--sample', '-o', directory, '--', timelineDemo, '150', '3'], { stdio: 'inherit' });
     const schedPage = await browser.newPage();
     schedPage.setDefaultTimeout(60000);
     await schedPage.goto(await serve(directory));
@@ -269,7 +270,28 @@ try {
     assert.ok(expected.offCpu > 0, 'the threads of the demo leave their CPU');
     assert.ok(expected.inAnswer > 0);
     assert.equal(await numberOf(schedPage, 'offCpuDrawn'), expected.inAnswer, 'every stretch of the answer is drawn');
+
+    // The samples: ticks on the lanes, as many as the lanes have, and their flame graph, with as
+    // many samples as `chronicle stats --profile` counts.
+    const ticks = await schedPage.evaluate(() => {
+      const viewer = window.chronicleViewer;
+      return { onLanes: viewer.summary().lanes.reduce((sum, lane) => sum + (lane.samples ?? 0), 0),
+               inAnswer: viewer.data().lanes.reduce((sum, lane) => sum + (lane.samples ?? []).reduce((n, tick) => n + tick[2], 0), 0) };
+    });
+    assert.ok(ticks.onLanes > 0, 'the demo\'s threads are sampled');
+    assert.equal(ticks.inAnswer, ticks.onLanes, 'the whole trace in view: every sample of the lanes is in the answer');
+    assert.equal(await numberOf(schedPage, 'samplesDrawn'), ticks.inAnswer, 'every sample of the answer is drawn');
     await schedPage.screenshot({ path: join(artifacts, 'sched-full.png') });
+    const profile = JSON.parse(execFileSync(chronicle, ['stats', '--profile', '--json', directory]).toString());
+    await schedPage.click('#flame-open');
+    await schedPage.waitForFunction(() => document.body.dataset.flameReady === 'true' && window.chronicleFlame.answer()?.source === 'spans');
+    assert.ok(await schedPage.evaluate(() => window.chronicleFlame.samplesOffered()), 'the flame graph offers the samples');
+    await schedPage.evaluate(() => window.chronicleFlame.setSource('samples'));
+    await schedPage.waitForFunction(() => document.body.dataset.flameReady === 'true' && window.chronicleFlame.answer()?.source === 'samples');
+    const flame = await schedPage.evaluate(() => window.chronicleFlame.answer());
+    assert.equal(flame.frames[0][2], profile.samples, 'the flame graph of the whole trace holds the samples stats --profile counts');
+    assert.ok(flame.frames.length > 1);
+    await schedPage.screenshot({ path: join(artifacts, 'samples-flame.png') });
     await schedPage.close();
   });
 

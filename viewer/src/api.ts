@@ -4,8 +4,9 @@
 // `group`: the lane's process, "host · process (pid N)"; a view of several processes heads each
 // process's lanes with it.
 // `run_depths`: rows of task runs (nested runs go deeper), drawn above the spans.
-// `off_cpu`: stretches when the thread was off its CPU (a trace recorded with --sched).
-export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; spans: number; idle: number; off_cpu?: number }
+// `off_cpu`: stretches when the thread was off its CPU (a trace recorded with --sched); `samples`:
+// its stack samples (--sample).
+export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; spans: number; idle: number; off_cpu?: number; samples?: number }
 // One series: every call site and thread of a name; `lanes` lists the threads that wrote it.
 export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {
@@ -27,6 +28,8 @@ export type BlockTuple = [number, number, number, number];
 export type IdleTuple = [number, number, number];
 // The thread off its CPU: [begin, end, merged count, state: 1 runnable (preempted), 2 blocked, -1 both merged]
 export type OffCpuTuple = [number, number, number, number];
+// A lane's samples as ticks: [first, last, count], those less than a pixel apart merged.
+export type SampleTuple = [number, number, number];
 // [begin, end, row as shown, task index, state: 0 ok, 1 failed, 2 cancelled, 3 unresolved, kind,
 //  depth in the tree, descendants, runs [begin, end, begin, end...] (merged under a pixel), row in the tree]
 export type TaskLineTuple = [number, number, number, number, number, number, number, number, number[], number];
@@ -41,7 +44,7 @@ export type MessageTuple = [number, number, number, number, number];
 // [time, min, max, last]
 export type CounterPointTuple = [number, number, number, number];
 
-export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; runs?: RunTuple[]; run_blocks?: BlockTuple[]; idle: IdleTuple[]; off_cpu?: OffCpuTuple[] }
+export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; runs?: RunTuple[]; run_blocks?: BlockTuple[]; idle: IdleTuple[]; off_cpu?: OffCpuTuple[]; samples?: SampleTuple[] }
 // Which task rows to answer for: shown rows [first, last) once the subtrees of `collapsed` (task
 // indexes) are taken out.
 export interface TaskRows { first: number; last: number; collapsed: number[] }
@@ -74,19 +77,21 @@ export interface SpanDetails extends SpanRef {
 export type SearchHit = (TaskRef & { kind: 'task'; text: string }) | (SpanRef & { kind: 'span'; text: string });
 export interface RangeStats {
   begin: number; end: number;
-  lanes: { lane: number; name: string; spans: number; busy_ns: number; idle_ns: number; blocked_ns?: number; runnable_ns?: number }[];
+  lanes: { lane: number; name: string; spans: number; busy_ns: number; idle_ns: number; blocked_ns?: number; runnable_ns?: number; samples?: number }[];
   top_names: { name: string; count: number; total_ns: number }[]; names_complete: boolean;
   tasks: { overlapping: number; created: number; resolved: number; failed: number; cancelled: number };
 }
 
 // The flame graph of the spans in a range (src/analysis/flame_graph.hpp): frames depth-first,
 // each [parent (-1: the root), name (index into `names`, -1: the root), total ns, self ns, count],
-// a frame's children largest first. `source`: what was aggregated ("spans"; sampled stacks later).
+// a frame's children largest first. `source`: what was aggregated, "spans", or "samples" (the call
+// stacks of the samples, by function; totals and self are then sample counts, not ns).
 // Split by thread (`by` "thread"): under the root a frame per thread with spans in the range,
 // named as its lane, holding that thread's frames; `threads` lists [frame, lane] for each.
+export type FlameSource = 'spans' | 'samples';
 export type FlameFrameTuple = [number, number, number, number, number];
 export interface FlameAnswer {
-  begin: number; end: number; source: string; names: string[]; frames: FlameFrameTuple[];
+  begin: number; end: number; source: FlameSource; names: string[]; frames: FlameFrameTuple[];
   by?: 'thread'; threads?: [number, number][];
 }
 
@@ -97,13 +102,15 @@ export interface CounterBreakdown {
 }
 
 export interface Backend {
+  // Whether flame() can aggregate samples (the server can; a self-contained page has no stacks).
+  readonly flamesOfSamples: boolean;
   summary(): Promise<Summary>;
   window(begin: number, end: number, width: number, rows?: TaskRows): Promise<WindowAnswer>;
   span(lane: number, depth: number, index: number): Promise<SpanDetails>;
   task(index: number): Promise<TaskDetails>;
   search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
   stats(begin: number, end: number): Promise<RangeStats>;
-  flame(begin: number, end: number, byThread?: boolean): Promise<FlameAnswer>;
+  flame(begin: number, end: number, byThread?: boolean, source?: FlameSource): Promise<FlameAnswer>;
   counter(index: number, begin: number, end: number): Promise<CounterBreakdown>;
 }
 
@@ -115,6 +122,7 @@ async function getJson<T>(path: string): Promise<T> {
 }
 
 export class HttpBackend implements Backend {
+  readonly flamesOfSamples = true;
   summary() { return getJson<Summary>('api/summary'); }
   window(begin: number, end: number, width: number, rows?: TaskRows) {
     const taskRows = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}` : '';
@@ -124,8 +132,9 @@ export class HttpBackend implements Backend {
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
   search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
   stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
-  flame(begin: number, end: number, byThread = false) {
-    return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}${byThread ? '&by=thread' : ''}`);
+  flame(begin: number, end: number, byThread = false, source: FlameSource = 'spans') {
+    return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}${byThread ? '&by=thread' : ''}` +
+      (source === 'samples' ? '&source=samples' : ''));
   }
   counter(index: number, begin: number, end: number) {
     return getJson<CounterBreakdown>(`api/counter?index=${index}&begin=${Math.max(0, Math.floor(begin))}&end=${Math.ceil(end)}`);

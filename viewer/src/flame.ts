@@ -3,8 +3,10 @@
 // in the range (the server's /api/flame, or the page's own in a self-contained file). A click on
 // a frame zooms into it (its ancestors stay above it, a click on one zooms back out); hovering
 // tells a frame's name, total, self time and count. "by thread" splits it: a root per thread
-// (lane), named as the lane, with that thread's spans under it.
-import type { Backend, FlameAnswer } from './api';
+// (lane), named as the lane, with that thread's spans under it. "samples" (a trace recorded with
+// --sample) makes the frames of the samples' call stacks instead, by function, outermost on top,
+// each as wide as its samples.
+import type { Backend, FlameAnswer, FlameSource } from './api';
 import { formatDuration, hideTip, showTip, Tip } from './tooltip';
 import * as hooks from './test_hooks';
 
@@ -34,8 +36,11 @@ export class FlamePane {
   private byThread = false;
   private shown: { begin: number; end: number; label?: string } | null = null;
   private byThreadBox: HTMLInputElement;
+  private source: FlameSource = 'spans';
+  private samplesBox: HTMLInputElement;
+  private samplesLabel: HTMLLabelElement;
 
-  constructor(private backend: Backend, private traceDuration: () => number) {
+  constructor(private backend: Backend, private traceDuration: () => number, private hasSamples: () => boolean) {
     this.root = document.createElement('div');
     this.root.id = 'flame';
     this.root.hidden = true;
@@ -45,6 +50,8 @@ export class FlamePane {
       '<b>Flame graph</b><span id="flame-title" style="color:#555"></span><span id="flame-path"></span>' +
       '<span style="margin-left:auto;color:#777">click: zoom into a frame · hover: its times</span>' +
       '<label title="a root per thread, with its spans under it" style="white-space:nowrap"><input type="checkbox" id="flame-by-thread"> by thread</label>' +
+      '<label id="flame-samples-label" title="the call stacks of the stack samples (record --sample) instead of the spans" style="white-space:nowrap" hidden>' +
+      '<input type="checkbox" id="flame-samples"> samples</label>' +
       '<button id="flame-whole">whole trace</button><button id="flame-close">close</button></div>' +
       '<div id="flame-scroller" style="flex:1;overflow-y:auto;overflow-x:hidden;min-height:0"><canvas id="flame-canvas" style="display:block"></canvas></div>';
     document.getElementById('app')!.appendChild(this.root);
@@ -55,6 +62,9 @@ export class FlamePane {
     this.context = this.canvas.getContext('2d')!;
     this.byThreadBox = this.root.querySelector('#flame-by-thread')!;
     this.byThreadBox.onchange = () => this.setByThread(this.byThreadBox.checked);
+    this.samplesBox = this.root.querySelector('#flame-samples')!;
+    this.samplesLabel = this.root.querySelector('#flame-samples-label')!;
+    this.samplesBox.onchange = () => this.setSource(this.samplesBox.checked ? 'samples' : 'spans');
     (this.root.querySelector('#flame-close') as HTMLButtonElement).onclick = () => this.close();
     (this.root.querySelector('#flame-whole') as HTMLButtonElement).onclick = () => void this.show(0, this.traceDuration(), 'the whole trace');
     this.path.addEventListener('click', event => {
@@ -90,20 +100,30 @@ export class FlamePane {
     if (this.shown) void this.show(this.shown.begin, this.shown.end, this.shown.label);
   }
 
+  // The spans, or the samples' call stacks: the range shown again.
+  setSource(source: FlameSource) {
+    this.source = source;
+    this.samplesBox.checked = source === 'samples';
+    if (this.shown) void this.show(this.shown.begin, this.shown.end, this.shown.label);
+  }
+
   async show(begin: number, end: number, label?: string) {
     const number = ++this.requested;
     this.shown = { begin, end, label };
     hooks.publishFlameLoading();
     this.open();
     this.title.textContent = `${label ?? `${formatDuration(begin)} … ${formatDuration(end)}`} · loading…`;
-    const answer = await this.backend.flame(begin, end, this.byThread);
+    this.samplesLabel.hidden = !this.hasSamples();
+    if (this.samplesLabel.hidden) this.source = 'spans';
+    const answer = await this.backend.flame(begin, end, this.byThread, this.source);
     if (number !== this.requested) return;
     this.answer = answer;
     this.children = answer.frames.map(() => []);
     answer.frames.forEach(([parent], k) => { if (parent >= 0) this.children[parent].push(k); });
     this.zoom = 0;
     this.title.textContent = `${label ?? `range ${formatDuration(answer.begin)} … ${formatDuration(answer.end)}`} · ` +
-      `${formatDuration(answer.frames[0][2])} of ${answer.source} in ${answer.frames.length - 1 - (answer.threads?.length ?? 0)} call paths` +
+      `${this.amount(answer.frames[0][2])}${answer.source === 'samples' ? '' : ` of ${answer.source}`} in ` +
+      `${answer.frames.length - 1 - (answer.threads?.length ?? 0)} call paths` +
       (answer.threads ? ` on ${answer.threads.length} threads` : '');
     hooks.publishFlameShown(answer.begin, answer.end, answer.by === 'thread');
     this.draw();
@@ -131,7 +151,7 @@ export class FlamePane {
 
   private name(frame: number) {
     const id = this.answer!.frames[frame][1];
-    return id < 0 ? 'all spans' : this.answer!.names[id];
+    return id < 0 ? `all ${this.answer!.source}` : this.answer!.names[id];
   }
 
   private isThread(frame: number) { return this.answer!.threads?.some(([f]) => f === frame) ?? false; }
@@ -215,9 +235,14 @@ export class FlamePane {
     const all = this.answer!.frames[0][2];
     return {
       kind: 'frame', title: this.name(frame),
-      rows: [['total', `${formatDuration(total)} (${all ? ((total / all) * 100).toFixed(1) : '0'}%)`], ['self', formatDuration(self)],
+      rows: [['total', `${this.amount(total)} (${all ? ((total / all) * 100).toFixed(1) : '0'}%)`], ['self', this.amount(self)],
              ['count', frame === 0 || this.isThread(frame) ? '—' : count.toLocaleString()], ['path', this.ancestors(frame).slice(1).map(f => this.name(f)).join(' › ') || '—']],
     };
+  }
+
+  // A frame's weight: time for spans, a count for samples (their period is not in the trace).
+  private amount(weight: number) {
+    return this.answer?.source === 'samples' ? `${weight.toLocaleString()} ${weight === 1 ? 'sample' : 'samples'}` : formatDuration(weight);
   }
 
   private hover(event: MouseEvent) {
@@ -235,6 +260,8 @@ export class FlamePane {
       zoom: () => this.zoom,
       byThread: () => this.byThread,
       setByThread: (byThread: boolean) => this.setByThread(byThread),
+      setSource: (source: FlameSource) => this.setSource(source),
+      samplesOffered: () => !this.samplesLabel.hidden,
       frames: () => {
         const rect = this.canvas.getBoundingClientRect();
         return this.placed.map(p => ({ frame: p.frame, name: this.name(p.frame), x: rect.left + (p.x0 + p.x1) / 2, y: rect.top + p.y + FRAME_HEIGHT / 2, width: p.x1 - p.x0 }));

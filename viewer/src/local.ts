@@ -53,6 +53,7 @@ function visibleInRow<T>(items: T[], begin: (item: T) => number, end: (item: T) 
 interface Referrers { children: number[][]; waitedBy: [number, number][][]; resolves: [number, number][][] }
 
 export class LocalBackend implements Backend {
+  readonly flamesOfSamples = false;
   private rowTask: number[] = [];  // tree row -> task index
   private referrers: Referrers | null = null;
 

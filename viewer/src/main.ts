@@ -21,6 +21,8 @@ const OFF_CPU_STRIP = 3;
 const OFF_CPU_BLOCKED = '#6b6b6b';
 const OFF_CPU_RUNNABLE = '#e8a33d';
 const OFF_CPU_MERGED = '#a98a5c';
+const SAMPLE_TICK = 3;  // px: the samples' ticks at the foot of a lane's header
+const SAMPLE_COLOUR = '#7a2e8f';
 const MIN_ZOOM_NS = 100;
 
 interface View { begin: number; end: number }
@@ -236,6 +238,15 @@ function drawLanes(answer: WindowAnswer) {
       context.fillRect(x0, bodyTop + bodyHeight - OFF_CPU_STRIP, x1 - x0, OFF_CPU_STRIP);
       hover.rect(x0, x1, bodyTop + bodyHeight - OFF_CPU_STRIP, bodyTop + bodyHeight, () => tips.offCpuTip(b, e, count, state));
       counts.offCpu++;
+    }
+    // The stack samples (--sample): a tick each along the foot of the lane's header, clear of the
+    // spans, merged within a pixel.
+    context.fillStyle = SAMPLE_COLOUR;
+    for (const [first, last, count] of lane.samples ?? []) {
+      const x0 = xOf(first), x1 = Math.max(xOf(last), x0 + 1);
+      context.fillRect(x0, bodyTop - SAMPLE_TICK, x1 - x0, SAMPLE_TICK);
+      hover.rect(x0 - 1, x1 + 1, bodyTop - SAMPLE_TICK, bodyTop, () => tips.samplesTip(first, last, count));
+      counts.samples += count;
     }
     // What ran: the task runs, coloured by the task's kind, with the spans under them.
     context.fillStyle = BLOCK_COLOUR;
@@ -523,7 +534,7 @@ function showStats(stats: RangeStats) {
   panel.innerHTML = `<h3 id="details-title">Range ${formatDuration(stats.begin)} … ${formatDuration(stats.end)}</h3>` +
     rows([['length', formatDuration(stats.end - stats.begin)], ['tasks alive', stats.tasks.overlapping], ['created', stats.tasks.created],
           ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
-    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}${l.blocked_ns || l.runnable_ns ? `, off CPU: blocked ${formatDuration(l.blocked_ns ?? 0)}, waiting for a CPU ${formatDuration(l.runnable_ns ?? 0)}` : ''}`))}` +
+    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}${l.blocked_ns || l.runnable_ns ? `, off CPU: blocked ${formatDuration(l.blocked_ns ?? 0)}, waiting for a CPU ${formatDuration(l.runnable_ns ?? 0)}` : ''}${l.samples ? `, ${l.samples.toLocaleString()} samples` : ''}`))}` +
     `<h3>Spans by total time</h3>` +
     (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} ${n.count === 1 ? 'span' : 'spans'}, ${formatDuration(n.total_ns)} in all`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
 }
@@ -802,7 +813,8 @@ function showWarnings(warnings: string[]) {
   element.title = warnings.join('\n');
 }
 
-const flame = new FlamePane(backend, () => summary.duration);
+const flame = new FlamePane(backend, () => summary.duration,
+  () => backend.flamesOfSamples && summary.lanes.some(lane => (lane.samples ?? 0) > 0));
 hooks.installHook('chronicleFlame', flame.hook());
 
 // A link to a view (url_state.ts): its collapsed groups and subtrees, window, selection and range

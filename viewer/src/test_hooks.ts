@@ -9,11 +9,12 @@ export interface DrawCounts {
   runs: number; laneRuns: number[]; taskLines: number; taskRuns: number; taskBlocks: number; tasksShown: number; toggles: number; critical: number;
   arrows: number; arrowsShown: number; createdArrowsShown: number; arrowsHighlighted: number; labels: number; taskLabels: number; counters: number;
   offCpu: number;  // stretches of threads off their CPU drawn (merged ones count once)
+  samples: number;  // stack samples drawn as ticks (merged ones count each)
 }
 export function noCounts(): DrawCounts {
   return { groups: 0, headers: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, runs: 0, laneRuns: [], taskLines: 0, taskRuns: 0,
            taskBlocks: 0, tasksShown: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0, labels: 0,
-           taskLabels: 0, counters: 0, offCpu: 0 };
+           taskLabels: 0, counters: 0, offCpu: 0, samples: 0 };
 }
 
 const facts = () => document.body.dataset;
@@ -45,6 +46,7 @@ export function publishDrawCounts(counts: DrawCounts) {
   body.headersDrawn = String(counts.headers);
   body.countersDrawn = String(counts.counters);
   body.offCpuDrawn = String(counts.offCpu);
+  body.samplesDrawn = String(counts.samples);
   body.taskLinesDrawn = String(counts.taskLines);
   body.taskBlocksDrawn = String(counts.taskBlocks);
   body.tasksShown = String(counts.tasksShown);

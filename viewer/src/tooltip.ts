@@ -120,6 +120,13 @@ export function offCpuTip(begin: number, end: number, count: number, state: numb
            rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
 }
 
+// Stack samples on a lane: `count` of them from `first` to `last`.
+export function samplesTip(first: number, last: number, count: number): Tip {
+  return { kind: 'samples', title: count > 1 ? `${count.toLocaleString()} stack samples` : 'a stack sample',
+           rows: count > 1 ? [['from', formatDuration(first)], ['to', formatDuration(last)], ['flame graph', 'shift+drag, then "samples"']]
+             : [['at', formatDuration(first)], ['flame graph', 'shift+drag, then "samples"']] };
+}
+
 export function idleTip(begin: number, end: number, count: number): Tip {
   return { kind: 'idle', title: count > 1 ? `idle (${count} periods merged)` : 'idle (loop suspended)',
            rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
