@@ -1,6 +1,9 @@
 // `chronicle dump DIR`: one event a line, names resolved, wall-clock time, thread, fields.
 #include <fnmatch.h>
 
+#include <array>
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 #include "analysis/counter_series.hpp"
@@ -225,10 +228,97 @@ void append_context(std::string& line, const reader::Event& event) {
   if (span.task != 0) fmt::format_to(std::back_inserter(line), " task={}", model::task_id_text(span.task));
 }
 
+// What begins each line, made once per thread, event type and site rather than per event: the
+// text of `{time} {thread_id:>7} {thread_name:<15} {type:<10} {category}/{name}`, and whether the
+// filters show the site's events.
+class LinePrefixes {
+ public:
+  LinePrefixes(const reader::Trace& trace, const DumpOptions& options) : trace_(trace), options_(options) {}
+
+  // Trace::format_time's text, its date and time of day made once per second.
+  void append_time(std::string& line, uint64_t ticks) {
+    const int64_t ns = trace_.to_unix_ns(ticks);
+    if (ns < 0) {
+      line += trace_.format_time(ticks);
+      return;
+    }
+    const int64_t second = ns / 1'000'000'000;
+    if (second != second_) {
+      const std::string text = trace_.format_time(ticks);
+      second_text_ = text.substr(0, text.size() - 9);  // up to the '.', the nanoseconds after it
+      second_ = second;
+    }
+    line += second_text_;
+    char digits[9];
+    for (int64_t rest = ns % 1'000'000'000, k = 8; k >= 0; --k, rest /= 10)
+      digits[k] = static_cast<char>('0' + rest % 10);
+    line.append(digits, sizeof digits);
+  }
+  const std::string& thread(uint32_t thread_id) {
+    auto [found, added] = threads_.try_emplace(thread_id);
+    if (added) found->second = fmt::format(" {:>7} {:<15} ", thread_id, trace_.thread_name(thread_id));
+    return found->second;
+  }
+  const std::string& type(format::EventId type) {
+    std::string& text = types_[static_cast<uint8_t>(type)];
+    if (text.empty()) text = fmt::format("{:<10} ", type_name(type));
+    return text;
+  }
+  // "category/name" (or the category alone), or null when the filters leave the event out.
+  const std::string* label(const reader::Event& event) {
+    const std::optional<std::string> fixed_category = category_without_site(event.type);
+    const uint64_t key =
+        (uint64_t{static_cast<uint8_t>(fixed_category ? event.type : format::EventId::span_begin)} << 32) |
+        event.name_id;
+    auto [found, added] = labels_.try_emplace(key);
+    if (added) {
+      const reader::Site* site = trace_.site(event.name_id);
+      const std::string unknown = fixed_category ? std::string() : fmt::format("#{}", event.name_id);
+      const std::string& category = fixed_category ? *fixed_category : site ? site->category : unknown;
+      const std::string& name = site ? site->name : unknown;
+      found->second.shown = matches(options_.category, category) && matches(options_.name, name);
+      found->second.text = category + (name.empty() ? "" : "/") + name;
+    }
+    return found->second.shown ? &found->second.text : nullptr;
+  }
+
+ private:
+  struct Label {
+    std::string text;
+    bool shown = false;
+  };
+  const reader::Trace& trace_;
+  const DumpOptions& options_;
+  int64_t second_ = -1;
+  std::string second_text_;
+  std::unordered_map<uint32_t, std::string> threads_;
+  std::array<std::string, 256> types_;
+  std::unordered_map<uint64_t, Label> labels_;
+};
+
+// stdout in large writes: a line at a time costs a stdio call per event.
+class BufferedOutput {
+ public:
+  ~BufferedOutput() { flush(); }
+  void write(const std::string& text) {
+    buffer_ += text;
+    if (buffer_.size() >= kFlushBytes) flush();
+  }
+  void flush() {
+    std::fwrite(buffer_.data(), 1, buffer_.size(), stdout);
+    buffer_.clear();
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = 1 << 20;
+  std::string buffer_;
+};
+
 int run_dump(const DumpOptions& options) {
   const auto traces = reader::find_traces(options.directory);
   uint64_t printed = 0;
   std::string line;
+  BufferedOutput out;
   for (const auto& directory : traces) {
     reader::Trace trace(directory);
     warn_about_damage(trace);
@@ -240,23 +330,19 @@ int run_dump(const DumpOptions& options) {
       if (options.limit != 0 && printed >= options.limit) break;
       continue;
     }
-    std::map<uint32_t, std::string> thread_labels;
-    for (const auto& stream : trace.streams()) thread_labels[stream.thread_id] = trace.thread_name(stream.thread_id);
+    LinePrefixes prefixes(trace, options);
     reader::SpanPairing pairing(trace);
     analysis::CounterReader counters(trace);
     trace.for_each_event(pairing, [&](const reader::Event& event) {
       // Before the filters: a total counts every increment, shown or not.
       const std::optional<analysis::CounterReading> reading = counters.read(event);
-      const std::optional<std::string> fixed_category = category_without_site(event.type);
-      const reader::Site* site = trace.site(event.name_id);
-      const std::string unknown = fixed_category ? std::string() : fmt::format("#{}", event.name_id);
-      const std::string& category = fixed_category ? *fixed_category : site ? site->category : unknown;
-      const std::string& name = site ? site->name : unknown;
-      if (!matches(options.category, category) || !matches(options.name, name)) return true;
+      const std::string* label = prefixes.label(event);
+      if (!label) return true;
       line.clear();
-      fmt::format_to(std::back_inserter(line), "{} {:>7} {:<15} {:<10} {}{}{}", trace.format_time(event.ticks),
-                     event.thread_id, thread_labels[event.thread_id], type_name(event.type), category,
-                     name.empty() ? "" : "/", name);
+      prefixes.append_time(line, event.ticks);
+      line += prefixes.thread(event.thread_id);
+      line += prefixes.type(event.type);
+      line += *label;
       switch (event.type) {
         case format::EventId::span_begin:
         case format::EventId::span_end:
@@ -311,10 +397,11 @@ int run_dump(const DumpOptions& options) {
           break;
       }
       line += '\n';
-      std::fwrite(line.data(), 1, line.size(), stdout);
+      out.write(line);
       ++printed;
       return options.limit == 0 || printed < options.limit;
     });
+    out.flush();
     for (const std::string& problem : pairing.describe_problems())
       fmt::print(stderr, "chronicle: warning: {}\n", problem);
     for (const auto& stream : trace.streams())

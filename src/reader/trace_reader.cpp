@@ -141,6 +141,7 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<s
   const format::ClockOffset offset = format::clock_offset(description_.clock);
   if (__builtin_mul_overflow(offset.seconds, int64_t{1'000'000'000}, &clock_base_ns_))
     throw TraceError(metadata_path, 0, fmt::format("clock offset of {} s is out of range", offset.seconds));
+  clock_offset_ticks_ = offset.ticks;
 
   std::vector<std::string> stream_paths;
   bool has_strings = false;
@@ -338,8 +339,7 @@ uint64_t Trace::events_discarded() const {
 }
 
 int64_t Trace::to_unix_ns(uint64_t ticks) const {
-  const format::ClockOffset offset = format::clock_offset(description_.clock);
-  const __int128 scaled = (static_cast<__int128>(offset.ticks) + ticks) * 1'000'000'000 /
+  const __int128 scaled = (static_cast<__int128>(clock_offset_ticks_) + ticks) * 1'000'000'000 /
                           static_cast<__int128>(description_.clock.frequency_hz);
   return clock_base_ns_ + static_cast<int64_t>(scaled);
 }

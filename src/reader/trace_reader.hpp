@@ -194,6 +194,7 @@ class Trace {
   std::vector<std::vector<uint32_t>> packet_event_types_;  // per stream, per sound packet: its event types
   std::vector<Damage> damage_;
   int64_t clock_base_ns_ = 0;
+  int64_t clock_offset_ticks_ = 0;  // format::clock_offset's ticks: computed once, not per event
 };
 
 // Iterates one stream's events.
