@@ -143,7 +143,7 @@ struct Session {
   // 2 written (a private futex word).
   std::atomic<uint32_t> final_sample{0};
   // The sampling profiler (docs/profiling.md): its events are written by a thread of its own.
-  std::unique_ptr<sampler::PerfSampler> perf_sampler;
+  std::unique_ptr<sampler::Sampler> stack_sampler;
   std::thread sampler_thread;
   std::mutex sampler_mutex;
   std::condition_variable sampler_wake;
@@ -1166,7 +1166,7 @@ void end_control_thread(Session& session) {
 // At most this long between two rounds; sooner when a ring is a quarter full (a burst of switches).
 constexpr auto kSamplerPeriod = std::chrono::milliseconds(100);
 constexpr uint64_t kSamplerHoldBackNs = 2'000'000;
-constexpr uint32_t kMaxFrames = 127;  // the kernel's default limit (kernel.perf_event_max_stack)
+using sampler::kMaxFrames;
 
 Site g_sample_site{"profile", "cpu_sample", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::instant)};
 Site g_switch_site{"sched", "cpu_switch", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::instant)};
@@ -1203,7 +1203,7 @@ class SampleWriter {
   void drain(bool last) {
     ticks_.refresh();
     const uint64_t watermark = last ? UINT64_MAX : recorder::read_monotonic_ns() - kSamplerHoldBackNs;
-    session_.perf_sampler->read(pending_);
+    session_.stack_sampler->read(pending_);
     define_new_modules();
     std::vector<uint32_t> ready;
     for (uint32_t i = 0; i < pending_.records.size(); ++i)
@@ -1337,7 +1337,7 @@ void run_sampler(Session* session) {
   t_is_session_thread = true;
   // The channel first, so that its first packet begins before the first record it will hold.
   detail::attach_thread(detail::t_writer, session->generation);
-  session->perf_sampler->enable();
+  session->stack_sampler->enable();
   SampleWriter writer(*session);
   std::unique_lock lock(session->sampler_mutex);
   session->sampler_ready = true;
@@ -1345,11 +1345,11 @@ void run_sampler(Session* session) {
   while (!session->sampler_stop) {
     lock.unlock();
     writer.drain(false);
-    session->perf_sampler->wait(kSamplerPeriod);
+    session->stack_sampler->wait(kSamplerPeriod);
     lock.lock();
   }
   lock.unlock();
-  session->perf_sampler->disable();
+  session->stack_sampler->disable();
   writer.drain(true);
 }
 
@@ -1360,12 +1360,12 @@ void open_sampler(Session& session) {
   options.frequency = session.config.sample_frequency;
   options.context_switches = session.config.context_switches;
   std::string error;
-  session.perf_sampler = sampler::PerfSampler::open(options, error);
-  if (!session.perf_sampler) {
+  session.stack_sampler = sampler::PerfSampler::open(options, error);
+  if (!session.stack_sampler) {
     fmt::print(stderr, "chronicle: no samples nor context switches: {}\n", error);
     return;
   }
-  if (const uint32_t missed = session.perf_sampler->threads_missed())
+  if (const uint32_t missed = session.stack_sampler->threads_missed())
     fmt::print(stderr, "chronicle: {} thread(s) running before the session are not sampled\n", missed);
 }
 
@@ -1379,16 +1379,16 @@ void wait_for_sampler(Session& session) {
 
 // Before stop() retires the session: the sampler's last round is written into it.
 void end_sampler_thread(Session& session) {
-  if (!session.perf_sampler || session.sampler_ended.exchange(true)) return;
+  if (!session.stack_sampler || session.sampler_ended.exchange(true)) return;
   if (session.sampler_thread.joinable()) {
     {
       std::lock_guard lock(session.sampler_mutex);
       session.sampler_stop = true;
     }
-    session.perf_sampler->interrupt();
+    session.stack_sampler->interrupt();
     session.sampler_thread.join();
   }
-  session.perf_sampler.reset();  // its rings and descriptors: a retired session keeps nothing
+  session.stack_sampler.reset();  // its rings and descriptors: a retired session keeps nothing
 }
 
 }  // namespace
@@ -1502,13 +1502,13 @@ bool start(const Config& config) {
   if (!reg.exit_hook_registered) register_process_hooks(reg);
   if (config.crash_handler) install_fatal_signal_handlers(reg);
   if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
-  // Before the session is published (stop() reads perf_sampler) and before its threads exist.
+  // Before the session is published (stop() reads stack_sampler) and before its threads exist.
   if (sampling) open_sampler(*session);
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
-  if (raw->perf_sampler) {
+  if (raw->stack_sampler) {
     try {
       raw->sampler_thread = std::thread(run_sampler, raw);
       raw->sampler_started = true;
