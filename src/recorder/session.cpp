@@ -74,6 +74,7 @@
 #include "recorder/event_cost.hpp"
 #include "recorder/modules.hpp"
 #include "sampler/perf_sampler.hpp"
+#include "sampler/timer_sampler.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {
@@ -143,7 +144,7 @@ struct Session {
   // 2 written (a private futex word).
   std::atomic<uint32_t> final_sample{0};
   // The sampling profiler (docs/profiling.md): its events are written by a thread of its own.
-  std::unique_ptr<sampler::Sampler> stack_sampler;
+  std::unique_ptr<sampler::Sampler> stack_sampler;  // perf events, or the timers where they are refused
   std::thread sampler_thread;
   std::mutex sampler_mutex;
   std::condition_variable sampler_wake;
@@ -1158,8 +1159,9 @@ void end_control_thread(Session& session) {
 
 // ---- The sampling profiler (docs/profiling.md) ---------------------------------------------------
 // The perf events are opened by start() on the thread that calls it (the kernel then follows the
-// threads it starts); the sampler thread drains their rings every kSamplerPeriod and writes each
-// record as an event of its own channel, in time order. Records newer than the watermark (now less
+// threads it starts), or where they are refused the timers (sampler/timer_sampler.hpp); the
+// sampler thread drains their rings every kSamplerPeriod and writes each record as an event of
+// its own channel, in time order. Records newer than the watermark (now less
 // kSamplerHoldBack) wait for the next round: another CPU's ring may still get an older one, and a
 // stream's times never go back. Samples obey category "profile", switches "sched".
 
@@ -1353,24 +1355,46 @@ void run_sampler(Session* session) {
   writer.drain(true);
 }
 
+// Where the session's perf events are refused, the timers (docs/profiling.md): stacks only.
+std::unique_ptr<sampler::Sampler> open_timer_sampler(const sampler::SamplerOptions& options) {
+  std::string error;
+  std::unique_ptr<sampler::Sampler> timers = sampler::TimerSampler::open(options, error);
+  if (!timers) {
+    fmt::print(stderr, "chronicle: no samples: {}\n", error);
+    return nullptr;
+  }
+  if (options.context_switches)
+    fmt::print(stderr, "chronicle: no context switches: only perf events see them, not the timer sampler\n");
+  return timers;
+}
+
 // Opens the perf events on the calling thread (start()'s), before the session's own threads exist:
-// they are followed too, so the tracer's own CPU time shows in the profile.
+// they are followed too, so the tracer's own CPU time shows in the profile. Where the kernel
+// refuses them, Config::sample_method (automatic) falls back to the timers, if there is a rate.
 void open_sampler(Session& session) {
   sampler::SamplerOptions options;
   options.frequency = session.config.sample_frequency;
   options.context_switches = session.config.context_switches;
-  std::string error;
-  session.stack_sampler = sampler::PerfSampler::open(options, error);
-  if (!session.stack_sampler) {
-    fmt::print(stderr, "chronicle: no samples nor context switches: {}\n", error);
-    return;
+  const SampleMethod method = session.config.sample_method;
+  std::string refused;
+  if (method != SampleMethod::timer) session.stack_sampler = sampler::PerfSampler::open(options, refused);
+  if (!session.stack_sampler && method != SampleMethod::timer) {
+    if (method == SampleMethod::perf || options.frequency == 0) {
+      fmt::print(stderr, "chronicle: no samples nor context switches: {}\n", refused);
+      return;
+    }
+    fmt::print(stderr, "chronicle: {}: sampling with timer_create and {} instead\n", refused,
+               sampler::TimerSampler::kSignalName);
   }
+  if (!session.stack_sampler) session.stack_sampler = open_timer_sampler(options);
+  if (!session.stack_sampler) return;
   if (const uint32_t missed = session.stack_sampler->threads_missed())
     fmt::print(stderr, "chronicle: {} thread(s) running before the session are not sampled\n", missed);
 }
 
 // The program's threads started after start() returns are then followed from their first
-// instruction. Bounded: a sampler thread that is slow to run costs samples, not the program.
+// instruction (by perf events; the timers find them at the sampler's next round). Bounded: a
+// sampler thread that is slow to run costs samples, not the program.
 void wait_for_sampler(Session& session) {
   if (!session.sampler_started) return;
   std::unique_lock lock(session.sampler_mutex);
@@ -1388,7 +1412,7 @@ void end_sampler_thread(Session& session) {
     session.stack_sampler->interrupt();
     session.sampler_thread.join();
   }
-  session.stack_sampler.reset();  // its rings and descriptors: a retired session keeps nothing
+  session.stack_sampler.reset();  // its rings, descriptors, timers: a retired session keeps nothing
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // What the session's sampler thread asks of a sampler, and the records it gets back: call-stack
-// samples and context switches of the calling process. The perf sampler (perf_sampler.hpp)
-// implements it. docs/profiling.md says what is followed and what is lost.
+// samples and context switches of the calling process. Two samplers implement it: perf events
+// (perf_sampler.hpp), and where the kernel refuses them, per-thread CPU-time timers and a signal
+// (timer_sampler.hpp). docs/profiling.md says what each follows and what each loses.
 #pragma once
 
 #include <chrono>
@@ -11,8 +12,8 @@ namespace chronicle::sampler {
 
 struct SamplerOptions {
   unsigned frequency = 0;         // stack samples per second of CPU time per thread; 0: none
-  bool context_switches = false;  // when each thread left and regained a CPU
-  unsigned ring_pages = 128;      // per CPU (a power of two): 512 KiB
+  bool context_switches = false;  // when each thread left and regained a CPU (perf events only)
+  unsigned ring_pages = 128;      // perf events: per CPU (a power of two): 512 KiB
 };
 
 enum class RecordType : uint8_t { sample, switch_in, switch_out_preempted, switch_out_blocked };
@@ -33,7 +34,7 @@ struct Record {
 
 inline constexpr uint32_t kStackWords = 8;
 // Frames of a sample, the interrupted instruction included: the kernel's default limit
-// (kernel.perf_event_max_stack).
+// (kernel.perf_event_max_stack), which the timer sampler keeps too.
 inline constexpr uint32_t kMaxFrames = 127;
 
 struct Batch {
@@ -51,7 +52,7 @@ class Sampler {
   // Starts sampling (a sampler opens stopped), in the threads started since too.
   virtual void enable() = 0;
   // Waits until its buffer is a quarter full, interrupt() is called, or `timeout` has passed. The
-  // sampler thread calls it between rounds.
+  // sampler thread calls it between rounds: the timer sampler follows new threads there.
   virtual void wait(std::chrono::milliseconds timeout) = 0;
   // Ends a wait() now, or the next one (from any thread).
   virtual void interrupt() = 0;
