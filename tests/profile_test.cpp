@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "sampler/stack_walk.hpp"
 #include "support.hpp"
 #include "viewer/index_cache.hpp"
 #include "viewer/json_api.hpp"
@@ -24,6 +26,7 @@ namespace {
 const std::string kCli = CHRONICLE_CLI;
 const std::string kWorkload = PROFILE_WORKLOAD;
 const std::string kBt2Check = BT2_CHECK;
+const std::string kWithoutPerf = WITHOUT_PERF;
 
 // `chronicle record FLAGS -o TRACE -- profile_workload ARGS`, which must succeed.
 void record_workload(const std::string& flags, const std::string& arguments, const std::string& trace) {
@@ -323,6 +326,223 @@ TEST(SamplingProfile, TheViewerShowsEachLanesSamplesAndTheFlameGraphOfARange) {
   ASSERT_TRUE(cached.from_cache);
   EXPECT_EQ(viewer::window_json(cached.index, 0, end, 800), window);
   EXPECT_EQ(viewer::flame_json(cached.index, 0, end, viewer::FlameRoots::merged, viewer::FlameSource::samples), flame);
+}
+
+// ---- The timer_create + SIGPROF fallback ----------------------------------------------------
+// Each program runs under without_perf, so that its samples cannot come from perf events.
+
+// `ENVIRONMENT chronicle record --sample -o TRACE -- without_perf profile_workload ARGUMENTS`.
+CommandResult record_without_perf(const std::string& environment, const std::string& arguments,
+                                  const std::string& trace) {
+  return run(environment + " " + kCli + " record -q --sample -o " + trace + " -- " + kWithoutPerf + " " + kWorkload +
+             " " + arguments);
+}
+
+const std::string kTimerMethod = "CHRONICLE_SAMPLE_METHOD=timer";
+
+size_t count_samples(const std::string& trace) {
+  reader::Trace read(trace);
+  size_t samples = 0;
+  for (const reader::Event& event : read_all(read)) samples += event.type == format::EventId::cpu_sample;
+  return samples;
+}
+
+// The samples of the kernel's tick (CONFIG_HZ, 250 per second on Debian: CPU-time timers expire
+// at ticks), their stacks walked by the signal handler: hot() and warm() with their caller cpu().
+TEST(SamplingProfile, TheTimerFallbackFindsHotAndWarmWithTheirSharesAndTheirCaller) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const CommandResult recorded = record_without_perf(kTimerMethod, "cpu 150", trace);
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const nlohmann::json whole = profile(trace);
+  ASSERT_GE(whole["samples"].get<uint64_t>(), 50u) << "some 750 ms of work, sampled at each tick at least at 100 Hz";
+  const nlohmann::json& flat = whole["flat"];
+  ASSERT_GE(flat.size(), 2u) << whole.dump(1);
+  EXPECT_EQ(flat[0]["function"], "profile_workload::hot(unsigned int)");
+  EXPECT_EQ(flat[1]["function"], "profile_workload::warm(unsigned int)");
+  EXPECT_GT(share(flat[0], whole), 0.65);
+  EXPECT_LT(share(flat[0], whole), 0.92);
+  EXPECT_GT(share(flat[1], whole), 0.08);
+  EXPECT_LT(share(flat[1], whole), 0.32);
+  const nlohmann::json* cpu = row_named(flat, "profile_workload::cpu(int)");
+  ASSERT_NE(cpu, nullptr) << "the caller of both, found by the handler's walk: " << whole.dump(1);
+  EXPECT_GE((*cpu)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>() + flat[1]["self"].get<uint64_t>());
+  const nlohmann::json* main_function = row_named(flat, "main");
+  ASSERT_NE(main_function, nullptr) << "the walk goes on to the outermost frames: " << whole.dump(1);
+  EXPECT_GE((*main_function)["total"].get<uint64_t>(), (*cpu)["total"].get<uint64_t>());
+
+  const auto folded = run(kCli + " stats --by-span --folded " + trace);
+  ASSERT_EQ(folded.exit_code, 0) << folded.err;
+  EXPECT_NE(folded.out.find(";profile_workload::cpu(int);profile_workload::hot(unsigned int) "), std::string::npos)
+      << folded.out;
+}
+
+// The fallback finds threads by scanning /proc/self/task each round (100 ms): one started after
+// the session is sampled from the next scan on.
+TEST(SamplingProfile, TheTimerFallbackSamplesAThreadStartedAfterTheSessionStarts) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const CommandResult recorded = record_without_perf(kTimerMethod, "late-thread 800", trace);
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const nlohmann::json whole = profile(trace);
+  const nlohmann::json* late = row_named(whole["flat"], "profile_workload::late_work(unsigned long)");
+  ASSERT_NE(late, nullptr) << whole.dump(1);
+  EXPECT_GE((*late)["self"].get<uint64_t>(), 40u) << "800 ms of its CPU time, less a round at most before a scan";
+}
+
+// A program that has its own SIGPROF handler keeps it: the fallback samples nothing and says so.
+TEST(SamplingProfile, TheTimerFallbackLeavesTheProgramsOwnSigprofHandlerAlone) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const CommandResult recorded = record_without_perf(kTimerMethod, "own-handler 20", trace);
+  ASSERT_EQ(recorded.exit_code, 0) << "the workload checks its handler: " << recorded.err;
+  EXPECT_NE(recorded.err.find("chronicle: no samples: SIGPROF has a handler already"), std::string::npos)
+      << recorded.err;
+  EXPECT_EQ(count_samples(trace), 0u);
+}
+
+// Where perf events are refused, auto (the default) samples with the fallback and says so; perf
+// alone says why there are no samples, as before the fallback existed.
+TEST(SamplingProfile, WherePerfEventsAreRefusedAutoFallsBackToTimersAndPerfSaysWhy) {
+  TemporaryDirectory directory;
+  const std::string automatic = directory / "automatic";
+  const CommandResult fell_back = record_without_perf("", "cpu 40", automatic);
+  ASSERT_EQ(fell_back.exit_code, 0) << fell_back.err;
+  EXPECT_NE(fell_back.err.find("perf_event_open: Permission denied"), std::string::npos) << fell_back.err;
+  EXPECT_NE(fell_back.err.find("sampling with timer_create and SIGPROF instead"), std::string::npos) << fell_back.err;
+  EXPECT_GT(count_samples(automatic), 10u);
+
+  const std::string perf = directory / "perf";
+  const CommandResult refused = record_without_perf("CHRONICLE_SAMPLE_METHOD=perf", "cpu 5", perf);
+  ASSERT_EQ(refused.exit_code, 0) << refused.err;
+  EXPECT_NE(refused.err.find("chronicle: no samples nor context switches: perf_event_open: Permission denied"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(count_samples(perf), 0u);
+
+  const auto word =
+      run("CHRONICLE_SAMPLE_METHOD=sometimes CHRONICLE_OUTPUT=/nonexistent/trace " + kWorkload + " cpu 1");
+  EXPECT_EQ(word.exit_code, 0) << "a malformed setting turns tracing off, never the program";
+  EXPECT_NE(word.err.find("CHRONICLE_SAMPLE_METHOD='sometimes': expected auto, perf or timer"), std::string::npos)
+      << word.err;
+}
+
+// Context switches are the kernel's alone: --sched with the fallback says they are missing.
+TEST(SamplingProfile, TheTimerFallbackSaysThereAreNoContextSwitches) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded =
+      run(kTimerMethod + " " + kCli + " record -q --sample --sched -o " + trace + " -- " + kWorkload + " cpu 5");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  EXPECT_NE(recorded.err.find("chronicle: no context switches"), std::string::npos) << recorded.err;
+}
+
+#if defined(__x86_64__)
+// Spins `turns` times with the frame-pointer register holding `garbage`, as code built without
+// frame pointers may leave it (the register saved and put back around, below the red zone).
+void spin_with_frame_pointer(uint64_t garbage, uint64_t turns) {
+  asm volatile(
+      "add $-128, %%rsp\n"
+      "push %%rbp\n"
+      "mov %%rax, %%rbp\n"
+      "1: dec %%rcx\n"
+      "jnz 1b\n"
+      "pop %%rbp\n"
+      "sub $-128, %%rsp\n"
+      : "+c"(turns)
+      : "a"(garbage)
+      : "cc", "memory");
+}
+
+// The real handler, in this process, on a thread whose frame pointer is garbage: a frame that
+// points at itself ends the stack after its return address, one far outside the stack ends it at
+// once; the program goes on.
+TEST(SamplingProfile, TheTimerHandlerEndsTheStackAtAGarbageFramePointer) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.sample_frequency = 999;
+  config.sample_method = SampleMethod::timer;
+  ASSERT_TRUE(start(config)) << last_error();
+  std::atomic<uint32_t> spinner_tid{0};
+  std::thread spinner([&] {
+    spinner_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    volatile uint64_t looping_frame[2];
+    looping_frame[0] = reinterpret_cast<uint64_t>(&looping_frame[0]);  // the caller's frame: itself
+    looping_frame[1] = 0x1234;                                         // its return address
+    for (int round = 0; round < 6; ++round) {
+      spin_with_frame_pointer(reinterpret_cast<uint64_t>(&looping_frame[0]), 100'000'000);
+      spin_with_frame_pointer(0xdead'beef'dead'beef, 100'000'000);
+    }
+  });
+  spinner.join();
+  stop();
+  struct sigaction after {};
+  sigaction(SIGPROF, nullptr, &after);
+  EXPECT_TRUE(after.sa_handler == SIG_DFL && !(after.sa_flags & SA_SIGINFO)) << "the default disposition is back";
+  reader::Trace trace(config.output);
+  size_t samples = 0, looping = 0;
+  for (const reader::Event& event : read_all(trace)) {
+    if (event.type != format::EventId::cpu_sample || event.sampled_tid != spinner_tid.load()) continue;
+    ++samples;
+    if (event.frame_count >= 2 && event.frame(1) == 0x1234) {
+      ++looping;
+      EXPECT_EQ(event.frame_count, 2u) << "the frame that points at itself ends the stack";
+    }
+  }
+  EXPECT_GE(samples, 20u);
+  EXPECT_GE(looping, 5u) << samples << " samples";
+}
+#endif
+
+// The handler's walk over a copy of a stack: a chain of frames, each {caller's frame pointer,
+// return address}, at 16-byte steps, then garbage where code without frame pointers left data.
+class FramePointerWalk : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBase = 0x7ffd'0000'1000;  // the stack pointer the copy starts at
+  uint64_t words_[64] = {};
+  uint64_t out_[16] = {};
+
+  uint64_t address_of(size_t word) const { return kBase + word * 8; }
+  void frame(size_t word, uint64_t next_frame, uint64_t return_address) {
+    words_[word] = next_frame;
+    words_[word + 1] = return_address;
+  }
+  uint32_t walk(uint64_t frame_pointer, uint32_t capacity = 16) {
+    const sampler::StackCopy copy{kBase, reinterpret_cast<const uint8_t*>(words_), sizeof words_};
+    return sampler::walk_frame_pointers(copy, frame_pointer, out_, capacity);
+  }
+};
+
+TEST_F(FramePointerWalk, FollowsAChainUpwardToItsEnd) {
+  frame(4, address_of(10), 0x1001);
+  frame(10, address_of(20), 0x1002);
+  frame(20, 0, 0x1003);  // the outermost frame: no caller's frame pointer
+  ASSERT_EQ(walk(address_of(4)), 3u);
+  EXPECT_EQ(out_[0], 0x1001u);
+  EXPECT_EQ(out_[1], 0x1002u);
+  EXPECT_EQ(out_[2], 0x1003u);
+  EXPECT_EQ(walk(address_of(4), 2), 2u) << "no more than asked";
+}
+
+TEST_F(FramePointerWalk, StopsAtAChainOfGarbage) {
+  frame(4, address_of(4), 0x1001);  // a frame pointing at itself
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  frame(4, address_of(2), 0x1001);  // downward
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  frame(4, address_of(10) + 3, 0x1001);  // misaligned
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  frame(4, 0xdead'beef'dead'beef, 0x1001);  // far above the copy
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  frame(4, address_of(63), 0x1001);  // its return address would be past the copy's end
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  frame(4, UINT64_MAX - 7, 0x1001);  // where an address sum would wrap
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  EXPECT_EQ(walk(kBase - 16), 0u) << "below the stack pointer";
+  EXPECT_EQ(walk(0), 0u);
+  EXPECT_EQ(walk(UINT64_MAX), 0u);
+  EXPECT_EQ(walk(address_of(4)), 1u);
+  const sampler::StackCopy empty{kBase, nullptr, 0};
+  EXPECT_EQ(sampler::walk_frame_pointers(empty, kBase, out_, 16), 0u) << "nothing could be copied";
 }
 
 }  // namespace

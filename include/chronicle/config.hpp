@@ -13,6 +13,13 @@ enum class Mode {
   flight,  // the oldest packets are overwritten: the rings keep the most recent events
 };
 
+// How call-stack samples are taken (docs/profiling.md).
+enum class SampleMethod {
+  automatic,  // perf events, or the timers where the kernel refuses perf events
+  perf,       // the kernel's perf events only: stacks and context switches
+  timer,      // per-thread CPU-time timers and SIGPROF: stacks only, walked in the signal handler
+};
+
 struct Config {
   // Trace directory the in-process collector writes. Empty: no collector in this process (the
   // rings are read by `chronicle record`, `snapshot` or another reader).
@@ -45,9 +52,11 @@ struct Config {
   std::chrono::milliseconds drain_interval{10};
   // Call-stack samples per second of each thread's CPU time (0: none), and the context switches of
   // every thread (when each left and regained a CPU): events of categories "profile" and "sched",
-  // from the kernel's perf events (docs/profiling.md).
+  // from the kernel's perf events, or where they are refused (sample_method automatic) samples
+  // only, from CPU-time timers and SIGPROF (docs/profiling.md).
   unsigned sample_frequency = 0;
   bool context_switches = false;
+  SampleMethod sample_method = SampleMethod::automatic;
   // Leave the shared mapping's file in place after stop() (for tests and post-mortem reads).
   bool keep_shm = false;
 };
@@ -55,10 +64,10 @@ struct Config {
 // Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
 // CHRONICLE_SHM_DIR, CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL,
 // CHRONICLE_SNAPSHOT_DIR, CHRONICLE_SELF_STATS_INTERVAL, CHRONICLE_SAMPLE (samples per second),
-// CHRONICLE_SCHED (1: context switches). Returns false when neither CHRONICLE_OUTPUT nor
-// CHRONICLE_ARMED is set; throws std::invalid_argument on a malformed value. Armed without an
-// output, the session has no collector in the process: `chronicle record --attach`,
-// `snapshot` or `ctl` read it.
+// CHRONICLE_SCHED (1: context switches), CHRONICLE_SAMPLE_METHOD (auto, perf or timer). Returns
+// false when neither CHRONICLE_OUTPUT nor CHRONICLE_ARMED is set; throws std::invalid_argument on
+// a malformed value. Armed without an output, the session has no collector in the process:
+// `chronicle record --attach`, `snapshot` or `ctl` read it.
 bool config_from_environment(Config& config);
 
 // Starts a session. Returns false (and sets last_error()) if one is already running or the

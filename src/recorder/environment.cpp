@@ -62,6 +62,13 @@ unsigned recorder::parse_sample_frequency(std::string_view text) {
   return value;
 }
 
+SampleMethod recorder::parse_sample_method(std::string_view text) {
+  if (text == "auto") return SampleMethod::automatic;
+  if (text == "perf") return SampleMethod::perf;
+  if (text == "timer") return SampleMethod::timer;
+  throw std::invalid_argument(fmt::format("{}='{}': expected auto, perf or timer", kEnvSampleMethod, text));
+}
+
 bool config_from_environment(Config& config) {
   const char* output = std::getenv(recorder::kEnvOutput);
   const char* armed = std::getenv(recorder::kEnvArmed);
@@ -98,6 +105,8 @@ bool config_from_environment(Config& config) {
     config.sample_frequency = recorder::parse_sample_frequency(frequency);
   if (const char* sched = std::getenv(recorder::kEnvSched); sched && *sched && std::string_view(sched) != "0")
     config.context_switches = true;
+  if (const char* method = std::getenv(recorder::kEnvSampleMethod); method && *method)
+    config.sample_method = recorder::parse_sample_method(method);
   const char* collector = std::getenv(recorder::kEnvCollector);
   config.output = collector && std::string_view(collector) == "external" ? std::string() : std::string(output);
   return true;

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "chronicle/config.hpp"
+
 namespace chronicle::recorder {
 
 // "4M", "512K", "1G", "65536": bytes. Throws std::invalid_argument naming the text.
@@ -30,6 +32,8 @@ inline constexpr const char* kEnvSelfStatsInterval = "CHRONICLE_SELF_STATS_INTER
 inline constexpr const char* kEnvSample = "CHRONICLE_SAMPLE";  // samples per second, e.g. 999; 0: none
 inline constexpr const char* kEnvSched = "CHRONICLE_SCHED";    // 1: context switches
 inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";    // any value but "0": every category starts off
+// auto, perf or timer: how call-stack samples are taken (Config::sample_method)
+inline constexpr const char* kEnvSampleMethod = "CHRONICLE_SAMPLE_METHOD";
 
 // "1s", "250ms", "0": milliseconds (a bare number is milliseconds). Throws std::invalid_argument.
 long parse_interval_ms(std::string_view variable, std::string_view text);
@@ -37,6 +41,9 @@ long parse_interval_ms(std::string_view variable, std::string_view text);
 // kernel.perf_event_max_sample_rate, by default some tens of thousands).
 inline constexpr unsigned kMaxSampleFrequency = 100000;
 unsigned parse_sample_frequency(std::string_view text);
+// CHRONICLE_SAMPLE_METHOD's value: auto, perf or timer. Throws std::invalid_argument on anything
+// else.
+SampleMethod parse_sample_method(std::string_view text);
 
 // The signal CHRONICLE_SNAPSHOT_SIGNAL names; throws std::invalid_argument on anything else.
 int parse_snapshot_signal(std::string_view text);

@@ -74,6 +74,7 @@
 #include "recorder/event_cost.hpp"
 #include "recorder/modules.hpp"
 #include "sampler/perf_sampler.hpp"
+#include "sampler/timer_sampler.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {
@@ -143,7 +144,7 @@ struct Session {
   // 2 written (a private futex word).
   std::atomic<uint32_t> final_sample{0};
   // The sampling profiler (docs/profiling.md): its events are written by a thread of its own.
-  std::unique_ptr<sampler::PerfSampler> perf_sampler;
+  std::unique_ptr<sampler::Sampler> stack_sampler;  // perf events, or the timers where they are refused
   std::thread sampler_thread;
   std::mutex sampler_mutex;
   std::condition_variable sampler_wake;
@@ -1158,15 +1159,16 @@ void end_control_thread(Session& session) {
 
 // ---- The sampling profiler (docs/profiling.md) ---------------------------------------------------
 // The perf events are opened by start() on the thread that calls it (the kernel then follows the
-// threads it starts); the sampler thread drains their rings every kSamplerPeriod and writes each
-// record as an event of its own channel, in time order. Records newer than the watermark (now less
+// threads it starts), or where they are refused the timers (sampler/timer_sampler.hpp); the
+// sampler thread drains their rings every kSamplerPeriod and writes each record as an event of
+// its own channel, in time order. Records newer than the watermark (now less
 // kSamplerHoldBack) wait for the next round: another CPU's ring may still get an older one, and a
 // stream's times never go back. Samples obey category "profile", switches "sched".
 
 // At most this long between two rounds; sooner when a ring is a quarter full (a burst of switches).
 constexpr auto kSamplerPeriod = std::chrono::milliseconds(100);
 constexpr uint64_t kSamplerHoldBackNs = 2'000'000;
-constexpr uint32_t kMaxFrames = 127;  // the kernel's default limit (kernel.perf_event_max_stack)
+using sampler::kMaxFrames;
 
 Site g_sample_site{"profile", "cpu_sample", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::instant)};
 Site g_switch_site{"sched", "cpu_switch", __FILE__, __LINE__, static_cast<uint8_t>(format::SiteKind::instant)};
@@ -1203,7 +1205,7 @@ class SampleWriter {
   void drain(bool last) {
     ticks_.refresh();
     const uint64_t watermark = last ? UINT64_MAX : recorder::read_monotonic_ns() - kSamplerHoldBackNs;
-    session_.perf_sampler->read(pending_);
+    session_.stack_sampler->read(pending_);
     define_new_modules();
     std::vector<uint32_t> ready;
     for (uint32_t i = 0; i < pending_.records.size(); ++i)
@@ -1337,7 +1339,7 @@ void run_sampler(Session* session) {
   t_is_session_thread = true;
   // The channel first, so that its first packet begins before the first record it will hold.
   detail::attach_thread(detail::t_writer, session->generation);
-  session->perf_sampler->enable();
+  session->stack_sampler->enable();
   SampleWriter writer(*session);
   std::unique_lock lock(session->sampler_mutex);
   session->sampler_ready = true;
@@ -1345,32 +1347,54 @@ void run_sampler(Session* session) {
   while (!session->sampler_stop) {
     lock.unlock();
     writer.drain(false);
-    session->perf_sampler->wait(kSamplerPeriod);
+    session->stack_sampler->wait(kSamplerPeriod);
     lock.lock();
   }
   lock.unlock();
-  session->perf_sampler->disable();
+  session->stack_sampler->disable();
   writer.drain(true);
 }
 
+// Where the session's perf events are refused, the timers (docs/profiling.md): stacks only.
+std::unique_ptr<sampler::Sampler> open_timer_sampler(const sampler::SamplerOptions& options) {
+  std::string error;
+  std::unique_ptr<sampler::Sampler> timers = sampler::TimerSampler::open(options, error);
+  if (!timers) {
+    fmt::print(stderr, "chronicle: no samples: {}\n", error);
+    return nullptr;
+  }
+  if (options.context_switches)
+    fmt::print(stderr, "chronicle: no context switches: only perf events see them, not the timer sampler\n");
+  return timers;
+}
+
 // Opens the perf events on the calling thread (start()'s), before the session's own threads exist:
-// they are followed too, so the tracer's own CPU time shows in the profile.
+// they are followed too, so the tracer's own CPU time shows in the profile. Where the kernel
+// refuses them, Config::sample_method (automatic) falls back to the timers, if there is a rate.
 void open_sampler(Session& session) {
   sampler::SamplerOptions options;
   options.frequency = session.config.sample_frequency;
   options.context_switches = session.config.context_switches;
-  std::string error;
-  session.perf_sampler = sampler::PerfSampler::open(options, error);
-  if (!session.perf_sampler) {
-    fmt::print(stderr, "chronicle: no samples nor context switches: {}\n", error);
-    return;
+  const SampleMethod method = session.config.sample_method;
+  std::string refused;
+  if (method != SampleMethod::timer) session.stack_sampler = sampler::PerfSampler::open(options, refused);
+  if (!session.stack_sampler && method != SampleMethod::timer) {
+    if (method == SampleMethod::perf || options.frequency == 0) {
+      fmt::print(stderr, "chronicle: no samples nor context switches: {}\n", refused);
+      return;
+    }
+    fmt::print(stderr, "chronicle: {}: sampling with timer_create and {} instead\n", refused,
+               sampler::TimerSampler::kSignalName);
   }
-  if (const uint32_t missed = session.perf_sampler->threads_missed())
+  if (!session.stack_sampler) session.stack_sampler = open_timer_sampler(options);
+  if (!session.stack_sampler) return;
+  if (const uint32_t missed = session.stack_sampler->threads_missed())
     fmt::print(stderr, "chronicle: {} thread(s) running before the session are not sampled\n", missed);
 }
 
 // The program's threads started after start() returns are then followed from their first
-// instruction. Bounded: a sampler thread that is slow to run costs samples, not the program.
+// instruction (by perf events; the timers find them at the sampler's next round). Bounded: a
+// sampler thread that is slow to run costs samples, not the program.
 void wait_for_sampler(Session& session) {
   if (!session.sampler_started) return;
   std::unique_lock lock(session.sampler_mutex);
@@ -1379,16 +1403,16 @@ void wait_for_sampler(Session& session) {
 
 // Before stop() retires the session: the sampler's last round is written into it.
 void end_sampler_thread(Session& session) {
-  if (!session.perf_sampler || session.sampler_ended.exchange(true)) return;
+  if (!session.stack_sampler || session.sampler_ended.exchange(true)) return;
   if (session.sampler_thread.joinable()) {
     {
       std::lock_guard lock(session.sampler_mutex);
       session.sampler_stop = true;
     }
-    session.perf_sampler->interrupt();
+    session.stack_sampler->interrupt();
     session.sampler_thread.join();
   }
-  session.perf_sampler.reset();  // its rings and descriptors: a retired session keeps nothing
+  session.stack_sampler.reset();  // its rings, descriptors, timers: a retired session keeps nothing
 }
 
 }  // namespace
@@ -1502,13 +1526,13 @@ bool start(const Config& config) {
   if (!reg.exit_hook_registered) register_process_hooks(reg);
   if (config.crash_handler) install_fatal_signal_handlers(reg);
   if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
-  // Before the session is published (stop() reads perf_sampler) and before its threads exist.
+  // Before the session is published (stop() reads stack_sampler) and before its threads exist.
   if (sampling) open_sampler(*session);
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
   if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
-  if (raw->perf_sampler) {
+  if (raw->stack_sampler) {
     try {
       raw->sampler_thread = std::thread(run_sampler, raw);
       raw->sampler_started = true;

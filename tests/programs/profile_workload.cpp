@@ -8,11 +8,18 @@
 //                                    round blocks each of them once (bench/sampling_overhead.sh)
 //   profile_workload await ROUNDS    task "waiter" waits for task "sleeper", which sleeps 60 ms on
 //                                    another thread while it runs (ROUNDS is not used)
+//   profile_workload late-thread MS  a thread started after the session spins MS ms of its own
+//                                    CPU time in late_work()
+//   profile_workload own-handler ROUNDS  cpu ROUNDS with a SIGPROF handler of its own, installed
+//                                    before the session starts: exits 3 unless it is still its
+//                                    handler at the end and no SIGPROF but its own raise() came
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/task.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -136,11 +143,63 @@ void await_sleeper() {
   chronicle::resolve_task(waiter, chronicle::TaskOutcome::ok);
 }
 
+__attribute__((noinline)) void late_work(uint64_t cpu_ns) {
+  const uint64_t until = thread_cpu_ns() + cpu_ns;
+  while (thread_cpu_ns() < until) {
+    PROFILE_WORKLOAD_LOOP(10'000);
+  }
+}
+
+void late_thread(int milliseconds) {
+  const timespec pause{0, 50'000'000};  // the session has long started
+  nanosleep(&pause, nullptr);
+  std::thread late([milliseconds] {
+    chronicle::set_thread_name("late");
+    late_work(static_cast<uint64_t>(milliseconds) * 1'000'000);
+  });
+  late.join();
+}
+
+volatile sig_atomic_t g_own_sigprofs = 0;
+
+void own_sigprof_handler(int) {
+  g_own_sigprofs = g_own_sigprofs + 1;
+}
+
+// Before chronicle's session starts from the environment (a static object's constructor, of the
+// default priority, runs after this one): a program whose SIGPROF handler was there first. glibc
+// passes main's arguments to constructors.
+__attribute__((constructor(101))) void install_own_handler_first(int argc, char** argv, char**) {
+  if (argc != 3 || std::string_view(argv[1]) != "own-handler") return;
+  struct sigaction action {};
+  action.sa_handler = own_sigprof_handler;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGPROF, &action, nullptr);
+}
+
+int own_handler(int rounds) {
+  cpu(rounds);
+  struct sigaction now {};
+  sigaction(SIGPROF, nullptr, &now);
+  if (now.sa_handler != own_sigprof_handler) {
+    std::fprintf(stderr, "profile_workload: SIGPROF's handler is no longer ours\n");
+    return 3;
+  }
+  const int before = g_own_sigprofs;
+  raise(SIGPROF);
+  if (before != 0 || g_own_sigprofs != 1) {
+    std::fprintf(stderr, "profile_workload: %d SIGPROF before our own raise(), %d after\n", before,
+                 static_cast<int>(g_own_sigprofs));
+    return 3;
+  }
+  return 0;
+}
+
 }  // namespace profile_workload
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: profile_workload cpu|library|sleep ROUNDS\n");
+    std::fprintf(stderr, "usage: profile_workload MODE ROUNDS (see the top of profile_workload.cpp)\n");
     return 2;
   }
   const std::string_view mode = argv[1];
@@ -155,6 +214,10 @@ int main(int argc, char** argv) {
     profile_workload::pingpong(rounds);
   } else if (mode == "await") {
     profile_workload::await_sleeper();
+  } else if (mode == "late-thread") {
+    profile_workload::late_thread(rounds);
+  } else if (mode == "own-handler") {
+    return profile_workload::own_handler(rounds);
   } else if (mode == "sleep") {
     std::thread worker(profile_workload::alternate, rounds);
     worker.join();
