@@ -2,7 +2,8 @@
 # The sampling profiler's cost as a user pays it: `chronicle record` of a program with and without
 # --sample / --sched, the CPU time of the whole process tree (the program, its sampler thread and
 # the recorder), runs alternated, ROUNDS rounds (default 7). Then per sample and per context
-# switch: the difference over the number of events, and the bytes of the trace. The ping-pong
+# switch: the difference over the number of events, and the bytes of the trace. The same for the
+# timer fallback (CHRONICLE_SAMPLE_METHOD=timer). The ping-pong
 # (two threads handing a byte back and forth, pinned to one CPU) is a program that does nothing
 # but switch: the worst case for --sched.
 #   bench/sampling_overhead.sh BUILD_DIR [ROUNDS]
@@ -41,17 +42,22 @@ for ((i = 0; i < rounds; ++i)); do
   run plain cpu 400 >> "$work/plain.runs"
   run sample cpu 400 --sample >> "$work/sample.runs"
   run sample_sched cpu 400 --sample --sched >> "$work/sample_sched.runs"
+  # The fallback where perf events are refused: per-thread CPU-time timers and SIGPROF.
+  CHRONICLE_SAMPLE_METHOD=timer run sample_timer cpu 400 --sample >> "$work/sample_timer.runs"
   # On one CPU: otherwise how the two threads land on the CPUs moves the figure by 25%.
   PIN="taskset -c 0" run pingpong pingpong 100000 >> "$work/pingpong.runs"
   PIN="taskset -c 0" run pingpong_sched pingpong 100000 --sched >> "$work/pingpong_sched.runs"
 done
-for name in plain sample sample_sched pingpong pingpong_sched; do summarize "$name"; done | tee "$work/summary"
+for name in plain sample sample_sched sample_timer pingpong pingpong_sched; do summarize "$name"; done | tee "$work/summary"
 awk '{ cpu[$1]=$3; samples[$1]=$10; switches[$1]=$12; bytes[$1]=$15 }
   END {
-    printf "sampling at 999 Hz: +%.2f%% CPU; %.1f us per sample; %.0f trace bytes per sample\n",
+    printf "sampling at 999 Hz: %+.2f%% CPU; %.1f us per sample; %.0f trace bytes per sample\n",
       100 * (cpu["sample"] / cpu["plain"] - 1), 1e6 * (cpu["sample"] - cpu["plain"]) / samples["sample"],
       (bytes["sample"] - bytes["plain"]) / samples["sample"]
-    printf "context switches: +%.2f%% CPU on a ping-pong; %.2f us per switch; %.1f trace bytes per switch\n",
+    printf "sampling with timers (CHRONICLE_SAMPLE_METHOD=timer): %+.2f%% CPU; %.1f us per sample; %.0f trace bytes per sample\n",
+      100 * (cpu["sample_timer"] / cpu["plain"] - 1), 1e6 * (cpu["sample_timer"] - cpu["plain"]) / samples["sample_timer"],
+      (bytes["sample_timer"] - bytes["plain"]) / samples["sample_timer"]
+    printf "context switches: %+.2f%% CPU on a ping-pong; %.2f us per switch; %.1f trace bytes per switch\n",
       100 * (cpu["pingpong_sched"] / cpu["pingpong"] - 1),
       1e6 * (cpu["pingpong_sched"] - cpu["pingpong"]) / switches["pingpong_sched"],
       (bytes["pingpong_sched"] - bytes["pingpong"]) / switches["pingpong_sched"]
