@@ -51,6 +51,22 @@ const nlohmann::json* row_named(const nlohmann::json& rows, const std::string& f
   return nullptr;
 }
 
+// hot() first with 65 to 92% of the samples as its own, warm() second within `warm_share`, and
+// their caller cpu() on every stack of theirs.
+void expect_hot_then_warm(const nlohmann::json& whole, std::pair<double, double> warm_share) {
+  const nlohmann::json& flat = whole["flat"];
+  ASSERT_GE(flat.size(), 2u) << whole.dump(1);
+  EXPECT_EQ(flat[0]["function"], "profile_workload::hot(unsigned int)");
+  EXPECT_EQ(flat[1]["function"], "profile_workload::warm(unsigned int)");
+  EXPECT_GT(share(flat[0], whole), 0.65);
+  EXPECT_LT(share(flat[0], whole), 0.92);
+  EXPECT_GT(share(flat[1], whole), warm_share.first);
+  EXPECT_LT(share(flat[1], whole), warm_share.second);
+  const nlohmann::json* cpu = row_named(flat, "profile_workload::cpu(int)");
+  ASSERT_NE(cpu, nullptr) << "the caller of both, on every stack of theirs: " << whole.dump(1);
+  EXPECT_GE((*cpu)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>() + flat[1]["self"].get<uint64_t>());
+}
+
 TEST(SamplingProfile, HotAndWarmComeFirstAndSecondWithTheirShares) {
   SKIP_WITHOUT_PERF_EVENTS();
   TemporaryDirectory directory;
@@ -59,17 +75,7 @@ TEST(SamplingProfile, HotAndWarmComeFirstAndSecondWithTheirShares) {
 
   const nlohmann::json whole = profile(trace);
   ASSERT_GE(whole["samples"].get<uint64_t>(), 200u) << "at 999 per second of CPU, some 750 ms of work";
-  const nlohmann::json& flat = whole["flat"];
-  ASSERT_GE(flat.size(), 2u);
-  EXPECT_EQ(flat[0]["function"], "profile_workload::hot(unsigned int)");
-  EXPECT_EQ(flat[1]["function"], "profile_workload::warm(unsigned int)");
-  EXPECT_GT(share(flat[0], whole), 0.65);
-  EXPECT_LT(share(flat[0], whole), 0.92);
-  EXPECT_GT(share(flat[1], whole), 0.10);
-  EXPECT_LT(share(flat[1], whole), 0.30);
-  const nlohmann::json* cpu = row_named(flat, "profile_workload::cpu(int)");
-  ASSERT_NE(cpu, nullptr) << "the caller of both, on every stack of theirs";
-  EXPECT_GE((*cpu)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>() + flat[1]["self"].get<uint64_t>());
+  ASSERT_NO_FATAL_FAILURE(expect_hot_then_warm(whole, {0.10, 0.30}));
 
   // Each span's samples are its function's.
   const nlohmann::json by_span = profile(trace, "--by-span");
@@ -356,17 +362,9 @@ TEST(SamplingProfile, TheTimerFallbackFindsHotAndWarmWithTheirSharesAndTheirCall
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
   const nlohmann::json whole = profile(trace);
   ASSERT_GE(whole["samples"].get<uint64_t>(), 50u) << "some 750 ms of work, sampled at each tick at least at 100 Hz";
+  ASSERT_NO_FATAL_FAILURE(expect_hot_then_warm(whole, {0.08, 0.32}));
   const nlohmann::json& flat = whole["flat"];
-  ASSERT_GE(flat.size(), 2u) << whole.dump(1);
-  EXPECT_EQ(flat[0]["function"], "profile_workload::hot(unsigned int)");
-  EXPECT_EQ(flat[1]["function"], "profile_workload::warm(unsigned int)");
-  EXPECT_GT(share(flat[0], whole), 0.65);
-  EXPECT_LT(share(flat[0], whole), 0.92);
-  EXPECT_GT(share(flat[1], whole), 0.08);
-  EXPECT_LT(share(flat[1], whole), 0.32);
   const nlohmann::json* cpu = row_named(flat, "profile_workload::cpu(int)");
-  ASSERT_NE(cpu, nullptr) << "the caller of both, found by the handler's walk: " << whole.dump(1);
-  EXPECT_GE((*cpu)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>() + flat[1]["self"].get<uint64_t>());
   const nlohmann::json* main_function = row_named(flat, "main");
   ASSERT_NE(main_function, nullptr) << "the walk goes on to the outermost frames: " << whole.dump(1);
   EXPECT_GE((*main_function)["total"].get<uint64_t>(), (*cpu)["total"].get<uint64_t>());
