@@ -206,13 +206,20 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
 
   // Time of the spans closed inside each open span, by its sequence (PairedSpan).
   std::unordered_map<uint64_t, uint64_t> children_of;
+  ThreadAccumulator* last_thread = nullptr;  // std::map's elements keep their address
+  uint32_t last_thread_id = 0;
   reader::SpanPairing pairing(trace);
   trace.for_each_event(pairing, [&](const reader::Event& event) {
     ++seen;
     if (progress && (seen & 0xfffff) == 0) progress(seen, expected);
     first = std::min(first, event.ticks);
     last = std::max(last, event.ticks);
-    ThreadAccumulator& thread = threads[event.thread_id];
+    // The merged events come in runs of one thread: its accumulator looked up once per run.
+    if (!last_thread || last_thread_id != event.thread_id) {
+      last_thread = &threads[event.thread_id];
+      last_thread_id = event.thread_id;
+    }
+    ThreadAccumulator& thread = *last_thread;
     if (thread.events++ == 0) thread.first = event.ticks;
     thread.last = event.ticks;
     follow_busy(event, thread, threads);

@@ -38,8 +38,8 @@ uint32_t SpanPairing::name_key(uint32_t site_id) const {
 }
 
 uint64_t SpanPairing::running_task(uint32_t thread_id) const {
-  const auto found = running_.find(thread_id);
-  return found == running_.end() || found->second.empty() ? 0 : found->second.back();
+  const std::vector<uint64_t>* runs = running_.find(thread_id);
+  return !runs || runs->empty() ? 0 : runs->back();
 }
 
 std::vector<PairedSpan>& SpanPairing::owner_stack(uint32_t thread_id, uint64_t task) {
@@ -52,18 +52,13 @@ uint32_t SpanPairing::depth_on(uint32_t thread_id) const {
     const auto found = task_open_.find(task);
     return found == task_open_.end() ? 0 : static_cast<uint32_t>(found->second.size());
   }
-  const auto found = thread_open_.find(thread_id);
-  return found == thread_open_.end() ? 0 : static_cast<uint32_t>(found->second.size());
+  const std::vector<PairedSpan>* stack = thread_open_.find(thread_id);
+  return stack ? static_cast<uint32_t>(stack->size()) : 0;
 }
 
 const PairedSpan* SpanPairing::innermost_on(uint32_t thread_id) const {
   const uint64_t task = running_task(thread_id);
-  const std::vector<PairedSpan>* stack = nullptr;
-  if (task != 0) {
-    stack = open_in_task(task);
-  } else if (const auto found = thread_open_.find(thread_id); found != thread_open_.end()) {
-    stack = &found->second;
-  }
+  const std::vector<PairedSpan>* stack = task != 0 ? open_in_task(task) : thread_open_.find(thread_id);
   return stack && !stack->empty() ? &stack->back() : nullptr;
 }
 
@@ -150,17 +145,20 @@ uint64_t SpanPairing::task_parent_span(uint64_t task) const {
 // The innermost span or receive open in the owner: the one that began last.
 const PairedSpan* SpanPairing::innermost_context(uint32_t thread_id, uint64_t task) const {
   const PairedSpan* innermost = nullptr;
-  auto consider = [&](const auto& stacks, auto key) {
-    const auto found = stacks.find(key);
-    if (found == stacks.end() || found->second.empty()) return;
-    if (!innermost || found->second.back().sequence > innermost->sequence) innermost = &found->second.back();
+  auto consider = [&](const std::vector<PairedSpan>* stack) {
+    if (!stack || stack->empty()) return;
+    if (!innermost || stack->back().sequence > innermost->sequence) innermost = &stack->back();
+  };
+  auto of_task = [task](const std::unordered_map<uint64_t, std::vector<PairedSpan>>& stacks) {
+    const auto found = stacks.find(task);
+    return found == stacks.end() ? nullptr : &found->second;
   };
   if (task != 0) {
-    consider(task_open_, task);
-    consider(task_receives_, task);
+    consider(of_task(task_open_));
+    consider(of_task(task_receives_));
   } else {
-    consider(thread_open_, thread_id);
-    consider(thread_receives_, thread_id);
+    consider(thread_open_.find(thread_id));
+    consider(thread_receives_.find(thread_id));
   }
   return innermost;
 }
@@ -239,8 +237,7 @@ const PairedSpan* SpanPairing::receive_end(const Event& event) {
   if (task != 0) {
     if (auto found = task_receives_.find(task); found != task_receives_.end() && close(found->second)) return &current_;
   }
-  if (auto found = thread_receives_.find(event.thread_id); found != thread_receives_.end() && close(found->second))
-    return &current_;
+  if (std::vector<PairedSpan>* stack = thread_receives_.find(event.thread_id); stack && close(*stack)) return &current_;
   return nullptr;
 }
 
@@ -288,8 +285,7 @@ const PairedSpan* SpanPairing::end(const Event& event) {
     }
   }
   // Outside any task run, or a span the thread began before the run it ends in.
-  if (const auto found = thread_open_.find(event.thread_id);
-      found != thread_open_.end() && close_in(found->second, key, event))
+  if (std::vector<PairedSpan>* stack = thread_open_.find(event.thread_id); stack && close_in(*stack, key, event))
     return &current_;
   if (problems_.unmatched_ends++ == 0) {
     problems_.first_unmatched_site = event.name_id;

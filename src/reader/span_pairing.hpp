@@ -59,6 +59,41 @@ struct PairingProblems {
   uint32_t first_unmatched_thread = 0;
 };
 
+// Per-thread state by thread id, the last thread asked for remembered: the merged events come in
+// runs of one thread, and pairing asks several questions of each event's thread. An
+// unordered_map's elements keep their address when it grows, so the remembered one stays valid
+// until clear().
+template <class T>
+class ByThread {
+ public:
+  T& operator[](uint32_t thread) {
+    if (last_ && last_thread_ == thread) return *last_;
+    return *remember(thread, &map_[thread]);
+  }
+  T* find(uint32_t thread) { return lookup(thread); }
+  const T* find(uint32_t thread) const { return lookup(thread); }
+  auto begin() { return map_.begin(); }
+  auto end() { return map_.end(); }
+  void clear() {
+    map_.clear();
+    last_ = nullptr;
+  }
+
+ private:
+  T* lookup(uint32_t thread) const {
+    if (last_ && last_thread_ == thread) return last_;
+    const auto found = map_.find(thread);
+    return found == map_.end() ? nullptr : remember(thread, &found->second);
+  }
+  T* remember(uint32_t thread, T* state) const {
+    last_thread_ = thread;
+    return last_ = state;
+  }
+  mutable std::unordered_map<uint32_t, T> map_;
+  mutable uint32_t last_thread_ = 0;
+  mutable T* last_ = nullptr;
+};
+
 class SpanPairing {
  public:
   explicit SpanPairing(const Trace& trace);
@@ -115,11 +150,11 @@ class SpanPairing {
   void learn_sites();
 
   const Trace* trace_;
-  std::vector<uint32_t> name_key_;  // by site id: the first site id of the same category and name
-  std::unordered_map<uint32_t, std::vector<uint64_t>> running_;  // by thread: task runs, innermost last
-  std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_open_;
+  std::vector<uint32_t> name_key_;           // by site id: the first site id of the same category and name
+  ByThread<std::vector<uint64_t>> running_;  // task runs, innermost last
+  ByThread<std::vector<PairedSpan>> thread_open_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
-  std::unordered_map<uint32_t, std::vector<PairedSpan>> thread_receives_;
+  ByThread<std::vector<PairedSpan>> thread_receives_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> task_traces_;
   struct Around {

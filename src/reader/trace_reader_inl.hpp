@@ -46,15 +46,24 @@ void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
   while (!heads.empty()) {
     const size_t stream = heads.top().stream;
     heads.pop();
+    // The stream's events go on until one comes after another stream's next: a thread's events
+    // come in runs, and a push and pop of the heap per event was a quarter of `stats`' time.
+    const Head* rival = heads.empty() ? nullptr : &heads.top();
     Event& event = current[stream];
-    event.depth = pairing.depth_on(event.thread_id);
-    event.span = pairing.follow(event);
-    if (event.span && event.type == format::EventId::span_end) {
-      event.name_id = event.span->site_id;
-      event.depth = event.span->depth;
-    }
-    if (!visit(static_cast<const Event&>(event))) return;
-    if (cursors[stream].next(current[stream])) heads.push({current[stream].ticks, stream});
+    do {
+      event.depth = pairing.depth_on(event.thread_id);
+      event.span = pairing.follow(event);
+      if (event.span && event.type == format::EventId::span_end) {
+        event.name_id = event.span->site_id;
+        event.depth = event.span->depth;
+      }
+      if (!visit(static_cast<const Event&>(event))) return;
+      if (!cursors[stream].next(event)) break;
+      if (rival && later(Head{event.ticks, stream}, *rival)) {
+        heads.push({event.ticks, stream});
+        break;
+      }
+    } while (true);
   }
 }
 
