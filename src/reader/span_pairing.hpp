@@ -62,7 +62,7 @@ struct PairingProblems {
 // Per-thread state by thread id, the last thread asked for remembered: the merged events come in
 // runs of one thread, and pairing asks several questions of each event's thread. An
 // unordered_map's elements keep their address when it grows, so the remembered one stays valid
-// until clear().
+// until clear(). Const lookups remember too: one thread at a time, as a pairing is used.
 template <class T>
 class ByThread {
  public:
