@@ -552,8 +552,8 @@ class IndexBuilder {
   }
 
   // Each sample of the traced process on its thread's lane, its stack symbolised and kept once.
-  // Samples are in the sampler's stream alone, in time order; a trace with no module definitions
-  // has none.
+  // Samples are in the sampler's stream alone, in time order, and only the packets that hold one
+  // are read; a trace with no module definitions has none.
   void index_samples() {
     if (trace_.modules().empty()) return;
     analysis::SampleStacks symbolised(trace_);
@@ -564,8 +564,9 @@ class IndexBuilder {
     std::vector<uint32_t> outermost_first;
     SampleStackTable& table = index_.sample_stacks_;
     table.first.push_back(0);
+    const uint32_t samples = format::event_type_bit(static_cast<uint32_t>(format::EventId::cpu_sample));
     for (size_t stream = 0; stream < trace_.streams().size(); ++stream) {
-      reader::Trace::StreamCursor cursor(trace_, stream);
+      reader::Trace::StreamCursor cursor(trace_, stream, samples);
       reader::Event event;
       while (cursor.next(event)) {
         if (event.type != format::EventId::cpu_sample || event.sampled_pid != pid) continue;
