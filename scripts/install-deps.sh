@@ -18,6 +18,7 @@ packages=(
   clang-format        # the test script checks that every C++ file is formatted
   libsqlite3-dev sqlite3  # SQLite: chronicle export --format sqlite; the sqlite3 shell for docs/export.md
   libdw-dev           # elfutils libdw/libdwfl: the symbolizer names sampled addresses from ELF files
+  libzstd-dev zstd    # zstd: bench/compression (the compressed trace format of issue 17 builds on it)
   python3             # the export tests read Chrome JSON with Python's json module
   chromium            # the viewer's end-to-end tests drive it headless (playwright-core, no browser download)
   iproute2            # ip netns, veth: the two-hosts test runs a traced server and client in two namespaces
