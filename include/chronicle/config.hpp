@@ -59,12 +59,17 @@ struct Config {
   SampleMethod sample_method = SampleMethod::automatic;
   // Leave the shared mapping's file in place after stop() (for tests and post-mortem reads).
   bool keep_shm = false;
+  // Write the trace compressed (.ctfz files, read by every chronicle tool; `chronicle convert`
+  // gives back plain CTF): a tenth of the bytes or less, for some CPU in the collector thread
+  // (docs/long-captures.md).
+  bool compress = false;
 };
 
 // Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
 // CHRONICLE_SHM_DIR, CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL,
 // CHRONICLE_SNAPSHOT_DIR, CHRONICLE_SELF_STATS_INTERVAL, CHRONICLE_SAMPLE (samples per second),
-// CHRONICLE_SCHED (1: context switches), CHRONICLE_SAMPLE_METHOD (auto, perf or timer). Returns
+// CHRONICLE_SCHED (1: context switches), CHRONICLE_SAMPLE_METHOD (auto, perf or timer),
+// CHRONICLE_COMPRESS (1: a compressed trace). Returns
 // false when neither CHRONICLE_OUTPUT nor CHRONICLE_ARMED is set; throws std::invalid_argument on
 // a malformed value. Armed without an output, the session has no collector in the process:
 // `chronicle record --attach`, `snapshot` or `ctl` read it.

@@ -11,6 +11,10 @@
 #include "metrics/snapshot.hpp"
 #include "shm/mapping_check.hpp"
 
+namespace chronicle::collector {
+struct CollectorOptions;
+}
+
 namespace chronicle::reader {
 class Trace;
 }
@@ -32,6 +36,7 @@ struct Command {
 
 Command add_record(CLI::App& app);
 Command add_snapshot(CLI::App& app);
+Command add_convert(CLI::App& app);
 Command add_dump(CLI::App& app);
 Command add_stats(CLI::App& app);
 Command add_top(CLI::App& app);
@@ -51,7 +56,8 @@ int run_snapshot(SnapshotOptions& options);
 
 // `record --attach PID`: drains the running session of process `pid` into `output` (default
 // chronicle-attach-PID-TIME) until it ends or SIGINT/SIGTERM.
-int run_record_attach(int pid, std::string output, bool allow_shared_output);
+// `layout`: --compress, --rotate, --max-size.
+int run_record_attach(int pid, std::string output, bool allow_shared_output, const collector::CollectorOptions& layout);
 
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();

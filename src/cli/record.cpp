@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -43,11 +44,43 @@ struct RecordOptions {
   std::vector<std::string> command;
   OtlpPushCliOptions otlp;  // --otlp-endpoint: the spans pushed while the program runs, the rest at its end
   double otlp_interval_seconds = 1;
-  int attach = 0;                 // --attach PID: collect a running program's session instead
-  TriggerOptions trigger;         // --trigger: flight-recorder snapshots when a metric crosses a line
-  unsigned sample_frequency = 0;  // --sample[=FREQ]
-  bool context_switches = false;  // --sched
+  int attach = 0;                      // --attach PID: collect a running program's session instead
+  TriggerOptions trigger;              // --trigger: flight-recorder snapshots when a metric crosses a line
+  unsigned sample_frequency = 0;       // --sample[=FREQ]
+  bool context_switches = false;       // --sched
+  bool compress = false;               // --compress
+  std::string rotate;                  // --rotate SIZE|DURATION
+  std::string max_size;                // --max-size SIZE
+  collector::CollectorOptions layout;  // from the three above
 };
+
+// --rotate's value: a size as --buffer-size takes ("64M"), or a duration: "500ms", "30s", "10min",
+// "2h".
+void parse_rotation(const std::string& text, collector::CollectorOptions& layout) {
+  struct Unit {
+    std::string_view suffix;
+    int64_t milliseconds;
+  };
+  static constexpr Unit kUnits[] = {{"ms", 1}, {"min", 60'000}, {"s", 1000}, {"h", 3'600'000}};
+  for (const Unit& unit : kUnits) {
+    if (!text.ends_with(unit.suffix)) continue;
+    const std::string number = text.substr(0, text.size() - unit.suffix.size());
+    int64_t count = 0;
+    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), count);
+    if (number.empty() || error != std::errc() || end != number.data() + number.size() || count <= 0 ||
+        count > INT64_MAX / unit.milliseconds / 1'000'000)
+      throw std::invalid_argument(
+          fmt::format("--rotate {}: expected a size (64M) or a duration (30s, 10min, 1h)", text));
+    layout.rotate_every = std::chrono::milliseconds(count * unit.milliseconds);
+    return;
+  }
+  try {
+    layout.rotate_bytes = recorder::parse_size(text);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(fmt::format("--rotate {}: expected a size (64M) or a duration (30s, 10min, 1h)", text));
+  }
+  if (layout.rotate_bytes == 0) throw std::invalid_argument("--rotate 0: a chunk needs some bytes");
+}
 
 struct TrackedSession {
   std::unique_ptr<collector::SessionMapping> mapping;
@@ -68,13 +101,29 @@ std::string describe_status(const std::string& program, int status) {
 }
 
 // What the program's recorder would refuse, refused before the program runs untraced.
-void check_settings(const RecordOptions& options) {
+void check_settings(RecordOptions& options) {
   if (options.mode != "stream" && options.mode != "flight")
     throw std::invalid_argument(fmt::format("--mode {}: expected stream or flight", options.mode));
   if (!options.trigger.conditions.empty() && options.mode != "flight")
     throw std::invalid_argument(
         "--trigger snapshots a flight recorder's rings when it fires: add --mode flight (in stream mode the whole "
         "run is in the trace anyway)");
+  if (!options.rotate.empty()) {
+    if (options.mode == "flight")
+      throw std::invalid_argument("--rotate cuts a stream-mode trace into chunks: a flight recorder is written once");
+    parse_rotation(options.rotate, options.layout);
+  }
+  if (!options.max_size.empty()) {
+    if (options.rotate.empty())
+      throw std::invalid_argument(
+          "--max-size removes the oldest chunks of a rotated trace: add --rotate SIZE|DURATION to cut it into chunks");
+    options.layout.max_size = recorder::parse_size(options.max_size);
+  }
+  options.layout.compress = options.compress;
+  if (!options.otlp.endpoint.empty() && (options.compress || !options.rotate.empty()))
+    throw std::invalid_argument(
+        "--otlp-endpoint reads the trace as it is written, which it cannot do in compressed or rotated files yet: "
+        "push with `chronicle export --format otlp` afterwards");
   const size_t buffer_size = recorder::parse_size(options.buffer_size);
   size_t packet_size = Config{}.packet_size;
   if (const char* text = std::getenv(recorder::kEnvPacketSize); text && *text) packet_size = recorder::parse_size(text);
@@ -120,6 +169,8 @@ collector::CollectorStats totals(const std::map<std::string, TrackedSession>& se
     sum.bytes_unwritten += stats.bytes_unwritten;
     sum.events_no_channel += stats.events_no_channel;
     sum.definitions_dropped += stats.definitions_dropped;
+    sum.chunks += stats.chunks;
+    sum.chunks_removed += stats.chunks_removed;
     sum.files_unwritten.insert(sum.files_unwritten.end(), stats.files_unwritten.begin(), stats.files_unwritten.end());
   }
   return sum;
@@ -155,7 +206,7 @@ void find_new_sessions(const std::string& shm_dir, const RecordOptions& options,
       continue;
     }
     try {
-      tracked.collector = std::make_unique<collector::Collector>(*mapping, directory);
+      tracked.collector = std::make_unique<collector::Collector>(*mapping, directory, options.layout);
     } catch (const std::exception& failure) {
       failures.push_back(fmt::format("process {}: {}", header.pid, failure.what()));
       tracked.done = true;
@@ -206,6 +257,11 @@ void print_summary(const RecordOptions& options, const std::string& program, con
                sessions.size() == 1 ? "" : "es");
     if (const std::string losses = format::describe_losses(sum.losses()); !losses.empty())
       fmt::print(stderr, "chronicle: lost: {}\n", losses);
+    if (sum.chunks > 0)
+      fmt::print(stderr, "chronicle: {} chunk{}{}\n", sum.chunks, sum.chunks == 1 ? "" : "s",
+                 sum.chunks_removed == 0 ? std::string()
+                                         : fmt::format(", the oldest {} removed to stay under --max-size {}",
+                                                       sum.chunks_removed, options.max_size));
   }
   for (const std::string& file : sum.files_unwritten)
     fmt::print(stderr, "chronicle: lost: {} (the trace keeps its earlier version, or none)\n", file);
@@ -419,6 +475,14 @@ Command add_record(CLI::App& app) {
   command->add_flag("--allow-shared-output", options->allow_shared_output,
                     "Write into a directory other users may write to (they could replace the trace's files)");
   command->add_flag("-q,--quiet", options->quiet, "No progress line");
+  command->add_flag("--compress", options->compress,
+                    "Write the trace compressed with zstd (.ctfz files: every chronicle tool reads them, "
+                    "`chronicle convert` gives plain CTF)");
+  command->add_option("--rotate", options->rotate,
+                      "Cut the trace into chunks (chunk-000001...) of this size (64M) or duration (30s, 10min, 1h), "
+                      "each a whole trace");
+  command->add_option("--max-size", options->max_size,
+                      "With --rotate: remove the oldest chunks while the trace is larger than this (e.g. 1G)");
   command
       ->add_option("--sample", options->sample_frequency,
                    "Call-stack samples per second of each thread's CPU time (--sample alone: 999); "
@@ -456,8 +520,10 @@ Command add_record(CLI::App& app) {
     if (options->attach == 0 && options->command.empty()) throw CLI::RequiredError("command (or --attach PID)");
   });
   return {command, [options] {
-            if (options->attach != 0)
-              return run_record_attach(options->attach, options->output, options->allow_shared_output);
+            if (options->attach != 0) {
+              check_settings(*options);
+              return run_record_attach(options->attach, options->output, options->allow_shared_output, options->layout);
+            }
             return run_record(*options);
           }};
 }

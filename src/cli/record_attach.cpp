@@ -38,7 +38,8 @@ bool drain_until_done(collector::SessionMapping& mapping, collector::Collector& 
 
 }  // namespace
 
-int run_record_attach(int pid, std::string output, bool allow_shared_output) {
+int run_record_attach(int pid, std::string output, bool allow_shared_output,
+                      const collector::CollectorOptions& layout) {
   const auto mapping = open_session_of(pid);
   format::ShmHeader& header = mapping->header();
   if (!mapping->writer_alive() || mapping->finished())
@@ -59,7 +60,7 @@ int run_record_attach(int pid, std::string output, bool allow_shared_output) {
   } release{header};
   if (output.empty()) output = fmt::format("chronicle-attach-{}-{}", pid, timestamp_for_path());
   prepare_output_directory(output, allow_shared_output);
-  collector::Collector collector(*mapping, output);
+  collector::Collector collector(*mapping, output, layout);
   collector.start_after_consumed();
   struct sigaction action {};
   action.sa_handler = stop_attach;

@@ -19,6 +19,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "compression/ctfz.hpp"
 #include "format/input_error.hpp"
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
@@ -327,9 +328,23 @@ void create_private_directory(const std::string& directory) {
   throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(failure)));
 }
 
+std::string chunk_name(uint64_t number) {
+  return fmt::format("chunk-{:06}", number);
+}
+
 Collector::Collector(SessionMapping& mapping, std::string output_dir)
-    : mapping_(mapping), output_dir_(std::move(output_dir)) {
+    : Collector(mapping, std::move(output_dir), CollectorOptions{}) {}
+
+Collector::Collector(SessionMapping& mapping, std::string output_dir, CollectorOptions options)
+    : mapping_(mapping), output_dir_(std::move(output_dir)), options_(options), files_dir_(output_dir_) {
   create_private_directory(output_dir_);
+  if (options_.rotate_bytes > 0 || options_.rotate_every.count() > 0) {
+    chunk_number_ = 1;
+    files_dir_ = output_dir_ + "/" + chunk_name(chunk_number_);
+    create_private_directory(files_dir_);
+    chunk_started_ = std::chrono::steady_clock::now();
+    stats_.chunks = 1;
+  }
   consumed_.assign(mapping_.geometry().max_channels, 0);
   scratch_.resize(mapping_.geometry().packet_size);
   write_metadata(false);
@@ -337,15 +352,119 @@ Collector::Collector(SessionMapping& mapping, std::string output_dir)
 }
 
 Collector::~Collector() {
+  // Normally finish() wrote every unit; after an exception, what is left is written if it can be.
+  try {
+    flush_units(false);
+  } catch (const std::exception&) {
+  }
   for (auto& [channel, stream] : streams_)
     if (stream.fd >= 0) ::close(stream.fd);
   release_room();
 }
 
+// A file of the trace (metadata, definitions, the no-channel stream), compressed when the trace
+// is: `packets` says whether it holds CTF packets (else text).
+void Collector::write_trace_file(const std::string& name, const void* data, size_t size, bool packets) {
+  if (!options_.compress) return write_file(files_dir_ + "/" + name, data, size);
+  std::vector<uint8_t> unit;
+  compression::append_unit({static_cast<const uint8_t*>(data), size},
+                           packets ? compression::UnitContent::packets : compression::UnitContent::bytes, 0, unit);
+  write_file(files_dir_ + "/" + name + std::string(compression::kSuffix), unit.data(), unit.size());
+}
+
+// Writes a compressed stream's pending packets as one unit. A unit the disk does not take is
+// counted as unwritten, packet by packet, as write_packet counts a plain packet.
+void Collector::flush_unit(StreamFile& stream) {
+  if (stream.unit.empty()) return;
+  std::vector<uint8_t> encoded;
+  compression::append_unit(stream.unit, compression::UnitContent::packets,
+                           static_cast<uint32_t>(std::min<uint64_t>(stream.unit_events, UINT32_MAX)), encoded);
+  iovec part{encoded.data(), encoded.size()};
+  if (write_all(stream.fd, &part, 1) != 0) {
+    if (::ftruncate(stream.fd, static_cast<off_t>(stream.size)) != 0 ||
+        ::lseek(stream.fd, static_cast<off_t>(stream.size), SEEK_SET) < 0)
+      throw std::runtime_error(
+          fmt::format("cannot write {} nor cut back its partial unit: {}", stream.name, std::strerror(errno)));
+    stats_.packets -= stream.unit_packets;
+    stats_.events -= stream.unit_events;
+    stats_.bytes -= stream.unit_content;
+    stats_.packets_unwritten += stream.unit_packets;
+    stats_.events_unwritten += stream.unit_events;
+    stats_.bytes_unwritten += stream.unit_content;
+  } else {
+    stream.size += encoded.size();
+    chunk_bytes_ += encoded.size();
+  }
+  stream.unit.clear();
+  stream.unit_events = stream.unit_packets = stream.unit_content = 0;
+}
+
+void Collector::flush_units(bool only_old) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [instance, stream] : streams_)
+    if (!stream.unit.empty() && (!only_old || now - stream.unit_started >= kCompressedUnitAge)) flush_unit(stream);
+}
+
+// Closes the current chunk as a whole trace (its definitions and metadata as of now) and begins
+// the next. Stream files keep their names from chunk to chunk, so that a reader joins them.
+void Collector::rotate() {
+  flush_units(false);
+  for (auto& [instance, stream] : streams_) {
+    if (stream.fd >= 0) ::close(stream.fd);
+    stream.fd = -1;
+    stream.size = 0;
+  }
+  write_last_files();
+  ++chunk_number_;
+  ++stats_.chunks;
+  files_dir_ = output_dir_ + "/" + chunk_name(chunk_number_);
+  create_private_directory(files_dir_);
+  chunk_started_ = std::chrono::steady_clock::now();
+  chunk_bytes_ = 0;
+  strings_written_ = 0;
+  write_metadata(false);
+  write_new_definitions();
+  reserve_room();
+  remove_oldest_chunks();
+}
+
+static uint64_t directory_bytes(const std::filesystem::path& directory) {
+  uint64_t total = 0;
+  std::error_code error;
+  // Not the hidden files: the room reserved for the last files is given back at the chunk's end.
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error))
+    if (entry.is_regular_file(error) && !entry.path().filename().string().starts_with("."))
+      total += entry.file_size(error);
+  return total;
+}
+
+void Collector::remove_oldest_chunks() {
+  if (options_.max_size == 0) return;
+  namespace fs = std::filesystem;
+  std::vector<uint64_t> chunks;  // numbers, oldest first
+  std::map<uint64_t, uint64_t> sizes;
+  uint64_t total = 0;
+  for (uint64_t number = chunk_number_; number >= 1; --number) {
+    const fs::path chunk = fs::path(output_dir_) / chunk_name(number);
+    std::error_code error;
+    if (!fs::is_directory(chunk, error)) break;
+    sizes[number] = directory_bytes(chunk);
+    total += sizes[number];
+  }
+  for (auto& [number, size] : sizes) {
+    if (total <= options_.max_size || number == chunk_number_) break;
+    std::error_code error;
+    fs::remove_all(fs::path(output_dir_) / chunk_name(number), error);
+    if (error) break;
+    total -= size;
+    ++stats_.chunks_removed;
+  }
+}
+
 // Streams that fill the disk would leave no room for the last definitions and metadata, without
 // which the packets written cannot be read (or their losses told): that room is taken now.
 void Collector::reserve_room() {
-  std::string path = output_dir_ + "/.reserve.XXXXXX";
+  std::string path = files_dir_ + "/.reserve.XXXXXX";
   const int fd = ::mkostemp(path.data(), O_CLOEXEC);
   if (fd < 0) return;
   const bool reserved = ::posix_fallocate(fd, 0, kRoomForLastFiles) == 0;
@@ -365,6 +484,11 @@ void Collector::release_room() {
 // previous version (the definitions as of the last drain, the metadata of the start), and the
 // stats say which and why rather than losing the packets already written with an exception.
 void Collector::write_last_files() {
+  try {
+    flush_units(false);
+  } catch (const std::exception& error) {
+    stats_.files_unwritten.push_back(error.what());
+  }
   release_room();
   try {
     write_strings();
@@ -388,18 +512,29 @@ std::map<std::string, uint64_t> Collector::committed_sizes() const {
 Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
   StreamFile& stream = streams_[packet.stream_instance_id];
   if (stream.fd >= 0) return stream;
+  const std::string_view compressed = options_.compress ? compression::kSuffix : std::string_view();
+  if (!stream.name.empty()) {
+    // Its file in a new chunk, under the name it had in the first.
+    const std::string path = files_dir_ + "/" + stream.name;
+    stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (stream.fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+    return stream;
+  }
   // A new file each time (O_EXCL never opens what is there, a planted link included): a name
   // taken by an earlier thread of the same id, or by anyone else, moves on to the next suffix.
-  std::string path = fmt::format("{}/thread-{}", output_dir_, packet.thread_id);
+  std::string path = fmt::format("{}/thread-{}{}", files_dir_, packet.thread_id, compressed);
   for (int suffix = 2;; ++suffix) {
-    stream.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    // A name an earlier stream had in an earlier chunk is taken too: a reader joins files by name.
+    const bool taken = names_taken_.contains(std::filesystem::path(path).filename().string());
+    stream.fd = taken ? -1 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (stream.fd >= 0) {
       stream.name = std::filesystem::path(path).filename().string();
+      names_taken_.insert(stream.name);
       return stream;
     }
-    if (errno != EEXIST || suffix > 10'000)
+    if ((!taken && errno != EEXIST) || suffix > 10'000)
       throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-    path = fmt::format("{}/thread-{}-{}", output_dir_, packet.thread_id, suffix);
+    path = fmt::format("{}/thread-{}-{}{}", files_dir_, packet.thread_id, suffix, compressed);
   }
 }
 
@@ -431,6 +566,7 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   // Every event takes at least 4 bytes: a larger count is damage, and the packet is walked.
   const bool count_known =
       known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize;
+  if (options_.compress) return add_to_unit(stream, parts, count_known ? known_events : std::nullopt);
   if (write_all(stream.fd, parts, 3) != 0) {
     // A disk that is full now may have room later: count this packet as lost and go on. The
     // part of it that was written goes, or the packet after it would be read as its rest (and a
@@ -449,6 +585,7 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
     return;
   }
   stream.size += packet_size;
+  chunk_bytes_ += packet_size;
   stream.last_discarded = std::max(stream.last_discarded, discarded);
   stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
   latest_timestamp_ = std::max(latest_timestamp_, header_copy.timestamp_end.load(std::memory_order_relaxed));
@@ -458,6 +595,39 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
     count_events(packet, content);
   stats_.bytes += content;
   ++stats_.packets;
+}
+
+// Compressed: the packet joins its stream's unit, written once about kCompressedUnitBytes are
+// there (or they are kCompressedUnitAge old). Counted as written now, and moved to the unwritten
+// counts if the unit cannot be written.
+void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optional<uint64_t> known_events) {
+  if (stream.unit.empty()) stream.unit_started = std::chrono::steady_clock::now();
+  const size_t start = stream.unit.size();
+  for (int i = 0; i < 3; ++i) {
+    const auto* bytes = static_cast<const uint8_t*>(parts[i].iov_base);
+    stream.unit.insert(stream.unit.end(), bytes, bytes + parts[i].iov_len);
+  }
+  const uint8_t* packet = stream.unit.data() + start;
+  const auto& header = *reinterpret_cast<const PacketHeader*>(packet);
+  const uint64_t content = format::content_bytes(header);
+  uint64_t events = 0;
+  if (known_events) {
+    events = *known_events;
+  } else if (auto counted = format::count_events(packet, content)) {
+    events = *counted;
+  } else {
+    ++stats_.decode_errors;
+  }
+  stream.last_discarded = std::max(stream.last_discarded, header.events_discarded.load(std::memory_order_relaxed));
+  stream.last_seq_written = header.packet_seq_num.load(std::memory_order_relaxed);
+  latest_timestamp_ = std::max(latest_timestamp_, header.timestamp_end.load(std::memory_order_relaxed));
+  stats_.events += events;
+  stats_.bytes += content;
+  ++stats_.packets;
+  stream.unit_events += events;
+  stream.unit_content += content;
+  ++stream.unit_packets;
+  if (stream.unit.size() >= kCompressedUnitBytes) flush_unit(stream);
 }
 
 // How far in time the files will be complete once the closed packets are copied: the oldest
@@ -513,6 +683,8 @@ size_t Collector::drain() {
                      packet_header.events_discarded.load(std::memory_order_relaxed),
                      mapping_.packet_event_count(channel, seq).load(std::memory_order_relaxed));
         copied += content;
+        // By packet, so that a chunk ends within a packet (or a unit) of the size asked for.
+        if (chunk_number_ > 0 && options_.rotate_bytes > 0 && chunk_bytes_ >= options_.rotate_bytes) rotate();
       } else {
         ++stats_.decode_errors;
       }
@@ -522,7 +694,15 @@ size_t Collector::drain() {
     }
   }
   complete_below_ = std::max(complete_below_, bound);
+  if (options_.compress) flush_units(true);
+  if (chunk_number_ > 0 && chunk_is_full()) rotate();
   return copied;
+}
+
+bool Collector::chunk_is_full() const {
+  if (options_.rotate_every.count() > 0 && std::chrono::steady_clock::now() - chunk_started_ >= options_.rotate_every)
+    return true;
+  return options_.rotate_bytes > 0 && chunk_bytes_ >= options_.rotate_bytes;
 }
 
 // Copies the packet of sequence `seq` from its slot into `into` (packet_size bytes), checking
@@ -720,7 +900,7 @@ void Collector::write_no_channel_stream() {
     packet.pid = static_cast<uint32_t>(header.pid);
   }
   static_assert(format::padded_packet_size(format::kPacketHeaderSize) == sizeof(PacketHeader));
-  write_file(output_dir_ + "/" + std::string(format::kNoChannelStreamName), packets, sizeof packets);
+  write_trace_file(std::string(format::kNoChannelStreamName), packets, sizeof packets, true);
 }
 
 // While the program runs: a disk that fills up later still leaves the definitions of the packets
@@ -757,7 +937,7 @@ void Collector::write_strings() {
   std::memcpy(copy.data(), static_cast<const void*>(&header_copy), sizeof header_copy);
   std::memcpy(copy.data() + format::kPacketHeaderSize, packet + format::kPacketHeaderSize,
               content - format::kPacketHeaderSize);
-  write_file(output_dir_ + "/strings", copy.data(), copy.size());
+  write_trace_file("strings", copy.data(), copy.size(), true);
 }
 
 void Collector::write_metadata(bool refine_clock) {
@@ -772,7 +952,7 @@ void Collector::write_metadata(bool refine_clock) {
   trace.policy = header.policy;
   trace.losses = stats_.losses();
   const std::string text = format::make_metadata(trace);
-  write_file(output_dir_ + "/metadata", text.data(), text.size());
+  write_trace_file("metadata", text.data(), text.size(), false);
 }
 
 }  // namespace chronicle::collector

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,10 @@ struct CollectorStats {
   uint64_t bytes_unwritten = 0;
   // Files the trace lacks, or has only an earlier version of, and why (e.g. disk full).
   std::vector<std::string> files_unwritten;
+  // Rotation: chunks begun, and the oldest ones removed to stay under max_size (not losses: the
+  // trace keeps the newest stretch by design, as a flight recorder does).
+  uint64_t chunks = 0;
+  uint64_t chunks_removed = 0;
   // From the mapping, as last seen.
   uint64_t events_no_channel = 0;
   uint64_t definitions_dropped = 0;
@@ -153,11 +159,31 @@ void create_private_directory(const std::string& directory);
 // with the claimant in `holder`, when a running process has them.
 bool claim_session(format::ShmHeader& header, uint32_t& holder);
 
+// How a collector lays out its trace (docs/long-captures.md).
+struct CollectorOptions {
+  // Compressed files (.ctfz, compression/ctfz.hpp): each stream in units of about
+  // kCompressedUnitBytes, cut early after kCompressedUnitAge so that a crash or a live reader
+  // misses little.
+  bool compress = false;
+  // Rotation: the trace is a directory of chunks (chunk-000001, ...), each a whole trace, and a new
+  // one begins once the current one holds this many bytes, or is this old (0: never).
+  uint64_t rotate_bytes = 0;
+  std::chrono::nanoseconds rotate_every{0};
+  // With rotation: the oldest chunks are removed while the trace is larger than this (0: never).
+  // The chunk being written is never removed.
+  uint64_t max_size = 0;
+};
+inline constexpr size_t kCompressedUnitBytes = size_t{1} << 20;
+inline constexpr std::chrono::seconds kCompressedUnitAge{1};
+// The name of the trace's n-th chunk (from 1) under a rotated trace's directory.
+std::string chunk_name(uint64_t number);
+
 class Collector {
  public:
   // Creates `output_dir` if needed (mode 0700; the files in it are 0600). Writes a first
   // metadata file at once.
   Collector(SessionMapping& mapping, std::string output_dir);
+  Collector(SessionMapping& mapping, std::string output_dir, CollectorOptions options);
   ~Collector();
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
@@ -192,6 +218,8 @@ class Collector {
 
   const CollectorStats& stats() const { return stats_; }
   const std::string& output_dir() const { return output_dir_; }
+  // Where the files are being written: output_dir(), or its current chunk when rotating.
+  const std::string& files_dir() const { return files_dir_; }
 
  private:
   // One per stream instance: a channel's ring carries the packets of each thread that used it
@@ -200,9 +228,22 @@ class Collector {
     int fd = -1;
     std::string name;  // the file's name in the output directory
     uint64_t last_seq_written = ~uint64_t{0};
-    uint64_t size = 0;            // bytes of whole packets in the file
+    uint64_t size = 0;            // bytes of whole packets (or units) in the file
     uint64_t last_discarded = 0;  // cumulative for this stream, as last written
+    // Compressed: the packets not yet written, in one unit.
+    std::vector<uint8_t> unit;
+    uint64_t unit_events = 0;
+    uint64_t unit_packets = 0;
+    uint64_t unit_content = 0;
+    std::chrono::steady_clock::time_point unit_started;
   };
+  void add_to_unit(StreamFile& stream, const ::iovec* parts, std::optional<uint64_t> known_events);
+  void flush_unit(StreamFile& stream);
+  bool chunk_is_full() const;
+  void flush_units(bool only_old);
+  void rotate();
+  void remove_oldest_chunks();
+  void write_trace_file(const std::string& name, const void* data, size_t size, bool packets);
   StreamFile& stream_for(const format::PacketHeader& packet);
   uint64_t discarded_in_streams() const;
   uint64_t complete_bound() const;
@@ -234,7 +275,13 @@ class Collector {
 
   SessionMapping& mapping_;
   std::string output_dir_;
+  CollectorOptions options_;
+  std::string files_dir_;      // output_dir_, or its current chunk
+  uint64_t chunk_number_ = 0;  // 0: not rotating
+  uint64_t chunk_bytes_ = 0;   // in the current chunk's stream files
+  std::chrono::steady_clock::time_point chunk_started_;
   std::map<uint64_t, StreamFile> streams_;  // by stream instance
+  std::set<std::string> names_taken_;       // by streams_, in any chunk
   std::vector<uint64_t> consumed_;          // per channel, stream policy
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()

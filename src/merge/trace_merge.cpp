@@ -255,6 +255,12 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
   std::vector<std::vector<std::filesystem::path>> files;
   uint64_t total = 0;
   for (const reader::Trace& trace : traces) {
+    // The copy takes stream files as they are, and rewrites the plain metadata's clock.
+    if (trace.chunks() != std::vector<std::string>{trace.directory()} ||
+        !std::filesystem::exists(trace.directory() + "/metadata"))
+      throw std::runtime_error(
+          fmt::format("{}: a compressed or rotated trace, which merge cannot copy yet: `chronicle convert` it first",
+                      trace.directory()));
     files.push_back(stream_files(trace.directory()));
     for (const auto& file : files.back()) total += std::filesystem::file_size(file);
   }

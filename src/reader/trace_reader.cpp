@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <limits>
 
+#include "compression/ctfz.hpp"
+#include "reader/trace_directory.hpp"
+
 namespace chronicle::reader {
 
 TraceError::TraceError(std::string file, uint64_t offset, const std::string& reason)
@@ -61,6 +64,14 @@ class MappedFile {
       madvise(mapped, size_, MADV_SEQUENTIAL);
     }
     ::close(fd);
+  }
+  // The first `size` bytes of the open file `fd` (which stays the caller's), named `path`.
+  MappedFile(const std::string& path, int fd, uint64_t size) : path_(path), size_(size) {
+    if (size_ == 0) return;
+    void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapped == MAP_FAILED) throw TraceError(path, 0, fmt::format("cannot map: {}", std::strerror(errno)));
+    data_ = static_cast<const uint8_t*>(mapped);
+    madvise(mapped, size_, MADV_SEQUENTIAL);
   }
   ~MappedFile() {
     if (data_) munmap(const_cast<uint8_t*>(data_), size_);
@@ -123,17 +134,113 @@ Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>
   open(&starts, &committed);
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// A file of the trace by its plain name ("metadata", "strings"), plain or compressed: its path,
+// or "" when the directory has neither.
+std::string find_file(const std::string& directory, std::string_view name) {
+  std::error_code error;
+  const fs::path plain = fs::path(directory) / name;
+  if (fs::exists(fs::symlink_status(plain, error))) return plain.string();
+  const fs::path compressed = fs::path(directory) / (std::string(name) + std::string(compression::kSuffix));
+  if (fs::exists(fs::symlink_status(compressed, error))) return compressed.string();
+  return {};
+}
+
+// A compressed file's content, decoded whole into memory (the metadata, the definitions: small).
+// A unit that does not decode makes the file unreadable.
+std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* data, uint64_t size) {
+  std::vector<uint8_t> raw;
+  std::vector<compression::UnitProblem> problems;
+  compression::decode_file(
+      {data, size}, [&raw](std::span<const uint8_t> unit) { raw.insert(raw.end(), unit.begin(), unit.end()); },
+      problems);
+  if (!problems.empty()) throw TraceError(path, problems.front().offset, problems.front().reason);
+  return raw;
+}
+
+// A file of no name in a directory for temporary files, on disk rather than in memory: the
+// decompressed streams of a long trace are larger than the memory, and the page cache gives
+// them back.
+int temporary_file() {
+  std::vector<std::string> places;
+  if (const char* tmpdir = std::getenv("TMPDIR"); tmpdir && *tmpdir) places.emplace_back(tmpdir);
+  places.emplace_back("/var/tmp");
+  places.emplace_back("/tmp");
+  int failure = 0;
+  for (const std::string& place : places) {
+    const int fd = ::open(place.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    failure = errno;
+  }
+  throw TraceError(places.front(), 0,
+                   fmt::format("cannot create a temporary file to decompress into: {}", std::strerror(failure)));
+}
+
+}  // namespace
+
 void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed) {
-  namespace fs = std::filesystem;
   const std::string& directory = directory_;
   std::error_code error;
   if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
-  const std::string metadata_path = directory + "/metadata";
+  chunks_ = trace_chunks(directory);
+  if (chunks_.size() > 1 || chunks_.front() != directory)
+    first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
+  read_metadata();
+  read_definitions();
+
+  // Stream files by name, each with its file in every chunk that has one, oldest first.
+  std::map<std::string, std::vector<std::string>> stream_files;
+  for (const std::string& chunk : chunks_) {
+    for (const auto& entry : fs::directory_iterator(chunk, error)) {
+      const std::string name = entry.path().filename().string();
+      const std::string plain = compression::plain_name(name);
+      if (plain == "metadata" || plain == "strings" || name.starts_with(".")) continue;
+      // Subdirectories are other processes' traces. Anything else that is not a regular file
+      // (a FIFO, a link to nowhere or to itself) is named rather than skipped or waited on.
+      std::error_code status_error;
+      const fs::file_status status = entry.status(status_error);
+      if (fs::is_directory(status)) continue;
+      if (status_error || !fs::is_regular_file(status))
+        throw TraceError(entry.path().string(), 0,
+                         status_error ? fmt::format("cannot read: {}", status_error.message())
+                                      : std::string("not a regular file: a trace is made of files"));
+      if (entry.file_size(status_error) == 0) continue;
+      if (!committed || committed->contains(name)) stream_files[plain].push_back(entry.path().string());
+    }
+    if (error) throw TraceError(chunk, 0, fmt::format("cannot list: {}", error.message()));
+  }
+  for (const auto& [name, paths] : stream_files) {
+    uint64_t start = 0;
+    if (starts)
+      if (const auto found = starts->find(paths.front()); found != starts->end()) start = found->second;
+    uint64_t limit = UINT64_MAX;
+    if (committed) limit = committed->at(fs::path(paths.front()).filename().string());
+    index_stream(paths, start, starts != nullptr, limit);
+  }
+  if (streams_.empty() && !damage_.empty())
+    throw TraceError(damage_.front().file, damage_.front().offset,
+                     damage_.front().reason + " (nothing readable is left in the trace)");
+}
+
+// The newest chunk's metadata: its clock is the most refined, its losses the latest.
+void Trace::read_metadata() {
+  std::string metadata_path;
+  for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend() && metadata_path.empty(); ++chunk)
+    metadata_path = find_file(*chunk, "metadata");
+  if (metadata_path.empty()) metadata_path = chunks_.back() + "/metadata";  // its absence is the error
   {
     MappedFile metadata(metadata_path);
+    if (compression::has_compressed_name(metadata_path)) {
+      const std::vector<uint8_t> text = decode_small_file(metadata_path, metadata.data(), metadata.size());
+      metadata_text_.assign(text.begin(), text.end());
+    } else {
+      metadata_text_.assign(reinterpret_cast<const char*>(metadata.data()), metadata.size());
+    }
     try {
-      description_ =
-          format::parse_metadata(std::string_view(reinterpret_cast<const char*>(metadata.data()), metadata.size()));
+      description_ = format::parse_metadata(metadata_text_);
     } catch (const std::exception& parse_error) {
       throw TraceError(metadata_path, 0, parse_error.what());
     }
@@ -142,57 +249,37 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<s
   if (__builtin_mul_overflow(offset.seconds, int64_t{1'000'000'000}, &clock_base_ns_))
     throw TraceError(metadata_path, 0, fmt::format("clock offset of {} s is out of range", offset.seconds));
   clock_offset_ticks_ = offset.ticks;
+}
 
-  std::vector<std::string> stream_paths;
-  bool has_strings = false;
-  for (const auto& entry : fs::directory_iterator(directory, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name == "metadata" || name.starts_with(".")) continue;
-    // Subdirectories are other processes' traces. Anything else that is not a regular file
-    // (a FIFO, a link to nowhere or to itself) is named rather than skipped or waited on.
-    std::error_code status_error;
-    const fs::file_status status = entry.status(status_error);
-    if (fs::is_directory(status)) continue;
-    if (status_error || !fs::is_regular_file(status))
-      throw TraceError(entry.path().string(), 0,
-                       status_error ? fmt::format("cannot read: {}", status_error.message())
-                                    : std::string("not a regular file: a trace is made of files"));
-    if (entry.file_size(status_error) == 0) continue;
-    if (name == "strings")
-      has_strings = true;
-    else if (!committed || committed->contains(name))
-      stream_paths.push_back(entry.path().string());
+// The newest chunk's definitions: each chunk holds every definition made until it closed.
+void Trace::read_definitions() {
+  for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
+    const std::string path = find_file(*chunk, "strings");
+    if (path.empty()) continue;
+    MappedFile file(path);  // names what is not a regular file
+    if (file.size() == 0) continue;
+    if (compression::has_compressed_name(path))
+      definitions_bytes_ = decode_small_file(path, file.data(), file.size());
+    else
+      definitions_bytes_.assign(file.data(), file.data() + file.size());
+    load_definitions(path, definitions_bytes_.data(), definitions_bytes_.size());
+    return;
   }
-  if (error) throw TraceError(directory, 0, fmt::format("cannot list: {}", error.message()));
-  if (has_strings) load_definitions(directory + "/strings");
-  std::sort(stream_paths.begin(), stream_paths.end());
-  for (const auto& path : stream_paths) {
-    uint64_t start = 0;
-    if (starts)
-      if (const auto found = starts->find(path); found != starts->end()) start = found->second;
-    uint64_t limit = UINT64_MAX;
-    if (committed) limit = committed->at(std::filesystem::path(path).filename().string());
-    index_stream(path, start, starts != nullptr, limit);
-  }
-  if (streams_.empty() && !damage_.empty())
-    throw TraceError(damage_.front().file, damage_.front().offset,
-                     damage_.front().reason + " (nothing readable is left in the trace)");
 }
 
 Trace::~Trace() = default;
 Trace::Trace(Trace&&) noexcept = default;
 
-void Trace::load_definitions(const std::string& path) {
-  MappedFile file(path);
+void Trace::load_definitions(const std::string& path, const uint8_t* data, uint64_t size) {
   uint64_t offset = 0;
-  while (offset < file.size()) {
-    const std::string problem = format::check_packet_header(file.data() + offset, file.size() - offset);
+  while (offset < size) {
+    const std::string problem = format::check_packet_header(data + offset, size - offset);
     if (!problem.empty()) throw TraceError(path, offset, problem);
-    const auto& header = *reinterpret_cast<const format::PacketHeader*>(file.data() + offset);
+    const auto& header = *reinterpret_cast<const format::PacketHeader*>(data + offset);
     if (header.stream_id != format::kStreamStrings)
       throw TraceError(path, offset, fmt::format("stream id {} in the definitions file", header.stream_id));
     try {
-      format::PacketDecoder decoder(file.data() + offset, format::content_bytes(header));
+      format::PacketDecoder decoder(data + offset, format::content_bytes(header));
       format::RawEvent event;
       while (decoder.next(event)) {
         FieldReader fields(event.payload, event.payload_size);
@@ -206,7 +293,7 @@ void Trace::load_definitions(const std::string& path) {
           site.line = fields.number<uint32_t>();
           // Ids are dense from 1, and each definition takes more than a byte of the file: an id
           // beyond the file's size is damage (and would make the table as large as it says).
-          if (site.id == 0 || site.id > file.size())
+          if (site.id == 0 || site.id > size)
             throw TraceError(path, offset + event.offset, fmt::format("site id {} out of range", site.id));
           if (sites_.size() < site.id) sites_.resize(site.id);
           sites_[site.id - 1] = std::move(site);
@@ -230,51 +317,103 @@ void Trace::load_definitions(const std::string& path) {
   }
 }
 
-void Trace::index_stream(const std::string& path, uint64_t start, bool growing, uint64_t committed) {
+// A stream file mapped for reading: a compressed one is decoded into a temporary file first
+// (its units that do not decode are listed as damage).
+std::unique_ptr<MappedFile> Trace::open_stream_file(const std::string& path, uint64_t committed) {
   auto file = std::make_unique<MappedFile>(path, committed);
+  if (!compression::has_compressed_name(path) && !compression::looks_compressed(file->data(), file->size()))
+    return file;
+  const int fd = temporary_file();
+  uint64_t written = 0;
+  int write_failure = 0;
+  std::vector<compression::UnitProblem> problems;
+  compression::decode_file(
+      {file->data(), file->size()},
+      [&](std::span<const uint8_t> unit) {
+        for (size_t done = 0; done < unit.size() && write_failure == 0;) {
+          const ssize_t n = ::write(fd, unit.data() + done, unit.size() - done);
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0)
+            write_failure = errno;
+          else
+            done += static_cast<size_t>(n);
+        }
+        written += unit.size();
+      },
+      problems);
+  if (write_failure != 0) {
+    ::close(fd);
+    throw TraceError(path, 0, fmt::format("cannot decompress into a temporary file: {}", std::strerror(write_failure)));
+  }
+  for (const compression::UnitProblem& problem : problems)
+    damage_.push_back({path, problem.offset, problem.bytes, std::nullopt,
+                       fmt::format("compressed unit: {} (offsets in this file's compressed bytes)", problem.reason)});
+  try {
+    auto decoded = std::make_unique<MappedFile>(path, fd, written);
+    ::close(fd);
+    return decoded;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+void Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing, uint64_t committed) {
   StreamInfo info;
-  info.path = path;
-  info.bytes = file->size();
-  std::vector<uint64_t> readable;
+  info.path = paths.front();
+  info.files = paths;
+  std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<PacketPlace> readable;
   std::vector<uint32_t> event_types;
-  uint64_t offset = start;
   uint64_t previous_discarded = 0;
-  while (offset < file->size()) {
-    const uint8_t* packet = file->data() + offset;
-    const uint64_t left = file->size() - offset;
-    const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
-    if (!packet_bytes) {
-      // The collector appends whole packets: one that ends short is being written now.
-      if (growing) break;
-      // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
-      damage_.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
-      break;
+  for (const std::string& path : paths) {
+    auto file = open_stream_file(path, committed);
+    info.bytes += file->size();
+    uint64_t offset = path == paths.front() ? start : 0;
+    const auto file_index = static_cast<uint32_t>(files.size());
+    while (offset < file->size()) {
+      const uint8_t* packet = file->data() + offset;
+      const uint64_t left = file->size() - offset;
+      const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
+      if (!packet_bytes) {
+        // The collector appends whole packets: one that ends short is being written now.
+        if (growing) break;
+        // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
+        damage_.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
+        break;
+      }
+      uint32_t types = 0;
+      const std::string problem = packet_problem(packet, offset, previous_discarded, types);
+      const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+      if (problem.empty()) {
+        readable.push_back({file_index, offset});
+        event_types.push_back(types);
+        previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
+        info.thread_id = header.thread_id;
+        ++info.packets;
+      } else {
+        // Its events can still be counted when only the header's other fields are wrong.
+        const uint64_t content = format::content_bytes(header);
+        std::optional<uint64_t> events;
+        if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
+          events = format::count_events(packet, content);
+        damage_.push_back({path, offset, *packet_bytes, events, problem});
+      }
+      offset += *packet_bytes;
     }
-    uint32_t types = 0;
-    const std::string problem = packet_problem(packet, offset, previous_discarded, types);
-    const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
-    if (problem.empty()) {
-      readable.push_back(offset);
-      event_types.push_back(types);
-      previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
-      info.thread_id = header.thread_id;
-      ++info.packets;
-    } else {
-      // Its events can still be counted when only the header's other fields are wrong.
-      const uint64_t content = format::content_bytes(header);
-      std::optional<uint64_t> events;
-      if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
-        events = format::count_events(packet, content);
-      damage_.push_back({path, offset, *packet_bytes, events, problem});
-    }
-    offset += *packet_bytes;
+    files.push_back(std::move(file));
   }
   if (readable.empty()) return;  // nothing of this stream to show; damage() says why
   info.events_discarded = previous_discarded;
   streams_.push_back(std::move(info));
-  files_.push_back(std::move(file));
+  files_.push_back(std::move(files));
   readable_packets_.push_back(std::move(readable));
   packet_event_types_.push_back(std::move(event_types));
+}
+
+const uint8_t* Trace::packet_at(size_t stream, size_t packet) const {
+  const PacketPlace& place = readable_packets_[stream][packet];
+  return files_[stream][place.file]->data() + place.offset;
 }
 
 // What makes a framed packet unreadable, or an empty string. Walks every event as the decoder
@@ -329,6 +468,9 @@ std::vector<std::string> Trace::warnings() const {
   if (const std::string losses = format::describe_losses(description_.losses); !losses.empty())
     lines.push_back("lost: " + losses);
   for (const Damage& stretch : damage_) lines.push_back("damaged, skipped: " + describe(stretch));
+  if (first_chunk_number_ > 1)
+    lines.push_back(fmt::format("the trace begins at its chunk {}: the {} before were removed (record --max-size)",
+                                first_chunk_number_, first_chunk_number_ - 1));
   return lines;
 }
 
@@ -356,7 +498,6 @@ std::string Trace::format_time(uint64_t ticks) const {
 Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, uint32_t event_types)
     : trace_(trace),
       index_(index),
-      data_(trace.files_[index]->data()),
       packets_(trace.readable_packets_[index]),
       packet_event_types_(trace.packet_event_types_[index]),
       event_types_(event_types) {}
@@ -366,9 +507,12 @@ bool Trace::StreamCursor::next_packet() {
   if (event_types_ != ~uint32_t{0})
     while (next_packet_ < packets_.size() && (packet_event_types_[next_packet_] & event_types_) == 0) ++next_packet_;
   if (next_packet_ >= packets_.size()) return false;
-  packet_offset_ = packets_[next_packet_++];
-  const auto& header = *reinterpret_cast<const format::PacketHeader*>(data_ + packet_offset_);
-  packet_.emplace(data_ + packet_offset_, format::content_bytes(header));
+  const PacketPlace& place = packets_[next_packet_];
+  packet_offset_ = place.offset;
+  packet_file_ = place.file;
+  const uint8_t* packet = trace_.packet_at(index_, next_packet_++);
+  const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+  packet_.emplace(packet, format::content_bytes(header));
   return true;
 }
 
@@ -379,7 +523,7 @@ bool Trace::StreamCursor::next(Event& event) {
       try {
         if (packet_->next(raw)) break;
       } catch (const format::DecodeError& error) {
-        throw TraceError(trace_.streams_[index_].path, packet_offset_ + error.offset(), error.what());
+        throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
       }
     }
     if (!next_packet()) return false;

@@ -94,7 +94,8 @@ struct ModuleMap {
 };
 
 struct StreamInfo {
-  std::string path;
+  std::string path;  // its first file (a rotated trace has one per chunk: `files`)
+  std::vector<std::string> files;
   uint32_t thread_id = 0;
   uint64_t packets = 0;
   uint64_t bytes = 0;
@@ -148,9 +149,22 @@ class Trace {
   // What the reader skipped, by file and offset.
   const std::vector<Damage>& damage() const { return damage_; }
   // What a reader must be told before trusting the picture, one line each: events discarded,
-  // events lost before any packet counted them, stretches skipped as damaged. Empty when the
-  // trace is whole.
+  // events lost before any packet counted them, stretches skipped as damaged, the oldest chunks
+  // of a rotated trace removed. Empty when the trace is whole.
   std::vector<std::string> warnings() const;
+
+  // A rotated trace (record --rotate): its chunk directories, oldest first, and the number of the
+  // first (chunks before it were removed under --max-size). Else the trace's directory, and 1.
+  const std::vector<std::string>& chunks() const { return chunks_; }
+  uint64_t first_chunk_number() const { return first_chunk_number_; }
+  // The metadata's text and the definitions' bytes, as the files hold them (decompressed): for
+  // `chronicle convert`.
+  const std::string& metadata_text() const { return metadata_text_; }
+  const std::vector<uint8_t>& definitions_bytes() const { return definitions_bytes_; }
+  // Calls `visit(const uint8_t* packet, uint64_t bytes)` for each sound packet of stream `index`,
+  // in order, as its file holds it.
+  template <typename Visitor>
+  void for_each_packet(size_t index, Visitor&& visit) const;
 
   int64_t to_unix_ns(uint64_t ticks) const;
   // Wall time as "YYYY-MM-DD HH:MM:SS.nnnnnnnnn" (UTC).
@@ -178,8 +192,12 @@ class Trace {
 
  private:
   void open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
-  void load_definitions(const std::string& path);
-  void index_stream(const std::string& path, uint64_t start, bool growing, uint64_t committed);
+  void read_metadata();
+  void read_definitions();
+  void load_definitions(const std::string& path, const uint8_t* data, uint64_t size);
+  void index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing, uint64_t committed);
+  std::unique_ptr<MappedFile> open_stream_file(const std::string& path, uint64_t committed);
+  const uint8_t* packet_at(size_t stream, size_t packet) const;
   std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
                              uint32_t& event_types) const;
 
@@ -189,9 +207,18 @@ class Trace {
   std::map<uint32_t, std::string> thread_names_;
   std::vector<ModuleMap> modules_;
   std::vector<StreamInfo> streams_;
-  std::vector<std::unique_ptr<MappedFile>> files_;
-  std::vector<std::vector<uint64_t>> readable_packets_;    // per stream: offsets of the sound packets
-  std::vector<std::vector<uint32_t>> packet_event_types_;  // per stream, per sound packet: its event types
+  std::vector<std::string> chunks_;
+  uint64_t first_chunk_number_ = 1;
+  std::string metadata_text_;
+  std::vector<uint8_t> definitions_bytes_;
+  // A sound packet: which of its stream's files, and where in it (decompressed, for a .ctfz).
+  struct PacketPlace {
+    uint32_t file = 0;
+    uint64_t offset = 0;
+  };
+  std::vector<std::vector<std::unique_ptr<MappedFile>>> files_;  // per stream
+  std::vector<std::vector<PacketPlace>> readable_packets_;       // per stream: the sound packets
+  std::vector<std::vector<uint32_t>> packet_event_types_;        // per stream, per sound packet: its event types
   std::vector<Damage> damage_;
   int64_t clock_base_ns_ = 0;
   int64_t clock_offset_ticks_ = 0;  // format::clock_offset's ticks: computed once, not per event
@@ -213,12 +240,12 @@ class Trace::StreamCursor {
   bool next_packet();
   const Trace& trace_;
   size_t index_;
-  const uint8_t* data_;
-  const std::vector<uint64_t>& packets_;
+  const std::vector<PacketPlace>& packets_;
   const std::vector<uint32_t>& packet_event_types_;
   uint32_t event_types_;
   size_t next_packet_ = 0;
   uint64_t packet_offset_ = 0;
+  uint32_t packet_file_ = 0;
   std::optional<format::PacketDecoder> packet_;
 };
 

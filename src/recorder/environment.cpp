@@ -107,6 +107,9 @@ bool config_from_environment(Config& config) {
     config.context_switches = true;
   if (const char* method = std::getenv(recorder::kEnvSampleMethod); method && *method)
     config.sample_method = recorder::parse_sample_method(method);
+  if (const char* compress = std::getenv(recorder::kEnvCompress);
+      compress && *compress && std::string_view(compress) != "0")
+    config.compress = true;
   const char* collector = std::getenv(recorder::kEnvCollector);
   config.output = collector && std::string_view(collector) == "external" ? std::string() : std::string(output);
   return true;

@@ -34,6 +34,7 @@ inline constexpr const char* kEnvSched = "CHRONICLE_SCHED";    // 1: context swi
 inline constexpr const char* kEnvArmed = "CHRONICLE_ARMED";    // any value but "0": every category starts off
 // auto, perf or timer: how call-stack samples are taken (Config::sample_method)
 inline constexpr const char* kEnvSampleMethod = "CHRONICLE_SAMPLE_METHOD";
+inline constexpr const char* kEnvCompress = "CHRONICLE_COMPRESS";  // 1: the trace compressed (Config::compress)
 
 // "1s", "250ms", "0": milliseconds (a bare number is milliseconds). Throws std::invalid_argument.
 long parse_interval_ms(std::string_view variable, std::string_view text);

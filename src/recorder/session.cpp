@@ -423,7 +423,9 @@ void fill_random(uint8_t* out, size_t size) {
 void run_collector(Session* session) {
   try {
     collector::SessionMapping mapping(session->file.base, session->file.size);
-    collector::Collector collector(mapping, session->config.output);
+    collector::CollectorOptions layout;
+    layout.compress = session->config.compress;
+    collector::Collector collector(mapping, session->config.output, layout);
     // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
     // promptly and an idle one costs next to nothing.
     const std::chrono::microseconds shortest(500);

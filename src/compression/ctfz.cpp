@@ -1,0 +1,509 @@
+#include "compression/ctfz.hpp"
+
+#include <zstd.h>
+
+#include <fmt/format.h>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "format/catalogue.hpp"
+#include "format/packet_decoder.hpp"
+
+namespace chronicle::compression {
+
+using format::FieldType;
+using format::PacketHeader;
+
+bool has_compressed_name(std::string_view file_name) {
+  return file_name.size() > kSuffix.size() && file_name.ends_with(kSuffix);
+}
+
+std::string plain_name(std::string_view file_name) {
+  if (has_compressed_name(file_name)) file_name.remove_suffix(kSuffix.size());
+  return std::string(file_name);
+}
+
+namespace {
+
+// zstd's skippable frames: 0x184D2A50..5F, then a u32 size (RFC 8878, 3.1.2).
+constexpr uint32_t kSkippableMagic = 0x184D2A5C;
+constexpr size_t kSkippableHeader = 8;
+constexpr size_t kEntrySize = 48;
+
+// The columns of a unit. Every (event type, field) has its own, numbered from the catalogue:
+// nothing is written per event type by hand, and a new event needs no new code here.
+constexpr size_t kRawPackets = 0;  // per packet: 0 transformed, 1 kept verbatim
+constexpr size_t kHeaders = 1;     // per packet: its 88-byte header, as it is
+constexpr size_t kVerbatim = 2;    // packets kept verbatim (after the header); every packet's padding
+constexpr size_t kKinds = 3;       // per event: its compact id, or 31 for an extended header
+constexpr size_t kExtendedIds = 4;
+constexpr size_t kTimes = 5;  // per event: varint of the ticks since the previous event's
+constexpr size_t kFirstField = 6;
+constexpr size_t kFieldsPerEvent = 8;
+
+size_t column_count() {
+  return kFirstField + format::catalogue().size() * kFieldsPerEvent;
+}
+
+size_t field_column(const format::EventSpec* spec, size_t field) {
+  if (field >= kFieldsPerEvent) throw std::logic_error("an event with more fields than the transform has columns for");
+  return kFirstField + static_cast<size_t>(spec - format::catalogue().data()) * kFieldsPerEvent + field;
+}
+
+void put_varint(std::vector<uint8_t>& out, uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<uint8_t>(value | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(value));
+}
+uint64_t zigzag(int64_t value) {
+  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
+}
+int64_t unzigzag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
+}
+
+template <typename T>
+T load(const uint8_t* data) {
+  T value;
+  std::memcpy(&value, data, sizeof value);
+  return value;
+}
+template <typename T>
+void put(std::vector<uint8_t>& out, T value) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof value);
+}
+
+class DecodeFailure : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads one column; every read is bounded by it.
+struct ColumnReader {
+  const uint8_t* at = nullptr;
+  const uint8_t* end = nullptr;
+  void need(size_t n) const {
+    if (static_cast<size_t>(end - at) < n) throw DecodeFailure("a column ends early");
+  }
+  uint8_t byte() {
+    need(1);
+    return *at++;
+  }
+  void bytes(uint8_t* into, size_t n) {
+    need(n);
+    std::memcpy(into, at, n);
+    at += n;
+  }
+  uint64_t varint() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = byte();
+      value |= uint64_t{b & 0x7fu} << shift;
+      if (!(b & 0x80)) return value;
+    }
+    throw DecodeFailure("a varint longer than 64 bits");
+  }
+};
+
+// Packets into columns and back. Integers are coded as zigzag varints of the difference from the
+// previous value of their column; times as varints of the ticks since the previous event.
+class Transform {
+ public:
+  Transform() : columns_(column_count()), previous_(column_count(), 0) {}
+
+  // Returns the transformed unit: the packet count, each column's size, the columns.
+  std::vector<uint8_t> encode(std::span<const uint8_t> raw) {
+    uint32_t packets = 0;
+    size_t offset = 0;
+    while (offset < raw.size()) {
+      const uint64_t size = packet_size_at(raw, offset);
+      encode_packet(raw.data() + offset, size);
+      offset += size;
+      ++packets;
+    }
+    std::vector<uint8_t> out;
+    put<uint32_t>(out, packets);
+    size_t total = 0;
+    for (const auto& column : columns_) {
+      put_varint(out, column.size());
+      total += column.size();
+    }
+    out.reserve(out.size() + total);
+    for (const auto& column : columns_) out.insert(out.end(), column.begin(), column.end());
+    return out;
+  }
+
+  // Rebuilds the unit into `out` (raw_size bytes).
+  void decode(std::span<const uint8_t> transformed, uint8_t* out, size_t raw_size) {
+    ColumnReader directory{transformed.data(), transformed.data() + transformed.size()};
+    uint32_t packets = 0;
+    directory.bytes(reinterpret_cast<uint8_t*>(&packets), sizeof packets);
+    std::vector<uint64_t> sizes(columns_.size());
+    for (auto& size : sizes) size = directory.varint();
+    readers_.assign(columns_.size(), {});
+    const uint8_t* at = directory.at;
+    for (size_t c = 0; c < sizes.size(); ++c) {
+      if (sizes[c] > static_cast<size_t>(directory.end - at)) throw DecodeFailure("a column runs past the unit");
+      readers_[c] = {at, at + sizes[c]};
+      at += sizes[c];
+    }
+    out_ = out;
+    out_size_ = 0;
+    out_capacity_ = raw_size;
+    for (uint32_t i = 0; i < packets; ++i) decode_packet();
+    if (out_size_ != raw_size) throw DecodeFailure("the unit decodes to another size than its entry says");
+    for (const auto& reader : readers_)
+      if (reader.at != reader.end) throw DecodeFailure("a column is longer than its events");
+  }
+
+ private:
+  static uint64_t packet_size_at(std::span<const uint8_t> raw, size_t offset) {
+    if (raw.size() - offset < format::kPacketHeaderSize) throw std::logic_error("a unit ends inside a packet header");
+    const uint64_t size = load<uint64_t>(raw.data() + offset + offsetof(PacketHeader, packet_size_bits)) / 8;
+    if (size < format::kPacketHeaderSize || size > raw.size() - offset)
+      throw std::logic_error("a unit's packet is not framed by its packet_size");
+    return size;
+  }
+
+  void put_integer(size_t column, uint64_t value) {
+    put_varint(columns_[column], zigzag(static_cast<int64_t>(value - previous_[column])));
+    previous_[column] = value;
+  }
+  uint64_t get_integer(size_t column, size_t width) {
+    uint64_t value = previous_[column] + static_cast<uint64_t>(unzigzag(readers_[column].varint()));
+    if (width < 8) value &= (uint64_t{1} << (width * 8)) - 1;
+    previous_[column] = value;
+    return value;
+  }
+
+  void encode_packet(const uint8_t* packet, size_t size) {
+    columns_[kHeaders].insert(columns_[kHeaders].end(), packet, packet + format::kPacketHeaderSize);
+    std::vector<size_t> sizes(columns_.size());
+    for (size_t c = 0; c < columns_.size(); ++c) sizes[c] = columns_[c].size();
+    const std::vector<uint64_t> previous = previous_;
+    size_t content = 0;
+    if (encode_events(packet, size, content)) {
+      columns_[kRawPackets].push_back(0);
+      columns_[kVerbatim].insert(columns_[kVerbatim].end(), packet + content, packet + size);
+      return;
+    }
+    // Not what the decoder accepts: the packet goes verbatim, and the columns as they were.
+    for (size_t c = 0; c < columns_.size(); ++c) columns_[c].resize(sizes[c]);
+    previous_ = previous;
+    columns_[kRawPackets].push_back(1);
+    columns_[kVerbatim].insert(columns_[kVerbatim].end(), packet + format::kPacketHeaderSize, packet + size);
+  }
+
+  // The events of a sound packet into the columns; false when the packet is not one.
+  bool encode_events(const uint8_t* packet, size_t size, size_t& content) {
+    if (!format::check_packet_header(packet, size).empty()) return false;
+    const auto& header = *reinterpret_cast<const PacketHeader*>(packet);
+    if (header.packet_size_bits / 8 != size) return false;
+    content = format::content_bytes(header);
+    const auto& table = format::event_table();
+    uint64_t ticks = header.timestamp_begin;
+    size_t cursor = format::kPacketHeaderSize;
+    while (cursor < content) {
+      const uint8_t* data = packet + cursor;
+      const size_t left = content - cursor;
+      uint32_t id = data[0] & format::kExtendedId;
+      uint64_t time;
+      size_t header_size;
+      const bool extended = id == format::kExtendedId;
+      if (extended) {
+        // Other bits in the first byte would not come back: such a packet goes verbatim.
+        if (data[0] != format::kExtendedId || left < format::kExtendedHeaderSize) return false;
+        id = load<uint32_t>(data + 1);
+        time = load<uint64_t>(data + 5);
+        if (time < ticks) return false;
+        header_size = format::kExtendedHeaderSize;
+      } else {
+        if (left < format::kCompactHeaderSize) return false;
+        const uint64_t low = load<uint32_t>(data) >> format::kCompactIdBits;
+        time = (ticks & ~format::kCompactTimestampMask) | low;
+        if (low < (ticks & format::kCompactTimestampMask)) time += format::kCompactTimestampMask + 1;
+        header_size = format::kCompactHeaderSize;
+      }
+      const format::EventSpec* spec = format::lookup_event(table, header.stream_id, id);
+      if (!spec) return false;
+      columns_[kKinds].push_back(static_cast<uint8_t>(extended ? format::kExtendedId : id));
+      if (extended) put<uint32_t>(columns_[kExtendedIds], id);
+      put_varint(columns_[kTimes], time - ticks);
+      ticks = time;
+      const uint8_t* field = data + header_size;
+      if (!encode_fields(*spec, field, packet + content)) return false;
+      cursor = static_cast<size_t>(field - packet);
+    }
+    return cursor == content;
+  }
+
+  bool encode_fields(const format::EventSpec& spec, const uint8_t*& at, const uint8_t* end) {
+    uint32_t last_u32 = 0;
+    for (size_t f = 0; f < spec.fields.size(); ++f) {
+      const size_t column = field_column(&spec, f);
+      const FieldType type = spec.fields[f].type;
+      if (static_cast<size_t>(end - at) < format::field_size(type)) return false;
+      switch (type) {
+        case FieldType::u8:
+          columns_[column].push_back(*at++);
+          break;
+        case FieldType::u32:
+          last_u32 = load<uint32_t>(at);
+          put_integer(column, last_u32);
+          at += 4;
+          break;
+        case FieldType::u64:
+        case FieldType::s64:
+          put_integer(column, load<uint64_t>(at));
+          at += 8;
+          break;
+        case FieldType::f64:
+          columns_[column].insert(columns_[column].end(), at, at + 8);
+          at += 8;
+          break;
+        case FieldType::string: {
+          const void* nul = std::memchr(at, 0, static_cast<size_t>(end - at));
+          if (!nul) return false;
+          const auto* after = static_cast<const uint8_t*>(nul) + 1;
+          columns_[column].insert(columns_[column].end(), at, after);
+          at = after;
+          break;
+        }
+        case FieldType::u64_sequence:
+          if (last_u32 > static_cast<size_t>(end - at) / 8) return false;
+          for (uint32_t i = 0; i < last_u32; ++i, at += 8) put_integer(column, load<uint64_t>(at));
+          break;
+      }
+    }
+    return true;
+  }
+
+  uint8_t* take(size_t n) {
+    if (out_capacity_ - out_size_ < n) throw DecodeFailure("the unit decodes past its size");
+    uint8_t* at = out_ + out_size_;
+    out_size_ += n;
+    return at;
+  }
+
+  void decode_packet() {
+    const size_t start = out_size_;
+    readers_[kHeaders].bytes(take(format::kPacketHeaderSize), format::kPacketHeaderSize);
+    const uint8_t* header = out_ + start;
+    const auto stream_id = load<uint32_t>(header + offsetof(PacketHeader, stream_id));
+    const uint64_t size = load<uint64_t>(header + offsetof(PacketHeader, packet_size_bits)) / 8;
+    const uint64_t content = load<uint64_t>(header + offsetof(PacketHeader, content_size_bits)) / 8;
+    if (size < format::kPacketHeaderSize || content > size ||
+        size - format::kPacketHeaderSize > out_capacity_ - out_size_)
+      throw DecodeFailure("a packet header with impossible sizes");
+    if (readers_[kRawPackets].byte() != 0) {
+      readers_[kVerbatim].bytes(take(size - format::kPacketHeaderSize), size - format::kPacketHeaderSize);
+      return;
+    }
+    if (content < format::kPacketHeaderSize) throw DecodeFailure("a packet header with impossible sizes");
+    take(size - format::kPacketHeaderSize);
+    uint8_t* packet = out_ + start;
+    size_t cursor = format::kPacketHeaderSize;
+    uint64_t ticks = load<uint64_t>(header + offsetof(PacketHeader, timestamp_begin));
+    const auto& table = format::event_table();
+    while (cursor < content) {
+      const uint8_t kind = readers_[kKinds].byte();
+      const bool extended = kind == format::kExtendedId;
+      uint32_t id = kind;
+      if (extended) readers_[kExtendedIds].bytes(reinterpret_cast<uint8_t*>(&id), sizeof id);
+      ticks += readers_[kTimes].varint();
+      if (cursor + (extended ? format::kExtendedHeaderSize : format::kCompactHeaderSize) > size)
+        throw DecodeFailure("an event past its packet");
+      uint8_t* at = format::write_event_header(packet + cursor, !extended, id, ticks);
+      const format::EventSpec* spec = format::lookup_event(table, stream_id, id);
+      if (!spec) throw DecodeFailure(fmt::format("event id {} is not in the catalogue", id));
+      decode_fields(*spec, packet, size, at);
+      cursor = static_cast<size_t>(at - packet);
+    }
+    if (cursor != content) throw DecodeFailure("a packet's events do not end at its content size");
+    readers_[kVerbatim].bytes(packet + content, size - content);
+  }
+
+  void decode_fields(const format::EventSpec& spec, uint8_t* packet, uint64_t size, uint8_t*& at) {
+    const auto room = [&](size_t n) {
+      if (static_cast<size_t>(at - packet) + n > size) throw DecodeFailure("a payload past its packet");
+    };
+    uint32_t last_u32 = 0;
+    for (size_t f = 0; f < spec.fields.size(); ++f) {
+      const size_t column = field_column(&spec, f);
+      ColumnReader& reader = readers_[column];
+      switch (spec.fields[f].type) {
+        case FieldType::u8:
+          room(1);
+          *at++ = reader.byte();
+          break;
+        case FieldType::u32:
+          room(4);
+          last_u32 = static_cast<uint32_t>(get_integer(column, 4));
+          std::memcpy(at, &last_u32, 4);
+          at += 4;
+          break;
+        case FieldType::u64:
+        case FieldType::s64: {
+          room(8);
+          const uint64_t value = get_integer(column, 8);
+          std::memcpy(at, &value, 8);
+          at += 8;
+          break;
+        }
+        case FieldType::f64:
+          room(8);
+          reader.bytes(at, 8);
+          at += 8;
+          break;
+        case FieldType::string: {
+          const void* nul = std::memchr(reader.at, 0, static_cast<size_t>(reader.end - reader.at));
+          if (!nul) throw DecodeFailure("a string without its NUL");
+          const size_t n = static_cast<size_t>(static_cast<const uint8_t*>(nul) - reader.at) + 1;
+          room(n);
+          reader.bytes(at, n);
+          at += n;
+          break;
+        }
+        case FieldType::u64_sequence:
+          room(size_t{last_u32} * 8);
+          for (uint32_t i = 0; i < last_u32; ++i, at += 8) {
+            const uint64_t value = get_integer(column, 8);
+            std::memcpy(at, &value, 8);
+          }
+          break;
+      }
+    }
+  }
+
+  std::vector<std::vector<uint8_t>> columns_;
+  std::vector<uint64_t> previous_;
+  std::vector<ColumnReader> readers_;
+  uint8_t* out_ = nullptr;
+  size_t out_size_ = 0;
+  size_t out_capacity_ = 0;
+};
+
+void put_entry(const UnitEntry& entry, std::vector<uint8_t>& out) {
+  put<uint32_t>(out, kSkippableMagic);
+  put<uint32_t>(out, kEntrySize);
+  put<uint32_t>(out, entry.magic);
+  put<uint16_t>(out, entry.version);
+  put<uint8_t>(out, static_cast<uint8_t>(entry.content));
+  put<uint8_t>(out, 0);
+  put<uint64_t>(out, entry.raw_size);
+  put<uint64_t>(out, entry.frame_size);
+  put<uint32_t>(out, entry.packets);
+  put<uint32_t>(out, entry.events);
+  put<uint64_t>(out, entry.first_timestamp);
+  put<uint64_t>(out, entry.last_timestamp);
+}
+
+UnitEntry read_entry(const uint8_t* at) {
+  UnitEntry entry;
+  entry.magic = load<uint32_t>(at);
+  entry.version = load<uint16_t>(at + 4);
+  entry.content = static_cast<UnitContent>(at[6]);
+  entry.raw_size = load<uint64_t>(at + 8);
+  entry.frame_size = load<uint64_t>(at + 16);
+  entry.packets = load<uint32_t>(at + 24);
+  entry.events = load<uint32_t>(at + 28);
+  entry.first_timestamp = load<uint64_t>(at + 32);
+  entry.last_timestamp = load<uint64_t>(at + 40);
+  return entry;
+}
+
+// The unit's content, checked against its entry; throws DecodeFailure.
+void decode_unit(const UnitEntry& entry, std::span<const uint8_t> frame, std::vector<uint8_t>& raw) {
+  if (entry.magic != kUnitMagic) throw DecodeFailure("not a chronicle unit entry");
+  if (entry.version != kUnitVersion)
+    throw DecodeFailure(fmt::format("unit format version {} (this chronicle reads 1)", entry.version));
+  if (entry.raw_size > kMaxUnitRawSize)
+    throw DecodeFailure(fmt::format("a unit of {} bytes, more than any chronicle writes", entry.raw_size));
+  const unsigned long long content_size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+      content_size > 2 * kMaxUnitRawSize)
+    throw DecodeFailure("not a zstd frame with its content size");
+  std::vector<uint8_t> inflated(content_size);
+  const size_t got = ZSTD_decompress(inflated.data(), inflated.size(), frame.data(), frame.size());
+  if (ZSTD_isError(got)) throw DecodeFailure(fmt::format("zstd: {}", ZSTD_getErrorName(got)));
+  if (got != content_size) throw DecodeFailure("zstd gave less than the frame's content size");
+  raw.resize(entry.raw_size);
+  if (entry.content == UnitContent::bytes) {
+    if (got != entry.raw_size) throw DecodeFailure("the unit decodes to another size than its entry says");
+    std::memcpy(raw.data(), inflated.data(), got);
+    return;
+  }
+  if (entry.content != UnitContent::packets) throw DecodeFailure("a unit of unknown content");
+  Transform().decode(inflated, raw.data(), raw.size());
+}
+
+}  // namespace
+
+bool looks_compressed(const uint8_t* data, size_t size) {
+  return size >= 4 && load<uint32_t>(data) == kSkippableMagic;
+}
+
+void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t events, std::vector<uint8_t>& out,
+                 int level) {
+  UnitEntry entry;
+  entry.magic = kUnitMagic;
+  entry.version = kUnitVersion;
+  entry.content = content;
+  entry.raw_size = raw.size();
+  entry.events = events;
+  std::vector<uint8_t> transformed;
+  std::span<const uint8_t> input = raw;
+  if (content == UnitContent::packets) {
+    for (size_t offset = 0; offset < raw.size();) {
+      const auto& header = *reinterpret_cast<const PacketHeader*>(raw.data() + offset);
+      if (entry.packets == 0) entry.first_timestamp = header.timestamp_begin;
+      entry.last_timestamp = header.timestamp_end.load(std::memory_order_relaxed);
+      ++entry.packets;
+      offset += header.packet_size_bits / 8;
+    }
+    transformed = Transform().encode(raw);
+    input = transformed;
+  }
+  std::vector<uint8_t> frame(ZSTD_compressBound(input.size()));
+  const size_t size = ZSTD_compress(frame.data(), frame.size(), input.data(), input.size(), level);
+  if (ZSTD_isError(size)) throw std::runtime_error(fmt::format("zstd: {}", ZSTD_getErrorName(size)));
+  entry.frame_size = size;
+  put_entry(entry, out);
+  out.insert(out.end(), frame.begin(), frame.begin() + static_cast<ptrdiff_t>(size));
+}
+
+uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std::span<const uint8_t>)>& sink,
+                     std::vector<UnitProblem>& problems) {
+  uint64_t handed = 0;
+  size_t offset = 0;
+  std::vector<uint8_t> raw;
+  while (offset < file.size()) {
+    const size_t left = file.size() - offset;
+    const uint8_t* at = file.data() + offset;
+    if (left < kSkippableHeader + kEntrySize || load<uint32_t>(at) != kSkippableMagic ||
+        load<uint32_t>(at + 4) != kEntrySize) {
+      problems.push_back({offset, left, "no unit entry here: the rest of the file cannot be framed"});
+      break;
+    }
+    const UnitEntry entry = read_entry(at + kSkippableHeader);
+    const size_t frame_start = kSkippableHeader + kEntrySize;
+    if (entry.frame_size > left - frame_start) {
+      problems.push_back({offset, left, "the unit's frame runs past the end of the file (cut short)"});
+      break;
+    }
+    try {
+      decode_unit(entry, {at + frame_start, entry.frame_size}, raw);
+      sink(raw);
+      handed += raw.size();
+    } catch (const DecodeFailure& failure) {
+      problems.push_back({offset, frame_start + entry.frame_size, failure.what()});
+    }
+    offset += frame_start + entry.frame_size;
+  }
+  return handed;
+}
+
+}  // namespace chronicle::compression

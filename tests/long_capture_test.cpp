@@ -1,0 +1,339 @@
+// Hours-long captures (issue 17): compressed trace files (.ctfz), rotation into chunks,
+// --max-size, and `chronicle convert` back to plain CTF for babeltrace2.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chronicle/chronicle.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "compression/ctfz.hpp"
+#include "format/metadata.hpp"
+#include "reader/trace_directory.hpp"
+#include "reader/trace_reader.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run;
+using test::TemporaryDirectory;
+
+const std::string kCli = CHRONICLE_CLI;
+const std::string kCountedSpans = COUNTED_SPANS;
+
+std::vector<uint8_t> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Where each packet of a plain stream file starts.
+std::vector<size_t> packet_starts(const std::vector<uint8_t>& file) {
+  std::vector<size_t> starts;
+  for (size_t offset = 0; offset < file.size();) {
+    starts.push_back(offset);
+    offset += reinterpret_cast<const format::PacketHeader*>(file.data() + offset)->packet_size_bits / 8;
+  }
+  return starts;
+}
+
+// The file cut into `units` units at packet boundaries, compressed, and decoded again.
+std::vector<uint8_t> round_trip(const std::vector<uint8_t>& file, size_t units,
+                                std::vector<compression::UnitProblem>& problems,
+                                std::vector<uint8_t>* compressed = nullptr) {
+  const std::vector<size_t> starts = packet_starts(file);
+  std::vector<uint8_t> encoded;
+  const size_t per_unit = std::max<size_t>(1, (starts.size() + units - 1) / units);
+  for (size_t first = 0; first < starts.size(); first += per_unit) {
+    const size_t begin = starts[first];
+    const size_t end = first + per_unit < starts.size() ? starts[first + per_unit] : file.size();
+    compression::append_unit({file.data() + begin, end - begin}, compression::UnitContent::packets, 0, encoded);
+  }
+  if (compressed) *compressed = encoded;
+  std::vector<uint8_t> decoded;
+  compression::decode_file(
+      encoded, [&](std::span<const uint8_t> unit) { decoded.insert(decoded.end(), unit.begin(), unit.end()); },
+      problems);
+  return decoded;
+}
+
+// A plain trace from this process: spans, counters, notes (strings) and instants on three threads.
+void write_plain_trace(const TemporaryDirectory& directory) {
+  Config config = test::test_config(directory);
+  config.packet_size = 4096;  // many packets
+  ASSERT_TRUE(start(config)) << last_error();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([t] {
+      for (int64_t i = 0; i < 5000; ++i) {
+        CHRONICLE_SPAN("test", "outer");
+        CHRONICLE_COUNTER("test", "sequence", i * (t + 1) - 7);
+        if (i % 50 == 0) CHRONICLE_NOTE("test", "thread {} round {}", t, i);
+        if (i % 7 == 0) CHRONICLE_INSTANT("test", "seventh");
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  stop();
+}
+
+std::vector<std::string> thread_files(const std::string& directory) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(directory))
+    if (entry.path().filename().string().starts_with("thread-")) files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(Compression, UnitsGiveBackEveryPacketByteForByte) {
+  TemporaryDirectory directory;
+  write_plain_trace(directory);
+  const std::vector<std::string> files = thread_files(directory / "trace");
+  ASSERT_GE(files.size(), 3u);
+  size_t packets = 0;
+  for (const std::string& path : files) {
+    const std::vector<uint8_t> file = slurp(path);
+    packets += packet_starts(file).size();
+    for (size_t units : {size_t{1}, size_t{3}, size_t{1000}}) {
+      std::vector<compression::UnitProblem> problems;
+      std::vector<uint8_t> compressed;
+      EXPECT_EQ(round_trip(file, units, problems, &compressed), file) << path << " in " << units << " units";
+      EXPECT_TRUE(problems.empty()) << problems.front().reason;
+      if (units == 1) {
+        EXPECT_LT(compressed.size() * 4, file.size()) << "the transform and zstd should compress";
+      }
+    }
+  }
+  EXPECT_GT(packets, 6u);
+  // The definitions (another stream, with strings) too.
+  const std::vector<uint8_t> strings = slurp(directory / "trace/strings");
+  std::vector<compression::UnitProblem> problems;
+  EXPECT_EQ(round_trip(strings, 1, problems), strings);
+}
+
+TEST(Compression, APacketTheDecoderRefusesComesBackVerbatim) {
+  TemporaryDirectory directory;
+  write_plain_trace(directory);
+  std::vector<uint8_t> file = slurp(thread_files(directory / "trace").at(1));
+  const std::vector<size_t> starts = packet_starts(file);
+  ASSERT_GE(starts.size(), 3u);
+  // The second packet's first event gets an id no event has (30), its third a stray byte.
+  file[starts[1] + format::kPacketHeaderSize] =
+      static_cast<uint8_t>((file[starts[1] + format::kPacketHeaderSize] & ~31) | 30);
+  file[starts[2] + format::kPacketHeaderSize + 9] ^= 0x5a;
+  std::vector<compression::UnitProblem> problems;
+  EXPECT_EQ(round_trip(file, 1, problems), file);
+  EXPECT_TRUE(problems.empty());
+}
+
+TEST(Compression, ADamagedUnitIsSkippedAndTheOthersRead) {
+  TemporaryDirectory directory;
+  write_plain_trace(directory);
+  const std::vector<uint8_t> file = slurp(thread_files(directory / "trace").at(1));
+  std::vector<compression::UnitProblem> problems;
+  std::vector<uint8_t> compressed;
+  round_trip(file, 3, problems, &compressed);
+  // Find the second unit: after the first entry (8 + 48 bytes) and its frame.
+  uint64_t first_frame = 0;
+  std::memcpy(&first_frame, compressed.data() + 8 + 16, 8);
+  const size_t second = 8 + 48 + first_frame;
+  compressed[second + 8 + 48 + 20] ^= 0xff;  // inside its zstd frame
+  std::vector<uint8_t> decoded;
+  std::vector<compression::UnitProblem> found;
+  compression::decode_file(
+      compressed, [&](std::span<const uint8_t> unit) { decoded.insert(decoded.end(), unit.begin(), unit.end()); },
+      found);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].offset, second);
+  // The first and third units are whole: the decoded bytes are the file without the second.
+  const std::vector<size_t> starts = packet_starts(file);
+  const size_t per_unit = (starts.size() + 2) / 3;
+  std::vector<uint8_t> expected(file.begin(), file.begin() + static_cast<ptrdiff_t>(starts[per_unit]));
+  expected.insert(expected.end(), file.begin() + static_cast<ptrdiff_t>(starts[2 * per_unit]), file.end());
+  EXPECT_EQ(decoded, expected);
+}
+
+// Per thread, the values of counter "sequence" in the order read.
+std::map<uint32_t, std::vector<int64_t>> sequences(const reader::Trace& trace, size_t* spans = nullptr) {
+  std::map<uint32_t, std::vector<int64_t>> values;
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (event.type == format::EventId::counter && site && site->name == "sequence")
+      values[event.thread_id].push_back(event.value);
+    if (spans && event.type == format::EventId::span_end && event.span) ++*spans;
+    return true;
+  });
+  return values;
+}
+
+std::vector<std::string> files_named(const std::string& directory, const std::string& name) {
+  std::vector<std::string> found;
+  for (const auto& entry : fs::recursive_directory_iterator(directory))
+    if (entry.path().filename() == name) found.push_back(entry.path().string());
+  return found;
+}
+
+TEST(Compression, AnInProcessSessionWritesACompressedTraceTheToolsRead) {
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.compress = true;
+  ASSERT_TRUE(start(config)) << last_error();
+  std::thread other([] {
+    for (int64_t i = 0; i < 20000; ++i) CHRONICLE_COUNTER("test", "sequence", i);
+  });
+  for (int64_t i = 0; i < 20000; ++i) CHRONICLE_COUNTER("test", "sequence", i);
+  other.join();
+  stop();
+  EXPECT_TRUE(files_named(directory / "trace", "metadata").empty()) << "babeltrace2 would take it for a CTF trace";
+  EXPECT_FALSE(files_named(directory / "trace", "metadata.ctfz").empty());
+  const reader::Trace trace(directory / "trace");
+  EXPECT_TRUE(trace.warnings().empty()) << trace.warnings().front();
+  const auto values = sequences(trace);
+  ASSERT_EQ(values.size(), 2u);
+  std::vector<int64_t> expected(20000);
+  for (int64_t i = 0; i < 20000; ++i) expected[static_cast<size_t>(i)] = i;
+  for (const auto& [thread, sequence] : values) EXPECT_EQ(sequence, expected) << "thread " << thread;
+}
+
+// The rotated trace's chunk directories, by number.
+std::vector<uint64_t> chunk_numbers(const std::string& directory) {
+  std::vector<uint64_t> numbers;
+  for (const auto& entry : fs::directory_iterator(directory))
+    if (const uint64_t number = reader::chunk_number(entry.path().filename().string())) numbers.push_back(number);
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+std::string collector_chunk(uint64_t number) {
+  return fmt::format("chunk-{:06}", number);
+}
+
+constexpr int kThreads = 2;
+
+TEST(LongCapture, ARotatedCompressedTraceReadsBackEveryEventWritten) {
+  TemporaryDirectory directory;
+  const std::string trace_dir = directory / "trace";
+  constexpr long kRounds = 150000;
+  const auto recorded = run(fmt::format("{} record -q --compress --rotate 32K --buffer-size 16M -o {} -- {} {} {}",
+                                        kCli, trace_dir, kCountedSpans, kThreads, kRounds));
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  EXPECT_NE(recorded.err.find("chunks"), std::string::npos) << recorded.err;
+  const std::vector<uint64_t> chunks = chunk_numbers(trace_dir);
+  ASSERT_GE(chunks.size(), 3u) << "3 MiB per thread in 1 MiB units, a chunk from 32K on: the run needs several";
+  EXPECT_EQ(chunks.front(), 1u);
+  EXPECT_EQ(chunks.back(), chunks.size());
+  EXPECT_TRUE(files_named(trace_dir, "metadata").empty());
+  for (uint64_t number : chunks)
+    EXPECT_EQ(reader::find_traces(trace_dir + "/" + collector_chunk(number)).size(), 1u) << "each chunk is a trace";
+
+  const reader::Trace trace(trace_dir);
+  EXPECT_TRUE(trace.warnings().empty()) << trace.warnings().front();
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  size_t spans = 0;
+  const auto values = sequences(trace, &spans);
+  ASSERT_EQ(values.size(), static_cast<size_t>(kThreads));
+  for (const auto& [thread, sequence] : values) {
+    ASSERT_EQ(sequence.size(), static_cast<size_t>(kRounds)) << "thread " << thread;
+    for (long i = 0; i < kRounds; ++i) ASSERT_EQ(sequence[static_cast<size_t>(i)], i) << "thread " << thread;
+  }
+  EXPECT_EQ(spans, static_cast<size_t>(kThreads * kRounds)) << "every span pairs, across chunks";
+  EXPECT_EQ(reader::find_traces(trace_dir), std::vector<std::string>{trace_dir}) << "one trace, not one per chunk";
+
+  // The tools take it as one trace.
+  const auto dumped = run(fmt::format("{} dump {}", kCli, trace_dir));
+  ASSERT_EQ(dumped.exit_code, 0) << dumped.err;
+  EXPECT_EQ(test::count_lines(dumped.out), test::read_all(trace).size());
+  const auto stats = run(fmt::format("{} stats --json {}", kCli, trace_dir));
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+
+  // convert: plain CTF that babeltrace2 reads with no warning and the same events.
+  const std::string plain = directory / "plain";
+  const auto converted = run(fmt::format("{} convert {} {}", kCli, trace_dir, plain));
+  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  const reader::Trace plain_trace(plain);
+  EXPECT_EQ(sequences(plain_trace), values);
+  // babeltrace2's text output (its Python bindings take minutes over a million events): one line
+  // per event, and a warning on standard error for anything discarded or damaged.
+  const auto theirs = run("babeltrace2 " + plain + " | grep -cv '_definition: '");
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.err;
+  EXPECT_EQ(theirs.err, "");
+  EXPECT_EQ(std::stoull(theirs.out), test::read_all(trace).size());
+}
+
+TEST(LongCapture, MaxSizeKeepsTheNewestChunksAndTheTraceStillReads) {
+  TemporaryDirectory directory;
+  const std::string trace_dir = directory / "trace";
+  constexpr long kRounds = 60000;
+  const auto recorded =
+      run(fmt::format("{} record -q --rotate 128K --max-size 512K --buffer-size 16M -o {} -- {} {} {}", kCli, trace_dir,
+                      kCountedSpans, kThreads, kRounds));
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  EXPECT_NE(recorded.err.find("removed to stay under --max-size 512K"), std::string::npos) << recorded.err;
+  const std::vector<uint64_t> chunks = chunk_numbers(trace_dir);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_GT(chunks.front(), 1u) << "the oldest chunks go";
+  // Every chunk but the newest was under the bound when it was removed or kept.
+  uint64_t kept = 0, newest = 0;
+  for (uint64_t number : chunks) {
+    uint64_t bytes = 0;
+    for (const auto& entry : fs::directory_iterator(trace_dir + "/" + collector_chunk(number)))
+      bytes += entry.file_size();
+    kept += bytes;
+    newest = bytes;
+  }
+  EXPECT_LE(kept - newest, 512u << 10);
+
+  const reader::Trace trace(trace_dir);
+  EXPECT_EQ(trace.first_chunk_number(), chunks.front());
+  const std::vector<std::string> warnings = trace.warnings();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("were removed (record --max-size)"), std::string::npos) << warnings[0];
+  // Each thread's counter runs without a hole from where the kept chunks begin to its last value.
+  const auto values = sequences(trace);
+  ASSERT_FALSE(values.empty());
+  for (const auto& [thread, sequence] : values) {
+    ASSERT_FALSE(sequence.empty());
+    EXPECT_EQ(sequence.back(), kRounds - 1) << "thread " << thread;
+    EXPECT_GT(sequence.front(), 0) << "thread " << thread << ": its oldest events were removed";
+    for (size_t i = 1; i < sequence.size(); ++i) ASSERT_EQ(sequence[i], sequence[i - 1] + 1) << "thread " << thread;
+  }
+  const auto stats = run(fmt::format("{} stats {}", kCli, trace_dir));
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE((stats.out + stats.err).find("were removed"), std::string::npos) << stats.out << stats.err;
+}
+
+TEST(LongCapture, RecordSaysWhatItCannotDoWithTheseOptions) {
+  TemporaryDirectory directory;
+  const auto no_rotate =
+      run(fmt::format("{} record -q --max-size 1G -o {} -- {} 1 10", kCli, directory / "a", kCountedSpans));
+  EXPECT_EQ(no_rotate.exit_code, 1);
+  EXPECT_NE(no_rotate.err.find("add --rotate"), std::string::npos) << no_rotate.err;
+  const auto bad =
+      run(fmt::format("{} record -q --rotate 10parsecs -o {} -- {} 1 10", kCli, directory / "b", kCountedSpans));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("expected a size (64M) or a duration"), std::string::npos) << bad.err;
+  const auto flight =
+      run(fmt::format("{} record -q --mode flight --rotate 1M -o {} -- {} 1 10", kCli, directory / "c", kCountedSpans));
+  EXPECT_EQ(flight.exit_code, 1);
+  EXPECT_NE(flight.err.find("flight recorder"), std::string::npos) << flight.err;
+  EXPECT_FALSE(fs::exists(directory / "a"));
+}
+
+TEST(LongCapture, ConvertRefusesADirectoryThatHoldsSomething) {
+  TemporaryDirectory directory;
+  const auto recorded =
+      run(fmt::format("{} record -q --compress -o {} -- {} 1 100", kCli, directory / "trace", kCountedSpans));
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  fs::create_directories(directory / "out");
+  std::ofstream(directory / "out/keep") << "mine\n";
+  const auto converted = run(fmt::format("{} convert {} {}", kCli, directory / "trace", directory / "out"));
+  EXPECT_EQ(converted.exit_code, 1);
+  EXPECT_NE(converted.err.find("not empty"), std::string::npos) << converted.err;
+  EXPECT_TRUE(fs::exists(directory / "out/keep"));
+}
+
+}  // namespace
+}  // namespace chronicle
