@@ -376,9 +376,11 @@ void Collector::write_trace_file(const std::string& name, const void* data, size
 // counted as unwritten, packet by packet, as write_packet counts a plain packet.
 void Collector::flush_unit(StreamFile& stream) {
   if (stream.unit.empty()) return;
-  std::vector<uint8_t> encoded;
-  compression::append_unit(stream.unit, compression::UnitContent::packets,
-                           static_cast<uint32_t>(std::min<uint64_t>(stream.unit_events, UINT32_MAX)), encoded);
+  if (!unit_writer_) unit_writer_ = std::make_unique<compression::UnitWriter>();
+  std::vector<uint8_t>& encoded = encoded_;
+  encoded.clear();
+  unit_writer_->append(stream.unit, compression::UnitContent::packets,
+                       static_cast<uint32_t>(std::min<uint64_t>(stream.unit_events, UINT32_MAX)), encoded);
   iovec part{encoded.data(), encoded.size()};
   if (write_all(stream.fd, &part, 1) != 0) {
     if (::ftruncate(stream.fd, static_cast<off_t>(stream.size)) != 0 ||

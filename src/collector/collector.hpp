@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +17,10 @@
 
 #include "chronicle/detail/layout.hpp"
 #include "format/metadata.hpp"
+
+namespace chronicle::compression {
+class UnitWriter;
+}
 
 namespace chronicle::collector {
 
@@ -280,9 +285,11 @@ class Collector {
   uint64_t chunk_number_ = 0;  // 0: not rotating
   uint64_t chunk_bytes_ = 0;   // in the current chunk's stream files
   std::chrono::steady_clock::time_point chunk_started_;
-  std::map<uint64_t, StreamFile> streams_;  // by stream instance
-  std::set<std::string> names_taken_;       // by streams_, in any chunk
-  std::vector<uint64_t> consumed_;          // per channel, stream policy
+  std::map<uint64_t, StreamFile> streams_;                // by stream instance
+  std::set<std::string> names_taken_;                     // by streams_, in any chunk
+  std::unique_ptr<compression::UnitWriter> unit_writer_;  // kept from unit to unit
+  std::vector<uint8_t> encoded_;
+  std::vector<uint64_t> consumed_;  // per channel, stream policy
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;

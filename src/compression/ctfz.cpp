@@ -47,11 +47,16 @@ size_t column_count() {
 }
 
 size_t field_column(const format::EventSpec* spec, size_t field) {
+  static const format::EventSpec* const first = format::catalogue().data();
   if (field >= kFieldsPerEvent) throw std::logic_error("an event with more fields than the transform has columns for");
-  return kFirstField + static_cast<size_t>(spec - format::catalogue().data()) * kFieldsPerEvent + field;
+  return kFirstField + static_cast<size_t>(spec - first) * kFieldsPerEvent + field;
 }
 
-void put_varint(std::vector<uint8_t>& out, uint64_t value) {
+inline void put_varint(std::vector<uint8_t>& out, uint64_t value) {
+  if (value < 0x80) [[likely]] {
+    out.push_back(static_cast<uint8_t>(value));
+    return;
+  }
   while (value >= 0x80) {
     out.push_back(static_cast<uint8_t>(value | 0x80));
     value >>= 7;
@@ -114,8 +119,10 @@ class Transform {
  public:
   Transform() : columns_(column_count()), previous_(column_count(), 0) {}
 
-  // Returns the transformed unit: the packet count, each column's size, the columns.
-  std::vector<uint8_t> encode(std::span<const uint8_t> raw) {
+  // The transformed unit into `out`: the packet count, each column's size, the columns.
+  void encode(std::span<const uint8_t> raw, std::vector<uint8_t>& out) {
+    for (auto& column : columns_) column.clear();
+    std::fill(previous_.begin(), previous_.end(), 0);
     uint32_t packets = 0;
     size_t offset = 0;
     while (offset < raw.size()) {
@@ -124,7 +131,7 @@ class Transform {
       offset += size;
       ++packets;
     }
-    std::vector<uint8_t> out;
+    out.clear();
     put<uint32_t>(out, packets);
     size_t total = 0;
     for (const auto& column : columns_) {
@@ -133,7 +140,6 @@ class Transform {
     }
     out.reserve(out.size() + total);
     for (const auto& column : columns_) out.insert(out.end(), column.begin(), column.end());
-    return out;
   }
 
   // Rebuilds the unit into `out` (raw_size bytes).
@@ -181,9 +187,9 @@ class Transform {
 
   void encode_packet(const uint8_t* packet, size_t size) {
     columns_[kHeaders].insert(columns_[kHeaders].end(), packet, packet + format::kPacketHeaderSize);
-    std::vector<size_t> sizes(columns_.size());
-    for (size_t c = 0; c < columns_.size(); ++c) sizes[c] = columns_[c].size();
-    const std::vector<uint64_t> previous = previous_;
+    sizes_.resize(columns_.size());
+    for (size_t c = 0; c < columns_.size(); ++c) sizes_[c] = columns_[c].size();
+    saved_previous_ = previous_;
     size_t content = 0;
     if (encode_events(packet, size, content)) {
       columns_[kRawPackets].push_back(0);
@@ -191,8 +197,8 @@ class Transform {
       return;
     }
     // Not what the decoder accepts: the packet goes verbatim, and the columns as they were.
-    for (size_t c = 0; c < columns_.size(); ++c) columns_[c].resize(sizes[c]);
-    previous_ = previous;
+    for (size_t c = 0; c < columns_.size(); ++c) columns_[c].resize(sizes_[c]);
+    previous_ = saved_previous_;
     columns_[kRawPackets].push_back(1);
     columns_[kVerbatim].insert(columns_[kVerbatim].end(), packet + format::kPacketHeaderSize, packet + size);
   }
@@ -380,6 +386,8 @@ class Transform {
 
   std::vector<std::vector<uint8_t>> columns_;
   std::vector<uint64_t> previous_;
+  std::vector<size_t> sizes_;             // encode_packet: the columns before the packet
+  std::vector<uint64_t> saved_previous_;  // and their previous values
   std::vector<ColumnReader> readers_;
   uint8_t* out_ = nullptr;
   size_t out_size_ = 0;
@@ -446,15 +454,31 @@ bool looks_compressed(const uint8_t* data, size_t size) {
   return size >= 4 && load<uint32_t>(data) == kSkippableMagic;
 }
 
-void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t events, std::vector<uint8_t>& out,
-                 int level) {
+struct UnitWriter::State {
+  int level = 1;
+  Transform transform;
+  ZSTD_CCtx* context = nullptr;
+  std::vector<uint8_t> transformed;
+  std::vector<uint8_t> frame;
+};
+
+UnitWriter::UnitWriter(int level) : state_(std::make_unique<State>()) {
+  state_->level = level;
+  state_->context = ZSTD_createCCtx();
+  if (!state_->context) throw std::bad_alloc();
+}
+
+UnitWriter::~UnitWriter() {
+  ZSTD_freeCCtx(state_->context);
+}
+
+void UnitWriter::append(std::span<const uint8_t> raw, UnitContent content, uint32_t events, std::vector<uint8_t>& out) {
   UnitEntry entry;
   entry.magic = kUnitMagic;
   entry.version = kUnitVersion;
   entry.content = content;
   entry.raw_size = raw.size();
   entry.events = events;
-  std::vector<uint8_t> transformed;
   std::span<const uint8_t> input = raw;
   if (content == UnitContent::packets) {
     for (size_t offset = 0; offset < raw.size();) {
@@ -464,15 +488,21 @@ void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t eve
       ++entry.packets;
       offset += header.packet_size_bits / 8;
     }
-    transformed = Transform().encode(raw);
-    input = transformed;
+    state_->transform.encode(raw, state_->transformed);
+    input = state_->transformed;
   }
-  std::vector<uint8_t> frame(ZSTD_compressBound(input.size()));
-  const size_t size = ZSTD_compress(frame.data(), frame.size(), input.data(), input.size(), level);
+  state_->frame.resize(ZSTD_compressBound(input.size()));
+  const size_t size = ZSTD_compressCCtx(state_->context, state_->frame.data(), state_->frame.size(), input.data(),
+                                        input.size(), state_->level);
   if (ZSTD_isError(size)) throw std::runtime_error(fmt::format("zstd: {}", ZSTD_getErrorName(size)));
   entry.frame_size = size;
   put_entry(entry, out);
-  out.insert(out.end(), frame.begin(), frame.begin() + static_cast<ptrdiff_t>(size));
+  out.insert(out.end(), state_->frame.begin(), state_->frame.begin() + static_cast<ptrdiff_t>(size));
+}
+
+void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t events, std::vector<uint8_t>& out,
+                 int level) {
+  UnitWriter(level).append(raw, content, events, out);
 }
 
 uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std::span<const uint8_t>)>& sink,
