@@ -423,8 +423,11 @@ UnitEntry read_entry(const uint8_t* at) {
   return entry;
 }
 
-// The unit's content, checked against its entry; throws DecodeFailure.
-void decode_unit(const UnitEntry& entry, std::span<const uint8_t> frame, std::vector<uint8_t>& raw) {
+// The unit's content, checked against its entry; throws DecodeFailure. The buffers are not
+// zero-filled: an entry or a frame header may claim hundreds of megabytes, and only what is
+// decoded is touched.
+std::span<const uint8_t> decode_unit(const UnitEntry& entry, std::span<const uint8_t> frame,
+                                     std::unique_ptr<uint8_t[]>& raw) {
   if (entry.magic != kUnitMagic) throw DecodeFailure("not a chronicle unit entry");
   if (entry.version != kUnitVersion)
     throw DecodeFailure(fmt::format("unit format version {} (this chronicle reads 1)", entry.version));
@@ -434,18 +437,19 @@ void decode_unit(const UnitEntry& entry, std::span<const uint8_t> frame, std::ve
   if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
       content_size > 2 * kMaxUnitRawSize)
     throw DecodeFailure("not a zstd frame with its content size");
-  std::vector<uint8_t> inflated(content_size);
-  const size_t got = ZSTD_decompress(inflated.data(), inflated.size(), frame.data(), frame.size());
+  std::unique_ptr<uint8_t[]> inflated(new uint8_t[std::max<size_t>(content_size, 1)]);
+  const size_t got = ZSTD_decompress(inflated.get(), content_size, frame.data(), frame.size());
   if (ZSTD_isError(got)) throw DecodeFailure(fmt::format("zstd: {}", ZSTD_getErrorName(got)));
   if (got != content_size) throw DecodeFailure("zstd gave less than the frame's content size");
-  raw.resize(entry.raw_size);
   if (entry.content == UnitContent::bytes) {
     if (got != entry.raw_size) throw DecodeFailure("the unit decodes to another size than its entry says");
-    std::memcpy(raw.data(), inflated.data(), got);
-    return;
+    raw = std::move(inflated);
+    return {raw.get(), got};
   }
   if (entry.content != UnitContent::packets) throw DecodeFailure("a unit of unknown content");
-  Transform().decode(inflated, raw.data(), raw.size());
+  raw.reset(new uint8_t[std::max<size_t>(entry.raw_size, 1)]);
+  Transform().decode({inflated.get(), got}, raw.get(), entry.raw_size);
+  return {raw.get(), entry.raw_size};
 }
 
 }  // namespace
@@ -509,7 +513,7 @@ uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std
                      std::vector<UnitProblem>& problems) {
   uint64_t handed = 0;
   size_t offset = 0;
-  std::vector<uint8_t> raw;
+  std::unique_ptr<uint8_t[]> raw;
   while (offset < file.size()) {
     const size_t left = file.size() - offset;
     const uint8_t* at = file.data() + offset;
@@ -525,9 +529,9 @@ uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std
       break;
     }
     try {
-      decode_unit(entry, {at + frame_start, entry.frame_size}, raw);
-      sink(raw);
-      handed += raw.size();
+      const std::span<const uint8_t> unit = decode_unit(entry, {at + frame_start, entry.frame_size}, raw);
+      sink(unit);
+      handed += unit.size();
     } catch (const DecodeFailure& failure) {
       problems.push_back({offset, frame_start + entry.frame_size, failure.what()});
     }
