@@ -15,6 +15,12 @@ class LogHistogram {
     ++count_;
     if (value > max_) max_ = value;
   }
+  // Adds another histogram's samples: the same as adding them one by one, in any order.
+  void merge(const LogHistogram& other) {
+    for (size_t bucket = 0; bucket < buckets_.size(); ++bucket) buckets_[bucket] += other.buckets_[bucket];
+    count_ += other.count_;
+    if (other.max_ > max_) max_ = other.max_;
+  }
   uint64_t count() const { return count_; }
   uint64_t max() const { return max_; }
 

@@ -3,7 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -14,6 +20,12 @@ struct SpanAccumulator {
   LogHistogram durations;
   uint64_t total = 0;
   uint64_t self = 0;
+
+  void merge(const SpanAccumulator& other) {
+    durations.merge(other.durations);
+    total += other.total;
+    self += other.self;
+  }
 };
 
 struct CounterAccumulator {
@@ -149,58 +161,46 @@ Distribution distribution(const LogHistogram& histogram, uint64_t total, const C
   return out;
 }
 
-}  // namespace
+using SpanKey = std::pair<std::string, std::string>;
 
-double Profile::events_per_second() const {
-  return duration ? static_cast<double>(events) * 1e9 / static_cast<double>(duration) : 0.0;
-}
-double Profile::bytes_per_event() const {
-  return events ? static_cast<double>(bytes) / static_cast<double>(events) : 0.0;
+SpanKey span_key(const reader::Trace& trace, uint32_t name_id) {
+  if (const reader::Site* site = trace.site(name_id)) return {site->category, site->name};
+  return {"", fmt::format("#{}", name_id)};
 }
 
-Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress) {
-  return profile_trace(trace, graph_out, progress, model::GraphDetail::full);
-}
+// A counter series and its samples, as the profile shows them.
+struct CounterTotals {
+  SeriesInfo series;
+  CounterAccumulator values;
+};
 
-Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
-                      model::GraphDetail graph_detail) {
-  const Clock clock(trace);
-  Profile profile;
-  profile.directory = trace.directory();
-  profile.hostname = trace.description().hostname;
-  profile.process_name = trace.description().process_name;
-  profile.pid = trace.description().pid;
-  uint64_t expected = 0;
-  for (const auto& stream : trace.streams()) {
-    profile.bytes += stream.bytes;
-    profile.discarded += stream.events_discarded;
-  }
-  expected = profile.bytes / 6 + 1;
+// What the pass over the events gives, to draw the profile from.
+struct EventTotals {
+  uint64_t seen = 0;
+  uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
+  // Call sites with the same category and name are one span to the reader of the profile.
+  std::map<SpanKey, SpanAccumulator> spans;
+  std::map<uint32_t, ThreadAccumulator> threads;
+  std::vector<CounterTotals> counters;
+  std::vector<std::string> pairing_problems;
+};
 
-  // Call sites with the same category and name are one span to the reader of the profile:
-  // accumulate by (category, name), found once per site id. Counters: by series.
-  using Key = std::pair<std::string, std::string>;
-  std::map<Key, SpanAccumulator> spans;
+// The events in one time-ordered merge, paired by the reader: what every trace can be read with.
+EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& graph_builder,
+                          const ProgressCallback& progress, uint64_t expected) {
+  EventTotals totals;
+  // Accumulate by (category, name), found once per site id. Counters: by series.
   // By site id; a hash map, since a damaged trace may carry any 32-bit id.
   std::unordered_map<uint32_t, SpanAccumulator*> span_by_site;
   CounterReader counter_reader(trace);
   std::vector<CounterAccumulator> counters;  // by series
-  auto key_of = [&trace](uint32_t name_id) -> Key {
-    if (const reader::Site* site = trace.site(name_id)) return {site->category, site->name};
-    return {"", fmt::format("#{}", name_id)};
-  };
-  auto slot = [&key_of](auto& by_site, auto& by_key, uint32_t name_id) {
+  auto slot = [&trace](auto& by_site, auto& by_key, uint32_t name_id) {
     auto& found = by_site[name_id];
-    if (!found) found = &by_key[key_of(name_id)];
+    if (!found) found = &by_key[span_key(trace, name_id)];
     return found;
   };
-  std::map<uint32_t, ThreadAccumulator> threads;
-  model::TaskGraphBuilder graph_builder(
-      [&trace](uint32_t id) {
-        const reader::Site* site = trace.site(id);
-        return site ? site->name : std::string();
-      },
-      graph_out ? graph_detail : model::GraphDetail::summary);
+  auto& spans = totals.spans;
+  auto& threads = totals.threads;
   uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
   uint64_t seen = 0;
 
@@ -253,18 +253,453 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     graph_builder.add(event);
     return true;
   });
+  totals.seen = seen;
+  totals.first = first;
+  totals.last = last;
+  totals.pairing_problems = pairing.describe_problems();
+  for (size_t series = 0; series < counters.size(); ++series)
+    totals.counters.push_back({counter_reader.series()[series], counters[series]});
+  return totals;
+}
+
+// Reading the threads apart (profile.hpp says when it may).
+
+constexpr uint32_t type_bit(format::EventId id) {
+  return format::event_type_bit(static_cast<uint32_t>(id));
+}
+
+// Events that tie the threads together: task runs carry spans from thread to thread, and the task
+// graph (tasks, loops and their problems) follows them in time order across threads. Bit 31: ids
+// no sound packet holds.
+bool threads_are_apart(const reader::Trace& trace) {
+  uint32_t tying = type_bit(format::EventId::task_context) | (uint32_t{1} << 31);
+  for (auto id = static_cast<uint32_t>(format::EventId::task_create);
+       id <= static_cast<uint32_t>(format::EventId::loop_resume); ++id)
+    tying |= format::event_type_bit(id);
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream)
+    if (trace.event_types(stream) & tying) return false;
+  return true;
+}
+
+// Where an event stands in the time-ordered merge of streams that each go forward in time.
+struct MergePlace {
+  uint64_t ticks = 0;
+  uint32_t stream = 0;
+  bool operator<(const MergePlace& other) const {
+    return ticks != other.ticks ? ticks < other.ticks : stream < other.stream;
+  }
+};
+
+// A counter series' samples on one thread. Levels and observations are as shown; increments are
+// kept as traced (their running total needs the other threads'), with their sum: when all are
+// whole numbers of 0 or more and every sum is below 2^53, a double holds each sum exactly, and
+// the running totals of the merge come out the same in any order.
+struct CounterPart {
+  CounterAccumulator values;
+  uint32_t first_stream = 0, last_stream = 0;
+  double sum = 0;
+  // False: a value whose order matters to the result (a NaN or -0 to min and max, an increment
+  // the sum would round): the trace is then read in the merge.
+  bool exact = true;
+};
+
+constexpr double kExactSums = 9007199254740992.0;  // 2^53
+
+// One thread's streams (usually one: a thread id is used again by a later thread of the process)
+// read in time order, its spans paired as SpanPairing pairs a thread's spans outside any task:
+// each end with the innermost open span of its name. Memory: the open spans, the names and series.
+class ThreadPass {
+ public:
+  ThreadPass(const reader::Trace& trace, const reader::SpanPairing& names, std::vector<size_t> streams)
+      : trace_(trace),
+        names_(names),
+        streams_(std::move(streams)),
+        by_site_(trace.sites().size() + 1, nullptr),
+        catalog_(trace.sites()) {}
+
+  // `count(n)`: n more events seen.
+  template <typename Count>
+  void run(Count&& count) {
+    constexpr uint64_t kBatch = 1 << 14;
+    uint64_t batch = 0;
+    auto visit = [&](const reader::Event& event) {
+      follow(event);
+      if (++batch == kBatch) {
+        count(batch);
+        batch = 0;
+      }
+    };
+    reader::Event event;
+    if (streams_.size() == 1) {
+      reader::Trace::StreamCursor cursor(trace_, streams_.front());
+      uint64_t previous = 0;
+      while (cursor.next(event)) {
+        in_order_ &= event.ticks >= previous;
+        previous = event.ticks;
+        visit(event);
+      }
+    } else {
+      // The merge of a few streams: the one whose next event is earliest (then the lowest stream).
+      struct Head {
+        reader::Trace::StreamCursor cursor;
+        reader::Event event;
+        bool more;
+      };
+      std::vector<Head> heads;
+      heads.reserve(streams_.size());
+      for (const size_t stream : streams_) {
+        heads.push_back({reader::Trace::StreamCursor(trace_, stream), {}, false});
+        heads.back().more = heads.back().cursor.next(heads.back().event);
+      }
+      while (true) {
+        Head* next = nullptr;
+        for (Head& head : heads)
+          if (head.more && (!next || MergePlace{head.event.ticks, head.event.stream} <
+                                         MergePlace{next->event.ticks, next->event.stream}))
+            next = &head;
+        if (!next) break;
+        visit(next->event);
+        const uint64_t previous = next->event.ticks;
+        next->more = next->cursor.next(next->event);
+        if (next->more) in_order_ &= next->event.ticks >= previous;
+      }
+    }
+    count(batch);
+  }
+
+  // Each stream went forward in time: only then is the merge's order that of (ticks, stream).
+  bool in_order() const { return in_order_; }
+  uint32_t thread_id() const { return trace_.streams()[streams_.front()].thread_id; }
+  uint64_t seen() const { return seen_; }
+  uint64_t first() const { return first_; }
+  uint64_t last() const { return last_; }
+  const ThreadAccumulator& thread() const { return thread_; }
+  const std::unordered_map<uint32_t, SpanAccumulator>& spans() const { return spans_; }
+  const std::vector<SeriesInfo>& series() const { return catalog_.series(); }
+  const std::vector<CounterPart>& counters() const { return counters_; }
+  const reader::PairingProblems& problems() const { return problems_; }
+  uint32_t first_unmatched_stream() const { return first_unmatched_stream_; }
+
+ private:
+  struct OpenSpan {
+    uint64_t sequence;
+    uint64_t parent_sequence;  // 0: outermost when it began
+    uint64_t begin;
+    uint64_t children;  // time of the spans closed inside it so far
+    uint32_t key;       // SpanPairing::name_key of its site
+    uint32_t site;
+  };
+
+  void follow(const reader::Event& event) {
+    ++seen_;
+    first_ = std::min(first_, event.ticks);
+    last_ = std::max(last_, event.ticks);
+    if (thread_.events++ == 0) thread_.first = event.ticks;
+    thread_.last = event.ticks;
+    switch (event.type) {
+      case format::EventId::span_begin:
+        begin_span(event);
+        break;
+      case format::EventId::span_end:
+        end_span(event);
+        break;
+      case format::EventId::counter:
+      case format::EventId::counter_float:
+        add_counter(event);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void begin_span(const reader::Event& event) {
+    // An outermost span of the thread's own makes it busy (BusyClock).
+    if (open_.empty()) thread_.busy.open_span(event.ticks);
+    open_.push_back({next_sequence_++, open_.empty() ? 0 : open_.back().sequence, event.ticks, 0,
+                     names_.name_key(event.name_id), event.name_id});
+  }
+
+  void end_span(const reader::Event& event) {
+    const uint32_t key = names_.name_key(event.name_id);
+    size_t index = open_.size();
+    while (index > 0 && open_[index - 1].key != key) --index;
+    if (index == 0) {
+      if (problems_.unmatched_ends++ == 0) {
+        problems_.first_unmatched_site = event.name_id;
+        problems_.first_unmatched_ticks = event.ticks;
+        problems_.first_unmatched_thread = event.thread_id;
+        first_unmatched_stream_ = event.stream;
+      }
+      return;
+    }
+    --index;
+    if (index + 1 != open_.size()) ++problems_.out_of_order_ends;
+    const OpenSpan span = open_[index];
+    open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(index));
+    if (span.parent_sequence == 0) thread_.busy.close_span(event.ticks);
+    const uint64_t length = event.ticks - span.begin;
+    SpanAccumulator& accumulator = span_accumulator(span.site);
+    accumulator.durations.add(length);
+    accumulator.total += length;
+    accumulator.self += length > span.children ? length - span.children : 0;
+    if (span.parent_sequence == 0) return;
+    // Its parent, if still open, is below it (the stack is in order of sequence).
+    for (size_t below = index; below-- > 0;) {
+      if (open_[below].sequence == span.parent_sequence) {
+        open_[below].children += length;
+        break;
+      }
+      if (open_[below].sequence < span.parent_sequence) break;
+    }
+  }
+
+  SpanAccumulator& span_accumulator(uint32_t site) {
+    if (site >= by_site_.size()) return spans_[site];
+    SpanAccumulator*& slot = by_site_[site];
+    if (!slot) slot = &spans_[site];  // an unordered_map's elements keep their address
+    return *slot;
+  }
+
+  void add_counter(const reader::Event& event) {
+    const std::optional<uint32_t> series = catalog_.series_of(event.name_id);
+    if (!series) return;
+    const SeriesKind kind = catalog_.series()[*series].kind;
+    const double change = traced_value(event, kind);
+    if (counters_.size() <= *series) counters_.resize(*series + 1);
+    CounterPart& part = counters_[*series];
+    if (std::isnan(change) || (change == 0 && std::signbit(change))) part.exact = false;
+    if (kind == SeriesKind::increments) {
+      if (change < 0 || change >= kExactSums || change != std::floor(change)) part.exact = false;
+      part.sum += change;
+      if (part.sum >= kExactSums) part.exact = false;
+    }
+    if (part.values.samples == 0) part.first_stream = event.stream;
+    part.last_stream = event.stream;
+    part.values.add(event.ticks, change);
+  }
+
+  const reader::Trace& trace_;
+  const reader::SpanPairing& names_;
+  std::vector<size_t> streams_;
+  bool in_order_ = true;
+  uint64_t seen_ = 0;
+  uint64_t first_ = std::numeric_limits<uint64_t>::max(), last_ = 0;
+  ThreadAccumulator thread_;
+  std::vector<OpenSpan> open_;
+  uint64_t next_sequence_ = 1;
+  std::unordered_map<uint32_t, SpanAccumulator> spans_;  // by site id
+  std::vector<SpanAccumulator*> by_site_;                // the same, for the defined ids
+  SeriesCatalog catalog_;
+  std::vector<CounterPart> counters_;  // by series of catalog_
+  reader::PairingProblems problems_;
+  uint32_t first_unmatched_stream_ = 0;
+};
+
+// Progress from several threads: the count of all, reported every 2^20 events by whichever
+// thread passes the mark.
+class SharedProgress {
+ public:
+  SharedProgress(const ProgressCallback& progress, uint64_t expected) : progress_(progress), expected_(expected) {}
+  void add(uint64_t events) {
+    const uint64_t before = seen_.fetch_add(events, std::memory_order_relaxed);
+    if (!progress_ || (before >> 20) == ((before + events) >> 20)) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    progress_(before + events, expected_);
+  }
+
+ private:
+  const ProgressCallback& progress_;
+  uint64_t expected_;
+  std::atomic<uint64_t> seen_{0};
+  std::mutex mutex_;
+};
+
+// The threads read apart and their parts merged; nullopt when the trace must be read in the
+// merge after all (a stream going back in time, a counter value whose order matters, a read
+// that failed: the merge then reads it, and says what failed).
+std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, const ProgressCallback& progress,
+                                                uint64_t expected, const ProfileOptions& options) {
+  // Streams by thread id, each thread's in stream order; the largest threads first, so that the
+  // last to be read are short.
+  std::map<uint32_t, std::vector<size_t>> streams_of;
+  std::map<uint32_t, uint64_t> bytes_of;
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    streams_of[trace.streams()[stream].thread_id].push_back(stream);
+    bytes_of[trace.streams()[stream].thread_id] += trace.streams()[stream].bytes;
+  }
+  std::vector<uint32_t> order;
+  for (const auto& [thread_id, streams] : streams_of) order.push_back(thread_id);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return bytes_of.at(a) > bytes_of.at(b); });
+  const reader::SpanPairing names(trace);
+  std::vector<ThreadPass> passes;
+  passes.reserve(order.size());
+  for (const uint32_t thread_id : order) passes.emplace_back(trace, names, streams_of.at(thread_id));
+
+  SharedProgress shared(progress, expected);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (size_t index; (index = next.fetch_add(1, std::memory_order_relaxed)) < passes.size();) {
+      try {
+        passes[index].run([&](uint64_t events) { shared.add(events); });
+      } catch (...) {
+        failed.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  unsigned threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, passes.size()));
+  std::vector<std::thread> helpers;
+  for (unsigned i = 1; i < threads; ++i) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the others take its streams
+    }
+  }
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  if (failed.load()) return std::nullopt;
+
+  EventTotals totals;
+  reader::PairingProblems problems;
+  MergePlace first_unmatched;
+  // Counters by what makes a series (SeriesCatalog), with where their first and last samples
+  // stand in the merge.
+  struct CounterMerge {
+    CounterTotals totals;
+    MergePlace first, last;
+    double sum = 0;
+  };
+  std::map<std::tuple<SeriesKind, std::string, std::string>, CounterMerge> counters;
+  for (const ThreadPass& pass : passes) {
+    if (!pass.in_order()) return std::nullopt;
+    if (pass.seen() == 0) continue;
+    totals.seen += pass.seen();
+    totals.first = std::min(totals.first, pass.first());
+    totals.last = std::max(totals.last, pass.last());
+    totals.threads[pass.thread_id()] = pass.thread();
+    for (const auto& [site, accumulator] : pass.spans()) totals.spans[span_key(trace, site)].merge(accumulator);
+    const reader::PairingProblems& found = pass.problems();
+    if (found.unmatched_ends > 0) {
+      const MergePlace place{found.first_unmatched_ticks, pass.first_unmatched_stream()};
+      if (problems.unmatched_ends == 0 || place < first_unmatched) {
+        first_unmatched = place;
+        problems.first_unmatched_site = found.first_unmatched_site;
+        problems.first_unmatched_ticks = found.first_unmatched_ticks;
+        problems.first_unmatched_thread = found.first_unmatched_thread;
+      }
+      problems.unmatched_ends += found.unmatched_ends;
+    }
+    problems.out_of_order_ends += found.out_of_order_ends;
+    for (size_t series = 0; series < pass.counters().size(); ++series) {
+      const CounterPart& part = pass.counters()[series];
+      if (!part.exact) return std::nullopt;
+      const SeriesInfo& info = pass.series()[series];
+      const MergePlace first{part.values.first_ticks, part.first_stream};
+      const MergePlace last{part.values.last_ticks, part.last_stream};
+      auto [entry, added] = counters.try_emplace({info.kind, info.category, info.name});
+      CounterMerge& merged = entry->second;
+      CounterAccumulator& values = merged.totals.values;
+      if (added) {
+        merged.totals.series = info;
+        values = part.values;
+        merged.first = first;
+        merged.last = last;
+      } else {
+        values.samples += part.values.samples;
+        values.min = std::min(values.min, part.values.min);
+        values.max = std::max(values.max, part.values.max);
+        if (first < merged.first) {
+          merged.first = first;
+          values.first = part.values.first;
+          values.first_ticks = part.values.first_ticks;
+        }
+        if (merged.last < last) {
+          merged.last = last;
+          values.last = part.values.last;
+          values.last_ticks = part.values.last_ticks;
+        }
+      }
+      merged.sum += part.sum;
+    }
+  }
+  for (auto& [key, merged] : counters) {
+    if (merged.totals.series.kind == SeriesKind::increments) {
+      // The running total goes up from the first increment to the sum of them all.
+      if (merged.sum >= kExactSums) return std::nullopt;
+      CounterAccumulator& values = merged.totals.values;
+      values.min = values.first;
+      values.max = values.last = merged.sum;
+    }
+    totals.counters.push_back(std::move(merged.totals));
+  }
+  totals.pairing_problems = reader::describe_pairing_problems(trace, problems);
+  return totals;
+}
+
+}  // namespace
+
+double Profile::events_per_second() const {
+  return duration ? static_cast<double>(events) * 1e9 / static_cast<double>(duration) : 0.0;
+}
+double Profile::bytes_per_event() const {
+  return events ? static_cast<double>(bytes) / static_cast<double>(events) : 0.0;
+}
+
+Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress) {
+  return profile_trace(trace, graph_out, progress, model::GraphDetail::full);
+}
+
+namespace {
+
+Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
+                      model::GraphDetail graph_detail, const ProfileOptions& options) {
+  const Clock clock(trace);
+  Profile profile;
+  profile.directory = trace.directory();
+  profile.hostname = trace.description().hostname;
+  profile.process_name = trace.description().process_name;
+  profile.pid = trace.description().pid;
+  uint64_t expected = 0;
+  for (const auto& stream : trace.streams()) {
+    profile.bytes += stream.bytes;
+    profile.discarded += stream.events_discarded;
+  }
+  expected = profile.bytes / 6 + 1;
+
+  model::TaskGraphBuilder graph_builder(
+      [&trace](uint32_t id) {
+        const reader::Site* site = trace.site(id);
+        return site ? site->name : std::string();
+      },
+      graph_out ? graph_detail : model::GraphDetail::summary);
+  std::optional<EventTotals> apart;
+  // A graph asked for is built from the merge: the threads apart give none.
+  if (options.parallel && !graph_out && threads_are_apart(trace))
+    apart = follow_threads_apart(trace, progress, expected, options);
+  EventTotals totals;
+  if (apart) {
+    totals = std::move(*apart);
+    profile.read_in_parallel = true;
+    // Without task or loop events, all the graph takes of the events is their first and last times.
+    if (totals.seen > 0) graph_builder.add_times(totals.first, totals.last);
+  } else {
+    totals = follow_merged(trace, graph_builder, progress, expected);
+  }
+  const uint64_t seen = totals.seen;
   if (progress) progress(seen, seen);
   profile.events = seen;
   if (seen > 0) {
-    profile.duration = clock.ns(last - first);
-    profile.first_unix_ns = trace.to_unix_ns(first);
+    profile.duration = clock.ns(totals.last - totals.first);
+    profile.first_unix_ns = trace.to_unix_ns(totals.first);
   }
 
   model::TaskGraph graph = graph_builder.finish();
-  profile.problems = pairing.describe_problems();
+  profile.problems = std::move(totals.pairing_problems);
   for (const std::string& problem : graph.problems()) profile.problems.push_back(problem);
 
-  for (const auto& [key, accumulator] : spans) {
+  for (const auto& [key, accumulator] : totals.spans) {
     SpanProfile span;
     span.category = key.first;
     span.name = key.second;
@@ -277,7 +712,7 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
 
   std::map<uint32_t, uint64_t> discarded_by_thread;
   for (const auto& stream : trace.streams()) discarded_by_thread[stream.thread_id] += stream.events_discarded;
-  for (auto& [thread_id, accumulator] : threads) {
+  for (auto& [thread_id, accumulator] : totals.threads) {
     ThreadProfile thread;
     thread.thread_id = thread_id;
     thread.name = trace.thread_name(thread_id);
@@ -319,16 +754,25 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
     profile.task_kinds.push_back(std::move(kind.profile));
   }
 
-  for (size_t series = 0; series < counters.size(); ++series) {
-    const CounterAccumulator& accumulator = counters[series];
-    profile.counters.push_back(counter_profile(counter_reader.series()[series], accumulator,
-                                               clock.ns(accumulator.last_ticks - accumulator.first_ticks)));
-  }
+  for (const CounterTotals& counter : totals.counters)
+    profile.counters.push_back(counter_profile(counter.series, counter.values,
+                                               clock.ns(counter.values.last_ticks - counter.values.first_ticks)));
   std::sort(profile.counters.begin(), profile.counters.end(), [](const CounterProfile& a, const CounterProfile& b) {
     return std::tie(a.category, a.name, a.kind) < std::tie(b.category, b.name, b.kind);
   });
   if (graph_out) *graph_out = std::move(graph);
   return profile;
+}
+
+}  // namespace
+
+Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
+                      model::GraphDetail graph_detail) {
+  return build_profile(trace, graph_out, progress, graph_detail, ProfileOptions{});
+}
+
+Profile profile_trace(const reader::Trace& trace, const ProgressCallback& progress, const ProfileOptions& options) {
+  return build_profile(trace, nullptr, progress, model::GraphDetail::full, options);
 }
 
 }  // namespace chronicle::analysis

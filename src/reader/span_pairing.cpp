@@ -319,21 +319,25 @@ std::vector<PairedSpan> SpanPairing::close_all(uint64_t last_ticks) {
 }
 
 std::vector<std::string> SpanPairing::describe_problems() const {
+  return describe_pairing_problems(*trace_, problems_);
+}
+
+std::vector<std::string> describe_pairing_problems(const Trace& trace, const PairingProblems& problems) {
   std::vector<std::string> lines;
-  if (problems_.unmatched_ends > 0) {
-    const Site* site = trace_->site(problems_.first_unmatched_site);
+  if (problems.unmatched_ends > 0) {
+    const Site* site = trace.site(problems.first_unmatched_site);
     lines.push_back(
         fmt::format("{} span end(s) matched no open span of their name in their task or thread, and close nothing "
                     "(the first: \"{}\" on thread {} at {})",
-                    problems_.unmatched_ends,
-                    site ? site->category + "/" + site->name : fmt::format("#{}", problems_.first_unmatched_site),
-                    problems_.first_unmatched_thread, trace_->format_time(problems_.first_unmatched_ticks)));
+                    problems.unmatched_ends,
+                    site ? site->category + "/" + site->name : fmt::format("#{}", problems.first_unmatched_site),
+                    problems.first_unmatched_thread, trace.format_time(problems.first_unmatched_ticks)));
   }
-  if (problems_.out_of_order_ends > 0)
+  if (problems.out_of_order_ends > 0)
     lines.push_back(
         fmt::format("{} span end(s) closed a span that was not the innermost open one (BEGIN/END pairs "
                     "that cross)",
-                    problems_.out_of_order_ends));
+                    problems.out_of_order_ends));
   return lines;
 }
 

@@ -94,6 +94,10 @@ class ByThread {
   mutable T* last_ = nullptr;
 };
 
+// describe_problems() of a pairing that found `problems` in `trace` (for readers that pair the
+// threads' spans apart and add their problems up).
+std::vector<std::string> describe_pairing_problems(const Trace& trace, const PairingProblems& problems);
+
 class SpanPairing {
  public:
   explicit SpanPairing(const Trace& trace);
@@ -135,8 +139,11 @@ class SpanPairing {
   // One line per kind of problem, for `stats` and the viewer's warnings; empty when none.
   std::vector<std::string> describe_problems() const;
 
- private:
+  // What an end pairs by: the first site id of the site's category and name (a site the
+  // definitions do not have is a name of its own). Const: threads may share one pairing for it.
   uint32_t name_key(uint32_t site_id) const;
+
+ private:
   std::vector<PairedSpan>& owner_stack(uint32_t thread_id, uint64_t task);
   const PairedSpan* begin(const Event& event);
   const PairedSpan* end(const Event& event);

@@ -474,6 +474,12 @@ std::vector<std::string> Trace::warnings() const {
   return lines;
 }
 
+uint32_t Trace::event_types(size_t index) const {
+  uint32_t types = 0;
+  for (const uint32_t packet : packet_event_types_[index]) types |= packet;
+  return types;
+}
+
 uint64_t Trace::events_discarded() const {
   uint64_t total = 0;
   for (const auto& stream : streams_) total += stream.events_discarded;

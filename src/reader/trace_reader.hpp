@@ -179,6 +179,9 @@ class Trace {
   // events of those packets are visited too. For a pass that looks for rare events.
   template <typename Visitor>
   void for_each_in_stream_packets_holding(size_t index, uint32_t event_types, Visitor&& visit) const;
+  // The event types stream `index` holds (bits format::event_type_bit), known since the trace was
+  // opened.
+  uint32_t event_types(size_t index) const;
 
   // Every thread-stream event in time order (ties: stream order), with its span pairing (Event::span,
   // name_id and depth of span events). Stops when `visit` returns false.
