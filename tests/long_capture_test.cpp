@@ -217,12 +217,13 @@ TEST(LongCapture, ARotatedCompressedTraceReadsBackEveryEventWritten) {
   TemporaryDirectory directory;
   const std::string trace_dir = directory / "trace";
   constexpr long kRounds = 150000;
-  const auto recorded = run(fmt::format("{} record -q --compress --rotate 1K --buffer-size 16M -o {} -- {} {} {}",
-                                        kCli, trace_dir, kCountedSpans, kThreads, kRounds));
+  const auto recorded = run(fmt::format("{} record -q --compress --rotate 1K --buffer-size 16M -o {} -- {} {} {}", kCli,
+                                        trace_dir, kCountedSpans, kThreads, kRounds));
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
   EXPECT_NE(recorded.err.find("chunks"), std::string::npos) << recorded.err;
   const std::vector<uint64_t> chunks = chunk_numbers(trace_dir);
-  ASSERT_GE(chunks.size(), 3u) << "3 MiB per thread in 1 MiB units, and a chunk ends with any unit written: the run needs several";
+  ASSERT_GE(chunks.size(), 3u)
+      << "3 MiB per thread in 1 MiB units, and a chunk ends with any unit written: the run needs several";
   EXPECT_EQ(chunks.front(), 1u);
   EXPECT_EQ(chunks.back(), chunks.size());
   EXPECT_TRUE(files_named(trace_dir, "metadata").empty());
