@@ -397,6 +397,7 @@ void Collector::flush_unit(StreamFile& stream) {
     stream.size += encoded.size();
     chunk_bytes_ += encoded.size();
   }
+  pending_unit_bytes_ -= stream.unit.size();
   stream.unit.clear();
   stream.unit_events = stream.unit_packets = stream.unit_content = 0;
 }
@@ -629,7 +630,8 @@ void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optiona
   stream.unit_events += events;
   stream.unit_content += content;
   ++stream.unit_packets;
-  if (stream.unit.size() >= kCompressedUnitBytes) flush_unit(stream);
+  pending_unit_bytes_ += stream.unit.size() - start;
+  if (stream.unit.size() >= kCompressedUnitBytes || pending_unit_bytes_ >= kCompressedPendingBytes) flush_unit(stream);
 }
 
 // How far in time the files will be complete once the closed packets are copied: the oldest

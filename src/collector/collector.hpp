@@ -180,6 +180,9 @@ struct CollectorOptions {
 };
 inline constexpr size_t kCompressedUnitBytes = size_t{1} << 20;
 inline constexpr std::chrono::seconds kCompressedUnitAge{1};
+// All streams' units together: past this, a stream's unit is written at its next packet, so that
+// a program of many threads does not hold a megabyte per thread in its collector.
+inline constexpr size_t kCompressedPendingBytes = size_t{64} << 20;
 // The name of the trace's n-th chunk (from 1) under a rotated trace's directory.
 std::string chunk_name(uint64_t number);
 
@@ -288,6 +291,7 @@ class Collector {
   std::map<uint64_t, StreamFile> streams_;                // by stream instance
   std::set<std::string> names_taken_;                     // by streams_, in any chunk
   std::unique_ptr<compression::UnitWriter> unit_writer_;  // kept from unit to unit
+  size_t pending_unit_bytes_ = 0;                         // in every stream's unit
   std::vector<uint8_t> encoded_;
   std::vector<uint64_t> consumed_;  // per channel, stream policy
   std::vector<uint8_t> scratch_;
