@@ -216,6 +216,25 @@ TEST(IndexCache, AChangedTraceIsIndexedAgain) {
   EXPECT_TRUE(viewer::open_index(trace).from_cache);
 }
 
+// A rotated trace's files are in its chunks: the identity of the cache must see them change (here
+// as --max-size changes them, its oldest chunk removed).
+TEST(IndexCache, ARotatedTraceWhoseOldestChunkWentIsIndexedAgain) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto recorded = run(kCli + " record -q --rotate 16K -o " + trace + " -- " + kDemo + " 120 3");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  ASSERT_TRUE(fs::is_directory(trace + "/chunk-000003")) << recorded.err;
+  const uint64_t all_events = events_in(trace);
+  EXPECT_EQ(viewer::open_index(trace).index.event_count(), all_events);
+  ASSERT_TRUE(viewer::open_index(trace).from_cache);
+  fs::remove_all(trace + "/chunk-000001");
+  const OpenedIndex again = viewer::open_index(trace);
+  EXPECT_FALSE(again.from_cache);
+  EXPECT_EQ(again.index.event_count(), events_in(trace));
+  EXPECT_LT(events_in(trace), all_events);
+  EXPECT_GT(events_in(trace), 0u);
+}
+
 TEST(IndexCache, ADamagedCacheIsNotUsedAndIsReplaced) {
   TemporaryDirectory directory;
   const std::string trace = record_demo(directory, "30 2");

@@ -372,15 +372,18 @@ void write_file(const TimelineIndex& index, int fd, const std::string& identity,
 }
 
 // Each file of a trace directory that is part of the trace (not a dot-file such as the index
-// itself), with what stat says of it.
+// itself), with what stat says of it; a rotated trace's files are in its chunks ("chunk-000002/thread-7").
 template <class Each>
 void for_each_trace_file(const std::string& directory, Each each) {
   std::error_code error;
-  for (const auto& entry : fs::directory_iterator(directory, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with(".") || !entry.is_regular_file(error)) continue;
-    struct stat info {};
-    if (stat(entry.path().c_str(), &info) == 0) each(name, info);
+  for (const std::string& chunk : reader::trace_chunks(directory)) {
+    const std::string prefix = chunk == directory ? std::string() : fs::path(chunk).filename().string() + "/";
+    for (const auto& entry : fs::directory_iterator(chunk, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with(".") || !entry.is_regular_file(error)) continue;
+      struct stat info {};
+      if (stat(entry.path().c_str(), &info) == 0) each(prefix + name, info);
+    }
   }
 }
 
