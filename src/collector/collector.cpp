@@ -411,6 +411,30 @@ void Collector::flush_units(bool only_old) {
 // Closes the current chunk as a whole trace (its definitions and metadata as of now) and begins
 // the next. Stream files keep their names from chunk to chunk, so that a reader joins them.
 void Collector::rotate() {
+  // The next chunk first, with its room for the last files: where it cannot be made (a full disk),
+  // the current chunk goes on with the room it holds, and the next check tries again. Nothing is
+  // lost by it but the bound of the chunk's size; --max-size may free room meanwhile.
+  remove_oldest_chunks();
+  const std::string next = output_dir_ + "/" + chunk_name(chunk_number_ + 1);
+  std::string next_reserve = next + "/.reserve.XXXXXX";
+  try {
+    create_private_directory(next);
+    const int fd = ::mkostemp(next_reserve.data(), O_CLOEXEC);
+    const int failure = fd < 0 ? errno : ::posix_fallocate(fd, 0, kRoomForLastFiles);
+    if (fd >= 0) ::close(fd);
+    if (failure != 0) {
+      std::error_code ignored;
+      std::filesystem::remove_all(next, ignored);
+      throw std::runtime_error(fmt::format("cannot begin {}: {}", next, std::strerror(failure)));
+    }
+  } catch (const std::exception& error) {
+    const std::string failure = fmt::format("{} (chunk {} goes on)", error.what(), chunk_number_);
+    if (std::find(stats_.files_unwritten.begin(), stats_.files_unwritten.end(), failure) ==
+        stats_.files_unwritten.end())
+      stats_.files_unwritten.push_back(failure);
+    chunk_started_ = std::chrono::steady_clock::now();
+    return;
+  }
   flush_units(false);
   for (auto& [instance, stream] : streams_) {
     if (stream.fd >= 0) ::close(stream.fd);
@@ -420,14 +444,17 @@ void Collector::rotate() {
   write_last_files();
   ++chunk_number_;
   ++stats_.chunks;
-  files_dir_ = output_dir_ + "/" + chunk_name(chunk_number_);
-  create_private_directory(files_dir_);
+  files_dir_ = next;
+  reserve_path_ = next_reserve;
   chunk_started_ = std::chrono::steady_clock::now();
   chunk_bytes_ = 0;
   strings_written_ = 0;
-  write_metadata(false);
+  // Written again at the chunk's end (write_last_files), which tells a failure that lasts.
+  try {
+    write_metadata(false);
+  } catch (const std::exception&) {
+  }
   write_new_definitions();
-  reserve_room();
   remove_oldest_chunks();
 }
 
