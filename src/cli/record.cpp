@@ -167,6 +167,7 @@ collector::CollectorStats totals(const std::map<std::string, TrackedSession>& se
     sum.packets_unwritten += stats.packets_unwritten;
     sum.events_unwritten += stats.events_unwritten;
     sum.bytes_unwritten += stats.bytes_unwritten;
+    sum.discards_unwritten += stats.discards_unwritten;
     sum.events_no_channel += stats.events_no_channel;
     sum.definitions_dropped += stats.definitions_dropped;
     sum.chunks += stats.chunks;

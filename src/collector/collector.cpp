@@ -396,10 +396,11 @@ void Collector::flush_unit(StreamFile& stream) {
   } else {
     stream.size += encoded.size();
     chunk_bytes_ += encoded.size();
+    stream.last_discarded = std::max(stream.last_discarded, stream.unit_discarded);
   }
   pending_unit_bytes_ -= stream.unit.size();
   stream.unit.clear();
-  stream.unit_events = stream.unit_packets = stream.unit_content = 0;
+  stream.unit_events = stream.unit_packets = stream.unit_content = stream.unit_discarded = 0;
 }
 
 void Collector::flush_units(bool only_old) {
@@ -519,6 +520,9 @@ void Collector::write_last_files() {
   } catch (const std::exception& error) {
     stats_.files_unwritten.push_back(error.what());
   }
+  stats_.discards_unwritten = 0;
+  for (const auto& [instance, stream] : streams_)
+    stats_.discards_unwritten += stream.seen_discarded - stream.last_discarded;
   release_room();
   try {
     write_strings();
@@ -607,6 +611,7 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
                                            channel, std::strerror(errno)));
     ++stats_.packets_unwritten;
     stats_.bytes_unwritten += content;
+    stream.seen_discarded = std::max(stream.seen_discarded, discarded);
     if (count_known) {
       stats_.events_unwritten += *known_events;
     } else if (auto events = format::count_events(packet, content)) {
@@ -617,6 +622,7 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   stream.size += packet_size;
   chunk_bytes_ += packet_size;
   stream.last_discarded = std::max(stream.last_discarded, discarded);
+  stream.seen_discarded = std::max(stream.seen_discarded, discarded);
   stream.last_seq_written = header_copy.packet_seq_num.load(std::memory_order_relaxed);
   latest_timestamp_ = std::max(latest_timestamp_, header_copy.timestamp_end.load(std::memory_order_relaxed));
   if (count_known)
@@ -648,7 +654,8 @@ void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optiona
   } else {
     ++stats_.decode_errors;
   }
-  stream.last_discarded = std::max(stream.last_discarded, header.events_discarded.load(std::memory_order_relaxed));
+  stream.unit_discarded = std::max(stream.unit_discarded, header.events_discarded.load(std::memory_order_relaxed));
+  stream.seen_discarded = std::max(stream.seen_discarded, stream.unit_discarded);
   stream.last_seq_written = header.packet_seq_num.load(std::memory_order_relaxed);
   latest_timestamp_ = std::max(latest_timestamp_, header.timestamp_end.load(std::memory_order_relaxed));
   stats_.events += events;
@@ -804,6 +811,7 @@ void Collector::finish() {
       if (has_content) copy_stable(channel, open_seq, discarded);
     }
   }
+  write_units_for_the_count();
   stats_.discarded = discarded_in_streams();
   try {
     write_no_channel_stream();
@@ -816,6 +824,7 @@ void Collector::finish() {
 void Collector::snapshot() {
   const uint32_t channels = mapping_.channel_count();
   for (uint32_t channel = 0; channel < channels; ++channel) snapshot_channel(channel);
+  write_units_for_the_count();
   stats_.discarded = discarded_in_streams();
   try {
     write_no_channel_stream();
@@ -885,6 +894,16 @@ void Collector::snapshot_channel(uint32_t channel) {
   }
 }
 
+// Compressed: the pending units are written before the discards are counted, which counts
+// those written only.
+void Collector::write_units_for_the_count() {
+  try {
+    flush_units(false);
+  } catch (const std::exception& error) {
+    stats_.files_unwritten.push_back(error.what());
+  }
+}
+
 uint64_t Collector::discarded_in_streams() const {
   uint64_t sum = 0;
   for (const auto& [instance, stream] : streams_) sum += stream.last_discarded;
@@ -897,7 +916,7 @@ format::TraceLosses CollectorStats::losses() const {
   out.definitions_dropped = definitions_dropped;
   out.packets_undecodable = decode_errors;
   out.packets_unwritten = packets_unwritten;
-  out.events_unwritten = events_unwritten;
+  out.events_unwritten = events_unwritten + discards_unwritten;
   out.bytes_unwritten = bytes_unwritten;
   return out;
 }

@@ -136,6 +136,9 @@ struct CollectorStats {
   uint64_t packets_unwritten = 0;
   uint64_t events_unwritten = 0;
   uint64_t bytes_unwritten = 0;
+  // Events discarded whose count only unwritten packets carried (told as unwritten events, so that
+  // the trace's events, discards and losses add up to what the program wrote).
+  uint64_t discards_unwritten = 0;
   // Files the trace lacks, or has only an earlier version of, and why (e.g. disk full).
   std::vector<std::string> files_unwritten;
   // Rotation: chunks begun, and the oldest ones removed to stay under max_size (not losses: the
@@ -238,6 +241,10 @@ class Collector {
     uint64_t last_seq_written = ~uint64_t{0};
     uint64_t size = 0;            // bytes of whole packets (or units) in the file
     uint64_t last_discarded = 0;  // cumulative for this stream, as last written
+    // The same as any packet carried it, written or not: when the packets after the last written
+    // one could not be written, the discards they alone counted are not in the trace.
+    uint64_t seen_discarded = 0;
+    uint64_t unit_discarded = 0;  // compressed: the largest count in the pending unit
     // Compressed: the packets not yet written, in one unit.
     std::vector<uint8_t> unit;
     uint64_t unit_events = 0;
@@ -249,6 +256,7 @@ class Collector {
   void flush_unit(StreamFile& stream);
   bool chunk_is_full() const;
   void flush_units(bool only_old);
+  void write_units_for_the_count();
   void rotate();
   void remove_oldest_chunks();
   void write_trace_file(const std::string& name, const void* data, size_t size, bool packets);
