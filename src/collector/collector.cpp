@@ -76,6 +76,17 @@ void write_file(const std::string& path, const void* data, size_t size) {
   }
 }
 
+// The room in `directory`, as a hidden file whose name goes into `path`: 0, or why not (errno).
+int reserve_room_in(const std::string& directory, int64_t bytes, std::string& path) {
+  path = directory + "/.reserve.XXXXXX";
+  const int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int failure = ::posix_fallocate(fd, 0, bytes);
+  ::close(fd);
+  if (failure != 0) ::unlink(path.c_str());
+  return failure;
+}
+
 uint64_t stream_instance_of(const uint8_t* packet) {
   return reinterpret_cast<const PacketHeader*>(packet)->stream_instance_id;
 }
@@ -417,13 +428,10 @@ void Collector::rotate() {
   // lost by it but the bound of the chunk's size; --max-size may free room meanwhile.
   remove_oldest_chunks();
   const std::string next = output_dir_ + "/" + chunk_name(chunk_number_ + 1);
-  std::string next_reserve = next + "/.reserve.XXXXXX";
+  std::string next_reserve;
   try {
     create_private_directory(next);
-    const int fd = ::mkostemp(next_reserve.data(), O_CLOEXEC);
-    const int failure = fd < 0 ? errno : ::posix_fallocate(fd, 0, kRoomForLastFiles);
-    if (fd >= 0) ::close(fd);
-    if (failure != 0) {
+    if (const int failure = reserve_room_in(next, kRoomForLastFiles, next_reserve); failure != 0) {
       std::error_code ignored;
       std::filesystem::remove_all(next, ignored);
       throw std::runtime_error(fmt::format("cannot begin {}: {}", next, std::strerror(failure)));
@@ -495,15 +503,8 @@ void Collector::remove_oldest_chunks() {
 // Streams that fill the disk would leave no room for the last definitions and metadata, without
 // which the packets written cannot be read (or their losses told): that room is taken now.
 void Collector::reserve_room() {
-  std::string path = files_dir_ + "/.reserve.XXXXXX";
-  const int fd = ::mkostemp(path.data(), O_CLOEXEC);
-  if (fd < 0) return;
-  const bool reserved = ::posix_fallocate(fd, 0, kRoomForLastFiles) == 0;
-  ::close(fd);
-  if (reserved)
-    reserve_path_ = path;
-  else
-    ::unlink(path.c_str());
+  std::string path;
+  if (reserve_room_in(files_dir_, kRoomForLastFiles, path) == 0) reserve_path_ = path;
 }
 
 void Collector::release_room() {
@@ -515,11 +516,7 @@ void Collector::release_room() {
 // previous version (the definitions as of the last drain, the metadata of the start), and the
 // stats say which and why rather than losing the packets already written with an exception.
 void Collector::write_last_files() {
-  try {
-    flush_units(false);
-  } catch (const std::exception& error) {
-    stats_.files_unwritten.push_back(error.what());
-  }
+  write_units_for_the_count();
   stats_.discards_unwritten = 0;
   for (const auto& [instance, stream] : streams_)
     stats_.discards_unwritten += stream.seen_discarded - stream.last_discarded;
@@ -722,7 +719,7 @@ size_t Collector::drain() {
                      mapping_.packet_event_count(channel, seq).load(std::memory_order_relaxed));
         copied += content;
         // By packet, so that a chunk ends within a packet (or a unit) of the size asked for.
-        if (chunk_number_ > 0 && options_.rotate_bytes > 0 && chunk_bytes_ >= options_.rotate_bytes) rotate();
+        if (chunk_number_ > 0 && chunk_is_full()) rotate();
       } else {
         ++stats_.decode_errors;
       }
