@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -63,6 +64,15 @@ inline void put_varint(std::vector<uint8_t>& out, uint64_t value) {
   }
   out.push_back(static_cast<uint8_t>(value));
 }
+// Writes `value` as a varint at `at` (room for 10 bytes), returns the byte after it.
+inline uint8_t* write_varint(uint8_t* at, uint64_t value) {
+  while (value >= 0x80) {
+    *at++ = static_cast<uint8_t>(value | 0x80);
+    value >>= 7;
+  }
+  *at++ = static_cast<uint8_t>(value);
+  return at;
+}
 uint64_t zigzag(int64_t value) {
   return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
 }
@@ -81,6 +91,29 @@ void put(std::vector<uint8_t>& out, T value) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
   out.insert(out.end(), bytes, bytes + sizeof value);
 }
+
+// A column being encoded, written through a cursor: `room(n)` makes n bytes writable at `end()`.
+// Its buffer only grows, and is kept from unit to unit.
+struct Column {
+  std::vector<uint8_t> bytes;  // as large as it ever had to be; the first `used` hold the column
+  size_t used = 0;
+
+  uint8_t* room(size_t n) {
+    if (bytes.size() - used < n) bytes.resize(std::max(2 * bytes.size(), used + n));
+    return bytes.data() + used;
+  }
+  void push(uint8_t byte) {
+    *room(1) = byte;
+    ++used;
+  }
+  void append(const uint8_t* data, size_t n) {
+    if (n == 0) return;
+    std::memcpy(room(n), data, n);
+    used += n;
+  }
+  void varint(uint64_t value) { used = static_cast<size_t>(write_varint(room(10), value) - bytes.data()); }
+  void set_end(const uint8_t* end) { used = static_cast<size_t>(end - bytes.data()); }
+};
 
 class DecodeFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -117,11 +150,15 @@ struct ColumnReader {
 // previous value of their column; times as varints of the ticks since the previous event.
 class Transform {
  public:
-  Transform() : columns_(column_count()), previous_(column_count(), 0) {}
+  Transform() : columns_(column_count()), previous_(column_count(), 0), first_spec_(format::catalogue().data()) {
+    for (const auto& spec : format::catalogue())
+      if (spec.fields.size() > kFieldsPerEvent)
+        throw std::logic_error("an event with more fields than the transform has columns for");
+  }
 
   // The transformed unit into `out`: the packet count, each column's size, the columns.
   void encode(std::span<const uint8_t> raw, std::vector<uint8_t>& out) {
-    for (auto& column : columns_) column.clear();
+    for (auto& column : columns_) column.used = 0;
     std::fill(previous_.begin(), previous_.end(), 0);
     uint32_t packets = 0;
     size_t offset = 0;
@@ -135,11 +172,11 @@ class Transform {
     put<uint32_t>(out, packets);
     size_t total = 0;
     for (const auto& column : columns_) {
-      put_varint(out, column.size());
-      total += column.size();
+      put_varint(out, column.used);
+      total += column.used;
     }
     out.reserve(out.size() + total);
-    for (const auto& column : columns_) out.insert(out.end(), column.begin(), column.end());
+    for (const auto& column : columns_) out.insert(out.end(), column.bytes.begin(), column.bytes.begin() + column.used);
   }
 
   // Rebuilds the unit into `out` (raw_size bytes).
@@ -175,7 +212,7 @@ class Transform {
   }
 
   void put_integer(size_t column, uint64_t value) {
-    put_varint(columns_[column], zigzag(static_cast<int64_t>(value - previous_[column])));
+    columns_[column].varint(zigzag(static_cast<int64_t>(value - previous_[column])));
     previous_[column] = value;
   }
   uint64_t get_integer(size_t column, size_t width) {
@@ -186,21 +223,21 @@ class Transform {
   }
 
   void encode_packet(const uint8_t* packet, size_t size) {
-    columns_[kHeaders].insert(columns_[kHeaders].end(), packet, packet + format::kPacketHeaderSize);
+    columns_[kHeaders].append(packet, format::kPacketHeaderSize);
     sizes_.resize(columns_.size());
-    for (size_t c = 0; c < columns_.size(); ++c) sizes_[c] = columns_[c].size();
+    for (size_t c = 0; c < columns_.size(); ++c) sizes_[c] = columns_[c].used;
     saved_previous_ = previous_;
     size_t content = 0;
     if (encode_events(packet, size, content)) {
-      columns_[kRawPackets].push_back(0);
-      columns_[kVerbatim].insert(columns_[kVerbatim].end(), packet + content, packet + size);
+      columns_[kRawPackets].push(0);
+      columns_[kVerbatim].append(packet + content, size - content);
       return;
     }
     // Not what the decoder accepts: the packet goes verbatim, and the columns as they were.
-    for (size_t c = 0; c < columns_.size(); ++c) columns_[c].resize(sizes_[c]);
+    for (size_t c = 0; c < columns_.size(); ++c) columns_[c].used = sizes_[c];
     previous_ = saved_previous_;
-    columns_[kRawPackets].push_back(1);
-    columns_[kVerbatim].insert(columns_[kVerbatim].end(), packet + format::kPacketHeaderSize, packet + size);
+    columns_[kRawPackets].push(1);
+    columns_[kVerbatim].append(packet + format::kPacketHeaderSize, size - format::kPacketHeaderSize);
   }
 
   // The events of a sound packet into the columns; false when the packet is not one.
@@ -212,6 +249,11 @@ class Transform {
     const auto& table = format::event_table();
     uint64_t ticks = header.timestamp_begin;
     size_t cursor = format::kPacketHeaderSize;
+    // Every event takes at least a compact header: the kinds and times columns get their room
+    // for the whole packet once, and are written through cursors.
+    const size_t most_events = (content - cursor) / format::kCompactHeaderSize;
+    uint8_t* kinds = columns_[kKinds].room(most_events);
+    uint8_t* times = columns_[kTimes].room(most_events * 10);
     while (cursor < content) {
       const uint8_t* data = packet + cursor;
       const size_t left = content - cursor;
@@ -235,26 +277,58 @@ class Transform {
       }
       const format::EventSpec* spec = format::lookup_event(table, header.stream_id, id);
       if (!spec) return false;
-      columns_[kKinds].push_back(static_cast<uint8_t>(extended ? format::kExtendedId : id));
-      if (extended) put<uint32_t>(columns_[kExtendedIds], id);
-      put_varint(columns_[kTimes], time - ticks);
+      *kinds++ = static_cast<uint8_t>(extended ? format::kExtendedId : id);
+      if (extended) columns_[kExtendedIds].append(data + 1, sizeof(uint32_t));
+      times = write_varint(times, time - ticks);
       ticks = time;
       const uint8_t* field = data + header_size;
       if (!encode_fields(*spec, field, packet + content)) return false;
       cursor = static_cast<size_t>(field - packet);
     }
+    columns_[kKinds].set_end(kinds);
+    columns_[kTimes].set_end(times);
     return cursor == content;
   }
 
+  // The common case, a payload of fixed size (no string, no sequence): its room was checked once.
+  void encode_fixed_fields(const format::EventSpec& spec, size_t first_column, const uint8_t*& at) {
+    for (size_t f = 0; f < spec.fields.size(); ++f) {
+      const size_t column = first_column + f;
+      switch (spec.fields[f].type) {
+        case FieldType::u8:
+          columns_[column].push(*at++);
+          break;
+        case FieldType::u32:
+          put_integer(column, load<uint32_t>(at));
+          at += 4;
+          break;
+        case FieldType::f64:
+          columns_[column].append(at, 8);
+          at += 8;
+          break;
+        default:  // u64, s64: a string or a sequence makes the payload's size variable
+          put_integer(column, load<uint64_t>(at));
+          at += 8;
+          break;
+      }
+    }
+  }
+
   bool encode_fields(const format::EventSpec& spec, const uint8_t*& at, const uint8_t* end) {
+    const size_t first_column = kFirstField + static_cast<size_t>(&spec - first_spec_) * kFieldsPerEvent;
+    if (spec.fixed_payload_size >= 0) {
+      if (static_cast<size_t>(end - at) < static_cast<size_t>(spec.fixed_payload_size)) return false;
+      encode_fixed_fields(spec, first_column, at);
+      return true;
+    }
     uint32_t last_u32 = 0;
     for (size_t f = 0; f < spec.fields.size(); ++f) {
-      const size_t column = field_column(&spec, f);
+      const size_t column = first_column + f;
       const FieldType type = spec.fields[f].type;
       if (static_cast<size_t>(end - at) < format::field_size(type)) return false;
       switch (type) {
         case FieldType::u8:
-          columns_[column].push_back(*at++);
+          columns_[column].push(*at++);
           break;
         case FieldType::u32:
           last_u32 = load<uint32_t>(at);
@@ -267,14 +341,14 @@ class Transform {
           at += 8;
           break;
         case FieldType::f64:
-          columns_[column].insert(columns_[column].end(), at, at + 8);
+          columns_[column].append(at, 8);
           at += 8;
           break;
         case FieldType::string: {
           const void* nul = std::memchr(at, 0, static_cast<size_t>(end - at));
           if (!nul) return false;
           const auto* after = static_cast<const uint8_t*>(nul) + 1;
-          columns_[column].insert(columns_[column].end(), at, after);
+          columns_[column].append(at, static_cast<size_t>(after - at));
           at = after;
           break;
         }
@@ -384,11 +458,12 @@ class Transform {
     }
   }
 
-  std::vector<std::vector<uint8_t>> columns_;
+  std::vector<Column> columns_;  // encoding; decoding only takes their count
   std::vector<uint64_t> previous_;
   std::vector<size_t> sizes_;             // encode_packet: the columns before the packet
   std::vector<uint64_t> saved_previous_;  // and their previous values
   std::vector<ColumnReader> readers_;
+  const format::EventSpec* first_spec_;  // the catalogue's first: a spec's index numbers its columns
   uint8_t* out_ = nullptr;
   size_t out_size_ = 0;
   size_t out_capacity_ = 0;
