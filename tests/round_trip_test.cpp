@@ -277,5 +277,28 @@ TEST(FlightRecorder, ASnapshotTakenWhileAThreadWritesIsItsNewestEventsWithoutGap
   }
 }
 
+// The snapshot signal as soon as start() returns, before the session's control thread may have
+// looked at its bell: the snapshot is still taken.
+TEST(FlightRecorder, TheSnapshotSignalRightAfterStartIsNotLost) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.mode = Mode::flight;
+  config.snapshot_signal = SIGUSR2;
+  config.snapshot_dir = directory.path();
+  ASSERT_TRUE(start(config)) << last_error();
+  CHRONICLE_INSTANT("test", "before the signal");
+  ASSERT_EQ(raise(SIGUSR2), 0);
+  const std::string name = directory / ("chronicle-snapshot-" + std::to_string(getpid()) + "-1");
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(name) && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Before stop(), whose own ring of the bell would have the request seen at last.
+  const bool taken = std::filesystem::exists(name);
+  stop();
+  ASSERT_TRUE(taken) << "no snapshot in the 30 s after SIGUSR2";
+  reader::Trace trace(name);
+  EXPECT_EQ(test::read_category(trace, "test").size(), 1u);
+}
+
 }  // namespace
 }  // namespace chronicle
