@@ -1,8 +1,15 @@
 // Events written in this process are read back exactly: counts, order per thread, fields.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chronicle/chronicle.hpp>
+#include <chrono>
+#include <filesystem>
 #include <map>
+#include <string>
 #include <thread>
 
 #include "collector/collector.hpp"
@@ -220,6 +227,77 @@ TEST(FlightRecorder, KeepsTheMostRecentEventsWithoutGaps) {
   EXPECT_EQ(events.back().value, kWritten - 1);
   for (size_t i = 1; i < events.size(); ++i) ASSERT_EQ(events[i].value, events[i - 1].value + 1);
   EXPECT_EQ(trace.events_discarded(), 0u);
+}
+
+// Snapshots (the snapshot signal) taken while a thread fills a small ring, which it laps many
+// times during each copy: each is the newest run of that thread's counters, with no hole, and
+// copying the slots the writer is filling or reusing races with nothing (the TSan suite runs
+// this).
+TEST(FlightRecorder, ASnapshotTakenWhileAThreadWritesIsItsNewestEventsWithoutGaps) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.mode = Mode::flight;
+  config.buffer_size = 32 << 10;
+  config.packet_size = 4 << 10;
+  config.snapshot_signal = SIGUSR2;
+  config.snapshot_dir = directory.path();
+  ASSERT_TRUE(start(config)) << last_error();
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> written{0};
+  std::thread writer([&] {
+    for (int64_t i = 0; !done.load(std::memory_order_relaxed); ++i) {
+      CHRONICLE_COUNTER("test", "n", i);
+      written.store(i + 1, std::memory_order_relaxed);
+    }
+  });
+  constexpr int kSnapshots = 5;
+  std::vector<std::string> snapshots;
+  for (int n = 1; n <= kSnapshots; ++n) {
+    // Well into the writing, so that the ring has been lapped before the copy starts.
+    const int64_t before = written.load(std::memory_order_relaxed);
+    while (written.load(std::memory_order_relaxed) < before + 10'000) std::this_thread::yield();
+    if (kill(getpid(), SIGUSR2) != 0) break;
+    const std::string name = directory / ("chronicle-snapshot-" + std::to_string(getpid()) + "-" + std::to_string(n));
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!std::filesystem::exists(name) && std::chrono::steady_clock::now() < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!std::filesystem::exists(name)) break;
+    snapshots.push_back(name);
+  }
+  done.store(true, std::memory_order_relaxed);
+  writer.join();
+  stop();
+  ASSERT_EQ(snapshots.size(), size_t{kSnapshots}) << "no snapshot after SIGUSR2";
+  for (const std::string& snapshot : snapshots) {
+    SCOPED_TRACE(snapshot);
+    reader::Trace trace(snapshot);
+    const auto events = test::read_category(trace, "test");
+    ASSERT_FALSE(events.empty());
+    for (size_t i = 1; i < events.size(); ++i) ASSERT_EQ(events[i].value, events[i - 1].value + 1);
+  }
+}
+
+// The snapshot signal as soon as start() returns, before the session's control thread may have
+// looked at its bell: the snapshot is still taken.
+TEST(FlightRecorder, TheSnapshotSignalRightAfterStartIsNotLost) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.mode = Mode::flight;
+  config.snapshot_signal = SIGUSR2;
+  config.snapshot_dir = directory.path();
+  ASSERT_TRUE(start(config)) << last_error();
+  CHRONICLE_INSTANT("test", "before the signal");
+  ASSERT_EQ(raise(SIGUSR2), 0);
+  const std::string name = directory / ("chronicle-snapshot-" + std::to_string(getpid()) + "-1");
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(name) && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Before stop(), whose own ring of the bell would have the request seen at last.
+  const bool taken = std::filesystem::exists(name);
+  stop();
+  ASSERT_TRUE(taken) << "no snapshot in the 30 s after SIGUSR2";
+  reader::Trace trace(name);
+  EXPECT_EQ(test::read_category(trace, "test").size(), 1u);
 }
 
 }  // namespace

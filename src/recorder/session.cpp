@@ -1123,6 +1123,11 @@ void run_control(Session* session) {
   SelfSampler sampler(*session);
   auto next_sample = std::chrono::steady_clock::now() + interval;
   uint32_t seen = header.control_requests.load(std::memory_order_acquire);
+  // What rang the bell before that load (the snapshot signal as soon as start() returned, a ctl
+  // request as soon as the mapping was there): the wait below returns only for later rings.
+  // The load acquired the handler's or ctl's ring, which comes after its request.
+  if (session->snapshot_requests.exchange(0, std::memory_order_acquire) != 0) take_snapshot(*session);
+  answer_request(*session);
   for (;;) {
     // Both checked after `seen` was loaded: a stop() that stored its flag (or asked for the last
     // sample) and bumped the word before that load is seen here, since its store comes before its
