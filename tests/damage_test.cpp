@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chronicle/chronicle.hpp>
 #include <cstring>
 #include <filesystem>
@@ -264,6 +265,76 @@ TEST_F(Damage, AReadWithinTheCommittedSizesSurvivesACutBackAfterIt) {
   ASSERT_EQ(open_before_the_cut.streams().size(), 1u) << "a stream file it was not told of is not read";
   ASSERT_EQ(::truncate(stream_.c_str(), static_cast<off_t>(committed_bytes)), 0);
   EXPECT_EQ(test::read_all(open_before_the_cut).size(), total_events_ / 2 - events_from(kept));
+}
+
+// A trace large enough to be checked on several threads when it is opened
+// (reader::kBytesForThreadedOpen): what it says of its streams and of their damage is what one
+// thread would say, in the same order, whichever stream a thread finished first.
+TEST(DamageOnThreads, ALargeTraceSaysWhatOneThreadWouldInTheSameOrder) {
+  TemporaryDirectory directory;
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  config.buffer_size = 32 << 20;  // room for everything: no drops
+  config.packet_size = 64 << 10;
+  config.self_stats_interval = std::chrono::milliseconds(0);
+  ASSERT_TRUE(start(config)) << last_error();
+  // Streams of different sizes, so that the threads do not finish in the order of the names.
+  constexpr int kThreads = 4;
+  constexpr int kRounds[kThreads] = {600'000, 150'000, 450'000, 100'000};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([rounds = kRounds[t]] {
+      for (int i = 0; i < rounds; ++i) CHRONICLE_COUNTER("damage", "sequence", i);
+    });
+  for (auto& thread : threads) thread.join();
+  stop();
+  const std::string trace_path = config.output;
+
+  std::vector<std::string> streams;
+  uint64_t total_bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(trace_path))
+    if (entry.path().filename().string().starts_with("thread-") && entry.file_size() > 0) {
+      streams.push_back(entry.path().string());
+      total_bytes += entry.file_size();
+    }
+  std::sort(streams.begin(), streams.end());
+  ASSERT_EQ(streams.size(), size_t{kThreads});
+  ASSERT_GE(total_bytes, reader::kBytesForThreadedOpen) << "the test wants a trace that is opened on threads";
+  size_t sound_events = 0;
+  {
+    const reader::Trace sound(trace_path);
+    ASSERT_EQ(sound.events_discarded(), 0u);
+    sound_events = test::read_all(sound).size();
+  }
+
+  // An unknown event id in a packet of the first stream and of the third; a bad magic in the
+  // last packet of the fourth: three damages, in the order of the stream names.
+  const std::vector<PacketPlace> first = packets_of(streams[0]);
+  const std::vector<PacketPlace> third = packets_of(streams[2]);
+  const std::vector<PacketPlace> fourth = packets_of(streams[3]);
+  const auto break_event = [](const std::string& path, const PacketPlace& victim) {
+    uint8_t first_byte = read_file(path)[victim.event_offsets.front()];
+    first_byte = static_cast<uint8_t>((first_byte & ~0x1f) | 29);
+    overwrite(path, victim.event_offsets.front(), &first_byte, 1);
+  };
+  break_event(streams[0], first[first.size() / 2]);
+  break_event(streams[2], third[1]);
+  const uint32_t bad_magic = 0;
+  overwrite(streams[3], fourth.back().offset, &bad_magic, sizeof bad_magic);
+
+  const reader::Trace trace(trace_path);
+  ASSERT_EQ(trace.streams().size(), size_t{kThreads});
+  for (size_t s = 0; s < streams.size(); ++s) EXPECT_EQ(trace.streams()[s].path, streams[s]);
+  ASSERT_EQ(trace.damage().size(), 3u);
+  EXPECT_EQ(trace.damage()[0].file, streams[0]);
+  EXPECT_EQ(trace.damage()[0].offset, first[first.size() / 2].offset);
+  EXPECT_EQ(trace.damage()[1].file, streams[2]);
+  EXPECT_EQ(trace.damage()[1].offset, third[1].offset);
+  EXPECT_EQ(trace.damage()[2].file, streams[3]);
+  EXPECT_EQ(trace.damage()[2].offset, fourth.back().offset);
+  EXPECT_EQ(test::read_all(trace).size(), sound_events - first[first.size() / 2].event_offsets.size() -
+                                              third[1].event_offsets.size() - fourth.back().event_offsets.size());
 }
 
 }  // namespace

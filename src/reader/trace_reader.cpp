@@ -7,11 +7,16 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <limits>
+#include <optional>
+#include <system_error>
+#include <thread>
 
 #include "compression/ctfz.hpp"
 #include "reader/trace_directory.hpp"
@@ -212,14 +217,7 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<s
     }
     if (error) throw TraceError(chunk, 0, fmt::format("cannot list: {}", error.message()));
   }
-  for (const auto& [name, paths] : stream_files) {
-    uint64_t start = 0;
-    if (starts)
-      if (const auto found = starts->find(paths.front()); found != starts->end()) start = found->second;
-    uint64_t limit = UINT64_MAX;
-    if (committed) limit = committed->at(fs::path(paths.front()).filename().string());
-    index_stream(paths, start, starts != nullptr, limit);
-  }
+  index_streams(stream_files, starts, committed);
   if (streams_.empty() && !damage_.empty())
     throw TraceError(damage_.front().file, damage_.front().offset,
                      damage_.front().reason + " (nothing readable is left in the trace)");
@@ -319,7 +317,8 @@ void Trace::load_definitions(const std::string& path, const uint8_t* data, uint6
 
 // A stream file mapped for reading: a compressed one is decoded into a temporary file first
 // (its units that do not decode are listed as damage).
-std::unique_ptr<MappedFile> Trace::open_stream_file(const std::string& path, uint64_t committed) {
+std::unique_ptr<MappedFile> Trace::open_stream_file(const std::string& path, uint64_t committed,
+                                                    std::vector<Damage>& damage) const {
   auto file = std::make_unique<MappedFile>(path, committed);
   if (!compression::has_compressed_name(path) && !compression::looks_compressed(file->data(), file->size()))
     return file;
@@ -346,8 +345,8 @@ std::unique_ptr<MappedFile> Trace::open_stream_file(const std::string& path, uin
     throw TraceError(path, 0, fmt::format("cannot decompress into a temporary file: {}", std::strerror(write_failure)));
   }
   for (const compression::UnitProblem& problem : problems)
-    damage_.push_back({path, problem.offset, problem.bytes, std::nullopt,
-                       fmt::format("compressed unit: {} (offsets in this file's compressed bytes)", problem.reason)});
+    damage.push_back({path, problem.offset, problem.bytes, std::nullopt,
+                      fmt::format("compressed unit: {} (offsets in this file's compressed bytes)", problem.reason)});
   try {
     auto decoded = std::make_unique<MappedFile>(path, fd, written);
     ::close(fd);
@@ -358,16 +357,88 @@ std::unique_ptr<MappedFile> Trace::open_stream_file(const std::string& path, uin
   }
 }
 
-void Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing, uint64_t committed) {
+// One stream's files opened and every packet checked: what open() keeps of it.
+struct Trace::IndexedStream {
   StreamInfo info;
-  info.path = paths.front();
-  info.files = paths;
   std::vector<std::unique_ptr<MappedFile>> files;
   std::vector<PacketPlace> readable;
   std::vector<uint32_t> event_types;
+  std::vector<Damage> damage;
+};
+
+// Each stream is checked apart from the others (on a thread of its own when the trace is large),
+// and the results are kept in the order of the stream names, as one thread would.
+void Trace::index_streams(const std::map<std::string, std::vector<std::string>>& stream_files,
+                          const std::map<std::string, uint64_t>* starts,
+                          const std::map<std::string, uint64_t>* committed) {
+  struct Job {
+    const std::vector<std::string>* paths;
+    uint64_t start = 0;
+    uint64_t limit = UINT64_MAX;
+  };
+  std::vector<Job> jobs;
+  uint64_t total_bytes = 0;
+  for (const auto& [name, paths] : stream_files) {
+    Job job{&paths};
+    if (starts)
+      if (const auto found = starts->find(paths.front()); found != starts->end()) job.start = found->second;
+    if (committed) job.limit = committed->at(fs::path(paths.front()).filename().string());
+    for (const std::string& path : paths) {
+      std::error_code size_error;
+      total_bytes += fs::file_size(path, size_error);
+    }
+    jobs.push_back(job);
+  }
+  std::vector<std::optional<IndexedStream>> results(jobs.size());
+  std::vector<std::exception_ptr> failures(jobs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t index; (index = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) {
+      try {
+        results[index] = index_stream(*jobs[index].paths, jobs[index].start, starts != nullptr, jobs[index].limit);
+      } catch (...) {
+        failures[index] = std::current_exception();
+      }
+    }
+  };
+  // Threads pay for themselves on large traces only.
+  const size_t threads = total_bytes < kBytesForThreadedOpen
+                             ? 1
+                             : std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < threads; ++i) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the others take its streams
+    }
+  }
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  for (size_t index = 0; index < jobs.size(); ++index) {
+    if (failures[index]) std::rethrow_exception(failures[index]);
+    IndexedStream& stream = *results[index];
+    damage_.insert(damage_.end(), stream.damage.begin(), stream.damage.end());
+    if (stream.readable.empty()) continue;  // nothing of this stream to show; damage() says why
+    streams_.push_back(std::move(stream.info));
+    files_.push_back(std::move(stream.files));
+    readable_packets_.push_back(std::move(stream.readable));
+    packet_event_types_.push_back(std::move(stream.event_types));
+  }
+}
+
+Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
+                                         uint64_t committed) const {
+  IndexedStream indexed;
+  StreamInfo& info = indexed.info;
+  info.path = paths.front();
+  info.files = paths;
+  std::vector<std::unique_ptr<MappedFile>>& files = indexed.files;
+  std::vector<PacketPlace>& readable = indexed.readable;
+  std::vector<uint32_t>& event_types = indexed.event_types;
   uint64_t previous_discarded = 0;
   for (const std::string& path : paths) {
-    auto file = open_stream_file(path, committed);
+    auto file = open_stream_file(path, committed, indexed.damage);
     info.bytes += file->size();
     uint64_t offset = path == paths.front() ? start : 0;
     const auto file_index = static_cast<uint32_t>(files.size());
@@ -379,7 +450,7 @@ void Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, 
         // The collector appends whole packets: one that ends short is being written now.
         if (growing) break;
         // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
-        damage_.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
+        indexed.damage.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
         break;
       }
       uint32_t types = 0;
@@ -397,18 +468,14 @@ void Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, 
         std::optional<uint64_t> events;
         if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
           events = format::count_events(packet, content);
-        damage_.push_back({path, offset, *packet_bytes, events, problem});
+        indexed.damage.push_back({path, offset, *packet_bytes, events, problem});
       }
       offset += *packet_bytes;
     }
     files.push_back(std::move(file));
   }
-  if (readable.empty()) return;  // nothing of this stream to show; damage() says why
   info.events_discarded = previous_discarded;
-  streams_.push_back(std::move(info));
-  files_.push_back(std::move(files));
-  readable_packets_.push_back(std::move(readable));
-  packet_event_types_.push_back(std::move(event_types));
+  return indexed;
 }
 
 const uint8_t* Trace::packet_at(size_t stream, size_t packet) const {

@@ -117,6 +117,10 @@ std::string describe(const Damage& damage);
 
 class MappedFile;
 
+// A trace whose stream files total this many bytes has its streams checked on several threads
+// when it is opened (one stream per thread at a time); a smaller one on the caller's.
+inline constexpr uint64_t kBytesForThreadedOpen = 16 << 20;
+
 class Trace {
  public:
   // Opens and checks the directory: metadata, definitions and every packet of the streams. A
@@ -198,8 +202,13 @@ class Trace {
   void read_metadata();
   void read_definitions();
   void load_definitions(const std::string& path, const uint8_t* data, uint64_t size);
-  void index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing, uint64_t committed);
-  std::unique_ptr<MappedFile> open_stream_file(const std::string& path, uint64_t committed);
+  struct IndexedStream;
+  void index_streams(const std::map<std::string, std::vector<std::string>>& stream_files,
+                     const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
+  IndexedStream index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
+                             uint64_t committed) const;
+  std::unique_ptr<MappedFile> open_stream_file(const std::string& path, uint64_t committed,
+                                               std::vector<Damage>& damage) const;
   const uint8_t* packet_at(size_t stream, size_t packet) const;
   std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
                              uint32_t& event_types) const;
