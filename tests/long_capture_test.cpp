@@ -114,6 +114,31 @@ TEST(Compression, UnitsGiveBackEveryPacketByteForByte) {
   EXPECT_EQ(round_trip(strings, 1, problems), strings);
 }
 
+// What warm_up writes is thrown away: a warmed writer's units are a cold one's, byte for byte,
+// and it hands out the buffers it was asked for, empty, each large enough for a unit.
+TEST(Compression, AWarmedWriterWritesWhatAColdOneWrites) {
+  TemporaryDirectory directory;
+  write_plain_trace(directory);
+  const std::vector<uint8_t> file = slurp(thread_files(directory / "trace").at(0));
+  const uint32_t events = 1234;
+  compression::UnitWriter cold;
+  std::vector<uint8_t> cold_unit;
+  cold.append(file, compression::UnitContent::packets, events, cold_unit);
+
+  compression::UnitWriter warm;
+  constexpr size_t kUnitBytes = 256 << 10;
+  warm.warm_up(kUnitBytes, 2);
+  std::vector<uint8_t> warm_unit;
+  warm.append(file, compression::UnitContent::packets, events, warm_unit);
+  EXPECT_EQ(warm_unit, cold_unit);
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<uint8_t> buffer = warm.take_buffer();
+    EXPECT_TRUE(buffer.empty());
+    EXPECT_GE(buffer.capacity(), kUnitBytes);
+  }
+  EXPECT_EQ(warm.take_buffer().capacity(), 0u) << "two buffers were asked for";
+}
+
 TEST(Compression, APacketTheDecoderRefusesComesBackVerbatim) {
   TemporaryDirectory directory;
   write_plain_trace(directory);

@@ -400,6 +400,13 @@ Collector::Collector(SessionMapping& mapping, std::string output_dir, CollectorO
   }
   consumed_.assign(mapping_.geometry().max_channels, 0);
   scratch_.resize(mapping_.geometry().packet_size);
+  if (options_.compress) {
+    unit_writer_ = options_.unit_writer;
+    if (!unit_writer_) {
+      unit_writer_ = std::make_shared<compression::UnitWriter>();
+      unit_writer_->warm_up(kCompressedUnitBytes + mapping_.geometry().packet_size, 1);
+    }
+  }
   write_metadata(false);
   reserve_room();
 }
@@ -429,7 +436,7 @@ void Collector::write_trace_file(const std::string& name, const void* data, size
 // counted as unwritten, packet by packet, as write_packet counts a plain packet.
 void Collector::flush_unit(StreamFile& stream) {
   if (stream.unit.empty()) return;
-  if (!unit_writer_) unit_writer_ = std::make_unique<compression::UnitWriter>();
+  if (!unit_writer_) unit_writer_ = std::make_shared<compression::UnitWriter>();
   std::vector<uint8_t>& encoded = encoded_;
   encoded.clear();
   unit_writer_->append(stream.unit, compression::UnitContent::packets,
@@ -586,6 +593,7 @@ Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
   StreamFile& stream = streams_[packet.stream_instance_id];
   if (stream.fd >= 0) return stream;
   const std::string_view compressed = options_.compress ? compression::kSuffix : std::string_view();
+  if (options_.compress && stream.unit.capacity() == 0) stream.unit = unit_writer_->take_buffer();
   if (!stream.name.empty()) {
     // Its file in a new chunk, under the name it had in the first.
     const std::string path = files_dir_ + "/" + stream.name;

@@ -180,6 +180,10 @@ struct CollectorOptions {
   // With rotation: the oldest chunks are removed while the trace is larger than this (0: never).
   // The chunk being written is never removed.
   uint64_t max_size = 0;
+  // With compress: the unit writer to use, warmed before the program starts (UnitWriter::warm_up)
+  // and shared by the collectors that one thread drains. Without one, each collector makes and
+  // warms its own when it is made.
+  std::shared_ptr<compression::UnitWriter> unit_writer;
 };
 inline constexpr size_t kCompressedUnitBytes = size_t{1} << 20;
 inline constexpr std::chrono::seconds kCompressedUnitAge{1};
@@ -298,7 +302,7 @@ class Collector {
   std::chrono::steady_clock::time_point chunk_started_;
   std::map<uint64_t, StreamFile> streams_;                // by stream instance
   std::set<std::string> names_taken_;                     // by streams_, in any chunk
-  std::unique_ptr<compression::UnitWriter> unit_writer_;  // kept from unit to unit
+  std::shared_ptr<compression::UnitWriter> unit_writer_;  // kept from unit to unit
   size_t pending_unit_bytes_ = 0;                         // in every stream's unit
   std::vector<uint8_t> encoded_;
   std::vector<uint64_t> consumed_;  // per channel, stream policy

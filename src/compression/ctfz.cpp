@@ -539,6 +539,7 @@ struct UnitWriter::State {
   ZSTD_CCtx* context = nullptr;
   std::vector<uint8_t> transformed;
   std::vector<uint8_t> frame;
+  std::vector<std::vector<uint8_t>> spare_buffers;  // warm_up's, for take_buffer
 };
 
 UnitWriter::UnitWriter(int level) : state_(std::make_unique<State>()) {
@@ -577,6 +578,62 @@ void UnitWriter::append(std::span<const uint8_t> raw, UnitContent content, uint3
   entry.frame_size = size;
   put_entry(entry, out);
   out.insert(out.end(), state_->frame.begin(), state_->frame.begin() + static_cast<ptrdiff_t>(size));
+}
+
+namespace {
+
+// Packets of spans (begins and ends, as a span storm writes them) filling `unit_bytes`.
+std::vector<uint8_t> made_up_spans(size_t unit_bytes) {
+  constexpr size_t kPacketBytes = 64 << 10;
+  std::vector<uint8_t> unit;
+  unit.reserve(unit_bytes + kPacketBytes);
+  uint64_t ticks = 1'000'000;
+  uint32_t site = 1;
+  for (uint64_t seq = 0; unit.size() < unit_bytes; ++seq) {
+    const size_t start = unit.size();
+    unit.resize(start + kPacketBytes);
+    uint8_t* packet = unit.data() + start;
+    PacketHeader header{};
+    header.magic = format::kPacketMagic;
+    header.stream_id = format::kStreamThread;
+    header.timestamp_begin = ticks;
+    header.packet_seq_num.store(seq, std::memory_order_relaxed);
+    uint8_t* at = packet + format::kPacketHeaderSize;
+    for (bool begin = true; at + format::kCompactHeaderSize + sizeof site <= packet + kPacketBytes; begin = !begin) {
+      ticks += 21;
+      const auto id = static_cast<uint32_t>(begin ? format::EventId::span_begin : format::EventId::span_end);
+      at = format::write_event_header(at, true, id, ticks);
+      std::memcpy(at, &site, sizeof site);
+      at += sizeof site;
+      if (!begin) site = site % 7 + 1;
+    }
+    const auto content = static_cast<uint64_t>(at - packet);
+    header.timestamp_end.store(ticks, std::memory_order_relaxed);
+    header.content_size_bits.store(content * 8, std::memory_order_relaxed);
+    header.packet_size_bits = kPacketBytes * 8;
+    std::memcpy(static_cast<void*>(packet), &header, sizeof header);
+  }
+  return unit;
+}
+
+}  // namespace
+
+void UnitWriter::warm_up(size_t unit_bytes, size_t buffers) {
+  std::vector<uint8_t> unit = made_up_spans(unit_bytes);
+  std::vector<uint8_t> out;
+  append(unit, UnitContent::packets, 0, out);
+  for (size_t i = 0; i < buffers; ++i) {
+    std::vector<uint8_t> buffer(unit.capacity());  // touched: zero-filled
+    buffer.clear();
+    state_->spare_buffers.push_back(std::move(buffer));
+  }
+}
+
+std::vector<uint8_t> UnitWriter::take_buffer() {
+  if (state_->spare_buffers.empty()) return {};
+  std::vector<uint8_t> buffer = std::move(state_->spare_buffers.back());
+  state_->spare_buffers.pop_back();
+  return buffer;
 }
 
 void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t events, std::vector<uint8_t>& out,

@@ -70,6 +70,14 @@ class UnitWriter {
   UnitWriter& operator=(const UnitWriter&) = delete;
   void append(std::span<const uint8_t> raw, UnitContent content, uint32_t events, std::vector<uint8_t>& out);
 
+  // Grows and touches, before they are needed, what writing units of `unit_bytes` uses: the
+  // columns, zstd's context, and `buffers` raw unit buffers handed out by take_buffer(). Memory
+  // a collector first touches while the program writes stalls it (a page fault costs ~20 us on
+  // a VM, so the first megabyte unit took 20 ms), and the first ring can fill meanwhile.
+  void warm_up(size_t unit_bytes, size_t buffers);
+  // A warmed buffer for a stream's unit (empty, its capacity kept), or an empty vector.
+  std::vector<uint8_t> take_buffer();
+
  private:
   struct State;
   std::unique_ptr<State> state_;
