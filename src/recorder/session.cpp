@@ -68,6 +68,7 @@
 #include "chronicle/detail/context_state.hpp"
 #include "chronicle/detail/writer.hpp"
 #include "collector/collector.hpp"
+#include "compression/ctfz.hpp"
 #include "format/category_rules.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
@@ -121,6 +122,9 @@ struct Session {
 
   // The in-process collector, when config.output is set.
   std::thread collector_thread;
+  // With Config::compress: warmed by start() before the program goes on writing (see
+  // compression::UnitWriter::warm_up), then the collector thread's.
+  std::shared_ptr<compression::UnitWriter> unit_writer;
   std::mutex collector_mutex;
   bool collector_stop = false;
   std::string collector_error;
@@ -425,6 +429,7 @@ void run_collector(Session* session) {
     collector::SessionMapping mapping(session->file.base, session->file.size);
     collector::CollectorOptions layout;
     layout.compress = session->config.compress;
+    layout.unit_writer = session->unit_writer;
     collector::Collector collector(mapping, session->config.output, layout);
     // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
     // promptly and an idle one costs next to nothing.
@@ -1422,11 +1427,26 @@ void end_sampler_thread(Session& session) {
   session.stack_sampler.reset();  // its rings, descriptors, timers: a retired session keeps nothing
 }
 
+// A compressing session's unit writer, its memory touched now rather than while the program's
+// first ring fills (compression::UnitWriter::warm_up); null when there is none to make.
+std::shared_ptr<compression::UnitWriter> warmed_unit_writer(const Config& config) {
+  if (!config.compress || config.output.empty()) return nullptr;
+  try {
+    auto writer = std::make_shared<compression::UnitWriter>();
+    writer->warm_up(collector::kCompressedUnitBytes + config.packet_size, 1);
+    return writer;
+  } catch (const std::exception&) {
+    return nullptr;  // the collector makes its own
+  }
+}
+
 }  // namespace
 
 bool start(const Config& config) {
   Registry& reg = registry();
   SlowPathScope scope;
+  // Before the lock, which threads that start to trace take: on a VM this takes milliseconds.
+  std::shared_ptr<compression::UnitWriter> unit_writer = warmed_unit_writer(config);
   std::unique_lock lock(reg.mutex);
   if (reg.session) return fail(reg, "a session is already running");
   if (std::string problem = recorder::ring_geometry_problem(config.buffer_size, config.packet_size); !problem.empty())
@@ -1434,6 +1454,7 @@ bool start(const Config& config) {
   if (config.max_threads == 0) return fail(reg, "max_threads must be at least 1");
 
   auto session = std::make_unique<Session>();
+  session->unit_writer = std::move(unit_writer);
   session->config = config;
   session->rules = config.armed ? format::CategoryRules()
                                 : format::CategoryRules::from_list(config.categories.empty() ? "*" : config.categories);
