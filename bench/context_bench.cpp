@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "scratch_shm.hpp"
+
 namespace {
 
 constexpr const char* kValid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -49,12 +51,14 @@ void BM_SendTraceparentTracing(benchmark::State& state) {
   chronicle::Config config;
   config.mode = chronicle::Mode::flight;
   config.buffer_size = size_t{64} << 20;
+  if (!chronicle_bench::scratch_shm().path().empty()) config.shm_dir = chronicle_bench::scratch_shm().path();
   if (!chronicle::start(config)) throw std::runtime_error(chronicle::last_error());
   for (auto _ : state) {
     std::string header = chronicle::send_traceparent();
     benchmark::DoNotOptimize(header);
   }
   chronicle::stop();
+  chronicle_bench::scratch_shm().empty();
 }
 BENCHMARK(BM_SendTraceparentTracing);
 

@@ -12,20 +12,29 @@
 #include <filesystem>
 #include <optional>
 
+#include "scratch_shm.hpp"
+
 namespace {
 
 // A session that records into the flight recorder's rings in /dev/shm: the writer does all its
 // work, and no collector thread competes for the machine's cores.
 class Session {
  public:
-  explicit Session(bool on) {
+  explicit Session(bool on) : on_(on) {
     if (!on) return;
     chronicle::Config config;
     config.mode = chronicle::Mode::flight;
     config.buffer_size = size_t{64} << 20;
+    if (!chronicle_bench::scratch_shm().path().empty()) config.shm_dir = chronicle_bench::scratch_shm().path();
     if (!chronicle::start(config)) throw std::runtime_error(chronicle::last_error());
   }
-  ~Session() { chronicle::stop(); }
+  ~Session() {
+    chronicle::stop();
+    if (on_) chronicle_bench::scratch_shm().empty();
+  }
+
+ private:
+  bool on_;
 };
 
 // The baseline: a lazy task with the same shape as chronicle::task<int> (continuation, value,
