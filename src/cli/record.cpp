@@ -24,7 +24,6 @@
 #include "cli/otlp_push_cli.hpp"
 #include "cli/record_trigger.hpp"
 #include "collector/collector.hpp"
-#include "compression/ctfz.hpp"
 #include "export/otlp_live.hpp"
 #include "export/otlp_push.hpp"
 #include "recorder/environment.hpp"
@@ -397,10 +396,7 @@ int run_record(RecordOptions& options) {
   check_settings(options);
   // The compressor's memory is touched now, not while the program's first ring fills: on a VM
   // that took 20 ms, and cost the first milliseconds of a fast writer's events.
-  if (options.layout.compress) {
-    options.layout.unit_writer = std::make_shared<compression::UnitWriter>();
-    options.layout.unit_writer->warm_up(collector::kCompressedUnitBytes + Config{}.packet_size, 2);
-  }
+  if (options.layout.compress) options.layout.unit_writer = collector::warmed_unit_writer(Config{}.packet_size, 2);
   // A bad endpoint is said before the program runs, not after.
   if (!options.otlp.endpoint.empty()) exports::otlp_traces_url(options.otlp.endpoint);
   const std::string program = options.command.front();

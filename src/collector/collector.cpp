@@ -381,6 +381,12 @@ void create_private_directory(const std::string& directory) {
   throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(failure)));
 }
 
+std::shared_ptr<compression::UnitWriter> warmed_unit_writer(size_t packet_size, size_t buffers) {
+  auto writer = std::make_shared<compression::UnitWriter>();
+  writer->warm_up(kCompressedUnitBytes + packet_size, buffers);
+  return writer;
+}
+
 std::string chunk_name(uint64_t number) {
   return fmt::format("chunk-{:06}", number);
 }
@@ -400,13 +406,8 @@ Collector::Collector(SessionMapping& mapping, std::string output_dir, CollectorO
   }
   consumed_.assign(mapping_.geometry().max_channels, 0);
   scratch_.resize(mapping_.geometry().packet_size);
-  if (options_.compress) {
-    unit_writer_ = options_.unit_writer;
-    if (!unit_writer_) {
-      unit_writer_ = std::make_shared<compression::UnitWriter>();
-      unit_writer_->warm_up(kCompressedUnitBytes + mapping_.geometry().packet_size, 1);
-    }
-  }
+  if (options_.compress)
+    unit_writer_ = options_.unit_writer ? options_.unit_writer : warmed_unit_writer(mapping_.geometry().packet_size, 1);
   write_metadata(false);
   reserve_room();
 }
@@ -436,7 +437,6 @@ void Collector::write_trace_file(const std::string& name, const void* data, size
 // counted as unwritten, packet by packet, as write_packet counts a plain packet.
 void Collector::flush_unit(StreamFile& stream) {
   if (stream.unit.empty()) return;
-  if (!unit_writer_) unit_writer_ = std::make_shared<compression::UnitWriter>();
   std::vector<uint8_t>& encoded = encoded_;
   encoded.clear();
   unit_writer_->append(stream.unit, compression::UnitContent::packets,

@@ -190,6 +190,10 @@ inline constexpr std::chrono::seconds kCompressedUnitAge{1};
 // All streams' units together: past this, a stream's unit is written at its next packet, so that
 // a program of many threads does not hold a megabyte per thread in its collector.
 inline constexpr size_t kCompressedPendingBytes = size_t{64} << 20;
+// A unit writer for rings of `packet_size` packets, warmed (UnitWriter::warm_up) with `buffers`
+// unit buffers: made before the program writes, so that the collector's first units do not
+// stall on first-touch page faults.
+std::shared_ptr<compression::UnitWriter> warmed_unit_writer(size_t packet_size, size_t buffers);
 // The name of the trace's n-th chunk (from 1) under a rotated trace's directory.
 std::string chunk_name(uint64_t number);
 

@@ -1432,9 +1432,7 @@ void end_sampler_thread(Session& session) {
 std::shared_ptr<compression::UnitWriter> warmed_unit_writer(const Config& config) {
   if (!config.compress || config.output.empty()) return nullptr;
   try {
-    auto writer = std::make_shared<compression::UnitWriter>();
-    writer->warm_up(collector::kCompressedUnitBytes + config.packet_size, 1);
-    return writer;
+    return collector::warmed_unit_writer(config.packet_size, 1);
   } catch (const std::exception&) {
     return nullptr;  // the collector makes its own
   }
