@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <algorithm>
 #include <chronicle/chronicle.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -221,6 +223,140 @@ TEST(Compression, AnInProcessSessionWritesACompressedTraceTheToolsRead) {
   std::vector<int64_t> expected(20000);
   for (int64_t i = 0; i < 20000; ++i) expected[static_cast<size_t>(i)] = i;
   for (const auto& [thread, sequence] : values) EXPECT_EQ(sequence, expected) << "thread " << thread;
+}
+
+// A compressed trace is read a unit at a time, in memory: nothing is decoded to a file.
+TEST(Compression, ReadingACompressedTraceWritesNoFile) {
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.compress = true;
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr int64_t kCounters = 200000;  // ~2.6 MB of plain events
+  for (int64_t i = 0; i < kCounters; ++i) CHRONICLE_COUNTER("test", "sequence", i);
+  stop();
+  struct FileSizeLimit {  // no file written past 64 KiB while it holds
+    rlimit saved{};
+    void (*saved_handler)(int) = nullptr;
+    FileSizeLimit() {
+      getrlimit(RLIMIT_FSIZE, &saved);
+      saved_handler = signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{64 << 10, saved.rlim_max};
+      setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    ~FileSizeLimit() {
+      setrlimit(RLIMIT_FSIZE, &saved);
+      signal(SIGXFSZ, saved_handler);
+    }
+  };
+  std::map<uint32_t, std::vector<int64_t>> values;
+  {
+    FileSizeLimit limit;
+    try {
+      const reader::Trace trace(directory / "trace");
+      values = sequences(trace);
+    } catch (const std::exception& failure) {
+      ADD_FAILURE() << failure.what();
+    }
+  }
+  ASSERT_EQ(values.size(), 1u);
+  const std::vector<int64_t>& sequence = values.begin()->second;
+  ASSERT_EQ(sequence.size(), static_cast<size_t>(kCounters));
+  for (int64_t i = 0; i < kCounters; ++i) ASSERT_EQ(sequence[static_cast<size_t>(i)], i);
+}
+
+// The seek table comes from the units' entries: a unit whose frame is damaged is still listed
+// (it fails when decoded, alone), and a file cut short lists the whole units before the cut.
+TEST(Compression, TheSeekTableFindsEveryUnitWithoutDecodingIt) {
+  TemporaryDirectory directory;
+  write_plain_trace(directory);
+  const std::vector<uint8_t> file = slurp(thread_files(directory / "trace").at(1));
+  std::vector<compression::UnitProblem> problems;
+  std::vector<uint8_t> compressed;
+  round_trip(file, 3, problems, &compressed);
+  const std::vector<size_t> starts = packet_starts(file);
+  const size_t per_unit = (starts.size() + 2) / 3;
+  const std::vector<uint64_t> raw_offsets{0, starts[per_unit], starts[2 * per_unit]};
+
+  std::vector<compression::UnitPlace> units = compression::list_units(compressed, problems);
+  ASSERT_EQ(units.size(), 3u);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(units[0].offset, 0u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(units[k].raw_offset, raw_offsets[k]) << "unit " << k;
+    if (k > 0) {
+      EXPECT_EQ(units[k].offset, units[k - 1].offset + units[k - 1].bytes);
+    }
+  }
+  EXPECT_EQ(units[2].offset + units[2].bytes, compressed.size());
+
+  compressed[units[1].offset + 8 + 48 + 20] ^= 0xff;  // inside the second unit's zstd frame
+  units = compression::list_units(compressed, problems);
+  ASSERT_EQ(units.size(), 3u);
+  EXPECT_TRUE(problems.empty());
+  compression::UnitDecoder decoder;
+  EXPECT_THROW(decoder.decode(compressed, units[1]), compression::UnitError);
+  for (size_t k : {size_t{2}, size_t{0}}) {  // out of order: a unit decodes alone
+    const std::span<const uint8_t> raw = decoder.decode(compressed, units[k]);
+    const uint64_t end = k == 2 ? file.size() : raw_offsets[1];
+    EXPECT_TRUE(std::equal(raw.begin(), raw.end(), file.begin() + static_cast<ptrdiff_t>(raw_offsets[k]),
+                           file.begin() + static_cast<ptrdiff_t>(end)))
+        << "unit " << k;
+  }
+
+  compressed.resize(units[2].offset + units[2].bytes / 2);
+  units = compression::list_units(compressed, problems);
+  EXPECT_EQ(units.size(), 2u);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].offset, units[1].offset + units[1].bytes);
+}
+
+// A compressed stream file with a damaged unit: the reader names the unit and reads the others.
+TEST(Compression, ATraceWithADamagedUnitReadsTheOtherUnits) {
+  TemporaryDirectory directory;
+  write_plain_trace(directory);
+  const std::string trace_dir = directory / "trace";
+  const reader::Trace plain(trace_dir);
+  const auto expected = sequences(plain);
+  const std::vector<std::string> files = thread_files(trace_dir);
+  ASSERT_EQ(files.size(), 3u);
+  std::vector<compression::UnitPlace> damaged_units;
+  for (size_t f = 0; f < files.size(); ++f) {
+    std::vector<compression::UnitProblem> problems;
+    std::vector<uint8_t> compressed;
+    round_trip(slurp(files[f]), 3, problems, &compressed);
+    if (f == 1) {
+      damaged_units = compression::list_units(compressed, problems);
+      ASSERT_EQ(damaged_units.size(), 3u);
+      compressed[damaged_units[1].offset + 8 + 48 + 20] ^= 0xff;
+    }
+    fs::remove(files[f]);
+    std::ofstream(files[f] + ".ctfz", std::ios::binary)
+        .write(reinterpret_cast<const char*>(compressed.data()), static_cast<std::streamsize>(compressed.size()));
+  }
+  const reader::Trace trace(trace_dir);
+  ASSERT_EQ(trace.damage().size(), 1u);
+  const reader::Damage& damage = trace.damage().front();
+  EXPECT_EQ(damage.file, files[1] + ".ctfz");
+  EXPECT_EQ(damage.offset, damaged_units[1].offset);
+  EXPECT_EQ(damage.bytes, damaged_units[1].bytes);
+  EXPECT_NE(damage.reason.find("compressed unit"), std::string::npos) << damage.reason;
+  const auto values = sequences(trace);
+  ASSERT_EQ(values.size(), 3u);
+  size_t whole = 0;
+  for (const auto& [thread, sequence] : values) {
+    const std::vector<int64_t>& all = expected.at(thread);
+    if (sequence == all) {
+      ++whole;
+      continue;
+    }
+    // The damaged file's: its first and third units' values, in order (a thread's values rise).
+    EXPECT_LT(sequence.size(), all.size());
+    EXPECT_GT(sequence.size(), all.size() / 2);
+    EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
+    EXPECT_TRUE(std::includes(all.begin(), all.end(), sequence.begin(), sequence.end()));
+  }
+  EXPECT_EQ(whole, 2u);
+  EXPECT_EQ(sequences(trace), values) << "read again";
 }
 
 // The rotated trace's chunk directories, by number.

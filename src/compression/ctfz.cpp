@@ -115,9 +115,7 @@ struct Column {
   void set_end(const uint8_t* end) { used = static_cast<size_t>(end - bytes.data()); }
 };
 
-class DecodeFailure : public std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using DecodeFailure = UnitError;
 
 // Reads one column; every read is bounded by it.
 struct ColumnReader {
@@ -181,6 +179,7 @@ class Transform {
 
   // Rebuilds the unit into `out` (raw_size bytes).
   void decode(std::span<const uint8_t> transformed, uint8_t* out, size_t raw_size) {
+    std::fill(previous_.begin(), previous_.end(), 0);  // each unit decodes alone
     ColumnReader directory{transformed.data(), transformed.data() + transformed.size()};
     uint32_t packets = 0;
     directory.bytes(reinterpret_cast<uint8_t*>(&packets), sizeof packets);
@@ -498,39 +497,111 @@ UnitEntry read_entry(const uint8_t* at) {
   return entry;
 }
 
-// The unit's content, checked against its entry; throws DecodeFailure. The buffers are not
-// zero-filled: an entry or a frame header may claim hundreds of megabytes, and only what is
-// decoded is touched.
-std::span<const uint8_t> decode_unit(const UnitEntry& entry, std::span<const uint8_t> frame,
-                                     std::unique_ptr<uint8_t[]>& raw) {
-  if (entry.magic != kUnitMagic) throw DecodeFailure("not a chronicle unit entry");
+// Why an entry is not one this version writes, or "".
+std::string entry_problem(const UnitEntry& entry) {
+  if (entry.magic != kUnitMagic) return "not a chronicle unit entry";
   if (entry.version != kUnitVersion)
-    throw DecodeFailure(fmt::format("unit format version {} (this chronicle reads 1)", entry.version));
+    return fmt::format("unit format version {} (this chronicle reads 1)", entry.version);
   if (entry.raw_size > kMaxUnitRawSize)
-    throw DecodeFailure(fmt::format("a unit of {} bytes, more than any chronicle writes", entry.raw_size));
-  const unsigned long long content_size = ZSTD_getFrameContentSize(frame.data(), frame.size());
-  if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
-      content_size > 2 * kMaxUnitRawSize)
-    throw DecodeFailure("not a zstd frame with its content size");
-  std::unique_ptr<uint8_t[]> inflated(new uint8_t[std::max<size_t>(content_size, 1)]);
-  const size_t got = ZSTD_decompress(inflated.get(), content_size, frame.data(), frame.size());
-  if (ZSTD_isError(got)) throw DecodeFailure(fmt::format("zstd: {}", ZSTD_getErrorName(got)));
-  if (got != content_size) throw DecodeFailure("zstd gave less than the frame's content size");
-  if (entry.content == UnitContent::bytes) {
-    if (got != entry.raw_size) throw DecodeFailure("the unit decodes to another size than its entry says");
-    raw = std::move(inflated);
-    return {raw.get(), got};
-  }
-  if (entry.content != UnitContent::packets) throw DecodeFailure("a unit of unknown content");
-  raw.reset(new uint8_t[std::max<size_t>(entry.raw_size, 1)]);
-  Transform().decode({inflated.get(), got}, raw.get(), entry.raw_size);
-  return {raw.get(), entry.raw_size};
+    return fmt::format("a unit of {} bytes, more than any chronicle writes", entry.raw_size);
+  if (entry.content != UnitContent::packets && entry.content != UnitContent::bytes) return "a unit of unknown content";
+  return {};
 }
 
 }  // namespace
 
 bool looks_compressed(const uint8_t* data, size_t size) {
   return size >= 4 && load<uint32_t>(data) == kSkippableMagic;
+}
+
+// The buffers are not zero-filled: a frame header may claim hundreds of megabytes, and only what
+// is decoded is touched. They only grow, and are kept from unit to unit.
+struct UnitDecoder::State {
+  ZSTD_DCtx* context = nullptr;
+  Transform transform;
+  std::unique_ptr<uint8_t[]> inflated;
+  size_t inflated_capacity = 0;
+  std::unique_ptr<uint8_t[]> raw;
+  size_t raw_capacity = 0;
+
+  static uint8_t* room(std::unique_ptr<uint8_t[]>& buffer, size_t& capacity, size_t size) {
+    if (capacity < size || !buffer) {
+      buffer.reset(new uint8_t[std::max<size_t>(size, 1)]);
+      capacity = size;
+    }
+    return buffer.get();
+  }
+};
+
+UnitDecoder::UnitDecoder() : state_(std::make_unique<State>()) {
+  state_->context = ZSTD_createDCtx();
+  if (!state_->context) throw std::bad_alloc();
+}
+
+UnitDecoder::~UnitDecoder() {
+  if (state_) ZSTD_freeDCtx(state_->context);
+}
+UnitDecoder::UnitDecoder(UnitDecoder&&) noexcept = default;
+UnitDecoder& UnitDecoder::operator=(UnitDecoder&& other) noexcept {
+  if (this != &other) {
+    if (state_) ZSTD_freeDCtx(state_->context);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+std::span<const uint8_t> UnitDecoder::decode(std::span<const uint8_t> file, const UnitPlace& unit) {
+  const UnitEntry& entry = unit.entry;
+  if (const std::string problem = entry_problem(entry); !problem.empty()) throw UnitError(problem);
+  const uint64_t frame_start = unit.offset + kSkippableHeader + kEntrySize;
+  if (unit.offset > file.size() || file.size() - unit.offset < kSkippableHeader + kEntrySize ||
+      entry.frame_size > file.size() - frame_start)
+    throw UnitError("the unit's frame runs past the end of the file (cut short)");
+  const std::span<const uint8_t> frame = file.subspan(frame_start, entry.frame_size);
+  const unsigned long long content_size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (content_size == ZSTD_CONTENTSIZE_ERROR || content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+      content_size > 2 * kMaxUnitRawSize)
+    throw UnitError("not a zstd frame with its content size");
+  uint8_t* inflated = State::room(state_->inflated, state_->inflated_capacity, content_size);
+  const size_t got = ZSTD_decompressDCtx(state_->context, inflated, content_size, frame.data(), frame.size());
+  if (ZSTD_isError(got)) throw UnitError(fmt::format("zstd: {}", ZSTD_getErrorName(got)));
+  if (got != content_size) throw UnitError("zstd gave less than the frame's content size");
+  if (entry.content == UnitContent::bytes) {
+    if (got != entry.raw_size) throw UnitError("the unit decodes to another size than its entry says");
+    return {inflated, got};
+  }
+  uint8_t* raw = State::room(state_->raw, state_->raw_capacity, entry.raw_size);
+  state_->transform.decode({inflated, got}, raw, entry.raw_size);
+  return {raw, entry.raw_size};
+}
+
+std::vector<UnitPlace> list_units(std::span<const uint8_t> file, std::vector<UnitProblem>& problems) {
+  std::vector<UnitPlace> units;
+  uint64_t raw_offset = 0;
+  size_t offset = 0;
+  while (offset < file.size()) {
+    const size_t left = file.size() - offset;
+    const uint8_t* at = file.data() + offset;
+    if (left < kSkippableHeader + kEntrySize || load<uint32_t>(at) != kSkippableMagic ||
+        load<uint32_t>(at + 4) != kEntrySize) {
+      problems.push_back({offset, left, "no unit entry here: the rest of the file cannot be framed"});
+      break;
+    }
+    const UnitEntry entry = read_entry(at + kSkippableHeader);
+    const size_t unit_bytes = kSkippableHeader + kEntrySize;
+    if (entry.frame_size > left - unit_bytes) {
+      problems.push_back({offset, left, "the unit's frame runs past the end of the file (cut short)"});
+      break;
+    }
+    if (const std::string problem = entry_problem(entry); !problem.empty()) {
+      problems.push_back({offset, unit_bytes + entry.frame_size, problem});
+    } else {
+      units.push_back({offset, unit_bytes + entry.frame_size, raw_offset, entry});
+      raw_offset += entry.raw_size;
+    }
+    offset += unit_bytes + entry.frame_size;
+  }
+  return units;
 }
 
 struct UnitWriter::State {
@@ -643,32 +714,24 @@ void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t eve
 
 uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std::span<const uint8_t>)>& sink,
                      std::vector<UnitProblem>& problems) {
+  std::vector<UnitProblem> framing;
+  const std::vector<UnitPlace> units = list_units(file, framing);
+  UnitDecoder decoder;
   uint64_t handed = 0;
-  size_t offset = 0;
-  std::unique_ptr<uint8_t[]> raw;
-  while (offset < file.size()) {
-    const size_t left = file.size() - offset;
-    const uint8_t* at = file.data() + offset;
-    if (left < kSkippableHeader + kEntrySize || load<uint32_t>(at) != kSkippableMagic ||
-        load<uint32_t>(at + 4) != kEntrySize) {
-      problems.push_back({offset, left, "no unit entry here: the rest of the file cannot be framed"});
-      break;
-    }
-    const UnitEntry entry = read_entry(at + kSkippableHeader);
-    const size_t frame_start = kSkippableHeader + kEntrySize;
-    if (entry.frame_size > left - frame_start) {
-      problems.push_back({offset, left, "the unit's frame runs past the end of the file (cut short)"});
-      break;
-    }
+  auto framing_problem = framing.begin();
+  for (const UnitPlace& unit : units) {
+    // Problems in the order of the file.
+    for (; framing_problem != framing.end() && framing_problem->offset < unit.offset; ++framing_problem)
+      problems.push_back(*framing_problem);
     try {
-      const std::span<const uint8_t> unit = decode_unit(entry, {at + frame_start, entry.frame_size}, raw);
-      sink(unit);
-      handed += unit.size();
-    } catch (const DecodeFailure& failure) {
-      problems.push_back({offset, frame_start + entry.frame_size, failure.what()});
+      const std::span<const uint8_t> raw = decoder.decode(file, unit);
+      sink(raw);
+      handed += raw.size();
+    } catch (const UnitError& failure) {
+      problems.push_back({unit.offset, unit.bytes, failure.what()});
     }
-    offset += frame_start + entry.frame_size;
   }
+  problems.insert(problems.end(), framing_problem, framing.end());
   return handed;
 }
 

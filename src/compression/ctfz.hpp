@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,13 @@ inline constexpr uint64_t kMaxUnitRawSize = uint64_t{256} << 20;
 // with the packet magic.
 bool looks_compressed(const uint8_t* data, size_t size);
 
+// A unit that could not be decoded: where it starts in the compressed file and why.
+struct UnitProblem {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;  // compressed bytes skipped
+  std::string reason;
+};
+
 // Appends one unit holding `raw` to `out`. For UnitContent::packets, `raw` is whole packets one
 // after the other (each as long as its packet_size says), `events` their event count.
 // `level`: zstd's (1 is what the collector uses: see RESULTS.md).
@@ -83,11 +91,40 @@ class UnitWriter {
   std::unique_ptr<State> state_;
 };
 
-// A unit that could not be decoded: where it starts in the compressed file and why.
-struct UnitProblem {
-  uint64_t offset = 0;
-  uint64_t bytes = 0;  // compressed bytes skipped
-  std::string reason;
+// A unit that does not decode (DecodeUnit), or a damaged entry: what is wrong with it.
+class UnitError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A unit of a .ctfz file, as its entry describes it.
+struct UnitPlace {
+  uint64_t offset = 0;      // where its skippable frame starts in the compressed file
+  uint64_t bytes = 0;       // its entry and frame
+  uint64_t raw_offset = 0;  // where its bytes start in the decoded file: the raw sizes of the units before
+  UnitEntry entry;
+};
+
+// The file's seek table: its units in order, found from their entries alone (nothing is
+// decompressed, a page or so is read per unit). A unit whose entry is not one this version
+// writes is listed in `problems` and left out; where the units stop being framed (a file cut
+// short, a damaged size), the rest of the file is.
+std::vector<UnitPlace> list_units(std::span<const uint8_t> file, std::vector<UnitProblem>& problems);
+
+// Decodes one unit at a time, keeping its buffers and zstd context from unit to unit: a reader
+// holds one unit's raw bytes, whatever the size of the file.
+class UnitDecoder {
+ public:
+  UnitDecoder();
+  ~UnitDecoder();
+  UnitDecoder(UnitDecoder&&) noexcept;
+  UnitDecoder& operator=(UnitDecoder&&) noexcept;
+  // The raw bytes of `unit` of `file` (as list_units found it), valid until the next call.
+  // Throws UnitError when they do not decode.
+  std::span<const uint8_t> decode(std::span<const uint8_t> file, const UnitPlace& unit);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // Decodes a whole .ctfz file, handing each unit's raw bytes to `sink` in order. A unit that does

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <span>
 #include <system_error>
 #include <thread>
 
@@ -69,14 +70,6 @@ class MappedFile {
       madvise(mapped, size_, MADV_SEQUENTIAL);
     }
     ::close(fd);
-  }
-  // The first `size` bytes of the open file `fd` (which stays the caller's), named `path`.
-  MappedFile(const std::string& path, int fd, uint64_t size) : path_(path), size_(size) {
-    if (size_ == 0) return;
-    void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapped == MAP_FAILED) throw TraceError(path, 0, fmt::format("cannot map: {}", std::strerror(errno)));
-    data_ = static_cast<const uint8_t*>(mapped);
-    madvise(mapped, size_, MADV_SEQUENTIAL);
   }
   ~MappedFile() {
     if (data_) munmap(const_cast<uint8_t*>(data_), size_);
@@ -164,24 +157,6 @@ std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* d
       problems);
   if (!problems.empty()) throw TraceError(path, problems.front().offset, problems.front().reason);
   return raw;
-}
-
-// A file of no name in a directory for temporary files, on disk rather than in memory: the
-// decompressed streams of a long trace are larger than the memory, and the page cache gives
-// them back.
-int temporary_file() {
-  std::vector<std::string> places;
-  if (const char* tmpdir = std::getenv("TMPDIR"); tmpdir && *tmpdir) places.emplace_back(tmpdir);
-  places.emplace_back("/var/tmp");
-  places.emplace_back("/tmp");
-  int failure = 0;
-  for (const std::string& place : places) {
-    const int fd = ::open(place.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) return fd;
-    failure = errno;
-  }
-  throw TraceError(places.front(), 0,
-                   fmt::format("cannot create a temporary file to decompress into: {}", std::strerror(failure)));
 }
 
 }  // namespace
@@ -315,52 +290,56 @@ void Trace::load_definitions(const std::string& path, const uint8_t* data, uint6
   }
 }
 
-// A stream file mapped for reading: a compressed one is decoded into a temporary file first
-// (its units that do not decode are listed as damage).
-std::unique_ptr<MappedFile> Trace::open_stream_file(const std::string& path, uint64_t committed,
-                                                    std::vector<Damage>& damage) const {
-  auto file = std::make_unique<MappedFile>(path, committed);
-  if (!compression::has_compressed_name(path) && !compression::looks_compressed(file->data(), file->size()))
-    return file;
-  const int fd = temporary_file();
-  uint64_t written = 0;
-  int write_failure = 0;
+// A stream file as the reader maps it. A compressed one has its seek table.
+struct Trace::StreamFile {
+  std::unique_ptr<MappedFile> mapped;
+  bool compressed = false;
+  std::vector<compression::UnitPlace> units;
+
+  std::span<const uint8_t> bytes() const { return {mapped->data(), mapped->size()}; }
+  // Its size as a plain file.
+  uint64_t decoded_size() const {
+    if (!compressed) return mapped->size();
+    return units.empty() ? 0 : units.back().raw_offset + units.back().entry.raw_size;
+  }
+};
+
+// The unit a cursor reads, decoded.
+struct Trace::DecodedUnit {
+  compression::UnitDecoder decoder;
+  uint32_t file = UINT32_MAX;
+  uint32_t unit = UINT32_MAX;
+  const uint8_t* raw = nullptr;
+};
+
+namespace {
+
+std::string unit_damage(const std::string& reason) {
+  return fmt::format("compressed unit: {} (offsets in this file's compressed bytes)", reason);
+}
+
+}  // namespace
+
+// A stream file mapped for reading; for a compressed one, its units are listed (those that cannot
+// be framed are damage).
+std::unique_ptr<Trace::StreamFile> Trace::open_stream_file(const std::string& path, uint64_t committed,
+                                                           std::vector<Damage>& damage) const {
+  auto file = std::make_unique<StreamFile>();
+  file->mapped = std::make_unique<MappedFile>(path, committed);
+  file->compressed = compression::has_compressed_name(path) ||
+                     compression::looks_compressed(file->mapped->data(), file->mapped->size());
+  if (!file->compressed) return file;
   std::vector<compression::UnitProblem> problems;
-  compression::decode_file(
-      {file->data(), file->size()},
-      [&](std::span<const uint8_t> unit) {
-        for (size_t done = 0; done < unit.size() && write_failure == 0;) {
-          const ssize_t n = ::write(fd, unit.data() + done, unit.size() - done);
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0)
-            write_failure = errno;
-          else
-            done += static_cast<size_t>(n);
-        }
-        written += unit.size();
-      },
-      problems);
-  if (write_failure != 0) {
-    ::close(fd);
-    throw TraceError(path, 0, fmt::format("cannot decompress into a temporary file: {}", std::strerror(write_failure)));
-  }
+  file->units = compression::list_units(file->bytes(), problems);
   for (const compression::UnitProblem& problem : problems)
-    damage.push_back({path, problem.offset, problem.bytes, std::nullopt,
-                      fmt::format("compressed unit: {} (offsets in this file's compressed bytes)", problem.reason)});
-  try {
-    auto decoded = std::make_unique<MappedFile>(path, fd, written);
-    ::close(fd);
-    return decoded;
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
+    damage.push_back({path, problem.offset, problem.bytes, std::nullopt, unit_damage(problem.reason)});
+  return file;
 }
 
 // One stream's files opened and every packet checked: what open() keeps of it.
 struct Trace::IndexedStream {
   StreamInfo info;
-  std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<std::unique_ptr<StreamFile>> files;
   std::vector<PacketPlace> readable;
   std::vector<uint32_t> event_types;
   std::vector<Damage> damage;
@@ -433,44 +412,18 @@ Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, 
   StreamInfo& info = indexed.info;
   info.path = paths.front();
   info.files = paths;
-  std::vector<std::unique_ptr<MappedFile>>& files = indexed.files;
-  std::vector<PacketPlace>& readable = indexed.readable;
-  std::vector<uint32_t>& event_types = indexed.event_types;
+  std::vector<std::unique_ptr<StreamFile>>& files = indexed.files;
   uint64_t previous_discarded = 0;
   for (const std::string& path : paths) {
     auto file = open_stream_file(path, committed, indexed.damage);
-    info.bytes += file->size();
-    uint64_t offset = path == paths.front() ? start : 0;
+    info.bytes += file->decoded_size();
+    const uint64_t first = path == paths.front() ? start : 0;
     const auto file_index = static_cast<uint32_t>(files.size());
-    while (offset < file->size()) {
-      const uint8_t* packet = file->data() + offset;
-      const uint64_t left = file->size() - offset;
-      const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
-      if (!packet_bytes) {
-        // The collector appends whole packets: one that ends short is being written now.
-        if (growing) break;
-        // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
-        indexed.damage.push_back({path, offset, left, std::nullopt, format::check_packet_header(packet, left)});
-        break;
-      }
-      uint32_t types = 0;
-      const std::string problem = packet_problem(packet, offset, previous_discarded, types);
-      const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
-      if (problem.empty()) {
-        readable.push_back({file_index, offset});
-        event_types.push_back(types);
-        previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
-        info.thread_id = header.thread_id;
-        ++info.packets;
-      } else {
-        // Its events can still be counted when only the header's other fields are wrong.
-        const uint64_t content = format::content_bytes(header);
-        std::optional<uint64_t> events;
-        if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
-          events = format::count_events(packet, content);
-        indexed.damage.push_back({path, offset, *packet_bytes, events, problem});
-      }
-      offset += *packet_bytes;
+    if (!file->compressed) {
+      index_packets(file->mapped->data(), file->mapped->size(), first, 0, file_index, 0, growing, indexed,
+                    previous_discarded);
+    } else {
+      index_units(*file, first, file_index, indexed, previous_discarded);
     }
     files.push_back(std::move(file));
   }
@@ -478,9 +431,89 @@ Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, 
   return indexed;
 }
 
-const uint8_t* Trace::packet_at(size_t stream, size_t packet) const {
+// Checks the packets of a compressed file's units from the decoded offset `first` on.
+void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed,
+                        uint64_t& previous_discarded) const {
+  const std::string& path = indexed.info.files[file_index];
+  compression::UnitDecoder decoder;
+  for (size_t k = 0; k < file.units.size(); ++k) {
+    const compression::UnitPlace& unit = file.units[k];
+    if (unit.raw_offset + unit.entry.raw_size <= first) continue;  // read in an earlier round
+    if (unit.entry.content != compression::UnitContent::packets) {
+      indexed.damage.push_back(
+          {path, unit.offset, unit.bytes, std::nullopt, unit_damage("a unit of bytes where packets were expected")});
+      continue;
+    }
+    std::span<const uint8_t> raw;
+    try {
+      raw = decoder.decode(file.bytes(), unit);
+    } catch (const compression::UnitError& failure) {
+      indexed.damage.push_back({path, unit.offset, unit.bytes, std::nullopt, unit_damage(failure.what())});
+      continue;
+    }
+    // The collector writes whole packets in a unit: none is being written in one.
+    index_packets(raw.data(), raw.size(), first > unit.raw_offset ? first - unit.raw_offset : 0, unit.raw_offset,
+                  file_index, static_cast<uint32_t>(k), false, indexed, previous_discarded);
+  }
+}
+
+// Checks the packets of `data` from `first` on, and keeps the sound ones as packets of `file`
+// (and of its unit `unit`) at `base` + their offset in `data`.
+void Trace::index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file,
+                          uint32_t unit, bool growing, IndexedStream& indexed, uint64_t& previous_discarded) const {
+  const std::string& path = indexed.info.files[file];
+  uint64_t offset = first;
+  while (offset < size) {
+    const uint8_t* packet = data + offset;
+    const uint64_t left = size - offset;
+    const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
+    if (!packet_bytes) {
+      // The collector appends whole packets: one that ends short is being written now.
+      if (growing) break;
+      // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
+      indexed.damage.push_back({path, base + offset, left, std::nullopt, format::check_packet_header(packet, left)});
+      break;
+    }
+    uint32_t types = 0;
+    const std::string problem = packet_problem(packet, base + offset, previous_discarded, types);
+    const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+    if (problem.empty()) {
+      indexed.readable.push_back({file, unit, base + offset});
+      indexed.event_types.push_back(types);
+      previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
+      indexed.info.thread_id = header.thread_id;
+      ++indexed.info.packets;
+    } else {
+      // Its events can still be counted when only the header's other fields are wrong.
+      const uint64_t content = format::content_bytes(header);
+      std::optional<uint64_t> events;
+      if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
+        events = format::count_events(packet, content);
+      indexed.damage.push_back({path, base + offset, *packet_bytes, events, problem});
+    }
+    offset += *packet_bytes;
+  }
+}
+
+const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<DecodedUnit>& decoded) const {
   const PacketPlace& place = readable_packets_[stream][packet];
-  return files_[stream][place.file]->data() + place.offset;
+  const StreamFile& file = *files_[stream][place.file];
+  if (!file.compressed) return file.mapped->data() + place.offset;
+  const compression::UnitPlace& unit = file.units[place.unit];
+  if (!decoded) decoded = std::make_shared<DecodedUnit>();
+  if (decoded->file != place.file || decoded->unit != place.unit) {
+    decoded->file = decoded->unit = UINT32_MAX;
+    try {
+      decoded->raw = decoded->decoder.decode(file.bytes(), unit).data();
+    } catch (const compression::UnitError& failure) {
+      throw TraceError(streams_[stream].files[place.file], unit.offset,
+                       unit_damage(fmt::format("{}, where it decoded when the trace was opened (the file changed)",
+                                               failure.what())));
+    }
+    decoded->file = place.file;
+    decoded->unit = place.unit;
+  }
+  return decoded->raw + (place.offset - unit.raw_offset);
 }
 
 // What makes a framed packet unreadable, or an empty string. Walks every event as the decoder
@@ -583,7 +616,7 @@ bool Trace::StreamCursor::next_packet() {
   const PacketPlace& place = packets_[next_packet_];
   packet_offset_ = place.offset;
   packet_file_ = place.file;
-  const uint8_t* packet = trace_.packet_at(index_, next_packet_++);
+  const uint8_t* packet = trace_.packet_at(index_, next_packet_++, unit_);
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
   packet_.emplace(packet, format::content_bytes(header));
   return true;

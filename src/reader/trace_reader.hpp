@@ -117,6 +117,11 @@ std::string describe(const Damage& damage);
 
 class MappedFile;
 
+// A compressed (.ctfz) stream file is read a unit at a time: open() decodes each unit to check
+// its packets, and keeps where each unit and packet is; a cursor decodes a unit again when it
+// comes to its packets and keeps that unit only. A reader holds, beyond the index, one decoded
+// unit per cursor (about 1 MiB) and nothing on disk.
+//
 // A trace whose stream files total this many bytes has its streams checked on several threads
 // when it is opened (one stream per thread at a time); a smaller one on the caller's.
 inline constexpr uint64_t kBytesForThreadedOpen = 16 << 20;
@@ -207,9 +212,17 @@ class Trace {
                      const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
   IndexedStream index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
                              uint64_t committed) const;
-  std::unique_ptr<MappedFile> open_stream_file(const std::string& path, uint64_t committed,
+  struct StreamFile;
+  struct DecodedUnit;
+  std::unique_ptr<StreamFile> open_stream_file(const std::string& path, uint64_t committed,
                                                std::vector<Damage>& damage) const;
-  const uint8_t* packet_at(size_t stream, size_t packet) const;
+  void index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed,
+                   uint64_t& previous_discarded) const;
+  void index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file, uint32_t unit,
+                     bool growing, IndexedStream& indexed, uint64_t& previous_discarded) const;
+  // Where packet `packet` of stream `stream` starts: in its file's mapping, or for a .ctfz in its
+  // unit as `unit` holds it decoded (decoding it there first when it holds another).
+  const uint8_t* packet_at(size_t stream, size_t packet, std::shared_ptr<DecodedUnit>& unit) const;
   std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
                              uint32_t& event_types) const;
 
@@ -223,12 +236,14 @@ class Trace {
   uint64_t first_chunk_number_ = 1;
   std::string metadata_text_;
   std::vector<uint8_t> definitions_bytes_;
-  // A sound packet: which of its stream's files, and where in it (decompressed, for a .ctfz).
+  // A sound packet: which of its stream's files, and where in it (decompressed, for a .ctfz: in
+  // which of its units).
   struct PacketPlace {
     uint32_t file = 0;
+    uint32_t unit = 0;
     uint64_t offset = 0;
   };
-  std::vector<std::vector<std::unique_ptr<MappedFile>>> files_;  // per stream
+  std::vector<std::vector<std::unique_ptr<StreamFile>>> files_;  // per stream
   std::vector<std::vector<PacketPlace>> readable_packets_;       // per stream: the sound packets
   std::vector<std::vector<uint32_t>> packet_event_types_;        // per stream, per sound packet: its event types
   std::vector<Damage> damage_;
@@ -259,6 +274,7 @@ class Trace::StreamCursor {
   uint64_t packet_offset_ = 0;
   uint32_t packet_file_ = 0;
   std::optional<format::PacketDecoder> packet_;
+  std::shared_ptr<DecodedUnit> unit_;  // a .ctfz stream's unit being read
 };
 
 }  // namespace chronicle::reader
