@@ -76,6 +76,15 @@ class MappedFile {
   }
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // Lets go of the whole pages of [from, to): they leave the process's resident memory, and a
+  // later read maps them again from the page cache or the file. Nothing else changes (the
+  // mapping is private and never written), so any thread may call it for any range.
+  void release(uint64_t from, uint64_t to) const {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t first = (from + page - 1) / page * page;
+    const uint64_t end = std::min(to, size_) / page * page;
+    if (end > first) madvise(const_cast<uint8_t*>(data_) + first, end - first, MADV_DONTNEED);
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -304,12 +313,40 @@ struct Trace::StreamFile {
   }
 };
 
-// The unit a cursor reads, decoded.
-struct Trace::DecodedUnit {
+// How far a reader of a stream's files has gone: the pages behind it are let go every
+// kReleaseStep bytes (of the mapped file: the compressed bytes of a .ctfz).
+constexpr uint64_t kReleaseStep = 4 << 20;
+
+struct ReleasedBehind {
+  const MappedFile* file = nullptr;
+  uint64_t released = 0;  // the pages before this offset were let go
+
+  // The reader is at `offset` of `next`.
+  void at(const MappedFile* next, uint64_t offset) {
+    if (next != file) {
+      if (file) file->release(released, file->size());
+      file = next;
+      released = 0;
+    }
+    if (offset >= released + kReleaseStep) {
+      file->release(released, offset);
+      released = offset;
+    }
+  }
+  // The reader is done with the file.
+  void finish() {
+    if (file) file->release(released, file->size());
+    file = nullptr;
+  }
+};
+
+// Where a cursor is: the unit it reads, decoded (a .ctfz), and the pages it has let go.
+struct Trace::ReadPosition {
   compression::UnitDecoder decoder;
   uint32_t file = UINT32_MAX;
   uint32_t unit = UINT32_MAX;
   const uint8_t* raw = nullptr;
+  ReleasedBehind behind;
 };
 
 namespace {
@@ -421,7 +458,7 @@ Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, 
     const auto file_index = static_cast<uint32_t>(files.size());
     if (!file->compressed) {
       index_packets(file->mapped->data(), file->mapped->size(), first, 0, file_index, 0, growing, indexed,
-                    previous_discarded);
+                    previous_discarded, file->mapped.get());
     } else {
       index_units(*file, first, file_index, indexed, previous_discarded);
     }
@@ -436,9 +473,11 @@ void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_in
                         uint64_t& previous_discarded) const {
   const std::string& path = indexed.info.files[file_index];
   compression::UnitDecoder decoder;
+  ReleasedBehind behind;
   for (size_t k = 0; k < file.units.size(); ++k) {
     const compression::UnitPlace& unit = file.units[k];
     if (unit.raw_offset + unit.entry.raw_size <= first) continue;  // read in an earlier round
+    behind.at(file.mapped.get(), unit.offset);
     if (unit.entry.content != compression::UnitContent::packets) {
       indexed.damage.push_back(
           {path, unit.offset, unit.bytes, std::nullopt, unit_damage("a unit of bytes where packets were expected")});
@@ -453,17 +492,22 @@ void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_in
     }
     // The collector writes whole packets in a unit: none is being written in one.
     index_packets(raw.data(), raw.size(), first > unit.raw_offset ? first - unit.raw_offset : 0, unit.raw_offset,
-                  file_index, static_cast<uint32_t>(k), false, indexed, previous_discarded);
+                  file_index, static_cast<uint32_t>(k), false, indexed, previous_discarded, nullptr);
   }
+  behind.finish();
 }
 
 // Checks the packets of `data` from `first` on, and keeps the sound ones as packets of `file`
-// (and of its unit `unit`) at `base` + their offset in `data`.
+// (and of its unit `unit`) at `base` + their offset in `data`. `mapped`: the mapping `data` is,
+// whose pages are let go behind the check (null for a decoded unit).
 void Trace::index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file,
-                          uint32_t unit, bool growing, IndexedStream& indexed, uint64_t& previous_discarded) const {
+                          uint32_t unit, bool growing, IndexedStream& indexed, uint64_t& previous_discarded,
+                          const MappedFile* mapped) const {
   const std::string& path = indexed.info.files[file];
+  ReleasedBehind behind;
   uint64_t offset = first;
   while (offset < size) {
+    if (mapped) behind.at(mapped, offset);
     const uint8_t* packet = data + offset;
     const uint64_t left = size - offset;
     const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
@@ -493,27 +537,32 @@ void Trace::index_packets(const uint8_t* data, uint64_t size, uint64_t first, ui
     }
     offset += *packet_bytes;
   }
+  behind.finish();
 }
 
-const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<DecodedUnit>& decoded) const {
+const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const {
   const PacketPlace& place = readable_packets_[stream][packet];
   const StreamFile& file = *files_[stream][place.file];
-  if (!file.compressed) return file.mapped->data() + place.offset;
+  if (!position) position = std::make_shared<ReadPosition>();
+  if (!file.compressed) {
+    position->behind.at(file.mapped.get(), place.offset);
+    return file.mapped->data() + place.offset;
+  }
   const compression::UnitPlace& unit = file.units[place.unit];
-  if (!decoded) decoded = std::make_shared<DecodedUnit>();
-  if (decoded->file != place.file || decoded->unit != place.unit) {
-    decoded->file = decoded->unit = UINT32_MAX;
+  position->behind.at(file.mapped.get(), unit.offset);
+  if (position->file != place.file || position->unit != place.unit) {
+    position->file = position->unit = UINT32_MAX;
     try {
-      decoded->raw = decoded->decoder.decode(file.bytes(), unit).data();
+      position->raw = position->decoder.decode(file.bytes(), unit).data();
     } catch (const compression::UnitError& failure) {
       throw TraceError(streams_[stream].files[place.file], unit.offset,
                        unit_damage(fmt::format("{}, where it decoded when the trace was opened (the file changed)",
                                                failure.what())));
     }
-    decoded->file = place.file;
-    decoded->unit = place.unit;
+    position->file = place.file;
+    position->unit = place.unit;
   }
-  return decoded->raw + (place.offset - unit.raw_offset);
+  return position->raw + (place.offset - unit.raw_offset);
 }
 
 // What makes a framed packet unreadable, or an empty string. Walks every event as the decoder
@@ -616,7 +665,7 @@ bool Trace::StreamCursor::next_packet() {
   const PacketPlace& place = packets_[next_packet_];
   packet_offset_ = place.offset;
   packet_file_ = place.file;
-  const uint8_t* packet = trace_.packet_at(index_, next_packet_++, unit_);
+  const uint8_t* packet = trace_.packet_at(index_, next_packet_++, position_);
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
   packet_.emplace(packet, format::content_bytes(header));
   return true;

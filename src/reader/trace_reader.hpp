@@ -117,6 +117,9 @@ std::string describe(const Damage& damage);
 
 class MappedFile;
 
+// A reader lets go of the pages of a stream file behind it, a few MiB at a time, when it checks
+// the file at open and when a cursor reads it: its resident memory does not grow with the trace.
+//
 // A compressed (.ctfz) stream file is read a unit at a time: open() decodes each unit to check
 // its packets, and keeps where each unit and packet is; a cursor decodes a unit again when it
 // comes to its packets and keeps that unit only. A reader holds, beyond the index, one decoded
@@ -213,16 +216,18 @@ class Trace {
   IndexedStream index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
                              uint64_t committed) const;
   struct StreamFile;
-  struct DecodedUnit;
+  struct ReadPosition;
   std::unique_ptr<StreamFile> open_stream_file(const std::string& path, uint64_t committed,
                                                std::vector<Damage>& damage) const;
   void index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed,
                    uint64_t& previous_discarded) const;
   void index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file, uint32_t unit,
-                     bool growing, IndexedStream& indexed, uint64_t& previous_discarded) const;
+                     bool growing, IndexedStream& indexed, uint64_t& previous_discarded,
+                     const MappedFile* mapped) const;
   // Where packet `packet` of stream `stream` starts: in its file's mapping, or for a .ctfz in its
-  // unit as `unit` holds it decoded (decoding it there first when it holds another).
-  const uint8_t* packet_at(size_t stream, size_t packet, std::shared_ptr<DecodedUnit>& unit) const;
+  // unit as `position` holds it decoded (decoding it there first when it holds another). The
+  // packets of a stream are asked for in order: the pages of its files behind them are let go.
+  const uint8_t* packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const;
   std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
                              uint32_t& event_types) const;
 
@@ -257,6 +262,10 @@ class Trace::StreamCursor {
   // Over the packets holding an event of one of `event_types` (format::event_type_bit), by
   // default all.
   StreamCursor(const Trace& trace, size_t index, uint32_t event_types = ~uint32_t{0});
+  // A cursor owns its place (and a .ctfz's decoded unit): it moves, a copy would share it.
+  StreamCursor(const StreamCursor&) = delete;
+  StreamCursor& operator=(const StreamCursor&) = delete;
+  StreamCursor(StreamCursor&&) noexcept = default;
   // Reads the next event into `event`; false at the end. Only packets that decoded when the
   // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
@@ -274,7 +283,7 @@ class Trace::StreamCursor {
   uint64_t packet_offset_ = 0;
   uint32_t packet_file_ = 0;
   std::optional<format::PacketDecoder> packet_;
-  std::shared_ptr<DecodedUnit> unit_;  // a .ctfz stream's unit being read
+  std::shared_ptr<ReadPosition> position_;  // the unit being read (a .ctfz), the pages let go
 };
 
 }  // namespace chronicle::reader

@@ -22,9 +22,9 @@ void Trace::for_each_in_stream_packets_holding(size_t index, uint32_t event_type
 
 template <typename Visitor>
 void Trace::for_each_packet(size_t index, Visitor&& visit) const {
-  std::shared_ptr<DecodedUnit> unit;
+  std::shared_ptr<ReadPosition> position;
   for (size_t packet = 0; packet < readable_packets_[index].size(); ++packet) {
-    const uint8_t* data = packet_at(index, packet, unit);
+    const uint8_t* data = packet_at(index, packet, position);
     visit(data, reinterpret_cast<const format::PacketHeader*>(data)->packet_size_bits / 8);
   }
 }
