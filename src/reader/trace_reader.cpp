@@ -131,6 +131,10 @@ Trace::Trace(const std::string& directory) : directory_(directory) {
   open(nullptr, nullptr);
 }
 
+Trace::Trace(const std::string& directory, const OpenOptions& options) : directory_(directory), options_(options) {
+  open(nullptr, nullptr);
+}
+
 Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts) : directory_(directory) {
   open(&starts, nullptr);
 }
@@ -418,6 +422,7 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
     }
   };
   // Threads pay for themselves on large traces only.
+  release_pages_ = total_bytes > options_.bytes_kept_mapped;
   const size_t threads = total_bytes < kBytesForThreadedOpen
                              ? 1
                              : std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
@@ -458,7 +463,7 @@ Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, 
     const auto file_index = static_cast<uint32_t>(files.size());
     if (!file->compressed) {
       index_packets(file->mapped->data(), file->mapped->size(), first, 0, file_index, 0, growing, indexed,
-                    previous_discarded, file->mapped.get());
+                    previous_discarded, release_pages_ ? file->mapped.get() : nullptr);
     } else {
       index_units(*file, first, file_index, indexed, previous_discarded);
     }
@@ -477,7 +482,7 @@ void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_in
   for (size_t k = 0; k < file.units.size(); ++k) {
     const compression::UnitPlace& unit = file.units[k];
     if (unit.raw_offset + unit.entry.raw_size <= first) continue;  // read in an earlier round
-    behind.at(file.mapped.get(), unit.offset);
+    if (release_pages_) behind.at(file.mapped.get(), unit.offset);
     if (unit.entry.content != compression::UnitContent::packets) {
       indexed.damage.push_back(
           {path, unit.offset, unit.bytes, std::nullopt, unit_damage("a unit of bytes where packets were expected")});
@@ -545,11 +550,11 @@ const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<Re
   const StreamFile& file = *files_[stream][place.file];
   if (!position) position = std::make_shared<ReadPosition>();
   if (!file.compressed) {
-    position->behind.at(file.mapped.get(), place.offset);
+    if (release_pages_) position->behind.at(file.mapped.get(), place.offset);
     return file.mapped->data() + place.offset;
   }
   const compression::UnitPlace& unit = file.units[place.unit];
-  position->behind.at(file.mapped.get(), unit.offset);
+  if (release_pages_) position->behind.at(file.mapped.get(), unit.offset);
   if (position->file != place.file || position->unit != place.unit) {
     position->file = position->unit = UINT32_MAX;
     try {

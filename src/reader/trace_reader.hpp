@@ -117,9 +117,6 @@ std::string describe(const Damage& damage);
 
 class MappedFile;
 
-// A reader lets go of the pages of a stream file behind it, a few MiB at a time, when it checks
-// the file at open and when a cursor reads it: its resident memory does not grow with the trace.
-//
 // A compressed (.ctfz) stream file is read a unit at a time: open() decodes each unit to check
 // its packets, and keeps where each unit and packet is; a cursor decodes a unit again when it
 // comes to its packets and keeps that unit only. A reader holds, beyond the index, one decoded
@@ -129,6 +126,16 @@ class MappedFile;
 // when it is opened (one stream per thread at a time); a smaller one on the caller's.
 inline constexpr uint64_t kBytesForThreadedOpen = 16 << 20;
 
+// A trace whose stream files total more than this many bytes has their pages let go behind the
+// reader, a few MiB at a time, when it checks them at open and when a cursor reads them: its
+// resident memory does not grow with the trace. Mapping the pages again costs the read pass about
+// a quarter more CPU (on this VM), so a smaller trace stays mapped while the Trace lives.
+inline constexpr uint64_t kBytesKeptMapped = uint64_t{256} << 20;
+
+struct OpenOptions {
+  uint64_t bytes_kept_mapped = kBytesKeptMapped;
+};
+
 class Trace {
  public:
   // Opens and checks the directory: metadata, definitions and every packet of the streams. A
@@ -136,6 +143,7 @@ class Trace {
   // out of streams(). Throws TraceError on malformed metadata or definitions, and when the
   // streams hold damage and nothing readable.
   explicit Trace(const std::string& directory);
+  Trace(const std::string& directory, const OpenOptions& options);
   // The same for a trace still being written, read again in rounds: each stream file from the
   // offset `starts` gives for its path (the start of a packet; 0 for a file it does not name).
   // A packet not yet whole at a file's end is left for the next round, not taken as damage.
@@ -232,6 +240,8 @@ class Trace {
                              uint32_t& event_types) const;
 
   std::string directory_;
+  OpenOptions options_;
+  bool release_pages_ = false;  // the stream files are larger than options_.bytes_kept_mapped
   format::TraceDescription description_;
   std::vector<Site> sites_;  // by id - 1 (gaps have id 0)
   std::map<uint32_t, std::string> thread_names_;
