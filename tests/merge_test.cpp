@@ -16,6 +16,7 @@
 #include <chronicle/chronicle.hpp>
 #include <chronicle/context.hpp>
 
+#include "compression/ctfz.hpp"
 #include "format/metadata.hpp"
 #include "merge/clock_alignment.hpp"
 #include "merge/otlp_input.hpp"
@@ -436,6 +437,57 @@ TEST_F(MergeCommand, TwoHostsAndARecordRunMakeOneTraceEveryToolReads) {
     ASSERT_EQ(alone.exit_code, 0) << alone.err;
     input_lines += test::count_lines(alone.out);
   }
+  EXPECT_EQ(test::count_lines(babeltrace.out), input_lines);
+}
+
+// A compressed trace and a rotated one are merged as their plain packets (a rotated stream's
+// chunks joined), what `chronicle convert` writes, with the merge's clock: every tool and
+// babeltrace2 read the output.
+TEST_F(MergeCommand, CompressedAndRotatedTracesMergeAsTheirPlainPackets) {
+  const std::string zipped = output_ / "zipped", rotated = output_ / "rotated";
+  ASSERT_EQ(run(kCli + " record -q --compress -o " + zipped + " -- " + kExample).exit_code, 0);
+  ASSERT_EQ(run(kCli + " record -q --rotate 1K -o " + rotated + " -- " + kExample).exit_code, 0);
+  const std::vector<std::string> inputs = {path("local"), zipped, rotated};
+  ASSERT_GT(reader::Trace(rotated).chunks().size(), 1u) << "the test needs a rotated trace";
+
+  const std::string out = output_ / "merged";
+  std::string command = kCli + " merge -o " + out;
+  for (const std::string& input : inputs) command += " " + input;
+  const auto result = run(command);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+
+  const auto merged = reader::find_traces(out);
+  ASSERT_EQ(merged.size(), 3u);
+  std::multiset<uint64_t> expected, found;
+  for (const std::string& input : inputs) expected.insert(event_count(input));
+  for (const std::string& directory : merged) {
+    found.insert(event_count(directory));
+    EXPECT_TRUE(std::filesystem::exists(directory + "/metadata")) << directory;
+    for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+      EXPECT_FALSE(entry.is_directory()) << entry.path() << ": the chunks are joined";
+      EXPECT_FALSE(compression::has_compressed_name(entry.path().filename().string())) << entry.path();
+    }
+  }
+  EXPECT_EQ(found, expected);
+
+  // babeltrace2 finds in the merge what it finds in the inputs, the compressed and the rotated
+  // one converted.
+  size_t input_lines = 0;
+  for (const std::string& input : inputs) {
+    std::string plain = input;
+    if (input != path("local")) {
+      plain = output_ / (std::filesystem::path(input).filename().string() + "-converted");
+      const auto converted = run(kCli + " convert " + input + " " + plain);
+      ASSERT_EQ(converted.exit_code, 0) << converted.err;
+    }
+    const auto alone = run("babeltrace2 " + plain);
+    ASSERT_EQ(alone.exit_code, 0) << alone.err;
+    input_lines += test::count_lines(alone.out);
+  }
+  const auto babeltrace = run("babeltrace2 " + out);
+  ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
   EXPECT_EQ(test::count_lines(babeltrace.out), input_lines);
 }
 

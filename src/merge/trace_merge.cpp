@@ -15,15 +15,14 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "compression/ctfz.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::merge {
@@ -79,14 +78,6 @@ void correct_clock(const reader::Trace& trace, const Host& host, const std::stri
         correction.bound_ns < 0 || earlier->bound_ns < 0 ? -1 : correction.bound_ns + earlier->bound_ns;
     correction.pairs += earlier->pairs;
   }
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}", path));
-  return text.str();
 }
 
 int create_file(const std::string& path) {
@@ -250,18 +241,50 @@ MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector
   return plan;
 }
 
+namespace {
+
+// A plain trace of one chunk is copied file by file, as it is. A compressed or rotated one is
+// written as `chronicle convert` writes it: each stream's sound packets, decoded and joined across
+// the chunks (the damage left out was named when the trace was opened).
+bool copied_file_by_file(const reader::Trace& trace) {
+  return trace.chunks() == std::vector<std::string>{trace.directory()} &&
+         std::filesystem::exists(trace.directory() + "/metadata");
+}
+
+void write_packets(const reader::Trace& trace, const std::string& directory,
+                   const std::function<void(uint64_t)>& count) {
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
+    const std::string path =
+        directory + "/" +
+        compression::plain_name(std::filesystem::path(trace.streams()[stream].path).filename().string());
+    FileCloser out(create_file(path));
+    trace.for_each_packet(stream, [&](const uint8_t* packet, uint64_t bytes) {
+      write_all(out.fd(), reinterpret_cast<const char*>(packet), bytes, path);
+      count(bytes);
+    });
+    out.close(path);
+  }
+  if (trace.definitions_bytes().empty()) return;
+  const std::string path = directory + "/strings";
+  FileCloser out(create_file(path));
+  write_all(out.fd(), reinterpret_cast<const char*>(trace.definitions_bytes().data()), trace.definitions_bytes().size(),
+            path);
+  out.close(path);
+}
+
+}  // namespace
+
 uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& plan, const std::string& output,
                      const CopyProgress& progress) {
   std::vector<std::vector<std::filesystem::path>> files;
   uint64_t total = 0;
   for (const reader::Trace& trace : traces) {
-    // The copy takes stream files as they are, and rewrites the plain metadata's clock.
-    if (trace.chunks() != std::vector<std::string>{trace.directory()} ||
-        !std::filesystem::exists(trace.directory() + "/metadata"))
-      throw std::runtime_error(
-          fmt::format("{}: a compressed or rotated trace, which merge cannot copy yet: `chronicle convert` it first",
-                      trace.directory()));
-    files.push_back(stream_files(trace.directory()));
+    files.emplace_back();
+    if (!copied_file_by_file(trace)) {
+      for (const reader::StreamInfo& stream : trace.streams()) total += stream.bytes;
+      continue;
+    }
+    files.back() = stream_files(trace.directory());
     for (const auto& file : files.back()) total += std::filesystem::file_size(file);
   }
   uint64_t copied = 0;
@@ -274,9 +297,12 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
     const std::string directory = output + "/" + planned.subdirectory;
     if (::mkdir(directory.c_str(), 0700) != 0)
       throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(errno)));
-    for (const auto& file : files[index]) copy_file(file.string(), directory + "/" + file.filename().string(), count);
-    const std::string metadata =
-        format::with_clock(read_text(traces[index].directory() + "/metadata"), planned.clock, planned.correction);
+    if (copied_file_by_file(traces[index])) {
+      for (const auto& file : files[index]) copy_file(file.string(), directory + "/" + file.filename().string(), count);
+    } else {
+      write_packets(traces[index], directory, count);
+    }
+    const std::string metadata = format::with_clock(traces[index].metadata_text(), planned.clock, planned.correction);
     const std::string metadata_path = directory + "/metadata";
     FileCloser out(create_file(metadata_path));
     write_all(out.fd(), metadata.data(), metadata.size(), metadata_path);

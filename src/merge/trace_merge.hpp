@@ -52,7 +52,9 @@ MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector
 using CopyProgress = std::function<void(uint64_t copied, uint64_t total)>;
 
 // Writes the plan into `output` (an existing empty directory): per trace a subdirectory with its
-// stream files copied byte for byte and its metadata with the corrected clock. Returns the bytes
+// stream files copied byte for byte (a compressed or rotated trace: its sound packets decoded, a
+// stream's chunks joined, as `chronicle convert` writes them) and its metadata with the corrected
+// clock. Returns the bytes
 // copied. Throws std::runtime_error when a file cannot be read or written.
 uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& plan, const std::string& output,
                      const CopyProgress& progress = {});
