@@ -13,7 +13,7 @@
 
 #include "cli/common.hpp"
 #include "collector/collector.hpp"
-#include "compression/ctfz.hpp"
+#include "merge/trace_merge.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 
@@ -60,19 +60,11 @@ struct Converted {
 
 void convert_trace(const reader::Trace& trace, const std::string& output, Converted& total) {
   collector::create_private_directory(output);
+  merge::write_plain_streams(trace, output, [&total](uint64_t bytes) {
+    ++total.packets;
+    total.bytes += bytes;
+  });
   NewFile(output + "/metadata").write(trace.metadata_text().data(), trace.metadata_text().size());
-  if (!trace.definitions_bytes().empty())
-    NewFile(output + "/strings").write(trace.definitions_bytes().data(), trace.definitions_bytes().size());
-  for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
-    const std::string name =
-        compression::plain_name(std::filesystem::path(trace.streams()[stream].path).filename().string());
-    NewFile file(output + "/" + name);
-    trace.for_each_packet(stream, [&](const uint8_t* packet, uint64_t bytes) {
-      file.write(packet, bytes);
-      ++total.packets;
-      total.bytes += bytes;
-    });
-  }
   for (const std::string& warning : trace.warnings()) {
     fmt::print(stderr, "chronicle: {}: {}\n", trace.directory(), warning);
     ++total.warnings;

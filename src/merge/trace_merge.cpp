@@ -251,8 +251,10 @@ bool copied_file_by_file(const reader::Trace& trace) {
          std::filesystem::exists(trace.directory() + "/metadata");
 }
 
-void write_packets(const reader::Trace& trace, const std::string& directory,
-                   const std::function<void(uint64_t)>& count) {
+}  // namespace
+
+void write_plain_streams(const reader::Trace& trace, const std::string& directory,
+                         const std::function<void(uint64_t)>& count) {
   for (size_t stream = 0; stream < trace.streams().size(); ++stream) {
     const std::string path =
         directory + "/" +
@@ -271,8 +273,6 @@ void write_packets(const reader::Trace& trace, const std::string& directory,
             path);
   out.close(path);
 }
-
-}  // namespace
 
 uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& plan, const std::string& output,
                      const CopyProgress& progress) {
@@ -300,7 +300,7 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
     if (copied_file_by_file(traces[index])) {
       for (const auto& file : files[index]) copy_file(file.string(), directory + "/" + file.filename().string(), count);
     } else {
-      write_packets(traces[index], directory, count);
+      write_plain_streams(traces[index], directory, count);
     }
     const std::string metadata = format::with_clock(traces[index].metadata_text(), planned.clock, planned.correction);
     const std::string metadata_path = directory + "/metadata";

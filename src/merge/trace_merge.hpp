@@ -51,6 +51,13 @@ MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector
 // Bytes copied so far, of how many.
 using CopyProgress = std::function<void(uint64_t copied, uint64_t total)>;
 
+// Writes each stream of `trace` into `directory` as one plain CTF stream file (its sound packets,
+// decoded for a .ctfz, joined across a rotated trace's chunks), and its definitions as `strings`;
+// not the metadata. Reports each packet's bytes to `count`. Throws std::runtime_error when a file
+// cannot be written (or is there already).
+void write_plain_streams(const reader::Trace& trace, const std::string& directory,
+                         const std::function<void(uint64_t)>& count);
+
 // Writes the plan into `output` (an existing empty directory): per trace a subdirectory with its
 // stream files copied byte for byte (a compressed or rotated trace: its sound packets decoded, a
 // stream's chunks joined, as `chronicle convert` writes them) and its metadata with the corrected
