@@ -8,10 +8,10 @@
 #include <exception>
 #include <limits>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <tuple>
 #include <unordered_map>
+
+#include "reader/run_on_threads.hpp"
 
 namespace chronicle::analysis {
 namespace {
@@ -536,30 +536,11 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
   for (const uint32_t thread_id : order) passes.emplace_back(trace, names, streams_of.at(thread_id));
 
   SharedProgress shared(progress, expected);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    for (size_t index; (index = next.fetch_add(1, std::memory_order_relaxed)) < passes.size();) {
-      try {
-        passes[index].run([&](uint64_t events) { shared.add(events); });
-      } catch (...) {
-        failed.store(true, std::memory_order_relaxed);
-      }
-    }
-  };
-  unsigned threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, passes.size()));
-  std::vector<std::thread> helpers;
-  for (unsigned i = 1; i < threads; ++i) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: the others take its streams
-    }
-  }
-  work();
-  for (std::thread& helper : helpers) helper.join();
-  if (failed.load()) return std::nullopt;
+  const std::vector<std::exception_ptr> failures =
+      reader::run_on_threads(passes.size(), options.threads != 0 ? options.threads : reader::default_thread_count(),
+                             [&](size_t index) { passes[index].run([&](uint64_t events) { shared.add(events); }); });
+  for (const std::exception_ptr& failure : failures)
+    if (failure) return std::nullopt;
 
   EventTotals totals;
   reader::PairingProblems problems;

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -19,10 +18,10 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "compression/ctfz.hpp"
+#include "reader/run_on_threads.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::merge {
@@ -181,22 +180,9 @@ std::vector<reader::Trace> open_traces(const std::vector<std::string>& directori
   // Opening decodes every event (the reader's damage check): most of a merge's time, and each
   // trace's alone, so the traces open side by side.
   std::vector<std::optional<reader::Trace>> opened(directories.size());
-  std::vector<std::exception_ptr> failures(directories.size());
-  std::atomic<size_t> next{0};
-  auto open_some = [&] {
-    for (size_t index = next++; index < directories.size(); index = next++) {
-      try {
-        opened[index].emplace(directories[index]);
-      } catch (...) {
-        failures[index] = std::current_exception();
-      }
-    }
-  };
-  const size_t workers = std::min<size_t>(directories.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t worker = 1; worker < workers; ++worker) threads.emplace_back(open_some);
-  open_some();
-  for (std::thread& thread : threads) thread.join();
+  const std::vector<std::exception_ptr> failures =
+      reader::run_on_threads(directories.size(), reader::default_thread_count(),
+                             [&](size_t index) { opened[index].emplace(directories[index]); });
   std::vector<reader::Trace> traces;
   traces.reserve(directories.size());
   for (size_t index = 0; index < directories.size(); ++index) {

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -16,10 +15,9 @@
 #include <limits>
 #include <optional>
 #include <span>
-#include <system_error>
-#include <thread>
 
 #include "compression/ctfz.hpp"
+#include "reader/run_on_threads.hpp"
 #include "reader/trace_directory.hpp"
 
 namespace chronicle::reader {
@@ -410,32 +408,12 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
     jobs.push_back(job);
   }
   std::vector<std::optional<IndexedStream>> results(jobs.size());
-  std::vector<std::exception_ptr> failures(jobs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t index; (index = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) {
-      try {
-        results[index] = index_stream(*jobs[index].paths, jobs[index].start, starts != nullptr, jobs[index].limit);
-      } catch (...) {
-        failures[index] = std::current_exception();
-      }
-    }
-  };
-  // Threads pay for themselves on large traces only.
   release_pages_ = total_bytes > options_.bytes_kept_mapped;
-  const size_t threads = total_bytes < kBytesForThreadedOpen
-                             ? 1
-                             : std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> helpers;
-  for (size_t i = 1; i < threads; ++i) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: the others take its streams
-    }
-  }
-  work();
-  for (std::thread& helper : helpers) helper.join();
+  // Threads pay for themselves on large traces only.
+  const std::vector<std::exception_ptr> failures =
+      run_on_threads(jobs.size(), total_bytes < kBytesForThreadedOpen ? 1 : default_thread_count(), [&](size_t index) {
+        results[index] = index_stream(*jobs[index].paths, jobs[index].start, starts != nullptr, jobs[index].limit);
+      });
   for (size_t index = 0; index < jobs.size(); ++index) {
     if (failures[index]) std::rethrow_exception(failures[index]);
     IndexedStream& stream = *results[index];
