@@ -337,5 +337,64 @@ TEST(DamageOnThreads, ALargeTraceSaysWhatOneThreadWouldInTheSameOrder) {
                                               third[1].event_offsets.size() - fourth.back().event_offsets.size());
 }
 
+// One stream large enough to be checked in several windows, its packets on threads: the damage
+// is what one thread finds, in the order of the file, each packet's discard count compared with
+// the sound packet before it.
+size_t event_count(const reader::Trace& trace) {
+  size_t events = 0;
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream)
+    trace.for_each_in_stream(stream, [&events](const reader::Event&) { return ++events > 0; });
+  return events;
+}
+
+TEST(DamageOnThreads, OneLargeStreamIsCheckedOnThreadsAsOneThreadWould) {
+  TemporaryDirectory directory;
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  config.buffer_size = 64 << 20;  // room for everything: no drops
+  config.packet_size = 64 << 10;
+  config.self_stats_interval = std::chrono::milliseconds(0);
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int i = 0; i < 2'500'000; ++i) CHRONICLE_COUNTER("damage", "sequence", i);
+  stop();
+  std::string stream;
+  for (const auto& entry : std::filesystem::directory_iterator(config.output))
+    if (entry.path().filename().string().starts_with("thread-")) stream = entry.path().string();
+  ASSERT_FALSE(stream.empty());
+  ASSERT_GE(std::filesystem::file_size(stream), 2 * reader::kBytesForThreadedOpen)
+      << "the test wants a stream checked on threads, in more than one window";
+  size_t sound_events = 0;
+  {
+    const reader::Trace sound(config.output);
+    ASSERT_EQ(sound.events_discarded(), 0u);
+    sound_events = event_count(sound);
+  }
+
+  // An unknown event id early and another late; a discard count of 1000 in the packet before
+  // the last, so that the last (0) decreases.
+  const std::vector<PacketPlace> packets = packets_of(stream);
+  ASSERT_GE(packets.size(), 8u);
+  const std::vector<size_t> broken = {3, packets.size() * 3 / 4};
+  for (const size_t k : broken) {
+    uint8_t first_byte = read_file(stream)[packets[k].event_offsets.front()];
+    first_byte = static_cast<uint8_t>((first_byte & ~0x1f) | 29);
+    overwrite(stream, packets[k].event_offsets.front(), &first_byte, 1);
+  }
+  const uint64_t discarded = 1000;
+  overwrite(stream, packets[packets.size() - 2].offset + offsetof(format::PacketHeader, events_discarded), &discarded,
+            sizeof discarded);
+
+  const reader::Trace trace(config.output);
+  ASSERT_EQ(trace.damage().size(), 3u);
+  EXPECT_EQ(trace.damage()[0].offset, packets[broken[0]].offset);
+  EXPECT_EQ(trace.damage()[1].offset, packets[broken[1]].offset);
+  EXPECT_EQ(trace.damage()[2].offset, packets.back().offset);
+  EXPECT_NE(trace.damage()[2].reason.find("events_discarded decreases"), std::string::npos) << trace.damage()[2].reason;
+  EXPECT_EQ(trace.events_discarded(), discarded);
+  EXPECT_EQ(event_count(trace), sound_events - packets[broken[0]].event_offsets.size() -
+                                    packets[broken[1]].event_offsets.size() - packets.back().event_offsets.size());
+}
+
 }  // namespace
 }  // namespace chronicle

@@ -409,11 +409,14 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
   }
   std::vector<std::optional<IndexedStream>> results(jobs.size());
   release_pages_ = total_bytes > options_.bytes_kept_mapped;
-  // Threads pay for themselves on large traces only.
-  const std::vector<std::exception_ptr> failures =
-      run_on_threads(jobs.size(), total_bytes < kBytesForThreadedOpen ? 1 : default_thread_count(), [&](size_t index) {
-        results[index] = index_stream(*jobs[index].paths, jobs[index].start, starts != nullptr, jobs[index].limit);
-      });
+  // Threads pay for themselves on large traces only. When there are fewer streams than threads,
+  // each stream's packets are checked on the threads left over.
+  const size_t threads = total_bytes < kBytesForThreadedOpen ? 1 : default_thread_count();
+  const size_t threads_per_stream = jobs.empty() ? 1 : std::max<size_t>(1, threads / jobs.size());
+  const std::vector<std::exception_ptr> failures = run_on_threads(jobs.size(), threads, [&](size_t index) {
+    results[index] =
+        index_stream(*jobs[index].paths, jobs[index].start, starts != nullptr, jobs[index].limit, threads_per_stream);
+  });
   for (size_t index = 0; index < jobs.size(); ++index) {
     if (failures[index]) std::rethrow_exception(failures[index]);
     IndexedStream& stream = *results[index];
@@ -427,7 +430,7 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
 }
 
 Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
-                                         uint64_t committed) const {
+                                         uint64_t committed, size_t threads) const {
   IndexedStream indexed;
   StreamInfo& info = indexed.info;
   info.path = paths.front();
@@ -441,7 +444,7 @@ Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, 
     const auto file_index = static_cast<uint32_t>(files.size());
     if (!file->compressed) {
       index_packets(file->mapped->data(), file->mapped->size(), first, 0, file_index, 0, growing, indexed,
-                    previous_discarded, release_pages_ ? file->mapped.get() : nullptr);
+                    previous_discarded, release_pages_ ? file->mapped.get() : nullptr, threads);
     } else {
       index_units(*file, first, file_index, indexed, previous_discarded);
     }
@@ -475,52 +478,94 @@ void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_in
     }
     // The collector writes whole packets in a unit: none is being written in one.
     index_packets(raw.data(), raw.size(), first > unit.raw_offset ? first - unit.raw_offset : 0, unit.raw_offset,
-                  file_index, static_cast<uint32_t>(k), false, indexed, previous_discarded, nullptr);
+                  file_index, static_cast<uint32_t>(k), false, indexed, previous_discarded, nullptr, 1);
   }
   behind.finish();
 }
 
+// How much of a file the check frames, then checks (on threads, packet by packet), then keeps
+// at a time: the pages it holds.
+constexpr uint64_t kCheckWindow = 16 << 20;
+
+// A framed packet of a window being checked, and what the check found.
+struct Trace::CheckedPacket {
+  uint64_t offset = 0;  // in `data`
+  uint64_t bytes = 0;
+  std::string header_problem;   // its header's, but for the discard count (which needs the packet before)
+  std::string content_problem;  // its events'
+  uint32_t types = 0;
+};
+
 // Checks the packets of `data` from `first` on, and keeps the sound ones as packets of `file`
 // (and of its unit `unit`) at `base` + their offset in `data`. `mapped`: the mapping `data` is,
-// whose pages are let go behind the check (null for a decoded unit).
+// whose pages are let go behind the check (null for a decoded unit). The packets of a window are
+// checked on `threads` threads, apart; what they found is taken in order.
 void Trace::index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file,
                           uint32_t unit, bool growing, IndexedStream& indexed, uint64_t& previous_discarded,
-                          const MappedFile* mapped) const {
+                          const MappedFile* mapped, size_t threads) const {
   const std::string& path = indexed.info.files[file];
   ReleasedBehind behind;
+  std::vector<CheckedPacket> window;
   uint64_t offset = first;
   while (offset < size) {
     if (mapped) behind.at(mapped, offset);
-    const uint8_t* packet = data + offset;
-    const uint64_t left = size - offset;
-    const std::optional<uint64_t> packet_bytes = format::framed_packet_size(packet, left);
-    if (!packet_bytes) {
-      // The collector appends whole packets: one that ends short is being written now.
-      if (growing) break;
-      // Where this packet ends, and so where the next one starts, is unknown: the rest is lost.
-      indexed.damage.push_back({path, base + offset, left, std::nullopt, format::check_packet_header(packet, left)});
-      break;
+    // Framing: where each packet of the window ends, from its header.
+    window.clear();
+    std::optional<Damage> unframed;
+    for (const uint64_t end = offset + kCheckWindow; offset < size && offset < end;) {
+      const uint64_t left = size - offset;
+      const std::optional<uint64_t> packet_bytes = format::framed_packet_size(data + offset, left);
+      if (!packet_bytes) {
+        // The collector appends whole packets: one that ends short is being written now.
+        // Else where this packet ends, and so where the next one starts, is unknown: the rest is lost.
+        if (!growing)
+          unframed = Damage{path, base + offset, left, std::nullopt, format::check_packet_header(data + offset, left)};
+        offset = size;
+        break;
+      }
+      window.push_back({offset, *packet_bytes, {}, {}, 0});
+      offset += *packet_bytes;
     }
-    uint32_t types = 0;
-    const std::string problem = packet_problem(packet, base + offset, previous_discarded, types);
-    const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
-    if (problem.empty()) {
-      indexed.readable.push_back({file, unit, base + offset});
-      indexed.event_types.push_back(types);
-      previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
-      indexed.info.thread_id = header.thread_id;
-      ++indexed.info.packets;
-    } else {
-      // Its events can still be counted when only the header's other fields are wrong.
-      const uint64_t content = format::content_bytes(header);
-      std::optional<uint64_t> events;
-      if (content >= format::kPacketHeaderSize && content <= *packet_bytes)
-        events = format::count_events(packet, content);
-      indexed.damage.push_back({path, base + offset, *packet_bytes, events, problem});
-    }
-    offset += *packet_bytes;
+    const auto check = [&](size_t k) {
+      CheckedPacket& packet = window[k];
+      packet.header_problem = header_problem(data + packet.offset, base + packet.offset);
+      if (packet.header_problem.empty())
+        packet.content_problem = content_problem(data + packet.offset, base + packet.offset, packet.types);
+    };
+    const std::vector<std::exception_ptr> failures = run_on_threads(window.size(), threads, check);
+    for (const std::exception_ptr& failure : failures)
+      if (failure) std::rethrow_exception(failure);
+    for (const CheckedPacket& packet : window)
+      keep_checked(data, base, file, unit, packet, indexed, previous_discarded);
+    if (unframed) indexed.damage.push_back(std::move(*unframed));
   }
   behind.finish();
+}
+
+// A checked packet taken into the index in its stream's order: readable, or damage and why.
+void Trace::keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint32_t unit, const CheckedPacket& checked,
+                         IndexedStream& indexed, uint64_t& previous_discarded) const {
+  const uint8_t* packet = data + checked.offset;
+  const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+  const uint64_t offset = base + checked.offset;
+  std::string problem = checked.header_problem;
+  if (problem.empty() && header.events_discarded.load(std::memory_order_relaxed) < previous_discarded)
+    problem = fmt::format("events_discarded decreases (it is cumulative) (at offset {})",
+                          offset + offsetof(format::PacketHeader, events_discarded));
+  if (problem.empty()) problem = checked.content_problem;
+  if (problem.empty()) {
+    indexed.readable.push_back({file, unit, offset});
+    indexed.event_types.push_back(checked.types);
+    previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
+    indexed.info.thread_id = header.thread_id;
+    ++indexed.info.packets;
+    return;
+  }
+  // Its events can still be counted when only the header's other fields are wrong.
+  const uint64_t content = format::content_bytes(header);
+  std::optional<uint64_t> events;
+  if (content >= format::kPacketHeaderSize && content <= checked.bytes) events = format::count_events(packet, content);
+  indexed.damage.push_back({indexed.info.files[file], offset, checked.bytes, events, problem});
 }
 
 const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const {
@@ -548,11 +593,9 @@ const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<Re
   return position->raw + (place.offset - unit.raw_offset);
 }
 
-// What makes a framed packet unreadable, or an empty string. Walks every event as the decoder
-// would, so that the cursors never meet a fault after they have handed out part of a packet, and
-// notes the packet's event types.
-std::string Trace::packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
-                                  uint32_t& event_types) const {
+// What makes a framed packet's header unreadable (but for its discard count, which needs the
+// packet before), or an empty string.
+std::string Trace::header_problem(const uint8_t* packet, uint64_t offset) const {
   const std::string problem = format::check_packet_header(packet, std::numeric_limits<size_t>::max());
   if (!problem.empty()) return problem;
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
@@ -561,9 +604,14 @@ std::string Trace::packet_problem(const uint8_t* packet, uint64_t offset, uint64
   if (std::memcmp(header.uuid, description_.uuid.data(), 16) != 0)
     return fmt::format("packet uuid differs from the metadata's (at offset {})",
                        offset + offsetof(format::PacketHeader, uuid));
-  if (header.events_discarded.load(std::memory_order_relaxed) < previous_discarded)
-    return fmt::format("events_discarded decreases (it is cumulative) (at offset {})",
-                       offset + offsetof(format::PacketHeader, events_discarded));
+  return {};
+}
+
+// What makes a packet's events unreadable, or an empty string. Walks every event as the decoder
+// would, so that the cursors never meet a fault after they have handed out part of a packet, and
+// notes the packet's event types.
+std::string Trace::content_problem(const uint8_t* packet, uint64_t offset, uint32_t& event_types) const {
+  const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
   if (format::events_decode(packet, format::content_bytes(header), event_types)) return {};
   // Damage (rare): the decoder, which the cursors will use, has the last word and says what and where.
   try {

@@ -221,8 +221,8 @@ class Trace {
   struct IndexedStream;
   void index_streams(const std::map<std::string, std::vector<std::string>>& stream_files,
                      const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
-  IndexedStream index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
-                             uint64_t committed) const;
+  IndexedStream index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing, uint64_t committed,
+                             size_t threads) const;
   struct StreamFile;
   struct ReadPosition;
   std::unique_ptr<StreamFile> open_stream_file(const std::string& path, uint64_t committed,
@@ -230,14 +230,17 @@ class Trace {
   void index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed,
                    uint64_t& previous_discarded) const;
   void index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file, uint32_t unit,
-                     bool growing, IndexedStream& indexed, uint64_t& previous_discarded,
-                     const MappedFile* mapped) const;
+                     bool growing, IndexedStream& indexed, uint64_t& previous_discarded, const MappedFile* mapped,
+                     size_t threads) const;
   // Where packet `packet` of stream `stream` starts: in its file's mapping, or for a .ctfz in its
   // unit as `position` holds it decoded (decoding it there first when it holds another). The
   // packets of a stream are asked for in order: the pages of its files behind them are let go.
   const uint8_t* packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const;
-  std::string packet_problem(const uint8_t* packet, uint64_t offset, uint64_t previous_discarded,
-                             uint32_t& event_types) const;
+  struct CheckedPacket;
+  void keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint32_t unit, const CheckedPacket& checked,
+                    IndexedStream& indexed, uint64_t& previous_discarded) const;
+  std::string header_problem(const uint8_t* packet, uint64_t offset) const;
+  std::string content_problem(const uint8_t* packet, uint64_t offset, uint32_t& event_types) const;
 
   std::string directory_;
   OpenOptions options_;
