@@ -267,17 +267,23 @@ TEST_F(Damage, AReadWithinTheCommittedSizesSurvivesACutBackAfterIt) {
   EXPECT_EQ(test::read_all(open_before_the_cut).size(), total_events_ / 2 - events_from(kept));
 }
 
+// A session writing 64 KiB packets into rings with room for everything: no drops.
+Config large_trace_config(const TemporaryDirectory& directory) {
+  Config config;
+  config.output = directory / "trace";
+  config.shm_dir = directory.path();
+  config.buffer_size = 64 << 20;
+  config.packet_size = 64 << 10;
+  config.self_stats_interval = std::chrono::milliseconds(0);
+  return config;
+}
+
 // A trace large enough to be checked on several threads when it is opened
 // (reader::kBytesForThreadedOpen): what it says of its streams and of their damage is what one
 // thread would say, in the same order, whichever stream a thread finished first.
 TEST(DamageOnThreads, ALargeTraceSaysWhatOneThreadWouldInTheSameOrder) {
   TemporaryDirectory directory;
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  config.buffer_size = 32 << 20;  // room for everything: no drops
-  config.packet_size = 64 << 10;
-  config.self_stats_interval = std::chrono::milliseconds(0);
+  const Config config = large_trace_config(directory);
   ASSERT_TRUE(start(config)) << last_error();
   // Streams of different sizes, so that the threads do not finish in the order of the names.
   constexpr int kThreads = 4;
@@ -349,12 +355,7 @@ size_t event_count(const reader::Trace& trace) {
 
 TEST(DamageOnThreads, OneLargeStreamIsCheckedOnThreadsAsOneThreadWould) {
   TemporaryDirectory directory;
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  config.buffer_size = 64 << 20;  // room for everything: no drops
-  config.packet_size = 64 << 10;
-  config.self_stats_interval = std::chrono::milliseconds(0);
+  const Config config = large_trace_config(directory);
   ASSERT_TRUE(start(config)) << last_error();
   for (int i = 0; i < 2'500'000; ++i) CHRONICLE_COUNTER("damage", "sequence", i);
   stop();

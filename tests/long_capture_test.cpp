@@ -90,6 +90,15 @@ std::vector<std::string> thread_files(const std::string& directory) {
   return files;
 }
 
+// A stream file of a plain trace written in `directory`, and the same in three units.
+void in_three_units(const TemporaryDirectory& directory, std::vector<uint8_t>& file, std::vector<uint8_t>& compressed) {
+  write_plain_trace(directory);
+  file = slurp(thread_files(directory / "trace").at(1));
+  std::vector<compression::UnitProblem> problems;
+  round_trip(file, 3, problems, &compressed);
+  ASSERT_TRUE(problems.empty());
+}
+
 TEST(Compression, UnitsGiveBackEveryPacketByteForByte) {
   TemporaryDirectory directory;
   write_plain_trace(directory);
@@ -158,11 +167,9 @@ TEST(Compression, APacketTheDecoderRefusesComesBackVerbatim) {
 
 TEST(Compression, ADamagedUnitIsSkippedAndTheOthersRead) {
   TemporaryDirectory directory;
-  write_plain_trace(directory);
-  const std::vector<uint8_t> file = slurp(thread_files(directory / "trace").at(1));
+  std::vector<uint8_t> file, compressed;
   std::vector<compression::UnitProblem> problems;
-  std::vector<uint8_t> compressed;
-  round_trip(file, 3, problems, &compressed);
+  in_three_units(directory, file, compressed);
   // Find the second unit: after the first entry (8 + 48 bytes) and its frame.
   uint64_t first_frame = 0;
   std::memcpy(&first_frame, compressed.data() + 8 + 16, 8);
@@ -268,11 +275,9 @@ TEST(Compression, ReadingACompressedTraceWritesNoFile) {
 // (it fails when decoded, alone), and a file cut short lists the whole units before the cut.
 TEST(Compression, TheSeekTableFindsEveryUnitWithoutDecodingIt) {
   TemporaryDirectory directory;
-  write_plain_trace(directory);
-  const std::vector<uint8_t> file = slurp(thread_files(directory / "trace").at(1));
+  std::vector<uint8_t> file, compressed;
   std::vector<compression::UnitProblem> problems;
-  std::vector<uint8_t> compressed;
-  round_trip(file, 3, problems, &compressed);
+  in_three_units(directory, file, compressed);
   const std::vector<size_t> starts = packet_starts(file);
   const size_t per_unit = (starts.size() + 2) / 3;
   const std::vector<uint64_t> raw_offsets{0, starts[per_unit], starts[2 * per_unit]};
