@@ -279,14 +279,14 @@ TEST(Pool, TasksMovingBetweenThreadsKeepTheirIdentityAndRunIntervals) {
     EXPECT_TRUE(task.resolved.has_value());
   }
   EXPECT_FALSE(used_pool_threads.empty());
-  // The pool's threads were idle at least while waiting for the first work.
-  std::set<uint32_t> idle_threads;
+  // Idle time is a pool thread's wait for work. Whether a thread waited at all depends on the
+  // timing (under load it can find work queued at each look, and the pool stopping at the last),
+  // so only where and how the idle intervals lie is certain.
   for (const auto& idle : graph.idle()) {
+    EXPECT_EQ(pool_threads.count(idle.thread_id), 1u) << "idle time on thread " << idle.thread_id;
     EXPECT_TRUE(idle.ended);
     EXPECT_LE(idle.begin, idle.end);
-    idle_threads.insert(idle.thread_id);
   }
-  EXPECT_EQ(idle_threads, pool_threads);
 }
 
 // --- the plain API ----------------------------------------------------------------------------
