@@ -115,14 +115,12 @@ struct Column {
   void set_end(const uint8_t* end) { used = static_cast<size_t>(end - bytes.data()); }
 };
 
-using DecodeFailure = UnitError;
-
 // Reads one column; every read is bounded by it.
 struct ColumnReader {
   const uint8_t* at = nullptr;
   const uint8_t* end = nullptr;
   void need(size_t n) const {
-    if (static_cast<size_t>(end - at) < n) throw DecodeFailure("a column ends early");
+    if (static_cast<size_t>(end - at) < n) throw UnitError("a column ends early");
   }
   uint8_t byte() {
     need(1);
@@ -140,7 +138,7 @@ struct ColumnReader {
       value |= uint64_t{b & 0x7fu} << shift;
       if (!(b & 0x80)) return value;
     }
-    throw DecodeFailure("a varint longer than 64 bits");
+    throw UnitError("a varint longer than 64 bits");
   }
 };
 
@@ -188,7 +186,7 @@ class Transform {
     readers_.assign(columns_.size(), {});
     const uint8_t* at = directory.at;
     for (size_t c = 0; c < sizes.size(); ++c) {
-      if (sizes[c] > static_cast<size_t>(directory.end - at)) throw DecodeFailure("a column runs past the unit");
+      if (sizes[c] > static_cast<size_t>(directory.end - at)) throw UnitError("a column runs past the unit");
       readers_[c] = {at, at + sizes[c]};
       at += sizes[c];
     }
@@ -196,9 +194,9 @@ class Transform {
     out_size_ = 0;
     out_capacity_ = raw_size;
     for (uint32_t i = 0; i < packets; ++i) decode_packet();
-    if (out_size_ != raw_size) throw DecodeFailure("the unit decodes to another size than its entry says");
+    if (out_size_ != raw_size) throw UnitError("the unit decodes to another size than its entry says");
     for (const auto& reader : readers_)
-      if (reader.at != reader.end) throw DecodeFailure("a column is longer than its events");
+      if (reader.at != reader.end) throw UnitError("a column is longer than its events");
   }
 
  private:
@@ -361,7 +359,7 @@ class Transform {
   }
 
   uint8_t* take(size_t n) {
-    if (out_capacity_ - out_size_ < n) throw DecodeFailure("the unit decodes past its size");
+    if (out_capacity_ - out_size_ < n) throw UnitError("the unit decodes past its size");
     uint8_t* at = out_ + out_size_;
     out_size_ += n;
     return at;
@@ -376,12 +374,12 @@ class Transform {
     const uint64_t content = load<uint64_t>(header + offsetof(PacketHeader, content_size_bits)) / 8;
     if (size < format::kPacketHeaderSize || content > size ||
         size - format::kPacketHeaderSize > out_capacity_ - out_size_)
-      throw DecodeFailure("a packet header with impossible sizes");
+      throw UnitError("a packet header with impossible sizes");
     if (readers_[kRawPackets].byte() != 0) {
       readers_[kVerbatim].bytes(take(size - format::kPacketHeaderSize), size - format::kPacketHeaderSize);
       return;
     }
-    if (content < format::kPacketHeaderSize) throw DecodeFailure("a packet header with impossible sizes");
+    if (content < format::kPacketHeaderSize) throw UnitError("a packet header with impossible sizes");
     take(size - format::kPacketHeaderSize);
     uint8_t* packet = out_ + start;
     size_t cursor = format::kPacketHeaderSize;
@@ -394,20 +392,20 @@ class Transform {
       if (extended) readers_[kExtendedIds].bytes(reinterpret_cast<uint8_t*>(&id), sizeof id);
       ticks += readers_[kTimes].varint();
       if (cursor + (extended ? format::kExtendedHeaderSize : format::kCompactHeaderSize) > size)
-        throw DecodeFailure("an event past its packet");
+        throw UnitError("an event past its packet");
       uint8_t* at = format::write_event_header(packet + cursor, !extended, id, ticks);
       const format::EventSpec* spec = format::lookup_event(table, stream_id, id);
-      if (!spec) throw DecodeFailure(fmt::format("event id {} is not in the catalogue", id));
+      if (!spec) throw UnitError(fmt::format("event id {} is not in the catalogue", id));
       decode_fields(*spec, packet, size, at);
       cursor = static_cast<size_t>(at - packet);
     }
-    if (cursor != content) throw DecodeFailure("a packet's events do not end at its content size");
+    if (cursor != content) throw UnitError("a packet's events do not end at its content size");
     readers_[kVerbatim].bytes(packet + content, size - content);
   }
 
   void decode_fields(const format::EventSpec& spec, uint8_t* packet, uint64_t size, uint8_t*& at) {
     const auto room = [&](size_t n) {
-      if (static_cast<size_t>(at - packet) + n > size) throw DecodeFailure("a payload past its packet");
+      if (static_cast<size_t>(at - packet) + n > size) throw UnitError("a payload past its packet");
     };
     uint32_t last_u32 = 0;
     for (size_t f = 0; f < spec.fields.size(); ++f) {
@@ -439,7 +437,7 @@ class Transform {
           break;
         case FieldType::string: {
           const void* nul = std::memchr(reader.at, 0, static_cast<size_t>(reader.end - reader.at));
-          if (!nul) throw DecodeFailure("a string without its NUL");
+          if (!nul) throw UnitError("a string without its NUL");
           const size_t n = static_cast<size_t>(static_cast<const uint8_t*>(nul) - reader.at) + 1;
           room(n);
           reader.bytes(at, n);

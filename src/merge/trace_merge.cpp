@@ -262,7 +262,8 @@ void write_plain_streams(const reader::Trace& trace, const std::string& director
 
 uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& plan, const std::string& output,
                      const CopyProgress& progress) {
-  std::vector<std::vector<std::filesystem::path>> files;
+  // Per trace, the files to copy as they are; none when it is written packet by packet.
+  std::vector<std::optional<std::vector<std::filesystem::path>>> files;
   uint64_t total = 0;
   for (const reader::Trace& trace : traces) {
     files.emplace_back();
@@ -271,7 +272,7 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
       continue;
     }
     files.back() = stream_files(trace.directory());
-    for (const auto& file : files.back()) total += std::filesystem::file_size(file);
+    for (const auto& file : *files.back()) total += std::filesystem::file_size(file);
   }
   uint64_t copied = 0;
   const auto count = [&](uint64_t bytes) {
@@ -283,8 +284,9 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
     const std::string directory = output + "/" + planned.subdirectory;
     if (::mkdir(directory.c_str(), 0700) != 0)
       throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(errno)));
-    if (copied_file_by_file(traces[index])) {
-      for (const auto& file : files[index]) copy_file(file.string(), directory + "/" + file.filename().string(), count);
+    if (files[index]) {
+      for (const auto& file : *files[index])
+        copy_file(file.string(), directory + "/" + file.filename().string(), count);
     } else {
       write_plain_streams(traces[index], directory, count);
     }
