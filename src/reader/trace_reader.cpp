@@ -393,6 +393,7 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
     const std::vector<std::string>* paths;
     uint64_t start = 0;
     uint64_t limit = UINT64_MAX;
+    uint64_t bytes = 0;
   };
   std::vector<Job> jobs;
   uint64_t total_bytes = 0;
@@ -403,19 +404,27 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
     if (committed) job.limit = committed->at(fs::path(paths.front()).filename().string());
     for (const std::string& path : paths) {
       std::error_code size_error;
-      total_bytes += fs::file_size(path, size_error);
+      const uint64_t size = fs::file_size(path, size_error);
+      job.bytes += size_error ? 0 : size;
     }
+    total_bytes += job.bytes;
     jobs.push_back(job);
   }
   std::vector<std::optional<IndexedStream>> results(jobs.size());
   release_pages_ = total_bytes > options_.bytes_kept_mapped;
-  // Threads pay for themselves on large traces only. When there are fewer streams than threads,
-  // each stream's packets are checked on the threads left over.
+  // Threads pay for themselves on large traces only. A stream that holds more of the trace than
+  // one thread's share has its packets checked on as many threads as its share (a program's main
+  // thread often writes a few bytes beside one busy thread).
   const size_t threads = total_bytes < kBytesForThreadedOpen ? 1 : default_thread_count();
-  const size_t threads_per_stream = jobs.empty() ? 1 : std::max<size_t>(1, threads / jobs.size());
+  const auto threads_for = [&](const Job& job) -> size_t {
+    if (threads == 1) return 1;
+    const double share =
+        static_cast<double>(threads) * static_cast<double>(job.bytes) / static_cast<double>(total_bytes);
+    return std::clamp<size_t>(static_cast<size_t>(share + 0.5), 1, threads);
+  };
   const std::vector<std::exception_ptr> failures = run_on_threads(jobs.size(), threads, [&](size_t index) {
-    results[index] =
-        index_stream(*jobs[index].paths, jobs[index].start, starts != nullptr, jobs[index].limit, threads_per_stream);
+    const Job& job = jobs[index];
+    results[index] = index_stream(*job.paths, job.start, starts != nullptr, job.limit, threads_for(job));
   });
   for (size_t index = 0; index < jobs.size(); ++index) {
     if (failures[index]) std::rethrow_exception(failures[index]);
