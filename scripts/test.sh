@@ -12,12 +12,17 @@ if ! git ls-files '*.cpp' '*.hpp' '*.h' | grep -v '^bench/lttng_tp.h$' | xargs c
   echo "clang-format: the files above differ from their formatted text (clang-format -i FILE)"
   failed=1
 fi
-run_suite() {  # name, build dir, ctest label regex, cmake args...
-  local name=$1 dir=$2 labels=$3
-  shift 3
+# Builds all targets, or what the tests of the labels need (chronicle_tests_<label>,
+# tests/CMakeLists.txt), then runs the tests of the labels.
+run_suite() {  # name, build dir, ctest label regex, all|labels, cmake args...
+  local name=$1 dir=$2 labels=$3 build=$4 targets=""
+  shift 4
+  if [ "$build" = labels ]; then
+    targets=$(echo "$labels" | tr '|' '\n' | sed 's/^/chronicle_tests_/' | tr '\n' ' ')
+  fi
   echo "=== $name: build ($dir)"
   mkdir -p "$dir"
-  if ! bash scripts/build.sh "$dir" -DCHRONICLE_BUILD_BENCH=OFF "$@" >"$dir/build.log" 2>&1; then
+  if ! TARGETS="$targets" bash scripts/build.sh "$dir" -DCHRONICLE_BUILD_BENCH=OFF "$@" >"$dir/build.log" 2>&1; then
     tail -50 "$dir/build.log"
     failed=1
     return
@@ -28,11 +33,11 @@ run_suite() {  # name, build dir, ctest label regex, cmake args...
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task|analysis|export|merge|netns" -DCHRONICLE_SANITIZE=address,undefined
-run_suite "TSan" build-tsan "unit|metrics|task" -DCHRONICLE_SANITIZE=thread
+run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task|analysis|export|merge|netns" labels -DCHRONICLE_SANITIZE=address,undefined
+run_suite "TSan" build-tsan "unit|metrics|task" labels -DCHRONICLE_SANITIZE=thread
 # Every reader entry point under libFuzzer for a bounded time (clang).
-JOBS=2 run_suite "fuzz" build-fuzz "fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCHRONICLE_FUZZ=ON -DCHRONICLE_BUILD_TESTS=OFF \
+JOBS=2 run_suite "fuzz" build-fuzz "fuzz" all -DCMAKE_CXX_COMPILER=clang++ -DCHRONICLE_FUZZ=ON -DCHRONICLE_BUILD_TESTS=OFF \
   -DCHRONICLE_BUILD_EXAMPLES=OFF "-DCHRONICLE_SANITIZE=address,undefined,fuzzer-no-link"
 # Last, so the output ends with the summary of the whole suite.
-run_suite "all tests" build "." 
+run_suite "all tests" build "." all 
 exit $failed
