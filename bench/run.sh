@@ -2,35 +2,34 @@
 # Builds the benchmarks (Release, in build-bench) and runs all of them, then prints the figures
 # and their ratios to the targets. Nothing here passes or fails: it measures.
 #
-#   bench/run.sh                      # everything: ~70 s of measurements plus the build
-#   REPETITIONS=5 bench/run.sh        # more repetitions of each micro-benchmark (median shown)
+#   bench/run.sh                      # everything: ~3 min of measurements plus the build
+#   ROUNDS=9 bench/run.sh             # more rounds (default 5; min / median / max shown)
 #   STORM_SECONDS=5 bench/run.sh      # longer `chronicle record` throughput runs
-#   STORM_RUNS=5 bench/run.sh         # more of them (default 3 per buffer size)
 #   SKIP_LTTNG=1 bench/run.sh         # without the LTTng-UST part
 #   WAIT_QUIET=120 bench/run.sh       # first wait up to 120 s for the other processes to go idle
-#   PRIORITY=0 bench/run.sh           # do not raise the measured processes' priority
+#   PRIORITY=-20 bench/run.sh         # raise the measured processes' priority (default: normal)
 #   EXTRA_CXXFLAGS= bench/run.sh      # build without the -Wno-error=restrict work-around
 #
-# Steps: machine description; build; bench_chronicle (baselines, span recorded / disabled /
-# compiled out, collector decode), with a check that the compiled-out loop is the empty loop's
-# code; bench_lttng without and within an LTTng session (starting lttng-sessiond if none runs,
-# and stopping the one it started); span_storm under `chronicle record` (busy and idle); a
-# summary (bench/summarize.py). Temporary files go to $TMPDIR (default /tmp) and are removed.
+# Steps: machine description; build; then ROUNDS rounds, each running the compared programs once
+# in turn (A B A B ...): bench_chronicle (baselines, span recorded / disabled / compiled out,
+# collector decode), bench_lttng without and within an LTTng session (starting lttng-sessiond if
+# none runs, and stopping the one it started), span_storm under `chronicle record` with 4 and
+# 16 MiB buffers; span_storm idle under record; a check that the compiled-out loop is the empty
+# loop's code; a summary (bench/summarize.py). Temporary files go to $TMPDIR (default /tmp) and are
+# removed. The side-by-side run with Tracy and Perfetto is bench/side_by_side.sh.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
-REPETITIONS=${REPETITIONS:-3}
+ROUNDS=${ROUNDS:-5}
 STORM_SECONDS=${STORM_SECONDS:-2}
-STORM_RUNS=${STORM_RUNS:-3}
 SKIP_LTTNG=${SKIP_LTTNG:-0}
 WAIT_QUIET=${WAIT_QUIET:-0}
-# On a shared machine other users' builds take cores from the benchmarks. As root each measured
-# command runs in a session of its own (setsid: with sched_autogroup the scheduler shares the
-# CPU between sessions, whatever the nice value of their processes) whose autogroup and
-# processes are at nice $PRIORITY (default -20: ~98% of a core it shares with one nice-0
-# session). It changes no code path; the build runs at normal priority.
-PRIORITY=${PRIORITY:--20}
+# Normal priority by default, as a user's program runs. On a shared machine PRIORITY=-20 (as root)
+# runs each measured command in a session of its own (setsid: with sched_autogroup the scheduler
+# shares the CPU between sessions, whatever the nice value of their processes) whose autogroup
+# and processes are at that nice value; the summary says which was used.
+PRIORITY=${PRIORITY:-0}
 RUN=()
 if [[ $(id -u) -eq 0 && $PRIORITY -ne 0 ]] && command -v setsid >/dev/null; then
   RUN=(setsid -w sh -c 'echo "$0" >/proc/self/autogroup 2>/dev/null; exec nice -n "$0" "$@"' "$PRIORITY")
@@ -147,14 +146,14 @@ figure build_seconds "$BUILD_SECONDS"
 B=$BUILD/bench
 CHRONICLE=$BUILD/chronicle
 
-GB_ARGS=(--benchmark_repetitions="$REPETITIONS" --benchmark_display_aggregates_only=true
-         --benchmark_out_format=json)
-[[ $REPETITIONS -le 1 ]] && GB_ARGS=(--benchmark_out_format=json)
+GB_ARGS=(--benchmark_out_format=json)
 
 # ---- chronicle --------------------------------------------------------------------------------
-say "bench_chronicle (trace directories under $WORK)"
-CHRONICLE_BENCH_TMP=$WORK "${RUN[@]}" "$B/bench_chronicle" "${GB_ARGS[@]}" --benchmark_out="$WORK/chronicle.json" 2>&1 |
-  grep -v 'Library was built as DEBUG'
+run_chronicle() {  # round
+  say "bench_chronicle, round $1 (trace directories under $WORK)"
+  CHRONICLE_BENCH_TMP=$WORK "${RUN[@]}" "$B/bench_chronicle" "${GB_ARGS[@]}" --benchmark_out="$WORK/chronicle.$1.json" 2>&1 |
+    grep -v 'Library was built as DEBUG'
+}
 
 # The compiled-out span must leave exactly the empty loop's instructions.
 disassemble() {
@@ -179,7 +178,8 @@ lttng_unavailable() {
   figure lttng_status "$*"
 }
 
-run_lttng() {
+LTTNG_READY=0
+start_lttng() {
   say "LTTng-UST (bench_lttng)"
   [[ -x $B/bench_lttng ]] || { lttng_unavailable "bench_lttng was not built (pkg-config lttng-ust not found)"; return; }
   for tool in lttng lttng-sessiond babeltrace2; do
@@ -197,9 +197,14 @@ run_lttng() {
     STARTED_SESSIOND=$(cat "$(sessiond_pidfile)")
     echo "started lttng-sessiond (pid $STARTED_SESSIOND)"
   fi
+  LTTNG_READY=1
+}
 
+run_lttng() {  # round
+  [[ $LTTNG_READY == 1 ]] || return
+  say "LTTng-UST, round $1"
   echo "-- no LTTng session: the tracepoint is off"
-  "${RUN[@]}" "$B/bench_lttng" "${GB_ARGS[@]}" --benchmark_filter='lttng|rdtsc_pair' --benchmark_out="$WORK/lttng_off.json" 2>&1 |
+  "${RUN[@]}" "$B/bench_lttng" "${GB_ARGS[@]}" --benchmark_filter='lttng|rdtsc_pair' --benchmark_out="$WORK/lttng_off.$1.json" 2>&1 |
     grep -v 'Library was built as DEBUG'
 
   LTTNG_SESSION=chronicle-bench-$$
@@ -208,10 +213,11 @@ run_lttng() {
      ! lttng enable-event --userspace chronicle_bench:span >>"$WORK/lttng.log" 2>&1 ||
      ! lttng start >>"$WORK/lttng.log" 2>&1; then
     lttng_unavailable "lttng session setup failed: $(tr '\n' ' ' <"$WORK/lttng.log")"
+    LTTNG_READY=0
     return
   fi
   echo "-- in LTTng session $LTTNG_SESSION recording chronicle_bench:span (default UST channel) to $trace"
-  "${RUN[@]}" "$B/bench_lttng" "${GB_ARGS[@]}" --benchmark_filter='lttng_event' --benchmark_out="$WORK/lttng_on.json" 2>&1 |
+  "${RUN[@]}" "$B/bench_lttng" "${GB_ARGS[@]}" --benchmark_filter='lttng_event' --benchmark_out="$WORK/lttng_on.$1.json" 2>&1 |
     grep -v 'Library was built as DEBUG'
   lttng stop "$LTTNG_SESSION" >"$WORK/lttng_stop.log" 2>&1
   lttng list "$LTTNG_SESSION" >"$WORK/lttng_list.log" 2>&1
@@ -231,9 +237,8 @@ run_lttng() {
   figure lttng_events "$events"
   figure lttng_discarded "${discarded:-0}"
   rm -rf "$trace"
-  stop_sessiond
 }
-if [[ $SKIP_LTTNG == 1 ]]; then lttng_unavailable "skipped (SKIP_LTTNG=1)"; else run_lttng; fi
+if [[ $SKIP_LTTNG == 1 ]]; then lttng_unavailable "skipped (SKIP_LTTNG=1)"; else start_lttng; fi
 
 # ---- chronicle record -------------------------------------------------------------------------
 record_run() {  # name, record's options (one word, may be empty), span_storm arguments...
@@ -260,10 +265,15 @@ record_run() {  # name, record's options (one word, may be empty), span_storm ar
   figure "${name}_disk" "$(find "$WORK/$name" -type f -name 'thread-*' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')"
   rm -rf "${WORK:?}/$name"
 }
-say "chronicle record: span_storm for ${STORM_SECONDS}s, one thread, default buffers (4 MiB per thread), $STORM_RUNS runs"
-for i in $(seq "$STORM_RUNS"); do record_run "storm_$i" "" "$STORM_SECONDS"; done
-say "chronicle record --buffer-size 16M: the same with 16 MiB per thread, $STORM_RUNS runs"
-for i in $(seq "$STORM_RUNS"); do record_run "storm16_$i" "--buffer-size 16M" "$STORM_SECONDS"; done
+# ---- the rounds ---------------------------------------------------------------------------------
+for round in $(seq "$ROUNDS"); do
+  run_chronicle "$round"
+  run_lttng "$round"
+  say "chronicle record, round $round: span_storm for ${STORM_SECONDS}s, one thread, 4 MiB (default) then 16 MiB per thread"
+  record_run "storm_$round" "" "$STORM_SECONDS"
+  record_run "storm16_$round" "--buffer-size 16M" "$STORM_SECONDS"
+done
+stop_sessiond
 say "chronicle record: span_storm --idle (tracing on, sleeping ${STORM_SECONDS}s)"
 record_run idle "" --idle "$STORM_SECONDS"
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Prints the table of figures and the ratios to the targets from a bench/run.sh work directory:
-chronicle.json, lttng_off.json, lttng_on.json (Google Benchmark JSON) and figures.env."""
+chronicle.N.json, lttng_off.N.json, lttng_on.N.json (Google Benchmark JSON, one per round N) and
+figures.env. Each figure is the median over the rounds, with the least and the most beside it."""
+import glob
 import json
 import os
+import statistics
 import sys
 
 work = sys.argv[1]
@@ -17,29 +20,25 @@ def load_env(path):
     return values
 
 
-def load_runs(name):
-    """run name -> the median aggregate if there are repetitions, else the single run."""
-    path = os.path.join(work, name)
-    if not os.path.exists(path):
-        return {}
+def load_runs(stem):
+    """run name -> its runs, one per round ({"error": ...} for a run that failed)."""
     runs = {}
-    for entry in json.load(open(path)).get("benchmarks", []):
-        run = entry.get("run_name", entry["name"])
-        if entry.get("error_occurred"):
-            runs[run] = {"error": entry.get("error_message", "error")}
-            continue
-        if entry.get("run_type") == "aggregate":
-            if entry.get("aggregate_name") == "median":
-                runs[run] = entry
-        elif run not in runs:
-            runs[run] = entry
-    return runs
+    for path in sorted(glob.glob(os.path.join(work, f"{stem}.*.json"))):
+        for entry in json.load(open(path)).get("benchmarks", []):
+            if entry.get("run_type") == "aggregate":
+                continue
+            run = entry.get("run_name", entry["name"])
+            if entry.get("error_occurred"):
+                entry = {"error": entry.get("error_message", "error")}
+            runs.setdefault(run, []).append(entry)
+    return {run: [e for e in entries if "error" not in e] or entries[:1] for run, entries in runs.items()}
 
 
 env = load_env(os.path.join(work, "figures.env"))
-chron = load_runs("chronicle.json")
-lt_off = load_runs("lttng_off.json")
-lt_on = load_runs("lttng_on.json")
+chron = load_runs("chronicle")
+lt_off = load_runs("lttng_off")
+lt_on = load_runs("lttng_on")
+rounds = max((len(entries) for entries in chron.values()), default=0)
 
 
 def num(value):
@@ -49,20 +48,34 @@ def num(value):
         return None
 
 
+def per_round(runs, name):
+    """(wall, CPU) ns per iteration of one thread, one pair per round. With N threads Google
+    Benchmark divides the threads' mean wall time by the iterations of all threads, so the wall
+    figure is scaled by N back to one thread's; CPU time is already each thread's own."""
+    entries = runs.get(name)
+    if not entries or "error" in entries[0]:
+        return []
+    return [(e["real_time"] * e.get("threads", 1), e["cpu_time"]) for e in entries]
+
+
 def times(runs, name):
-    """(wall, CPU) ns per iteration of one thread. With N threads Google Benchmark divides the
-    threads' mean wall time by the iterations of all threads, so the wall figure is scaled by N
-    back to one thread's; CPU time is already each thread's own."""
-    run = runs.get(name)
-    if not run or "error" in run:
+    """The medians over the rounds of (wall, CPU)."""
+    pairs = per_round(runs, name)
+    if not pairs:
         return None, None
-    threads = run.get("threads", 1)
-    return run["real_time"] * threads, run["cpu_time"]
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
 def counter(runs, name, key):
-    run = runs.get(name)
-    return run.get(key) if run and "error" not in run else None
+    entries = runs.get(name)
+    values = [e[key] for e in entries or [] if key in e]
+    return statistics.median(values) if values else None
+
+
+def counter_spread(runs, name, key):
+    entries = runs.get(name)
+    values = [e[key] for e in entries or [] if key in e]
+    return (min(values), statistics.median(values), max(values)) if values else None
 
 
 def fmt_ns(value):
@@ -86,12 +99,22 @@ def verdict(ok):
 rows = []
 
 
+def fmt_spread(values):
+    if not values:
+        return "n/a"
+    if len(values) == 1:
+        return fmt_ns(values[0])
+    return f"{fmt_ns(statistics.median(values))} ({fmt_ns(min(values))}-{fmt_ns(max(values))})"
+
+
 def row(label, runs, name, note=""):
     real, cpu = times(runs, name)
-    error = runs.get(name, {}).get("error") if runs.get(name) else ("not run" if not runs else "missing")
+    entries = runs.get(name)
+    error = entries[0].get("error") if entries else ("not run" if not runs else "missing")
     if real is None:
         note = f"{note} ({error})".strip()
-    rows.append((label, fmt_ns(real), fmt_ns(cpu), note))
+    pairs = per_round(runs, name)
+    rows.append((label, fmt_spread([p[0] for p in pairs]), fmt_spread([p[1] for p in pairs]), note))
     return real, cpu
 
 
@@ -107,7 +130,13 @@ empty = row("empty loop", chron, "bm_empty_loop")
 tsc = row("one __rdtsc()", chron, "bm_rdtsc")
 tsc2 = row("two __rdtsc() (a span's minimum)", chron, "bm_rdtsc_pair")
 clock = row("clock_gettime(CLOCK_MONOTONIC)", chron, "bm_clock_gettime_monotonic")
-s1 = row("span recorded, stream, 1 thread", chron, "bm_span_enabled/threads:1", trace_note("bm_span_enabled/threads:1"))
+s1_process = counter_spread(chron, "bm_span_enabled/threads:1", "process CPU ns/span")
+if s1_process:
+    rows.append(("span recorded, stream, 1 thread: writer + collector", "",
+                 fmt_spread([s1_process[0], s1_process[1], s1_process[2]]) if rounds > 1 else fmt_ns(s1_process[1]),
+                 "the process's CPU per span, every thread's (the headline)"))
+s1 = row("span recorded, stream, 1 thread: the writer", chron, "bm_span_enabled/threads:1",
+         trace_note("bm_span_enabled/threads:1"))
 s2 = row("span recorded, stream, 2 threads", chron, "bm_span_enabled/threads:2", trace_note("bm_span_enabled/threads:2"))
 f1 = row("span recorded, flight, 1 thread", chron, "bm_span_enabled_flight/threads:1",
          "writer alone: nothing dropped, oldest packets overwritten")
@@ -137,12 +166,14 @@ else:
     lt_b = None
 
 width = max(len(r[0]) for r in rows)
-print(f"{'measurement':<{width}}  {'wall ns':>9}  {'CPU ns':>9}  notes")
+column = max(9, max(max(len(r[1]), len(r[2])) for r in rows))
+print(f"{'measurement':<{width}}  {'wall ns':>{column}}  {'CPU ns':>{column}}  notes")
 for label, real, cpu, note in rows:
-    print(f"{label:<{width}}  {real:>9}  {cpu:>9}  {note}")
-print("(ns per iteration of one thread, median of the repetitions. With 2 threads both columns are")
-print(" per thread. CPU = the thread's own CPU time, which leaves out time it waited for a core;")
-print(" ratios use it.)")
+    print(f"{label:<{width}}  {real:>{column}}  {cpu:>{column}}  {note}")
+print(f"(ns per iteration of one thread: the median of {rounds} rounds, the least and the most in brackets.")
+print(" With 2 threads both columns are per thread. CPU = the thread's own CPU time, which leaves out")
+print(" time it waited for a core, except the writer + collector row: the whole process's. Ratios use")
+print(" medians.)")
 
 # ---- record -------------------------------------------------------------------------------
 def storm_figures(prefix):
