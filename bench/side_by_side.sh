@@ -16,12 +16,13 @@
 #   PPQSORT_SRC   PPQSort's sources (include/ppqsort.h), for tracy-capture
 #   PERFETTO_SDK  a directory with Perfetto's amalgamated SDK, perfetto.h and perfetto.cc
 # Other settings: SPANS (default 10000000), ROUNDS (5), TRACERS (default "untraced chronicle
-# chronicle-record tracy perfetto"), SCRATCH (where the peers are built and the traces written,
+# chronicle-record chronicle-compress tracy perfetto"), SCRATCH (where the peers are built and the traces written,
 # default /var/tmp/chronicle-side-by-side; the builds are kept for the next run, the traces
 # deleted), BUILD (chronicle's Release build, default build-bench, as bench/run.sh).
 #
 # How the tracers are set up: chronicle with its defaults (4 MiB per thread), in-process
-# (CHRONICLE_OUTPUT: the collector is a thread of the program) and under `chronicle record`.
+# (CHRONICLE_OUTPUT: the collector is a thread of the program), under `chronicle record`, and
+# under `chronicle record --compress` (its bytes are the .ctfz files as written).
 # Tracy: ZoneScopedN per span, the client built with TRACY_ENABLE TRACY_ONLY_LOCALHOST
 # TRACY_NO_SAMPLING TRACY_NO_SYSTEM_TRACING (zones only: chronicle records no stacks or scheduler
 # data here either), tracy-capture connected from the start and TRACY_NO_EXIT=1, so the run ends
@@ -33,7 +34,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
 SPANS=${SPANS:-10000000}
 ROUNDS=${ROUNDS:-5}
-TRACERS=${TRACERS:-untraced chronicle chronicle-record tracy perfetto}
+TRACERS=${TRACERS:-untraced chronicle chronicle-record chronicle-compress tracy perfetto}
 SCRATCH=${SCRATCH:-/var/tmp/chronicle-side-by-side}
 TRACY_SRC=${TRACY_SRC:-}
 CAPSTONE_SRC=${CAPSTONE_SRC:-}
@@ -146,6 +147,8 @@ run_one() {  # tracer, round
     untraced) "$CPUTIME" "$SPANS_CHRONICLE" "$SPANS" --untraced >"$out" 2>"$err" ;;
     chronicle) CHRONICLE_OUTPUT=$trace "$CPUTIME" "$SPANS_CHRONICLE" "$SPANS" >"$out" 2>"$err" ;;
     chronicle-record) "$CPUTIME" "$CHRONICLE" record --quiet -o "$trace" -- "$SPANS_CHRONICLE" "$SPANS" >"$out" 2>"$err" ;;
+    chronicle-compress)
+      "$CPUTIME" "$CHRONICLE" record --quiet --compress -o "$trace" -- "$SPANS_CHRONICLE" "$SPANS" >"$out" 2>"$err" ;;
     tracy)
       "$CPUTIME" sh -c '"$1" -o "$2" -f -a 127.0.0.1 -p "$3" >"$4" 2>&1 & TRACY_NO_EXIT=1 TRACY_PORT=$3 "$5" "$6"; wait' \
         sh "$SCRATCH/bin/tracy-capture" "$trace.tracy" "$TRACY_PORT" "$RUNS/capture.log" "$SCRATCH/bin/spans_tracy" \
@@ -161,9 +164,12 @@ run_one() {  # tracer, round
     return 1
   fi
   case $tracer in
-    chronicle | chronicle-record)
+    chronicle | chronicle-record | chronicle-compress)
       bytes=$(find "$trace" -type f -name 'thread-*' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
-      compressed=$(find "$trace" -type f -name 'thread-*' -exec cat {} + | zstd -3 -q -c | wc -c)
+      # Plain streams: what zstd -3 makes of them; --compress: the files as written.
+      compressed=$bytes
+      [[ $tracer != chronicle-compress ]] &&
+        compressed=$(find "$trace" -type f -name 'thread-*' -exec cat {} + | zstd -3 -q -c | wc -c)
       read -r events lost < <("$CHRONICLE" stats --json "$trace" |
         python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["events"], p["discarded"])') ;;
     tracy)
@@ -207,8 +213,8 @@ for tracer, runs in by_tracer.items():
     raw = statistics.median(r[3] for r in runs) / (2 * spans)
     packed = statistics.median(r[4] for r in runs) / (2 * spans)
     size = "" if tracer == "untraced" else f"{raw:.2f} / {packed:.3f}"
-    if tracer == "tracy":
-        size = f"(not written) / {packed:.3f}"  # the capture saves its file compressed
+    if tracer in ("tracy", "chronicle-compress"):
+        size = f"(not written) / {packed:.3f}"  # compressed as they are written
     events = "" if tracer == "untraced" else f"{min(r[5] for r in runs):,} (min), lost {max(r[6] for r in runs):,} (max)"
     if tracer == "perfetto":
         events = f"not counted; chunks lost {max(r[6] for r in runs):,} (max)"
