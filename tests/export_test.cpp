@@ -2,14 +2,19 @@
 // the official OTLP protobuf definitions, SQLite, speedscope's Chrome importer) and compared with
 // the model of the same trace; on the Asio echo example's trace, the coroutine example's, a
 // synthetic trace with every kind of event, a record run of two processes, and on bad input.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
 #include <chronicle/metrics.hpp>
 #include <chronicle/task.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -560,6 +565,43 @@ TEST_F(ExportCommand, AnExistingOutputIsKeptUnlessForced) {
   result = run(kCli + " export " + trace() + " --format sqlite --force -o " + output);
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_GT(Database(output).count("SELECT count(*) FROM tasks"), 0u);
+}
+
+// `-o /dev/null --force` as root replaced /dev/null with a regular file: the export was written
+// next to the output and renamed over it. A device or a pipe is written in place; a FIFO stands in
+// for the device here.
+TEST_F(ExportCommand, APipeOrDeviceOutputIsWrittenInPlace) {
+  const std::string fifo = scratch_ / "pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int read_end = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(read_end, 0);
+  std::atomic<bool> exported{false};
+  std::string received;
+  std::thread reader([&] {
+    char buffer[1 << 16];
+    while (true) {
+      const ssize_t got = read(read_end, buffer, sizeof buffer);
+      if (got > 0) {
+        received.append(buffer, static_cast<size_t>(got));
+        continue;
+      }
+      if (exported.load()) break;  // the writer is gone and the pipe is empty
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const auto result = run(kCli + " export " + trace() + " --format chrome --force -o " + fifo);
+  exported = true;
+  reader.join();
+  close(read_end);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_FALSE(std::filesystem::exists(fifo + ".partial"));
+  EXPECT_TRUE(nlohmann::json::accept(received)) << received.size() << " bytes received";
+  // SQLite needs a file it can seek in: refused, and the pipe is left as it was.
+  const auto sqlite = run(kCli + " export " + trace() + " --format sqlite -o " + fifo);
+  EXPECT_EQ(sqlite.exit_code, 1) << sqlite.err;
+  EXPECT_NE(sqlite.err.find("regular file"), std::string::npos) << sqlite.err;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
 }
 
 TEST_F(ExportCommand, AnUnknownFormatIsRefused) {

@@ -42,7 +42,17 @@ void check_combination(const ExportCliOptions& options) {
 int run_export(const ExportCliOptions& options) {
   namespace fs = std::filesystem;
   if (!options.otlp.endpoint.empty()) return run_otlp_push(options.directory, options.otlp);
-  if (!options.force && fs::exists(options.output)) {
+  // A device or a pipe (-o /dev/null, /dev/stdout, a FIFO) is written in place: renaming a file
+  // over it would replace it, and as root `-o /dev/null` replaced the machine's /dev/null.
+  std::error_code status_error;
+  const fs::file_status status = fs::status(options.output, status_error);
+  const bool in_place = !status_error && fs::exists(status) && !fs::is_regular_file(status);
+  if (in_place && (options.format == "sqlite" || fs::is_directory(status))) {
+    fmt::print(stderr, "chronicle: error: {} is not a regular file ({} output needs one)\n", options.output,
+               options.format);
+    return kExitFailure;
+  }
+  if (!in_place && !options.force && fs::exists(options.output)) {
     fmt::print(stderr, "chronicle: error: {} exists (--force overwrites it)\n", options.output);
     return kExitFailure;
   }
@@ -58,9 +68,9 @@ int run_export(const ExportCliOptions& options) {
 
   // Written next to the output and renamed at the end: a failed export (bad input halfway, a
   // full disk) leaves no partial file under the name asked for, nor destroys what was there.
-  const std::string partial = options.output + ".partial";
+  const std::string partial = in_place ? options.output : options.output + ".partial";
   std::error_code ignored;
-  fs::remove(partial, ignored);
+  if (!in_place) fs::remove(partial, ignored);
   try {
     if (options.format == "chrome")
       exports::export_chrome_json(traces, partial, export_options);
@@ -68,15 +78,16 @@ int run_export(const ExportCliOptions& options) {
       exports::export_otlp_json(traces, partial, export_options);
     else
       exports::export_sqlite(traces, partial, export_options);
-    fs::rename(partial, options.output);
+    if (!in_place) fs::rename(partial, options.output);
   } catch (...) {
     if (show_progress) fmt::print(stderr, "\n");
-    fs::remove(partial, ignored);
+    if (!in_place) fs::remove(partial, ignored);
     throw;
   }
   if (show_progress) fmt::print(stderr, "\r\033[K");
-  fmt::print(stderr, "chronicle: wrote {} ({}, {}, {} process{})\n", options.output, options.format,
-             human_bytes(fs::file_size(options.output)), traces.size(), traces.size() == 1 ? "" : "es");
+  const std::string size = in_place ? "not a file" : human_bytes(fs::file_size(options.output));
+  fmt::print(stderr, "chronicle: wrote {} ({}, {}, {} process{})\n", options.output, options.format, size,
+             traces.size(), traces.size() == 1 ? "" : "es");
   return 0;
 }
 
