@@ -72,10 +72,9 @@ def counter(runs, name, key):
     return statistics.median(values) if values else None
 
 
-def counter_spread(runs, name, key):
-    entries = runs.get(name)
-    values = [e[key] for e in entries or [] if key in e]
-    return (min(values), statistics.median(values), max(values)) if values else None
+def counter_values(runs, name, key):
+    """The counter's value in each round."""
+    return [e[key] for e in runs.get(name) or [] if key in e]
 
 
 def fmt_ns(value):
@@ -131,10 +130,9 @@ empty = row("empty loop", chron, "bm_empty_loop")
 tsc = row("one __rdtsc()", chron, "bm_rdtsc")
 tsc2 = row("two __rdtsc() (a span's minimum)", chron, "bm_rdtsc_pair")
 clock = row("clock_gettime(CLOCK_MONOTONIC)", chron, "bm_clock_gettime_monotonic")
-s1_process = counter_spread(chron, "bm_span_enabled/threads:1", "process CPU ns/span")
-if s1_process:
-    rows.append(("span recorded, stream, 1 thread: writer + collector", "",
-                 fmt_spread([s1_process[0], s1_process[1], s1_process[2]]) if rounds > 1 else fmt_ns(s1_process[1]),
+s1_process_rounds = counter_values(chron, "bm_span_enabled/threads:1", "process CPU ns/span")
+if s1_process_rounds:
+    rows.append(("span recorded, stream, 1 thread: writer + collector", "", fmt_spread(s1_process_rounds),
                  "the process's CPU per span, every thread's (the headline)"))
 s1 = row("span recorded, stream, 1 thread: the writer", chron, "bm_span_enabled/threads:1",
          trace_note("bm_span_enabled/threads:1"))
@@ -245,8 +243,7 @@ if b1 is not None:
     # adds an 88-byte header.
     print(f"    events {8.0:.3f} B + packet headers {b1 - 8.0:.3f} B (88 B per 64 KiB packet);"
           " format 2 traded the 6 B target for pairing by name (docs/performance.md)")
-s1_process = counter(chron, "bm_span_enabled/threads:1", "process CPU ns/span")
-r_lt_process = ratio(lt2[1], s1_process)
+r_lt_process = ratio(lt2[1], statistics.median(s1_process_rounds) if s1_process_rounds else None)
 print(f"  the writer + collector (the headline) against LTTng-UST's writer alone: {fmt_ratio(r_lt_process, 1)} x"
       " (LTTng's consumer daemon is not in its figure)")
 if storm:
