@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,15 +69,23 @@ bool expect_same_profiles(const std::string& directory) {
   EXPECT_FALSE(expected.read_in_parallel);
   EXPECT_EQ(describe(analysis::profile_trace(trace)), describe(expected)) << "the default reading";
   bool apart = false;
-  for (const unsigned threads : {1u, 2u, 3u, 8u}) {
-    analysis::ProfileOptions options;
-    options.threads = threads;
-    uint64_t last_progress = 0;
-    const analysis::Profile profile = analysis::profile_trace(
-        trace, [&](uint64_t seen, uint64_t) { last_progress = seen; }, options);
-    EXPECT_EQ(describe(profile), describe(expected)) << threads << " threads";
-    EXPECT_EQ(last_progress, expected.events) << "the last progress report counts every event";
-    apart = profile.read_in_parallel;
+  using Pieces = analysis::ProfileOptions::Pieces;
+  for (const Pieces pieces : {Pieces::automatic, Pieces::always, Pieces::never}) {
+    for (const unsigned threads : {1u, 2u, 3u, 8u}) {
+      analysis::ProfileOptions options;
+      options.threads = threads;
+      options.pieces = pieces;
+      uint64_t last_progress = 0;
+      const analysis::Profile profile = analysis::profile_trace(
+          trace, [&](uint64_t seen, uint64_t) { last_progress = seen; }, options);
+      EXPECT_EQ(describe(profile), describe(expected)) << threads << " threads, pieces " << static_cast<int>(pieces)
+                                                       << (profile.read_in_pieces ? " (read in pieces)" : "");
+      EXPECT_EQ(last_progress, expected.events) << "the last progress report counts every event";
+      if (pieces == Pieces::never) {
+        EXPECT_FALSE(profile.read_in_pieces);
+      }
+      apart = profile.read_in_parallel;
+    }
   }
   return apart;
 }
@@ -178,6 +187,7 @@ TEST(StatsParallel, NestedAndCrossingSpans) {
   const uint32_t leaf = writer.define_site(format::SiteKind::span, "nest", "leaf");
   const uint32_t other = writer.define_site(format::SiteKind::span, "cross", "other");
   const uint32_t point = writer.define_site(format::SiteKind::instant, "nest", "point");
+  writer.set_packet_bytes(200);  // many packets: the streams are read in pieces too
   constexpr uint32_t kUndefined = 999;
   for (uint32_t thread = 1; thread <= 5; ++thread) {
     writer.define_thread(100 + thread, fmt::format("worker {}", thread));
@@ -227,6 +237,7 @@ TEST(StatsParallel, CountersOfEveryKind) {
   const uint32_t requests = writer.define_site(format::SiteKind::metric_counter, "metrics", "requests_total");
   const uint32_t gauge = writer.define_site(format::SiteKind::metric_gauge, "metrics", "in_flight");
   const uint32_t latency = writer.define_site(format::SiteKind::metric_histogram, "metrics", "latency_seconds");
+  writer.set_packet_bytes(300);  // many packets: the streams are read in pieces too
   // Thread ids whose order is not their streams' ("thread-1000" comes first).
   for (const uint32_t thread : {7u, 30u, 200u, 1000u}) {
     uint64_t ticks = 500;
@@ -289,6 +300,76 @@ TEST(StatsParallel, TasksAndCoroutinesAreReadInTheMerge) {
   }
   stop();
   EXPECT_FALSE(expect_same_profiles(config.output)) << "task runs tie the threads together";
+}
+
+// One thread's spans in random order: nested to random depths, ended in and out of order, ends
+// with no begin, begins never ended, several at one tick, flat runs and deep ones, in packets of
+// a few events, so that the pieces the stream is read in start at every kind of place. Each
+// seed's profile read in pieces is the merge's.
+TEST(StatsParallel, OneThreadReadInPiecesIsReadAsAWhole) {
+  for (uint32_t seed = 1; seed <= 24; ++seed) {
+    TemporaryDirectory directory;
+    format::TraceWriter writer(crafted_description());
+    std::vector<uint32_t> sites;
+    for (const char* name : {"a", "b", "c", "d", "e"})
+      sites.push_back(writer.define_site(format::SiteKind::span, "random", name));
+    const uint32_t level = writer.define_site(format::SiteKind::counter, "random", "level");
+    writer.set_packet_bytes(96 + seed * 8);
+    writer.define_thread(7, "worker");
+    std::mt19937 random(seed);
+    auto below = [&](uint32_t n) { return static_cast<uint32_t>(random() % n); };
+    std::vector<uint32_t> open;
+    uint64_t ticks = 1000;
+    for (int event = 0; event < 3000; ++event) {
+      ticks += below(4);                         // 0: at the same tick as the event before
+      const uint32_t phase = (event / 250) % 4;  // 0, 2: mixed; 1: deeper and deeper; 3: ending
+      const uint32_t roll = below(100);
+      const bool begin = phase == 1 ? roll < 80 : phase == 3 ? roll < 15 : roll < 50;
+      if (begin) {
+        const uint32_t site = sites[below(static_cast<uint32_t>(sites.size()))];
+        writer.add(7, EventId::span_begin, ticks, {uint64_t{site}});
+        open.push_back(site);
+      } else if (roll % 7 == 0) {
+        writer.add(7, EventId::counter, ticks, {uint64_t{level}, uint64_t{roll}});
+      } else if (!open.empty() && roll % 5 != 0) {
+        // The innermost, or now and then one further down (out of order).
+        const size_t index = roll % 3 == 0 ? below(static_cast<uint32_t>(open.size())) : open.size() - 1;
+        writer.add(7, EventId::span_end, ticks, {uint64_t{open[index]}});
+        open.erase(open.begin() + static_cast<std::ptrdiff_t>(index));
+      } else {
+        // An end of any name: it may close nothing.
+        writer.add(7, EventId::span_end, ticks, {uint64_t{sites[below(static_cast<uint32_t>(sites.size()))]}});
+      }
+    }
+    writer.write(directory / "trace");
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    EXPECT_TRUE(expect_same_profiles(directory / "trace"));
+    ASSERT_GE(reader::Trace(directory / "trace").readable_packet_count(0), 16u);
+  }
+}
+
+// A later piece that holds more ends with no begin of its own than it keeps (ThreadPass's
+// kMaxDanglingEnds): the thread is read whole, with the same result.
+TEST(StatsParallel, APieceOfTooManyDanglingEndsIsReadWhole) {
+  TemporaryDirectory directory;
+  format::TraceWriter writer(crafted_description());
+  const uint32_t site = writer.define_site(format::SiteKind::span, "dangling", "deep");
+  writer.set_packet_bytes(4096);
+  for (uint64_t i = 0; i < 100; ++i) writer.add(3, EventId::span_begin, 1000 + i, {uint64_t{site}});
+  for (uint64_t i = 0; i < 150'000; ++i) writer.add(3, EventId::span_end, 2000 + i, {uint64_t{site}});
+  writer.write(directory / "trace");
+  const reader::Trace trace(directory / "trace");
+  analysis::ProfileOptions merged;
+  merged.parallel = false;
+  const analysis::Profile expected = analysis::profile_trace(trace, {}, merged);
+  analysis::ProfileOptions options;
+  options.threads = 2;
+  options.pieces = analysis::ProfileOptions::Pieces::always;
+  const analysis::Profile profile = analysis::profile_trace(trace, {}, options);
+  EXPECT_TRUE(profile.read_in_pieces);
+  EXPECT_EQ(describe(profile), describe(expected));
+  ASSERT_EQ(expected.spans.size(), 1u);
+  EXPECT_EQ(expected.spans[0].duration.count, 100u);
 }
 
 // A damaged packet in the middle of a stream: its spans' begins or ends are lost with it.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -88,6 +90,8 @@ class BusyClock {
       if (match != runs_.rend()) runs_.resize(static_cast<size_t>(runs_.rend() - match) - 1);
     });
   }
+  // Busy time that began and ended while the clock was idle (ThreadPass::append).
+  void add_closed(uint64_t length) { busy_ += length; }
   // What never ended counts until the trace's end.
   uint64_t busy_until(uint64_t end) const { return busy_ + (is_busy() && end > since_ ? end - since_ : 0); }
 
@@ -183,6 +187,7 @@ struct EventTotals {
   std::map<uint32_t, ThreadAccumulator> threads;
   std::vector<CounterTotals> counters;
   std::vector<std::string> pairing_problems;
+  bool read_in_pieces = false;
 };
 
 // The events in one time-ordered merge, paired by the reader: what every trace can be read with.
@@ -308,6 +313,17 @@ constexpr double kExactSums = 9007199254740992.0;  // 2^53
 // One thread's streams (usually one: a thread id is used again by a later thread of the process)
 // read in time order, its spans paired as SpanPairing pairs a thread's spans outside any task:
 // each end with the innermost open span of its name. Memory: the open spans, the names and series.
+//
+// A pass can also read a piece of one stream (a range of its packets) on a thread of its own, not
+// knowing which spans the pieces before it left open: the carried spans, below all of its own.
+// An end that finds no span of its own to close would close a carried one (or none); the pass
+// keeps it as a dangling end, to be settled by append(), and the ends cut the piece into
+// segments. What its own outermost spans (begun with none of its own open) do depends on the
+// carried spans too: the time of those closed in each segment, which is busy time if nothing
+// was carried open then, and children's time of the carried span then innermost (per segment
+// of their beginning and of their end). The first piece knows that nothing is carried, and reads
+// as a whole thread does. Memory: a few words per dangling end (at most kMaxDanglingEnds, beyond
+// which the piece gives up and the thread is read whole).
 class ThreadPass {
  public:
   ThreadPass(const reader::Trace& trace, const reader::SpanPairing& names, std::vector<size_t> streams)
@@ -316,6 +332,16 @@ class ThreadPass {
         streams_(std::move(streams)),
         by_site_(trace.sites().size() + 1, nullptr),
         catalog_(trace.sites()) {}
+
+  // The pass over packets [first_packet, end_packet) of a thread's one stream, the first piece of
+  // it or a later one.
+  ThreadPass(const reader::Trace& trace, const reader::SpanPairing& names, size_t stream, size_t first_packet,
+             size_t end_packet)
+      : ThreadPass(trace, names, std::vector<size_t>{stream}) {
+    first_packet_ = first_packet;
+    end_packet_ = end_packet;
+    carried_unknown_ = first_packet > 0;
+  }
 
   // `count(n)`: n more events seen.
   template <typename Count>
@@ -331,7 +357,7 @@ class ThreadPass {
     };
     reader::Event event;
     if (streams_.size() == 1) {
-      reader::Trace::StreamCursor cursor(trace_, streams_.front());
+      reader::Trace::StreamCursor cursor(trace_, streams_.front(), first_packet_, end_packet_);
       uint64_t previous = 0;
       while (cursor.next(event)) {
         in_order_ &= event.ticks >= previous;
@@ -379,6 +405,48 @@ class ThreadPass {
   const std::vector<CounterPart>& counters() const { return counters_; }
   const reader::PairingProblems& problems() const { return problems_; }
   uint32_t first_unmatched_stream() const { return first_unmatched_stream_; }
+  // A later piece met more dangling ends than it keeps: the thread must be read whole.
+  bool gave_up() const { return gave_up_; }
+
+  // Takes in the piece that follows this pass in its stream, as if this pass had gone on to read
+  // it: its dangling ends are settled against the spans this pass left open, in order.
+  void append(const ThreadPass& next) {
+    in_order_ &=
+        next.in_order_ && (thread_.events == 0 || next.thread_.events == 0 || next.thread_.first >= thread_.last);
+    seen_ += next.seen_;
+    first_ = std::min(first_, next.first_);
+    last_ = std::max(last_, next.last_);
+    if (next.thread_.events > 0) {
+      if (thread_.events == 0) thread_.first = next.thread_.first;
+      thread_.last = next.thread_.last;
+      thread_.events += next.thread_.events;
+    }
+    for (const auto& [site, accumulator] : next.spans_) span_accumulator(site).merge(accumulator);
+    problems_.out_of_order_ends += next.problems_.out_of_order_ends;
+    append_counters(next);
+
+    const uint64_t base = next_sequence_ - 1;  // the next piece's sequence n is base + n here
+    next_sequence_ += next.next_sequence_ - 1;
+    std::vector<uint64_t> innermost_at(next.segment_ + 1);  // per segment: the carried innermost (0: none)
+    size_t close = 0;
+    for (uint32_t segment = 0;; ++segment) {
+      innermost_at[segment] = open_.empty() ? 0 : open_.back().sequence;
+      // With nothing carried open, the piece's outermost spans were the thread's.
+      if (open_.empty()) thread_.busy.add_closed(next.busy_if_nothing_carried_[segment]);
+      for (; close < next.outer_closes_.size() && next.outer_closes_[close].end_segment == segment; ++close) {
+        const OuterCloses& closes = next.outer_closes_[close];
+        add_to_parent(open_.size(), innermost_at[closes.begin_segment], closes.time);
+      }
+      if (segment == next.segment_) break;
+      settle(next.dangling_[segment]);
+    }
+    for (OpenSpan span : next.open_) {
+      span.parent_sequence = span.parent_sequence == 0 ? innermost_at[span.segment] : base + span.parent_sequence;
+      span.sequence += base;
+      if (span.parent_sequence == 0) thread_.busy.open_span(span.begin);
+      open_.push_back(span);
+    }
+  }
 
  private:
   struct OpenSpan {
@@ -388,7 +456,25 @@ class ThreadPass {
     uint64_t children;  // time of the spans closed inside it so far
     uint32_t key;       // SpanPairing::name_key of its site
     uint32_t site;
+    uint32_t segment;  // of a later piece: the segment it began in
   };
+
+  // An end that closed none of a later piece's own spans, kept to be settled by append().
+  struct DanglingEnd {
+    uint64_t ticks;
+    uint32_t key;
+    uint32_t site;
+    uint32_t stream;
+    uint32_t thread_id;
+    bool none_of_its_own_open;  // else it closes a carried span out of order, if any
+  };
+  // The time of a later piece's outermost spans begun in one segment and closed in another.
+  struct OuterCloses {
+    uint32_t begin_segment;
+    uint32_t end_segment;
+    uint64_t time;
+  };
+  static constexpr size_t kMaxDanglingEnds = size_t{1} << 16;
 
   void follow(const reader::Event& event) {
     ++seen_;
@@ -414,9 +500,9 @@ class ThreadPass {
 
   void begin_span(const reader::Event& event) {
     // An outermost span of the thread's own makes it busy (BusyClock).
-    if (open_.empty()) thread_.busy.open_span(event.ticks);
+    if (open_.empty() && !carried_unknown_) thread_.busy.open_span(event.ticks);
     open_.push_back({next_sequence_++, open_.empty() ? 0 : open_.back().sequence, event.ticks, 0,
-                     names_.name_key(event.name_id), event.name_id});
+                     names_.name_key(event.name_id), event.name_id, segment_});
   }
 
   void end_span(const reader::Event& event) {
@@ -424,32 +510,103 @@ class ThreadPass {
     size_t index = open_.size();
     while (index > 0 && open_[index - 1].key != key) --index;
     if (index == 0) {
-      if (problems_.unmatched_ends++ == 0) {
-        problems_.first_unmatched_site = event.name_id;
-        problems_.first_unmatched_ticks = event.ticks;
-        problems_.first_unmatched_thread = event.thread_id;
-        first_unmatched_stream_ = event.stream;
+      if (carried_unknown_) {
+        dangle({event.ticks, key, event.name_id, event.stream, event.thread_id, open_.empty()});
+        return;
       }
+      count_unmatched(event.name_id, event.ticks, event.thread_id, event.stream);
       return;
     }
     --index;
     if (index + 1 != open_.size()) ++problems_.out_of_order_ends;
+    close_at(index, event.ticks);
+  }
+
+  void count_unmatched(uint32_t site, uint64_t ticks, uint32_t thread_id, uint32_t stream) {
+    if (problems_.unmatched_ends++ == 0) {
+      problems_.first_unmatched_site = site;
+      problems_.first_unmatched_ticks = ticks;
+      problems_.first_unmatched_thread = thread_id;
+      first_unmatched_stream_ = stream;
+    }
+  }
+
+  // Closes open_[index] at `ticks`.
+  void close_at(size_t index, uint64_t ticks) {
     const OpenSpan span = open_[index];
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(index));
-    if (span.parent_sequence == 0) thread_.busy.close_span(event.ticks);
-    const uint64_t length = event.ticks - span.begin;
+    const uint64_t length = ticks - span.begin;
     SpanAccumulator& accumulator = span_accumulator(span.site);
     accumulator.durations.add(length);
     accumulator.total += length;
     accumulator.self += length > span.children ? length - span.children : 0;
-    if (span.parent_sequence == 0) return;
-    // Its parent, if still open, is below it (the stack is in order of sequence).
+    if (span.parent_sequence != 0) {
+      add_to_parent(index, span.parent_sequence, length);
+    } else if (!carried_unknown_) {
+      thread_.busy.close_span(ticks);
+    } else {
+      busy_if_nothing_carried_[span.segment] += length;
+      if (outer_closes_.empty() || outer_closes_.back().begin_segment != span.segment ||
+          outer_closes_.back().end_segment != segment_)
+        outer_closes_.push_back({span.segment, segment_, 0});
+      outer_closes_.back().time += length;
+    }
+  }
+
+  // Adds `length` to the children's time of the open span `parent` if it is still open below
+  // `index` (the stack is in order of sequence).
+  void add_to_parent(size_t index, uint64_t parent, uint64_t length) {
+    if (parent == 0) return;
     for (size_t below = index; below-- > 0;) {
-      if (open_[below].sequence == span.parent_sequence) {
+      if (open_[below].sequence == parent) {
         open_[below].children += length;
-        break;
+        return;
       }
-      if (open_[below].sequence < span.parent_sequence) break;
+      if (open_[below].sequence < parent) return;
+    }
+  }
+
+  void dangle(const DanglingEnd& end) {
+    if (dangling_.size() == kMaxDanglingEnds) {
+      gave_up_ = true;
+      return;
+    }
+    dangling_.push_back(end);
+    ++segment_;
+    busy_if_nothing_carried_.push_back(0);
+  }
+
+  // A later piece's dangling end, met again where this pass stands.
+  void settle(const DanglingEnd& end) {
+    size_t index = open_.size();
+    while (index > 0 && open_[index - 1].key != end.key) --index;
+    if (index == 0) {
+      count_unmatched(end.site, end.ticks, end.thread_id, end.stream);
+      return;
+    }
+    --index;
+    if (!end.none_of_its_own_open || index + 1 != open_.size()) ++problems_.out_of_order_ends;
+    close_at(index, end.ticks);
+  }
+
+  void append_counters(const ThreadPass& next) {
+    if (counters_.size() < next.counters_.size()) counters_.resize(next.counters_.size());
+    for (size_t series = 0; series < next.counters_.size(); ++series) {
+      const CounterPart& later = next.counters_[series];
+      if (later.values.samples == 0) continue;
+      CounterPart& part = counters_[series];
+      if (part.values.samples == 0) {
+        part = later;
+        continue;
+      }
+      part.values.samples += later.values.samples;
+      part.values.min = std::min(part.values.min, later.values.min);
+      part.values.max = std::max(part.values.max, later.values.max);
+      part.values.last = later.values.last;
+      part.values.last_ticks = later.values.last_ticks;
+      part.last_stream = later.last_stream;
+      part.sum += later.sum;
+      part.exact = part.exact && later.exact && part.sum < kExactSums;
     }
   }
 
@@ -481,6 +638,8 @@ class ThreadPass {
   const reader::Trace& trace_;
   const reader::SpanPairing& names_;
   std::vector<size_t> streams_;
+  size_t first_packet_ = 0, end_packet_ = SIZE_MAX;
+  bool carried_unknown_ = false;  // a later piece of a stream
   bool in_order_ = true;
   uint64_t seen_ = 0;
   uint64_t first_ = std::numeric_limits<uint64_t>::max(), last_ = 0;
@@ -493,6 +652,12 @@ class ThreadPass {
   std::vector<CounterPart> counters_;  // by series of catalog_
   reader::PairingProblems problems_;
   uint32_t first_unmatched_stream_ = 0;
+  // A later piece's: its dangling ends, and per segment between them what its outermost spans did.
+  uint32_t segment_ = 0;
+  std::vector<DanglingEnd> dangling_;
+  std::vector<uint64_t> busy_if_nothing_carried_ = std::vector<uint64_t>(1, 0);
+  std::vector<OuterCloses> outer_closes_;
+  bool gave_up_ = false;
 };
 
 // Progress from several threads: the count of all, reported every 2^20 events by whichever
@@ -531,18 +696,60 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
   for (const auto& [thread_id, streams] : streams_of) order.push_back(thread_id);
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return bytes_of.at(a) > bytes_of.at(b); });
   const reader::SpanPairing names(trace);
+  const size_t threads = options.threads != 0 ? options.threads : reader::default_thread_count();
+  uint64_t total_bytes = 0;
+  for (const auto& [thread_id, bytes] : bytes_of) total_bytes += bytes;
+  // A thread that holds most of the trace would keep one core busy while the others wait: its
+  // stream is read in pieces (ThreadPass), put together in order afterwards.
+  auto pieces_of = [&](uint32_t thread_id) -> size_t {
+    const std::vector<size_t>& streams = streams_of.at(thread_id);
+    if (streams.size() != 1 || options.pieces == ProfileOptions::Pieces::never) return 1;
+    const size_t wanted = options.pieces == ProfileOptions::Pieces::always
+                              ? std::max<size_t>(threads, 2)
+                              : (threads >= 2 && bytes_of.at(thread_id) * 2 > total_bytes ? threads : 1);
+    return std::max<size_t>(1, std::min(wanted, trace.readable_packet_count(streams.front()) / 2));
+  };
   std::vector<ThreadPass> passes;
-  passes.reserve(order.size());
-  for (const uint32_t thread_id : order) passes.emplace_back(trace, names, streams_of.at(thread_id));
+  std::vector<size_t> first_piece;  // per thread of `order`: its first pass; the rest follow it
+  for (const uint32_t thread_id : order) {
+    first_piece.push_back(passes.size());
+    const size_t pieces = pieces_of(thread_id);
+    if (pieces == 1) {
+      passes.emplace_back(trace, names, streams_of.at(thread_id));
+      continue;
+    }
+    const size_t stream = streams_of.at(thread_id).front();
+    const size_t packets = trace.readable_packet_count(stream);
+    for (size_t piece = 0; piece < pieces; ++piece)
+      passes.emplace_back(trace, names, stream, packets * piece / pieces, packets * (piece + 1) / pieces);
+  }
+  first_piece.push_back(passes.size());
 
   SharedProgress shared(progress, expected);
-  const std::vector<std::exception_ptr> failures =
-      reader::run_on_threads(passes.size(), options.threads != 0 ? options.threads : reader::default_thread_count(),
-                             [&](size_t index) { passes[index].run([&](uint64_t events) { shared.add(events); }); });
+  const std::vector<std::exception_ptr> failures = reader::run_on_threads(
+      passes.size(), threads, [&](size_t index) { passes[index].run([&](uint64_t events) { shared.add(events); }); });
   for (const std::exception_ptr& failure : failures)
     if (failure) return std::nullopt;
 
   EventTotals totals;
+  // Each thread's pieces put together in its first; a piece that gave up: the thread read whole.
+  std::deque<ThreadPass> read_whole;
+  std::vector<ThreadPass*> joined;
+  for (size_t thread = 0; thread + 1 < first_piece.size(); ++thread) {
+    const size_t first = first_piece[thread], end = first_piece[thread + 1];
+    joined.push_back(&passes[first]);
+    if (end - first == 1) continue;
+    totals.read_in_pieces = true;
+    if (std::any_of(passes.begin() + static_cast<std::ptrdiff_t>(first),
+                    passes.begin() + static_cast<std::ptrdiff_t>(end),
+                    [](const ThreadPass& pass) { return pass.gave_up(); })) {
+      joined.back() = &read_whole.emplace_back(trace, names, streams_of.at(order[thread]));
+      joined.back()->run([](uint64_t) {});
+      continue;
+    }
+    for (size_t piece = first + 1; piece < end; ++piece) passes[first].append(passes[piece]);
+  }
+
   reader::PairingProblems problems;
   MergePlace first_unmatched;
   // Counters by what makes a series (SeriesCatalog), with where their first and last samples
@@ -553,7 +760,8 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
     double sum = 0;
   };
   std::map<std::tuple<SeriesKind, std::string, std::string>, CounterMerge> counters;
-  for (const ThreadPass& pass : passes) {
+  for (const ThreadPass* joined_pass : joined) {
+    const ThreadPass& pass = *joined_pass;
     if (!pass.in_order()) return std::nullopt;
     if (pass.seen() == 0) continue;
     totals.seen += pass.seen();
@@ -663,6 +871,7 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
   if (apart) {
     totals = std::move(*apart);
     profile.read_in_parallel = true;
+    profile.read_in_pieces = totals.read_in_pieces;
     // Without task or loop events, all the graph takes of the events is their first and last times.
     if (totals.seen > 0) graph_builder.add_times(totals.first, totals.last);
   } else {

@@ -91,6 +91,8 @@ struct Profile {
   std::vector<std::string> problems;  // from the task graph
   // How the events were read (not shown): true when by thread, on several threads (ProfileOptions).
   bool read_in_parallel = false;
+  // True when a thread's stream was read in pieces (ProfileOptions::pieces).
+  bool read_in_pieces = false;
 };
 
 // How profile_trace reads the events.
@@ -100,6 +102,11 @@ struct ProfileOptions {
   bool parallel = true;
   // Threads that read streams at once, the caller's included; 0: as many as the machine has cores.
   unsigned threads = 0;
+  // Whether a thread's stream is read in pieces, on several of those threads at once. automatic:
+  // the stream of a thread that holds more than half of the trace's bytes, in as many pieces as
+  // `threads`; always (for the tests): every thread of one stream, in at least two; never.
+  enum class Pieces : uint8_t { automatic, always, never };
+  Pieces pieces = Pieces::automatic;
 };
 
 // Progress: events seen so far, of about `expected` (estimated from the file sizes).

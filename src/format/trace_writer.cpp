@@ -61,7 +61,8 @@ void write_file(const std::string& path, const void* data, size_t size) {
 
 }  // namespace
 
-TraceWriter::TraceWriter(TraceDescription description) : description_(std::move(description)) {
+TraceWriter::TraceWriter(TraceDescription description)
+    : description_(std::move(description)), packet_bytes_(kPacketBytes) {
   open_packet(strings_, kStreamStrings, 0, 0, description_.clock.ticks_at_start);
 }
 
@@ -136,7 +137,7 @@ void TraceWriter::add(uint32_t thread_id, EventId id, uint64_t ticks, std::initi
     throw std::logic_error(
         fmt::format("thread {}: {} at tick {} after tick {}", thread_id, spec->name, ticks, stream.last_ticks));
   if (stream.has_open_packet &&
-      stream.bytes.size() - stream.open_packet + kExtendedHeaderSize + payload.size() > kPacketBytes)
+      stream.bytes.size() - stream.open_packet + kExtendedHeaderSize + payload.size() > packet_bytes_)
     close_packet(stream);
   if (!stream.has_open_packet)
     open_packet(stream, kStreamThread, thread_id, thread_id, std::max(ticks, stream.last_ticks));

@@ -34,6 +34,10 @@ class TraceWriter {
   // throws std::logic_error when they do, or when `fields` do not match the catalogue's.
   void add(uint32_t thread_id, EventId id, uint64_t ticks, std::initializer_list<FieldValue> fields);
 
+  // The most bytes a packet of a thread's stream holds (1 MiB by default); less makes a trace of
+  // many packets out of few events, for the readers' tests.
+  void set_packet_bytes(size_t bytes) { packet_bytes_ = bytes; }
+
   // Writes the trace into `directory`, which must not exist (it is made with mode 0700).
   void write(const std::string& directory);
 
@@ -53,6 +57,7 @@ class TraceWriter {
   void append_event(Stream& stream, uint32_t id, uint64_t ticks, const std::string& payload);
 
   TraceDescription description_;
+  size_t packet_bytes_;
   std::map<uint32_t, Stream> threads_;
   Stream strings_;
   std::map<std::tuple<uint8_t, std::string, std::string>, uint32_t> sites_;

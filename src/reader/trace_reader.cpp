@@ -580,7 +580,13 @@ void Trace::keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint
 const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const {
   const PacketPlace& place = readable_packets_[stream][packet];
   const StreamFile& file = *files_[stream][place.file];
-  if (!position) position = std::make_shared<ReadPosition>();
+  if (!position) {
+    // What it lets go of starts where it starts: a cursor over a later piece of the stream must
+    // not take the pages another is reading.
+    position = std::make_shared<ReadPosition>();
+    position->behind.file = file.mapped.get();
+    position->behind.released = file.compressed ? file.units[place.unit].offset : place.offset;
+  }
   if (!file.compressed) {
     if (release_pages_) position->behind.at(file.mapped.get(), place.offset);
     return file.mapped->data() + place.offset;
@@ -695,13 +701,20 @@ Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, uint32_t eve
       index_(index),
       packets_(trace.readable_packets_[index]),
       packet_event_types_(trace.packet_event_types_[index]),
-      event_types_(event_types) {}
+      event_types_(event_types),
+      end_packet_(packets_.size()) {}
+
+Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, size_t first_packet, size_t end_packet)
+    : StreamCursor(trace, index) {
+  end_packet_ = std::min(end_packet, packets_.size());
+  next_packet_ = std::min(first_packet, end_packet_);
+}
 
 bool Trace::StreamCursor::next_packet() {
   // All types (the default) read every packet, without looking at what the check noted.
   if (event_types_ != ~uint32_t{0})
-    while (next_packet_ < packets_.size() && (packet_event_types_[next_packet_] & event_types_) == 0) ++next_packet_;
-  if (next_packet_ >= packets_.size()) return false;
+    while (next_packet_ < end_packet_ && (packet_event_types_[next_packet_] & event_types_) == 0) ++next_packet_;
+  if (next_packet_ >= end_packet_) return false;
   const PacketPlace& place = packets_[next_packet_];
   packet_offset_ = place.offset;
   packet_file_ = place.file;

@@ -160,6 +160,8 @@ class Trace {
   const std::string& directory() const { return directory_; }
   const format::TraceDescription& description() const { return description_; }
   const std::vector<StreamInfo>& streams() const { return streams_; }
+  // The packets of stream `stream` that cursors read (those that decoded when it was opened).
+  size_t readable_packet_count(size_t stream) const { return readable_packets_[stream].size(); }
   const Site* site(uint32_t id) const;
   const std::vector<Site>& sites() const { return sites_; }
   std::string thread_name(uint32_t thread_id) const;
@@ -275,6 +277,9 @@ class Trace::StreamCursor {
   // Over the packets holding an event of one of `event_types` (format::event_type_bit), by
   // default all.
   StreamCursor(const Trace& trace, size_t index, uint32_t event_types = ~uint32_t{0});
+  // Over the readable packets [first_packet, end_packet) only (readable_packet_count()), for
+  // pieces of one stream read on several threads: each lets go of the pages of its own packets.
+  StreamCursor(const Trace& trace, size_t index, size_t first_packet, size_t end_packet);
   // A cursor owns its place (and a .ctfz's decoded unit): it moves, a copy would share it.
   StreamCursor(const StreamCursor&) = delete;
   StreamCursor& operator=(const StreamCursor&) = delete;
@@ -293,6 +298,7 @@ class Trace::StreamCursor {
   const std::vector<uint32_t>& packet_event_types_;
   uint32_t event_types_;
   size_t next_packet_ = 0;
+  size_t end_packet_;
   uint64_t packet_offset_ = 0;
   uint32_t packet_file_ = 0;
   std::optional<format::PacketDecoder> packet_;
