@@ -6,11 +6,13 @@
 
 #include <unistd.h>
 #include <asio.hpp>
+#include <atomic>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
 #include <coroutine>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "scratch_shm.hpp"
 
@@ -46,6 +48,28 @@ class Session {
   }
 
   bool on_;
+};
+
+// A thread that only waits for the end of the benchmark. A session starts one of its own (the
+// control thread), and a process with a second thread is not the same to the C library: glibc's
+// malloc takes its arena's lock in every call that misses the thread's cache, where a process of
+// one thread skips it. The baselines with an idle thread have the thread census of a traced run,
+// so that what tracing adds per handler is told apart from what a second thread does.
+class IdleThread {
+ public:
+  explicit IdleThread(bool on) {
+    if (on) thread_ = std::thread([this] { ended_.wait(false); });
+  }
+  ~IdleThread() {
+    if (!thread_.joinable()) return;
+    ended_ = true;
+    ended_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> ended_{false};
+  std::thread thread_;
 };
 
 // The baseline: a lazy task with the same shape as chronicle::task<int> (continuation, value,
@@ -149,6 +173,7 @@ BENCHMARK(BM_AwaitYield_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
 // Creating a child task and awaiting it to its end (create, wait, run end/begin of the parent,
 // run begin/end and resolve of the child when traced).
 void BM_AwaitChildTask_Bare(benchmark::State& state) {
+  const IdleThread idle(state.range(0) != 0);
   for (auto _ : state) {
     auto task = bare_awaits_children();
     task.start();
@@ -157,17 +182,19 @@ void BM_AwaitChildTask_Bare(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
 }
 void BM_AwaitChildTask_Chronicle(benchmark::State& state) {
+  const IdleThread idle(state.range(1) != 0);
   Session session(state.range(0) != 0);
   for (auto _ : state) benchmark::DoNotOptimize(chronicle::sync_wait(traced_awaits_children()));
   state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
 }
-BENCHMARK(BM_AwaitChildTask_Bare);
-BENCHMARK(BM_AwaitChildTask_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
+BENCHMARK(BM_AwaitChildTask_Bare)->ArgName("idle_thread")->Arg(0)->Arg(1);
+BENCHMARK(BM_AwaitChildTask_Chronicle)->ArgNames({"tracing", "idle_thread"})->Args({0, 0})->Args({0, 1})->Args({1, 0});
 
 // A posted handler run by io_context: with the tracking header, create + resolve + run
 // begin/end when traced.
 constexpr int kHandlersPerBatch = 1000;
 void BM_AsioPost(benchmark::State& state) {
+  const IdleThread idle(state.range(1) != 0);
   Session session(state.range(0) != 0);
   asio::io_context io(1);
   int64_t calls = 0;
@@ -180,9 +207,14 @@ void BM_AsioPost(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kHandlersPerBatch);
 }
 #ifdef ASIO_CUSTOM_HANDLER_TRACKING
-BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Tracked")->ArgName("tracing")->Arg(0)->Arg(1);
+BENCHMARK(BM_AsioPost)
+    ->Name("BM_AsioPost_Tracked")
+    ->ArgNames({"tracing", "idle_thread"})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 0});
 #else
-BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Untracked")->ArgName("tracing")->Arg(0);
+BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Untracked")->ArgNames({"tracing", "idle_thread"})->Args({0, 0})->Args({0, 1});
 #endif
 
 }  // namespace

@@ -15,16 +15,22 @@ B=$BUILD/bench
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
 for round in $(seq "$ROUNDS"); do
-  for name in AwaitYield_Bare 'AwaitYield_Chronicle/tracing:0' 'AwaitYield_Chronicle/tracing:1' AwaitChildTask_Bare \
-    'AwaitChildTask_Chronicle/tracing:0' 'AwaitChildTask_Chronicle/tracing:1' 'AsioPost_Tracked/tracing:0' \
-    'AsioPost_Tracked/tracing:1'; do
+  for name in AwaitYield_Bare 'AwaitYield_Chronicle/tracing:0' 'AwaitYield_Chronicle/tracing:1' \
+    'AwaitChildTask_Bare/idle_thread:0' 'AwaitChildTask_Bare/idle_thread:1' \
+    'AwaitChildTask_Chronicle/tracing:0/idle_thread:0' 'AwaitChildTask_Chronicle/tracing:0/idle_thread:1' \
+    'AwaitChildTask_Chronicle/tracing:1/idle_thread:0' 'AsioPost_Tracked/tracing:0/idle_thread:0' \
+    'AsioPost_Tracked/tracing:0/idle_thread:1' 'AsioPost_Tracked/tracing:1/idle_thread:0'; do
     "$B/tasks_bench" --benchmark_filter="BM_$name\$" 2>/dev/null | awk '/^BM_/ { print $1, $4 }' >>"$RESULTS"
   done
-  "$B/tasks_bench_untracked" --benchmark_filter='BM_AsioPost_Untracked/tracing:0$' 2>/dev/null |
-    awk '/^BM_/ { print $1, $4 }' >>"$RESULTS"
+  for name in 'AsioPost_Untracked/tracing:0/idle_thread:0' 'AsioPost_Untracked/tracing:0/idle_thread:1'; do
+    "$B/tasks_bench_untracked" --benchmark_filter="BM_$name\$" 2>/dev/null | awk '/^BM_/ { print $1, $4 }' >>"$RESULTS"
+  done
   echo "round $round done" >&2
 done
-# CPU ns per iteration of 1000 items: per item, median (least-most).
+# CPU ns per iteration of 1000 items: per item, median (least-most). Then what tracing adds, as
+# the median of each round's difference (the two runs of a round are seconds apart, so the
+# machine's drift between rounds cancels out), against the baselines of one thread and against
+# those with an idle thread (the thread census of a traced run: a session runs a control thread).
 python3 - "$RESULTS" <<'PY'
 import statistics, sys
 runs = {}
@@ -32,5 +38,24 @@ for line in open(sys.argv[1]):
     name, cpu = line.split()
     runs.setdefault(name, []).append(float(cpu) / 1000)
 for name, values in runs.items():
-    print(f"{name:<42} {statistics.median(values):7.2f} ns ({min(values):.2f}-{max(values):.2f})")
+    print(f"{name:<50} {statistics.median(values):7.2f} ns ({min(values):.2f}-{max(values):.2f})")
+print()
+print("added by tracing: median of the rounds' differences (least-most)")
+pairs = [
+    ("co_await (yield)", "BM_AwaitYield_Chronicle/tracing:1", "BM_AwaitYield_Bare"),
+    ("child task, over bare", "BM_AwaitChildTask_Chronicle/tracing:1/idle_thread:0", "BM_AwaitChildTask_Bare/idle_thread:0"),
+    ("child task, over bare + idle thread", "BM_AwaitChildTask_Chronicle/tracing:1/idle_thread:0",
+     "BM_AwaitChildTask_Bare/idle_thread:1"),
+    ("Asio handler, over untracked", "BM_AsioPost_Tracked/tracing:1/idle_thread:0",
+     "BM_AsioPost_Untracked/tracing:0/idle_thread:0"),
+    ("Asio handler, over untracked + idle thread", "BM_AsioPost_Tracked/tracing:1/idle_thread:0",
+     "BM_AsioPost_Untracked/tracing:0/idle_thread:1"),
+    ("Asio: what an idle thread adds, untracked", "BM_AsioPost_Untracked/tracing:0/idle_thread:1",
+     "BM_AsioPost_Untracked/tracing:0/idle_thread:0"),
+]
+for label, traced, base in pairs:
+    if traced not in runs or base not in runs:
+        continue
+    differences = [a - b for a, b in zip(runs[traced], runs[base])]
+    print(f"{label:<50} {statistics.median(differences):+7.2f} ns ({min(differences):+.2f} to {max(differences):+.2f})")
 PY
