@@ -1,6 +1,10 @@
 // The tools end to end: record, snapshot, dump, and babeltrace2 reading what we write.
 #include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+#include <csignal>
 
 #include <chronicle/chronicle.hpp>
 #include <filesystem>
@@ -56,6 +60,38 @@ TEST(Record, TracesAnUnmodifiedProgramAndReportsItsExit) {
   // 3 threads x 100 rounds x (round begin/end + counter + 4 work spans) + notes + done.
   EXPECT_EQ(test::read_all(trace).size(), 3u * 100 * (2 + 1 + 8) + 3 * 4 + 3);
   EXPECT_NE(result.err.find("3,315 events"), std::string::npos) << result.err;
+}
+
+// Its stderr closed under it (`chronicle record ... 2>&1 | head -1`): what it has to say cannot be
+// shown, but the trace is finished, its directory in /dev/shm removed, and the exit code is the
+// program's. Before, the first message killed it (SIGPIPE) and left the directory behind.
+TEST(Record, AClosedStderrNeitherKillsItNorLeavesItsMappings) {
+  TemporaryDirectory directory;
+  int pipe_ends[2];
+  ASSERT_EQ(pipe(pipe_ends), 0);
+  close(pipe_ends[0]);  // nobody will read what it writes
+  const std::string output = directory / "trace";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(pipe_ends[1], STDERR_FILENO);
+    close(pipe_ends[1]);
+    signal(SIGPIPE, SIG_DFL);
+    execl(kCli.c_str(), kCli.c_str(), "record", "-o", output.c_str(), "--", kExample.c_str(), nullptr);
+    _exit(127);
+  }
+  close(pipe_ends[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/chronicle-record-" + std::to_string(pid)))
+      << "its directory of mappings was left in /dev/shm";
+  reader::Trace trace(output);
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  EXPECT_EQ(test::read_all(trace).size(), 3u * 100 * (2 + 1 + 8) + 3 * 4 + 3);
+  std::error_code ignored;
+  std::filesystem::remove_all("/dev/shm/chronicle-record-" + std::to_string(pid), ignored);
 }
 
 TEST(Record, RefusesANonEmptyDirectoryAndAMissingProgram) {

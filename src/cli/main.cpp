@@ -1,6 +1,8 @@
 // `chronicle`: one command, a subcommand per job; each is a thin layer over the libraries.
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include <vector>
 
 #include "cli/common.hpp"
@@ -41,10 +43,11 @@ int main(int argc, char** argv) {
     for (const Command& command : commands)
       if (command.app->parsed()) return command.run();
   } catch (const chronicle::format::InputError& error) {
-    fmt::print(stderr, "chronicle: error: {}\n", error.what());
+    // fprintf, not fmt::print: stderr may be closed (record ignores SIGPIPE), and fmt would throw.
+    std::fprintf(stderr, "chronicle: error: %s\n", error.what());
     return kExitBadInput;
   } catch (const std::exception& error) {
-    fmt::print(stderr, "chronicle: error: {}\n", error.what());
+    std::fprintf(stderr, "chronicle: error: %s\n", error.what());
     return kExitFailure;
   }
   return kExitFailure;

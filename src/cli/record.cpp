@@ -17,7 +17,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "chronicle/config.hpp"
 #include "cli/common.hpp"
@@ -89,6 +91,16 @@ struct TrackedSession {
 };
 
 volatile sig_atomic_t g_forward_signal = 0;
+// Writes to stderr, which may be closed under us (`chronicle record ... 2>&1 | head -1`; SIGPIPE
+// is ignored once the program runs): a message that cannot be shown must not stop the recording.
+template <typename... Args>
+void tell(fmt::format_string<Args...> format, Args&&... args) {
+  try {
+    fmt::print(stderr, format, std::forward<Args>(args)...);
+  } catch (const std::system_error&) {
+  }
+}
+
 void remember_signal(int signal) {
   g_forward_signal = signal;
 }
@@ -249,34 +261,32 @@ void print_summary(const RecordOptions& options, const std::string& program, con
                    const std::map<std::string, TrackedSession>& sessions, const std::vector<std::string>& failures,
                    size_t writers_left) {
   const auto sum = totals(sessions);
-  fmt::print(stderr, "chronicle: {}\n", describe_status(program, children.status));
+  tell("chronicle: {}\n", describe_status(program, children.status));
   if (sessions.empty()) {
-    fmt::print(stderr, "chronicle: no trace: {} made no session (is it linked with chronicle?)\n", program);
+    tell("chronicle: no trace: {} made no session (is it linked with chronicle?)\n", program);
   } else {
-    fmt::print(stderr, "chronicle: trace in {}: {} events, {}, {} discarded, {} process{}\n", options.output,
-               human_count(sum.events), human_bytes(sum.bytes), human_count(sum.discarded), sessions.size(),
-               sessions.size() == 1 ? "" : "es");
+    tell("chronicle: trace in {}: {} events, {}, {} discarded, {} process{}\n", options.output, human_count(sum.events),
+         human_bytes(sum.bytes), human_count(sum.discarded), sessions.size(), sessions.size() == 1 ? "" : "es");
     if (const std::string losses = format::describe_losses(sum.losses()); !losses.empty())
-      fmt::print(stderr, "chronicle: lost: {}\n", losses);
+      tell("chronicle: lost: {}\n", losses);
     if (sum.chunks > 0)
-      fmt::print(stderr, "chronicle: {} chunk{}{}\n", sum.chunks, sum.chunks == 1 ? "" : "s",
-                 sum.chunks_removed == 0 ? std::string()
-                                         : fmt::format(", the oldest {} removed to stay under --max-size {}",
-                                                       sum.chunks_removed, options.max_size));
+      tell("chronicle: {} chunk{}{}\n", sum.chunks, sum.chunks == 1 ? "" : "s",
+           sum.chunks_removed == 0 ? std::string()
+                                   : fmt::format(", the oldest {} removed to stay under --max-size {}",
+                                                 sum.chunks_removed, options.max_size));
   }
   for (const std::string& file : sum.files_unwritten)
-    fmt::print(stderr, "chronicle: lost: {} (the trace keeps its earlier version, or none)\n", file);
-  for (const std::string& failure : failures) fmt::print(stderr, "chronicle: error: {}\n", failure);
-  if (children.others_running)
-    fmt::print(stderr, "chronicle: stopped waiting for the processes {} left running\n", program);
+    tell("chronicle: lost: {} (the trace keeps its earlier version, or none)\n", file);
+  for (const std::string& failure : failures) tell("chronicle: error: {}\n", failure);
+  if (children.others_running) tell("chronicle: stopped waiting for the processes {} left running\n", program);
   if (writers_left > 0)
     fmt::print(stderr,
                "chronicle: {} process{} of the program still running: their trace{} as far as collected, their "
                "events from now on are not recorded\n",
                writers_left, writers_left == 1 ? " was" : "es were", writers_left == 1 ? " is" : "s are");
   if (options.keep_shm && !sessions.empty())
-    fmt::print(stderr, "chronicle: shared mappings kept in {}\n",
-               std::filesystem::path(sessions.begin()->first).parent_path().string());
+    tell("chronicle: shared mappings kept in {}\n",
+         std::filesystem::path(sessions.begin()->first).parent_path().string());
 }
 
 // What a run has found and collected so far.
@@ -310,6 +320,10 @@ void spawn_program(RecordOptions& options, const std::string& shm_dir, Recording
   action.sa_handler = remember_signal;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // A closed stderr must not kill us before the trace is finished and /dev/shm cleaned: a write
+  // to it fails instead (tell()). The program was spawned with the disposition we were given.
+  action.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &action, nullptr);
 }
 
 // The program ended and a signal asks us to stop: what its leftover processes wrote so far.
@@ -369,8 +383,8 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
     if (progress && now - last_progress > std::chrono::milliseconds(250)) {
       last_progress = now;
       const auto sum = totals(run.sessions);
-      fmt::print(stderr, "\rchronicle: recording: {} events, {}, {} discarded   ", human_count(sum.events),
-                 human_bytes(sum.bytes), human_count(sum.discarded));
+      tell("\rchronicle: recording: {} events, {}, {} discarded   ", human_count(sum.events), human_bytes(sum.bytes),
+           human_count(sum.discarded));
     }
     // Sleep rather than spin when there was nothing to copy, backing off up to 10 ms.
     if (work == 0) {
@@ -387,7 +401,7 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
       idle_sleep = std::chrono::microseconds(500);
     }
   }
-  if (progress) fmt::print(stderr, "\r\033[K");
+  if (progress) tell("\r\033[K");
   if (triggers) triggers->finish(live_mappings(run));
 }
 
