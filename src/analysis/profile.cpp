@@ -476,7 +476,8 @@ class ThreadPass {
   };
   static constexpr size_t kMaxDanglingEnds = size_t{1} << 16;
 
-  void follow(const reader::Event& event) {
+  // Inlined by hand into the loops: once per event, where a call shows in the profile.
+  [[gnu::always_inline]] void follow(const reader::Event& event) {
     ++seen_;
     first_ = std::min(first_, event.ticks);
     last_ = std::max(last_, event.ticks);
@@ -505,7 +506,7 @@ class ThreadPass {
                      names_.name_key(event.name_id), event.name_id, segment_});
   }
 
-  void end_span(const reader::Event& event) {
+  [[gnu::always_inline]] void end_span(const reader::Event& event) {
     const uint32_t key = names_.name_key(event.name_id);
     size_t index = open_.size();
     while (index > 0 && open_[index - 1].key != key) --index;
@@ -532,7 +533,7 @@ class ThreadPass {
   }
 
   // Closes open_[index] at `ticks`.
-  void close_at(size_t index, uint64_t ticks) {
+  [[gnu::always_inline]] void close_at(size_t index, uint64_t ticks) {
     const OpenSpan span = open_[index];
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(index));
     const uint64_t length = ticks - span.begin;
