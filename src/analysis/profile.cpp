@@ -346,10 +346,21 @@ class ThreadPass {
   // `count(n)`: n more events seen.
   template <typename Count>
   void run(Count&& count) {
+    if (carried_unknown_)
+      read<true>(count);
+    else
+      read<false>(count);
+  }
+
+ private:
+  // The events, each followed as a later piece (kLaterPiece) or a first piece or whole thread
+  // follows it: two loops, so that the common one carries no test of which it is.
+  template <bool kLaterPiece, typename Count>
+  void read(Count&& count) {
     constexpr uint64_t kBatch = 1 << 14;
     uint64_t batch = 0;
     auto visit = [&](const reader::Event& event) {
-      follow(event);
+      follow<kLaterPiece>(event);
       if (++batch == kBatch) {
         count(batch);
         batch = 0;
@@ -393,6 +404,7 @@ class ThreadPass {
     count(batch);
   }
 
+ public:
   // Each stream went forward in time: only then is the merge's order that of (ticks, stream).
   bool in_order() const { return in_order_; }
   uint32_t thread_id() const { return trace_.streams()[streams_.front()].thread_id; }
@@ -476,8 +488,8 @@ class ThreadPass {
   };
   static constexpr size_t kMaxDanglingEnds = size_t{1} << 16;
 
-  // Inlined by hand into the loops: once per event, where a call shows in the profile.
-  [[gnu::always_inline]] void follow(const reader::Event& event) {
+  template <bool kLaterPiece>
+  void follow(const reader::Event& event) {
     ++seen_;
     first_ = std::min(first_, event.ticks);
     last_ = std::max(last_, event.ticks);
@@ -485,10 +497,10 @@ class ThreadPass {
     thread_.last = event.ticks;
     switch (event.type) {
       case format::EventId::span_begin:
-        begin_span(event);
+        begin_span<kLaterPiece>(event);
         break;
       case format::EventId::span_end:
-        end_span(event);
+        end_span<kLaterPiece>(event);
         break;
       case format::EventId::counter:
       case format::EventId::counter_float:
@@ -499,19 +511,21 @@ class ThreadPass {
     }
   }
 
+  template <bool kLaterPiece>
   void begin_span(const reader::Event& event) {
     // An outermost span of the thread's own makes it busy (BusyClock).
-    if (open_.empty() && !carried_unknown_) thread_.busy.open_span(event.ticks);
+    if (!kLaterPiece && open_.empty()) thread_.busy.open_span(event.ticks);
     open_.push_back({next_sequence_++, open_.empty() ? 0 : open_.back().sequence, event.ticks, 0,
                      names_.name_key(event.name_id), event.name_id, segment_});
   }
 
-  [[gnu::always_inline]] void end_span(const reader::Event& event) {
+  template <bool kLaterPiece>
+  void end_span(const reader::Event& event) {
     const uint32_t key = names_.name_key(event.name_id);
     size_t index = open_.size();
     while (index > 0 && open_[index - 1].key != key) --index;
     if (index == 0) {
-      if (carried_unknown_) {
+      if (kLaterPiece) {
         dangle({event.ticks, key, event.name_id, event.stream, event.thread_id, open_.empty()});
         return;
       }
@@ -520,7 +534,7 @@ class ThreadPass {
     }
     --index;
     if (index + 1 != open_.size()) ++problems_.out_of_order_ends;
-    close_at(index, event.ticks);
+    close_at<kLaterPiece>(index, event.ticks);
   }
 
   void count_unmatched(uint32_t site, uint64_t ticks, uint32_t thread_id, uint32_t stream) {
@@ -533,7 +547,8 @@ class ThreadPass {
   }
 
   // Closes open_[index] at `ticks`.
-  [[gnu::always_inline]] void close_at(size_t index, uint64_t ticks) {
+  template <bool kLaterPiece>
+  void close_at(size_t index, uint64_t ticks) {
     const OpenSpan span = open_[index];
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(index));
     const uint64_t length = ticks - span.begin;
@@ -543,7 +558,7 @@ class ThreadPass {
     accumulator.self += length > span.children ? length - span.children : 0;
     if (span.parent_sequence != 0) {
       add_to_parent(index, span.parent_sequence, length);
-    } else if (!carried_unknown_) {
+    } else if (!kLaterPiece) {
       thread_.busy.close_span(ticks);
     } else {
       busy_if_nothing_carried_[span.segment] += length;
@@ -587,7 +602,7 @@ class ThreadPass {
     }
     --index;
     if (!end.none_of_its_own_open || index + 1 != open_.size()) ++problems_.out_of_order_ends;
-    close_at(index, end.ticks);
+    close_at<false>(index, end.ticks);  // this pass is a first piece: nothing is carried below it
   }
 
   void append_counters(const ThreadPass& next) {
