@@ -47,6 +47,13 @@ struct CounterAccumulator {
     last = value;
     last_ticks = ticks;
   }
+  // Takes in the count and extremes of another part of the same series (first and last depend on
+  // where the parts stand: the caller's).
+  void add_count_and_extremes(const CounterAccumulator& other) {
+    samples += other.samples;
+    min = std::min(min, other.min);
+    max = std::max(max, other.max);
+  }
 };
 
 CounterProfile counter_profile(const SeriesInfo& series, const CounterAccumulator& accumulator, uint64_t elapsed_ns) {
@@ -340,13 +347,12 @@ class ThreadPass {
       : ThreadPass(trace, names, std::vector<size_t>{stream}) {
     first_packet_ = first_packet;
     end_packet_ = end_packet;
-    carried_unknown_ = first_packet > 0;
   }
 
   // `count(n)`: n more events seen.
   template <typename Count>
   void run(Count&& count) {
-    if (carried_unknown_)
+    if (first_packet_ > 0)  // a later piece of its stream
       read<true>(count);
     else
       read<false>(count);
@@ -519,11 +525,17 @@ class ThreadPass {
                      names_.name_key(event.name_id), event.name_id, segment_});
   }
 
+  // One past the innermost open span of name key `key`; 0 when none is open.
+  size_t innermost_open(uint32_t key) const {
+    size_t index = open_.size();
+    while (index > 0 && open_[index - 1].key != key) --index;
+    return index;
+  }
+
   template <bool kLaterPiece>
   void end_span(const reader::Event& event) {
     const uint32_t key = names_.name_key(event.name_id);
-    size_t index = open_.size();
-    while (index > 0 && open_[index - 1].key != key) --index;
+    size_t index = innermost_open(key);
     if (index == 0) {
       if (kLaterPiece) {
         dangle({event.ticks, key, event.name_id, event.stream, event.thread_id, open_.empty()});
@@ -594,8 +606,7 @@ class ThreadPass {
 
   // A later piece's dangling end, met again where this pass stands.
   void settle(const DanglingEnd& end) {
-    size_t index = open_.size();
-    while (index > 0 && open_[index - 1].key != end.key) --index;
+    size_t index = innermost_open(end.key);
     if (index == 0) {
       count_unmatched(end.site, end.ticks, end.thread_id, end.stream);
       return;
@@ -615,9 +626,7 @@ class ThreadPass {
         part = later;
         continue;
       }
-      part.values.samples += later.values.samples;
-      part.values.min = std::min(part.values.min, later.values.min);
-      part.values.max = std::max(part.values.max, later.values.max);
+      part.values.add_count_and_extremes(later.values);
       part.values.last = later.values.last;
       part.values.last_ticks = later.values.last_ticks;
       part.last_stream = later.last_stream;
@@ -654,8 +663,7 @@ class ThreadPass {
   const reader::Trace& trace_;
   const reader::SpanPairing& names_;
   std::vector<size_t> streams_;
-  size_t first_packet_ = 0, end_packet_ = SIZE_MAX;
-  bool carried_unknown_ = false;  // a later piece of a stream
+  size_t first_packet_ = 0, end_packet_ = SIZE_MAX;  // first_packet_ > 0: a later piece of its stream
   bool in_order_ = true;
   uint64_t seen_ = 0;
   uint64_t first_ = std::numeric_limits<uint64_t>::max(), last_ = 0;
@@ -812,9 +820,7 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
         merged.first = first;
         merged.last = last;
       } else {
-        values.samples += part.values.samples;
-        values.min = std::min(values.min, part.values.min);
-        values.max = std::max(values.max, part.values.max);
+        values.add_count_and_extremes(part.values);
         if (first < merged.first) {
           merged.first = first;
           values.first = part.values.first;

@@ -321,14 +321,16 @@ constexpr uint64_t kReleaseStep = 4 << 20;
 
 struct ReleasedBehind {
   const MappedFile* file = nullptr;
-  uint64_t released = 0;  // the pages before this offset were let go
+  uint64_t released = 0;  // the pages from where the reader came into the file up to here were let go
 
-  // The reader is at `offset` of `next`.
+  // The reader is at `offset` of `next`. What it lets go of in a file starts where it came in: a
+  // reader of a later piece of the file (a cursor over a packet range, a window of the check) must
+  // not take the pages another is reading before it.
   void at(const MappedFile* next, uint64_t offset) {
     if (next != file) {
       if (file) file->release(released, file->size());
       file = next;
-      released = 0;
+      released = offset;
     }
     if (offset >= released + kReleaseStep) {
       file->release(released, offset);
@@ -580,13 +582,7 @@ void Trace::keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint
 const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const {
   const PacketPlace& place = readable_packets_[stream][packet];
   const StreamFile& file = *files_[stream][place.file];
-  if (!position) {
-    // What it lets go of starts where it starts: a cursor over a later piece of the stream must
-    // not take the pages another is reading.
-    position = std::make_shared<ReadPosition>();
-    position->behind.file = file.mapped.get();
-    position->behind.released = file.compressed ? file.units[place.unit].offset : place.offset;
-  }
+  if (!position) position = std::make_shared<ReadPosition>();
   if (!file.compressed) {
     if (release_pages_) position->behind.at(file.mapped.get(), place.offset);
     return file.mapped->data() + place.offset;
