@@ -67,31 +67,17 @@ TEST(Record, TracesAnUnmodifiedProgramAndReportsItsExit) {
 // program's. Before, the first message killed it (SIGPIPE) and left the directory behind.
 TEST(Record, AClosedStderrNeitherKillsItNorLeavesItsMappings) {
   TemporaryDirectory directory;
-  int pipe_ends[2];
-  ASSERT_EQ(pipe(pipe_ends), 0);
-  close(pipe_ends[0]);  // nobody will read what it writes
   const std::string output = directory / "trace";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(pipe_ends[1], STDERR_FILENO);
-    close(pipe_ends[1]);
-    signal(SIGPIPE, SIG_DFL);
-    execl(kCli.c_str(), kCli.c_str(), "record", "-o", output.c_str(), "--", kExample.c_str(), nullptr);
-    _exit(127);
-  }
-  close(pipe_ends[1]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  EXPECT_FALSE(std::filesystem::exists("/dev/shm/chronicle-record-" + std::to_string(pid)))
-      << "its directory of mappings was left in /dev/shm";
+  const auto result = test::run_with_broken_stderr(kCli + " record -o " + output + " -- " + kExample);
+  EXPECT_FALSE(result.killed()) << "killed by signal " << WTERMSIG(result.status);
+  EXPECT_EQ(result.exit_code(), 0) << "status " << result.status;
+  const std::string mappings = "/dev/shm/chronicle-record-" + std::to_string(result.pid);
+  EXPECT_FALSE(std::filesystem::exists(mappings)) << "its directory of mappings was left in /dev/shm";
   reader::Trace trace(output);
   EXPECT_EQ(trace.events_discarded(), 0u);
   EXPECT_EQ(test::read_all(trace).size(), 3u * 100 * (2 + 1 + 8) + 3 * 4 + 3);
   std::error_code ignored;
-  std::filesystem::remove_all("/dev/shm/chronicle-record-" + std::to_string(pid), ignored);
+  std::filesystem::remove_all(mappings, ignored);
 }
 
 TEST(Record, RefusesANonEmptyDirectoryAndAMissingProgram) {

@@ -316,6 +316,25 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
+// A trigger's messages go to stderr as the recording runs; with stderr closed under `record`
+// (`... 2>&1 | head -1`) they cannot be shown, but the recording goes on: both snapshots are
+// taken, the log has them, and the mappings are removed at the end.
+TEST(Trigger, AClosedStderrDoesNotStopTheRecording) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  const auto result = test::run_with_broken_stderr(
+      "env CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli +
+      " record --mode flight --trigger 'load > 5' --trigger-after 200ms -o " + trace + " -- " + TRIGGER_WRITER +
+      " " + trace);
+  EXPECT_FALSE(result.killed()) << "killed by signal " << WTERMSIG(result.status);
+  EXPECT_EQ(result.exit_code(), 0) << "status " << result.status;
+  EXPECT_EQ(occurrences(text_of(trace + ".triggers/log"), "fired #"), 2u);
+  const std::string mappings = "/dev/shm/chronicle-record-" + std::to_string(result.pid);
+  EXPECT_FALSE(std::filesystem::exists(mappings)) << "its directory of mappings was left in /dev/shm";
+  std::error_code ignored;
+  std::filesystem::remove_all(mappings, ignored);
+}
+
 // A gauge crosses the line, wobbles inside the hysteresis margin, goes back below it and crosses
 // again: two snapshots, each holding the program's events from before and after its crossing.
 TEST(Trigger, AMetricCrossingSnapshotsTheFlightRecorderOncePerCrossing) {
@@ -407,6 +426,34 @@ TEST(RecordAttach, CollectsAnArmedProgramWithNoCollectorOnceCtlSwitchesItOn) {
   EXPECT_EQ(trace.notes[0].second, "ctl: 'b.*' on (b.x, b.y)");
   reader::Trace whole(directory / "attached");
   EXPECT_EQ(whole.events_discarded(), 0u);
+}
+
+// With its stderr closed under it, `record --attach` still ends as it should once the program's
+// session ends: exit 0 and the trace whole (before, its last message killed it with SIGPIPE,
+// before it let go of its claim on the session).
+TEST(RecordAttach, AClosedStderrDoesNotKillIt) {
+  TemporaryDirectory directory;
+  ArmedWriter writer(directory, {}, {{"CHRONICLE_OUTPUT", ""}});
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid()));
+  test::BrokenStderrResult attach;
+  std::thread attacher([&] {
+    attach = test::run_with_broken_stderr("env CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli +
+                                          " record --attach " + std::to_string(writer.pid()) + " -o " +
+                                          (directory / "attached"));
+  });
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(directory / "attached/metadata") && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // No ASSERT until the attacher is joined: it returns once the program's session ends.
+  EXPECT_EQ(run(ctl(directory, writer.pid(), "enable 'b.*'")).exit_code, 0);
+  EXPECT_TRUE(writer.wait_for_rounds_past(writer.rounds(), 11));
+  EXPECT_EQ(writer.finish(), 0);
+  attacher.join();
+  EXPECT_FALSE(attach.killed()) << "killed by signal " << WTERMSIG(attach.status);
+  EXPECT_EQ(attach.exit_code(), 0) << "status " << attach.status;
+  const Recorded trace = read_back(directory / "attached");
+  ASSERT_EQ(trace.instants.count("bx"), 1u);
+  EXPECT_GE(trace.instants.at("bx").size(), 10u);
 }
 
 TEST(Ctl, RefusesAnotherUsersProgram) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -98,6 +99,34 @@ inline CommandResult run(const std::string& command) {
   };
   result.out = slurp(scratch / "out");
   result.err = slurp(scratch / "err");
+  return result;
+}
+
+// Runs a shell command line (exec'd, so the returned pid is the command's own) with its standard
+// error a pipe nobody reads, SIGPIPE at its default, as in `command 2>&1 | head -1` once head has
+// gone; returns the pid and the wait status.
+struct BrokenStderrResult {
+  pid_t pid = -1;
+  int status = 0;
+  bool killed() const { return WIFSIGNALED(status); }
+  int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+};
+inline BrokenStderrResult run_with_broken_stderr(const std::string& command) {
+  BrokenStderrResult result;
+  int pipe_ends[2];
+  if (pipe(pipe_ends) != 0) return result;
+  close(pipe_ends[0]);
+  const std::string line = "exec " + command;
+  result.pid = fork();
+  if (result.pid == 0) {
+    dup2(pipe_ends[1], STDERR_FILENO);
+    close(pipe_ends[1]);
+    signal(SIGPIPE, SIG_DFL);
+    execl("/bin/sh", "sh", "-c", line.c_str(), nullptr);
+    _exit(127);
+  }
+  close(pipe_ends[1]);
+  if (result.pid > 0) waitpid(result.pid, &result.status, 0);
   return result;
 }
 

@@ -1,6 +1,7 @@
 #include "cli/common.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,12 @@ std::string timestamp_for_path() {
   localtime_r(&now, &parts);
   return fmt::format("{:04}{:02}{:02}-{:02}{:02}{:02}", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
                      parts.tm_hour, parts.tm_min, parts.tm_sec);
+}
+
+void ignore_broken_pipes() {
+  struct sigaction action {};
+  action.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &action, nullptr);
 }
 
 std::vector<std::string> find_session_mappings(int pid, std::string* searched) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "metrics/snapshot.hpp"
@@ -61,6 +62,18 @@ int run_record_attach(int pid, std::string output, bool allow_shared_output, con
 
 // Whether standard error is a terminal (progress lines go there only then).
 bool stderr_is_terminal();
+// Writes to stderr, which may be closed under a recording (`chronicle record ... 2>&1 | head -1`):
+// a message that cannot be shown must not stop it. The recording commands ignore SIGPIPE while
+// they run (ignore_broken_pipes) so such a write fails instead of killing them.
+template <typename... Args>
+void tell(fmt::format_string<Args...> format, Args&&... args) {
+  try {
+    fmt::print(stderr, format, std::forward<Args>(args)...);
+  } catch (const std::system_error&) {
+  }
+}
+void ignore_broken_pipes();
+
 std::string human_bytes(uint64_t bytes);
 std::string human_count(uint64_t count);
 std::string timestamp_for_path();

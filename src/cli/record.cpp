@@ -91,16 +91,6 @@ struct TrackedSession {
 };
 
 volatile sig_atomic_t g_forward_signal = 0;
-// Writes to stderr, which may be closed under us (`chronicle record ... 2>&1 | head -1`; SIGPIPE
-// is ignored once the program runs): a message that cannot be shown must not stop the recording.
-template <typename... Args>
-void tell(fmt::format_string<Args...> format, Args&&... args) {
-  try {
-    fmt::print(stderr, format, std::forward<Args>(args)...);
-  } catch (const std::system_error&) {
-  }
-}
-
 void remember_signal(int signal) {
   g_forward_signal = signal;
 }
@@ -280,10 +270,9 @@ void print_summary(const RecordOptions& options, const std::string& program, con
   for (const std::string& failure : failures) tell("chronicle: error: {}\n", failure);
   if (children.others_running) tell("chronicle: stopped waiting for the processes {} left running\n", program);
   if (writers_left > 0)
-    fmt::print(stderr,
-               "chronicle: {} process{} of the program still running: their trace{} as far as collected, their "
-               "events from now on are not recorded\n",
-               writers_left, writers_left == 1 ? " was" : "es were", writers_left == 1 ? " is" : "s are");
+    tell("chronicle: {} process{} of the program still running: their trace{} as far as collected, their events "
+         "from now on are not recorded\n",
+         writers_left, writers_left == 1 ? " was" : "es were", writers_left == 1 ? " is" : "s are");
   if (options.keep_shm && !sessions.empty())
     tell("chronicle: shared mappings kept in {}\n",
          std::filesystem::path(sessions.begin()->first).parent_path().string());
@@ -320,10 +309,9 @@ void spawn_program(RecordOptions& options, const std::string& shm_dir, Recording
   action.sa_handler = remember_signal;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
-  // A closed stderr must not kill us before the trace is finished and /dev/shm cleaned: a write
-  // to it fails instead (tell()). The program was spawned with the disposition we were given.
-  action.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &action, nullptr);
+  // A closed stderr must not kill us before the trace is finished and /dev/shm cleaned. The
+  // program was spawned with the disposition we were given.
+  ignore_broken_pipes();
 }
 
 // The program ended and a signal asks us to stop: what its leftover processes wrote so far.

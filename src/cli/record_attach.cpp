@@ -66,18 +66,19 @@ int run_record_attach(int pid, std::string output, bool allow_shared_output,
   action.sa_handler = stop_attach;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  ignore_broken_pipes();  // the session's claim is released at the end, whatever stderr is
   const auto began = std::chrono::steady_clock::now();
   const bool program_goes_on = drain_until_done(*mapping, collector);
   collector.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   const auto& stats = collector.stats();
-  fmt::print(stderr, "chronicle: attached to process {} ({}) for {:.1f} s: {} events, {}, {} discarded in {}; {}\n",
+  tell("chronicle: attached to process {} ({}) for {:.1f} s: {} events, {}, {} discarded in {}; {}\n",
              pid, header.process_name, seconds, human_count(stats.events), human_bytes(stats.bytes),
              human_count(stats.discarded), output,
              program_goes_on ? "it goes on (its rings fill and count what they drop until another collector attaches)"
                              : "its session ended");
   if (const std::string losses = format::describe_losses(stats.losses()); !losses.empty())
-    fmt::print(stderr, "chronicle: lost: {}\n", losses);
+    tell("chronicle: lost: {}\n", losses);
   return stats.files_unwritten.empty() ? 0 : kExitFailure;
 }
 

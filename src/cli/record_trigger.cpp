@@ -51,7 +51,7 @@ TriggerWatcher::TriggerWatcher(const TriggerOptions& options, const std::string&
 TriggerWatcher::~TriggerWatcher() = default;
 
 void TriggerWatcher::log(const std::string& line) {
-  fmt::print(stderr, "chronicle: trigger: {}\n", line);
+  tell("chronicle: trigger: {}\n", line);
   std::ofstream out(directory_ + "/log", std::ios::app);
   out << line << '\n';
 }
