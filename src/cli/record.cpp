@@ -270,9 +270,10 @@ void print_summary(const RecordOptions& options, const std::string& program, con
   for (const std::string& failure : failures) tell("chronicle: error: {}\n", failure);
   if (children.others_running) tell("chronicle: stopped waiting for the processes {} left running\n", program);
   if (writers_left > 0)
-    tell("chronicle: {} process{} of the program still running: their trace{} as far as collected, their events "
-         "from now on are not recorded\n",
-         writers_left, writers_left == 1 ? " was" : "es were", writers_left == 1 ? " is" : "s are");
+    tell(
+        "chronicle: {} process{} of the program still running: their trace{} as far as collected, their events "
+        "from now on are not recorded\n",
+        writers_left, writers_left == 1 ? " was" : "es were", writers_left == 1 ? " is" : "s are");
   if (options.keep_shm && !sessions.empty())
     tell("chronicle: shared mappings kept in {}\n",
          std::filesystem::path(sessions.begin()->first).parent_path().string());
