@@ -72,11 +72,11 @@ int run_record_attach(int pid, std::string output, bool allow_shared_output,
   collector.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   const auto& stats = collector.stats();
-  tell("chronicle: attached to process {} ({}) for {:.1f} s: {} events, {}, {} discarded in {}; {}\n",
-             pid, header.process_name, seconds, human_count(stats.events), human_bytes(stats.bytes),
-             human_count(stats.discarded), output,
-             program_goes_on ? "it goes on (its rings fill and count what they drop until another collector attaches)"
-                             : "its session ended");
+  tell("chronicle: attached to process {} ({}) for {:.1f} s: {} events, {}, {} discarded in {}; {}\n", pid,
+       header.process_name, seconds, human_count(stats.events), human_bytes(stats.bytes), human_count(stats.discarded),
+       output,
+       program_goes_on ? "it goes on (its rings fill and count what they drop until another collector attaches)"
+                       : "its session ended");
   if (const std::string losses = format::describe_losses(stats.losses()); !losses.empty())
     tell("chronicle: lost: {}\n", losses);
   return stats.files_unwritten.empty() ? 0 : kExitFailure;
