@@ -322,10 +322,10 @@ size_t occurrences(const std::string& text, const std::string& what) {
 TEST(Trigger, AClosedStderrDoesNotStopTheRecording) {
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto result = test::run_with_broken_stderr(
-      "env CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli +
-      " record --mode flight --trigger 'load > 5' --trigger-after 200ms -o " + trace + " -- " + TRIGGER_WRITER +
-      " " + trace);
+  const auto result =
+      test::run_with_broken_stderr("env CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli +
+                                   " record --mode flight --trigger 'load > 5' --trigger-after 200ms -o " + trace +
+                                   " -- " + TRIGGER_WRITER + " " + trace);
   EXPECT_FALSE(result.killed()) << "killed by signal " << WTERMSIG(result.status);
   EXPECT_EQ(result.exit_code(), 0) << "status " << result.status;
   EXPECT_EQ(occurrences(text_of(trace + ".triggers/log"), "fired #"), 2u);
@@ -437,9 +437,9 @@ TEST(RecordAttach, AClosedStderrDoesNotKillIt) {
   ASSERT_TRUE(wait_for_categories(directory, writer.pid()));
   test::BrokenStderrResult attach;
   std::thread attacher([&] {
-    attach = test::run_with_broken_stderr("env CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli +
-                                          " record --attach " + std::to_string(writer.pid()) + " -o " +
-                                          (directory / "attached"));
+    attach =
+        test::run_with_broken_stderr("env CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli + " record --attach " +
+                                     std::to_string(writer.pid()) + " -o " + (directory / "attached"));
   });
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(directory / "attached/metadata") && std::chrono::steady_clock::now() < limit)

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
