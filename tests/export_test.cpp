@@ -17,12 +17,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
+#include "export/export_common.hpp"
 #include "export/otlp_json.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_directory.hpp"
@@ -30,6 +32,54 @@
 
 namespace chronicle {
 namespace {
+
+// The escaping reads 8 bytes at a time where it can: a byte that needs escaping, or a multi-byte
+// character, must be found wherever it falls in a word, and the text must read back the same
+// (bytes that are not UTF-8 as U+FFFD).
+TEST(JsonText, StringsReadBackWhereverTheSpecialByteFalls) {
+  const std::vector<std::pair<std::string, std::string>> specials = {{std::string(1, '\0'), std::string(1, '\0')},
+                                                                     {"\x01", "\x01"},
+                                                                     {"\x1f", "\x1f"},
+                                                                     {"\n", "\n"},
+                                                                     {"\"", "\""},
+                                                                     {"\\", "\\"},
+                                                                     {"\x7f", "\x7f"},
+                                                                     {" ", " "},
+                                                                     {"\xc3\xa9", "\xc3\xa9"},
+                                                                     {"\xe2\x82\xac", "\xe2\x82\xac"},
+                                                                     {"\x80", "\xEF\xBF\xBD"},
+                                                                     {"\xff", "\xEF\xBF\xBD"},
+                                                                     {"\xc3", "\xEF\xBF\xBD"}};
+  for (const auto& [special, decoded] : specials)
+    for (size_t length : {1, 7, 8, 9, 16, 23}) {
+      for (size_t at = 0; at < length; ++at) {
+        const std::string text = std::string(at, 'a') + special + std::string(length - at, 'b');
+        std::string json;
+        exports::append_json_string(json, text);
+        const std::string expected = std::string(at, 'a') + decoded + std::string(length - at, 'b');
+        ASSERT_EQ(nlohmann::json::parse(json).get<std::string>(), expected) << json;
+      }
+    }
+  std::string json;
+  exports::append_json_string(json, "plain text of more than eight bytes");
+  EXPECT_EQ(json, "\"plain text of more than eight bytes\"");
+}
+
+TEST(JsonText, NumbersAsTheExportsWriteThem) {
+  std::string text;
+  for (int64_t ns : {int64_t{0}, int64_t{-1}, int64_t{999}, int64_t{1000}, int64_t{1234567},
+                     std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+    exports::append_microseconds(text, ns);
+    text += ' ';
+  }
+  EXPECT_EQ(text, "0.000 -0.001 0.999 1.000 1234.567 -9223372036854775.808 9223372036854775.807 ");
+  text.clear();
+  exports::append_hex64(text, 0x1a2b3c4d5e6f7081ULL);
+  exports::append_hex64(text, 15);
+  exports::append_decimal(text, int64_t{-42});
+  exports::append_decimal(text, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(text, "1a2b3c4d5e6f7081000000000000000f-4218446744073709551615");
+}
 
 using format::EventId;
 using test::run;

@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <unordered_map>
 
 #include "analysis/counter_series.hpp"
 #include "format/metadata.hpp"
 
 namespace chronicle::exports {
 namespace {
+
+using namespace std::string_view_literals;
 
 // Categories of what the task graph adds, apart from the recorded categories: async task
 // tracks, task runs on threads, the arrows between them, and loop idle time.
@@ -33,19 +37,52 @@ class ChromeWriter {
 
  private:
   // Starts an event object with the fields every event has; the caller adds its own and closes it.
+  // `fields` is the JSON of its category and name (event_fields), which a span's begin and end
+  // share with every span of its site.
+  std::string& open_event(char phase, std::string_view fields, uint32_t thread_id, uint64_t ticks) {
+    std::string& text = start_event(phase);
+    text += fields;
+    return end_event_head(text, thread_id, ticks);
+  }
   std::string& open_event(char phase, std::string_view category, std::string_view name, uint32_t thread_id,
                           uint64_t ticks) {
+    std::string& text = start_event(phase);
+    append_event_fields(text, category, name);
+    return end_event_head(text, thread_id, ticks);
+  }
+  std::string& start_event(char phase) {
     std::string& text = out_.buffer();
-    text += first_event_ ? "\n{\"ph\":\"" : ",\n{\"ph\":\"";
+    text += first_event_ ? "\n{\"ph\":\""sv : ",\n{\"ph\":\""sv;
     first_event_ = false;
     text += phase;
-    text += "\",\"cat\":";
+    text += "\","sv;
+    return text;
+  }
+  static void append_event_fields(std::string& text, std::string_view category, std::string_view name) {
+    text += "\"cat\":"sv;
     append_json_string(text, category);
-    text += ",\"name\":";
+    text += ",\"name\":"sv;
     append_json_string(text, name);
-    fmt::format_to(std::back_inserter(text), ",\"pid\":{},\"tid\":{},\"ts\":", pid_, thread_id);
+  }
+  static std::string event_fields(std::string_view category, std::string_view name) {
+    std::string text;
+    append_event_fields(text, category, name);
+    return text;
+  }
+  std::string& end_event_head(std::string& text, uint32_t thread_id, uint64_t ticks) {
+    text += ",\"pid\":"sv;
+    append_decimal(text, pid_);
+    text += ",\"tid\":"sv;
+    append_decimal(text, thread_id);
+    text += ",\"ts\":"sv;
     append_microseconds(text, trace_->to_unix_ns(ticks) - origin_ns_);
     return text;
+  }
+  // The fields of a site's events, escaped once.
+  const std::string& site_fields(uint32_t site_id) {
+    auto [at, added] = site_fields_.try_emplace(site_id);
+    if (added) at->second = event_fields(category_of(site_id), name_of(site_id));
+    return at->second;
   }
   void close_event() {
     out_.buffer() += '}';
@@ -61,15 +98,18 @@ class ChromeWriter {
   enum class SliceKind { span, run, idle };
   struct OpenSlice {
     SliceKind kind;
-    uint64_t task;  // the running task, for runs; the owning task, for a task's spans
-    uint64_t span;  // the span's sequence (reader::PairedSpan), for spans
-    std::string_view category;
-    std::string name;
-    std::string args;  // the JSON object, or empty; the E repeats it, as viewers match ends by it
+    uint64_t task;       // the running task, for runs; the owning task, for a task's spans
+    uint64_t span;       // the span's sequence (reader::PairedSpan), for spans
+    uint32_t site_id;    // for spans: their category and name are their site's (site_fields)
+    std::string fields;  // for runs and idle time: their category and name (event_fields)
+    std::string args;    // the JSON object, or empty; the E repeats it, as viewers match ends by it
   };
+  std::string_view fields_of(const OpenSlice& slice) {
+    return slice.kind == SliceKind::span ? site_fields(slice.site_id) : slice.fields;
+  }
 
   void begin_slice(uint32_t thread_id, uint64_t ticks, OpenSlice slice) {
-    std::string& text = open_event('B', slice.category, slice.name, thread_id, ticks);
+    std::string& text = open_event('B', fields_of(slice), thread_id, ticks);
     if (!slice.args.empty()) {
       text += ",\"args\":";
       text += slice.args;
@@ -78,7 +118,7 @@ class ChromeWriter {
     open_[thread_id].push_back(std::move(slice));
   }
   void write_end(uint32_t thread_id, uint64_t ticks, const OpenSlice& slice, bool finished) {
-    std::string& text = open_event('E', slice.category, slice.name, thread_id, ticks);
+    std::string& text = open_event('E', fields_of(slice), thread_id, ticks);
     if (!finished) {
       text += ",\"args\":";
       text += slice.args.empty() ? "{\"unfinished\":true}"
@@ -162,9 +202,7 @@ class ChromeWriter {
       append_json_string(args, model::task_id_text(span.task));
       args += '}';
     }
-    begin_slice(thread_id, ticks,
-                {SliceKind::span, span.task, span.sequence, category_of(span.site_id),
-                 std::string(name_of(span.site_id)), std::move(args)});
+    begin_slice(thread_id, ticks, {SliceKind::span, span.task, span.sequence, span.site_id, {}, std::move(args)});
   }
 
   // A metric counter's value is its running total; other counters' as traced.
@@ -172,12 +210,14 @@ class ChromeWriter {
                                   const std::optional<analysis::CounterReading>& reading,
                                   const analysis::CounterReader& counters) {
     const bool increments = reading && counters.series()[reading->series].kind == analysis::SeriesKind::increments;
+    text += ",\"args\":{\"value\":";
     if (event.type == format::EventId::counter && !increments)
-      fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", event.value);
+      append_decimal(text, event.value);
     else if (const double value = increments ? reading->value : event.value_float; std::isfinite(value))
-      fmt::format_to(std::back_inserter(text), ",\"args\":{{\"value\":{}}}", value);
+      fmt::format_to(std::back_inserter(text), "{}", value);
     else
-      text += ",\"args\":{\"value\":null}";  // JSON has no infinities or NaN
+      text += "null";  // JSON has no infinities or NaN
+    text += '}';
   }
 
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
@@ -200,8 +240,9 @@ class ChromeWriter {
           append_json_string(args, model::task_id_text(event.task));
           args += '}';
           begin_slice(event.thread_id, event.ticks,
-                      {SliceKind::run, event.task, 0, kTaskRunCategory,
-                       task ? task->display_name() : model::task_id_text(event.task), std::move(args)});
+                      {SliceKind::run, event.task, 0, 0,
+                       event_fields(kTaskRunCategory, task ? task->display_name() : model::task_id_text(event.task)),
+                       std::move(args)});
           // The spans the task left open when it last stopped go on in this run.
           if (const auto* open = pairing.open_in_task(event.task))
             for (const reader::PairedSpan& span : *open) begin_span_slice(event.thread_id, event.ticks, span);
@@ -213,14 +254,14 @@ class ChromeWriter {
         case format::EventId::loop_suspend:
           // A second suspend without a resume is ignored, as the task graph ignores it.
           if (!idle_open(event.thread_id))
-            begin_slice(event.thread_id, event.ticks, {SliceKind::idle, 0, 0, kLoopCategory, "idle", {}});
+            begin_slice(event.thread_id, event.ticks,
+                        {SliceKind::idle, 0, 0, 0, event_fields(kLoopCategory, "idle"), {}});
           break;
         case format::EventId::loop_resume:
           end_slice(event.thread_id, event.ticks, SliceKind::idle);
           break;
         case format::EventId::instant: {
-          std::string& text =
-              open_event('i', category_of(event.name_id), name_of(event.name_id), event.thread_id, event.ticks);
+          std::string& text = open_event('i', site_fields(event.name_id), event.thread_id, event.ticks);
           text += ",\"s\":\"t\"";
           close_event();
           break;
@@ -288,10 +329,13 @@ class ChromeWriter {
   void write_flow(std::string_view name, uint32_t from_thread, uint64_t from_ticks, const model::RunInterval& to) {
     const uint64_t id = ++flow_ids_;
     std::string& start = open_event('s', kTaskFlowCategory, name, from_thread, from_ticks);
-    fmt::format_to(std::back_inserter(start), ",\"id\":{}", id);
+    start += ",\"id\":";
+    append_decimal(start, id);
     close_event();
     std::string& finish = open_event('f', kTaskFlowCategory, name, to.thread_id, to.begin);
-    fmt::format_to(std::back_inserter(finish), ",\"id\":{},\"bp\":\"e\"", id);
+    finish += ",\"id\":";
+    append_decimal(finish, id);
+    finish += ",\"bp\":\"e\"";
     close_event();
   }
 
@@ -349,6 +393,7 @@ class ChromeWriter {
   uint64_t flow_ids_ = 0;
   uint64_t async_ids_ = 0;
   std::string unknown_name_;
+  std::unordered_map<uint32_t, std::string> site_fields_;
   std::map<uint32_t, std::vector<OpenSlice>> open_;  // per thread, innermost last
 };
 

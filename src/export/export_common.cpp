@@ -79,48 +79,91 @@ size_t utf8_sequence_length(std::string_view text) {
 
 }  // namespace
 
+namespace {
+
+// A byte JSON takes as it is: printable ASCII other than the quote and the backslash.
+bool verbatim_in_json(unsigned char c) {
+  return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+// Appends the escape of text[i] (not verbatim) and returns the bytes it took.
+size_t append_json_escape(std::string& out, std::string_view text, size_t i) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const unsigned char c = static_cast<unsigned char>(text[i]);
+  if (c == '"' || c == '\\') {
+    out += '\\';
+    out += static_cast<char>(c);
+  } else if (c == '\n') {
+    out += "\\n";
+  } else if (c == '\t') {
+    out += "\\t";
+  } else if (c == '\r') {
+    out += "\\r";
+  } else if (c < 0x20) {
+    out += "\\u00";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  } else if (const size_t length = utf8_sequence_length(text.substr(i)); length > 0) {
+    out.append(text.substr(i, length));
+    return length;
+  } else {
+    out += "\xEF\xBF\xBD";
+  }
+  return 1;
+}
+
+// Whether all 8 bytes of `word` are verbatim_in_json, tested at once: the classic test for a
+// zero byte, (x - 0x01..01) & ~x & 0x80..80, finds a byte below n when 0x01 is replaced by n
+// (exact for n <= 0x80), and a byte equal to c as a zero byte of x ^ c..c.
+bool word_verbatim_in_json(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHighs = 0x8080808080808080ULL;
+  const uint64_t quotes = word ^ (kOnes * '"');
+  const uint64_t backslashes = word ^ (kOnes * '\\');
+  const uint64_t found =
+      ((word - kOnes * 0x20) & ~word) | ((quotes - kOnes) & ~quotes) | ((backslashes - kOnes) & ~backslashes) | word;
+  return (found & kHighs) == 0;
+}
+
+// Where the run of verbatim bytes that begins at `i` ends.
+size_t verbatim_run_end(std::string_view text, size_t i) {
+  for (uint64_t word; i + 8 <= text.size(); i += 8) {
+    std::memcpy(&word, text.data() + i, 8);
+    if (!word_verbatim_in_json(word)) break;
+  }
+  while (i < text.size() && verbatim_in_json(static_cast<unsigned char>(text[i]))) ++i;
+  return i;
+}
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   size_t i = 0;
   while (i < text.size()) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-    } else if (c < 0x20) {
-      switch (c) {
-        case '\n':
-          out += "\\n";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        default:
-          fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
-      }
-      ++i;
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-    } else if (const size_t length = utf8_sequence_length(text.substr(i)); length > 0) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
+    const size_t verbatim_end = verbatim_run_end(text, i);
+    out.append(text.data() + i, verbatim_end - i);
+    i = verbatim_end;
+    if (i < text.size()) i += append_json_escape(out, text, i);
   }
   out += '"';
 }
 
 void append_microseconds(std::string& out, int64_t ns) {
-  const char* sign = ns < 0 ? "-" : "";
+  if (ns < 0) out += '-';
   const uint64_t magnitude = ns < 0 ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  fmt::format_to(std::back_inserter(out), "{}{}.{:03}", sign, magnitude / 1000, magnitude % 1000);
+  append_decimal(out, magnitude / 1000);
+  const auto thousandths = static_cast<unsigned>(magnitude % 1000);
+  const char decimals[4] = {'.', static_cast<char>('0' + thousandths / 100),
+                            static_cast<char>('0' + thousandths / 10 % 10), static_cast<char>('0' + thousandths % 10)};
+  out.append(decimals, 4);
+}
+
+void append_hex64(std::string& out, uint64_t value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  char digits[16];
+  for (int i = 15; i >= 0; --i, value >>= 4) digits[i] = kHex[value & 15];
+  out.append(digits, 16);
 }
 
 model::TaskGraph build_task_graph(const reader::Trace& trace, ProgressCounter& progress) {

@@ -4,6 +4,8 @@
 
 namespace chronicle::exports {
 
+using namespace std::string_view_literals;
+
 OtlpIds::OtlpIds(const std::array<uint8_t, 16>& trace_uuid) : trace_id_bytes_(trace_uuid) {
   trace_id_ = otlp_hex(trace_uuid);
   for (size_t i = 0; i < 8; ++i) salt_ = salt_ << 8 | trace_uuid[i];
@@ -23,25 +25,27 @@ namespace {
 
 // A list of OTLP KeyValue objects: "attributes":[...].
 void append_attributes(std::string& out, const std::vector<OtlpAttribute>& attributes) {
-  out += "\"attributes\":[";
+  out += "\"attributes\":["sv;
   bool first = true;
   for (const OtlpAttribute& attribute : attributes) {
-    out += first ? "{\"key\":" : ",{\"key\":";
+    out += first ? "{\"key\":"sv : ",{\"key\":"sv;
     first = false;
     append_json_string(out, attribute.key);
-    out += ",\"value\":";
+    out += ",\"value\":"sv;
     switch (attribute.type) {
       case OtlpAttribute::Type::string:
-        out += "{\"stringValue\":";
+        out += "{\"stringValue\":"sv;
         append_json_string(out, attribute.text);
-        out += "}}";
+        out += "}}"sv;
         break;
       case OtlpAttribute::Type::integer:
         // int64 values are strings in the JSON encoding (as in protobuf's JSON mapping).
-        fmt::format_to(std::back_inserter(out), "{{\"intValue\":\"{}\"}}}}", attribute.number);
+        out += "{\"intValue\":\""sv;
+        append_decimal(out, attribute.number);
+        out += "\"}}"sv;
         break;
       case OtlpAttribute::Type::boolean:
-        fmt::format_to(std::back_inserter(out), "{{\"boolValue\":{}}}}}", attribute.number != 0);
+        out += attribute.number != 0 ? "{\"boolValue\":true}}"sv : "{\"boolValue\":false}}"sv;
         break;
     }
   }
@@ -57,10 +61,12 @@ void append_trace_id(std::string& out, const OtlpTraceId& trace_id) {
 }
 
 void append_events(std::string& out, const OtlpSpan& span) {
-  out += ",\"events\":[";
+  out += ",\"events\":["sv;
   bool first = true;
   for (const OtlpEvent& event : span.events) {
-    fmt::format_to(std::back_inserter(out), "{}{{\"timeUnixNano\":\"{}\",\"name\":", first ? "" : ",", event.unix_ns);
+    out += first ? "{\"timeUnixNano\":\""sv : ",{\"timeUnixNano\":\""sv;
+    append_decimal(out, event.unix_ns);
+    out += "\",\"name\":"sv;
     first = false;
     append_json_string(out, event.name);
     out += ',';
@@ -73,13 +79,15 @@ void append_events(std::string& out, const OtlpSpan& span) {
 }
 
 void append_links(std::string& out, const OtlpSpan& span) {
-  out += ",\"links\":[";
+  out += ",\"links\":["sv;
   bool first = true;
   for (const OtlpLink& link : span.links) {
-    out += first ? "{\"traceId\":\"" : ",{\"traceId\":\"";
+    out += first ? "{\"traceId\":\""sv : ",{\"traceId\":\""sv;
     first = false;
     append_trace_id(out, link.trace_id);
-    fmt::format_to(std::back_inserter(out), "\",\"spanId\":\"{:016x}\",", link.span_id);
+    out += "\",\"spanId\":\""sv;
+    append_hex64(out, link.span_id);
+    out += "\","sv;
     append_attributes(out, link.attributes);
     out += '}';
   }
@@ -89,21 +97,31 @@ void append_links(std::string& out, const OtlpSpan& span) {
 }  // namespace
 
 void append_otlp_json_resource(std::string& out, const OtlpResource& resource, bool first) {
-  out += first ? "\n{\"resource\":{" : ",\n{\"resource\":{";
+  out += first ? "\n{\"resource\":{"sv : ",\n{\"resource\":{"sv;
   append_attributes(out, resource.attributes);
-  out += "},\"scopeSpans\":[{\"scope\":{\"name\":\"chronicle\"},\"spans\":[";
+  out += "},\"scopeSpans\":[{\"scope\":{\"name\":\"chronicle\"},\"spans\":["sv;
 }
 
 void append_otlp_json_span(std::string& out, const OtlpSpan& span, bool first) {
-  out += first ? "\n{\"traceId\":\"" : ",\n{\"traceId\":\"";
+  out += first ? "\n{\"traceId\":\""sv : ",\n{\"traceId\":\""sv;
   append_trace_id(out, span.trace_id);
-  fmt::format_to(std::back_inserter(out), "\",\"spanId\":\"{:016x}\"", span.span_id);
-  if (span.parent_span_id != 0)
-    fmt::format_to(std::back_inserter(out), ",\"parentSpanId\":\"{:016x}\"", span.parent_span_id);
-  out += ",\"name\":";
+  out += "\",\"spanId\":\""sv;
+  append_hex64(out, span.span_id);
+  out += '"';
+  if (span.parent_span_id != 0) {
+    out += ",\"parentSpanId\":\""sv;
+    append_hex64(out, span.parent_span_id);
+    out += '"';
+  }
+  out += ",\"name\":"sv;
   append_json_string(out, span.name);
-  fmt::format_to(std::back_inserter(out), ",\"kind\":{},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\",",
-                 span.kind, span.start_unix_ns, span.end_unix_ns);
+  out += ",\"kind\":"sv;
+  append_decimal(out, span.kind);
+  out += ",\"startTimeUnixNano\":\""sv;
+  append_decimal(out, span.start_unix_ns);
+  out += "\",\"endTimeUnixNano\":\""sv;
+  append_decimal(out, span.end_unix_ns);
+  out += "\","sv;
   append_attributes(out, span.attributes);
   append_events(out, span);
   // A task's links are written even when it has none, as they always were.
