@@ -435,12 +435,11 @@ TEST(RecordAttach, AClosedStderrDoesNotKillIt) {
   TemporaryDirectory directory;
   ArmedWriter writer(directory, {}, {{"CHRONICLE_OUTPUT", ""}});
   ASSERT_TRUE(wait_for_categories(directory, writer.pid()));
+  // The command is made here: the writer's pid is not read on the attacher's thread.
+  const std::string command = "env CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli + " record --attach " +
+                              std::to_string(writer.pid()) + " -o " + (directory / "attached");
   test::BrokenStderrResult attach;
-  std::thread attacher([&] {
-    attach =
-        test::run_with_broken_stderr("env CHRONICLE_SHM_DIR=" + directory.path() + " " + kCli + " record --attach " +
-                                     std::to_string(writer.pid()) + " -o " + (directory / "attached"));
-  });
+  std::thread attacher([&attach, &command] { attach = test::run_with_broken_stderr(command); });
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(directory / "attached/metadata") && std::chrono::steady_clock::now() < limit)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
