@@ -167,10 +167,14 @@ void append_hex64(std::string& out, uint64_t value) {
 }
 
 model::TaskGraph build_task_graph(const reader::Trace& trace, ProgressCounter& progress) {
-  model::TaskGraphBuilder builder([&trace](uint32_t site_id) {
-    const reader::Site* site = trace.site(site_id);
-    return site ? site->name : std::string();
-  });
+  // Without the notes of the tasks' runs: no export reads them (each writes the events as they
+  // stream by), and they grow with the events.
+  model::TaskGraphBuilder builder(
+      [&trace](uint32_t site_id) {
+        const reader::Site* site = trace.site(site_id);
+        return site ? site->name : std::string();
+      },
+      model::GraphDetail::no_notes);
   trace.for_each_event([&](const reader::Event& event) {
     builder.add(event);
     progress.count();

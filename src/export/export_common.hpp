@@ -90,7 +90,8 @@ void append_hex64(std::string& out, uint64_t value);
 // Nanoseconds as microseconds with three decimals ("1234.567"), exact for any int64.
 void append_microseconds(std::string& out, int64_t ns);
 
-// The trace's task graph, counting the events read for progress.
+// The trace's task graph without the tasks' notes (GraphDetail::no_notes), counting the events
+// read for progress.
 model::TaskGraph build_task_graph(const reader::Trace& trace, ProgressCounter& progress);
 
 // The stretch a task spans: from its creation (else its first run, else the trace's start) to
