@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -150,33 +151,41 @@ void record_rounds(const Config& config, int rounds) {
   stop();
 }
 
-// Peak heap in use while profiling the trace, over what was in use before.
-int64_t profile_heap_peak(const std::string& directory, uint64_t& events) {
-  reader::Trace trace(directory);
-  const int64_t before = g_heap_live.load();
-  g_heap_peak.store(before);
-  const analysis::Profile profile = analysis::profile_trace(trace);
-  events = profile.events;
-  EXPECT_EQ(profile.discarded, 0u) << "the comparison needs every round in the trace";
-  EXPECT_EQ(profile.task_kinds.size(), 1u);
-  return g_heap_peak.load() - before;
+// Records a trace with `record(config, count)` for a count and ten times it, reads each with
+// `read` (which returns the events it read), and expects the larger read's peak heap, over what
+// was in use before it, to be the smaller's within noise: the same names, one thread, one task,
+// and a few bytes per event would be megabytes here (the reader's own buffers are the noise).
+void expect_heap_flat_in_events(const std::function<void(const Config&, int)>& record, int count,
+                                const std::function<uint64_t(const std::string&)>& read) {
+  TemporaryDirectory small_directory, large_directory;
+  Config small = test_config(small_directory), large = test_config(large_directory);
+  small.buffer_size = large.buffer_size = size_t{32} << 20;
+  record(small, count);
+  record(large, 10 * count);
+  auto heap_peak = [&read](const std::string& directory, uint64_t& events) {
+    const int64_t before = g_heap_live.load();
+    g_heap_peak.store(before);
+    events = read(directory);
+    return g_heap_peak.load() - before;
+  };
+  uint64_t small_events = 0, large_events = 0;
+  const int64_t small_peak = heap_peak(small.output, small_events);
+  const int64_t large_peak = heap_peak(large.output, large_events);
+  ASSERT_GE(large_events, 9 * small_events);
+  EXPECT_LE(large_peak, small_peak + (int64_t{256} << 10)) << "heap peak " << small_peak << " B for " << small_events
+                                                           << " events, " << large_peak << " B for " << large_events;
 }
 
 TEST(Profile, HeapDoesNotGrowWithEvents) {
   if (!CHRONICLE_COUNTS_HEAP) GTEST_SKIP() << "heap counting replaces operator new, which a sanitizer owns";
-  TemporaryDirectory small_directory, large_directory;
-  Config small = test_config(small_directory), large = test_config(large_directory);
-  small.buffer_size = large.buffer_size = size_t{32} << 20;
-  record_rounds(small, 10'000);
-  record_rounds(large, 100'000);
-  uint64_t small_events = 0, large_events = 0;
-  const int64_t small_peak = profile_heap_peak(small.output, small_events);
-  const int64_t large_peak = profile_heap_peak(large.output, large_events);
-  ASSERT_GE(large_events, 9 * small_events);
-  // Ten times the events (spans, runs, notes): the same names, one thread, one task. A few
-  // bytes per event would be megabytes here; allow only noise (the reader's own buffers).
-  EXPECT_LE(large_peak, small_peak + (int64_t{256} << 10)) << "heap peak " << small_peak << " B for " << small_events
-                                                           << " events, " << large_peak << " B for " << large_events;
+  // Ten times the events (spans, runs, notes) of one task's many runs.
+  expect_heap_flat_in_events(record_rounds, 10'000, [](const std::string& directory) {
+    reader::Trace trace(directory);
+    const analysis::Profile profile = analysis::profile_trace(trace);
+    EXPECT_EQ(profile.discarded, 0u) << "the comparison needs every round in the trace";
+    EXPECT_EQ(profile.task_kinds.size(), 1u);
+    return profile.events;
+  });
 }
 
 // One run of one task holding every span and note: the exports' task graph keeps the task, its
@@ -197,32 +206,17 @@ void record_one_long_run(const Config& config, int spans) {
   stop();
 }
 
-int64_t export_graph_heap_peak(const std::string& directory, uint64_t& events) {
-  reader::Trace trace(directory);
-  EXPECT_EQ(trace.events_discarded(), 0u) << "the comparison needs every event in the trace";
-  const int64_t before = g_heap_live.load();
-  g_heap_peak.store(before);
-  const exports::ExportOptions options;
-  exports::ProgressCounter progress(options);
-  const model::TaskGraph graph = exports::build_task_graph(trace, progress);
-  events = progress.events();
-  EXPECT_EQ(graph.tasks().size(), 1u);
-  return g_heap_peak.load() - before;
-}
-
 TEST(Export, TaskGraphHeapDoesNotGrowWithEventsInsideARun) {
   if (!CHRONICLE_COUNTS_HEAP) GTEST_SKIP() << "heap counting replaces operator new, which a sanitizer owns";
-  TemporaryDirectory small_directory, large_directory;
-  Config small = test_config(small_directory), large = test_config(large_directory);
-  small.buffer_size = large.buffer_size = size_t{32} << 20;
-  record_one_long_run(small, 10'000);
-  record_one_long_run(large, 100'000);
-  uint64_t small_events = 0, large_events = 0;
-  const int64_t small_peak = export_graph_heap_peak(small.output, small_events);
-  const int64_t large_peak = export_graph_heap_peak(large.output, large_events);
-  ASSERT_GE(large_events, 9 * small_events);
-  EXPECT_LE(large_peak, small_peak + (int64_t{256} << 10)) << "heap peak " << small_peak << " B for " << small_events
-                                                           << " events, " << large_peak << " B for " << large_events;
+  expect_heap_flat_in_events(record_one_long_run, 10'000, [](const std::string& directory) {
+    reader::Trace trace(directory);
+    EXPECT_EQ(trace.events_discarded(), 0u) << "the comparison needs every event in the trace";
+    const exports::ExportOptions options;
+    exports::ProgressCounter progress(options);
+    const model::TaskGraph graph = exports::build_task_graph(trace, progress);
+    EXPECT_EQ(graph.tasks().size(), 1u);
+    return progress.events();
+  });
 }
 
 // Busy time is counted as the events come; it must be what the intervals say: the union of the

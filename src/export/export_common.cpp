@@ -77,9 +77,7 @@ size_t utf8_sequence_length(std::string_view text) {
   return length;
 }
 
-}  // namespace
-
-namespace {
+constexpr char kHexDigits[] = "0123456789abcdef";
 
 // A byte JSON takes as it is: printable ASCII other than the quote and the backslash.
 bool verbatim_in_json(unsigned char c) {
@@ -88,7 +86,6 @@ bool verbatim_in_json(unsigned char c) {
 
 // Appends the escape of text[i] (not verbatim) and returns the bytes it took.
 size_t append_json_escape(std::string& out, std::string_view text, size_t i) {
-  static constexpr char kHex[] = "0123456789abcdef";
   const unsigned char c = static_cast<unsigned char>(text[i]);
   if (c == '"' || c == '\\') {
     out += '\\';
@@ -101,8 +98,8 @@ size_t append_json_escape(std::string& out, std::string_view text, size_t i) {
     out += "\\r";
   } else if (c < 0x20) {
     out += "\\u00";
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
+    out += kHexDigits[c >> 4];
+    out += kHexDigits[c & 15];
   } else if (const size_t length = utf8_sequence_length(text.substr(i)); length > 0) {
     out.append(text.substr(i, length));
     return length;
@@ -160,10 +157,16 @@ void append_microseconds(std::string& out, int64_t ns) {
 }
 
 void append_hex64(std::string& out, uint64_t value) {
-  static constexpr char kHex[] = "0123456789abcdef";
   char digits[16];
-  for (int i = 15; i >= 0; --i, value >>= 4) digits[i] = kHex[value & 15];
+  for (int i = 15; i >= 0; --i, value >>= 4) digits[i] = kHexDigits[value & 15];
   out.append(digits, 16);
+}
+
+void append_hex_bytes(std::string& out, std::span<const uint8_t> bytes) {
+  for (const uint8_t byte : bytes) {
+    out += kHexDigits[byte >> 4];
+    out += kHexDigits[byte & 15];
+  }
 }
 
 model::TaskGraph build_task_graph(const reader::Trace& trace, ProgressCounter& progress) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,8 @@ void append_decimal(std::string& out, Integer value) {
   out.append(digits.data(), digits.size());
 }
 void append_hex64(std::string& out, uint64_t value);
+// Each byte as two lowercase hex digits, in order (an OTLP trace id).
+void append_hex_bytes(std::string& out, std::span<const uint8_t> bytes);
 
 // Nanoseconds as microseconds with three decimals ("1234.567"), exact for any int64.
 void append_microseconds(std::string& out, int64_t ns);

@@ -52,14 +52,6 @@ void append_attributes(std::string& out, const std::vector<OtlpAttribute>& attri
   out += ']';
 }
 
-void append_trace_id(std::string& out, const OtlpTraceId& trace_id) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (uint8_t byte : trace_id) {
-    out += kDigits[byte >> 4];
-    out += kDigits[byte & 15];
-  }
-}
-
 void append_events(std::string& out, const OtlpSpan& span) {
   out += ",\"events\":["sv;
   bool first = true;
@@ -84,7 +76,7 @@ void append_links(std::string& out, const OtlpSpan& span) {
   for (const OtlpLink& link : span.links) {
     out += first ? "{\"traceId\":\""sv : ",{\"traceId\":\""sv;
     first = false;
-    append_trace_id(out, link.trace_id);
+    append_hex_bytes(out, link.trace_id);
     out += "\",\"spanId\":\""sv;
     append_hex64(out, link.span_id);
     out += "\","sv;
@@ -104,7 +96,7 @@ void append_otlp_json_resource(std::string& out, const OtlpResource& resource, b
 
 void append_otlp_json_span(std::string& out, const OtlpSpan& span, bool first) {
   out += first ? "\n{\"traceId\":\""sv : ",\n{\"traceId\":\""sv;
-  append_trace_id(out, span.trace_id);
+  append_hex_bytes(out, span.trace_id);
   out += "\",\"spanId\":\""sv;
   append_hex64(out, span.span_id);
   out += '"';

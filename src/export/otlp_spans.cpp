@@ -14,7 +14,7 @@ namespace chronicle::exports {
 std::string otlp_hex(const OtlpTraceId& trace_id) {
   std::string text;
   text.reserve(32);
-  for (uint8_t byte : trace_id) fmt::format_to(std::back_inserter(text), "{:02x}", byte);
+  append_hex_bytes(text, trace_id);
   return text;
 }
 
