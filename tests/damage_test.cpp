@@ -261,7 +261,7 @@ TEST_F(Damage, AReadWithinTheCommittedSizesSurvivesACutBackAfterIt) {
   const size_t kept = packets_.size() / 2;
   const uint64_t committed_bytes = packets_[kept].offset;  // a page boundary: 4 KiB packets
   const std::string name = std::filesystem::path(stream_).filename().string();
-  const reader::Trace open_before_the_cut(trace_, {}, {{name, committed_bytes}});
+  const reader::Trace open_before_the_cut(trace_, {}, reader::CommittedFiles{{{name, committed_bytes}}, ""});
   ASSERT_EQ(open_before_the_cut.streams().size(), 1u) << "a stream file it was not told of is not read";
   ASSERT_EQ(::truncate(stream_.c_str(), static_cast<off_t>(committed_bytes)), 0);
   EXPECT_EQ(test::read_all(open_before_the_cut).size(), total_events_ / 2 - events_from(kept));

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,7 +20,9 @@
 #include <set>
 #include <thread>
 
+#include "export/otlp_live.hpp"
 #include "export/otlp_push.hpp"
+#include "reader/trace_directory.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -480,7 +483,7 @@ TEST_F(OtlpPush, RecordFailsWhenThePushDoesNotDeliverAndSaysWhereTheSpoolIs) {
 // (4 KiB) so that the program's spans reach the trace files while it waits.
 class LiveRecord {
  public:
-  LiveRecord(const TemporaryDirectory& scratch, int port, int phases, const std::string& options)
+  LiveRecord(const TemporaryDirectory& scratch, int port, int phases, const std::string& options, long spans = 2000)
       : scratch_(scratch), trace_(scratch / "live") {
     std::vector<std::string> argv = {"env",
                                      "CHRONICLE_PACKET_SIZE=4096",
@@ -498,7 +501,8 @@ class LiveRecord {
       if (end > start) argv.push_back(options.substr(start, end - start));
       start = end + 1;
     }
-    for (const std::string& word : {std::string("--"), kLiveSpans, scratch.path(), std::to_string(phases)})
+    for (const std::string& word :
+         {std::string("--"), kLiveSpans, scratch.path(), std::to_string(phases), std::to_string(spans)})
       argv.push_back(word);
     process_ = std::make_unique<Process>(argv, scratch / "record.out");
   }
@@ -513,72 +517,190 @@ class LiveRecord {
   std::unique_ptr<Process> process_;
 };
 
+// Records live_spans with `options`, each phase let go once spans of it reached the receiver
+// while the program ran; returns record's output. The live pushes and the last one together are
+// exactly the spans of the finished trace's export, once, in the same traces under the same parents.
+std::string expect_live_push_matches_export(const TemporaryDirectory& scratch, const std::string& log, int phases,
+                                            const std::string& options) {
+  Receiver receiver(scratch, log, {});
+  const int port = receiver.port();
+  EXPECT_NE(port, 0) << receiver.output();
+  LiveRecord record(scratch, port, phases, options);
+  EXPECT_TRUE(record.process().started());
+  for (int phase = 1; phase <= phases; ++phase) {
+    const size_t before = read_log(log).total_spans();
+    wait_for([&] { return read_log(log).total_spans() > before || record.process().exit_code().has_value(); });
+    const bool arrived_while_running = read_log(log).total_spans() > before;
+    const bool still_running = !record.process().exit_code().has_value();
+    record.go(phase);  // whatever happened: the program goes on to its end
+    EXPECT_TRUE(arrived_while_running) << "no span of phase " << phase << " reached the receiver while the program ran";
+    EXPECT_TRUE(still_running) << record.output();
+  }
+  EXPECT_EQ(record.process().wait(), 0) << record.output();
+  EXPECT_NE(record.output().find("chronicle: sent "), std::string::npos) << record.output();
+  const Received received = read_log(log);
+  EXPECT_TRUE(received.errors.empty());
+  EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch));
+  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch));
+  EXPECT_FALSE(std::filesystem::exists(scratch / "spool"));
+  return record.output();
+}
+
 TEST_F(OtlpPush, RecordPushesSpansWhileTheProgramRuns) {
+  expect_live_push_matches_export(scratch_, log_, 1, "--otlp-batch-spans 100");
+}
+
+// The rounds read the .ctfz units the collector has written; the events it still holds in a
+// unit not yet written hold the rounds back, as the rings' do.
+TEST_F(OtlpPush, RecordPushesACompressedTraceWhileTheProgramRuns) {
+  expect_live_push_matches_export(scratch_, log_, 2, "--compress --otlp-batch-spans 100");
+}
+
+// The rounds follow each stream from chunk to chunk: its files in the closed chunks whole, in
+// the chunk being written as far as the collector has written it.
+TEST_F(OtlpPush, RecordPushesARotatedTraceWhileTheProgramRuns) {
+  const std::string output =
+      expect_live_push_matches_export(scratch_, log_, 3, "--rotate 8K --otlp-batch-spans 100 --otlp-interval 0.2");
+  EXPECT_GT(reader::trace_chunks(scratch_ / "live").size(), 2u) << output;
+}
+
+TEST_F(OtlpPush, RecordPushesARotatedCompressedTraceWhileTheProgramRuns) {
+  expect_live_push_matches_export(scratch_, log_, 2, "--rotate 8K --compress --otlp-batch-spans 100");
+}
+
+// What --max-size removes before a round reads it is not pushed, and record says how many events
+// that was. With no round before the end, the end reads the trace as it is left: what it misses
+// is what the collector wrote and removed, the spans are those of the finished trace's export.
+TEST_F(OtlpPush, RecordSaysWhatMaxSizeRemovedBeforeThePushReadIt) {
   Receiver receiver(scratch_, log_, {});
   const int port = receiver.port();
   ASSERT_NE(port, 0) << receiver.output();
-  LiveRecord record(scratch_, port, 1, "--otlp-batch-spans 100");
-  ASSERT_TRUE(record.process().started());
-  const bool arrived_while_running = wait_for([&] { return read_log(log_).total_spans() > 0; });
-  const bool still_running = !record.process().exit_code().has_value();
-  record.go(1);  // whatever happened: the program ends
-  EXPECT_TRUE(arrived_while_running) << "no span reached the receiver while the program ran";
-  EXPECT_TRUE(still_running) << record.output();
-  ASSERT_EQ(record.process().wait(), 0) << record.output();
-  EXPECT_NE(record.output().find("chronicle: sent "), std::string::npos) << record.output();
-  const Received received = read_log(log_);
-  EXPECT_TRUE(received.errors.empty());
-  // The live pushes and the last one together: exactly the spans of the trace's export, once,
-  // in the same traces under the same parents.
-  EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch_));
-  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch_));
-  EXPECT_FALSE(std::filesystem::exists(scratch_ / "spool"));
-}
-
-// The receiver exits after two requests made while the program runs, and another starts on its
-// port before the program goes on: every span arrives once, none is left in the spool.
-TEST_F(OtlpPush, RecordPushesLiveThroughAReceiverThatRestarts) {
-  auto first = std::make_unique<Receiver>(scratch_, log_, std::vector<std::string>{"--exit-after", "2"});
-  const int port = first->port();
-  ASSERT_NE(port, 0) << first->output();
-  LiveRecord record(scratch_, port, 2, "--otlp-batch-spans 50 --otlp-retry-seconds 120 --otlp-interval 0.5");
-  ASSERT_TRUE(record.process().started());
-  ASSERT_EQ(first->process().wait(), 0) << first->output();
-  ASSERT_FALSE(record.process().exit_code().has_value()) << record.output();
-  const size_t before = read_log(log_).total_spans();
-  Receiver second(scratch_, log_, {}, port);
-  ASSERT_EQ(second.port(), port) << second.output();
-  const bool second_got_spans = wait_for([&] { return read_log(log_).total_spans() > before; });
+  LiveRecord record(scratch_, port, 1, "--rotate 16K --max-size 64K --otlp-interval 600", 20000);
   record.go(1);
-  EXPECT_TRUE(second_got_spans) << "the restarted receiver got nothing while the program ran";
-  // The second phase's spans, live too.
-  const size_t after_first = read_log(log_).total_spans();
-  const bool second_phase_arrived = wait_for([&] { return read_log(log_).total_spans() > after_first; });
-  record.go(2);
-  EXPECT_TRUE(second_phase_arrived);
   ASSERT_EQ(record.process().wait(), 0) << record.output();
+  const std::string output = record.output();
+  const auto stats = run(kCli + " stats --json " + record.trace());
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const uint64_t in_trace = nlohmann::json::parse(stats.out)["events"].get<uint64_t>();
+  uint64_t read = 0, written = 0, removed = 0;
+  const size_t at = output.find("chronicle: the push read ");
+  ASSERT_NE(at, std::string::npos) << output;
+  ASSERT_EQ(
+      std::sscanf(output.c_str() + at, "chronicle: the push read %lu of %lu events: --max-size removed the other %lu",
+                  &read, &written, &removed),
+      3)
+      << output;
+  EXPECT_EQ(read, in_trace) << output;
+  EXPECT_EQ(removed, written - read) << output;
+  EXPECT_GT(removed, 0u) << output;
+  EXPECT_NE(output.find("removed to stay under --max-size"), std::string::npos) << output;
   const Received received = read_log(log_);
   EXPECT_TRUE(received.errors.empty());
   EXPECT_EQ(ids_of(received), exported_span_ids(record.trace(), scratch_));
-  EXPECT_EQ(identities_of(received), exported_identities(record.trace(), scratch_));
-  EXPECT_TRUE(!std::filesystem::exists(scratch_ / "spool") || std::filesystem::is_empty(scratch_ / "spool"));
 }
 
-TEST_F(OtlpPush, NotATraceIsBadInput) {
-  const auto result = run(kCli + " export " + scratch_.path() + " --otlp-endpoint http://127.0.0.1:1");
-  EXPECT_EQ(result.exit_code, 2) << result.err;
-  EXPECT_NE(result.err.find("no trace here"), std::string::npos) << result.err;
+// Chunks removed while the rounds read them (how many, and where the rounds stand then, depends
+// on timing): the push reads on, each span it sends goes once, and what it missed is at most what
+// --max-size removed.
+TEST_F(OtlpPush, RecordPushesLiveWhileMaxSizeRemovesChunks) {
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  const int phases = 3;
+  LiveRecord record(scratch_, port, phases, "--rotate 8K --max-size 32K --otlp-interval 0.05", 4000);
+  ASSERT_TRUE(record.process().started());
+  for (int phase = 1; phase <= phases; ++phase) {
+    const size_t before = read_log(log_).total_spans();
+    // A chance for the rounds to read some of the phase before it is removed; not required.
+    wait_for([&] { return read_log(log_).total_spans() > before || record.process().exit_code().has_value(); }, 2s);
+    record.go(phase);
+  }
+  ASSERT_EQ(record.process().wait(), 0) << record.output();
+  const std::string output = record.output();
+  EXPECT_EQ(output.find("could not be read"), std::string::npos) << output;
+  EXPECT_NE(output.find("removed to stay under --max-size"), std::string::npos) << output;
+  const Received received = read_log(log_);
+  EXPECT_TRUE(received.errors.empty());
+  for (const auto& [id, times] : received.times) EXPECT_EQ(times, 1) << id;
+  // The end reads the finished trace from where the rounds stood: at least its spans are sent.
+  EXPECT_GE(received.total_spans(), exported_span_ids(record.trace(), scratch_).size()) << output;
+  if (const size_t at = output.find("chronicle: the push read "); at != std::string::npos) {
+    const auto stats = run(kCli + " stats --json " + record.trace());
+    ASSERT_EQ(stats.exit_code, 0) << stats.err;
+    const uint64_t in_trace = nlohmann::json::parse(stats.out)["events"].get<uint64_t>();
+    uint64_t read = 0, written = 0;
+    ASSERT_EQ(std::sscanf(output.c_str() + at, "chronicle: the push read %lu of %lu", &read, &written), 2) << output;
+    EXPECT_GE(read, in_trace) << output;
+  }
 }
 
-TEST_F(OtlpPush, BadCombinationsAreUsageErrors) {
-  const std::string push = kCli + " export " + echo_trace() + " --otlp-endpoint http://127.0.0.1:1";
-  EXPECT_EQ(run(push + " --format otlp -o " + (scratch_ / "x")).exit_code, 2);
-  EXPECT_EQ(run(push + " --otlp-resend " + scratch_.path()).exit_code, 2);
-  EXPECT_EQ(run(kCli + " export " + echo_trace() + " --otlp-spool " + scratch_.path()).exit_code, 2);
-  EXPECT_EQ(run(kCli + " export " + echo_trace() + " --format otlp").exit_code, 2);
-  const auto https = run(kCli + " export " + echo_trace() + " --otlp-endpoint https://127.0.0.1:1");
-  EXPECT_EQ(https.exit_code, 1);
-  EXPECT_NE(https.err.find("https is not supported"), std::string::npos) << https.err;
+// Counts the spans a round hands on.
+struct CountingSink : exports::OtlpSpanSink {
+  void begin_resource(const exports::OtlpResource&) override {}
+  void span(const exports::OtlpSpan&) override { ++spans; }
+  void end_resource() override {}
+  size_t spans = 0;
+};
+
+// Calls `visit(const reader::Event&)` for every event of the chunk directories [first, end).
+template <typename Visitor>
+void for_each_event_in(const std::vector<std::string>& chunks, size_t first, size_t end, Visitor visit) {
+  for (size_t k = first; k < end; ++k) {
+    const reader::Trace chunk(chunks[k]);
+    for (size_t stream = 0; stream < chunk.streams().size(); ++stream)
+      chunk.for_each_in_stream(stream, [&](const reader::Event& event) {
+        visit(event);
+        return true;
+      });
+  }
+}
+
+// What the collector says while it writes chunk `writing` (an index), before it has written a
+// packet there: the events older than its first are in the chunks before.
+struct CollectorAt {
+  uint64_t complete_below = UINT64_MAX;
+  reader::CommittedFiles committed;
+  CollectorAt(const std::vector<std::string>& chunks, size_t writing) {
+    committed.writing_chunk = std::filesystem::path(chunks[writing]).filename().string();
+    for_each_event_in(chunks, writing, chunks.size(),
+                      [&](const reader::Event& event) { complete_below = std::min(complete_below, event.ticks); });
+  }
+};
+
+// Rounds follow each stream from chunk to chunk, and one that stopped in a chunk --max-size
+// removed before the next goes on in the streams' files of the chunks left, from their starts:
+// no event is read twice, none left is missed.
+TEST(OtlpLiveTrace, RoundsFollowTheStreamsAcrossChunksAndPastTheOnesRemoved) {
+  TemporaryDirectory scratch;
+  std::ofstream(scratch / "go-1") << "go\n";
+  const std::string trace = scratch / "rotated";
+  const auto recorded = run("env CHRONICLE_PACKET_SIZE=4096 " + kCli + " record -q --rotate 8K -o " + trace + " -- " +
+                            kLiveSpans + " " + scratch.path() + " 1 4000");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const std::vector<std::string> chunks = reader::trace_chunks(trace);
+  ASSERT_GE(chunks.size(), 5u);
+  exports::OtlpLiveTrace live(trace);
+  CountingSink sink;
+  exports::OtlpSentMessages sends;
+  const CollectorAt at_chunk_3(chunks, 2), at_chunk_4(chunks, 3);
+  live.advance(at_chunk_3.complete_below, at_chunk_3.committed, sink, sends);
+  EXPECT_GT(live.events_read(), 0u);
+  live.advance(at_chunk_4.complete_below, at_chunk_4.committed, sink, sends);
+  uint64_t older = 0;
+  for_each_event_in(chunks, 0, 3,
+                    [&](const reader::Event& event) { older += event.ticks < at_chunk_4.complete_below; });
+  ASSERT_EQ(live.events_read(), older) << "the second round read again what the first had read, or missed some";
+  // --max-size removes chunks 1 to 3; the collector is in the last chunk, its files whole.
+  for (size_t k = 0; k < 3; ++k) std::filesystem::remove_all(chunks[k]);
+  CollectorAt at_the_end(chunks, chunks.size() - 1);
+  for (const auto& entry : std::filesystem::directory_iterator(chunks.back()))
+    at_the_end.committed.sizes[at_the_end.committed.writing_chunk + "/" + entry.path().filename().string()] =
+        entry.file_size();
+  live.advance(UINT64_MAX, at_the_end.committed, sink, sends);
+  uint64_t left = 0;
+  for_each_event_in(chunks, 3, chunks.size(), [&](const reader::Event&) { ++left; });
+  EXPECT_EQ(live.events_read(), older + left);
+  EXPECT_GT(sink.spans, 0u);
 }
 
 }  // namespace

@@ -183,6 +183,34 @@ reader::Trace record_with_no_collector(const TemporaryDirectory& directory, Writ
   return reader::Trace(directory / "trace");
 }
 
+// A compressed trace holds a stream's packets back until its unit is written (about 1 MiB, or
+// a second old): what the collector says is complete in the files must not count them, or a
+// reader of the growing trace (record --otlp-endpoint) would pass events by and see them later.
+TEST(LiveReading, WhatACompressedTraceHoldsInAUnitIsNotCountedComplete) {
+  TemporaryDirectory directory;
+  Config config;
+  config.shm_dir = directory.path();
+  config.keep_shm = true;
+  config.packet_size = 4 << 10;
+  ASSERT_TRUE(start(config)) << last_error();
+  const std::string mapping_path = shm_path();
+  collector::SessionMapping mapping(mapping_path);
+  collector::CollectorOptions options;
+  options.compress = true;
+  collector::Collector collector(mapping, directory / "trace", options);
+  // A thread writes and ends (its packet closed), then this one writes and keeps its packet open.
+  std::thread([] { CHRONICLE_INSTANT("test", "ended"); }).join();
+  CHRONICLE_INSTANT("test", "open");
+  collector.drain();
+  const uint64_t complete_below = collector.complete_below();
+  stop();
+  collector.finish();
+  const reader::Trace trace(directory / "trace");
+  const auto ended = test::read_category(trace, "test");
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_LE(complete_below, ended.front().ticks) << "the ended thread's event was still in a unit";
+}
+
 TEST(Drops, WrittenEqualsReadPlusDiscardedWhenNoCollectorDrains) {
   TemporaryDirectory directory;
   constexpr int kWritten = 200'000;

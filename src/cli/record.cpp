@@ -122,10 +122,6 @@ void check_settings(RecordOptions& options) {
     options.layout.max_size = recorder::parse_size(options.max_size);
   }
   options.layout.compress = options.compress;
-  if (!options.otlp.endpoint.empty() && (options.compress || !options.rotate.empty()))
-    throw std::invalid_argument(
-        "--otlp-endpoint reads the trace as it is written, which it cannot do in compressed or rotated files yet: "
-        "push with `chronicle export --format otlp` afterwards");
   const size_t buffer_size = recorder::parse_size(options.buffer_size);
   size_t packet_size = Config{}.packet_size;
   if (const char* text = std::getenv(recorder::kEnvPacketSize); text && *text) packet_size = recorder::parse_size(text);
@@ -231,7 +227,7 @@ size_t collect_round(std::map<std::string, TrackedSession>& sessions, const Reco
       work += session.collector->drain();
       if (live)
         live->publish(session.collector->output_dir(), session.collector->complete_below(),
-                      session.collector->committed_sizes());
+                      {session.collector->committed_sizes(), session.collector->writing_chunk()});
       if (session.mapping->finished() || !session.mapping->writer_alive()) {
         session.collector->finish();
         session.done = true;
@@ -277,6 +273,15 @@ void print_summary(const RecordOptions& options, const std::string& program, con
   if (options.keep_shm && !sessions.empty())
     tell("chronicle: shared mappings kept in {}\n",
          std::filesystem::path(sessions.begin()->first).parent_path().string());
+}
+
+// The events written that the live push never read: those --max-size removed before a round
+// came to them. Their spans were not sent; the trace's summary counts the chunks removed.
+void report_what_the_push_missed(uint64_t events_read, const collector::CollectorStats& written) {
+  if (events_read >= written.events) return;
+  tell("chronicle: the push read {} of {} events: {} the other {} before it read them (their spans were not sent)\n",
+       events_read, written.events, written.chunks_removed > 0 ? "--max-size removed" : "it did not find",
+       written.events - events_read);
 }
 
 // What a run has found and collected so far.
@@ -464,6 +469,7 @@ int run_record(RecordOptions& options) {
   if (live && !run.sessions.empty()) {
     const int pushed = finish_live_otlp_push(*live, options.output, options.otlp);
     if (pushed != 0 && exit_code == 0) exit_code = pushed;
+    report_what_the_push_missed(live->events_read(), totals(run.sessions));
   }
   return exit_code;
 }

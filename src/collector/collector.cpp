@@ -583,10 +583,16 @@ void Collector::write_last_files() {
 }
 
 std::map<std::string, uint64_t> Collector::committed_sizes() const {
+  const std::string chunk = writing_chunk();
+  const std::string prefix = chunk.empty() ? chunk : chunk + "/";
   std::map<std::string, uint64_t> sizes;
   for (const auto& [instance, stream] : streams_)
-    if (stream.fd >= 0) sizes[stream.name] = stream.size;
+    if (stream.fd >= 0) sizes[prefix + stream.name] = stream.size;
   return sizes;
+}
+
+std::string Collector::writing_chunk() const {
+  return chunk_number_ == 0 ? std::string() : chunk_name(chunk_number_);
 }
 
 Collector::StreamFile& Collector::stream_for(const PacketHeader& packet) {
@@ -778,10 +784,21 @@ size_t Collector::drain() {
       desc.packets_consumed.store(seq + 1, std::memory_order_release);
     }
   }
-  complete_below_ = std::max(complete_below_, bound);
   if (options_.compress) flush_units(true);
   if (chunk_number_ > 0 && chunk_is_full()) rotate();
+  // The packets copied into units not yet written are not in the files either.
+  complete_below_ = std::max(complete_below_, std::min(bound, pending_units_begin()));
   return copied;
+}
+
+// Compressed: the oldest time in the packets held for units not yet written (their first
+// packets' beginnings); the largest time when none is held.
+uint64_t Collector::pending_units_begin() const {
+  uint64_t begin = std::numeric_limits<uint64_t>::max();
+  for (const auto& [instance, stream] : streams_)
+    if (stream.unit.size() >= format::kPacketHeaderSize)
+      begin = std::min(begin, reinterpret_cast<const PacketHeader*>(stream.unit.data())->timestamp_begin);
+  return begin;
 }
 
 bool Collector::chunk_is_full() const {

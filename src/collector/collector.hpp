@@ -231,9 +231,13 @@ class Collector {
   // files, as the last drain() found the rings; 0 before any, and always for the flight policy.
   // What a reader of the growing trace may read in time order (exports::OtlpLivePush).
   uint64_t complete_below() const { return complete_below_; }
-  // By file name, the bytes of whole packets in each stream file written so far: what a reader
-  // may map while the collector still writes (reader::Trace's `committed`).
+  // By path under output_dir() ("thread-7", "chunk-000003/thread-7.ctfz" when rotating), the bytes
+  // of whole packets (or units) in each stream file of the chunk being written: what a reader may
+  // map while the collector still writes (reader::Trace's `committed`). The files of earlier
+  // chunks are whole.
   std::map<std::string, uint64_t> committed_sizes() const;
+  // Rotating: the name of the chunk being written ("chunk-000003"); else "".
+  std::string writing_chunk() const;
 
   const CollectorStats& stats() const { return stats_; }
   const std::string& output_dir() const { return output_dir_; }
@@ -271,6 +275,7 @@ class Collector {
   StreamFile& stream_for(const format::PacketHeader& packet);
   uint64_t discarded_in_streams() const;
   uint64_t complete_bound() const;
+  uint64_t pending_units_begin() const;
   // `known_events`: the count the writer left for a closed packet; without it the packet's
   // events are counted by walking them.
   void write_packet(uint32_t channel, const uint8_t* packet, uint64_t content, uint64_t timestamp_end,

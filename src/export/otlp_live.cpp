@@ -15,6 +15,11 @@ std::string directory_key(const std::string& directory) {
   return key;
 }
 
+// A stream is the same from chunk to chunk: its files have one name.
+std::string stream_key(const reader::StreamInfo& stream) {
+  return std::filesystem::path(stream.path).filename().string();
+}
+
 }  // namespace
 
 OtlpLiveTrace::OtlpLiveTrace(std::string directory)
@@ -22,11 +27,17 @@ OtlpLiveTrace::OtlpLiveTrace(std::string directory)
 
 OtlpLiveTrace::~OtlpLiveTrace() = default;
 
-void OtlpLiveTrace::advance(uint64_t complete_below, const std::map<std::string, uint64_t>& committed,
-                            OtlpSpanSink& sink, OtlpSentMessages& sends) {
+// Where each stream's reading goes on: the file and packet the last round stopped in.
+std::map<std::string, uint64_t> OtlpLiveTrace::starts() const {
   std::map<std::string, uint64_t> starts;
-  for (const auto& [path, position] : positions_) starts[path] = position.packet_offset;
-  auto round = std::make_unique<reader::Trace>(directory_, starts, committed);
+  for (const auto& [stream, position] : positions_)
+    if (!position.path.empty()) starts[position.path] = position.packet_offset;
+  return starts;
+}
+
+void OtlpLiveTrace::advance(uint64_t complete_below, const reader::CommittedFiles& committed, OtlpSpanSink& sink,
+                            OtlpSentMessages& sends) {
+  auto round = std::make_unique<reader::Trace>(directory_, starts(), committed);
   producer_->begin_round(*round, sink, sends);
   read_events(*round, complete_below, &sends, nullptr);
   producer_->end_round();
@@ -37,11 +48,9 @@ void OtlpLiveTrace::finish(const reader::Trace& trace, OtlpSpanSink& sink, const
                            ProgressCounter& progress) {
   round_.reset();  // its mappings go before the whole trace is read again
   const model::TaskGraph graph = build_task_graph(trace, progress);
-  std::map<std::string, uint64_t> starts;
-  for (const auto& [path, position] : positions_) starts[path] = position.packet_offset;
   // The rest as the finished trace has it: the events from the positions reached, named with
   // the finished trace's sites (the rest's are the same, as the files are).
-  const reader::Trace rest(directory_, starts);
+  const reader::Trace rest(directory_, starts());
   producer_->begin_round(trace, sink, all_sends);
   read_events(rest, std::numeric_limits<uint64_t>::max(), nullptr, &progress);
   producer_->finish(graph);
@@ -67,11 +76,14 @@ void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_be
   std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
   for (size_t i = 0; i < streams; ++i) {
     cursors.emplace_back(round, i);
-    positions[i] = &positions_[round.streams()[i].path];
+    positions[i] = &positions_[stream_key(round.streams()[i])];
     // The first packet is the one the last round stopped in: its events read then are skipped.
+    // (Where its file was removed since, the reading goes on in the stream's next file.)
     bool more = cursors[i].next(current[i]);
     for (uint64_t skip = positions[i]->events_read;
-         more && skip > 0 && cursors[i].packet_offset() == positions[i]->packet_offset; --skip)
+         more && skip > 0 && cursors[i].packet_offset() == positions[i]->packet_offset &&
+         cursors[i].packet_path() == positions[i]->path;
+         --skip)
       more = cursors[i].next(current[i]);
     if (more) heads.push({current[i].ticks, i});
   }
@@ -81,7 +93,8 @@ void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_be
     reader::Event& event = current[stream];
     Position& position = *positions[stream];
     const uint64_t packet = cursors[stream].packet_offset();
-    if (packet != position.packet_offset) position = {packet, 0};
+    if (packet != position.packet_offset || cursors[stream].packet_path() != position.path)
+      position = {cursors[stream].packet_path(), packet, 0};
     ++position.events_read;
     ++events_read_;
     if (progress) progress->count();
@@ -106,8 +119,7 @@ OtlpLivePush::~OtlpLivePush() {
   if (thread_.joinable()) thread_.join();
 }
 
-void OtlpLivePush::publish(const std::string& directory, uint64_t complete_below,
-                           std::map<std::string, uint64_t> committed) {
+void OtlpLivePush::publish(const std::string& directory, uint64_t complete_below, reader::CommittedFiles committed) {
   if (complete_below == 0) return;
   std::lock_guard lock(mutex_);
   published_[directory_key(directory)] = {complete_below, std::move(committed)};
@@ -146,6 +158,12 @@ OtlpLiveTrace& OtlpLivePush::trace_for(const std::string& directory) {
   auto& trace = traces_[directory];
   if (!trace) trace = std::make_unique<OtlpLiveTrace>(directory);
   return *trace;
+}
+
+uint64_t OtlpLivePush::events_read() const {
+  uint64_t events = 0;
+  for (const auto& [directory, trace] : traces_) events += trace->events_read();
+  return events;
 }
 
 OtlpPushResult OtlpLivePush::finish(const std::vector<reader::Trace>& traces) {

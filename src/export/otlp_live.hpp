@@ -11,6 +11,10 @@
 // and the events read in it) with the pairing of the spans still open: the state grows with the
 // spans and tasks open, the threads and the messages sent, not with the spans already pushed.
 //
+// The same in compressed files (the collector's complete_below leaves out what it still holds in
+// units not yet written) and in rotated traces (each stream followed from chunk to chunk). What
+// --max-size removes before a round comes to it is not read: record counts those events.
+//
 // Thread spans go out live as they end (a child may go before its parent, which goes later: no
 // parent dangles); a receive whose send this export has not seen yet, and every task's span,
 // go at the end, when the task graph is whole.
@@ -42,8 +46,9 @@ class OtlpLiveTrace {
 
   // Hands `sink` the spans that ended among the events older than `complete_below` (ticks) not
   // read yet, and adds the sends among them to `sends`. Throws reader::TraceError.
-  // `committed`: by file name, how much of each stream file the collector has written whole.
-  void advance(uint64_t complete_below, const std::map<std::string, uint64_t>& committed, OtlpSpanSink& sink,
+  // `committed`: what the collector has written whole. A stream is followed from file to file
+  // (chunk to chunk): what --max-size removed before a round came to it is not read.
+  void advance(uint64_t complete_below, const reader::CommittedFiles& committed, OtlpSpanSink& sink,
                OtlpSentMessages& sends);
 
   // The end: the rest of the events (`trace` is this directory, finished), the spans still open,
@@ -55,14 +60,16 @@ class OtlpLiveTrace {
 
  private:
   struct Position {
+    std::string path;            // the stream's file (of its chunk) being read; "" before any
     uint64_t packet_offset = 0;  // the packet of the next event to read
     uint64_t events_read = 0;    // events of that packet already read
   };
+  std::map<std::string, uint64_t> starts() const;
   void read_events(const reader::Trace& trace, uint64_t complete_below, OtlpSentMessages* sends,
                    ProgressCounter* progress);
 
   std::string directory_;
-  std::map<std::string, Position> positions_;  // by stream file
+  std::map<std::string, Position> positions_;  // by stream: its files' name in every chunk
   std::unique_ptr<OtlpLiveSpanProducer> producer_;
   std::unique_ptr<reader::Trace> round_;  // the last round's view of the files (the producer points into it)
   uint64_t events_read_ = 0;
@@ -78,13 +85,16 @@ class OtlpLivePush {
   OtlpLivePush& operator=(const OtlpLivePush&) = delete;
 
   // From the collecting thread, after a drain: every event of `directory` older than
-  // `complete_below` is in its files, within `committed` (Collector::committed_sizes). Takes a
-  // lock for a map update, nothing more.
-  void publish(const std::string& directory, uint64_t complete_below, std::map<std::string, uint64_t> committed);
+  // `complete_below` is in its files, within `committed` (Collector::committed_sizes and
+  // writing_chunk). Takes a lock for a map update, nothing more.
+  void publish(const std::string& directory, uint64_t complete_below, reader::CommittedFiles committed);
 
   // Stops the rounds and pushes the rest of `traces` (the run's traces, finished, as
   // open_traces reads them), then waits for the sender. The counts cover the whole run.
   OtlpPushResult finish(const std::vector<reader::Trace>& traces);
+  // The events the rounds and the end read, over every trace: with the collectors' count of the
+  // events written, what --max-size removed before the push read it.
+  uint64_t events_read() const;
 
  private:
   void run();
@@ -101,7 +111,7 @@ class OtlpLivePush {
   std::condition_variable wake_;
   struct Published {
     uint64_t complete_below = 0;
-    std::map<std::string, uint64_t> committed;
+    reader::CommittedFiles committed;
   };
   std::map<std::string, Published> published_;  // by directory, under mutex_
   bool stopping_ = false;                       // under mutex_

@@ -138,7 +138,7 @@ Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>
 }
 
 Trace::Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts,
-             const std::map<std::string, uint64_t>& committed)
+             const CommittedFiles& committed)
     : directory_(directory) {
   open(&starts, &committed);
 }
@@ -172,7 +172,14 @@ std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* d
 
 }  // namespace
 
-void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed) {
+// A stream's files, one per chunk that has one, oldest first, and how many bytes of each may be
+// read (UINT64_MAX: all).
+struct Trace::StreamFiles {
+  std::vector<std::string> paths;
+  std::vector<uint64_t> limits;
+};
+
+void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedFiles* committed) {
   const std::string& directory = directory_;
   std::error_code error;
   if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
@@ -181,10 +188,27 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<s
     first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
   read_metadata();
   read_definitions();
+  const std::map<std::string, StreamFiles> stream_files = list_stream_files(committed);
+  index_streams(stream_files, starts, committed != nullptr);
+  if (streams_.empty() && !damage_.empty())
+    throw TraceError(damage_.front().file, damage_.front().offset,
+                     damage_.front().reason + " (nothing readable is left in the trace)");
+}
 
-  // Stream files by name, each with its file in every chunk that has one, oldest first.
-  std::map<std::string, std::vector<std::string>> stream_files;
+// Stream files by plain name, each with its file in every chunk that has one, oldest first. For
+// a trace being written (`committed`), only what its collector has written whole; a chunk or a
+// file removed while it is listed (record --max-size) is left out.
+std::map<std::string, Trace::StreamFiles> Trace::list_stream_files(const CommittedFiles* committed) const {
+  const bool rotated = chunks_.size() > 1 || chunks_.front() != directory_;
+  const uint64_t writing =
+      committed && rotated && !committed->writing_chunk.empty() ? chunk_number(committed->writing_chunk) : 0;
+  std::map<std::string, StreamFiles> stream_files;
   for (const std::string& chunk : chunks_) {
+    const std::string chunk_name = rotated ? fs::path(chunk).filename().string() : std::string();
+    const uint64_t number = rotated ? chunk_number(chunk_name) : 0;
+    if (writing > 0 && number > writing) continue;  // begun since the collector said where it was
+    const bool being_written = committed && number == writing;
+    std::error_code error;
     for (const auto& entry : fs::directory_iterator(chunk, error)) {
       const std::string name = entry.path().filename().string();
       const std::string plain = compression::plain_name(name);
@@ -194,19 +218,26 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const std::map<s
       std::error_code status_error;
       const fs::file_status status = entry.status(status_error);
       if (fs::is_directory(status)) continue;
+      if (committed && status_error == std::errc::no_such_file_or_directory) continue;
       if (status_error || !fs::is_regular_file(status))
         throw TraceError(entry.path().string(), 0,
                          status_error ? fmt::format("cannot read: {}", status_error.message())
                                       : std::string("not a regular file: a trace is made of files"));
       if (entry.file_size(status_error) == 0) continue;
-      if (!committed || committed->contains(name)) stream_files[plain].push_back(entry.path().string());
+      uint64_t limit = UINT64_MAX;
+      if (being_written) {
+        const auto found = committed->sizes.find(chunk_name.empty() ? name : chunk_name + "/" + name);
+        if (found == committed->sizes.end()) continue;  // created since
+        limit = found->second;
+      }
+      StreamFiles& files = stream_files[plain];
+      files.paths.push_back(entry.path().string());
+      files.limits.push_back(limit);
     }
+    if (error && committed && !fs::exists(chunk)) continue;
     if (error) throw TraceError(chunk, 0, fmt::format("cannot list: {}", error.message()));
   }
-  index_streams(stream_files, starts, committed);
-  if (streams_.empty() && !damage_.empty())
-    throw TraceError(damage_.front().file, damage_.front().offset,
-                     damage_.front().reason + " (nothing readable is left in the trace)");
+  return stream_files;
 }
 
 // The newest chunk's metadata: its clock is the most refined, its losses the latest.
@@ -388,29 +419,32 @@ struct Trace::IndexedStream {
 
 // Each stream is checked apart from the others (on a thread of its own when the trace is large),
 // and the results are kept in the order of the stream names, as one thread would.
-void Trace::index_streams(const std::map<std::string, std::vector<std::string>>& stream_files,
-                          const std::map<std::string, uint64_t>* starts,
-                          const std::map<std::string, uint64_t>* committed) {
+void Trace::index_streams(const std::map<std::string, StreamFiles>& stream_files,
+                          const std::map<std::string, uint64_t>* starts, bool live) {
   struct Job {
-    const std::vector<std::string>* paths;
+    StreamFiles files;
     uint64_t start = 0;
-    uint64_t limit = UINT64_MAX;
     uint64_t bytes = 0;
   };
   std::vector<Job> jobs;
   uint64_t total_bytes = 0;
-  for (const auto& [name, paths] : stream_files) {
-    Job job{&paths};
-    if (starts)
-      if (const auto found = starts->find(paths.front()); found != starts->end()) job.start = found->second;
-    if (committed) job.limit = committed->at(fs::path(paths.front()).filename().string());
-    for (const std::string& path : paths) {
+  for (const auto& [name, files] : stream_files) {
+    Job job{files};
+    // Read again from where `starts` says: the files before are read already.
+    for (size_t k = files.paths.size(); starts && k-- > 0;)
+      if (const auto found = starts->find(files.paths[k]); found != starts->end()) {
+        job.files.paths.erase(job.files.paths.begin(), job.files.paths.begin() + static_cast<ptrdiff_t>(k));
+        job.files.limits.erase(job.files.limits.begin(), job.files.limits.begin() + static_cast<ptrdiff_t>(k));
+        job.start = found->second;
+        break;
+      }
+    for (const std::string& path : job.files.paths) {
       std::error_code size_error;
       const uint64_t size = fs::file_size(path, size_error);
       job.bytes += size_error ? 0 : size;
     }
     total_bytes += job.bytes;
-    jobs.push_back(job);
+    jobs.push_back(std::move(job));
   }
   std::vector<std::optional<IndexedStream>> results(jobs.size());
   release_pages_ = total_bytes > options_.bytes_kept_mapped;
@@ -426,7 +460,7 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
   };
   const std::vector<std::exception_ptr> failures = run_on_threads(jobs.size(), threads, [&](size_t index) {
     const Job& job = jobs[index];
-    results[index] = index_stream(*job.paths, job.start, starts != nullptr, job.limit, threads_for(job));
+    results[index] = index_stream(job.files, job.start, starts != nullptr, live, threads_for(job));
   });
   for (size_t index = 0; index < jobs.size(); ++index) {
     if (failures[index]) std::rethrow_exception(failures[index]);
@@ -440,18 +474,27 @@ void Trace::index_streams(const std::map<std::string, std::vector<std::string>>&
   }
 }
 
-Trace::IndexedStream Trace::index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing,
-                                         uint64_t committed, size_t threads) const {
+Trace::IndexedStream Trace::index_stream(const StreamFiles& stream_files, uint64_t start, bool growing, bool live,
+                                         size_t threads) const {
   IndexedStream indexed;
   StreamInfo& info = indexed.info;
-  info.path = paths.front();
-  info.files = paths;
+  info.path = stream_files.paths.front();
   std::vector<std::unique_ptr<StreamFile>>& files = indexed.files;
   uint64_t previous_discarded = 0;
-  for (const std::string& path : paths) {
-    auto file = open_stream_file(path, committed, indexed.damage);
+  for (size_t k = 0; k < stream_files.paths.size(); ++k) {
+    const std::string& path = stream_files.paths[k];
+    std::unique_ptr<StreamFile> file;
+    try {
+      file = open_stream_file(path, stream_files.limits[k], indexed.damage);
+    } catch (const TraceError&) {
+      std::error_code ignored;
+      if (live && !fs::exists(path, ignored)) continue;  // its chunk removed since it was listed
+      throw;
+    }
+    if (info.files.empty()) info.path = path;
+    info.files.push_back(path);
     info.bytes += file->decoded_size();
-    const uint64_t first = path == paths.front() ? start : 0;
+    const uint64_t first = k == 0 ? start : 0;
     const auto file_index = static_cast<uint32_t>(files.size());
     if (!file->compressed) {
       index_packets(file->mapped->data(), file->mapped->size(), first, 0, file_index, 0, growing, indexed,

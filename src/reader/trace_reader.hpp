@@ -136,6 +136,17 @@ struct OpenOptions {
   uint64_t bytes_kept_mapped = kBytesKeptMapped;
 };
 
+// What the collector of a trace still being written has written whole (collector::Collector::
+// committed_sizes, writing_chunk): what a reader may map while it writes.
+struct CommittedFiles {
+  // By path under the trace's directory ("thread-7", "chunk-000003/thread-7.ctfz"): the bytes of
+  // whole packets (or units) in the stream files of the chunk being written.
+  std::map<std::string, uint64_t> sizes;
+  // A rotated trace: the chunk being written ("chunk-000003"). The files of the chunks before it
+  // are whole; the chunks after it had not begun.
+  std::string writing_chunk;
+};
+
 class Trace {
  public:
   // Opens and checks the directory: metadata, definitions and every packet of the streams. A
@@ -144,16 +155,17 @@ class Trace {
   // streams hold damage and nothing readable.
   explicit Trace(const std::string& directory);
   Trace(const std::string& directory, const OpenOptions& options);
-  // The same for a trace still being written, read again in rounds: each stream file from the
-  // offset `starts` gives for its path (the start of a packet; 0 for a file it does not name).
-  // A packet not yet whole at a file's end is left for the next round, not taken as damage.
+  // The same for a trace still being written, read again in rounds: a stream whose file `starts`
+  // names is read from the offset it gives (the start of a packet) in that file, its files in
+  // earlier chunks left out; a stream it does not name, from its first file's start. A packet
+  // not yet whole at a file's end is left for the next round, not taken as damage.
   Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts);
-  // The same, reading no stream file past what its writer has committed: `committed` gives, by
-  // file name, the bytes of whole packets the collector has written; a file it does not name
-  // (created since) is not read. The collector may cut back a packet it failed to write past
-  // that size, and a mapping of the cut pages would fault (SIGBUS) when read.
-  Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts,
-        const std::map<std::string, uint64_t>& committed);
+  // The same, reading no stream file past what its writer has committed: a file of the chunk
+  // being written that `committed` does not name (created since), and the chunks begun since,
+  // are not read. The collector may cut back a packet it failed to write past that size, and a
+  // mapping of the cut pages would fault (SIGBUS) when read. A chunk or file removed meanwhile
+  // (record --max-size) is left out, not taken as an error.
+  Trace(const std::string& directory, const std::map<std::string, uint64_t>& starts, const CommittedFiles& committed);
   ~Trace();
   Trace(Trace&&) noexcept;
 
@@ -216,15 +228,16 @@ class Trace {
   class StreamCursor;
 
  private:
-  void open(const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
+  void open(const std::map<std::string, uint64_t>* starts, const CommittedFiles* committed);
+  struct StreamFiles;
+  std::map<std::string, StreamFiles> list_stream_files(const CommittedFiles* committed) const;
   void read_metadata();
   void read_definitions();
   void load_definitions(const std::string& path, const uint8_t* data, uint64_t size);
   struct IndexedStream;
-  void index_streams(const std::map<std::string, std::vector<std::string>>& stream_files,
-                     const std::map<std::string, uint64_t>* starts, const std::map<std::string, uint64_t>* committed);
-  IndexedStream index_stream(const std::vector<std::string>& paths, uint64_t start, bool growing, uint64_t committed,
-                             size_t threads) const;
+  void index_streams(const std::map<std::string, StreamFiles>& stream_files,
+                     const std::map<std::string, uint64_t>* starts, bool live);
+  IndexedStream index_stream(const StreamFiles& files, uint64_t start, bool growing, bool live, size_t threads) const;
   struct StreamFile;
   struct ReadPosition;
   std::unique_ptr<StreamFile> open_stream_file(const std::string& path, uint64_t committed,
@@ -287,8 +300,10 @@ class Trace::StreamCursor {
   // Reads the next event into `event`; false at the end. Only packets that decoded when the
   // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
-  // Where the packet of the event read last starts in the stream's file.
+  // Where the packet of the event read last starts in the stream's file (decoded, for a .ctfz),
+  // and that file (of StreamInfo::files: one per chunk of a rotated trace).
   uint64_t packet_offset() const { return packet_offset_; }
+  const std::string& packet_path() const { return trace_.streams_[index_].files[packet_file_]; }
 
  private:
   bool next_packet();
