@@ -478,6 +478,24 @@ TEST_F(OtlpPush, RecordFailsWhenThePushDoesNotDeliverAndSaysWhereTheSpoolIs) {
   EXPECT_FALSE(std::filesystem::exists(scratch_ / "never"));
 }
 
+// `... 2>&1 | head -1`: record's push and its warnings (chunks removed under --max-size) go to a
+// stderr nobody reads; the run and the push go on to their end, the exit code is the program's.
+TEST_F(OtlpPush, RecordPushesWithAClosedStderr) {
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  std::ofstream(scratch_ / "go-1") << "go\n";
+  const std::string trace = scratch_ / "closed";
+  const auto result =
+      test::run_with_broken_stderr("env CHRONICLE_PACKET_SIZE=4096 " + kCli + " record -o " + trace +
+                                   " --rotate 16K --max-size 64K --otlp-endpoint " + endpoint(port) +
+                                   " --otlp-interval 600 -- " + kLiveSpans + " " + scratch_.path() + " 1 20000");
+  ASSERT_FALSE(result.killed()) << "killed by signal " << WTERMSIG(result.status);
+  EXPECT_EQ(result.exit_code(), 0);
+  EXPECT_GT(reader::Trace(trace).first_chunk_number(), 1u) << "no chunk was removed";
+  EXPECT_EQ(ids_of(read_log(log_)), exported_span_ids(trace, scratch_));
+}
+
 // `record --otlp-endpoint` while the program runs: tests/programs/live_spans writes spans and
 // then waits for a go file, which the test makes only once the receiver has spans. Small packets
 // (4 KiB) so that the program's spans reach the trace files while it waits.

@@ -155,9 +155,9 @@ bool prepare_output_directory(const std::string& output, bool allow_shared_outpu
 
 void warn_about_damage(const reader::Trace& trace) {
   for (const reader::Damage& damage : trace.damage())
-    fmt::print(stderr, "chronicle: warning: {}\n", reader::describe(damage));
+    tell("chronicle: warning: {}\n", reader::describe(damage));
   if (trace.first_chunk_number() > 1)
-    fmt::print(stderr, "chronicle: warning: {}: {}\n", trace.directory(), trace.warnings().back());
+    tell("chronicle: warning: {}: {}\n", trace.directory(), trace.warnings().back());
 }
 
 }  // namespace chronicle::cli

@@ -28,27 +28,26 @@ std::string plural(uint64_t count, std::string_view noun) {
 
 int report_push(const exports::OtlpPushResult& result, const std::string& spool, const std::string& endpoint) {
   if (result.delivered()) {
-    fmt::print(stderr, "chronicle: sent {} in {} to {}{}\n", plural(result.spans_sent, "span"),
-               plural(result.batches_sent, "request"), result.url,
-               result.retries == 0   ? std::string()
-               : result.retries == 1 ? std::string(" (1 retry)")
-                                     : fmt::format(" ({} retries)", result.retries));
+    tell("chronicle: sent {} in {} to {}{}\n", plural(result.spans_sent, "span"),
+         plural(result.batches_sent, "request"), result.url,
+         result.retries == 0   ? std::string()
+         : result.retries == 1 ? std::string(" (1 retry)")
+                               : fmt::format(" ({} retries)", result.retries));
     return 0;
   }
   if (!result.last_error.empty())
-    fmt::print(stderr, "chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
+    tell("chronicle: error: not every span reached {}: {}\n", result.url, result.last_error);
   else if (result.read_failure)
-    fmt::print(stderr, "chronicle: the trace could not be read to its end; the spans read before are counted here\n");
-  fmt::print(stderr, "chronicle: {} of {} spans sent in {}", result.spans_sent, result.spans_produced,
-             plural(result.batches_sent, "request"));
-  if (result.spans_rejected > 0) fmt::print(stderr, ", {} rejected by the collector", result.spans_rejected);
+    tell("chronicle: the trace could not be read to its end; the spans read before are counted here\n");
+  tell("chronicle: {} of {} spans sent in {}", result.spans_sent, result.spans_produced,
+       plural(result.batches_sent, "request"));
+  if (result.spans_rejected > 0) tell(", {} rejected by the collector", result.spans_rejected);
   if (result.spans_spooled > 0)
-    fmt::print(stderr, ", {} spooled in {} in {}", result.spans_spooled, plural(result.batches_spooled, "file"), spool);
-  if (result.spans_lost > 0) fmt::print(stderr, ", {} LOST (the spool could not be written)", result.spans_lost);
-  fmt::print(stderr, "\n");
+    tell(", {} spooled in {} in {}", result.spans_spooled, plural(result.batches_spooled, "file"), spool);
+  if (result.spans_lost > 0) tell(", {} LOST (the spool could not be written)", result.spans_lost);
+  tell("\n");
   if (result.spans_spooled > 0)
-    fmt::print(stderr, "chronicle: send them later with: chronicle export --otlp-endpoint {} --otlp-resend {}\n",
-               endpoint, spool);
+    tell("chronicle: send them later with: chronicle export --otlp-endpoint {} --otlp-resend {}\n", endpoint, spool);
   return kExitFailure;
 }
 
