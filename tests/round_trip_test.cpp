@@ -19,6 +19,7 @@ namespace chronicle {
 namespace {
 
 using test::TemporaryDirectory;
+using namespace std::chrono_literals;
 
 using test::test_config;
 
@@ -209,6 +210,41 @@ TEST(LiveReading, WhatACompressedTraceHoldsInAUnitIsNotCountedComplete) {
   const auto ended = test::read_category(trace, "test");
   ASSERT_EQ(ended.size(), 2u);
   EXPECT_LE(complete_below, ended.front().ticks) << "the ended thread's event was still in a unit";
+}
+
+// The session's control thread writes its samples of the session's own counts a few times a
+// second, far from filling a packet. An open packet holds back what the collector says is
+// complete (its start), so the control thread must not keep one open between samples: the live
+// push (record --otlp-endpoint) would wait, from the first sample on, until it filled.
+TEST(LiveReading, TheSessionsOwnSamplesDoNotHoldBackWhatIsComplete) {
+  TemporaryDirectory directory;
+  Config config;
+  config.shm_dir = directory.path();
+  config.keep_shm = true;
+  config.self_stats_interval = std::chrono::milliseconds(100);
+  ASSERT_TRUE(start(config)) << last_error();
+  collector::SessionMapping mapping(shm_path());
+  uint32_t holder = 0;
+  ASSERT_TRUE(collector::claim_session(mapping.header(), holder));  // as record does
+  collector::Collector collector(mapping, directory / "trace");
+  const auto control_thread_wrote = [&] {
+    for (uint32_t index = 0; index < mapping.channel_count(); ++index)
+      if (std::string_view(mapping.channel(index).thread_name) == "chronicle-ctl") return true;
+    return false;
+  };
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!control_thread_wrote() && std::chrono::steady_clock::now() < limit) collector.wait_for_work(10ms);
+  ASSERT_TRUE(control_thread_wrote()) << "no sample within 30 s";
+  const uint64_t before = detail::read_ticks();
+  std::thread([] { CHRONICLE_INSTANT("test", "ended"); }).join();
+  collector.drain();
+  while (collector.complete_below() < before && std::chrono::steady_clock::now() < limit) {
+    collector.wait_for_work(10ms);
+    collector.drain();
+  }
+  EXPECT_GE(collector.complete_below(), before) << "the control thread's open packet held it back";
+  stop();
+  collector.finish();
 }
 
 TEST(Drops, WrittenEqualsReadPlusDiscardedWhenNoCollectorDrains) {

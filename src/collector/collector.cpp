@@ -722,10 +722,18 @@ void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optiona
 }
 
 // How far in time the files will be complete once the closed packets are copied: the oldest
-// time a writer may still record at. A thread with a packet open records at or after that
-// packet's start; a thread that takes a channel from now on, after this moment, and so after
-// every packet written so far. A channel being taken, or a thread without a packet (its ring
-// still full), tells nothing: nothing more is complete this round.
+// time a writer may still record at. Per channel in use, under the slot's seqlock (session.cpp,
+// open_packet: packet_seq_num is kSeqRewriting while the header is written, then the packet's
+// sequence number, stored with release):
+//   - a packet open (slot `committed` holds packet `committed`): the thread records at or after
+//     that packet's start;
+//   - none open (the thread handed its packet over early, as the control thread does after each
+//     sample, or its ring is full): at or after the end of its last closed packet, since a
+//     thread's times never go back and a packet it opens later begins at its next event's time;
+//   - a thread that takes a channel from now on: after this moment, and so after every packet
+//     written so far.
+// A channel being taken, or a slot being rewritten meanwhile, tells nothing: nothing more is
+// complete this round.
 uint64_t Collector::complete_bound() const {
   uint64_t bound = std::numeric_limits<uint64_t>::max();
   const uint32_t channels = mapping_.channel_count();
@@ -735,16 +743,26 @@ uint64_t Collector::complete_bound() const {
     if (state == format::ChannelState::closed) continue;
     if (state != format::ChannelState::active) return complete_below_;
     const uint64_t committed = mapping_.packets_committed(channel);
-    auto& open = *reinterpret_cast<PacketHeader*>(mapping_.ring_slot(channel, committed));
-    // The seqlock of the slot (session.cpp, open_packet): its start time is the open packet's
-    // only if the slot still holds that packet after the read.
-    if (open.packet_seq_num.load(std::memory_order_acquire) != committed) return complete_below_;
-    const uint64_t begin = std::atomic_ref<uint64_t>(open.timestamp_begin).load(std::memory_order_relaxed);
-    format::memory_fence(std::memory_order_acquire);
-    if (open.packet_seq_num.load(std::memory_order_relaxed) != committed) return complete_below_;
-    bound = std::min(bound, begin);
+    std::optional<uint64_t> from = stable_packet_time(channel, committed, PacketTime::begin);
+    if (!from && committed > 0) from = stable_packet_time(channel, committed - 1, PacketTime::end);
+    if (!from) return complete_below_;
+    bound = std::min(bound, *from);
   }
   return bound == std::numeric_limits<uint64_t>::max() ? latest_timestamp_ : bound;
+}
+
+// Packet `seq`'s start or end time as its slot holds it, if the slot holds that packet before and
+// after the read (the seqlock).
+std::optional<uint64_t> Collector::stable_packet_time(uint32_t channel, uint64_t seq, PacketTime which) const {
+  auto& header = *reinterpret_cast<PacketHeader*>(mapping_.ring_slot(channel, seq));
+  if (header.packet_seq_num.load(std::memory_order_acquire) != seq) return std::nullopt;
+  // Atomic (plain loads on x86): the writer stores them while it fills the packet.
+  const uint64_t time = which == PacketTime::begin
+                            ? std::atomic_ref<uint64_t>(header.timestamp_begin).load(std::memory_order_relaxed)
+                            : header.timestamp_end.load(std::memory_order_relaxed);
+  format::memory_fence(std::memory_order_acquire);
+  if (header.packet_seq_num.load(std::memory_order_relaxed) != seq) return std::nullopt;
+  return time;
 }
 
 size_t Collector::drain() {

@@ -275,6 +275,8 @@ class Collector {
   StreamFile& stream_for(const format::PacketHeader& packet);
   uint64_t discarded_in_streams() const;
   uint64_t complete_bound() const;
+  enum class PacketTime { begin, end };
+  std::optional<uint64_t> stable_packet_time(uint32_t channel, uint64_t seq, PacketTime which) const;
   uint64_t pending_units_begin() const;
   // `known_events`: the count the writer left for a closed packet; without it the packet's
   // events are counted by walking them.

@@ -1120,6 +1120,24 @@ void take_final_sample(Session& session) {
   }
 }
 
+// Stream policy, with a collector draining the rings: the control thread hands its packet over
+// after each sample. It writes a few events a second, so its open packet would take minutes to
+// fill, and the start of an open packet is the time below which the collector says the trace is
+// complete (collector::Collector::complete_bound): what `record --otlp-endpoint` pushes while the
+// program runs would stop at the first sample. (The flight policy keeps its packets: its ring is
+// a window of the latest ones. With no collector, a packet a sample would fill its ring in
+// seconds.) In a slow path of its own, as switch_packet is, so that a signal handler tracing on
+// this thread meanwhile is counted as a nested drop.
+void hand_over_control_packet(Session& session) {
+  if (session.header->policy != format::BufferPolicy::stream ||
+      session.header->collector_pid.load(std::memory_order_relaxed) == 0)
+    return;
+  ThreadWriter& writer = detail::t_writer;
+  SlowPathScope scope;
+  if (!scope.entered() || !writer.packet || session_of(writer.generation) != &session) return;
+  close_packet(session, writer, channel(session, writer.channel).packets_committed.load(std::memory_order_relaxed));
+}
+
 void run_control(Session* session) {
   pthread_setname_np(pthread_self(), "chronicle-ctl");
   t_is_session_thread = true;
@@ -1140,11 +1158,13 @@ void run_control(Session* session) {
     if (session->control_stop.load(std::memory_order_acquire)) return;
     if (session->final_sample.load(std::memory_order_acquire) == 1) {
       sampler.write();
+      hand_over_control_packet(*session);
       session->final_sample.store(2, std::memory_order_release);
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->final_sample), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
               0);
     } else if (interval.count() != 0 && std::chrono::steady_clock::now() >= next_sample) {
       sampler.write();
+      hand_over_control_packet(*session);
       next_sample = std::chrono::steady_clock::now() + interval;
     }
     const auto until_sample =
