@@ -154,10 +154,8 @@ bool prepare_output_directory(const std::string& output, bool allow_shared_outpu
 }
 
 void warn_about_damage(const reader::Trace& trace) {
-  for (const reader::Damage& damage : trace.damage())
-    tell("chronicle: warning: {}\n", reader::describe(damage));
-  if (trace.first_chunk_number() > 1)
-    tell("chronicle: warning: {}: {}\n", trace.directory(), trace.warnings().back());
+  for (const reader::Damage& damage : trace.damage()) tell("chronicle: warning: {}\n", reader::describe(damage));
+  if (trace.first_chunk_number() > 1) tell("chronicle: warning: {}: {}\n", trace.directory(), trace.warnings().back());
 }
 
 }  // namespace chronicle::cli
