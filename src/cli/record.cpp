@@ -276,12 +276,19 @@ void print_summary(const RecordOptions& options, const std::string& program, con
 }
 
 // The events written that the live push never read: those --max-size removed before a round
-// came to them. Their spans were not sent; the trace's summary counts the chunks removed.
+// came to them (the trace's summary counts the chunks removed), or, without it, those the reading
+// skipped or stopped before (its warnings and errors say why). Their spans were not sent.
 void report_what_the_push_missed(uint64_t events_read, const collector::CollectorStats& written) {
   if (events_read >= written.events) return;
-  tell("chronicle: the push read {} of {} events: {} the other {} before it read them (their spans were not sent)\n",
-       events_read, written.events, written.chunks_removed > 0 ? "--max-size removed" : "it did not find",
-       written.events - events_read);
+  const uint64_t missed = written.events - events_read;
+  if (written.chunks_removed > 0)
+    tell(
+        "chronicle: the push read {} of {} events: --max-size removed the other {} before it read them (their "
+        "spans were not sent)\n",
+        events_read, written.events, missed);
+  else
+    tell("chronicle: the push read {} of {} events: the other {} were not read (their spans were not sent)\n",
+         events_read, written.events, missed);
 }
 
 // What a run has found and collected so far.
