@@ -172,20 +172,23 @@ std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* d
 
 }  // namespace
 
-// A stream's files, one per chunk that has one, oldest first, and how many bytes of each may be
-// read (UINT64_MAX: all).
-struct Trace::StreamFiles {
-  std::vector<std::string> paths;
-  std::vector<uint64_t> limits;
+// One of a stream's files (a stream has one per chunk that has one, oldest first), and how many
+// bytes of it may be read (UINT64_MAX: all).
+struct Trace::ListedFile {
+  std::string path;
+  uint64_t limit = UINT64_MAX;
 };
+
+bool Trace::rotated() const {
+  return chunks_.size() > 1 || chunks_.front() != directory_;
+}
 
 void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedFiles* committed) {
   const std::string& directory = directory_;
   std::error_code error;
   if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
   chunks_ = trace_chunks(directory);
-  if (chunks_.size() > 1 || chunks_.front() != directory)
-    first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
+  if (rotated()) first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
   read_metadata();
   read_definitions();
   const std::map<std::string, StreamFiles> stream_files = list_stream_files(committed);
@@ -199,7 +202,7 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedF
 // a trace being written (`committed`), only what its collector has written whole; a chunk or a
 // file removed while it is listed (record --max-size) is left out.
 std::map<std::string, Trace::StreamFiles> Trace::list_stream_files(const CommittedFiles* committed) const {
-  const bool rotated = chunks_.size() > 1 || chunks_.front() != directory_;
+  const bool rotated = this->rotated();
   const uint64_t writing =
       committed && rotated && !committed->writing_chunk.empty() ? chunk_number(committed->writing_chunk) : 0;
   std::map<std::string, StreamFiles> stream_files;
@@ -230,9 +233,7 @@ std::map<std::string, Trace::StreamFiles> Trace::list_stream_files(const Committ
         if (found == committed->sizes.end()) continue;  // created since
         limit = found->second;
       }
-      StreamFiles& files = stream_files[plain];
-      files.paths.push_back(entry.path().string());
-      files.limits.push_back(limit);
+      stream_files[plain].push_back({entry.path().string(), limit});
     }
     if (error && committed && !fs::exists(chunk)) continue;
     if (error) throw TraceError(chunk, 0, fmt::format("cannot list: {}", error.message()));
@@ -431,16 +432,15 @@ void Trace::index_streams(const std::map<std::string, StreamFiles>& stream_files
   for (const auto& [name, files] : stream_files) {
     Job job{files};
     // Read again from where `starts` says: the files before are read already.
-    for (size_t k = files.paths.size(); starts && k-- > 0;)
-      if (const auto found = starts->find(files.paths[k]); found != starts->end()) {
-        job.files.paths.erase(job.files.paths.begin(), job.files.paths.begin() + static_cast<ptrdiff_t>(k));
-        job.files.limits.erase(job.files.limits.begin(), job.files.limits.begin() + static_cast<ptrdiff_t>(k));
+    for (size_t k = files.size(); starts && k-- > 0;)
+      if (const auto found = starts->find(files[k].path); found != starts->end()) {
+        job.files.erase(job.files.begin(), job.files.begin() + static_cast<ptrdiff_t>(k));
         job.start = found->second;
         break;
       }
-    for (const std::string& path : job.files.paths) {
+    for (const ListedFile& listed : job.files) {
       std::error_code size_error;
-      const uint64_t size = fs::file_size(path, size_error);
+      const uint64_t size = fs::file_size(listed.path, size_error);
       job.bytes += size_error ? 0 : size;
     }
     total_bytes += job.bytes;
@@ -478,20 +478,18 @@ Trace::IndexedStream Trace::index_stream(const StreamFiles& stream_files, uint64
                                          size_t threads) const {
   IndexedStream indexed;
   StreamInfo& info = indexed.info;
-  info.path = stream_files.paths.front();
   std::vector<std::unique_ptr<StreamFile>>& files = indexed.files;
   uint64_t previous_discarded = 0;
-  for (size_t k = 0; k < stream_files.paths.size(); ++k) {
-    const std::string& path = stream_files.paths[k];
+  for (size_t k = 0; k < stream_files.size(); ++k) {
+    const std::string& path = stream_files[k].path;
     std::unique_ptr<StreamFile> file;
     try {
-      file = open_stream_file(path, stream_files.limits[k], indexed.damage);
+      file = open_stream_file(path, stream_files[k].limit, indexed.damage);
     } catch (const TraceError&) {
       std::error_code ignored;
       if (live && !fs::exists(path, ignored)) continue;  // its chunk removed since it was listed
       throw;
     }
-    if (info.files.empty()) info.path = path;
     info.files.push_back(path);
     info.bytes += file->decoded_size();
     const uint64_t first = k == 0 ? start : 0;
@@ -504,6 +502,7 @@ Trace::IndexedStream Trace::index_stream(const StreamFiles& stream_files, uint64
     }
     files.push_back(std::move(file));
   }
+  info.path = info.files.empty() ? stream_files.front().path : info.files.front();
   info.events_discarded = previous_discarded;
   return indexed;
 }

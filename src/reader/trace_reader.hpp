@@ -229,7 +229,9 @@ class Trace {
 
  private:
   void open(const std::map<std::string, uint64_t>* starts, const CommittedFiles* committed);
-  struct StreamFiles;
+  struct ListedFile;
+  using StreamFiles = std::vector<ListedFile>;
+  bool rotated() const;
   std::map<std::string, StreamFiles> list_stream_files(const CommittedFiles* committed) const;
   void read_metadata();
   void read_definitions();
