@@ -12,6 +12,7 @@
 #include <atomic>
 #include <barrier>
 #include <chronicle/chronicle.hpp>
+#include <chronicle/task.hpp>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -410,6 +411,118 @@ TEST(SmallShm, FourThreadsFlatOutInStreamModeSurviveAndCountTheLoss) {
 
 TEST(SmallShm, FourThreadsFlatOutInFlightModeSurviveAndCountTheLoss) {
   flat_out_on_a_small_shm("flight");
+}
+
+// ---- event groups (several events at one instant, written as one) -----------------------------
+
+// One hand-over, as coroutines write it: the wait, the waiter's run end, the awaited's run begin.
+void write_hand_over(uint64_t waiter, uint64_t awaited) {
+  detail::TaskEventBatch batch;
+  batch.wait(waiter, awaited);
+  batch.task_event(format::EventId::task_run_end, waiter);
+  batch.task_event(format::EventId::task_run_begin, awaited);
+}
+
+bool is_task_event(const reader::Event& event) {
+  return event.type >= format::EventId::task_create && event.type <= format::EventId::task_label;
+}
+
+TEST(EventGroups, GroupsCutAtEveryPlaceInAPacketAreReadBackWholeAndInOrder) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.packet_size = 1024;              // a group meets a packet's end every few dozen events
+  config.buffer_size = size_t{64} << 20;  // the ring holds all of it: nothing may be lost
+  ASSERT_TRUE(start(config)) << last_error();
+  constexpr uint64_t kGroups = 20'000;
+  for (uint64_t k = 1; k <= kGroups; ++k) {
+    // Counters of 1 to 3 between the groups move where each group starts within its packet.
+    for (uint64_t filler = 0; filler < k % 4; ++filler) CHRONICLE_COUNTER("group", "filler", static_cast<int64_t>(k));
+    write_hand_over(2 * k, 2 * k + 1);
+  }
+  stop();
+
+  reader::Trace trace(config.output);
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  std::vector<reader::Event> tasks;
+  trace.for_each_event([&](const reader::Event& event) {
+    if (is_task_event(event)) tasks.push_back(event);
+    return true;
+  });
+  ASSERT_EQ(tasks.size(), 3 * kGroups);
+  for (uint64_t k = 1; k <= kGroups; ++k) {
+    const reader::Event* group = &tasks[3 * (k - 1)];
+    SCOPED_TRACE("group " + std::to_string(k));
+    EXPECT_EQ(group[0].type, format::EventId::task_wait);
+    EXPECT_EQ(group[0].task, 2 * k);
+    EXPECT_EQ(group[0].related_task, 2 * k + 1);
+    EXPECT_EQ(group[1].type, format::EventId::task_run_end);
+    EXPECT_EQ(group[1].task, 2 * k);
+    EXPECT_EQ(group[2].type, format::EventId::task_run_begin);
+    EXPECT_EQ(group[2].task, 2 * k + 1);
+    EXPECT_EQ(group[0].ticks, group[1].ticks);
+    EXPECT_EQ(group[1].ticks, group[2].ticks);
+    if (k > 1) {
+      EXPECT_GE(group[0].ticks, tasks[3 * (k - 1) - 1].ticks);
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// A hand-over written inside a trace point (as a signal handler interrupting one finds its
+// thread), between two written outside: returns the trace's discarded count, or -1 when the
+// groups outside are not read back whole.
+int64_t discarded_by_a_nested_group(bool task_site_used_before) {
+  TemporaryDirectory directory;
+  const Config config = test_config(directory);
+  if (!start(config)) return -1;
+  CHRONICLE_INSTANT("group", "before");  // this thread's channel and packet
+  if (task_site_used_before) write_hand_over(8, 9);
+  detail::t_writer.state.store(detail::kWritingEvents, std::memory_order_relaxed);
+  write_hand_over(10, 11);
+  detail::t_writer.state.store(detail::kOutsideTracePoint, std::memory_order_relaxed);
+  write_hand_over(12, 13);
+  stop();
+  reader::Trace trace(config.output);
+  size_t outside = 0, inside = 0;
+  trace.for_each_event([&](const reader::Event& event) {
+    if (is_task_event(event)) ++(event.task == 10 || event.task == 11 ? inside : outside);
+    return true;
+  });
+  if (inside != 0 || outside != (task_site_used_before ? 6u : 3u)) return -1;
+  return static_cast<int64_t>(trace.events_discarded());
+}
+
+TEST(EventGroups, AGroupInsideATracePointIsDroppedAndEachOfItsEventsCounted) {
+  EXPECT_EQ(discarded_by_a_nested_group(true), 3) << "the dropped group, event by event";
+}
+
+// The first task event of the process inside a trace point: the lookup of the task events' site
+// cannot take its lock there, so the group is dropped before it has a writer. Run in a process of
+// its own (a death test's), where no task event came before.
+TEST(EventGroups, AGroupThatIsTheProcesssFirstUseOfTheTaskSiteIsCountedEventByEvent) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(static_cast<int>(discarded_by_a_nested_group(false) + 100)), ::testing::ExitedWithCode(103), "")
+      << "exit code 100 + the discarded count (99: a group outside was not read back whole)";
+}
+
+TEST(EventGroups, AGroupOfAThreadWithNoChannelIsCountedEventByEvent) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.max_threads = 1;
+  ASSERT_TRUE(start(config)) << last_error();
+  CHRONICLE_INSTANT("group", "the main thread holds the only channel");
+  std::thread([] {
+    write_hand_over(20, 21);
+    write_hand_over(22, 23);
+  }).join();
+  stop();
+
+  reader::Trace trace(config.output);
+  trace.for_each_event([&](const reader::Event& event) {
+    EXPECT_FALSE(is_task_event(event)) << "no channel: nothing written";
+    return true;
+  });
+  EXPECT_EQ(trace.events_discarded(), 6u) << "two groups of three, counted with no channel";
 }
 
 }  // namespace

@@ -354,19 +354,20 @@ void close_packet(Session& session, ThreadWriter& writer, uint64_t seq) {
   writer.pos = writer.end = nullptr;
 }
 
-// One more event of `category` lost by the writer's channel, in its row (an atomic add: a signal
-// handler on this thread may count too). Nothing when the category is not known yet.
-void count_category_discard(ThreadWriter& writer, uint16_t category) {
+// `events` more events of `category` lost by the writer's channel, in its row (an atomic add: a
+// signal handler on this thread may count too). Nothing when the category is not known yet.
+void count_category_discard(ThreadWriter& writer, uint16_t category, uint32_t events = 1) {
   if (category < format::kMaxCategories && writer.category_counts)
-    writer.category_counts[category].discarded.fetch_add(1, std::memory_order_relaxed);
+    writer.category_counts[category].discarded.fetch_add(events, std::memory_order_relaxed);
 }
 
-// Counts one lost event of the writer's channel. The open packet (if any) keeps the count
+// Counts `events` lost events of the writer's channel. The open packet (if any) keeps the count
 // current, so it is right even if the process dies now. An atomic add: a signal handler on
 // this thread may count a nested drop in between.
-void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks, uint16_t category) {
-  const uint64_t discarded = desc.events_discarded.fetch_add(1, std::memory_order_relaxed) + 1;
-  count_category_discard(writer, category);
+void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t ticks, uint16_t category,
+                    uint32_t events = 1) {
+  const uint64_t discarded = desc.events_discarded.fetch_add(events, std::memory_order_relaxed) + events;
+  count_category_discard(writer, category, events);
   if (!writer.packet) return;
   writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
   writer.packet->timestamp_end.store(std::max(ticks, writer.last_ticks), std::memory_order_release);
@@ -644,6 +645,22 @@ void count_nested_drop(ThreadWriter& writer, uint16_t category) {
   }
   channel(*session, writer.channel).events_discarded.fetch_add(1, std::memory_order_relaxed);
   count_category_discard(writer, category);
+}
+
+void count_group_drops(ThreadWriter& writer, uint32_t generation, uint16_t category, uint32_t events, bool nested) {
+  Session* session = session_of(generation);
+  if (!session) return;
+  if (writer.channel == kNoChannel) {
+    session->header->events_no_channel.fetch_add(events, std::memory_order_relaxed);
+    return;
+  }
+  ChannelDescriptor& desc = channel(*session, writer.channel);
+  if (nested) {  // as count_nested_drop: the interrupted writer owns the open packet
+    desc.events_discarded.fetch_add(events, std::memory_order_relaxed);
+    count_category_discard(writer, category, events);
+    return;
+  }
+  note_discarded(desc, writer, writer.last_ticks, category, events);
 }
 
 void count_discarded(uint32_t generation, uint16_t category) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "chronicle/detail/writer.hpp"
 
@@ -158,45 +159,69 @@ CHRONICLE_INLINE void emit_task_resolve_quiet(ThreadWriter& writer, uint64_t tas
 }
 
 // Task events that happen at one instant (a coroutine handing over to another: its wait, its
-// run's end and the other's run's beginning) share one clock read, which is most of an
-// event's cost.
+// run's end and the other's run's beginning) share one clock read, which is most of an event's
+// cost, and are written as one EventGroup: one entry into the trace point, one check for room,
+// one commit. A batch writes at most kMaxEvents events; between its first event and its end
+// (its destructor) the caller does nothing that may block or take a lock (EventGroup).
 class TaskEventBatch {
  public:
-  CHRONICLE_INLINE TaskEventBatch() : writer_(task_writer()) {
-    if (writer_) [[unlikely]]
-      ticks_ = read_ticks();
+  static constexpr size_t kMaxEvents = 4;
+
+  CHRONICLE_INLINE TaskEventBatch()
+      : writer_(task_writer()), group_(writer_, g_task_site.category_index, writer_ ? read_ticks() : 0) {
+    // Tracing, but no writer: the task category is off, or the thread's or the site's first use
+    // came inside a trace point (a signal handler) and that lookup dropped and counted one event,
+    // the batch's first. The events then go one by one, each looked up and counted as it would be
+    // on its own.
+    if (!writer_ && g_generation.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+      one_by_one_ = true;
+      first_counted_ = t_writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint;
+    }
   }
-  CHRONICLE_INLINE bool active() const { return writer_ != nullptr; }
+  CHRONICLE_INLINE ~TaskEventBatch() {}  // NOLINT: not = default, so the group's commit is inlined
+  TaskEventBatch(const TaskEventBatch&) = delete;
+  TaskEventBatch& operator=(const TaskEventBatch&) = delete;
+  CHRONICLE_INLINE bool active() const { return writer_ != nullptr || one_by_one_; }
   CHRONICLE_INLINE void task_event(format::EventId event, uint64_t task) {
-    if (!writer_ || task == 0) return;
+    if (!active() || task == 0) return;
     const format::TaskPayload payload{task};
     write(event, &payload, sizeof payload);
   }
   CHRONICLE_INLINE void create(uint64_t task, uint64_t parent, format::TaskKind kind, uint32_t name_id) {
-    if (!writer_ || task == 0) return;
+    if (!active() || task == 0) return;
     const format::TaskCreatePayload payload{task, parent, static_cast<uint8_t>(kind), name_id};
     write(format::EventId::task_create, &payload, sizeof payload);
   }
   CHRONICLE_INLINE void wait(uint64_t task, uint64_t awaited) {
-    if (!writer_ || task == 0 || awaited == 0) return;
+    if (!active() || task == 0 || awaited == 0) return;
     const format::TaskWaitPayload payload{task, awaited};
     write(format::EventId::task_wait, &payload, sizeof payload);
   }
   CHRONICLE_INLINE void resolve_quiet(uint64_t task, uint64_t resolver, format::TaskOutcome outcome) {
-    if (!writer_ || task == 0) return;
+    if (!active() || task == 0) return;
     const QuietResolve payload{{task, resolver, static_cast<uint8_t>(outcome)}, 0};
     write(format::EventId::task_resolve, &payload, sizeof payload);
   }
 
  private:
+  // The most a batch writes: kMaxEvents of the largest task event, each with a full header.
+  static constexpr size_t kMaxBytes = kMaxEvents * (format::kExtendedHeaderSize + sizeof(format::TaskCreatePayload));
+  static_assert(sizeof(format::TaskCreatePayload) >= sizeof(QuietResolve) &&
+                sizeof(format::TaskCreatePayload) >= sizeof(format::TaskWaitPayload));
+
   CHRONICLE_INLINE void write(format::EventId event, const void* payload, size_t size) {
-    uint8_t* out = begin_event(*writer_, g_task_site.category_index, static_cast<uint32_t>(event), size, ticks_);
-    if (!out) return;
-    std::memcpy(out, payload, size);
-    commit_event(*writer_, g_task_site.category_index, out + size, ticks_);
+    if (one_by_one_) [[unlikely]] {
+      if (!std::exchange(first_counted_, false))
+        if (ThreadWriter* writer = task_writer()) emit_fixed(*writer, event, payload, size);
+      return;
+    }
+    if (uint8_t* out = group_.add(static_cast<uint32_t>(event), size)) [[likely]]
+      std::memcpy(out, payload, size);
   }
   ThreadWriter* writer_;
-  uint64_t ticks_ = 0;
+  bool one_by_one_ = false;
+  bool first_counted_ = false;  // one_by_one_: the first event's loss was counted by the lookup
+  EventGroup<kMaxBytes> group_;
 };
 
 void emit_task_resolve(ThreadWriter& writer, uint64_t task, uint64_t resolver, format::TaskOutcome outcome,

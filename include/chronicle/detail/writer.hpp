@@ -76,6 +76,9 @@ uint64_t read_monotonic_ns();
 // handler interrupted it): atomically, as the interrupted code may be updating the same count.
 // `category` is the event's, or format::kNoCategory before it is known.
 void count_nested_drop(ThreadWriter& writer, uint16_t category);
+// Counts `events` more lost events of an EventGroup as its first was counted: a nested drop, or
+// no room in the channel (or no channel) of `generation`'s session. Called inside the trace point.
+void count_group_drops(ThreadWriter& writer, uint32_t generation, uint16_t category, uint32_t events, bool nested);
 
 CHRONICLE_INLINE uint64_t read_ticks() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -143,23 +146,120 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint16_t category, u
   return format::write_event_header(writer.pos, compact, event_id, ticks);
 }
 
-// Publishes the event: end time first, then the size that makes it visible (release), so a
-// reader in another process never sees a torn event or an end time before its last event.
-// The category's counts go first: they are the monitor's figures, not what publishes the event.
-// `category` is the one begin_event() was given.
-CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint16_t category, uint8_t* event_end, uint64_t ticks) {
+// Publishes the `events` events written since the last commit (one, or an EventGroup's, all at
+// `ticks`): end time first, then the size that makes them visible (release), so a reader in
+// another process never sees a torn event or an end time before its last event. The category's
+// counts go first: they are the monitor's figures, not what publishes the events. `category` is
+// the one begin_event() was given. Leaves the trace point.
+CHRONICLE_INLINE void commit_events(ThreadWriter& writer, uint16_t category, uint8_t* events_end, uint64_t ticks,
+                                    uint32_t events) {
   format::CategoryCounts& counts = writer.category_counts[category];
-  counts.events.store(counts.events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  counts.bytes.store(counts.bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(event_end - writer.pos),
+  counts.events.store(counts.events.load(std::memory_order_relaxed) + events, std::memory_order_relaxed);
+  counts.bytes.store(counts.bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(events_end - writer.pos),
                      std::memory_order_relaxed);
-  writer.pos = event_end;
+  writer.pos = events_end;
   writer.last_ticks = ticks;
-  ++writer.events_in_packet;
+  writer.events_in_packet += events;
   writer.packet->timestamp_end.store(ticks, std::memory_order_relaxed);
   writer.packet->content_size_bits.store(
-      static_cast<uint64_t>(event_end - reinterpret_cast<uint8_t*>(writer.packet)) * 8, std::memory_order_release);
+      static_cast<uint64_t>(events_end - reinterpret_cast<uint8_t*>(writer.packet)) * 8, std::memory_order_release);
   leave_trace_point(writer);
 }
+
+CHRONICLE_INLINE void commit_event(ThreadWriter& writer, uint16_t category, uint8_t* event_end, uint64_t ticks) {
+  commit_events(writer, category, event_end, ticks, 1);
+}
+
+// Events of one category that happen at one instant (one clock read), written as one: one entry
+// into the trace point, one check for room (for kMaxBytes, the most the group writes), one
+// commit, so a reader sees all of them or none. The bytes are those the events would take written
+// one by one with begin_event(): the first header compact when the time since the thread's last
+// event allows it, the others compact when their id does (no time passes between them).
+//
+// A group that finds no room (the stream's collector is behind, no channel) or finds its thread
+// already inside a trace point (a signal handler) drops all its events and counts each. From the
+// first add() to commit() the thread is inside the trace point: nothing there may block or take
+// a lock (stop() waits for the thread to leave; a signal handler's events are dropped and counted
+// meanwhile), so callers compute what they write before the first add().
+template <size_t kMaxBytes>
+class EventGroup {
+  static_assert(kMaxBytes + format::kPacketHeaderSize <= 1024, "a group fits the smallest packet");
+
+ public:
+  // `writer` may be null for a group that writes nothing (tracing off): it is used at the first add().
+  CHRONICLE_INLINE EventGroup(ThreadWriter* writer, uint16_t category, uint64_t ticks)
+      : writer_(writer), category_(category), ticks_(ticks) {}
+  EventGroup(const EventGroup&) = delete;
+  EventGroup& operator=(const EventGroup&) = delete;
+  CHRONICLE_INLINE ~EventGroup() { commit(); }
+
+  // Writes the event's header and returns where its `payload_size` bytes go, or nullptr when
+  // the event is dropped (counted).
+  CHRONICLE_INLINE uint8_t* add(uint32_t event_id, size_t payload_size) {
+    if (state_ == State::idle) {
+      open();
+      if (state_ != State::open) return nullptr;  // this event's loss is counted by open()
+    } else if (state_ != State::open || pos_ + format::kExtendedHeaderSize + payload_size > room_end_) [[unlikely]] {
+      ++dropped_;
+      return nullptr;
+    }
+    const bool compact = event_id < format::kExtendedId && (written_ > 0 || first_compact_);
+    uint8_t* payload = format::write_event_header(pos_, compact, event_id, ticks_);
+    pos_ = payload + payload_size;
+    ++written_;
+    return payload;
+  }
+
+  // Publishes what was added and counts what was dropped; the group is done.
+  CHRONICLE_INLINE void commit() {
+    if (state_ == State::open) [[likely]] {
+      if (dropped_ != 0) [[unlikely]]  // past kMaxBytes: a caller's mistake, counted all the same
+        count_group_drops(*writer_, generation_, category_, dropped_, false);
+      commit_events(*writer_, category_, pos_, ticks_, written_);
+    } else if (state_ == State::no_room || state_ == State::nested) [[unlikely]] {
+      if (dropped_ != 0) count_group_drops(*writer_, generation_, category_, dropped_, state_ == State::nested);
+      if (state_ == State::no_room) leave_trace_point(*writer_);
+    }
+    state_ = State::done;
+  }
+
+ private:
+  enum class State : uint8_t { idle, open, nested, no_room, stopped, done };
+
+  // Enters the trace point and makes room for the whole group. On failure the first event is
+  // counted here (as begin_event() would count it) and the others at commit().
+  CHRONICLE_INLINE void open() {
+    generation_ = writer_->generation;
+    const bool nested = writer_->state.load(std::memory_order_relaxed) != kOutsideTracePoint;
+    if (!enter_trace_point(*writer_, category_)) {  // counts this event when nested
+      state_ = nested ? State::nested : State::stopped;
+      return;
+    }
+    if (ticks_ < writer_->last_ticks) ticks_ = writer_->last_ticks;  // a thread's times never go back
+    first_compact_ = ticks_ - writer_->last_ticks <= format::kCompactTimestampMask;
+    if (kMaxBytes > static_cast<size_t>(writer_->end - writer_->pos)) [[unlikely]] {
+      if (!switch_packet(*writer_, category_, ticks_, kMaxBytes)) {  // counts this event
+        state_ = State::no_room;  // still inside the trace point: the others are counted at commit()
+        return;
+      }
+      first_compact_ = true;  // a new packet starts at this instant
+    }
+    pos_ = writer_->pos;
+    room_end_ = pos_ + kMaxBytes;
+    state_ = State::open;
+  }
+
+  ThreadWriter* writer_;
+  uint32_t generation_ = 0;  // the writer's session when the group opened
+  uint16_t category_;
+  State state_ = State::idle;
+  bool first_compact_ = false;
+  uint32_t written_ = 0;
+  uint32_t dropped_ = 0;
+  uint64_t ticks_;
+  uint8_t* pos_ = nullptr;
+  uint8_t* room_end_ = nullptr;
+};
 
 enum class Emitted : uint8_t { off, written, dropped };
 
