@@ -20,6 +20,11 @@
 // * Threads in a slow path (state 2) may wait for the registry lock that stop() holds while it
 //   waits: stop() does not wait for them, because a slow path revalidates the session under the
 //   lock before it touches the mapping.
+// * An EventGroup (writer.hpp: events of one instant, e.g. a task hand-over) is one trace point:
+//   one entry, its events written one after another, one commit (commit_events: the end time,
+//   then the content size with release, as for one event), one exit. A reader never sees part of
+//   a group; a signal handler during it drops its events as during any trace point. Nothing in
+//   a group takes a lock or blocks, so stop() waits for it as for one event.
 // * Without membarrier (old kernel, seccomp), or when a writer stays inside a trace point for
 //   longer than kQuiescenceLimit (stopped by a debugger, blocked in a signal handler), the
 //   mapping is kept mapped, as every mapping was before: leaking is safe, unmapping is not.
