@@ -501,10 +501,12 @@ TEST_F(OtlpPush, RecordPushesWithAClosedStderr) {
 // (4 KiB) so that the program's spans reach the trace files while it waits.
 class LiveRecord {
  public:
-  LiveRecord(const TemporaryDirectory& scratch, int port, int phases, const std::string& options, long spans = 2000)
+  // `packet_size`: CHRONICLE_PACKET_SIZE, or "" for the default (64 KiB).
+  LiveRecord(const TemporaryDirectory& scratch, int port, int phases, const std::string& options, long spans = 2000,
+             const std::string& packet_size = "4096")
       : scratch_(scratch), trace_(scratch / "live") {
     std::vector<std::string> argv = {"env",
-                                     "CHRONICLE_PACKET_SIZE=4096",
+                                     "CHRONICLE_PACKET_SIZE=" + packet_size,
                                      kCli,
                                      "record",
                                      "-q",
@@ -539,11 +541,11 @@ class LiveRecord {
 // while the program ran; returns record's output. The live pushes and the last one together are
 // exactly the spans of the finished trace's export, once, in the same traces under the same parents.
 std::string expect_live_push_matches_export(const TemporaryDirectory& scratch, const std::string& log, int phases,
-                                            const std::string& options) {
+                                            const std::string& options, const std::string& packet_size = "4096") {
   Receiver receiver(scratch, log, {});
   const int port = receiver.port();
   EXPECT_NE(port, 0) << receiver.output();
-  LiveRecord record(scratch, port, phases, options);
+  LiveRecord record(scratch, port, phases, options, 2000, packet_size);
   EXPECT_TRUE(record.process().started());
   for (int phase = 1; phase <= phases; ++phase) {
     const size_t before = read_log(log).total_spans();
@@ -566,6 +568,14 @@ std::string expect_live_push_matches_export(const TemporaryDirectory& scratch, c
 
 TEST_F(OtlpPush, RecordPushesSpansWhileTheProgramRuns) {
   expect_live_push_matches_export(scratch_, log_, 1, "--otlp-batch-spans 100");
+}
+
+// With packets of the default size, each phase's spans fit in the main thread's open packet,
+// which stays open while the program waits: the collector cuts it once its events have waited a
+// push interval, so they are pushed before the program goes on (on main they were not: the
+// receiver saw no span of phase 1 until the program ended).
+TEST_F(OtlpPush, RecordPushesAQuietThreadsSpansWithPacketsOfTheDefaultSize) {
+  expect_live_push_matches_export(scratch_, log_, 2, "--otlp-batch-spans 100 --otlp-interval 0.2", "");
 }
 
 // The rounds read the .ctfz units the collector has written; the events it still holds in a

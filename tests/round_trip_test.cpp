@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chronicle/chronicle.hpp>
 #include <chrono>
 #include <filesystem>
+#include <latch>
 #include <map>
 #include <string>
 #include <thread>
@@ -245,6 +247,79 @@ TEST(LiveReading, TheSessionsOwnSamplesDoNotHoldBackWhatIsComplete) {
   EXPECT_GE(collector.complete_below(), before) << "the control thread's open packet held it back";
   stop();
   collector.finish();
+}
+
+// A thread that wrote a few events and waits keeps its packet open. Uncut, what the collector
+// says is complete stops at that packet's start until the thread fills it or ends, and the live
+// push (record --otlp-endpoint) with it. Cut, the events it wrote are written as a packet of their
+// own; here one packet is cut twice and its rest written when the thread ends, and every event
+// reads back once, in order, at its own time, as chronicle's reader and babeltrace2 see it.
+TEST(LiveReading, AQuietThreadsOpenPacketIsCutAndDoesNotHoldBackWhatIsComplete) {
+  TemporaryDirectory directory;
+  Config config;
+  config.shm_dir = directory.path();
+  config.keep_shm = true;
+  config.self_stats_interval = std::chrono::milliseconds(0);
+  ASSERT_TRUE(start(config)) << last_error();
+  collector::SessionMapping mapping(shm_path());
+  uint32_t holder = 0;
+  ASSERT_TRUE(collector::claim_session(mapping.header(), holder));  // as record does
+  collector::CollectorOptions options;
+  options.cut_open_packets_after = 20ms;
+  collector::Collector collector(mapping, directory / "trace", options);
+
+  constexpr int kPhases = 3;
+  constexpr int kPerPhase = 3;
+  std::array<std::pair<uint64_t, uint64_t>, kPhases * kPerPhase> brackets{};  // each counter's time lies within
+  std::array<std::latch, kPhases> written{std::latch(1), std::latch(1), std::latch(1)};
+  std::array<std::latch, kPhases> go_on{std::latch(1), std::latch(1), std::latch(1)};
+  std::thread quiet([&] {
+    for (int phase = 0; phase < kPhases; ++phase) {
+      if (phase > 0) go_on[phase - 1].wait();
+      for (int k = phase * kPerPhase; k < (phase + 1) * kPerPhase; ++k) {
+        brackets[k].first = detail::read_ticks();
+        CHRONICLE_COUNTER("quiet", "k", k);
+        brackets[k].second = detail::read_ticks();
+      }
+      written[phase].count_down();
+    }
+  });
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int phase = 0; phase + 1 < kPhases; ++phase) {
+    written[phase].wait();
+    const uint64_t last_written = brackets[(phase + 1) * kPerPhase - 1].first;
+    collector.drain();
+    while (collector.complete_below() < last_written && std::chrono::steady_clock::now() < limit) {
+      collector.wait_for_work(10ms);
+      collector.drain();
+    }
+    EXPECT_GE(collector.complete_below(), last_written)
+        << "phase " << phase << ": the quiet thread's packet held it back";
+    go_on[phase].count_down();
+  }
+  quiet.join();
+  stop();
+  collector.finish();
+
+  const reader::Trace trace(directory / "trace");
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  EXPECT_TRUE(trace.damage().empty());
+  const auto events = test::read_category(trace, "quiet");
+  ASSERT_EQ(events.size(), brackets.size());
+  for (size_t k = 0; k < events.size(); ++k) {
+    SCOPED_TRACE("counter " + std::to_string(k));
+    EXPECT_EQ(events[k].value, static_cast<int64_t>(k));
+    EXPECT_GE(events[k].ticks, brackets[k].first);
+    EXPECT_LE(events[k].ticks, brackets[k].second);
+  }
+  const auto babeltrace = test::run("babeltrace2 " + (directory / "trace"));
+  EXPECT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "") << "no lost packet, no discarded event";
+  size_t counters = 0;
+  for (size_t at = babeltrace.out.find(" counter: "); at != std::string::npos;
+       at = babeltrace.out.find(" counter: ", at + 1))
+    ++counters;
+  EXPECT_EQ(counters, events.size()) << babeltrace.out;
 }
 
 TEST(Drops, WrittenEqualsReadPlusDiscardedWhenNoCollectorDrains) {

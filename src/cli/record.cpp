@@ -414,6 +414,11 @@ int run_record(RecordOptions& options) {
   if (options.layout.compress) options.layout.unit_writer = collector::warmed_unit_writer(Config{}.packet_size, 2);
   // A bad endpoint is said before the program runs, not after.
   if (!options.otlp.endpoint.empty()) exports::otlp_traces_url(options.otlp.endpoint);
+  // The live push reads what the files hold: a quiet thread's open packet is cut once its events
+  // have waited a push interval, or they (and every later event) would wait until it fills.
+  if (!options.otlp.endpoint.empty())
+    options.layout.cut_open_packets_after =
+        std::chrono::milliseconds(static_cast<int64_t>(options.otlp_interval_seconds * 1000));
   const std::string program = options.command.front();
   if (options.output.empty())
     options.output = fmt::format("chronicle-{}-{}", fs::path(program).filename().string(), timestamp_for_path());

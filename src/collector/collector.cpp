@@ -405,6 +405,7 @@ Collector::Collector(SessionMapping& mapping, std::string output_dir, CollectorO
     stats_.chunks = 1;
   }
   consumed_.assign(mapping_.geometry().max_channels, 0);
+  cuts_.assign(mapping_.geometry().max_channels, OpenPacketCut{});
   scratch_.resize(mapping_.geometry().packet_size);
   if (options_.compress)
     unit_writer_ = options_.unit_writer ? options_.unit_writer : warmed_unit_writer(mapping_.geometry().packet_size, 1);
@@ -646,6 +647,8 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   header_copy.timestamp_end.store(std::max(timestamp_end, header_copy.timestamp_begin), std::memory_order_relaxed);
   header_copy.events_discarded.store(discarded, std::memory_order_relaxed);
   StreamFile& stream = stream_for(header_copy);
+  header_copy.packet_seq_num.store(header_copy.packet_seq_num.load(std::memory_order_relaxed) + stream.seq_shift,
+                                   std::memory_order_relaxed);
   static const uint8_t kZeros[format::kPacketAlignment] = {};
   iovec parts[3] = {{&header_copy, sizeof header_copy},
                     {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize},
@@ -746,6 +749,8 @@ uint64_t Collector::complete_bound() const {
     std::optional<uint64_t> from = stable_packet_time(channel, committed, PacketTime::begin);
     if (!from && committed > 0) from = stable_packet_time(channel, committed - 1, PacketTime::end);
     if (!from) return complete_below_;
+    // An open packet cut in an earlier round: its events up to the cut's last one are written.
+    if (cuts_[channel].seq == committed && cuts_[channel].offset > 0) from = std::max(*from, cuts_[channel].last_ticks);
     bound = std::min(bound, *from);
   }
   return bound == std::numeric_limits<uint64_t>::max() ? latest_timestamp_ : bound;
@@ -788,9 +793,17 @@ size_t Collector::drain() {
           std::clamp<uint64_t>(format::content_bytes(packet_header), format::kPacketHeaderSize, geometry.packet_size);
       if (format::check_packet_header(packet, geometry.packet_size).empty() &&
           packet_header.packet_seq_num.load(std::memory_order_relaxed) == seq) {
-        write_packet(channel, packet, content, packet_header.timestamp_end.load(std::memory_order_relaxed),
-                     packet_header.events_discarded.load(std::memory_order_relaxed),
-                     mapping_.packet_event_count(channel, seq).load(std::memory_order_relaxed));
+        const uint64_t timestamp_end = packet_header.timestamp_end.load(std::memory_order_relaxed);
+        const uint64_t discarded = packet_header.events_discarded.load(std::memory_order_relaxed);
+        if (cuts_[channel].seq == seq && cuts_[channel].offset > 0) {
+          // Cut while it was open: its rest, counted by walking it.
+          std::memcpy(scratch_.data(), packet, content);
+          const uint64_t rest = drop_written_part(channel, seq, scratch_.data(), content);
+          write_packet(channel, scratch_.data(), rest, timestamp_end, discarded);
+        } else {
+          write_packet(channel, packet, content, timestamp_end, discarded,
+                       mapping_.packet_event_count(channel, seq).load(std::memory_order_relaxed));
+        }
         copied += content;
         // By packet, so that a chunk ends within a packet (or a unit) of the size asked for.
         if (chunk_number_ > 0 && chunk_is_full()) rotate();
@@ -801,12 +814,78 @@ size_t Collector::drain() {
       // Hands the slot back to the writer.
       desc.packets_consumed.store(seq + 1, std::memory_order_release);
     }
+    if (options_.cut_open_packets_after.count() > 0) cut_open_packet(channel);
   }
   if (options_.compress) flush_units(true);
   if (chunk_number_ > 0 && chunk_is_full()) rotate();
   // The packets copied into units not yet written are not in the files either.
   complete_below_ = std::max(complete_below_, std::min(bound, pending_units_begin()));
   return copied;
+}
+
+// Cuts the channel's open packet when its events past the last cut have waited
+// options_.cut_open_packets_after (CollectorOptions): they are written as a packet of their own,
+// numbered as the open packet is, and the stream's later packets one further on. The packet is
+// open (or closed but not consumed): its slot cannot be reused until this collector consumes it,
+// and what its content size covers (acquire) stays as it is, so the copy needs no seqlock.
+void Collector::cut_open_packet(uint32_t channel) {
+  const uint64_t seq = mapping_.packets_committed(channel);
+  if (seq != consumed_[channel]) return;  // closed packets wait first (the ring lapped this round's limit)
+  OpenPacketCut& cut = cuts_[channel];
+  if (cut.seq != seq) {
+    cut = OpenPacketCut{};
+    cut.seq = seq;
+  }
+  const uint8_t* packet = mapping_.ring_slot(channel, seq);
+  const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
+  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return;  // not opened yet
+  const uint64_t content = std::min<uint64_t>(format::content_bytes(live), mapping_.geometry().packet_size);
+  const uint64_t from = cut.offset > 0 ? cut.offset : format::kPacketHeaderSize;
+  if (content <= from) {
+    cut.waiting = false;
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!cut.waiting) {
+    cut.waiting = true;
+    cut.waiting_since = now;
+    return;
+  }
+  if (now - cut.waiting_since < options_.cut_open_packets_after) return;
+  uint8_t* part = scratch_.data();
+  copy_live_header(live, *reinterpret_cast<PacketHeader*>(part));
+  std::memcpy(part + format::kPacketHeaderSize, packet + from, content - from);
+  const uint64_t part_content = format::kPacketHeaderSize + content - from;
+  auto& part_header = *reinterpret_cast<PacketHeader*>(part);
+  if (cut.offset > 0) part_header.timestamp_begin = cut.last_ticks;
+  part_header.content_size_bits.store(part_content * 8, std::memory_order_relaxed);
+  uint64_t last_ticks = part_header.timestamp_begin;
+  uint64_t events = 0;
+  try {
+    format::PacketDecoder decoder(part, part_content);
+    for (format::RawEvent event; decoder.next(event); ++events) last_ticks = event.ticks;
+  } catch (const format::DecodeError&) {
+    return;  // damaged: left for the packet's close, which writes it whole
+  }
+  if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return;
+  write_packet(channel, part, part_content, last_ticks, live.events_discarded.load(std::memory_order_relaxed), events);
+  ++stream_for(part_header).seq_shift;
+  cut.offset = content;
+  cut.last_ticks = last_ticks;
+  cut.waiting = false;
+}
+
+uint64_t Collector::drop_written_part(uint32_t channel, uint64_t seq, uint8_t* packet, uint64_t content) {
+  OpenPacketCut& cut = cuts_[channel];
+  if (cut.seq != seq) return content;
+  const uint64_t offset = cut.offset;
+  const uint64_t last_ticks = cut.last_ticks;
+  cut = OpenPacketCut{};
+  if (offset == 0) return content;
+  const uint64_t rest = content > offset ? content - offset : 0;
+  std::memmove(packet + format::kPacketHeaderSize, packet + offset, rest);
+  reinterpret_cast<PacketHeader*>(packet)->timestamp_begin = last_ticks;
+  return format::kPacketHeaderSize + rest;
 }
 
 // Compressed: the oldest time in the packets held for units not yet written (their first
@@ -854,6 +933,7 @@ bool Collector::copy_stable(uint32_t channel, uint64_t seq, uint64_t discarded_a
   const CopyResult result = copy_slot(channel, seq, scratch_.data(), copy);
   stats_.decode_errors += result == CopyResult::damaged;
   if (result != CopyResult::copied) return false;
+  copy.content = drop_written_part(channel, seq, scratch_.data(), copy.content);
   write_packet(channel, scratch_.data(), copy.content, copy.timestamp_end,
                std::max(copy.discarded, discarded_at_least));
   return true;

@@ -180,6 +180,12 @@ struct CollectorOptions {
   // With rotation: the oldest chunks are removed while the trace is larger than this (0: never).
   // The chunk being written is never removed.
   uint64_t max_size = 0;
+  // Stream policy, for a reader of the growing trace (record --otlp-endpoint): a thread's open
+  // packet whose events have waited this long in its ring, the thread writing nothing more, is
+  // cut: what it holds is written as a packet of its own, and the rest of it later as another,
+  // so that a quiet thread does not hold back what complete_below() says is in the files (0:
+  // never; the trace is then written packet for packet as the rings hold them).
+  std::chrono::nanoseconds cut_open_packets_after{0};
   // With compress: the unit writer to use, warmed before the program starts (UnitWriter::warm_up)
   // and shared by the collectors that one thread drains. Without one, each collector makes and
   // warms its own when it is made.
@@ -263,7 +269,26 @@ class Collector {
     uint64_t unit_packets = 0;
     uint64_t unit_content = 0;
     std::chrono::steady_clock::time_point unit_started;
+    // Packets the stream's cut packets added (OpenPacketCut): every later packet's sequence
+    // number moves up by this many, so that the numbers in the files have no gap.
+    uint64_t seq_shift = 0;
   };
+  // A thread's open packet cut while it is open (CollectorOptions::cut_open_packets_after): the
+  // first `offset` bytes of packet `seq` (header included) are written, the last of their events
+  // at `last_ticks`, which starts the packet that holds the rest (so the events' 27-bit
+  // timestamps rebuild the same times).
+  struct OpenPacketCut {
+    uint64_t seq = ~uint64_t{0};
+    uint64_t offset = 0;  // 0: nothing of it written yet
+    uint64_t last_ticks = 0;
+    bool waiting = false;                                 // events past `offset` were seen...
+    std::chrono::steady_clock::time_point waiting_since;  // ...first at this time
+  };
+  void cut_open_packet(uint32_t channel);
+  // The part of packet `seq` of `channel` (copied at `packet`, `content` bytes) that is not
+  // written yet: moved to the start of its events, after a header that begins at the cut's last
+  // event. Returns its content bytes (`content` when the packet was not cut).
+  uint64_t drop_written_part(uint32_t channel, uint64_t seq, uint8_t* packet, uint64_t content);
   void add_to_unit(StreamFile& stream, const ::iovec* parts, std::optional<uint64_t> known_events);
   void flush_unit(StreamFile& stream);
   bool chunk_is_full() const;
@@ -316,7 +341,8 @@ class Collector {
   std::shared_ptr<compression::UnitWriter> unit_writer_;  // kept from unit to unit
   size_t pending_unit_bytes_ = 0;                         // in every stream's unit
   std::vector<uint8_t> encoded_;
-  std::vector<uint64_t> consumed_;  // per channel, stream policy
+  std::vector<uint64_t> consumed_;   // per channel, stream policy
+  std::vector<OpenPacketCut> cuts_;  // per channel, stream policy
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> window_;  // a ring's packets copied by snapshot()
   CollectorStats stats_;
