@@ -859,6 +859,10 @@ void Collector::cut_open_packet(uint32_t channel) {
   auto& part_header = *reinterpret_cast<PacketHeader*>(part);
   if (cut.offset > 0) part_header.timestamp_begin = cut.last_ticks;
   part_header.content_size_bits.store(part_content * 8, std::memory_order_relaxed);
+  // The mapping may be damaged or hostile (docs/guarantees.md): only a sound header is cut.
+  if (!format::check_packet_header(part, mapping_.geometry().packet_size).empty() ||
+      part_header.stream_id != format::kStreamThread)
+    return;
   uint64_t last_ticks = part_header.timestamp_begin;
   uint64_t events = 0;
   try {
