@@ -1,6 +1,6 @@
 // The input is a session mapping file, as a dead process (or a hostile one) might leave it:
-// checked, then snapshot into a trace directory, which is read back, then finished as `record`
-// finishes it.
+// checked, then snapshot into a trace directory, which is read back, then drained and finished as
+// `record --otlp-endpoint` does (cutting open packets), and read back.
 #include "collector/collector.hpp"
 #include "fuzz_support.hpp"
 #include "reader/trace_reader.hpp"
@@ -17,10 +17,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     collector.snapshot();
     reader::Trace trace(output);
     trace.for_each_event([](const reader::Event&) { return true; });
-    // What `record` does at a program's end: drains a stream session's rings, then its open packets.
+    // What `record --otlp-endpoint` does while the program runs (drains, cutting the open packets
+    // that waited) and at its end (the open packets' rest); the trace is read back.
     std::filesystem::remove_all(output);
-    collector::Collector finishing(mapping, output);
+    collector::CollectorOptions options;
+    options.cut_open_packets_after = std::chrono::nanoseconds(1);
+    collector::Collector finishing(mapping, output, options);
+    finishing.drain();
+    finishing.drain();
     finishing.finish();
+    reader::Trace finished(output);
+    finished.for_each_event([](const reader::Event&) { return true; });
   } catch (const format::InputError&) {
   } catch (const std::runtime_error&) {  // e.g. metadata of a mapping whose clock makes no sense
   }
