@@ -5,25 +5,35 @@
 # the heap and pages their sessions left, hence one process each.
 #
 #   BUILD=build-bench bench/tasks_rounds.sh      # the build holding bench/tasks_bench (Release)
+#   BEFORE=OLD/bench/tasks_bench bench/tasks_rounds.sh
+#       also an older tasks_bench, run right after this one in each round on the same benchmarks
+#       (those of its names that it has), and what changed from it: the median of the rounds'
+#       paired differences ("Events of one instant written as one group")
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
 ROUNDS=${ROUNDS:-5}
+BEFORE=${BEFORE:-}
 B=$BUILD/bench
 [[ -x $B/tasks_bench && -x $B/tasks_bench_untracked ]] ||
   { echo "tasks_rounds: build tasks_bench and tasks_bench_untracked in $BUILD first" >&2; exit 1; }
+[[ -z $BEFORE || -x $BEFORE ]] || { echo "tasks_rounds: BEFORE=$BEFORE is not a program" >&2; exit 1; }
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
+run() {  # binary, benchmark name, label prefix ("" or "before:")
+  "$1" --benchmark_filter="BM_$2\$" 2>/dev/null | awk -v prefix="$3" '/^BM_/ { print prefix $1, $4 }' >>"$RESULTS"
+}
 for round in $(seq "$ROUNDS"); do
   for name in AwaitYield_Bare 'AwaitYield_Chronicle/tracing:0' 'AwaitYield_Chronicle/tracing:1' \
     'AwaitChildTask_Bare/idle_thread:0' 'AwaitChildTask_Bare/idle_thread:1' \
     'AwaitChildTask_Chronicle/tracing:0/idle_thread:0' 'AwaitChildTask_Chronicle/tracing:0/idle_thread:1' \
     'AwaitChildTask_Chronicle/tracing:1/idle_thread:0' 'AsioPost_Tracked/tracing:0/idle_thread:0' \
     'AsioPost_Tracked/tracing:0/idle_thread:1' 'AsioPost_Tracked/tracing:1/idle_thread:0'; do
-    "$B/tasks_bench" --benchmark_filter="BM_$name\$" 2>/dev/null | awk '/^BM_/ { print $1, $4 }' >>"$RESULTS"
+    run "$B/tasks_bench" "$name" ""
+    [[ -n $BEFORE ]] && run "$BEFORE" "$name" "before:"
   done
   for name in 'AsioPost_Untracked/tracing:0/idle_thread:0' 'AsioPost_Untracked/tracing:0/idle_thread:1'; do
-    "$B/tasks_bench_untracked" --benchmark_filter="BM_$name\$" 2>/dev/null | awk '/^BM_/ { print $1, $4 }' >>"$RESULTS"
+    run "$B/tasks_bench_untracked" "$name" ""
   done
   echo "round $round done" >&2
 done
@@ -38,10 +48,14 @@ for line in open(sys.argv[1]):
     name, cpu = line.split()
     runs.setdefault(name, []).append(float(cpu) / 1000)
 for name, values in runs.items():
-    print(f"{name:<50} {statistics.median(values):7.2f} ns ({min(values):.2f}-{max(values):.2f})")
+    print(f"{name:<57} {statistics.median(values):7.2f} ns ({min(values):.2f}-{max(values):.2f})")
+def differences(label, a, b):
+    if a in runs and b in runs:
+        pairs = [x - y for x, y in zip(runs[a], runs[b])]
+        print(f"{label:<57} {statistics.median(pairs):+7.2f} ns ({min(pairs):+.2f} to {max(pairs):+.2f})")
 print()
 print("added by tracing: median of the rounds' differences (least-most)")
-pairs = [
+for label, traced, base in [
     ("co_await (yield)", "BM_AwaitYield_Chronicle/tracing:1", "BM_AwaitYield_Bare"),
     ("child task, over bare", "BM_AwaitChildTask_Chronicle/tracing:1/idle_thread:0", "BM_AwaitChildTask_Bare/idle_thread:0"),
     ("child task, over bare + idle thread", "BM_AwaitChildTask_Chronicle/tracing:1/idle_thread:0",
@@ -52,10 +66,12 @@ pairs = [
      "BM_AsioPost_Untracked/tracing:0/idle_thread:1"),
     ("Asio: what an idle thread adds, untracked", "BM_AsioPost_Untracked/tracing:0/idle_thread:1",
      "BM_AsioPost_Untracked/tracing:0/idle_thread:0"),
-]
-for label, traced, base in pairs:
-    if traced not in runs or base not in runs:
-        continue
-    differences = [a - b for a, b in zip(runs[traced], runs[base])]
-    print(f"{label:<50} {statistics.median(differences):+7.2f} ns ({min(differences):+.2f} to {max(differences):+.2f})")
+]:
+    differences(label, traced, base)
+before = [name for name in runs if name.startswith("before:")]
+if before:
+    print()
+    print("this build - BEFORE: median of the rounds' paired differences (least-most)")
+    for name in before:
+        differences(name[len("before:"):], name[len("before:"):], name)
 PY

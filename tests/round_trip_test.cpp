@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <latch>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -214,20 +215,46 @@ TEST(LiveReading, WhatACompressedTraceHoldsInAUnitIsNotCountedComplete) {
   EXPECT_LE(complete_below, ended.front().ticks) << "the ended thread's event was still in a unit";
 }
 
+// A session with no collector in the process, its mapping claimed by the test, which drains it
+// as `record` drains a program's (null, with a failure, when it cannot start).
+std::unique_ptr<collector::SessionMapping> start_drained_session(const TemporaryDirectory& directory,
+                                                                 std::chrono::milliseconds self_stats_interval) {
+  Config config;
+  config.shm_dir = directory.path();
+  config.keep_shm = true;
+  config.self_stats_interval = self_stats_interval;
+  if (!start(config)) {
+    ADD_FAILURE() << last_error();
+    return nullptr;
+  }
+  auto mapping = std::make_unique<collector::SessionMapping>(shm_path());
+  uint32_t holder = 0;
+  if (!collector::claim_session(mapping->header(), holder)) {
+    ADD_FAILURE() << "the session is claimed by process " << holder;
+    stop();
+    return nullptr;
+  }
+  return mapping;
+}
+
+// Drains until the collector says every event older than `time` is in the files, or `limit` passes.
+void drain_until_complete(collector::Collector& collector, uint64_t time, std::chrono::steady_clock::time_point limit) {
+  collector.drain();
+  while (collector.complete_below() < time && std::chrono::steady_clock::now() < limit) {
+    collector.wait_for_work(10ms);
+    collector.drain();
+  }
+}
+
 // The session's control thread writes its samples of the session's own counts a few times a
 // second, far from filling a packet. An open packet holds back what the collector says is
 // complete (its start), so the control thread must not keep one open between samples: the live
 // push (record --otlp-endpoint) would wait, from the first sample on, until it filled.
 TEST(LiveReading, TheSessionsOwnSamplesDoNotHoldBackWhatIsComplete) {
   TemporaryDirectory directory;
-  Config config;
-  config.shm_dir = directory.path();
-  config.keep_shm = true;
-  config.self_stats_interval = std::chrono::milliseconds(100);
-  ASSERT_TRUE(start(config)) << last_error();
-  collector::SessionMapping mapping(shm_path());
-  uint32_t holder = 0;
-  ASSERT_TRUE(collector::claim_session(mapping.header(), holder));  // as record does
+  const auto drained = start_drained_session(directory, std::chrono::milliseconds(100));
+  ASSERT_TRUE(drained);
+  collector::SessionMapping& mapping = *drained;
   collector::Collector collector(mapping, directory / "trace");
   const auto control_thread_wrote = [&] {
     for (uint32_t index = 0; index < mapping.channel_count(); ++index)
@@ -239,11 +266,7 @@ TEST(LiveReading, TheSessionsOwnSamplesDoNotHoldBackWhatIsComplete) {
   ASSERT_TRUE(control_thread_wrote()) << "no sample within 30 s";
   const uint64_t before = detail::read_ticks();
   std::thread([] { CHRONICLE_INSTANT("test", "ended"); }).join();
-  collector.drain();
-  while (collector.complete_below() < before && std::chrono::steady_clock::now() < limit) {
-    collector.wait_for_work(10ms);
-    collector.drain();
-  }
+  drain_until_complete(collector, before, limit);
   EXPECT_GE(collector.complete_below(), before) << "the control thread's open packet held it back";
   stop();
   collector.finish();
@@ -256,17 +279,11 @@ TEST(LiveReading, TheSessionsOwnSamplesDoNotHoldBackWhatIsComplete) {
 // reads back once, in order, at its own time, as chronicle's reader and babeltrace2 see it.
 TEST(LiveReading, AQuietThreadsOpenPacketIsCutAndDoesNotHoldBackWhatIsComplete) {
   TemporaryDirectory directory;
-  Config config;
-  config.shm_dir = directory.path();
-  config.keep_shm = true;
-  config.self_stats_interval = std::chrono::milliseconds(0);
-  ASSERT_TRUE(start(config)) << last_error();
-  collector::SessionMapping mapping(shm_path());
-  uint32_t holder = 0;
-  ASSERT_TRUE(collector::claim_session(mapping.header(), holder));  // as record does
+  const auto drained = start_drained_session(directory, std::chrono::milliseconds(0));
+  ASSERT_TRUE(drained);
   collector::CollectorOptions options;
   options.cut_open_packets_after = 20ms;
-  collector::Collector collector(mapping, directory / "trace", options);
+  collector::Collector collector(*drained, directory / "trace", options);
 
   constexpr int kPhases = 3;
   constexpr int kPerPhase = 3;
@@ -288,11 +305,7 @@ TEST(LiveReading, AQuietThreadsOpenPacketIsCutAndDoesNotHoldBackWhatIsComplete) 
   for (int phase = 0; phase + 1 < kPhases; ++phase) {
     written[phase].wait();
     const uint64_t last_written = brackets[(phase + 1) * kPerPhase - 1].first;
-    collector.drain();
-    while (collector.complete_below() < last_written && std::chrono::steady_clock::now() < limit) {
-      collector.wait_for_work(10ms);
-      collector.drain();
-    }
+    drain_until_complete(collector, last_written, limit);
     EXPECT_GE(collector.complete_below(), last_written)
         << "phase " << phase << ": the quiet thread's packet held it back";
     go_on[phase].count_down();

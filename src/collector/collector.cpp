@@ -750,7 +750,7 @@ uint64_t Collector::complete_bound() const {
     if (!from && committed > 0) from = stable_packet_time(channel, committed - 1, PacketTime::end);
     if (!from) return complete_below_;
     // An open packet cut in an earlier round: its events up to the cut's last one are written.
-    if (cuts_[channel].seq == committed && cuts_[channel].offset > 0) from = std::max(*from, cuts_[channel].last_ticks);
+    if (cuts_[channel].has_written(committed)) from = std::max(*from, cuts_[channel].last_ticks);
     bound = std::min(bound, *from);
   }
   return bound == std::numeric_limits<uint64_t>::max() ? latest_timestamp_ : bound;
@@ -795,7 +795,7 @@ size_t Collector::drain() {
           packet_header.packet_seq_num.load(std::memory_order_relaxed) == seq) {
         const uint64_t timestamp_end = packet_header.timestamp_end.load(std::memory_order_relaxed);
         const uint64_t discarded = packet_header.events_discarded.load(std::memory_order_relaxed);
-        if (cuts_[channel].seq == seq && cuts_[channel].offset > 0) {
+        if (cuts_[channel].has_written(seq)) {
           // Cut while it was open: its rest, counted by walking it.
           std::memcpy(scratch_.data(), packet, content);
           const uint64_t rest = drop_written_part(channel, seq, scratch_.data(), content);
@@ -842,16 +842,12 @@ void Collector::cut_open_packet(uint32_t channel) {
   const uint64_t content = std::min<uint64_t>(format::content_bytes(live), mapping_.geometry().packet_size);
   const uint64_t from = cut.offset > 0 ? cut.offset : format::kPacketHeaderSize;
   if (content <= from) {
-    cut.waiting = false;
+    cut.waiting_since.reset();
     return;
   }
   const auto now = std::chrono::steady_clock::now();
-  if (!cut.waiting) {
-    cut.waiting = true;
-    cut.waiting_since = now;
-    return;
-  }
-  if (now - cut.waiting_since < options_.cut_open_packets_after) return;
+  if (!cut.waiting_since) cut.waiting_since = now;
+  if (now - *cut.waiting_since < options_.cut_open_packets_after) return;
   uint8_t* part = scratch_.data();
   copy_live_header(live, *reinterpret_cast<PacketHeader*>(part));
   std::memcpy(part + format::kPacketHeaderSize, packet + from, content - from);
@@ -876,7 +872,7 @@ void Collector::cut_open_packet(uint32_t channel) {
   ++stream_for(part_header).seq_shift;
   cut.offset = content;
   cut.last_ticks = last_ticks;
-  cut.waiting = false;
+  cut.waiting_since.reset();
 }
 
 uint64_t Collector::drop_written_part(uint32_t channel, uint64_t seq, uint8_t* packet, uint64_t content) {
@@ -884,7 +880,7 @@ uint64_t Collector::drop_written_part(uint32_t channel, uint64_t seq, uint8_t* p
   if (cut.seq != seq) return content;
   const uint64_t offset = cut.offset;
   const uint64_t last_ticks = cut.last_ticks;
-  cut = OpenPacketCut{};
+  cut = OpenPacketCut{};  // written now: the channel's next packet starts uncut
   if (offset == 0) return content;
   const uint64_t rest = content > offset ? content - offset : 0;
   std::memmove(packet + format::kPacketHeaderSize, packet + offset, rest);

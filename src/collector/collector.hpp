@@ -281,8 +281,9 @@ class Collector {
     uint64_t seq = ~uint64_t{0};
     uint64_t offset = 0;  // 0: nothing of it written yet
     uint64_t last_ticks = 0;
-    bool waiting = false;                                 // events past `offset` were seen...
-    std::chrono::steady_clock::time_point waiting_since;  // ...first at this time
+    std::optional<std::chrono::steady_clock::time_point> waiting_since;  // events past `offset` first seen
+    // Whether packet `packet` of the channel is this cut's, with part of it written.
+    bool has_written(uint64_t packet) const { return seq == packet && offset > 0; }
   };
   void cut_open_packet(uint32_t channel);
   // The part of packet `seq` of `channel` (copied at `packet`, `content` bytes) that is not

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 #include "chronicle/detail/writer.hpp"
 
@@ -103,11 +102,13 @@ CHRONICLE_INLINE uint32_t task_name_from_literal(const char* name) {
 
 // The writer for a task event, or nullptr when tracing is off (one load and one branch) or the
 // "task" category is.
-CHRONICLE_INLINE ThreadWriter* task_writer() {
-  const uint32_t generation = g_generation.load(std::memory_order_relaxed);
+CHRONICLE_INLINE ThreadWriter* task_writer(uint32_t generation) {
   if (generation == 0) [[likely]]
     return nullptr;
   return writer_for(g_task_site, generation);
+}
+CHRONICLE_INLINE ThreadWriter* task_writer() {
+  return task_writer(g_generation.load(std::memory_order_relaxed));
 }
 
 // Writes an event whose payload is `size` bytes of fixed fields.
@@ -167,21 +168,11 @@ class TaskEventBatch {
  public:
   static constexpr size_t kMaxEvents = 4;
 
-  CHRONICLE_INLINE TaskEventBatch()
-      : writer_(task_writer()), group_(writer_, g_task_site.category_index, writer_ ? read_ticks() : 0) {
-    // Tracing, but no writer: the task category is off, or the thread's or the site's first use
-    // came inside a trace point (a signal handler) and that lookup dropped and counted one event,
-    // the batch's first. The events then go one by one, each looked up and counted as it would be
-    // on its own.
-    if (!writer_ && g_generation.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-      one_by_one_ = true;
-      first_counted_ = t_writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint;
-    }
-  }
+  CHRONICLE_INLINE TaskEventBatch() : TaskEventBatch(g_generation.load(std::memory_order_relaxed)) {}
   CHRONICLE_INLINE ~TaskEventBatch() {}  // NOLINT: not = default, so the group's commit is inlined
   TaskEventBatch(const TaskEventBatch&) = delete;
   TaskEventBatch& operator=(const TaskEventBatch&) = delete;
-  CHRONICLE_INLINE bool active() const { return writer_ != nullptr || one_by_one_; }
+  CHRONICLE_INLINE bool active() const { return mode_ != Mode::off; }
   CHRONICLE_INLINE void task_event(format::EventId event, uint64_t task) {
     if (!active() || task == 0) return;
     const format::TaskPayload payload{task};
@@ -209,18 +200,37 @@ class TaskEventBatch {
   static_assert(sizeof(format::TaskCreatePayload) >= sizeof(QuietResolve) &&
                 sizeof(format::TaskCreatePayload) >= sizeof(format::TaskWaitPayload));
 
+  // off: not tracing. group: the events go as one EventGroup. one_by_one: tracing, but no writer
+  // (the task category is off, or the thread's or the site's first use came inside a trace point,
+  // a signal handler, and that lookup dropped and counted one event, the batch's first:
+  // one_by_one_first_counted); the events go one by one, each looked up and counted as it would be
+  // on its own.
+  enum class Mode : uint8_t { off, group, one_by_one, one_by_one_first_counted };
+  static CHRONICLE_INLINE Mode mode_for(uint32_t generation, const ThreadWriter* writer) {
+    if (writer) return Mode::group;
+    if (generation == 0) [[likely]]
+      return Mode::off;
+    return t_writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint ? Mode::one_by_one_first_counted
+                                                                                : Mode::one_by_one;
+  }
+
+  CHRONICLE_INLINE explicit TaskEventBatch(uint32_t generation) : TaskEventBatch(generation, task_writer(generation)) {}
+  CHRONICLE_INLINE TaskEventBatch(uint32_t generation, ThreadWriter* writer)
+      : mode_(mode_for(generation, writer)),
+        group_(writer, writer ? g_task_site.category_index : 0, writer ? read_ticks() : 0) {}
+
   CHRONICLE_INLINE void write(format::EventId event, const void* payload, size_t size) {
-    if (one_by_one_) [[unlikely]] {
-      if (!std::exchange(first_counted_, false))
-        if (ThreadWriter* writer = task_writer()) emit_fixed(*writer, event, payload, size);
+    if (mode_ == Mode::group) [[likely]] {
+      if (uint8_t* out = group_.add(static_cast<uint32_t>(event), size)) [[likely]]
+        std::memcpy(out, payload, size);
       return;
     }
-    if (uint8_t* out = group_.add(static_cast<uint32_t>(event), size)) [[likely]]
-      std::memcpy(out, payload, size);
+    if (mode_ == Mode::one_by_one_first_counted)
+      mode_ = Mode::one_by_one;
+    else if (ThreadWriter* writer = task_writer())
+      emit_fixed(*writer, event, payload, size);
   }
-  ThreadWriter* writer_;
-  bool one_by_one_ = false;
-  bool first_counted_ = false;  // one_by_one_: the first event's loss was counted by the lookup
+  Mode mode_;
   EventGroup<kMaxBytes> group_;
 };
 

@@ -191,7 +191,10 @@ class EventGroup {
       : writer_(writer), category_(category), ticks_(ticks) {}
   EventGroup(const EventGroup&) = delete;
   EventGroup& operator=(const EventGroup&) = delete;
-  CHRONICLE_INLINE ~EventGroup() { commit(); }
+  CHRONICLE_INLINE ~EventGroup() {
+    if (state_ != State::idle) [[unlikely]]  // a group never added to (tracing off) has nothing to do
+      commit();
+  }
 
   // Writes the event's header and returns where its `payload_size` bytes go, or nullptr when
   // the event is dropped (counted).
