@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <asio.hpp>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/context.hpp>
 #include <chronicle/coro.hpp>
@@ -353,6 +354,36 @@ TEST(ContextPropagation, TheReaderJoinsSendsReceivesSpansAndTasksIntoOneTracePer
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
   EXPECT_EQ(dump.err.find("warning"), std::string::npos) << dump.err;
   EXPECT_NE(dump.out.find("parent=" + span_hex(recorded.sends[0].span_id)), std::string::npos) << dump.out;
+}
+
+// What a handler posted inside a receive of `sender`'s traceparent sees as its context when it
+// runs, after the receive has closed.
+TraceContext context_in_a_posted_handler(const TraceContext& sender) {
+  asio::io_context io(1);
+  TraceContext inside;
+  {
+    ReceiveScope scope(sender.traceparent());
+    asio::post(io, [&inside] { inside = current_context(); });
+  }
+  io.run();
+  return inside;
+}
+
+// An Asio handler carries its poster's trace, as a coroutine carries its creator's: with a
+// session, and with none (contexts propagate whether or not anything is recorded).
+TEST(ContextPropagation, AnAsioHandlerCarriesThePostersTraceWithOrWithoutASession) {
+  const TraceContext sender = TraceContext::new_trace();
+  const TraceContext untraced = context_in_a_posted_handler(sender);
+  EXPECT_TRUE(untraced.valid()) << "no session: the handler ran with no context";
+  EXPECT_EQ(untraced.trace_id, sender.trace_id);
+
+  TemporaryDirectory directory;
+  ASSERT_TRUE(start(test_config(directory))) << last_error();
+  const TraceContext traced = context_in_a_posted_handler(sender);
+  stop();
+  EXPECT_TRUE(traced.valid()) << "in a session: the handler ran with no context";
+  EXPECT_EQ(traced.trace_id, sender.trace_id);
+  EXPECT_NE(traced.span_id, sender.span_id) << "the handler's own span";
 }
 
 }  // namespace

@@ -63,11 +63,23 @@ inline std::string exception_text(const std::exception_ptr& error) {
 class TaskPromiseBase {
  public:
   // The coroutine's own source location names it (GCC gives the coroutine function's).
-  explicit TaskPromiseBase(source_location where) : id_(create_task(TaskKind::coroutine, TaskName(where))) {
-    detail::capture_task_context(id_, current_task(), context_);
+  explicit TaskPromiseBase(source_location where) {
+#ifndef CHRONICLE_DISABLE
+    if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]] {
+      const TaskId parent = current_task();
+      id_ = detail::record_new_task(*writer, TaskKind::coroutine, detail::task_name_id(TaskName(where)), parent);
+      detail::capture_created_task_context(*writer, id_, parent, context_);
+      return;
+    }
+#else
+    (void)where;
+#endif
+    detail::carry_context(context_);
   }
 
-  TaskId id() const { return id_; }
+  TaskId id() const {
+    return id_;
+  }
 
   // A run begins where the coroutine resumes and ends where it suspends. The thread's current
   // task is restored at the end, so runs nest correctly through symmetric transfer. When the
@@ -173,7 +185,7 @@ class TaskPromiseBase {
   }
 
  private:
-  TaskId id_;
+  TaskId id_ = 0;
   TaskId previous_current_ = 0;
   detail::ContextSlot context_;  // the trace context the task carries (chronicle/context.hpp)
   detail::ContextSlot* previous_context_ = nullptr;

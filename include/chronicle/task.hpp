@@ -56,20 +56,31 @@ inline TaskId exchange_current_task(TaskId task) noexcept {
   return previous;
 }
 
+namespace detail {
+
+CHRONICLE_INLINE uint32_t task_name_id(const TaskName& name) {
+  return name.literal
+             ? task_name_from_literal(name.literal)
+             : task_name_from_location(name.location.function_name(), name.location.file_name(), name.location.line());
+}
+
+// Records a new task made by `writer`'s thread (create_task() once it knows it is tracing).
+CHRONICLE_INLINE TaskId record_new_task(ThreadWriter& writer, TaskKind kind, uint32_t name_id, TaskId parent) {
+  const TaskId task = new_task_id();
+  emit_task_create(writer, task, parent, kind, name_id);
+  if (!reader_derives_child_context(current_context_slot(), parent, writer.generation)) [[unlikely]]
+    record_inherited_context(task);
+  return task;
+}
+
+}  // namespace detail
+
 // Records a new task and returns its id (0 when not tracing).
 inline TaskId create_task(TaskKind kind, TaskName name = {}, TaskId parent = current_task()) {
   detail::ThreadWriter* writer = detail::task_writer();
   if (!writer) [[likely]]
     return 0;
-  const TaskId task = detail::new_task_id();
-  const uint32_t name_id = name.literal
-                               ? detail::task_name_from_literal(name.literal)
-                               : detail::task_name_from_location(name.location.function_name(),
-                                                                 name.location.file_name(), name.location.line());
-  detail::emit_task_create(*writer, task, parent, kind, name_id);
-  if (!detail::reader_derives_child_context(detail::current_context_slot(), parent, writer->generation)) [[unlikely]]
-    detail::record_inherited_context(task);
-  return task;
+  return detail::record_new_task(*writer, kind, detail::task_name_id(name), parent);
 }
 
 inline void begin_task_run(TaskId task) {

@@ -18,6 +18,8 @@ namespace chronicle {
 
 namespace detail {
 
+static_assert(kSampledTraceFlag == TraceContext::kSampledFlag);
+
 thread_local constinit ContextThreadState t_context __attribute__((tls_model("initial-exec"))) = {};
 std::atomic<uint64_t> g_context_salt_high{0};
 std::atomic<uint64_t> g_context_salt_low{0};
@@ -59,14 +61,14 @@ std::mutex g_tracestate_mutex;                                       // guards t
 std::unordered_map<std::string_view, uint32_t>* g_tracestate_index = nullptr;
 uint32_t g_tracestate_count = 0;
 
+}  // namespace
+
 #ifndef CHRONICLE_DISABLE
 void emit_task_context(ThreadWriter& writer, uint64_t task, const ContextSlot& slot) {
   const format::TaskContextPayload payload{task, slot.trace_high, slot.trace_low, slot.flags};
   emit_fixed(writer, format::EventId::task_context, &payload, sizeof payload);
 }
 #endif
-
-}  // namespace
 
 uint32_t intern_tracestate(std::string_view tracestate) {
   if (tracestate.empty()) return 0;
@@ -86,38 +88,6 @@ std::string_view interned_tracestate(uint32_t index) {
   if (index == 0 || index > kMaxTracestates) return {};
   const std::string* kept = g_tracestates[index].load(std::memory_order_acquire);
   return kept ? std::string_view(*kept) : std::string_view{};
-}
-
-void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot) {
-  const ContextSlot& scope = current_context_slot();
-  if (task == 0) {  // not recording: the context only propagates
-    slot = scope;
-    slot.owner = 0;
-    return;
-  }
-  const format::ContextSalt salt{g_context_salt_high.load(std::memory_order_relaxed),
-                                 g_context_salt_low.load(std::memory_order_relaxed)};
-  if (scope.set) {
-    slot = scope;
-  } else {
-    format::derived_task_trace_id(salt, task, slot.trace_high, slot.trace_low);
-    slot.flags = TraceContext::kSampledFlag;
-    slot.tracestate = 0;
-    slot.set = true;
-  }
-  slot.span = format::derived_task_span_id(salt, task);
-  slot.owner = 0;
-#ifndef CHRONICLE_DISABLE
-  ThreadWriter* writer = task_writer();
-  if (!writer) return;
-  slot.owner = task;
-  slot.owner_generation = writer->generation;
-  // The reader derives a task's trace from its id when it has no parent, else takes its parent's;
-  // anything else is recorded (create_task() has recorded a context in scope already).
-  if (!scope.set && parent != 0) emit_task_context(*writer, task, slot);
-#else
-  (void)parent;
-#endif
 }
 
 void record_inherited_context([[maybe_unused]] uint64_t task) {

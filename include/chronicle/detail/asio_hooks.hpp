@@ -59,20 +59,18 @@ template <typename Context>
 inline void creation(Context& /*context*/, TrackedHandler& handler, const char* object_type, void* /*object*/,
                      std::uintmax_t /*native_handle*/, const char* op_name) {
 #ifndef CHRONICLE_DISABLE
-  detail::ThreadWriter* writer = detail::task_writer();
-  if (!writer) [[likely]]
+  if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]] {
+    const uint32_t name_id = detail::task_name_from_operation(object_type, op_name, Location::current_function());
+    const TaskId parent = current_task();
+    const TaskId task = detail::record_new_task(*writer, kind_of(object_type), name_id, parent);
+    handler.chronicle_task_id_ = task;
+    detail::capture_created_task_context(*writer, task, parent, handler.chronicle_context_);
     return;
-  const TaskId task = detail::new_task_id();
-  handler.chronicle_task_id_ = task;
-  const uint32_t name_id = detail::task_name_from_operation(object_type, op_name, Location::current_function());
-  const TaskId parent = current_task();
-  detail::emit_task_create(*writer, task, parent, kind_of(object_type), name_id);
-  if (!detail::reader_derives_child_context(detail::current_context_slot(), parent, writer->generation))
-    detail::record_inherited_context(task);
-  detail::capture_task_context(task, parent, handler.chronicle_context_);
+  }
 #else
-  (void)handler, (void)object_type, (void)op_name;
+  (void)object_type, (void)op_name;
 #endif
+  detail::carry_context(handler.chronicle_context_);
 }
 
 template <typename Context>
@@ -90,15 +88,16 @@ inline void operation(Context& /*context*/, const char* object_type, void* /*obj
 #endif
 }
 
-// One handler's completion: constructed when Asio is about to invoke (or destroy) it.
+// One handler's completion: constructed when Asio is about to invoke (or destroy) it. While the
+// handler runs, its task is the thread's current one and its context the one in scope, whether
+// or not a session records it (contexts propagate with none).
 class Completion {
  public:
   explicit Completion(const TrackedHandler& handler) noexcept
       : task_(handler.chronicle_task_id_), context_(handler.chronicle_context_) {}
   ~Completion() {
-    if (task_ == 0) return;
     if (!invoked_) {
-      resolve_task(task_, TaskOutcome::cancelled, "destroyed without being invoked", 0);
+      if (task_ != 0) resolve_task(task_, TaskOutcome::cancelled, "destroyed without being invoked", 0);
     } else if (running_) {
       end_run();  // the handler threw
     }
@@ -112,12 +111,8 @@ class Completion {
   // matters here.
   template <typename ErrorCode, typename... Rest>
   void invocation_begin(const ErrorCode& error, const Rest&...) {
-    if (!error) [[likely]] {
-      begin(TaskOutcome::ok, {});
-      return;
-    }
-    if (task_ == 0 || !active()) {
-      invoked_ = true;
+    if (!error || task_ == 0 || !active()) [[likely]] {
+      begin(TaskOutcome::ok, {});  // with task 0 nothing is recorded: the outcome is not used
       return;
     }
     // operation_aborted is ECANCELED in the system category (std's or Boost's).
@@ -134,7 +129,12 @@ class Completion {
  private:
   void begin(TaskOutcome outcome, std::string_view text) {
     invoked_ = true;
-    if (task_ == 0) return;
+    if (task_ != 0) record_begin(outcome, text);
+    previous_task_ = exchange_current_task(task_);
+    previous_context_ = detail::exchange_context_slot(&context_);
+    running_ = true;
+  }
+  void record_begin([[maybe_unused]] TaskOutcome outcome, [[maybe_unused]] std::string_view text) {
 #ifndef CHRONICLE_DISABLE
     if (text.empty()) {
       // The resolution and the run's beginning are one instant: one clock read.
@@ -145,12 +145,7 @@ class Completion {
       resolve_task(task_, outcome, text);
       begin_task_run(task_);
     }
-#else
-    (void)outcome, (void)text;
 #endif
-    previous_task_ = exchange_current_task(task_);
-    previous_context_ = detail::exchange_context_slot(&context_);
-    running_ = true;
   }
   void end_run() {
     end_task_run(task_);

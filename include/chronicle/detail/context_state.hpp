@@ -17,6 +17,9 @@
 
 namespace chronicle::detail {
 
+// The sampled bit of W3C trace-flags, as TraceContext::kSampledFlag (checked where both are seen).
+inline constexpr uint8_t kSampledTraceFlag = 0x01;
+
 struct ContextSlot {
   uint64_t trace_high = 0;
   uint64_t trace_low = 0;
@@ -63,10 +66,16 @@ inline bool reader_derives_child_context(const ContextSlot& scope, uint64_t pare
   return !scope.set || (parent != 0 && scope.owner == parent && scope.owner_generation == generation);
 }
 
-// Fills the slot of a task that carries its context (a coroutine, an Asio handler) just created
-// with id `task` under `parent`: the context in scope, else a trace of its own; and records it
-// when the reader could not derive it (src/recorder/context_scope.cpp).
-void capture_task_context(uint64_t task, uint64_t parent, ContextSlot& slot);
+// Fills the slot of a task that carries its context (a coroutine, an Asio handler), made fresh
+// (unset) with the task, while nothing is recorded: the context in scope only propagates. A
+// recorded task's slot is filled by capture_created_task_context (task_writer.hpp).
+inline void carry_context(ContextSlot& slot) {
+  const ContextSlot& scope = current_context_slot();
+  if (!scope.set) [[likely]]
+    return;
+  slot = scope;
+  slot.owner = 0;
+}
 
 // Records the context in scope as task's trace (when reader_derives_child_context says it must).
 void record_inherited_context(uint64_t task);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "chronicle/detail/context_state.hpp"
 #include "chronicle/detail/writer.hpp"
 
 namespace chronicle::detail {
@@ -233,6 +234,34 @@ class TaskEventBatch {
   Mode mode_;
   EventGroup<kMaxBytes> group_;
 };
+
+// Records the trace `slot` holds as `task`'s (src/recorder/context_scope.cpp).
+void emit_task_context(ThreadWriter& writer, uint64_t task, const ContextSlot& slot);
+
+// Fills the slot of a task that carries its context (a coroutine, an Asio handler), just recorded
+// as created by `writer`'s thread with id `task` under `parent`: the context in scope, else a trace
+// of its own, with a span id derived from the task's; and records the trace when the reader could
+// not derive it (it derives a task's trace from its id when the task has no parent, else takes its
+// parent's; a context in scope was recorded at the creation already, see create_task()).
+CHRONICLE_INLINE void capture_created_task_context(ThreadWriter& writer, uint64_t task, uint64_t parent,
+                                                   ContextSlot& slot) {
+  const ContextSlot& scope = current_context_slot();
+  const format::ContextSalt salt{g_context_salt_high.load(std::memory_order_relaxed),
+                                 g_context_salt_low.load(std::memory_order_relaxed)};
+  if (scope.set) [[likely]] {
+    slot = scope;
+  } else {
+    format::derived_task_trace_id(salt, task, slot.trace_high, slot.trace_low);
+    slot.flags = kSampledTraceFlag;
+    slot.tracestate = 0;
+    slot.set = true;
+  }
+  slot.span = format::derived_task_span_id(salt, task);
+  slot.owner = task;
+  slot.owner_generation = writer.generation;
+  if (!scope.set && parent != 0) [[unlikely]]
+    emit_task_context(writer, task, slot);
+}
 
 void emit_task_resolve(ThreadWriter& writer, uint64_t task, uint64_t resolver, format::TaskOutcome outcome,
                        const char* text, size_t length);
