@@ -217,6 +217,17 @@ BENCHMARK(BM_AsioPost)
 BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Untracked")->ArgNames({"tracing", "idle_thread"})->Args({0, 0})->Args({0, 1});
 #endif
 
+// One read of the session's clock (the TSC where it is usable), back to back: the floor under
+// each instant a task's events record. A child task's and an Asio handler's happen at three.
+void BM_ClockRead(benchmark::State& state) {
+  const Session session(true);
+  constexpr int kReads = 1000;
+  for (auto _ : state)
+    for (int i = 0; i < kReads; ++i) benchmark::DoNotOptimize(chronicle::detail::read_ticks());
+  state.SetItemsProcessed(state.iterations() * kReads);
+}
+BENCHMARK(BM_ClockRead);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -28,7 +28,7 @@ for round in $(seq "$ROUNDS"); do
     'AwaitChildTask_Bare/idle_thread:0' 'AwaitChildTask_Bare/idle_thread:1' \
     'AwaitChildTask_Chronicle/tracing:0/idle_thread:0' 'AwaitChildTask_Chronicle/tracing:0/idle_thread:1' \
     'AwaitChildTask_Chronicle/tracing:1/idle_thread:0' 'AsioPost_Tracked/tracing:0/idle_thread:0' \
-    'AsioPost_Tracked/tracing:0/idle_thread:1' 'AsioPost_Tracked/tracing:1/idle_thread:0'; do
+    'AsioPost_Tracked/tracing:0/idle_thread:1' 'AsioPost_Tracked/tracing:1/idle_thread:0' ClockRead; do
     run "$B/tasks_bench" "$name" ""
     [[ -n $BEFORE ]] && run "$BEFORE" "$name" "before:"
   done
@@ -68,6 +68,9 @@ for label, traced, base in [
      "BM_AsioPost_Untracked/tracing:0/idle_thread:0"),
 ]:
     differences(label, traced, base)
+if "BM_ClockRead" in runs:
+    read = statistics.median(runs["BM_ClockRead"])
+    print(f"{'three clock reads (the instants of a task or handler)':<57} {3 * read:+7.2f} ns (one read: {read:.2f})")
 before = [name for name in runs if name.startswith("before:")]
 if before:
     print()
