@@ -170,6 +170,8 @@ collector::CollectorStats totals(const std::map<std::string, TrackedSession>& se
     sum.definitions_dropped += stats.definitions_dropped;
     sum.chunks += stats.chunks;
     sum.chunks_removed += stats.chunks_removed;
+    sum.chunk_begin_failures += stats.chunk_begin_failures;
+    if (!stats.chunk_begin_failure.empty()) sum.chunk_begin_failure = stats.chunk_begin_failure;
     sum.files_unwritten.insert(sum.files_unwritten.end(), stats.files_unwritten.begin(), stats.files_unwritten.end());
   }
   return sum;
@@ -260,6 +262,11 @@ void print_summary(const RecordOptions& options, const std::string& program, con
            sum.chunks_removed == 0 ? std::string()
                                    : fmt::format(", the oldest {} removed to stay under --max-size {}",
                                                  sum.chunks_removed, options.max_size));
+    if (sum.chunk_begin_failures > 0)
+      tell(
+          "chronicle: warning: a chunk could not begin: tried {} time{}, the last: {}; the chunk being written went "
+          "on past --rotate {} (nothing lost by it)\n",
+          sum.chunk_begin_failures, sum.chunk_begin_failures == 1 ? "" : "s", sum.chunk_begin_failure, options.rotate);
   }
   for (const std::string& file : sum.files_unwritten)
     tell("chronicle: lost: {} (the trace keeps its earlier version, or none)\n", file);

@@ -474,8 +474,9 @@ void Collector::flush_units(bool only_old) {
 // the next. Stream files keep their names from chunk to chunk, so that a reader joins them.
 void Collector::rotate() {
   // The next chunk first, with its room for the last files: where it cannot be made (a full disk),
-  // the current chunk goes on with the room it holds, and the next check tries again. Nothing is
-  // lost by it but the bound of the chunk's size; --max-size may free room meanwhile.
+  // the current chunk goes on with the room it holds, and a check kChunkRetryInterval later tries
+  // again. Nothing is lost by it but the bound of the chunk's size; --max-size may free room
+  // meanwhile.
   remove_oldest_chunks();
   const std::string next = output_dir_ + "/" + chunk_name(chunk_number_ + 1);
   std::string next_reserve;
@@ -487,11 +488,9 @@ void Collector::rotate() {
       throw std::runtime_error(fmt::format("cannot begin {}: {}", next, std::strerror(failure)));
     }
   } catch (const std::exception& error) {
-    const std::string failure = fmt::format("{} (chunk {} goes on)", error.what(), chunk_number_);
-    if (std::find(stats_.files_unwritten.begin(), stats_.files_unwritten.end(), failure) ==
-        stats_.files_unwritten.end())
-      stats_.files_unwritten.push_back(failure);
-    chunk_started_ = std::chrono::steady_clock::now();
+    ++stats_.chunk_begin_failures;
+    stats_.chunk_begin_failure = error.what();
+    next_chunk_try_ = std::chrono::steady_clock::now() + kChunkRetryInterval;
     return;
   }
   flush_units(false);
@@ -899,9 +898,11 @@ uint64_t Collector::pending_units_begin() const {
 }
 
 bool Collector::chunk_is_full() const {
-  if (options_.rotate_every.count() > 0 && std::chrono::steady_clock::now() - chunk_started_ >= options_.rotate_every)
-    return true;
-  return options_.rotate_bytes > 0 && chunk_bytes_ >= options_.rotate_bytes;
+  const bool by_size = options_.rotate_bytes > 0 && chunk_bytes_ >= options_.rotate_bytes;
+  if (!by_size && options_.rotate_every.count() == 0) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_chunk_try_) return false;  // the last try failed a moment ago
+  return by_size || now - chunk_started_ >= options_.rotate_every;
 }
 
 // Copies the packet of sequence `seq` from its slot into `into` (packet_size bytes), checking

@@ -145,6 +145,10 @@ struct CollectorStats {
   // trace keeps the newest stretch by design, as a flight recorder does).
   uint64_t chunks = 0;
   uint64_t chunks_removed = 0;
+  // Rotation: the tries to begin a chunk that failed (no room for it and its last files), and why
+  // the last did. Not a loss: the chunk being written goes on past its bound until a try succeeds.
+  uint64_t chunk_begin_failures = 0;
+  std::string chunk_begin_failure;
   // From the mapping, as last seen.
   uint64_t events_no_channel = 0;
   uint64_t definitions_dropped = 0;
@@ -337,6 +341,10 @@ class Collector {
   uint64_t chunk_number_ = 0;  // 0: not rotating
   uint64_t chunk_bytes_ = 0;   // in the current chunk's stream files
   std::chrono::steady_clock::time_point chunk_started_;
+  // After a chunk failed to begin, the next try waits this long: each try makes a directory, asks
+  // for room and removes the directory, too much to repeat at every packet of a full disk.
+  static constexpr std::chrono::seconds kChunkRetryInterval{1};
+  std::chrono::steady_clock::time_point next_chunk_try_;  // none before it
   std::map<uint64_t, StreamFile> streams_;                // by stream instance
   std::set<std::string> names_taken_;                     // by streams_, in any chunk
   std::shared_ptr<compression::UnitWriter> unit_writer_;  // kept from unit to unit
