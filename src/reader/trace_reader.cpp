@@ -416,6 +416,18 @@ struct Trace::IndexedStream {
   std::vector<PacketPlace> readable;
   std::vector<uint32_t> event_types;
   std::vector<Damage> damage;
+  uint64_t last_discarded = 0;  // the cumulative count of the last packet kept
+};
+
+// Bytes of a stream file being indexed: a plain file's mapping, or a unit of a .ctfz decoded.
+struct Trace::PacketBytes {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  uint64_t base = 0;                   // where data[0] is in the file's (decoded) bytes
+  uint32_t file = 0;                   // in the stream's files
+  uint32_t unit = 0;                   // in a .ctfz file's units (0 for a plain file)
+  const MappedFile* mapped = nullptr;  // the mapping `data` is, whose pages are let go behind the
+                                       // check (null for a decoded unit)
 };
 
 // Each stream is checked apart from the others (on a thread of its own when the trace is large),
@@ -479,7 +491,6 @@ Trace::IndexedStream Trace::index_stream(const StreamFiles& stream_files, uint64
   IndexedStream indexed;
   StreamInfo& info = indexed.info;
   std::vector<std::unique_ptr<StreamFile>>& files = indexed.files;
-  uint64_t previous_discarded = 0;
   for (size_t k = 0; k < stream_files.size(); ++k) {
     const std::string& path = stream_files[k].path;
     std::unique_ptr<StreamFile> file;
@@ -495,21 +506,21 @@ Trace::IndexedStream Trace::index_stream(const StreamFiles& stream_files, uint64
     const uint64_t first = k == 0 ? start : 0;
     const auto file_index = static_cast<uint32_t>(files.size());
     if (!file->compressed) {
-      index_packets(file->mapped->data(), file->mapped->size(), first, 0, file_index, 0, growing, indexed,
-                    previous_discarded, release_pages_ ? file->mapped.get() : nullptr, threads);
+      const PacketBytes bytes{
+          file->mapped->data(), file->mapped->size(), 0, file_index, 0, release_pages_ ? file->mapped.get() : nullptr};
+      index_packets(bytes, first, growing, indexed, threads);
     } else {
-      index_units(*file, first, file_index, indexed, previous_discarded);
+      index_units(*file, first, file_index, indexed);
     }
     files.push_back(std::move(file));
   }
   info.path = info.files.empty() ? stream_files.front().path : info.files.front();
-  info.events_discarded = previous_discarded;
+  info.events_discarded = indexed.last_discarded;
   return indexed;
 }
 
 // Checks the packets of a compressed file's units from the decoded offset `first` on.
-void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed,
-                        uint64_t& previous_discarded) const {
+void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed) const {
   const std::string& path = indexed.info.files[file_index];
   compression::UnitDecoder decoder;
   ReleasedBehind behind;
@@ -530,8 +541,8 @@ void Trace::index_units(const StreamFile& file, uint64_t first, uint32_t file_in
       continue;
     }
     // The collector writes whole packets in a unit: none is being written in one.
-    index_packets(raw.data(), raw.size(), first > unit.raw_offset ? first - unit.raw_offset : 0, unit.raw_offset,
-                  file_index, static_cast<uint32_t>(k), false, indexed, previous_discarded, nullptr, 1);
+    const PacketBytes bytes{raw.data(), raw.size(), unit.raw_offset, file_index, static_cast<uint32_t>(k), nullptr};
+    index_packets(bytes, first > unit.raw_offset ? first - unit.raw_offset : 0, false, indexed, 1);
   }
   behind.finish();
 }
@@ -549,13 +560,11 @@ struct Trace::CheckedPacket {
   uint32_t types = 0;
 };
 
-// Checks the packets of `data` from `first` on, and keeps the sound ones as packets of `file`
-// (and of its unit `unit`) at `base` + their offset in `data`. `mapped`: the mapping `data` is,
-// whose pages are let go behind the check (null for a decoded unit). The packets of a window are
-// checked on `threads` threads, apart; what they found is taken in order.
-void Trace::index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file,
-                          uint32_t unit, bool growing, IndexedStream& indexed, uint64_t& previous_discarded,
-                          const MappedFile* mapped, size_t threads) const {
+// Checks the packets of `bytes` from offset `first` of its data on, and keeps the sound ones. The
+// packets of a window are checked on `threads` threads, apart; what they found is taken in order.
+void Trace::index_packets(const PacketBytes& bytes, uint64_t first, bool growing, IndexedStream& indexed,
+                          size_t threads) const {
+  const auto& [data, size, base, file, unit, mapped] = bytes;
   const std::string& path = indexed.info.files[file];
   ReleasedBehind behind;
   std::vector<CheckedPacket> window;
@@ -588,28 +597,26 @@ void Trace::index_packets(const uint8_t* data, uint64_t size, uint64_t first, ui
     const std::vector<std::exception_ptr> failures = run_on_threads(window.size(), threads, check);
     for (const std::exception_ptr& failure : failures)
       if (failure) std::rethrow_exception(failure);
-    for (const CheckedPacket& packet : window)
-      keep_checked(data, base, file, unit, packet, indexed, previous_discarded);
+    for (const CheckedPacket& packet : window) keep_checked(bytes, packet, indexed);
     if (unframed) indexed.damage.push_back(std::move(*unframed));
   }
   behind.finish();
 }
 
 // A checked packet taken into the index in its stream's order: readable, or damage and why.
-void Trace::keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint32_t unit, const CheckedPacket& checked,
-                         IndexedStream& indexed, uint64_t& previous_discarded) const {
-  const uint8_t* packet = data + checked.offset;
+void Trace::keep_checked(const PacketBytes& bytes, const CheckedPacket& checked, IndexedStream& indexed) const {
+  const uint8_t* packet = bytes.data + checked.offset;
   const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
-  const uint64_t offset = base + checked.offset;
+  const uint64_t offset = bytes.base + checked.offset;
   std::string problem = checked.header_problem;
-  if (problem.empty() && header.events_discarded.load(std::memory_order_relaxed) < previous_discarded)
+  if (problem.empty() && header.events_discarded.load(std::memory_order_relaxed) < indexed.last_discarded)
     problem = fmt::format("events_discarded decreases (it is cumulative) (at offset {})",
                           offset + offsetof(format::PacketHeader, events_discarded));
   if (problem.empty()) problem = checked.content_problem;
   if (problem.empty()) {
-    indexed.readable.push_back({file, unit, offset});
+    indexed.readable.push_back({bytes.file, bytes.unit, offset});
     indexed.event_types.push_back(checked.types);
-    previous_discarded = header.events_discarded.load(std::memory_order_relaxed);
+    indexed.last_discarded = header.events_discarded.load(std::memory_order_relaxed);
     indexed.info.thread_id = header.thread_id;
     ++indexed.info.packets;
     return;
@@ -618,7 +625,7 @@ void Trace::keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint
   const uint64_t content = format::content_bytes(header);
   std::optional<uint64_t> events;
   if (content >= format::kPacketHeaderSize && content <= checked.bytes) events = format::count_events(packet, content);
-  indexed.damage.push_back({indexed.info.files[file], offset, checked.bytes, events, problem});
+  indexed.damage.push_back({indexed.info.files[bytes.file], offset, checked.bytes, events, problem});
 }
 
 const uint8_t* Trace::packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const {

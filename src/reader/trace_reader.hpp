@@ -244,18 +244,16 @@ class Trace {
   struct ReadPosition;
   std::unique_ptr<StreamFile> open_stream_file(const std::string& path, uint64_t committed,
                                                std::vector<Damage>& damage) const;
-  void index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed,
-                   uint64_t& previous_discarded) const;
-  void index_packets(const uint8_t* data, uint64_t size, uint64_t first, uint64_t base, uint32_t file, uint32_t unit,
-                     bool growing, IndexedStream& indexed, uint64_t& previous_discarded, const MappedFile* mapped,
+  void index_units(const StreamFile& file, uint64_t first, uint32_t file_index, IndexedStream& indexed) const;
+  struct PacketBytes;
+  void index_packets(const PacketBytes& bytes, uint64_t first, bool growing, IndexedStream& indexed,
                      size_t threads) const;
   // Where packet `packet` of stream `stream` starts: in its file's mapping, or for a .ctfz in its
   // unit as `position` holds it decoded (decoding it there first when it holds another). The
   // packets of a stream are asked for in order: the pages of its files behind them are let go.
   const uint8_t* packet_at(size_t stream, size_t packet, std::shared_ptr<ReadPosition>& position) const;
   struct CheckedPacket;
-  void keep_checked(const uint8_t* data, uint64_t base, uint32_t file, uint32_t unit, const CheckedPacket& checked,
-                    IndexedStream& indexed, uint64_t& previous_discarded) const;
+  void keep_checked(const PacketBytes& bytes, const CheckedPacket& checked, IndexedStream& indexed) const;
   std::string header_problem(const uint8_t* packet, uint64_t offset) const;
   std::string content_problem(const uint8_t* packet, uint64_t offset, uint32_t& event_types) const;
 
