@@ -22,6 +22,7 @@
 
 #include "export/otlp_live.hpp"
 #include "export/otlp_push.hpp"
+#include "format/trace_writer.hpp"
 #include "reader/trace_directory.hpp"
 #include "support.hpp"
 
@@ -503,7 +504,7 @@ class LiveRecord {
  public:
   // `packet_size`: CHRONICLE_PACKET_SIZE, or "" for the default (64 KiB).
   LiveRecord(const TemporaryDirectory& scratch, int port, int phases, const std::string& options, long spans = 2000,
-             const std::string& packet_size = "4096")
+             const std::string& packet_size = "4096", int idle_threads = 0)
       : scratch_(scratch), trace_(scratch / "live") {
     std::vector<std::string> argv = {"env",
                                      "CHRONICLE_PACKET_SIZE=" + packet_size,
@@ -521,8 +522,8 @@ class LiveRecord {
       if (end > start) argv.push_back(options.substr(start, end - start));
       start = end + 1;
     }
-    for (const std::string& word :
-         {std::string("--"), kLiveSpans, scratch.path(), std::to_string(phases), std::to_string(spans)})
+    for (const std::string& word : {std::string("--"), kLiveSpans, scratch.path(), std::to_string(phases),
+                                    std::to_string(spans), std::to_string(idle_threads)})
       argv.push_back(word);
     process_ = std::make_unique<Process>(argv, scratch / "record.out");
   }
@@ -541,11 +542,12 @@ class LiveRecord {
 // while the program ran; returns record's output. The live pushes and the last one together are
 // exactly the spans of the finished trace's export, once, in the same traces under the same parents.
 std::string expect_live_push_matches_export(const TemporaryDirectory& scratch, const std::string& log, int phases,
-                                            const std::string& options, const std::string& packet_size = "4096") {
+                                            const std::string& options, const std::string& packet_size = "4096",
+                                            int idle_threads = 0) {
   Receiver receiver(scratch, log, {});
   const int port = receiver.port();
   EXPECT_NE(port, 0) << receiver.output();
-  LiveRecord record(scratch, port, phases, options, 2000, packet_size);
+  LiveRecord record(scratch, port, phases, options, 2000, packet_size, idle_threads);
   EXPECT_TRUE(record.process().started());
   for (int phase = 1; phase <= phases; ++phase) {
     const size_t before = read_log(log).total_spans();
@@ -576,6 +578,14 @@ TEST_F(OtlpPush, RecordPushesSpansWhileTheProgramRuns) {
 // receiver saw no span of phase 1 until the program ended).
 TEST_F(OtlpPush, RecordPushesAQuietThreadsSpansWithPacketsOfTheDefaultSize) {
   expect_live_push_matches_export(scratch_, log_, 2, "--otlp-batch-spans 100 --otlp-interval 0.2", "");
+}
+
+// A thread that wrote a span and then waits, writing nothing (a pool's idle worker), holds
+// nothing back once its events are written: the time below which the trace is complete passes
+// its last event. On main it stayed there, and no span of the other threads after that event was
+// pushed until the program ended.
+TEST_F(OtlpPush, RecordPushesSpansWhileAnotherThreadIdles) {
+  expect_live_push_matches_export(scratch_, log_, 2, "--otlp-batch-spans 100 --otlp-interval 0.2", "", 1);
 }
 
 // The rounds read the .ctfz units the collector has written; the events it still holds in a
@@ -729,6 +739,50 @@ TEST(OtlpLiveTrace, RoundsFollowTheStreamsAcrossChunksAndPastTheOnesRemoved) {
   for_each_event_in(chunks, 3, chunks.size(), [&](const reader::Event&) { ++left; });
   EXPECT_EQ(live.events_read(), older + left);
   EXPECT_GT(sink.spans, 0u);
+}
+
+// Writes `events` (thread, ticks) as span begins into `directory`, replacing what it held: the
+// same trace growing, as the collector appends to it.
+void write_span_begins(const std::string& directory, const std::vector<std::pair<uint32_t, uint64_t>>& events) {
+  format::TraceDescription description;
+  description.clock = {1'000'000'000, 0, 0, 1'700'000'000'000'000'000, 0, 0};
+  description.pid = 4242;
+  description.process_name = "late";
+  format::TraceWriter writer(description);
+  const uint32_t site = writer.define_site(format::SiteKind::span, "late", "step");
+  for (const auto& [thread, ticks] : events) writer.add(thread, format::EventId::span_begin, ticks, {uint64_t{site}});
+  const std::string fresh = directory + ".next";
+  writer.write(fresh);
+  std::filesystem::remove_all(directory);
+  std::filesystem::rename(fresh, directory);
+}
+
+// What the collector says of a trace it has written whole so far.
+reader::CommittedFiles whole_files(const std::string& directory) {
+  reader::CommittedFiles committed;
+  for (const auto& entry : std::filesystem::directory_iterator(directory))
+    committed.sizes[entry.path().filename().string()] = entry.file_size();
+  return committed;
+}
+
+// An event that reaches the files after a round read past its time (its thread stopped between
+// reading the clock and committing, longer than the collector's grace) is still read, in the
+// next round, and counted as late: record warns about those (their spans went out of order).
+TEST(OtlpLiveTrace, AnEventWrittenAfterARoundPassedItsTimeIsReadAndCountedLate) {
+  TemporaryDirectory scratch;
+  const std::string trace = scratch / "growing";
+  write_span_begins(trace, {{1, 10}, {2, 5}, {1, 25}, {1, 35}});
+  exports::OtlpLiveTrace live(trace);
+  CountingSink sink;
+  exports::OtlpSentMessages sends;
+  live.advance(30, whole_files(trace), sink, sends);
+  EXPECT_EQ(live.events_read(), 3u);
+  EXPECT_EQ(live.late_events(), 0u);
+  // Thread 2's event at 12 comes now, after the round above read everything older than 30.
+  write_span_begins(trace, {{1, 10}, {2, 5}, {1, 25}, {1, 35}, {2, 12}, {2, 38}});
+  live.advance(40, whole_files(trace), sink, sends);
+  EXPECT_EQ(live.events_read(), 6u);
+  EXPECT_EQ(live.late_events(), 1u);
 }
 
 }  // namespace

@@ -489,6 +489,12 @@ int run_record(RecordOptions& options) {
     const int pushed = finish_live_otlp_push(*live, options.output, options.otlp);
     if (pushed != 0 && exit_code == 0) exit_code = pushed;
     report_what_the_push_missed(live->events_read(), totals(run.sessions));
+    if (const uint64_t late = live->late_events(); late > 0)
+      tell(
+          "chronicle: warning: the push read {} event{} after it had sent later ones (a thread stopped inside a trace "
+          "point for longer than --otlp-interval): their spans went late, and one paired across threads with them may "
+          "be missing; the trace has them in order (chronicle export --otlp-endpoint sends it exactly)\n",
+          late, late == 1 ? "" : "s");
   }
   return exit_code;
 }

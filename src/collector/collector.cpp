@@ -737,6 +737,20 @@ void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optiona
 // A channel being taken, or a slot being rewritten meanwhile, tells nothing: nothing more is
 // complete this round.
 uint64_t Collector::complete_bound() const {
+  // With cuts (the live push), a channel whose events are all written (a thread waiting, with its
+  // open packet cut, or none open) holds nothing back but an event its thread may be writing now:
+  // one whose time it read at most a cut delay ago, as a trace point takes nanoseconds. Without
+  // this, a thread that wrote once and then waited held the bound at its last event, and the
+  // other threads' later events were not pushed until it wrote again or ended. The time is read
+  // before the channels are looked at, so an event committed meanwhile is above it.
+  std::optional<uint64_t> waiting_floor;
+  if (options_.cut_open_packets_after.count() > 0) {
+    const format::ClockCalibration& clock = mapping_.clock();
+    const auto grace = static_cast<uint64_t>(std::chrono::duration<double>(options_.cut_open_packets_after).count() *
+                                             static_cast<double>(clock.frequency_hz));
+    const uint64_t now = recorder::read_ticks_now(clock);
+    if (now > grace) waiting_floor = now - grace;
+  }
   uint64_t bound = std::numeric_limits<uint64_t>::max();
   const uint32_t channels = mapping_.channel_count();
   for (uint32_t channel = 0; channel < channels; ++channel) {
@@ -750,9 +764,21 @@ uint64_t Collector::complete_bound() const {
     if (!from) return complete_below_;
     // An open packet cut in an earlier round: its events up to the cut's last one are written.
     if (cuts_[channel].has_written(committed)) from = std::max(*from, cuts_[channel].last_ticks);
+    if (waiting_floor && holds_nothing_unwritten(channel, committed)) from = std::max(*from, *waiting_floor);
     bound = std::min(bound, *from);
   }
   return bound == std::numeric_limits<uint64_t>::max() ? latest_timestamp_ : bound;
+}
+
+// Whether every event channel `channel` has committed is written: its closed packets (the first
+// `committed`), and of its open packet, if it has one, what the writer has published of it.
+bool Collector::holds_nothing_unwritten(uint32_t channel, uint64_t committed) const {
+  if (consumed_[channel] != committed) return false;
+  const auto& open = *reinterpret_cast<const PacketHeader*>(mapping_.ring_slot(channel, committed));
+  if (open.packet_seq_num.load(std::memory_order_acquire) != committed) return true;  // not opened yet
+  const OpenPacketCut& cut = cuts_[channel];
+  const uint64_t written = cut.has_written(committed) ? cut.offset : format::kPacketHeaderSize;
+  return format::content_bytes(open) <= written;
 }
 
 // Packet `seq`'s start or end time as its slot holds it, if the slot holds that packet before and

@@ -305,6 +305,7 @@ class Collector {
   StreamFile& stream_for(const format::PacketHeader& packet);
   uint64_t discarded_in_streams() const;
   uint64_t complete_bound() const;
+  bool holds_nothing_unwritten(uint32_t channel, uint64_t committed) const;
   enum class PacketTime { begin, end };
   std::optional<uint64_t> stable_packet_time(uint32_t channel, uint64_t seq, PacketTime which) const;
   uint64_t pending_units_begin() const;

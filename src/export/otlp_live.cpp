@@ -1,5 +1,6 @@
 #include "export/otlp_live.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <queue>
@@ -40,6 +41,7 @@ void OtlpLiveTrace::advance(uint64_t complete_below, const reader::CommittedFile
   auto round = std::make_unique<reader::Trace>(directory_, starts(), committed);
   producer_->begin_round(*round, sink, sends);
   read_events(*round, complete_below, &sends, nullptr);
+  read_below_ = std::max(read_below_, complete_below);
   producer_->end_round();
   round_ = std::move(round);
 }
@@ -97,6 +99,7 @@ void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_be
       position = {cursors[stream].packet_path(), packet, 0};
     ++position.events_read;
     ++events_read_;
+    if (event.ticks < read_below_) ++late_events_;
     if (progress) progress->count();
     reader::MessageEnd end;
     if (sends && reader::message_end_of(event, end) && end.send) sends->insert(end.key);
@@ -163,6 +166,12 @@ OtlpLiveTrace& OtlpLivePush::trace_for(const std::string& directory) {
 uint64_t OtlpLivePush::events_read() const {
   uint64_t events = 0;
   for (const auto& [directory, trace] : traces_) events += trace->events_read();
+  return events;
+}
+
+uint64_t OtlpLivePush::late_events() const {
+  uint64_t events = 0;
+  for (const auto& [directory, trace] : traces_) events += trace->late_events();
   return events;
 }
 

@@ -57,6 +57,11 @@ class OtlpLiveTrace {
               ProgressCounter& progress);
 
   uint64_t events_read() const { return events_read_; }
+  // Events read after a round had passed their time: they came into the files after the
+  // collector said the trace was complete past them (a thread stopped inside a trace point for
+  // longer than the push interval, Collector::complete_bound). Their spans went late, and a span
+  // paired across threads with one of them may have gone unpaired.
+  uint64_t late_events() const { return late_events_; }
 
  private:
   struct Position {
@@ -73,6 +78,8 @@ class OtlpLiveTrace {
   std::unique_ptr<OtlpLiveSpanProducer> producer_;
   std::unique_ptr<reader::Trace> round_;  // the last round's view of the files (the producer points into it)
   uint64_t events_read_ = 0;
+  uint64_t read_below_ = 0;  // the rounds have read every event older than this
+  uint64_t late_events_ = 0;
 };
 
 // The pusher thread of `record`: rounds every `interval` over the traces the collectors said
@@ -95,6 +102,8 @@ class OtlpLivePush {
   // The events the rounds and the end read, over every trace: with the collectors' count of the
   // events written, what --max-size removed before the push read it.
   uint64_t events_read() const;
+  // Over every trace: OtlpLiveTrace::late_events.
+  uint64_t late_events() const;
 
  private:
   void run();

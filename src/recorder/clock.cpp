@@ -50,6 +50,10 @@ Reference reference_point() {
 
 }  // namespace
 
+uint64_t read_ticks_now(const format::ClockCalibration& clock) {
+  return clock.is_tsc ? read_tsc() : read_clock_ns(CLOCK_MONOTONIC);
+}
+
 bool tsc_is_usable() {
 #if defined(__x86_64__) || defined(__i386__)
   std::ifstream cpuinfo("/proc/cpuinfo");

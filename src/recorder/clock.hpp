@@ -13,6 +13,9 @@ format::ClockCalibration calibrate_clock(bool use_tsc);
 uint64_t read_realtime_ns();
 uint64_t read_monotonic_ns();
 
+// The ticks of the clock `clock` describes now, as a writer on this machine reads them.
+uint64_t read_ticks_now(const format::ClockCalibration& clock);
+
 // A better frequency from the time elapsed since the calibration, when enough has passed and
 // the result is plausible; otherwise the calibration's own estimate.
 uint64_t refined_frequency(const format::ClockCalibration& clock);
