@@ -564,13 +564,16 @@ struct Trace::CheckedPacket {
 // packets of a window are checked on `threads` threads, apart; what they found is taken in order.
 void Trace::index_packets(const PacketBytes& bytes, uint64_t first, bool growing, IndexedStream& indexed,
                           size_t threads) const {
-  const auto& [data, size, base, file, unit, mapped] = bytes;
-  const std::string& path = indexed.info.files[file];
+  // Named apart, not as a structured binding: clang before 16 cannot capture one in a lambda.
+  const uint8_t* const data = bytes.data;
+  const uint64_t size = bytes.size;
+  const uint64_t base = bytes.base;
+  const std::string& path = indexed.info.files[bytes.file];
   ReleasedBehind behind;
   std::vector<CheckedPacket> window;
   uint64_t offset = first;
   while (offset < size) {
-    if (mapped) behind.at(mapped, offset);
+    if (bytes.mapped) behind.at(bytes.mapped, offset);
     // Framing: where each packet of the window ends, from its header.
     window.clear();
     std::optional<Damage> unframed;
