@@ -66,9 +66,8 @@ class TaskPromiseBase {
   explicit TaskPromiseBase(source_location where) {
 #ifndef CHRONICLE_DISABLE
     if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]] {
-      const TaskId parent = current_task();
-      id_ = detail::record_new_task(*writer, TaskKind::coroutine, detail::task_name_id(TaskName(where)), parent);
-      detail::capture_created_task_context(*writer, id_, parent, context_);
+      id_ = detail::record_new_task_with_context(*writer, TaskKind::coroutine, detail::task_name_id(TaskName(where)),
+                                                 context_);
       return;
     }
 #else

@@ -73,6 +73,16 @@ CHRONICLE_INLINE TaskId record_new_task(ThreadWriter& writer, TaskKind kind, uin
   return task;
 }
 
+// Records a new task that carries its own trace context (a coroutine, an Asio handler) under the
+// current task, and fills `slot` with that context (capture_created_task_context).
+CHRONICLE_INLINE TaskId record_new_task_with_context(ThreadWriter& writer, TaskKind kind, uint32_t name_id,
+                                                     ContextSlot& slot) {
+  const TaskId parent = current_task();
+  const TaskId task = record_new_task(writer, kind, name_id, parent);
+  capture_created_task_context(writer, task, parent, slot);
+  return task;
+}
+
 }  // namespace detail
 
 // Records a new task and returns its id (0 when not tracing).

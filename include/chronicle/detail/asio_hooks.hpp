@@ -61,10 +61,8 @@ inline void creation(Context& /*context*/, TrackedHandler& handler, const char* 
 #ifndef CHRONICLE_DISABLE
   if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]] {
     const uint32_t name_id = detail::task_name_from_operation(object_type, op_name, Location::current_function());
-    const TaskId parent = current_task();
-    const TaskId task = detail::record_new_task(*writer, kind_of(object_type), name_id, parent);
-    handler.chronicle_task_id_ = task;
-    detail::capture_created_task_context(*writer, task, parent, handler.chronicle_context_);
+    handler.chronicle_task_id_ =
+        detail::record_new_task_with_context(*writer, kind_of(object_type), name_id, handler.chronicle_context_);
     return;
   }
 #else
