@@ -22,6 +22,7 @@
 #include "analysis/profile.hpp"
 #include "export/export_common.hpp"
 #include "support.hpp"
+#include "undrained_session.hpp"
 
 // Heap in use and its peak, for the tests of what `stats` keeps: every operator new and delete
 // of this test binary goes through here. Not under a sanitizer, whose own allocator must see
@@ -275,14 +276,9 @@ TEST(Profile, BusyIsTheUnionOfOutermostSpansAndTaskRuns) {
 
 TEST(Profile, LostEventsAreCountedPerThread) {
   TemporaryDirectory directory;
-  Config config = test_config(directory);
-  config.buffer_size = 16 << 10;
-  config.packet_size = 4 << 10;
-  config.drain_interval = 300ms;
-  ASSERT_TRUE(start(config)) << last_error();
-  for (int i = 0; i < 100'000; ++i) CHRONICLE_INSTANT("profile", "flood");
-  stop();
-  reader::Trace trace(config.output);
+  const reader::Trace trace = test::record_with_no_collector(directory, [] {
+    for (int i = 0; i < 100'000; ++i) CHRONICLE_INSTANT("profile", "flood");
+  });
   const auto profile = analysis::profile_trace(trace);
   EXPECT_GT(profile.discarded, 0u);
   EXPECT_EQ(profile.events + profile.discarded, 100'000u);

@@ -17,6 +17,7 @@
 
 #include "reader/trace_directory.hpp"
 #include "support.hpp"
+#include "undrained_session.hpp"
 
 namespace chronicle {
 namespace {
@@ -445,23 +446,17 @@ TEST(Babeltrace, ReadsOurTraceWithoutWarningAndCountsEveryEvent) {
 
 TEST(Babeltrace, PythonBindingsSeeTheSameFieldsTimesAndDiscards) {
   TemporaryDirectory directory;
-  Config config;
-  config.output = directory / "trace";
-  config.shm_dir = directory.path();
-  config.buffer_size = 16 << 10;
-  config.packet_size = 4 << 10;
-  config.drain_interval = std::chrono::milliseconds(200);
-  ASSERT_TRUE(start(config)) << last_error();
-  for (int i = 0; i < 50'000; ++i) {
-    CHRONICLE_COUNTER("bt", "sequence", i * 3);
-    if (i % 1000 == 0) CHRONICLE_NOTE("bt", "note {}", i);
-  }
-  stop();
-  reader::Trace trace(config.output);
+  const std::string output = directory / "trace";
+  const reader::Trace trace = test::record_with_no_collector(directory, [] {
+    for (int i = 0; i < 50'000; ++i) {
+      CHRONICLE_COUNTER("bt", "sequence", i * 3);
+      if (i % 1000 == 0) CHRONICLE_NOTE("bt", "note {}", i);
+    }
+  });
   const auto ours = test::read_all(trace);
   ASSERT_GT(trace.events_discarded(), 0u);
 
-  const auto result = run("/usr/bin/python3 " + kBt2Check + " " + config.output);
+  const auto result = run("/usr/bin/python3 " + kBt2Check + " " + output);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto theirs = nlohmann::json::parse(result.out);
   EXPECT_EQ(theirs["discarded"].get<uint64_t>(), trace.events_discarded());

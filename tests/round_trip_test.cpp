@@ -17,6 +17,7 @@
 
 #include "collector/collector.hpp"
 #include "support.hpp"
+#include "undrained_session.hpp"
 
 namespace chronicle {
 namespace {
@@ -165,26 +166,6 @@ TEST(RoundTrip, NothingIsRecordedWithoutASession) {
   stop();
   reader::Trace trace(config.output);
   EXPECT_EQ(test::read_all(trace).size(), 1u);
-}
-
-// A stream-mode session with no collector running: its rings take their first packets and
-// drop the rest, whatever the machine's speed. The trace is read from the mapping afterwards,
-// as `chronicle snapshot` would after a crash.
-template <typename Write>
-reader::Trace record_with_no_collector(const TemporaryDirectory& directory, Write write) {
-  Config config;
-  config.shm_dir = directory.path();
-  config.keep_shm = true;
-  config.buffer_size = 16 << 10;
-  config.packet_size = 4 << 10;
-  EXPECT_TRUE(start(config)) << last_error();
-  const std::string mapping_path = shm_path();
-  write();
-  stop();
-  collector::SessionMapping mapping(mapping_path);
-  collector::Collector collector(mapping, directory / "trace");
-  collector.finish();
-  return reader::Trace(directory / "trace");
 }
 
 // A compressed trace holds a stream's packets back until its unit is written (about 1 MiB, or
@@ -338,7 +319,7 @@ TEST(LiveReading, AQuietThreadsOpenPacketIsCutAndDoesNotHoldBackWhatIsComplete) 
 TEST(Drops, WrittenEqualsReadPlusDiscardedWhenNoCollectorDrains) {
   TemporaryDirectory directory;
   constexpr int kWritten = 200'000;
-  const reader::Trace trace = record_with_no_collector(directory, [] {
+  const reader::Trace trace = test::record_with_no_collector(directory, [] {
     for (int i = 0; i < kWritten; ++i) CHRONICLE_COUNTER("test", "n", i);
   });
   // The session's own counters come on top, and none of them was lost.
@@ -352,7 +333,7 @@ TEST(Drops, WrittenEqualsReadPlusDiscardedWhenNoCollectorDrains) {
 TEST(Drops, ASpanWhoseBeginIsDroppedCountsItsEndAsDiscardedToo) {
   TemporaryDirectory directory;
   constexpr int kSpans = 100'000;
-  const reader::Trace trace = record_with_no_collector(directory, [] {
+  const reader::Trace trace = test::record_with_no_collector(directory, [] {
     for (int i = 0; i < kSpans; ++i) {
       CHRONICLE_SPAN("test", "span");
     }
