@@ -705,6 +705,20 @@ struct CollectorAt {
   }
 };
 
+// The first chunk a round can start in and read something: one after the chunk that holds the
+// trace's earliest event. Which chunk that is depends on the scheduling: a thread's first packet
+// is written once it is full, after other threads' later packets perhaps.
+size_t first_chunk_a_round_reads_before(const std::vector<std::string>& chunks) {
+  for (size_t writing = 1; writing < chunks.size(); ++writing) {
+    const CollectorAt at(chunks, writing);
+    bool any_older = false;
+    for_each_event_in(chunks, 0, writing,
+                      [&](const reader::Event& event) { any_older = any_older || event.ticks < at.complete_below; });
+    if (any_older) return writing;
+  }
+  return chunks.size();
+}
+
 // Rounds follow each stream from chunk to chunk, and one that stopped in a chunk --max-size
 // removed before the next goes on in the streams' files of the chunks left, from their starts:
 // no event is read twice, none left is missed.
@@ -717,26 +731,31 @@ TEST(OtlpLiveTrace, RoundsFollowTheStreamsAcrossChunksAndPastTheOnesRemoved) {
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
   const std::vector<std::string> chunks = reader::trace_chunks(trace);
   ASSERT_GE(chunks.size(), 5u);
+  // Each thread writes about 8 packets of 4 KiB, at most 2 to a chunk: the thread of the earliest
+  // event has packets in later chunks, however the threads ran.
+  const size_t first = first_chunk_a_round_reads_before(chunks);
+  ASSERT_LT(first + 1, chunks.size()) << "the earliest event is in chunk " << first << " of " << chunks.size();
   exports::OtlpLiveTrace live(trace);
   CountingSink sink;
   exports::OtlpSentMessages sends;
-  const CollectorAt at_chunk_3(chunks, 2), at_chunk_4(chunks, 3);
-  live.advance(at_chunk_3.complete_below, at_chunk_3.committed, sink, sends);
+  const CollectorAt at_first(chunks, first), at_next(chunks, first + 1);
+  live.advance(at_first.complete_below, at_first.committed, sink, sends);
   EXPECT_GT(live.events_read(), 0u);
-  live.advance(at_chunk_4.complete_below, at_chunk_4.committed, sink, sends);
+  live.advance(at_next.complete_below, at_next.committed, sink, sends);
   uint64_t older = 0;
-  for_each_event_in(chunks, 0, 3,
-                    [&](const reader::Event& event) { older += event.ticks < at_chunk_4.complete_below; });
+  for_each_event_in(chunks, 0, first + 1,
+                    [&](const reader::Event& event) { older += event.ticks < at_next.complete_below; });
   ASSERT_EQ(live.events_read(), older) << "the second round read again what the first had read, or missed some";
-  // --max-size removes chunks 1 to 3; the collector is in the last chunk, its files whole.
-  for (size_t k = 0; k < 3; ++k) std::filesystem::remove_all(chunks[k]);
+  // --max-size removes the chunks the rounds read in; the collector is in the last chunk, its
+  // files whole.
+  for (size_t k = 0; k <= first; ++k) std::filesystem::remove_all(chunks[k]);
   CollectorAt at_the_end(chunks, chunks.size() - 1);
   for (const auto& entry : std::filesystem::directory_iterator(chunks.back()))
     at_the_end.committed.sizes[at_the_end.committed.writing_chunk + "/" + entry.path().filename().string()] =
         entry.file_size();
   live.advance(UINT64_MAX, at_the_end.committed, sink, sends);
   uint64_t left = 0;
-  for_each_event_in(chunks, 3, chunks.size(), [&](const reader::Event&) { ++left; });
+  for_each_event_in(chunks, first + 1, chunks.size(), [&](const reader::Event&) { ++left; });
   EXPECT_EQ(live.events_read(), older + left);
   EXPECT_GT(sink.spans, 0u);
 }
