@@ -705,6 +705,15 @@ struct CollectorAt {
   }
 };
 
+// What the collector says of a trace (or of its chunk `prefix`, "chunk-N/") it has written whole
+// so far.
+reader::CommittedFiles whole_files(const std::string& directory, const std::string& prefix = "") {
+  reader::CommittedFiles committed;
+  for (const auto& entry : std::filesystem::directory_iterator(directory))
+    committed.sizes[prefix + entry.path().filename().string()] = entry.file_size();
+  return committed;
+}
+
 // The first chunk a round can start in and read something: one after the chunk that holds the
 // trace's earliest event. Which chunk that is depends on the scheduling: a thread's first packet
 // is written once it is full, after other threads' later packets perhaps.
@@ -750,9 +759,7 @@ TEST(OtlpLiveTrace, RoundsFollowTheStreamsAcrossChunksAndPastTheOnesRemoved) {
   // files whole.
   for (size_t k = 0; k <= first; ++k) std::filesystem::remove_all(chunks[k]);
   CollectorAt at_the_end(chunks, chunks.size() - 1);
-  for (const auto& entry : std::filesystem::directory_iterator(chunks.back()))
-    at_the_end.committed.sizes[at_the_end.committed.writing_chunk + "/" + entry.path().filename().string()] =
-        entry.file_size();
+  at_the_end.committed.sizes = whole_files(chunks.back(), at_the_end.committed.writing_chunk + "/").sizes;
   live.advance(UINT64_MAX, at_the_end.committed, sink, sends);
   uint64_t left = 0;
   for_each_event_in(chunks, first + 1, chunks.size(), [&](const reader::Event&) { ++left; });
@@ -774,14 +781,6 @@ void write_span_begins(const std::string& directory, const std::vector<std::pair
   writer.write(fresh);
   std::filesystem::remove_all(directory);
   std::filesystem::rename(fresh, directory);
-}
-
-// What the collector says of a trace it has written whole so far.
-reader::CommittedFiles whole_files(const std::string& directory) {
-  reader::CommittedFiles committed;
-  for (const auto& entry : std::filesystem::directory_iterator(directory))
-    committed.sizes[entry.path().filename().string()] = entry.file_size();
-  return committed;
 }
 
 // An event that reaches the files after a round read past its time (its thread stopped between

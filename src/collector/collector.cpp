@@ -776,9 +776,7 @@ bool Collector::holds_nothing_unwritten(uint32_t channel, uint64_t committed) co
   if (consumed_[channel] != committed) return false;
   const auto& open = *reinterpret_cast<const PacketHeader*>(mapping_.ring_slot(channel, committed));
   if (open.packet_seq_num.load(std::memory_order_acquire) != committed) return true;  // not opened yet
-  const OpenPacketCut& cut = cuts_[channel];
-  const uint64_t written = cut.has_written(committed) ? cut.offset : format::kPacketHeaderSize;
-  return format::content_bytes(open) <= written;
+  return format::content_bytes(open) <= cuts_[channel].unwritten_from(committed);
 }
 
 // Packet `seq`'s start or end time as its slot holds it, if the slot holds that packet before and
@@ -865,7 +863,7 @@ void Collector::cut_open_packet(uint32_t channel) {
   const auto& live = *reinterpret_cast<const PacketHeader*>(packet);
   if (live.packet_seq_num.load(std::memory_order_acquire) != seq) return;  // not opened yet
   const uint64_t content = std::min<uint64_t>(format::content_bytes(live), mapping_.geometry().packet_size);
-  const uint64_t from = cut.offset > 0 ? cut.offset : format::kPacketHeaderSize;
+  const uint64_t from = cut.unwritten_from(seq);
   if (content <= from) {
     cut.waiting_since.reset();
     return;

@@ -288,6 +288,8 @@ class Collector {
     std::optional<std::chrono::steady_clock::time_point> waiting_since;  // events past `offset` first seen
     // Whether packet `packet` of the channel is this cut's, with part of it written.
     bool has_written(uint64_t packet) const { return seq == packet && offset > 0; }
+    // Where packet `packet`'s events not yet written begin.
+    uint64_t unwritten_from(uint64_t packet) const { return has_written(packet) ? offset : format::kPacketHeaderSize; }
   };
   void cut_open_packet(uint32_t channel);
   // The part of packet `seq` of `channel` (copied at `packet`, `content` bytes) that is not
