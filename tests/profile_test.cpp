@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "sampler/stack_walk.hpp"
@@ -140,6 +141,32 @@ TEST(SamplingProfile, AThreadThatSleepsIsBlockedForAtLeastItsSleeps) {
   EXPECT_LT(milliseconds(sleep, "running_ns"), milliseconds(sleep, "blocked_ns"));
   EXPECT_GE(milliseconds(work, "running_ns"), 190u);
   EXPECT_LT(milliseconds(work, "blocked_ns"), milliseconds(work, "running_ns"));
+}
+
+// Spans that nest and end in turns: each span's time and samples go to it alone while it is open,
+// and nothing is named but the four spans (a span's label was once read from a span stack that had
+// since grown and moved: rows named "#3886675696", a nap credited with the work's CPU time).
+TEST(SamplingProfile, NestedSpansGetTheirOwnTimeAndNoOthers) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample --sched", "nested 5", trace));
+  const std::set<std::string> spans = {"nest/outer", "nest/work", "nest/rest", "nest/nap"};
+  const nlohmann::json whole = profile(trace);
+  std::set<std::string> timed;
+  for (const auto& [label, times] : whole["cpu_states"]["spans"].items()) timed.insert(label);
+  EXPECT_EQ(timed, spans) << whole["cpu_states"]["spans"].dump(1);
+  const nlohmann::json by_span = profile(trace, "--by-span");
+  for (const auto& [label, group] : by_span["groups"].items())
+    EXPECT_TRUE(spans.contains(label) || label == "(no span)") << label;
+  const nlohmann::json& work = whole["cpu_states"]["spans"]["nest/work"];
+  const nlohmann::json& nap = whole["cpu_states"]["spans"]["nest/nap"];
+  // Five stretches of 20 ms of the thread's own CPU time in "work"; "nap" only enters and leaves
+  // its sleeps, and sleeps at least 5 x 20 ms.
+  EXPECT_GE(milliseconds(work, "running_ns"), 95u);
+  EXPECT_GE(milliseconds(nap, "blocked_ns"), 95u);
+  EXPECT_LT(4 * milliseconds(nap, "running_ns"), milliseconds(work, "running_ns")) << nap.dump();
+  EXPECT_LT(4 * milliseconds(work, "blocked_ns"), milliseconds(nap, "blocked_ns")) << work.dump();
 }
 
 // Which coroutine burned the CPU: samples go to the task running on the thread.

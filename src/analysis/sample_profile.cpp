@@ -13,14 +13,23 @@ constexpr uint64_t kThreadOwner = uint64_t{1} << 63;  // task ids stay below (la
 // What is going on on each thread as the events go by in time order: the spans open in each
 // owner (a thread, or a task wherever it runs), the tasks running on each thread, and each
 // thread's CPU state since its last switch.
+// A span open in an owner: its sequence (what its end is found by) and its site (its label).
+struct OpenSpan {
+  uint64_t sequence;
+  uint32_t site_id;
+};
+
 class ThreadContexts {
  public:
   explicit ThreadContexts(const reader::Trace& trace) : trace_(trace) {}
 
-  void span_begin(const reader::PairedSpan& span) { open_[owner(span)].push_back(&span); }
+  // The pairing's spans are copied: the one a begin returns lives in a stack that moves when it
+  // grows, and an end returns another copy of the span it closes. Found again by sequence.
+  void span_begin(const reader::PairedSpan& span) { open_[owner(span)].push_back({span.sequence, span.site_id}); }
   void span_end(const reader::PairedSpan& span) {
     auto& stack = open_[owner(span)];
-    const auto found = std::find(stack.rbegin(), stack.rend(), &span);
+    const auto found = std::find_if(stack.rbegin(), stack.rend(),
+                                    [&](const OpenSpan& open) { return open.sequence == span.sequence; });
     if (found != stack.rend()) stack.erase(std::next(found).base());
   }
   void run_begin(uint32_t thread, uint64_t task) { running_[thread].push_back(task); }
@@ -36,12 +45,12 @@ class ThreadContexts {
     return found == running_.end() || found->second.empty() ? 0 : found->second.back();
   }
   // The spans open on `thread` now, outermost first: its running task's, or the thread's own.
-  const std::vector<const reader::PairedSpan*>* open_spans(uint32_t thread) const {
+  const std::vector<OpenSpan>* open_spans(uint32_t thread) const {
     const uint64_t task = running_task(thread);
     const auto found = open_.find(task != 0 ? task : (kThreadOwner | thread));
     return found == open_.end() ? nullptr : &found->second;
   }
-  std::string span_label(const reader::PairedSpan* span) const {
+  std::string span_label(const OpenSpan* span) const {
     if (!span) return "(no span)";
     const reader::Site* site = trace_.site(span->site_id);
     return site ? site->category + "/" + site->name : fmt::format("#{}", span->site_id);
@@ -62,7 +71,7 @@ class ThreadContexts {
     return span.task != 0 ? span.task : (kThreadOwner | span.thread_id);
   }
   const reader::Trace& trace_;
-  std::unordered_map<uint64_t, std::vector<const reader::PairedSpan*>> open_;
+  std::unordered_map<uint64_t, std::vector<OpenSpan>> open_;
   std::unordered_map<uint32_t, std::vector<uint64_t>> running_;
   std::unordered_map<uint64_t, uint32_t> task_names_;
 };
@@ -90,7 +99,7 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
     thread_states_[contexts.thread_label(thread)].add(state, ns);
     if (const auto* spans = contexts.open_spans(thread)) {
       std::set<std::string> labels;  // a recursive span counts once
-      for (const reader::PairedSpan* span : *spans) labels.insert(contexts.span_label(span));
+      for (const OpenSpan& span : *spans) labels.insert(contexts.span_label(&span));
       for (const std::string& label : labels) span_states_[label].add(state, ns);
     }
     if (const uint64_t task = contexts.running_task(thread)) task_states_[contexts.task_label(task)].add(state, ns);
@@ -137,7 +146,7 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
           group = contexts.thread_label(thread);
         } else if (grouping == SampleGrouping::by_span) {
           const auto* spans = contexts.open_spans(thread);
-          group = contexts.span_label(spans && !spans->empty() ? spans->back() : nullptr);
+          group = contexts.span_label(spans && !spans->empty() ? &spans->back() : nullptr);
         } else {
           group = contexts.task_label(contexts.running_task(thread));
         }

@@ -10,6 +10,9 @@
 //                                    another thread while it runs (ROUNDS is not used)
 //   profile_workload late-thread MS  a thread started after the session spins MS ms of its own
 //                                    CPU time in late_work()
+//   profile_workload nested ROUNDS   a thread inside span "nest/outer" alternates 20 ms of work in
+//                                    "nest/work" with 20 ms of nanosleep in "nest/nap" inside
+//                                    "nest/rest": spans three deep, begun and ended in turns
 //   profile_workload own-handler ROUNDS  cpu ROUNDS with a SIGPROF handler of its own, installed
 //                                    before the session starts: exits 3 unless it is still its
 //                                    handler at the end and no SIGPROF but its own raise() came
@@ -89,6 +92,22 @@ void alternate(int rounds) {
       const timespec pause{0, 20'000'000};
       nanosleep(&pause, nullptr);
     }
+  }
+}
+
+void nested(int rounds) {
+  chronicle::set_thread_name("nesting");
+  CHRONICLE_SPAN("nest", "outer");
+  for (int round = 0; round < rounds; ++round) {
+    {
+      CHRONICLE_SPAN("nest", "work");
+      const uint64_t until = thread_cpu_ns() + 20'000'000;
+      while (thread_cpu_ns() < until) spin(1000);
+    }
+    CHRONICLE_SPAN("nest", "rest");
+    CHRONICLE_SPAN("nest", "nap");
+    const timespec pause{0, 20'000'000};
+    nanosleep(&pause, nullptr);
   }
 }
 
@@ -218,6 +237,9 @@ int main(int argc, char** argv) {
     profile_workload::late_thread(rounds);
   } else if (mode == "own-handler") {
     return profile_workload::own_handler(rounds);
+  } else if (mode == "nested") {
+    std::thread worker(profile_workload::nested, rounds);
+    worker.join();
   } else if (mode == "sleep") {
     std::thread worker(profile_workload::alternate, rounds);
     worker.join();
