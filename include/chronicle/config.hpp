@@ -65,11 +65,13 @@ struct Config {
   bool compress = false;
 };
 
-// Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_CATEGORIES,
-// CHRONICLE_SHM_DIR, CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL,
-// CHRONICLE_SNAPSHOT_DIR, CHRONICLE_SELF_STATS_INTERVAL, CHRONICLE_SAMPLE (samples per second),
-// CHRONICLE_SCHED (1: context switches), CHRONICLE_SAMPLE_METHOD (auto, perf or timer),
-// CHRONICLE_COMPRESS (1: a compressed trace). Returns
+// Reads CHRONICLE_OUTPUT, CHRONICLE_MODE, CHRONICLE_BUFFER_SIZE, CHRONICLE_PACKET_SIZE,
+// CHRONICLE_CATEGORIES, CHRONICLE_SHM_DIR, CHRONICLE_KEEP_SHM (1: leave the mapping's file),
+// CHRONICLE_ARMED, CHRONICLE_CRASH_HANDLER, CHRONICLE_SNAPSHOT_SIGNAL, CHRONICLE_SNAPSHOT_DIR,
+// CHRONICLE_SELF_STATS_INTERVAL, CHRONICLE_SAMPLE (samples per second), CHRONICLE_SCHED (1:
+// context switches), CHRONICLE_SAMPLE_METHOD (auto, perf or timer), CHRONICLE_COMPRESS (1: a
+// compressed trace), CHRONICLE_COLLECTOR ("external": `chronicle record` drains the rings, no
+// collector thread in the program). Returns
 // false when neither CHRONICLE_OUTPUT nor CHRONICLE_ARMED is set; throws std::invalid_argument on
 // a malformed value. Armed without an output, the session has no collector in the process:
 // `chronicle record --attach`, `snapshot` or `ctl` read it.
