@@ -8,7 +8,7 @@ repo=$(cd "$here/../.." && pwd)
 build=$(cd "${1:?usage: build.sh BUILD_DIR}" && pwd)
 ninja -C "$build" chronicle_format >/dev/null
 mkdir -p "$build/bench/compression"
-for tool in ctfz delta_hist dequantize; do
+for tool in delta_hist dequantize; do
   g++ -std=c++20 -O2 -g -Wall -Wextra -I"$repo/include" -I"$repo/src" "$here/$tool.cpp" \
     "$build/libchronicle_format.a" -lfmt -lzstd -o "$build/bench/compression/$tool"
 done
