@@ -1,6 +1,6 @@
 // What a W3C traceparent costs (chronicle/context.hpp): parsing a valid header and an invalid
 // one, formatting a context's header, and send_traceparent() with a session recording (a
-// send's event and a new span id). Figures: docs/performance.md, "Context propagation's cost".
+// send's event and a new span id). Figures: docs/performance-log.md, "Context propagation's cost".
 #include <benchmark/benchmark.h>
 
 #include <chronicle/chronicle.hpp>

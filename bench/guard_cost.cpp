@@ -1,6 +1,6 @@
 // N spans in flight mode (no collector, nothing dropped), for comparing the trace point's cost
 // between two builds of the library: instructions under callgrind, CPU time with time(1).
-// docs/performance.md, "The nesting guard's cost", has the commands.
+// docs/performance-log.md, "The nesting guard's cost", has the commands.
 #include <chronicle/chronicle.hpp>
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The live push's latency for a quiet thread (docs/performance.md, "The live push's latency"):
+# The live push's latency for a quiet thread (docs/distributed.md, beside the live push):
 # bench/quiet_spans (one span every PERIOD ms, COUNT times, on a thread that does nothing else;
 # and IDLE threads that wrote one span at their start and then wait) is recorded with --otlp-endpoint at each push interval of INTERVALS, into tests/otlp/receiver.js,
 # which logs the time each request arrived. A span's latency is that time minus the span's end

@@ -1,4 +1,4 @@
-// OTLP push throughput on one trace (docs/performance.md): the span producer alone, with each
+// OTLP push throughput on one trace (docs/performance-log.md): the span producer alone, with each
 // encoder, and the whole push to a collector URL (bench/otlp_sink, or any collector).
 //   otlp_push_bench TRACE_DIR [http://127.0.0.1:PORT]
 // Run it pinned to one core (taskset -c 0) with the sink on another: the push's reading and

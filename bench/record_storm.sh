@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One thread emitting spans as fast as it can under `chronicle record`, to ext4 and to tmpfs,
-# plain and compressed: the table of docs/performance.md "record --compress and --rotate".
+# plain and compressed: the table of docs/performance-log.md "record --compress and --rotate".
 # The four configurations alternate (A B C D A B C D ...), RUNS rounds, at normal priority, and
 # each figure is given as min / median / max. Nothing passes or fails: it measures.
 #

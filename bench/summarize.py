@@ -242,7 +242,7 @@ if b1 is not None:
     # Format 2: an 8-byte begin and an 8-byte end (the end names its span); each 64 KiB packet
     # adds an 88-byte header.
     print(f"    events {8.0:.3f} B + packet headers {b1 - 8.0:.3f} B (88 B per 64 KiB packet);"
-          " format 2 traded the 6 B target for pairing by name (docs/performance.md)")
+          " format 2 traded the 6 B target for pairing by name (docs/performance-log.md, \"Format 2\")")
 r_lt_process = ratio(lt2[1], statistics.median(s1_process_rounds) if s1_process_rounds else None)
 print(f"  the writer + collector (the headline) against LTTng-UST's writer alone: {fmt_ratio(r_lt_process, 1)} x"
       " (LTTng's consumer daemon is not in its figure)")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The task layer's costs (docs/performance.md "The task layer's cost"): each benchmark of
+# The task layer's costs (docs/performance-log.md "The task layer's cost"): each benchmark of
 # tasks_bench in a process of its own, ROUNDS rounds (default 5) alternating them, then the median,
 # least and most CPU ns per item of each. A benchmark run after traced ones in one process pays for
 # the heap and pages their sessions left, hence one process each.

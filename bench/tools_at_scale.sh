@@ -2,7 +2,7 @@
 # The tools on large generated traces: wall time, CPU time and peak RSS of `chronicle stats`,
 # `chronicle dump`, `chronicle export` (Chrome JSON and OTLP/JSON, to /dev/null) and, beside them,
 # `babeltrace2 -o dummy`, on plain and compressed traces of each size in EVENTS. The table of
-# docs/performance.md "The tools at 100 M and 1 B events". Each trace is generated, measured and
+# docs/performance-log.md "The tools at 100 M and 1 B events". Each trace is generated, measured and
 # deleted before the next. Nothing passes or fails: it measures.
 #
 #   bench/tools_at_scale.sh                               # 10 M and 100 M events, 3 runs each

@@ -348,7 +348,7 @@ TEST(TwoHosts, MergeFindsTheInjectedOffsetWithinItsBound) {
   const auto& correction = trace_of(traces, kServerHost).description().correction;
   ASSERT_TRUE(correction.has_value());
   EXPECT_EQ(correction->pairs, pairs.size());
-  // The figures of docs/performance.md ("Clock alignment on two namespaces").
+  // The figures of docs/performance-log.md ("Clock alignment on two namespaces").
   std::printf(
       "two hosts: correction at start %lld ns (error %lld ns), largest error at the pairs %lld ns, "
       "bound %lld ns, %zu pairs (%s)\n",

@@ -1,4 +1,4 @@
-// Measures `chronicle view` on a trace (issue 14's figures, docs/performance.md "Viewer
+// Measures `chronicle view` on a trace (issue 14's figures, docs/performance-log.md "Viewer
 // performance"):
 // - first open: from starting `chronicle view TRACE --port 0` until it serves, events/s, the
 //   server's peak RSS (VmHWM), its RSS and anonymous RSS once serving and after the requests;

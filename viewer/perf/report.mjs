@@ -1,4 +1,4 @@
-// The side-by-side table of docs/performance.md ("Viewer performance") from what run.sh kept:
+// The side-by-side table of docs/performance-log.md ("Viewer performance") from what run.sh kept:
 // SIZE.run.json (generation, disk, load), SIZE.view.json (measure.mjs), SIZE.speedscope.json
 // (speedscope.mjs), for the sizes found, in the order 1m, 10m, 100m, 1b.
 //

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The viewer benchmark of docs/performance.md ("Viewer performance"): for each size, generates a
+# The viewer benchmark of docs/performance-log.md ("Viewer performance"): for each size, generates a
 # trace with timeline_demo under `chronicle record` (the same mix at every size; the run stops if
 # the recorder discarded any event), measures `chronicle view` on it (measure.mjs: first open,
 # reopen, windows, memory, the page in Chromium), exports it as Chrome JSON and opens that in
