@@ -219,14 +219,19 @@ if idle_cpu is not None and idle_wall:
 # ---- targets ------------------------------------------------------------------------------
 print()
 print("targets (ratios from CPU times measured in this run):")
+# The verdicts judge the writer + collector (the whole process's CPU per span: what a user pays);
+# the writer alone is shown beside it, never judged by.
+s1_process = statistics.median(s1_process_rounds) if s1_process_rounds else None
+r_process = ratio(s1_process, tsc2[1])
 r_flight = ratio(f1[1], tsc2[1])
 r_stream = ratio(s1[1], tsc2[1])
-print(f"  span <= 1.3 x two TSC reads: flight (no drops) {fmt_ratio(r_flight)} x,"
-      f" stream {fmt_ratio(r_stream)} x  -> {verdict(None if r_flight is None else r_flight <= 1.3)}")
-r_lt = ratio(lt2[1], f1[1])
-r_lt_stream = ratio(lt2[1], s1[1])
-print(f"  span >= 6x cheaper than two LTTng-UST events: {fmt_ratio(r_lt, 1)} x (vs flight),"
-      f" {fmt_ratio(r_lt_stream, 1)} x (vs stream)  -> {verdict(None if r_lt is None else r_lt >= 6)}")
+print(f"  span <= 1.3 x two TSC reads: writer + collector {fmt_ratio(r_process)} x"
+      f" (the writer alone: flight {fmt_ratio(r_flight)} x, stream {fmt_ratio(r_stream)} x)"
+      f"  -> {verdict(None if r_process is None else r_process <= 1.3)}")
+r_lt = ratio(lt2[1], s1_process)
+r_lt_writer = ratio(lt2[1], f1[1])
+print(f"  span >= 6x cheaper than two LTTng-UST events: writer + collector {fmt_ratio(r_lt, 1)} x"
+      f" (the writer alone, flight: {fmt_ratio(r_lt_writer, 1)} x)  -> {verdict(None if r_lt is None else r_lt >= 6)}")
 if env.get("lttng_status", "ok") != "ok":
     print(f"    LTTng: {env.get('lttng_status')}")
 net = off[1] - empty[1] if off[1] is not None and empty[1] is not None else None
@@ -243,9 +248,7 @@ if b1 is not None:
     # adds an 88-byte header.
     print(f"    events {8.0:.3f} B + packet headers {b1 - 8.0:.3f} B (88 B per 64 KiB packet);"
           " format 2 traded the 6 B target for pairing by name (docs/performance-log.md, \"Format 2\")")
-r_lt_process = ratio(lt2[1], statistics.median(s1_process_rounds) if s1_process_rounds else None)
-print(f"  the writer + collector (the headline) against LTTng-UST's writer alone: {fmt_ratio(r_lt_process, 1)} x"
-      " (LTTng's consumer daemon is not in its figure)")
+print("    (LTTng's figure is its writer alone: its consumer daemon is not counted)")
 if storm:
     clean = sum(1 for f in storm if f["discarded"] == 0 and f["recorded"] >= 2 * f["spans"])
     extra = ""
