@@ -141,6 +141,8 @@ void request_drain(format::ShmHeader& header) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header.drain_requests), FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
+// Step 14 of include/chronicle/detail/ring_protocol.md, with why a missed wake-up costs at most
+// `timeout`.
 void Collector::wait_for_work(std::chrono::microseconds timeout) {
   ShmHeader& header = mapping_.header();
   header.collector_waiting.store(1, std::memory_order_seq_cst);

@@ -16,9 +16,8 @@ inline constexpr uint32_t kStreamThread = 0;   // one stream per thread: the tra
 inline constexpr uint32_t kStreamStrings = 1;  // one per trace: site and thread definitions
 
 // Packet header and context in one struct; offsets match the TSDL in metadata.cpp.
-// Fields a concurrent reader (another process) looks at while the writer runs are atomics:
-// the writer publishes timestamp_end and then content_size (release) after every event, so a
-// reader that acquires content_size sees whole events and an end time no earlier than theirs.
+// Fields a concurrent reader (another process) looks at while the writer runs are atomics; who
+// stores and loads each, in which order and why: ring_protocol.md beside this file.
 struct PacketHeader {
   uint32_t magic;
   uint8_t uuid[16];
@@ -447,8 +446,8 @@ enum class ChannelState : uint32_t { unused = 0, active = 1, closed = 2 };
 // One per thread at a time: a closed channel goes to the next thread that needs one, with its
 // epoch incremented (src/recorder/session.cpp, "Channels"). The writer owns packets_committed
 // and events_discarded (a signal handler on the writer's thread adds to events_discarded
-// atomically); the stream-mode collector owns packets_consumed. They sit on separate cache
-// lines so neither slows the other.
+// atomically); the stream-mode collector owns packets_consumed (the hand-off: ring_protocol.md).
+// They sit on separate cache lines so neither slows the other.
 struct alignas(64) ChannelDescriptor {
   std::atomic<uint32_t> state;  // ChannelState
   int32_t thread_id;

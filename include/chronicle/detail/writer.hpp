@@ -147,8 +147,9 @@ CHRONICLE_INLINE uint8_t* begin_event(ThreadWriter& writer, uint16_t category, u
 }
 
 // Publishes the `events` events written since the last commit (one, or an EventGroup's, all at
-// `ticks`): end time first, then the size that makes them visible (release), so a reader in
-// another process never sees a torn event or an end time before its last event. The category's
+// `ticks`): end time first, then the size that makes them visible (release; step 6 of
+// ring_protocol.md), so a reader in another process never sees a torn event or an end time
+// before its last event. The category's
 // counts go first: they are the monitor's figures, not what publishes the events. `category` is
 // the one begin_event() was given. Leaves the trace point.
 CHRONICLE_INLINE void commit_events(ThreadWriter& writer, uint16_t category, uint8_t* events_end, uint64_t ticks,
