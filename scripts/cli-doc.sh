@@ -85,7 +85,7 @@ if [ "$check" = 0 ]; then
   echo "cli-doc.sh: wrote $doc"
   exit 0
 fi
-if ! diff -u "$doc" <(printf '%s\n' "$page"); then
+if ! diff -u --label "$doc" --label "chronicle --help" "$doc" <(printf '%s\n' "$page"); then
   echo "cli-doc.sh: $doc is not what \`chronicle --help\` prints (the difference is above: - the" \
     "committed page, + the help). Run scripts/cli-doc.sh after building chronicle, and commit $doc." >&2
   exit 1
