@@ -129,7 +129,7 @@ stream files stays mapped while it is read (its pages count in the resident size
 has its pages let go behind the reader, 4 MiB at a time, so the resident size stays near the
 heap's plus at most 4 MiB per stream being read (20 MiB while the trace is opened and checked); a
 compressed stream adds one decoded unit (about 1 MiB) and needs no temporary file. Figures:
-docs/performance.md#stats-memory-and-the-critical-path.
+docs/performance-log.md#stats-memory-and-the-critical-path.
 
 --critical-path TASK (an id such as t2.17, a label or a name): the chain of runs, waits and
 resolutions that decided when the task finished, walked back through the task graph, with the time
@@ -205,7 +205,7 @@ edges, counters, notes). It writes as it reads, refuses to overwrite without --f
 no half-written file. Its memory grows with the trace's tasks and their runs (it reads the task
 graph first), not with the events: a 100 M-event trace exports in 43 MB. Chrome JSON goes at about
 7-8 M events/s, OTLP/JSON at 4-5 M, on one core
-(docs/performance.md#the-exports-profiled-issue-17-seventh-part).
+(docs/performance-log.md#the-exports-profiled-issue-17-seventh-part).
 
 With --otlp-endpoint URL it pushes the same spans instead to an OpenTelemetry collector over
 OTLP/HTTP (POST URL/v1/traces, --otlp-protocol http/protobuf (default) or http/json). The spans go
