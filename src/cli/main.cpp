@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include <string>
 #include <vector>
 
 #include "cli/common.hpp"
@@ -17,6 +18,15 @@ CLI::App& innermost_subcommand(CLI::App& app) {
   for (CLI::App* subcommand : app.get_subcommands())
     if (subcommand->parsed()) return innermost_subcommand(*subcommand);
   return app;
+}
+
+// "chronicle ctl" for `ctl level`: the names above a subcommand, for its usage line as --help
+// prints it ("Usage: chronicle ctl level ...").
+std::string names_above(const CLI::App& command) {
+  std::string names;
+  for (const CLI::App* parent = command.get_parent(); parent != nullptr; parent = parent->get_parent())
+    names = names.empty() ? parent->get_name() : parent->get_name() + " " + names;
+  return names;
 }
 
 // Each subcommand's --help ends with its reference text (src/cli/reference.cpp), found by its
@@ -51,7 +61,7 @@ int main(int argc, char** argv) {
     // The usage and options only: the reference text is for --help, not for a mistyped flag.
     CLI::App& command = innermost_subcommand(app);
     command.footer("");
-    fmt::print(stderr, "chronicle: error: {}\n\n{}", error.what(), command.help());
+    fmt::print(stderr, "chronicle: error: {}\n\n{}", error.what(), command.help(names_above(command)));
     return kExitUsage;
   }
   try {
