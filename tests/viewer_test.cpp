@@ -515,6 +515,25 @@ TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
   for (const int fd : idle) ::close(fd);
 }
 
+// More slowloris connections than the server has workers, each sending a header byte a second
+// (under the per-read timeout), and idle ones besides: the page's requests must still be answered.
+TEST_F(ViewerTest, TheServerAnswersWhileSlowClientsTrickleTheirHeaders) {
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  const test::TricklingConnections slowloris(server.port(), 300);
+  EXPECT_EQ(slowloris.opened(), 300u);
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i)
+    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
+
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(std::chrono::seconds(10));
+  client.set_read_timeout(std::chrono::seconds(10));
+  const httplib::Result summary = client.Get("/api/summary");
+  for (const int fd : idle) ::close(fd);
+  ASSERT_TRUE(summary) << "no answer: " << httplib::to_string(summary.error());
+  EXPECT_EQ(summary->status, 200);
+}
+
 // Per call path (the names of the spans open on the thread, outermost first): the time within
 // [begin, end] and the spans that overlap it, paired by hand from the raw events, of every
 // stream or of `only` one.
