@@ -497,6 +497,36 @@ TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
   EXPECT_GE(round["children_count"].get<int>(), 1);
 }
 
+// A window asked for without rows, or with every row, holds what a screen can show at most
+// and says what it left out: before, it held every task and arrow of the trace (139 MB of JSON
+// for an 8 M-event trace).
+TEST(ViewerBounds, AWindowHoldsAtMostAScreensWorthAndSaysThereIsMore) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kEcho + " 3 400");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const reader::Trace trace(directory / "trace");
+  const TimelineIndex index = TimelineIndex::build(trace);
+  ASSERT_GT(index.task_row_count(), viewer::kMaxWindowTaskRows) << "too few tasks to pass the cap";
+
+  for (const nlohmann::json& window :
+       {viewer::window_json(index, 0, index.duration(), 1000),
+        viewer::window_json(index, 0, index.duration(), 1000, viewer::TaskRowQuery{0, 4'000'000'000u, {}})}) {
+    EXPECT_LE(window["tasks"]["lines"].size(), viewer::kMaxWindowTaskRows);
+    EXPECT_LE(window["arrows"].size(), viewer::kMaxWindowArrows);
+    EXPECT_LE(window["messages"].size(), viewer::kMaxWindowMessages);
+    ASSERT_TRUE(window.contains("more")) << "no marker of what was left out";
+    EXPECT_EQ(window["more"]["rows"], true);
+    EXPECT_EQ(window["tasks"]["rows"], index.task_row_count()) << "the page still learns how many rows there are";
+  }
+  // Rows asked for past the cap are the cap's from the first one asked for.
+  const nlohmann::json tail = viewer::window_json(index, 0, index.duration(), 1000,
+                                                  viewer::TaskRowQuery{100, 100 + viewer::kMaxWindowTaskRows, {}});
+  ASSERT_TRUE(tail.contains("more"));
+  EXPECT_EQ(tail["more"]["rows"], false);
+  ASSERT_FALSE(tail["tasks"]["lines"].empty());
+  EXPECT_GE(tail["tasks"]["lines"].front()[2].get<uint32_t>(), 100u);
+}
+
 TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
   constexpr int kIdleConnections = 64;
