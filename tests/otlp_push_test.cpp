@@ -7,10 +7,13 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -76,6 +79,7 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   // Its exit code once it has exited (128 + signal when killed), else nothing.
   std::optional<int> exit_code() {
     if (!exit_code_ && pid_ > 0) {
@@ -450,6 +454,129 @@ TEST(OtlpEndpoint, TracesGoToV1TracesUnlessTheUrlSaysIt) {
   EXPECT_THROW(exports::otlp_traces_url("https://gw:4318"), std::invalid_argument);
   EXPECT_THROW(exports::otlp_traces_url("gw:4318"), std::invalid_argument);
   EXPECT_THROW(exports::otlp_traces_url("http://"), std::invalid_argument);
+}
+
+// A collector that reads each request and trickles its answer a byte a second (a header that
+// never ends), for a minute at most: an HTTP client's per-read timeout never fires.
+class TricklingCollector {
+ public:
+  TricklingCollector() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) == 0 && ::listen(listener_, 16) == 0 &&
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+      port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~TricklingCollector() {
+    stopping_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  TricklingCollector(const TricklingCollector&) = delete;
+  TricklingCollector& operator=(const TricklingCollector&) = delete;
+
+  int port() const { return port_; }
+  int requests() const { return requests_; }
+
+ private:
+  void serve() {
+    const std::string answer = "HTTP/1.1 200 OK\r\nX-Slow: " + std::string(200, 'a');
+    struct Client {
+      int fd;
+      size_t sent = 0;
+      bool asked = false;
+    };
+    std::vector<Client> clients;
+    const auto start = std::chrono::steady_clock::now();
+    auto next_byte = start;
+    while (!stopping_ && std::chrono::steady_clock::now() - start < 60s) {
+      if (const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK); fd >= 0)
+        clients.push_back(Client{fd});
+      char discard[65536];
+      for (Client& client : clients)
+        if (::recv(client.fd, discard, sizeof discard, 0) > 0 && !client.asked) {
+          client.asked = true;
+          ++requests_;
+        }
+      if (std::chrono::steady_clock::now() >= next_byte) {
+        next_byte += 1s;
+        for (Client& client : clients)
+          if (client.asked && client.sent < answer.size())
+            ::send(client.fd, answer.data() + client.sent++, 1, MSG_NOSIGNAL);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    for (const Client& client : clients) ::close(client.fd);
+  }
+
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+// The spans in the spool's files (each named NNNNNNNN-SPANS.pb).
+uint64_t spooled_spans(const std::string& spool) {
+  uint64_t spans = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(spool)) {
+    unsigned long long number = 0, count = 0;
+    if (std::sscanf(entry.path().filename().c_str(), "%llu-%llu.pb", &number, &count) == 2) spans += count;
+  }
+  return spans;
+}
+
+class OtlpPushDeadline : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto result = run(kCli + " record -q -o " + trace_ + " -- " + kEchoExample + " 2 10");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  TemporaryDirectory scratch_;
+  std::string trace_ = scratch_ / "echo";
+  std::string spool_ = scratch_ / "spool";
+};
+
+// --otlp-timeout bounds an attempt (connect, send, answer), not each read: a collector that
+// trickles its answer for a minute costs the push about the timeout, then the batch is spooled.
+TEST_F(OtlpPushDeadline, AnAttemptEndsAtItsTimeoutWhenTheAnswerTrickles) {
+  TricklingCollector collector;
+  ASSERT_NE(collector.port(), 0);
+  Process push({kCli, "export", trace_, "--otlp-endpoint", endpoint(collector.port()), "--otlp-timeout", "2",
+                "--otlp-retry-seconds", "0", "--otlp-spool", spool_},
+               scratch_ / "push.out");
+  ASSERT_TRUE(push.started());
+  // Generous: ten times the timeout, while the collector would trickle for sixty.
+  const std::optional<int> exit_code = push.wait(20s);
+  ASSERT_TRUE(exit_code.has_value()) << "the push was still waiting for the answer after 20 s";
+  EXPECT_EQ(*exit_code, 1) << slurp(scratch_ / "push.out");
+  EXPECT_GE(collector.requests(), 1);
+  EXPECT_EQ(spooled_spans(spool_), exported_span_ids(trace_, scratch_).size());
+}
+
+// SIGTERM to `record` while an attempt waits for a trickling answer: record ends promptly, and
+// every span not sent is in the spool.
+TEST_F(OtlpPushDeadline, ASignalEndsRecordsPushAndSpoolsTheRest) {
+  TricklingCollector collector;
+  ASSERT_NE(collector.port(), 0);
+  const std::string recorded = scratch_ / "recorded";
+  Process record({kCli, "record", "-q", "-o", recorded, "--otlp-endpoint", endpoint(collector.port()), "--otlp-timeout",
+                  "30", "--otlp-spool", spool_, "--", kEchoExample, "2", "10"},
+                 scratch_ / "record.out");
+  ASSERT_TRUE(record.started());
+  ASSERT_TRUE(wait_for([&] { return collector.requests() >= 1 || record.exit_code().has_value(); }));
+  ASSERT_FALSE(record.exit_code().has_value()) << slurp(scratch_ / "record.out");
+  ::kill(record.pid(), SIGTERM);
+  const std::optional<int> exit_code = record.wait(15s);
+  ASSERT_TRUE(exit_code.has_value()) << "record was still pushing 15 s after SIGTERM";
+  EXPECT_NE(*exit_code, 0) << slurp(scratch_ / "record.out");
+  EXPECT_NE(slurp(scratch_ / "record.out").find("--otlp-resend " + spool_), std::string::npos)
+      << slurp(scratch_ / "record.out");
+  EXPECT_EQ(spooled_spans(spool_), exported_span_ids(recorded, scratch_).size());
 }
 
 // `record --otlp-endpoint`: the trace is pushed once the program has exited.

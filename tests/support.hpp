@@ -11,12 +11,16 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chronicle/config.hpp"
@@ -41,6 +45,40 @@ inline int open_idle_connection(uint16_t port) {
   }
   return fd;
 }
+
+// Slowloris clients: COUNT connections to 127.0.0.1:PORT that send one more header byte each
+// second from a thread of their own (under any per-read timeout), until destroyed.
+class TricklingConnections {
+ public:
+  TricklingConnections(uint16_t port, int count) {
+    for (int i = 0; i < count; ++i)
+      if (const int fd = open_idle_connection(port); fd >= 0) fds_.push_back(fd);
+    trickler_ = std::thread([this] {
+      std::unique_lock lock(mutex_);
+      while (!stop_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; }))
+        for (const int fd : fds_) ::send(fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    });
+  }
+  ~TricklingConnections() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    stop_wake_.notify_all();
+    trickler_.join();
+    for (const int fd : fds_) ::close(fd);
+  }
+  TricklingConnections(const TricklingConnections&) = delete;
+  TricklingConnections& operator=(const TricklingConnections&) = delete;
+  size_t opened() const { return fds_.size(); }
+
+ private:
+  std::vector<int> fds_;
+  std::mutex mutex_;
+  std::condition_variable stop_wake_;
+  bool stopping_ = false;
+  std::thread trickler_;
+};
 
 class TemporaryDirectory {
  public:

@@ -497,6 +497,36 @@ TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
   EXPECT_GE(round["children_count"].get<int>(), 1);
 }
 
+// A window asked for without rows, or with every row, holds what a screen can show at most
+// and says what it left out: before, it held every task and arrow of the trace (139 MB of JSON
+// for an 8 M-event trace).
+TEST(ViewerBounds, AWindowHoldsAtMostAScreensWorthAndSaysThereIsMore) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kEcho + " 3 400");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const reader::Trace trace(directory / "trace");
+  const TimelineIndex index = TimelineIndex::build(trace);
+  ASSERT_GT(index.task_row_count(), viewer::kMaxWindowTaskRows) << "too few tasks to pass the cap";
+
+  for (const nlohmann::json& window :
+       {viewer::window_json(index, 0, index.duration(), 1000),
+        viewer::window_json(index, 0, index.duration(), 1000, viewer::TaskRowQuery{0, 4'000'000'000u, {}})}) {
+    EXPECT_LE(window["tasks"]["lines"].size(), viewer::kMaxWindowTaskRows);
+    EXPECT_LE(window["arrows"].size(), viewer::kMaxWindowArrows);
+    EXPECT_LE(window["messages"].size(), viewer::kMaxWindowMessages);
+    ASSERT_TRUE(window.contains("more")) << "no marker of what was left out";
+    EXPECT_EQ(window["more"]["rows"], true);
+    EXPECT_EQ(window["tasks"]["rows"], index.task_row_count()) << "the page still learns how many rows there are";
+  }
+  // Rows asked for past the cap are the cap's from the first one asked for.
+  const nlohmann::json tail = viewer::window_json(index, 0, index.duration(), 1000,
+                                                  viewer::TaskRowQuery{100, 100 + viewer::kMaxWindowTaskRows, {}});
+  ASSERT_TRUE(tail.contains("more"));
+  EXPECT_EQ(tail["more"]["rows"], false);
+  ASSERT_FALSE(tail["tasks"]["lines"].empty());
+  EXPECT_GE(tail["tasks"]["lines"].front()[2].get<uint32_t>(), 100u);
+}
+
 TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
   constexpr int kIdleConnections = 64;
@@ -513,6 +543,25 @@ TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
   ASSERT_TRUE(summary) << "no answer: " << httplib::to_string(summary.error());
   EXPECT_EQ(summary->status, 200);
   for (const int fd : idle) ::close(fd);
+}
+
+// More slowloris connections than the server has workers, each sending a header byte a second
+// (under the per-read timeout), and idle ones besides: the page's requests must still be answered.
+TEST_F(ViewerTest, TheServerAnswersWhileSlowClientsTrickleTheirHeaders) {
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  const test::TricklingConnections slowloris(server.port(), 300);
+  EXPECT_EQ(slowloris.opened(), 300u);
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i)
+    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
+
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(std::chrono::seconds(10));
+  client.set_read_timeout(std::chrono::seconds(10));
+  const httplib::Result summary = client.Get("/api/summary");
+  for (const int fd : idle) ::close(fd);
+  ASSERT_TRUE(summary) << "no answer: " << httplib::to_string(summary.error());
+  EXPECT_EQ(summary->status, 200);
 }
 
 // Per call path (the names of the spans open on the thread, outermost first): the time within

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -91,8 +93,12 @@ struct TrackedSession {
 };
 
 volatile sig_atomic_t g_forward_signal = 0;
+// A signal ends the OTLP push too: the attempt in flight stops, what is left goes to the spool.
+std::atomic<bool> g_push_cancelled{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 void remember_signal(int signal) {
   g_forward_signal = signal;
+  g_push_cancelled.store(true, std::memory_order_relaxed);
 }
 
 std::string describe_status(const std::string& program, int status) {
@@ -459,10 +465,12 @@ int run_record(RecordOptions& options) {
 
   // The pusher thread reads what the collectors have written, never the rings.
   std::unique_ptr<exports::OtlpLivePush> live;
-  if (!options.otlp.endpoint.empty())
+  if (!options.otlp.endpoint.empty()) {
+    exports::OtlpPushOptions push = otlp_push_options(options.output, options.otlp);
+    push.cancel = &g_push_cancelled;
     live = std::make_unique<exports::OtlpLivePush>(
-        otlp_push_options(options.output, options.otlp),
-        std::chrono::milliseconds(static_cast<int64_t>(options.otlp_interval_seconds * 1000)));
+        push, std::chrono::milliseconds(static_cast<int64_t>(options.otlp_interval_seconds * 1000)));
+  }
   std::unique_ptr<TriggerWatcher> triggers;
   if (!options.trigger.conditions.empty()) triggers = std::make_unique<TriggerWatcher>(options.trigger, options.output);
   Recording run;

@@ -143,10 +143,80 @@ std::optional<std::chrono::milliseconds> retry_after(const httplib::Response& re
   return std::chrono::seconds(std::stoll(value));
 }
 
+using Clock = std::chrono::steady_clock;
+
+bool cancelled(const OtlpPushOptions& options) {
+  return options.cancel && options.cancel->load(std::memory_order_relaxed);
+}
+
+// Ends the attempt in flight at its deadline or when the push is cancelled: cpp-httplib's
+// timeouts are per read, so an answer trickled a byte at a time would hold an attempt for as
+// long as the collector likes. Client::stop() is its way to end a request from another thread;
+// it is called again every 50 ms until the attempt returns, in case the first call came between
+// two of the request's steps.
+class AttemptWatchdog {
+ public:
+  AttemptWatchdog(httplib::Client& client, const OtlpPushOptions& options) : client_(client), options_(options) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~AttemptWatchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  AttemptWatchdog(const AttemptWatchdog&) = delete;
+  AttemptWatchdog& operator=(const AttemptWatchdog&) = delete;
+
+  void arm(Clock::time_point deadline) {
+    {
+      std::lock_guard lock(mutex_);
+      deadline_ = deadline;
+      armed_ = true;
+    }
+    wake_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      if (!armed_) {
+        wake_.wait(lock);
+        continue;
+      }
+      wake_.wait_until(lock, std::min(deadline_, Clock::now() + std::chrono::milliseconds(50)));
+      if (armed_ && (Clock::now() >= deadline_ || cancelled(options_))) client_.stop();
+    }
+  }
+
+  httplib::Client& client_;
+  const OtlpPushOptions& options_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  Clock::time_point deadline_;
+  bool armed_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Waits for `delay`, or less when the push is cancelled.
+void back_off(const OtlpPushOptions& options, std::chrono::milliseconds delay) {
+  const auto until = Clock::now() + delay;
+  while (!cancelled(options) && Clock::now() < until)
+    std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
+}
+
 class Sender {
  public:
   Sender(const OtlpPushOptions& options, const Endpoint& endpoint)
-      : options_(options), path_(endpoint.path), client_(endpoint.scheme_host_port) {
+      : options_(options), path_(endpoint.path), client_(endpoint.scheme_host_port), watchdog_(client_, options) {
     const auto seconds = [](std::chrono::milliseconds ms) {
       return std::pair(ms.count() / 1000, ms.count() % 1000 * 1000);
     };
@@ -158,11 +228,14 @@ class Sender {
   }
 
   Outcome send(const std::string& body, OtlpProtocol protocol, uint64_t spans) {
-    using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + options_.retry_budget;
     auto backoff = options_.first_backoff;
     for (;;) {
-      const auto response = client_.Post(path_, body, std::string(otlp_content_type(protocol)));
+      if (cancelled(options_)) {
+        last_error = "interrupted by a signal";
+        return Outcome::collector_down;
+      }
+      const auto response = attempt(body, protocol);
       std::optional<std::chrono::milliseconds> wait;
       if (response) {
         if (response->status >= 200 && response->status < 300) {
@@ -174,11 +247,13 @@ class Sender {
         if (!retryable_status(response->status)) return Outcome::refused;
         wait = retry_after(*response);
       } else {
-        last_error = fmt::format("cannot reach the collector ({})", httplib::to_string(response.error()));
+        last_error = attempt_timed_out_
+                         ? fmt::format("no whole answer within the attempt's {} ms", options_.request_timeout.count())
+                         : fmt::format("cannot reach the collector ({})", httplib::to_string(response.error()));
       }
       const auto delay = wait.value_or(backoff);
       if (Clock::now() + delay > deadline) return Outcome::collector_down;
-      std::this_thread::sleep_for(delay);
+      back_off(options_, delay);
       ++retries;
       backoff = std::min(backoff * 2, options_.max_backoff);
     }
@@ -189,6 +264,15 @@ class Sender {
   uint64_t spans_rejected = 0;
 
  private:
+  httplib::Result attempt(const std::string& body, OtlpProtocol protocol) {
+    const auto deadline = Clock::now() + options_.request_timeout;
+    watchdog_.arm(deadline);
+    httplib::Result response = client_.Post(path_, body, std::string(otlp_content_type(protocol)));
+    watchdog_.disarm();
+    attempt_timed_out_ = !response && Clock::now() >= deadline;
+    return response;
+  }
+
   void accepted(const httplib::Response& response, OtlpProtocol protocol, uint64_t spans) {
     const OtlpPartialSuccess partial = parse_otlp_response(protocol, response.body);
     if (partial.rejected_spans <= 0) return;
@@ -199,6 +283,8 @@ class Sender {
   const OtlpPushOptions& options_;
   std::string path_;
   httplib::Client client_;
+  AttemptWatchdog watchdog_;
+  bool attempt_timed_out_ = false;
 };
 
 // --- delivery: send, else spool ---------------------------------------------------------------

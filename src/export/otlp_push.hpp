@@ -11,6 +11,7 @@
 // Delivery is at least once: a batch whose answer was lost (a timeout) is sent again.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -36,11 +37,16 @@ struct OtlpPushOptions {
   OtlpProtocol protocol = OtlpProtocol::http_protobuf;
   size_t spans_per_batch = 2048;
   size_t queued_batches = 4;  // encoded batches waiting for the sender, at most
+  // Per attempt, whole: connect, send and the answer (a collector trickling its answer a byte at
+  // a time is cut off at it).
   std::chrono::milliseconds request_timeout{10'000};
   std::chrono::milliseconds retry_budget{30'000};  // per batch, from its first attempt
   std::chrono::milliseconds first_backoff{100};
   std::chrono::milliseconds max_backoff{5'000};
   std::string spool_directory;  // where batches go when the collector is down
+  // When set (a signal handler may set it: it is lock-free), the attempt in flight ends within
+  // ~50 ms and every batch not sent goes to the spool, with no further attempt.
+  const std::atomic<bool>* cancel = nullptr;
   // Called on the reading thread about every million events and once a second while a resend
   // or the last batches are waiting.
   std::function<void(const OtlpPushProgress&)> on_progress;

@@ -13,15 +13,13 @@
 
 namespace chronicle::metrics {
 struct MetricsHttpServer::State {
-  httplib::Server server;
+  BoundedHttpServer server;
   std::atomic<bool> listen_returned{false};
   std::thread thread;
-  int listening_socket = -1;  // the last socket httplib made to listen on
 };
 
 MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, uint16_t port, Unavailable unavailable)
     : state_(std::make_unique<State>()) {
-  limit_slow_clients(state_->server, state_->listening_socket);
   state_->server.Get("/metrics", [source = std::move(source), unavailable = std::move(unavailable)](
                                      const httplib::Request& request, httplib::Response& response) {
     if (unavailable) {
@@ -51,7 +49,7 @@ MetricsHttpServer::MetricsHttpServer(Source source, const std::string& address, 
       throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
     port_ = port;
   }
-  widen_backlog(state_->listening_socket);
+  state_->server.widen_backlog();
   state_->thread = std::thread([state = state_.get()] {
     state->server.listen_after_bind();
     state->listen_returned.store(true, std::memory_order_release);

@@ -153,8 +153,21 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   return window_json(index, begin, end, width, TaskRowQuery{});
 }
 
-json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows) {
+json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& asked) {
+  TaskRowQuery rows = asked;
+  rows.last = static_cast<uint32_t>(std::min<uint64_t>(rows.last, uint64_t{rows.first} + kMaxWindowTaskRows));
   const Window window = index.window(begin, end, width, rows);
+  size_t lane_items = 0;
+  bool lane_items_cut = false;
+  // One more lane item, unless the answer holds its most already.
+  auto room = [&] {
+    if (lane_items == kMaxWindowLaneItems) {
+      lane_items_cut = true;
+      return false;
+    }
+    ++lane_items;
+    return true;
+  };
   std::set<uint32_t> sites;
   json task_names = json::object();
   auto name_task = [&](uint32_t task) { task_names[std::to_string(task)] = index.task_display_name(task); };
@@ -163,14 +176,17 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     const Lane& lane = index.lanes()[view.lane];
     json spans = json::array();
     for (const VisibleInterval& span : view.spans) {
+      if (!room()) break;
       const IntervalRow& row = lane.depths[span.row];
       spans.push_back({row.begins[span.index], row.ends[span.index], span.row, span.index, row.items[span.index]});
       sites.insert(row.items[span.index]);
     }
     json blocks = json::array();
-    for (const BusyBlock& block : view.blocks) blocks.push_back({block.begin, block.end, block.row, block.count});
+    for (const BusyBlock& block : view.blocks)
+      if (room()) blocks.push_back({block.begin, block.end, block.row, block.count});
     json runs = json::array();
     for (const VisibleInterval& run : view.runs) {
+      if (!room()) break;
       const IntervalRow& row = lane.runs[run.row];
       const uint32_t task = row.items[run.index];
       runs.push_back({row.begins[run.index], row.ends[run.index], run.row, task, task_kind_number(index, task)});
@@ -178,19 +194,23 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     }
     json run_blocks = json::array();
     for (const BusyBlock& block : view.run_blocks)
-      run_blocks.push_back({block.begin, block.end, block.row, block.count});
+      if (room()) run_blocks.push_back({block.begin, block.end, block.row, block.count});
     json idle = json::array();
     for (const VisibleInterval& wide : view.idle_wide)
-      idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
-    for (const BusyBlock& block : view.idle) idle.push_back({block.begin, block.end, block.count});
+      if (room()) idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
+    for (const BusyBlock& block : view.idle)
+      if (room()) idle.push_back({block.begin, block.end, block.count});
     // [begin, end, count, state]: state 1 preempted (runnable), 2 blocked, -1 a merge of both.
     json off_cpu = json::array();
     for (const VisibleInterval& wide : view.off_cpu_wide)
-      off_cpu.push_back(
-          {lane.off_cpu.begins[wide.index], lane.off_cpu.ends[wide.index], 1, lane.off_cpu.items[wide.index]});
-    for (const BusyBlock& block : view.off_cpu) off_cpu.push_back({block.begin, block.end, block.count, -1});
+      if (room())
+        off_cpu.push_back(
+            {lane.off_cpu.begins[wide.index], lane.off_cpu.ends[wide.index], 1, lane.off_cpu.items[wide.index]});
+    for (const BusyBlock& block : view.off_cpu)
+      if (room()) off_cpu.push_back({block.begin, block.end, block.count, -1});
     json samples = json::array();  // [first, last, count]
-    for (const BusyBlock& block : view.samples) samples.push_back({block.begin, block.end, block.count});
+    for (const BusyBlock& block : view.samples)
+      if (room()) samples.push_back({block.begin, block.end, block.count});
     lanes.push_back({{"lane", view.lane},
                      {"spans", std::move(spans)},
                      {"blocks", std::move(blocks)},
@@ -219,13 +239,17 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
     name_task(task);
   }
   json arrows = json::array();
+  const bool arrows_cut = window.arrows.size() > kMaxWindowArrows;
   for (const ArrowInView& view : window.arrows) {
+    if (arrows.size() == kMaxWindowArrows) break;
     const Arrow& arrow = index.arrows()[view.arrow];
     arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time,
                       view.from_row, view.to_row, view.merged});
   }
   json messages = json::array();
+  const bool messages_cut = window.messages.size() > kMaxWindowMessages;
   for (const MessageInView& view : window.messages) {
+    if (messages.size() == kMaxWindowMessages) break;
     const MessageArrow& message = index.messages()[view.message];
     messages.push_back({message.from_lane, message.to_lane, message.from_time, message.to_time, view.merged});
   }
@@ -249,7 +273,12 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
             {"process_rows", window.process_first_rows}}},
           {"arrows", std::move(arrows)},
           {"messages", std::move(messages)},
-          {"counters", std::move(counters)}};
+          {"counters", std::move(counters)},
+          {"more",
+           {{"rows", asked.last > rows.last && window.task_rows_shown > rows.last},
+            {"arrows", arrows_cut},
+            {"messages", messages_cut},
+            {"lane_items", lane_items_cut}}}};
 }
 
 json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span) {

@@ -176,15 +176,13 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
 }  // namespace
 
 struct ViewerServer::State {
-  httplib::Server server;
+  metrics::BoundedHttpServer server;
   std::thread thread;
-  int listening_socket = -1;  // the socket httplib binds (metrics::limit_slow_clients)
 };
 
 ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const std::string& address, uint16_t port)
     : state_(std::make_unique<State>()) {
   httplib::Server& server = state_->server;
-  metrics::limit_slow_clients(server, state_->listening_socket);
   // Answers are written in pieces: without this, Nagle's algorithm and the browser's delayed
   // ACK add 40 ms to every answer on a kept-alive connection.
   server.set_tcp_nodelay(true);
@@ -245,7 +243,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
       throw std::runtime_error(fmt::format("cannot listen on {}:{}", address, port));
     port_ = port;
   }
-  metrics::widen_backlog(state_->listening_socket);
+  state_->server.widen_backlog();
   state_->thread = std::thread([state = state_.get()] { state->server.listen_after_bind(); });
 }
 

@@ -57,6 +57,9 @@ export interface WindowAnswer {
   arrows: ArrowTuple[];
   messages?: MessageTuple[];
   counters: { counter: number; downsampled: boolean; points: CounterPointTuple[] }[];
+  // What the server left out to keep an answer to a screen's worth (docs/viewer.md): the page
+  // asks for the rows it shows, so `rows` is cut only when it asks for more than 2,000.
+  more?: { rows: boolean; arrows: boolean; messages: boolean; lane_items: boolean };
 }
 
 export interface TaskRef { index: number; process?: number; group?: string; id: string; display: string; begin: number; end: number; row: number; time?: number; via?: string }
