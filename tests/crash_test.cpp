@@ -142,6 +142,8 @@ TEST(Crash, ATraceCutBySigkillSaysSoAndRecoverAppendsEveryCommittedEvent) {
         << cut.err;
     EXPECT_NE(cut.err.find("chronicle recover " + trace), std::string::npos) << cut.err;
     ASSERT_EQ(mappings_in(directory), 1u);
+    const auto listed = run(kCli + " recover --list --in " + directory.path());
+    EXPECT_NE(listed.out.find(directory.path() + "/chronicle-"), std::string::npos) << listed.out << listed.err;
 
     const auto recovered = run(kCli + " recover " + trace);
     ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
@@ -152,6 +154,20 @@ TEST(Crash, ATraceCutBySigkillSaysSoAndRecoverAppendsEveryCommittedEvent) {
     EXPECT_EQ(after.exit_code, 0) << after.err;
     EXPECT_EQ(after.err.find("was cut"), std::string::npos) << after.err;
   }
+}
+
+// `recover --clean` removes what dead processes left behind; a trace that named such a mapping
+// then says that what it held is lost.
+TEST(Crash, RecoverCleanRemovesTheMappingsOfDeadProcessesAndTheCutTraceSaysItsRestIsLost) {
+  TemporaryDirectory directory;
+  ASSERT_GT(run_until_killed(directory, 10'000), 0);
+  ASSERT_EQ(mappings_in(directory), 1u);
+  const auto cleaned = run(kCli + " recover --clean --in " + directory.path());
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.err;
+  EXPECT_EQ(mappings_in(directory), 0u) << cleaned.out << cleaned.err;
+  const auto stats = run(kCli + " stats " + (directory / "trace"));
+  EXPECT_NE(stats.err.find("is gone: the events it held are lost"), std::string::npos) << stats.err;
+  EXPECT_EQ(run(kCli + " recover " + (directory / "trace")).exit_code, 2);
 }
 
 }  // namespace

@@ -82,6 +82,7 @@
 #include "sampler/perf_sampler.hpp"
 #include "sampler/timer_sampler.hpp"
 #include "shm/shm_file.hpp"
+#include "shm/trace_source.hpp"
 
 namespace chronicle {
 namespace detail {
@@ -430,6 +431,18 @@ void fill_random(uint8_t* out, size_t size) {
   for (size_t i = 0; i < size; ++i) out[i] = static_cast<uint8_t>(device());
 }
 
+// The trace names the mapping it is collected from until it is finished, so that a reader of a
+// trace this process did not live to finish says so, and `chronicle recover` finds the rest
+// (shm/trace_source.hpp). Without it the trace is still written; it just cannot be recovered.
+void name_trace_source(const Session& session) {
+  try {
+    shm::write_trace_source(session.config.output, session.file.path);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "chronicle: warning: {}: a trace cut by this process's death could not be recovered\n",
+               error.what());
+  }
+}
+
 void run_collector(Session* session) {
   try {
     collector::SessionMapping mapping(session->file.base, session->file.size);
@@ -437,6 +450,7 @@ void run_collector(Session* session) {
     layout.compress = session->config.compress;
     layout.unit_writer = session->unit_writer;
     collector::Collector collector(mapping, session->config.output, layout);
+    name_trace_source(*session);
     // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
     // promptly and an idle one costs next to nothing.
     const std::chrono::microseconds shortest(500);
@@ -456,6 +470,7 @@ void run_collector(Session* session) {
     }
     lock.unlock();
     collector.finish();
+    shm::remove_trace_source(session->config.output);
     if (session->crash_signal.load(std::memory_order_acquire) != 0) {
       session->crash_flushed.store(1, std::memory_order_release);
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->crash_flushed), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
