@@ -165,7 +165,13 @@ struct Session {
   // Armed with no collector in this process nor `chronicle record`'s: no one else removes the
   // mapping, so stop() does.
   bool remove_mapping_at_stop = false;
+  // Started by the environment with no `chronicle record` to tell the user: the first ring that
+  // finds no memory is said on stderr (record says it otherwise).
+  bool tell_no_memory = false;
 };
+
+// Set while the session that CHRONICLE_OUTPUT asks for starts (StartFromEnvironment).
+bool g_starting_from_environment = false;
 
 // Process-wide state. Leaked on purpose: threads may still write while static destructors run.
 // Session objects are never freed (a few hundred bytes each); their mappings are, once stop()
@@ -535,7 +541,9 @@ uint32_t new_channel(Session& session, bool for_session_thread) {
   const uint64_t row_offset = header.category_counts_offset + uint64_t{used} * format::kCategoryCountsRowSize;
   if (!shm::reserve(session.file.fd, ring_offset, format::ring_bytes(header)) ||
       !shm::reserve(session.file.fd, row_offset, format::kCategoryCountsRowSize)) {
-    header.channels_without_memory.fetch_add(1, std::memory_order_relaxed);
+    if (header.channels_without_memory.fetch_add(1, std::memory_order_relaxed) == 0 && session.tell_no_memory)
+      fmt::print(stderr, "chronicle: warning: {}\n",
+                 recorder::no_memory_for_rings(session.config.shm_dir, format::ring_bytes(header)));
     return kNoChannel;
   }
   ChannelDescriptor& desc = channel(session, used);
@@ -1514,8 +1522,9 @@ bool start(const Config& config) {
   session->rules = config.armed ? format::CategoryRules()
                                 : format::CategoryRules::from_list(config.categories.empty() ? "*" : config.categories);
   const char* collector_kind = std::getenv(recorder::kEnvCollector);
-  session->remove_mapping_at_stop =
-      config.armed && config.output.empty() && !(collector_kind && std::string_view(collector_kind) == "external");
+  const bool external_collector = collector_kind && std::string_view(collector_kind) == "external";
+  session->remove_mapping_at_stop = config.armed && config.output.empty() && !external_collector;
+  session->tell_no_memory = g_starting_from_environment && !external_collector;
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
   const uint64_t categories_offset = format::kShmHeaderSize;
   const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
@@ -1727,7 +1736,10 @@ struct StartFromEnvironment {
       if (!config_from_environment(config)) return;
       if (!config.output.empty())
         config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
-      if (!start(config)) fmt::print(stderr, "chronicle: not tracing: {}\n", last_error());
+      g_starting_from_environment = true;
+      const bool started = start(config);
+      g_starting_from_environment = false;
+      if (!started) fmt::print(stderr, "chronicle: not tracing: {}\n", last_error());
     } catch (const std::exception& error) {
       fmt::print(stderr, "chronicle: not tracing: {}\n", error.what());
     }
