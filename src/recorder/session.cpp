@@ -168,10 +168,18 @@ struct Session {
   // Started by the environment with no `chronicle record` to tell the user: the first ring that
   // finds no memory is said on stderr (record says it otherwise).
   bool tell_no_memory = false;
+  // Started from the environment (CHRONICLE_OUTPUT, `chronicle record`): a child forked without
+  // exec starts a session of its own, as an exec'd child would (start_forked_child_session).
+  bool from_environment = false;
 };
 
 // Set while the session that CHRONICLE_OUTPUT asks for starts (StartFromEnvironment).
 bool g_starting_from_environment = false;
+
+// g_generation in a child forked without exec from a process whose session the environment
+// started: its trace points go to attach_thread, whose first call starts the child's session.
+constexpr uint32_t kForkedChildPending = ~uint32_t{0};
+uint32_t start_forked_child_session();
 
 // Process-wide state. Leaked on purpose: threads may still write while static destructors run.
 // Session objects are never freed (a few hundred bytes each); their mappings are, once stop()
@@ -586,6 +594,7 @@ bool open_next_packet(Session& session, ThreadWriter& writer, uint64_t ticks) {
 namespace detail {
 
 bool attach_thread(ThreadWriter& writer, uint32_t generation) {
+  if (generation == kForkedChildPending && (generation = start_forked_child_session()) == 0) return false;
   SlowPathScope scope;
   if (!scope.entered()) {
     count_nested_drop(writer, format::kNoCategory);
@@ -774,6 +783,7 @@ namespace {
 // parent's lock on the session file (readers would think the writer alive after the parent
 // died). Only this thread exists in the child, so unmapping is safe.
 void forget_sessions_after_fork() {
+  const bool session_of_its_own = registry().session && registry().session->from_environment;
   detail::g_generation.store(0, std::memory_order_relaxed);
   reset_writer(detail::t_writer);
   t_state_listed = false;
@@ -787,6 +797,8 @@ void forget_sessions_after_fork() {
   (void)child.session.release();
   // The other threads of the parent do not exist here.
   new (&child.thread_states) std::vector<std::atomic<uint8_t>*>();
+  // Not at once: a child that execs (or never traces) must leave no session behind.
+  if (session_of_its_own) detail::g_generation.store(kForkedChildPending, std::memory_order_relaxed);
 }
 
 // Registry mutex held; once per process.
@@ -1525,6 +1537,7 @@ bool start(const Config& config) {
   const bool external_collector = collector_kind && std::string_view(collector_kind) == "external";
   session->remove_mapping_at_stop = config.armed && config.output.empty() && !external_collector;
   session->tell_no_memory = g_starting_from_environment && !external_collector;
+  session->from_environment = g_starting_from_environment;
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
   const uint64_t categories_offset = format::kShmHeaderSize;
   const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
@@ -1614,7 +1627,7 @@ bool start(const Config& config) {
   header.magic = format::kShmMagic;
 
   session->generation = reg.next_generation++;
-  if (reg.next_generation == 0) reg.next_generation = 1;
+  if (reg.next_generation == 0 || reg.next_generation == kForkedChildPending) reg.next_generation = 1;
   if (!reg.exit_hook_registered) register_process_hooks(reg);
   if (config.crash_handler) install_fatal_signal_handlers(reg);
   if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
@@ -1727,6 +1740,35 @@ namespace {
 std::string process_name_for_output() {
   std::string name = recorder::read_process_name();
   return name.empty() ? std::string("process") : name;
+}
+
+// The session of a child forked without exec (kForkedChildPending), at its first trace point:
+// the environment's, as an exec'd child would start (under `record` its own mapping and
+// sub-trace; with CHRONICLE_OUTPUT its own directory in the trace). Returns its generation, or 0
+// (tracing off in this child) when it cannot start. Not in a signal handler that interrupted a
+// trace point or slow path: that event is dropped, the next one starts the session.
+uint32_t start_forked_child_session() {
+  if (detail::t_writer.state.load(std::memory_order_relaxed) != detail::kOutsideTracePoint) return 0;
+  bool started = false;
+  try {
+    Config config;
+    if (config_from_environment(config)) {
+      if (!config.output.empty())
+        config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
+      g_starting_from_environment = true;
+      started = start(config);
+      g_starting_from_environment = false;
+    }
+  } catch (const std::exception& error) {
+    g_starting_from_environment = false;
+    fmt::print(stderr, "chronicle: forked child not traced: {}\n", error.what());
+  }
+  const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
+  if (generation != kForkedChildPending) return generation;  // this thread's session, or another's
+  uint32_t pending = kForkedChildPending;
+  detail::g_generation.compare_exchange_strong(pending, 0, std::memory_order_acq_rel);
+  if (!started) fmt::print(stderr, "chronicle: forked child not traced: {}\n", last_error());
+  return 0;
 }
 
 struct StartFromEnvironment {
