@@ -173,8 +173,9 @@ struct Session {
   bool from_environment = false;
 };
 
-// Set while the session that CHRONICLE_OUTPUT asks for starts (StartFromEnvironment).
-bool g_starting_from_environment = false;
+// Set while the session that CHRONICLE_OUTPUT asks for starts (start_from_environment), on the
+// thread that starts it.
+thread_local constinit bool t_starting_from_environment = false;
 
 // g_generation in a child forked without exec from a process whose session the environment
 // started: its trace points go to attach_thread, whose first call starts the child's session.
@@ -1536,8 +1537,8 @@ bool start(const Config& config) {
   const char* collector_kind = std::getenv(recorder::kEnvCollector);
   const bool external_collector = collector_kind && std::string_view(collector_kind) == "external";
   session->remove_mapping_at_stop = config.armed && config.output.empty() && !external_collector;
-  session->tell_no_memory = g_starting_from_environment && !external_collector;
-  session->from_environment = g_starting_from_environment;
+  session->tell_no_memory = t_starting_from_environment && !external_collector;
+  session->from_environment = t_starting_from_environment;
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
   const uint64_t categories_offset = format::kShmHeaderSize;
   const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
@@ -1742,6 +1743,26 @@ std::string process_name_for_output() {
   return name.empty() ? std::string("process") : name;
 }
 
+// Starts the session the environment asks for (CHRONICLE_OUTPUT, `chronicle record`): true when
+// it started or none is asked for, else false with the reason in `why`.
+bool start_from_environment(std::string& why) {
+  try {
+    Config config;
+    if (!config_from_environment(config)) return true;
+    if (!config.output.empty())
+      config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
+    t_starting_from_environment = true;
+    const bool started = start(config);
+    t_starting_from_environment = false;
+    if (!started) why = last_error();
+    return started;
+  } catch (const std::exception& error) {
+    t_starting_from_environment = false;
+    why = error.what();
+    return false;
+  }
+}
+
 // The session of a child forked without exec (kForkedChildPending), at its first trace point:
 // the environment's, as an exec'd child would start (under `record` its own mapping and
 // sub-trace; with CHRONICLE_OUTPUT its own directory in the trace). Returns its generation, or 0
@@ -1749,42 +1770,19 @@ std::string process_name_for_output() {
 // trace point or slow path: that event is dropped, the next one starts the session.
 uint32_t start_forked_child_session() {
   if (detail::t_writer.state.load(std::memory_order_relaxed) != detail::kOutsideTracePoint) return 0;
-  bool started = false;
-  try {
-    Config config;
-    if (config_from_environment(config)) {
-      if (!config.output.empty())
-        config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
-      g_starting_from_environment = true;
-      started = start(config);
-      g_starting_from_environment = false;
-    }
-  } catch (const std::exception& error) {
-    g_starting_from_environment = false;
-    fmt::print(stderr, "chronicle: forked child not traced: {}\n", error.what());
-  }
+  std::string why;
+  const bool started = start_from_environment(why);
   const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
   if (generation != kForkedChildPending) return generation;  // this thread's session, or another's
   uint32_t pending = kForkedChildPending;
   detail::g_generation.compare_exchange_strong(pending, 0, std::memory_order_acq_rel);
-  if (!started) fmt::print(stderr, "chronicle: forked child not traced: {}\n", last_error());
+  if (!started) fmt::print(stderr, "chronicle: forked child not traced: {}\n", why);
   return 0;
 }
 
 struct StartFromEnvironment {
   StartFromEnvironment() {
-    try {
-      Config config;
-      if (!config_from_environment(config)) return;
-      if (!config.output.empty())
-        config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
-      g_starting_from_environment = true;
-      const bool started = start(config);
-      g_starting_from_environment = false;
-      if (!started) fmt::print(stderr, "chronicle: not tracing: {}\n", last_error());
-    } catch (const std::exception& error) {
-      fmt::print(stderr, "chronicle: not tracing: {}\n", error.what());
-    }
+    if (std::string why; !start_from_environment(why)) fmt::print(stderr, "chronicle: not tracing: {}\n", why);
   }
 };
 StartFromEnvironment g_start_from_environment;
