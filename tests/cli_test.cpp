@@ -108,6 +108,44 @@ TEST(Record, EachProcessOfTheRunGetsItsTrace) {
   EXPECT_EQ(counts["child"], 100u);
 }
 
+// The events of each process of a run of fork_exec under `path`, by name, over all its traces.
+std::map<std::string, size_t> counts_by_name(const std::string& path) {
+  std::map<std::string, size_t> counts;
+  for (const auto& each : reader::find_traces(path)) {
+    reader::Trace trace(each);
+    for (const auto& event : test::read_all(trace)) ++counts[trace.site(event.name_id)->name];
+  }
+  return counts;
+}
+
+// A child forked without exec traces into a session of its own, as an exec'd child does: under
+// `record` its own sub-trace, whether it ends with exit() or _exit().
+TEST(Record, AChildForkedWithoutExecGetsItsOwnTrace) {
+  for (const std::string ending : {"exit", "_exit"}) {
+    SCOPED_TRACE(ending);
+    TemporaryDirectory directory;
+    const auto result = run(kCli + " record -o " + (directory / "trace") + " -- " + kForkExec + " fork-only " + ending);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(reader::find_traces(directory / "trace").size(), 2u);
+    const auto counts = counts_by_name(directory / "trace");
+    EXPECT_EQ(counts.count("parent") ? counts.at("parent") : 0, 100u);
+    EXPECT_EQ(counts.count("forked") ? counts.at("forked") : 0, 100u) << result.err;
+  }
+}
+
+// The same for a program that collects its own trace (CHRONICLE_OUTPUT): the child's trace is
+// a directory of its own in it, as an exec'd child's is.
+TEST(Record, AChildForkedWithoutExecOfAProgramTracingItselfGetsItsOwnTrace) {
+  TemporaryDirectory directory;
+  const auto result = run("CHRONICLE_OUTPUT=" + (directory / "trace") + " CHRONICLE_SHM_DIR=" + directory.path() + " " +
+                          kForkExec + " fork-only");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto counts = counts_by_name(directory / "trace");
+  EXPECT_EQ(counts.count("parent") ? counts.at("parent") : 0, 100u);
+  EXPECT_EQ(counts.count("forked") ? counts.at("forked") : 0, 100u) << result.err;
+  EXPECT_EQ(run(kCli + " stats " + (directory / "trace")).out.find("was cut"), std::string::npos);
+}
+
 class Crash : public ::testing::TestWithParam<int> {};
 
 TEST_P(Crash, RecordRecoversEverySequenceNumberUpToTheKill) {

@@ -3,6 +3,9 @@
 // record` does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@ namespace {
 
 const std::string kCli = CHRONICLE_CLI;
 const std::string kSegvWriter = SEGV_WRITER;
+const std::string kCommittedWriter = COMMITTED_WRITER;
 constexpr long kLast = 5000;
 
 // No core file from the crash in the test's directory.
@@ -70,6 +74,100 @@ TEST(Crash, UnderRecordTheTraceSaysWhichSignalEndedTheProgram) {
                                        std::to_string(kLast)));
   expect_died_of_the_crash(result.exit_code);
   expect_everything_up_to_the_crash(directory / "trace");
+}
+
+// Runs committed_writer with its session from the environment (its own collector writing
+// DIRECTORY/trace, its mapping in DIRECTORY) and kills it with SIGKILL once it has published at
+// least `at_least` committed values (or after a minute). Returns what it had published.
+long run_until_killed(const TemporaryDirectory& directory, long at_least) {
+  const std::string committed = directory / "committed";
+  const std::string script = "env CHRONICLE_OUTPUT=" + (directory / "trace") +
+                             " CHRONICLE_SHM_DIR=" + directory.path() + " " + kCommittedWriter + " " + committed +
+                             " & pid=$!; n=0; until [ \"$(cat " + committed + " 2>/dev/null)\" -ge " +
+                             std::to_string(at_least) +
+                             " ] 2>/dev/null; do n=$((n+1)); [ $n -gt 6000 ] && break; sleep 0.01; done; "
+                             "kill -9 $pid; wait $pid";
+  const auto result = run("sh -c '" + script + "'");
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+  long value = 0;
+  std::ifstream(committed) >> value;
+  return value;
+}
+
+// How many of the values 0 .. committed - 1 the trace lacks.
+long missing_values(const std::string& path, long committed) {
+  reader::Trace trace(path);
+  std::vector<bool> seen(static_cast<size_t>(committed), false);
+  trace.for_each_event([&](const reader::Event& event) {
+    const reader::Site* site = trace.site(event.name_id);
+    if (event.type == format::EventId::counter && site && site->name == "sequence" && event.value >= 0 &&
+        event.value < committed)
+      seen[static_cast<size_t>(event.value)] = true;
+    return true;
+  });
+  return static_cast<long>(std::count(seen.begin(), seen.end(), false));
+}
+
+// The line of `stats` that counts the events discarded.
+std::string discard_line(const std::string& stats) {
+  const size_t at = stats.find(" discarded\n");
+  if (at == std::string::npos) return stats;
+  const size_t begin = stats.rfind('\n', at);
+  return stats.substr(begin == std::string::npos ? 0 : begin + 1,
+                      at + 10 - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+size_t mappings_in(const TemporaryDirectory& directory) {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory.path()))
+    count += entry.path().extension() == ".shm";
+  return count;
+}
+
+// A program killed by SIGKILL while its own collector writes its trace: the events its rings
+// still held are in its mapping. Every tool says the trace was cut and how to recover it, and
+// `chronicle recover` appends them: every value the program committed is then in the trace.
+TEST(Crash, ATraceCutBySigkillSaysSoAndRecoverAppendsEveryCommittedEvent) {
+  for (long round = 1; round <= 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    TemporaryDirectory directory;
+    const long committed = run_until_killed(directory, 50'000 * round);
+    ASSERT_GT(committed, 0);
+    const std::string trace = directory / "trace";
+    const long missing = missing_values(trace, committed);
+    const auto cut = run(kCli + " stats " + trace);
+    EXPECT_NE(cut.err.find("was cut"), std::string::npos)
+        << missing << " of " << committed << " committed values missing; stats says:\n"
+        << discard_line(cut.out) << "\n"
+        << cut.err;
+    EXPECT_NE(cut.err.find("chronicle recover " + trace), std::string::npos) << cut.err;
+    ASSERT_EQ(mappings_in(directory), 1u);
+    const auto listed = run(kCli + " recover --list --in " + directory.path());
+    EXPECT_NE(listed.out.find(directory.path() + "/chronicle-"), std::string::npos) << listed.out << listed.err;
+
+    const auto recovered = run(kCli + " recover " + trace);
+    ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
+    EXPECT_EQ(missing_values(trace, committed), 0) << "of " << committed << "\n" << recovered.out;
+    EXPECT_EQ(reader::Trace(trace).events_discarded(), 0u);
+    EXPECT_EQ(mappings_in(directory), 0u) << "recover leaves the mapping behind";
+    const auto after = run(kCli + " stats " + trace);
+    EXPECT_EQ(after.exit_code, 0) << after.err;
+    EXPECT_EQ(after.err.find("was cut"), std::string::npos) << after.err;
+  }
+}
+
+// `recover --clean` removes what dead processes left behind; a trace that named such a mapping
+// then says that what it held is lost.
+TEST(Crash, RecoverCleanRemovesTheMappingsOfDeadProcessesAndTheCutTraceSaysItsRestIsLost) {
+  TemporaryDirectory directory;
+  ASSERT_GT(run_until_killed(directory, 10'000), 0);
+  ASSERT_EQ(mappings_in(directory), 1u);
+  const auto cleaned = run(kCli + " recover --clean --in " + directory.path());
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.err;
+  EXPECT_EQ(mappings_in(directory), 0u) << cleaned.out << cleaned.err;
+  const auto stats = run(kCli + " stats " + (directory / "trace"));
+  EXPECT_NE(stats.err.find("is gone: the events it held are lost"), std::string::npos) << stats.err;
+  EXPECT_EQ(run(kCli + " recover " + (directory / "trace")).exit_code, 2);
 }
 
 }  // namespace

@@ -383,5 +383,44 @@ TEST(RecordSettings, AChunkThatCannotBeginIsToldApartFromLossesAndTriedAtMostOnc
       << result.err;
 }
 
+// ---- a session with no memory for its rings says so, once ------------------------------------
+
+// A tmpfs of 5 MiB holds a session's fixed part (about 4.2 MiB: the header, the tables and the
+// 4 MiB strings packet; with less, start() fails and says why) but no 2 MiB ring: every thread
+// gets no channel and every event is counted as lost (no_channel).
+constexpr std::string_view kRoomForNoRing = "size=5m";
+constexpr std::string_view kNoMemoryMessage = "no memory for";
+
+size_t occurrences(const std::string& text, std::string_view what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+TEST(SmallShm, ASessionStartedByTheEnvironmentWithNoMemoryForItsRingsSaysSoOnce) {
+  TemporaryDirectory directory;
+  const std::string shm = directory / "shm";
+  SmallMount mount(shm, std::string(kRoomForNoRing));
+  if (!mount.why_not().empty()) GTEST_SKIP() << mount.why_not();
+  const auto result = run("CHRONICLE_OUTPUT=" + (directory / "trace") + " CHRONICLE_SHM_DIR=" + shm +
+                          " CHRONICLE_BUFFER_SIZE=2M " + kFlatOut + " 4 1000");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(reader::Trace(directory / "trace").description().losses.events_no_channel, 4000u);
+  EXPECT_EQ(occurrences(result.err, kNoMemoryMessage), 1u) << result.err;
+}
+
+// Under `record`, the program says nothing of it (record collects its session) and record says it
+// once. /dev/shm is a small tmpfs in a mount namespace of the command's own.
+TEST(SmallShm, RecordSaysOnceThatAProgramHasNoMemoryForItsRings) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (unshare -m, mount -t tmpfs)";
+  TemporaryDirectory directory;
+  const auto result =
+      run("unshare -m sh -c 'mount -t tmpfs -o " + std::string(kRoomForNoRing) + " chronicle-test /dev/shm && exec " +
+          kCli + " record -q --buffer-size 2M -o " + (directory / "trace") + " -- " + kFlatOut + " 4 1000'");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(reader::Trace(directory / "trace").description().losses.events_no_channel, 4000u);
+  EXPECT_EQ(occurrences(result.err, kNoMemoryMessage), 1u) << result.err;
+}
+
 }  // namespace
 }  // namespace chronicle

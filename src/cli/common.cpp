@@ -15,8 +15,10 @@
 #include <utility>
 
 #include "collector/collector.hpp"
+#include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 #include "recorder/environment.hpp"
+#include "shm/trace_source.hpp"
 
 namespace chronicle::cli {
 namespace {
@@ -72,19 +74,26 @@ void ignore_broken_pipes() {
   sigaction(SIGPIPE, &action, nullptr);
 }
 
-std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
+std::vector<std::string> session_mapping_places() {
   namespace fs = std::filesystem;
-  std::vector<fs::path> places;
+  std::vector<std::string> places;
   if (const char* directory = std::getenv(recorder::kEnvShmDir); directory && *directory)
     places.emplace_back(directory);
   places.emplace_back("/dev/shm");
   std::error_code error;
   for (const auto& entry : fs::directory_iterator("/dev/shm", error))
     if (entry.path().filename().string().starts_with("chronicle-record-") && entry.is_directory(error))
-      places.push_back(entry.path());
+      places.push_back(entry.path().string());
+  return places;
+}
+
+std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
+  namespace fs = std::filesystem;
+  const std::vector<std::string> places = session_mapping_places();
+  std::error_code error;
   if (searched) {
     searched->clear();
-    for (const auto& place : places) *searched += (searched->empty() ? "" : ", ") + place.string();
+    for (const auto& place : places) *searched += (searched->empty() ? "" : ", ") + place;
   }
   const std::string prefix = fmt::format("chronicle-{}-", pid);
   std::vector<std::pair<fs::file_time_type, std::string>> found;
@@ -154,8 +163,14 @@ bool prepare_output_directory(const std::string& output, bool allow_shared_outpu
 }
 
 void warn_about_damage(const reader::Trace& trace) {
+  if (trace.cut()) tell("chronicle: warning: {}\n", shm::describe_cut(trace.directory(), *trace.cut()));
   for (const reader::Damage& damage : trace.damage()) tell("chronicle: warning: {}\n", reader::describe(damage));
   if (trace.first_chunk_number() > 1) tell("chronicle: warning: {}: {}\n", trace.directory(), trace.warnings().back());
+}
+
+void warn_if_cut(const std::string& directory) {
+  for (const std::string& trace : reader::find_traces(directory))
+    if (const auto cut = shm::find_cut(trace)) tell("chronicle: warning: {}\n", shm::describe_cut(trace, *cut));
 }
 
 }  // namespace chronicle::cli

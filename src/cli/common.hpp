@@ -46,6 +46,7 @@ Command add_export(CLI::App& app);
 Command add_view(CLI::App& app);
 Command add_merge(CLI::App& app);
 Command add_ctl(CLI::App& app);
+Command add_recover(CLI::App& app);
 
 // `snapshot` (also `ctl PID snapshot`): writes what the rings of `target` (a pid, or a mapping's
 // path) hold now into the trace directory `output` (default chronicle-snapshot-PID-TIME).
@@ -83,6 +84,8 @@ std::string timestamp_for_path();
 // record` gives the programs it runs (/dev/shm/chronicle-record-RECORDPID/). Every reader of a
 // live process by pid finds its session here. `searched` (if given) names the places looked in.
 std::vector<std::string> find_session_mappings(int pid, std::string* searched = nullptr);
+// Those places: $CHRONICLE_SHM_DIR, /dev/shm, /dev/shm/chronicle-record-*/.
+std::vector<std::string> session_mapping_places();
 
 // Opens the first of `paths` (a process's mappings, found by its pid) that `owner` owns, saying
 // on standard error why each other one was refused; nullptr when none is left. A mapping that
@@ -113,7 +116,10 @@ std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid);
 // Returns whether it existed before. Throws std::runtime_error saying what to do otherwise.
 bool prepare_output_directory(const std::string& output, bool allow_shared_output);
 
-// A warning on standard error for each stretch of the trace the reader skipped as damaged.
+// A warning on standard error for each stretch of the trace the reader skipped as damaged, and
+// when the trace was cut (shm/trace_source.hpp: its writer died before finishing it).
 void warn_about_damage(const reader::Trace& trace);
+// The same warning for a cut trace under `directory`, for a tool that may not open the traces.
+void warn_if_cut(const std::string& directory);
 
 }  // namespace chronicle::cli

@@ -47,9 +47,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
   app.set_version_flag("--version", "chronicle " CHRONICLE_VERSION, "Print the version and exit");
-  std::vector<Command> commands = {add_record(app), add_snapshot(app), add_dump(app),   add_stats(app),
-                                   add_top(app),    add_metrics(app),  add_export(app), add_view(app),
-                                   add_merge(app),  add_ctl(app),      add_convert(app)};
+  std::vector<Command> commands = {add_record(app), add_snapshot(app), add_dump(app),    add_stats(app),
+                                   add_top(app),    add_metrics(app),  add_export(app),  add_view(app),
+                                   add_merge(app),  add_ctl(app),      add_convert(app), add_recover(app)};
   try {
     add_reference_footers(app, "");
     app.parse(argc, argv);

@@ -90,7 +90,18 @@ struct TrackedSession {
   std::unique_ptr<collector::SessionMapping> mapping;
   std::unique_ptr<collector::Collector> collector;
   bool done = false;
+  bool told_no_memory = false;
 };
+
+// Once per session, as soon as a ring of it found no memory (the program says nothing of it
+// under record: CHRONICLE_COLLECTOR=external).
+void tell_if_no_memory(const std::string& shm_dir, TrackedSession& session) {
+  const format::ShmHeader& header = session.mapping->header();
+  if (session.told_no_memory || header.channels_without_memory.load(std::memory_order_relaxed) == 0) return;
+  session.told_no_memory = true;
+  tell("{}chronicle: warning: pid {}: {}\n", stderr_is_terminal() ? "\r\033[K" : "", header.pid,
+       recorder::no_memory_for_rings(shm_dir, session.mapping->geometry().ring_bytes));
+}
 
 volatile sig_atomic_t g_forward_signal = 0;
 // A signal ends the OTLP push too: the attempt in flight stops, what is left goes to the spool.
@@ -243,6 +254,7 @@ size_t collect_round(std::map<std::string, TrackedSession>& sessions, const Reco
       } else {
         all_done = false;
       }
+      tell_if_no_memory(std::filesystem::path(path).parent_path().string(), session);
     } catch (const std::exception& failure) {
       failures.push_back(fmt::format("{}: {}", session.collector->output_dir(), failure.what()));
       session.done = true;

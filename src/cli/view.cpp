@@ -69,6 +69,7 @@ void report_indexing(const viewer::OpenedIndex& opened, double seconds) {
 }
 
 int run_view(const ViewOptions& options) {
+  warn_if_cut(options.directory);
   const auto started = std::chrono::steady_clock::now();
   // What the building used is let go after it: a trace's index is served from its mapped cache.
   const viewer::OpenedIndex opened = [&] {

@@ -411,8 +411,69 @@ Collector::Collector(SessionMapping& mapping, std::string output_dir, CollectorO
   scratch_.resize(mapping_.geometry().packet_size);
   if (options_.compress)
     unit_writer_ = options_.unit_writer ? options_.unit_writer : warmed_unit_writer(mapping_.geometry().packet_size, 1);
+  if (options_.append) reopen_stream_files();
   write_metadata(false);
   reserve_room();
+}
+
+// What a stream file's last whole packet says, walking its headers; `whole` gets the bytes up to
+// its end (what follows was cut short by the death of the collector that wrote it).
+struct LastPacket {
+  uint64_t stream_instance = 0;
+  uint64_t seq = 0;
+  uint64_t discarded = 0;
+};
+static std::optional<LastPacket> last_whole_packet(int fd, uint64_t size, uint64_t& whole) {
+  std::optional<LastPacket> last;
+  whole = 0;
+  alignas(PacketHeader) uint8_t bytes[sizeof(PacketHeader)];
+  while (size - whole >= sizeof bytes) {
+    if (::pread(fd, bytes, sizeof bytes, static_cast<off_t>(whole)) != static_cast<ssize_t>(sizeof bytes)) break;
+    const auto& header = *reinterpret_cast<const PacketHeader*>(bytes);
+    const uint64_t packet_size = header.packet_size_bits / 8;
+    if (header.magic != format::kPacketMagic || packet_size < sizeof bytes || packet_size > size - whole) break;
+    last = LastPacket{header.stream_instance_id, header.packet_seq_num.load(std::memory_order_relaxed),
+                      header.events_discarded.load(std::memory_order_relaxed)};
+    whole += packet_size;
+  }
+  return last;
+}
+
+// CollectorOptions::append: the stream files of the trace already there, each cut back to its
+// last whole packet, to go on from there.
+void Collector::reopen_stream_files() {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(files_dir_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "metadata" || name == "strings" || name == format::kNoChannelStreamName || name.starts_with("."))
+      continue;
+    const int fd = ::open(entry.path().c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat info {};
+    if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != ::geteuid()) {
+      if (fd >= 0) ::close(fd);
+      throw format::InputError(fmt::format("{}: not a stream file of this user's trace", entry.path().string()));
+    }
+    uint64_t whole = 0;
+    const std::optional<LastPacket> last = last_whole_packet(fd, static_cast<uint64_t>(info.st_size), whole);
+    if (::ftruncate(fd, static_cast<off_t>(whole)) != 0 || ::lseek(fd, static_cast<off_t>(whole), SEEK_SET) < 0) {
+      const int failure = errno;
+      ::close(fd);
+      throw std::runtime_error(fmt::format("cannot cut back {}: {}", entry.path().string(), std::strerror(failure)));
+    }
+    names_taken_.insert(name);
+    if (!last || streams_.contains(last->stream_instance)) {
+      ::close(fd);
+      continue;
+    }
+    StreamFile& stream = streams_[last->stream_instance];
+    stream.fd = fd;
+    stream.name = name;
+    stream.size = whole;
+    stream.last_discarded = stream.seen_discarded = last->discarded;
+    stream.last_seq_written = last->seq;
+    stream.written_before = stream.last_seq_written;
+  }
+  if (error) throw std::runtime_error(fmt::format("cannot list {}: {}", files_dir_, error.message()));
 }
 
 Collector::~Collector() {
@@ -650,6 +711,8 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   StreamFile& stream = stream_for(header_copy);
   header_copy.packet_seq_num.store(header_copy.packet_seq_num.load(std::memory_order_relaxed) + stream.seq_shift,
                                    std::memory_order_relaxed);
+  if (stream.written_before && header_copy.packet_seq_num.load(std::memory_order_relaxed) <= *stream.written_before)
+    return;
   static const uint8_t kZeros[format::kPacketAlignment] = {};
   iovec parts[3] = {{&header_copy, sizeof header_copy},
                     {const_cast<uint8_t*>(packet) + format::kPacketHeaderSize, content - format::kPacketHeaderSize},

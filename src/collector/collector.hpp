@@ -194,6 +194,11 @@ struct CollectorOptions {
   // and shared by the collectors that one thread drains. Without one, each collector makes and
   // warms its own when it is made.
   std::shared_ptr<compression::UnitWriter> unit_writer;
+  // Appends to the plain trace already in the output directory (`chronicle recover`): each of its
+  // stream files is cut back to its last whole packet and goes on from there; a packet of a
+  // stream whose file already holds that sequence number (written by the collector that died
+  // before it handed the slot back) is not written again.
+  bool append = false;
 };
 inline constexpr size_t kCompressedUnitBytes = size_t{1} << 20;
 inline constexpr std::chrono::seconds kCompressedUnitAge{1};
@@ -276,6 +281,8 @@ class Collector {
     // Packets the stream's cut packets added (OpenPacketCut): every later packet's sequence
     // number moves up by this many, so that the numbers in the files have no gap.
     uint64_t seq_shift = 0;
+    // CollectorOptions::append: the last packet the file held when this collector opened it.
+    std::optional<uint64_t> written_before;
   };
   // A thread's open packet cut while it is open (CollectorOptions::cut_open_packets_after): the
   // first `offset` bytes of packet `seq` (header included) are written, the last of their events
@@ -291,6 +298,7 @@ class Collector {
     // Where packet `packet`'s events not yet written begin.
     uint64_t unwritten_from(uint64_t packet) const { return has_written(packet) ? offset : format::kPacketHeaderSize; }
   };
+  void reopen_stream_files();
   void cut_open_packet(uint32_t channel);
   // The part of packet `seq` of `channel` (copied at `packet`, `content` bytes) that is not
   // written yet: moved to the start of its events, after a header that begins at the cut's last

@@ -19,6 +19,7 @@
 #include "compression/ctfz.hpp"
 #include "reader/run_on_threads.hpp"
 #include "reader/trace_directory.hpp"
+#include "shm/trace_source.hpp"
 
 namespace chronicle::reader {
 
@@ -188,6 +189,7 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedF
   std::error_code error;
   if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
   chunks_ = trace_chunks(directory);
+  cut_ = shm::find_cut(directory);
   if (rotated()) first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
   read_metadata();
   read_definitions();
@@ -706,6 +708,7 @@ std::string describe(const Damage& damage) {
 
 std::vector<std::string> Trace::warnings() const {
   std::vector<std::string> lines;
+  if (cut_) lines.push_back(shm::describe_cut(directory_, *cut_));
   if (const uint64_t discarded = events_discarded(); discarded > 0)
     lines.push_back(fmt::format("{} events discarded (not in the trace)", discarded));
   if (const std::string losses = format::describe_losses(description_.losses); !losses.empty())

@@ -17,6 +17,7 @@
 #include "format/metadata.hpp"
 #include "format/packet_decoder.hpp"
 #include "reader/span_pairing.hpp"
+#include "shm/trace_source.hpp"
 
 namespace chronicle::reader {
 
@@ -182,10 +183,12 @@ class Trace {
   uint64_t events_discarded() const;
   // What the reader skipped, by file and offset.
   const std::vector<Damage>& damage() const { return damage_; }
-  // What a reader must be told before trusting the picture, one line each: events discarded,
-  // events lost before any packet counted them, stretches skipped as damaged, the oldest chunks
-  // of a rotated trace removed. Empty when the trace is whole.
+  // What a reader must be told before trusting the picture, one line each: the trace was cut
+  // (cut()), events discarded, events lost before any packet counted them, stretches skipped as
+  // damaged, the oldest chunks of a rotated trace removed. Empty when the trace is whole.
   std::vector<std::string> warnings() const;
+  // Its writer died before it finished it (shm/trace_source.hpp), as found when it was opened.
+  const std::optional<shm::CutTrace>& cut() const { return cut_; }
 
   // A rotated trace (record --rotate): its chunk directories, oldest first, and the number of the
   // first (chunks before it were removed under --max-size). Else the trace's directory, and 1.
@@ -267,6 +270,7 @@ class Trace {
   std::vector<StreamInfo> streams_;
   std::vector<std::string> chunks_;
   uint64_t first_chunk_number_ = 1;
+  std::optional<shm::CutTrace> cut_;
   std::string metadata_text_;
   std::vector<uint8_t> definitions_bytes_;
   // A sound packet: which of its stream's files, and where in it (decompressed, for a .ctfz: in

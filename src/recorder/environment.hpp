@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,11 @@ size_t parse_size(std::string_view text);
 // Why a session cannot have rings of `buffer_size` bytes made of `packet_size`-byte packets, or ""
 // when it can: the rule chronicle::start() applies, for tools that check before a program runs.
 std::string ring_geometry_problem(size_t buffer_size, size_t packet_size);
+
+// What to tell the user when a session's ring of `ring_bytes` finds no memory in `shm_dir` (a
+// full or small /dev/shm): said once, by the program started from the environment or by
+// `record`.
+std::string no_memory_for_rings(const std::string& shm_dir, uint64_t ring_bytes);
 
 // Environment variables that configure a session started from the environment.
 inline constexpr const char* kEnvOutput = "CHRONICLE_OUTPUT";

@@ -82,6 +82,7 @@
 #include "sampler/perf_sampler.hpp"
 #include "sampler/timer_sampler.hpp"
 #include "shm/shm_file.hpp"
+#include "shm/trace_source.hpp"
 
 namespace chronicle {
 namespace detail {
@@ -164,7 +165,22 @@ struct Session {
   // Armed with no collector in this process nor `chronicle record`'s: no one else removes the
   // mapping, so stop() does.
   bool remove_mapping_at_stop = false;
+  // Started by the environment with no `chronicle record` to tell the user: the first ring that
+  // finds no memory is said on stderr (record says it otherwise).
+  bool tell_no_memory = false;
+  // Started from the environment (CHRONICLE_OUTPUT, `chronicle record`): a child forked without
+  // exec starts a session of its own, as an exec'd child would (start_forked_child_session).
+  bool from_environment = false;
 };
+
+// Set while the session that CHRONICLE_OUTPUT asks for starts (start_from_environment), on the
+// thread that starts it.
+thread_local constinit bool t_starting_from_environment = false;
+
+// g_generation in a child forked without exec from a process whose session the environment
+// started: its trace points go to attach_thread, whose first call starts the child's session.
+constexpr uint32_t kForkedChildPending = ~uint32_t{0};
+uint32_t start_forked_child_session();
 
 // Process-wide state. Leaked on purpose: threads may still write while static destructors run.
 // Session objects are never freed (a few hundred bytes each); their mappings are, once stop()
@@ -430,6 +446,18 @@ void fill_random(uint8_t* out, size_t size) {
   for (size_t i = 0; i < size; ++i) out[i] = static_cast<uint8_t>(device());
 }
 
+// The trace names the mapping it is collected from until it is finished, so that a reader of a
+// trace this process did not live to finish says so, and `chronicle recover` finds the rest
+// (shm/trace_source.hpp). Without it the trace is still written; it just cannot be recovered.
+void name_trace_source(const Session& session) {
+  try {
+    shm::write_trace_source(session.config.output, session.file.path);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "chronicle: warning: {}: a trace cut by this process's death could not be recovered\n",
+               error.what());
+  }
+}
+
 void run_collector(Session* session) {
   try {
     collector::SessionMapping mapping(session->file.base, session->file.size);
@@ -437,6 +465,7 @@ void run_collector(Session* session) {
     layout.compress = session->config.compress;
     layout.unit_writer = session->unit_writer;
     collector::Collector collector(mapping, session->config.output, layout);
+    name_trace_source(*session);
     // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
     // promptly and an idle one costs next to nothing.
     const std::chrono::microseconds shortest(500);
@@ -456,6 +485,7 @@ void run_collector(Session* session) {
     }
     lock.unlock();
     collector.finish();
+    shm::remove_trace_source(session->config.output);
     if (session->crash_signal.load(std::memory_order_acquire) != 0) {
       session->crash_flushed.store(1, std::memory_order_release);
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&session->crash_flushed), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
@@ -520,7 +550,9 @@ uint32_t new_channel(Session& session, bool for_session_thread) {
   const uint64_t row_offset = header.category_counts_offset + uint64_t{used} * format::kCategoryCountsRowSize;
   if (!shm::reserve(session.file.fd, ring_offset, format::ring_bytes(header)) ||
       !shm::reserve(session.file.fd, row_offset, format::kCategoryCountsRowSize)) {
-    header.channels_without_memory.fetch_add(1, std::memory_order_relaxed);
+    if (header.channels_without_memory.fetch_add(1, std::memory_order_relaxed) == 0 && session.tell_no_memory)
+      fmt::print(stderr, "chronicle: warning: {}\n",
+                 recorder::no_memory_for_rings(session.config.shm_dir, format::ring_bytes(header)));
     return kNoChannel;
   }
   ChannelDescriptor& desc = channel(session, used);
@@ -563,6 +595,7 @@ bool open_next_packet(Session& session, ThreadWriter& writer, uint64_t ticks) {
 namespace detail {
 
 bool attach_thread(ThreadWriter& writer, uint32_t generation) {
+  if (generation == kForkedChildPending && (generation = start_forked_child_session()) == 0) return false;
   SlowPathScope scope;
   if (!scope.entered()) {
     count_nested_drop(writer, format::kNoCategory);
@@ -751,6 +784,7 @@ namespace {
 // parent's lock on the session file (readers would think the writer alive after the parent
 // died). Only this thread exists in the child, so unmapping is safe.
 void forget_sessions_after_fork() {
+  const bool session_of_its_own = registry().session && registry().session->from_environment;
   detail::g_generation.store(0, std::memory_order_relaxed);
   reset_writer(detail::t_writer);
   t_state_listed = false;
@@ -764,6 +798,8 @@ void forget_sessions_after_fork() {
   (void)child.session.release();
   // The other threads of the parent do not exist here.
   new (&child.thread_states) std::vector<std::atomic<uint8_t>*>();
+  // Not at once: a child that execs (or never traces) must leave no session behind.
+  if (session_of_its_own) detail::g_generation.store(kForkedChildPending, std::memory_order_relaxed);
 }
 
 // Registry mutex held; once per process.
@@ -1499,8 +1535,10 @@ bool start(const Config& config) {
   session->rules = config.armed ? format::CategoryRules()
                                 : format::CategoryRules::from_list(config.categories.empty() ? "*" : config.categories);
   const char* collector_kind = std::getenv(recorder::kEnvCollector);
-  session->remove_mapping_at_stop =
-      config.armed && config.output.empty() && !(collector_kind && std::string_view(collector_kind) == "external");
+  const bool external_collector = collector_kind && std::string_view(collector_kind) == "external";
+  session->remove_mapping_at_stop = config.armed && config.output.empty() && !external_collector;
+  session->tell_no_memory = t_starting_from_environment && !external_collector;
+  session->from_environment = t_starting_from_environment;
   const uint32_t packets = static_cast<uint32_t>(config.buffer_size / config.packet_size);
   const uint64_t categories_offset = format::kShmHeaderSize;
   const uint64_t table_offset = categories_offset + format::kCategoryTableSize;
@@ -1590,7 +1628,7 @@ bool start(const Config& config) {
   header.magic = format::kShmMagic;
 
   session->generation = reg.next_generation++;
-  if (reg.next_generation == 0) reg.next_generation = 1;
+  if (reg.next_generation == 0 || reg.next_generation == kForkedChildPending) reg.next_generation = 1;
   if (!reg.exit_hook_registered) register_process_hooks(reg);
   if (config.crash_handler) install_fatal_signal_handlers(reg);
   if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
@@ -1705,17 +1743,46 @@ std::string process_name_for_output() {
   return name.empty() ? std::string("process") : name;
 }
 
+// Starts the session the environment asks for (CHRONICLE_OUTPUT, `chronicle record`): true when
+// it started or none is asked for, else false with the reason in `why`.
+bool start_from_environment(std::string& why) {
+  try {
+    Config config;
+    if (!config_from_environment(config)) return true;
+    if (!config.output.empty())
+      config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
+    t_starting_from_environment = true;
+    const bool started = start(config);
+    t_starting_from_environment = false;
+    if (!started) why = last_error();
+    return started;
+  } catch (const std::exception& error) {
+    t_starting_from_environment = false;
+    why = error.what();
+    return false;
+  }
+}
+
+// The session of a child forked without exec (kForkedChildPending), at its first trace point:
+// the environment's, as an exec'd child would start (under `record` its own mapping and
+// sub-trace; with CHRONICLE_OUTPUT its own directory in the trace). Returns its generation, or 0
+// (tracing off in this child) when it cannot start. Not in a signal handler that interrupted a
+// trace point or slow path: that event is dropped, the next one starts the session.
+uint32_t start_forked_child_session() {
+  if (detail::t_writer.state.load(std::memory_order_relaxed) != detail::kOutsideTracePoint) return 0;
+  std::string why;
+  const bool started = start_from_environment(why);
+  const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
+  if (generation != kForkedChildPending) return generation;  // this thread's session, or another's
+  uint32_t pending = kForkedChildPending;
+  detail::g_generation.compare_exchange_strong(pending, 0, std::memory_order_acq_rel);
+  if (!started) fmt::print(stderr, "chronicle: forked child not traced: {}\n", why);
+  return 0;
+}
+
 struct StartFromEnvironment {
   StartFromEnvironment() {
-    try {
-      Config config;
-      if (!config_from_environment(config)) return;
-      if (!config.output.empty())
-        config.output = recorder::claim_output_directory(config.output, process_name_for_output(), getpid());
-      if (!start(config)) fmt::print(stderr, "chronicle: not tracing: {}\n", last_error());
-    } catch (const std::exception& error) {
-      fmt::print(stderr, "chronicle: not tracing: {}\n", error.what());
-    }
+    if (std::string why; !start_from_environment(why)) fmt::print(stderr, "chronicle: not tracing: {}\n", why);
   }
 };
 StartFromEnvironment g_start_from_environment;

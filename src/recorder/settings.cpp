@@ -37,6 +37,13 @@ size_t parse_size(std::string_view text) {
   return static_cast<size_t>(number << shift);
 }
 
+std::string no_memory_for_rings(const std::string& shm_dir, uint64_t ring_bytes) {
+  return fmt::format(
+      "no memory for a {} KiB ring in {} (full, or too small): threads without a ring are not traced, their events "
+      "are counted as lost (no_channel); free some, or a smaller --buffer-size / CHRONICLE_BUFFER_SIZE",
+      ring_bytes >> 10, shm_dir);
+}
+
 std::string ring_geometry_problem(size_t buffer_size, size_t packet_size) {
   if (packet_size < 1024 || packet_size % 8 != 0 || packet_size > (size_t{1} << 30))
     return fmt::format("packet size {} must be a multiple of 8 between 1 KiB and 1 GiB", packet_size);
