@@ -38,6 +38,24 @@ void add_reference_footers(CLI::App& app, const std::string& path) {
     add_reference_footers(*subcommand, path.empty() ? subcommand->get_name() : path + " " + subcommand->get_name());
 }
 
+// `chronicle help [CMD [SUBCMD]]`: what `chronicle CMD SUBCMD --help` prints. Exit 2 for a name
+// that is no subcommand.
+int print_help(CLI::App& app, const std::vector<std::string>& words) {
+  CLI::App* command = &app;
+  for (const std::string& word : words) {
+    CLI::App* found = nullptr;
+    for (CLI::App* subcommand : command->get_subcommands({}))
+      if (subcommand->get_name() == word) found = subcommand;
+    if (!found) {
+      fmt::print(stderr, "chronicle: error: no subcommand '{}' (chronicle --help lists them)\n", word);
+      return chronicle::cli::kExitUsage;
+    }
+    command = found;
+  }
+  fmt::print("{}", command->help(names_above(*command)));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,6 +68,9 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {add_record(app), add_snapshot(app), add_dump(app),    add_stats(app),
                                    add_top(app),    add_metrics(app),  add_export(app),  add_view(app),
                                    add_merge(app),  add_ctl(app),      add_convert(app), add_recover(app)};
+  std::vector<std::string> help_words;
+  CLI::App* help = app.add_subcommand("help", "Print a subcommand's help and reference (as CMD --help does)");
+  help->add_option("command", help_words, "The subcommand, and a subcommand of it (e.g. metrics serve)");
   try {
     add_reference_footers(app, "");
     app.parse(argc, argv);
@@ -64,6 +85,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "chronicle: error: {}\n\n{}", error.what(), command.help(names_above(command)));
     return kExitUsage;
   }
+  if (help->parsed()) return print_help(app, help_words);
   try {
     for (const Command& command : commands)
       if (command.app->parsed()) return command.run();

@@ -18,6 +18,12 @@ text (scripts/cli-doc.sh writes it from this help). Bad input (a truncated, corr
 trace or mapping) gets a message that names the file and the byte offset, and exit code 2.
 )ref"},
 
+    {"help", R"ref(
+`chronicle help record` prints what `chronicle record --help` prints; `chronicle help metrics
+serve` what `chronicle metrics serve --help` does; `chronicle help` alone what `chronicle --help`
+does.
+)ref"},
+
     {"record", R"ref(
 record runs the program (and every process it starts, which inherits the environment), drains
 their rings concurrently into DIR, shows a progress line on a terminal (events, bytes, drops) and
@@ -268,6 +274,16 @@ docs/distributed.md#merging-traces.
 convert writes one plain CTF directory from a compressed (record --compress) or rotated
 (record --rotate) trace, the packets byte for byte as recorded, for babeltrace2.
 docs/long-captures.md.
+)ref"},
+
+    {"recover", R"ref(
+recover finishes a trace whose program died (SIGKILL, the OOM killer) while its own collector
+(CHRONICLE_OUTPUT) wrote it. Such a trace names the mapping it was collected from, and every tool
+that reads it says it was cut and how to recover it. `recover DIR` appends what the program's
+mapping still holds (every event the program committed), then removes the mapping. A compressed
+trace is refused (exit 2): `chronicle snapshot MAPPING -o DIR` reads its mapping instead. `--list`
+lists the mappings that dead processes of your user left in /dev/shm (and $CHRONICLE_SHM_DIR, or
+the directory --in names); `--clean` removes them. docs/long-captures.md.
 )ref"},
 
     {"ctl", R"ref(
