@@ -37,14 +37,7 @@ OutputFile::~OutputFile() {
 
 void OutputFile::flush() {
   if (buffer_.empty()) return;
-  std::string_view left = buffer_;
-  while (!left.empty()) {
-    const ssize_t written = ::write(fd_, left.data(), left.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0)
-      throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(written < 0 ? errno : ENOSPC)));
-    left.remove_prefix(static_cast<size_t>(written));
-  }
+  format::write_all(fd_, buffer_, path_);
   buffer_.clear();
 }
 

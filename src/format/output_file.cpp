@@ -60,12 +60,7 @@ PrivateFile::~PrivateFile() {
 }
 
 void PrivateFile::write(std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t written = ::write(fd_, bytes.data(), bytes.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) throw std::runtime_error(reason("cannot write " + path_, written < 0 ? errno : ENOSPC));
-    bytes.remove_prefix(static_cast<size_t>(written));
-  }
+  write_all(fd_, bytes, path_);
 }
 
 void PrivateFile::close() {
@@ -97,17 +92,22 @@ void write_private_file(const std::string& path, std::string_view bytes, WhenExi
 void write_output(const std::string& path, std::string_view bytes, WhenExists when_exists) {
   if (!is_stream_target(path)) return write_private_file(path, bytes, when_exists);
   const int fd = open_stream_target(path);
+  try {
+    write_all(fd, bytes, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) throw std::runtime_error(reason("cannot write " + path, errno));
+}
+
+void write_all(int fd, std::string_view bytes, const std::string& path) {
   while (!bytes.empty()) {
     const ssize_t written = ::write(fd, bytes.data(), bytes.size());
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      const int failure = written < 0 ? errno : ENOSPC;
-      ::close(fd);
-      throw std::runtime_error(reason("cannot write " + path, failure));
-    }
+    if (written <= 0) throw std::runtime_error(reason("cannot write " + path, written < 0 ? errno : ENOSPC));
     bytes.remove_prefix(static_cast<size_t>(written));
   }
-  if (::close(fd) != 0) throw std::runtime_error(reason("cannot write " + path, errno));
 }
 
 bool is_stream_target(const std::string& path) {

@@ -64,6 +64,9 @@ void write_private_file(const std::string& path, std::string_view bytes, WhenExi
 // (is_stream_target), else as a PrivateFile.
 void write_output(const std::string& path, std::string_view bytes, WhenExists when_exists);
 
+// Writes all of `bytes` to `fd` (the file `path`, named in the error thrown when it cannot).
+void write_all(int fd, std::string_view bytes, const std::string& path);
+
 // Whether `path` is where a stream goes that is written in place, not replaced: a character
 // device or a FIFO (/dev/null, /dev/stdout, a pipe), reached through no link another user owns.
 bool is_stream_target(const std::string& path);
