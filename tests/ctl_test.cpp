@@ -340,10 +340,17 @@ TEST(Trigger, AClosedStderrDoesNotStopTheRecording) {
 TEST(Trigger, AMetricCrossingSnapshotsTheFlightRecorderOncePerCrossing) {
   TemporaryDirectory directory;
   const std::string trace = directory / "trace";
-  const auto result = run("CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli +
+  // Under umask 022: the log and the snapshots are as private as the trace (0700, 0600).
+  const auto result = run("umask 022; CHRONICLE_METRICS_DIR=" + directory.path() + " " + kCli +
                           " record -q --mode flight --trigger 'load > 5' --trigger-after 200ms -o " + trace + " -- " +
                           TRIGGER_WRITER + " " + trace);
   ASSERT_EQ(result.exit_code, 0) << result.err;
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::symlink_status(trace + ".triggers").permissions(), fs::perms::owner_all);
+  for (const char* name : {"log", "trigger-1/trigger.json"})
+    EXPECT_EQ(fs::symlink_status(trace + ".triggers/" + name).permissions(),
+              fs::perms::owner_read | fs::perms::owner_write)
+        << name;
   const std::string log = text_of(trace + ".triggers/log");
   EXPECT_EQ(occurrences(log, "fired #"), 2u) << log;
   EXPECT_EQ(occurrences(log, "re-armed"), 1u) << log;

@@ -275,7 +275,8 @@ TEST(IndexCache, AnUnwritableDirectoryStillOpensWithAWarning) {
   EXPECT_NE(opened.cache_problem.find("not kept"), std::string::npos) << opened.cache_problem;
   EXPECT_EQ(opened.index.event_count(), events_in(trace));
   size_t leftovers = 0;
-  for (const auto& entry : fs::directory_iterator(trace)) leftovers += entry.path().string().ends_with(".tmp");
+  for (const auto& entry : fs::directory_iterator(trace))
+    leftovers += entry.path().filename().string().starts_with(std::string(IndexCache::kFileName) + ".");
   EXPECT_EQ(leftovers, 0u);
 }
 
@@ -543,6 +544,74 @@ TEST(IndexSpill, AViewThatMayNotFitSaysSoFirst) {
   EXPECT_NE(viewed.err.find("the tasks' notes are left out to save some (task details will list none)"),
             std::string::npos)
       << viewed.err;
+}
+
+// ---- where the index is kept (issue 40) -----------------------------------------------------
+
+std::string slurp(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+// A trace that another user owns: its owner may plant links at any name in it, for the next
+// pids too. The index goes to the caller's own cache, and nothing is written through a link.
+TEST(IndexCache, ATraceOfAnotherUserKeepsItsIndexInTheCallersCache) {
+  test::SecondUser other;
+  if (!other.why_not().empty()) GTEST_SKIP() << "needs a second user: " << other.why_not();
+  TemporaryDirectory directory;
+  fs::permissions(directory.path(), fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
+  const std::string trace = record_demo(directory, "20 2");
+  ASSERT_EQ(run("chown -R " + other.name() + " " + trace).exit_code, 0);
+  const std::string victim = directory / "victim";
+  std::ofstream(victim) << "precious\n";
+  fs::permissions(victim, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string cache = directory / "cache";
+  // exec keeps the shell's pid: the links are planted under the names view's pid gives.
+  const std::string plant = other.as("ln -s " + victim + " " + cache_of(trace) + ".$$.tmp") + "; " +
+                            other.as("ln -s " + victim + " " + cache_of(trace));
+  const std::string view =
+      "XDG_CACHE_HOME=" + cache + " sh -c '" + plant + "; exec " + kCli + " view " + trace + " --html /dev/null'";
+  const auto first = run(view);
+  EXPECT_TRUE(slurp(victim) == "precious\n") << "view wrote its index through a link:\n" << first.err;
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("kept in " + cache + "/chronicle/"), std::string::npos) << first.err;
+  struct stat info {};
+  ASSERT_EQ(::lstat((cache + "/chronicle").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700u);
+  const auto second = run("XDG_CACHE_HOME=" + cache + " " + kCli + " view " + trace + " --html /dev/null");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("chronicle: read the index of "), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find(cache + "/chronicle/"), std::string::npos) << second.err;
+}
+
+// The caller's own trace directory, but one that others may write: the same.
+TEST(IndexCache, ADirectoryOthersMayWriteKeepsNoIndex) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  fs::permissions(trace, fs::perms::all);
+  const std::string cache = directory / "cache";
+  const auto viewed = run("XDG_CACHE_HOME=" + cache + " " + kCli + " view " + trace + " --html /dev/null");
+  ASSERT_EQ(viewed.exit_code, 0) << viewed.err;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(cache_of(trace)))) << viewed.err;
+  EXPECT_NE(viewed.err.find("kept in " + cache + "/chronicle/"), std::string::npos) << viewed.err;
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(trace)) files += entry.path().filename().string().starts_with(".");
+  EXPECT_EQ(files, 0u) << "nothing of the index is left in " << trace;
+}
+
+// A cache directory that is a link (another user's, or anything else) is not used.
+TEST(IndexCache, ACacheDirectoryThatIsALinkIsNotUsed) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "20 2");
+  fs::permissions(trace, fs::perms::all);
+  const std::string cache = directory / "cache";
+  fs::create_directories(cache);
+  fs::create_directories(directory / "elsewhere");
+  fs::create_directory_symlink(directory / "elsewhere", cache + "/chronicle");
+  const auto viewed = run("XDG_CACHE_HOME=" + cache + " " + kCli + " view " + trace + " --html /dev/null");
+  ASSERT_EQ(viewed.exit_code, 0) << viewed.err;
+  EXPECT_TRUE(fs::is_empty(directory / "elsewhere")) << viewed.err;
+  EXPECT_NE(viewed.err.find("not kept"), std::string::npos) << viewed.err;
 }
 
 }  // namespace

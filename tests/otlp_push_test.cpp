@@ -365,8 +365,13 @@ TEST_F(OtlpPush, ACollectorThatIsDownGetsTheSpooledBatchesLater) {
   const auto expected = exported_span_ids(echo_trace(), scratch_);
   const std::string spool = scratch_ / "spool";
   const int down = closed_port();
-  auto result = run(push_command(down, echo_trace(), "--otlp-batch-spans 6 --otlp-retry-seconds 0.3"));
+  // Under umask 022: the spool holds the trace's spans, as private as the trace (0700, 0600).
+  auto result = run("umask 022; " + push_command(down, echo_trace(), "--otlp-batch-spans 6 --otlp-retry-seconds 0.3"));
   EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_EQ(std::filesystem::status(spool).permissions(), std::filesystem::perms::owner_all) << spool;
+  for (const auto& entry : std::filesystem::directory_iterator(spool))
+    EXPECT_EQ(entry.status().permissions(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << entry.path();
   EXPECT_NE(result.err.find(fmt::format("0 of {} spans sent in 0 requests, {} spooled in {} files in {}",
                                         expected.size(), expected.size(), (expected.size() + 5) / 6, spool)),
             std::string::npos)

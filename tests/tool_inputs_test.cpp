@@ -420,6 +420,160 @@ TEST(SmallShm, RecordSaysOnceThatAProgramHasNoMemoryForItsRings) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(reader::Trace(directory / "trace").description().losses.events_no_channel, 4000u);
   EXPECT_EQ(occurrences(result.err, kNoMemoryMessage), 1u) << result.err;
+
+// ---- files the tools write (issue 40) -------------------------------------------------------
+
+mode_t mode_of(const std::string& path) {
+  struct stat info {};
+  EXPECT_EQ(::lstat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 07777;
+}
+
+// A directory others may write (mode `mode`, 01777 or 0777) inside a root-only temporary one that
+// the second user may pass through, and a root-only file there the tools must never touch.
+class PlantedLinks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!other_.why_not().empty()) GTEST_SKIP() << "planted-link tests need a second user: " << other_.why_not();
+    fs::permissions(directory_.path(), fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
+    std::ofstream(victim_) << "precious\n";
+    fs::permissions(victim_, fs::perms::owner_read | fs::perms::owner_write);
+    fs::create_directories(root_only_);
+    fs::permissions(root_only_, fs::perms::owner_all);
+    const auto recorded = run(kCli + " record -q -o " + trace_ + " -- " + kExample);
+    ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  }
+  std::string shared(mode_t mode) {
+    const std::string path = directory_ / fmt_mode(mode);
+    fs::create_directories(path);
+    ::chmod(path.c_str(), mode);
+    return path;
+  }
+  static std::string fmt_mode(mode_t mode) { return "shared-" + std::to_string(mode); }
+  // The second user puts a symbolic link to `target` at `at`.
+  void plant(const std::string& target, const std::string& at) {
+    const auto planted = run(other_.as("ln -s " + target + " " + at));
+    ASSERT_EQ(planted.exit_code, 0) << planted.err;
+    ASSERT_TRUE(fs::is_symlink(at));
+  }
+  test::SecondUser other_;
+  TemporaryDirectory directory_;
+  const std::string victim_ = directory_ / "victim";
+  const std::string root_only_ = directory_ / "root-only";
+  const std::string trace_ = directory_ / "trace";
+};
+
+TEST_F(PlantedLinks, ViewHtmlNeverWritesThroughALinkAtItsOutput) {
+  for (const mode_t mode : {mode_t{01777}, mode_t{0777}}) {
+    const std::string page = shared(mode) + "/page.html";
+    plant(victim_, page);
+    const auto result = run(kCli + " view --no-cache " + trace_ + " --html " + page);
+    EXPECT_TRUE(slurp(victim_) == "precious\n")
+        << "view --html wrote through a link in a directory of mode " << std::oct << mode << ":\n"
+        << result.err;
+    if (result.exit_code == 0) {
+      EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(page))) << page;
+      EXPECT_EQ(mode_of(page), 0600u) << page;
+    }
+  }
+}
+
+TEST_F(PlantedLinks, ExportNeverWritesThroughALinkAtItsOutput) {
+  for (const std::string format : {"chrome", "otlp", "sqlite"}) {
+    const std::string output = shared(01777) + "/out." + format;
+    plant(victim_, output);
+    const auto result = run(kCli + " export " + trace_ + " --force --format " + format + " -o " + output);
+    EXPECT_TRUE(slurp(victim_) == "precious\n") << format << " wrote through a link:\n" << result.err;
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(output))) << output;
+  }
+}
+
+// Record, snapshot, merge and convert never follow a directory link another user planted at the
+// output's name (here to a directory of root's alone), in a sticky directory every user may write.
+TEST_F(PlantedLinks, NoOutputDirectoryFollowsALinkAnotherUserPlanted) {
+  const std::string sticky = shared(01777);
+  const auto kept = run(kCli + " record -q --keep-shm -o " + (directory_ / "kept") + " -- " + kExample);
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const std::string marker = "shared mappings kept in ";
+  const size_t from = kept.err.find(marker) + marker.size();
+  ASSERT_NE(from, std::string::npos + marker.size()) << kept.err;
+  const std::string kept_dir = kept.err.substr(from, kept.err.find('\n', from) - from);
+  std::string mapping;
+  for (const auto& entry : fs::directory_iterator(kept_dir)) mapping = entry.path();
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"record", kCli + " record -q -o OUT -- " + kExample},
+      {"snapshot", kCli + " snapshot " + mapping + " -o OUT"},
+      {"merge", kCli + " merge -o OUT " + trace_},
+      {"convert", kCli + " convert " + trace_ + " OUT"},
+  };
+  for (const auto& [name, command] : commands) {
+    const std::string output = sticky + "/" + name;
+    plant(root_only_, output);
+    const auto result = run(std::regex_replace(command, std::regex("OUT"), output));
+    EXPECT_TRUE(fs::is_empty(root_only_)) << name << " wrote into the directory a planted link named:\n" << result.err;
+    EXPECT_EQ(result.exit_code, 2) << name << ":\n" << result.err;
+    EXPECT_TRUE(contains(result.err, output)) << name << ":\n" << result.err;
+    for (const auto& entry : fs::directory_iterator(root_only_)) fs::remove_all(entry.path());
+  }
+  fs::remove_all(kept_dir);
+}
+
+TEST(FilesTheToolsWrite, SnapshotRefusesADirectoryOtherUsersMayWrite) {
+  TemporaryDirectory directory;
+  const auto kept = run(kCli + " record -q --keep-shm -o " + (directory / "kept") + " -- " + kExample);
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const std::string marker = "shared mappings kept in ";
+  const size_t at = kept.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << kept.err;
+  const std::string kept_dir = kept.err.substr(at + marker.size(), kept.err.find('\n', at) - at - marker.size());
+  std::string mapping;
+  for (const auto& entry : fs::directory_iterator(kept_dir)) mapping = entry.path();
+  const std::string shared = directory / "shared";
+  fs::create_directories(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777, no sticky bit
+  const auto result = run(kCli + " snapshot " + mapping + " -o " + shared);
+  fs::remove_all(kept_dir);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, "writable by every user")) << result.err;
+  EXPECT_TRUE(fs::is_empty(shared));
+}
+
+// Exports and pages hold what the trace holds (names, notes, arguments): as private as it is.
+TEST(FilesTheToolsWrite, OutputsArePrivateWhateverTheUmask) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_EQ(run(kCli + " record -q -o " + trace + " -- " + kExample).exit_code, 0);
+  for (const std::string format : {"chrome", "otlp", "sqlite"}) {
+    const std::string output = directory / ("out." + format);
+    const auto result = run("umask 022; " + kCli + " export " + trace + " --format " + format + " -o " + output);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(mode_of(output), 0600u) << output;
+  }
+  const std::string page = directory / "page.html";
+  const auto viewed = run("umask 022; " + kCli + " view --no-cache " + trace + " --html " + page);
+  ASSERT_EQ(viewed.exit_code, 0) << viewed.err;
+  EXPECT_EQ(mode_of(page), 0600u) << page;
+}
+
+// `record` never removes a directory it did not make, even one of the name it would use.
+TEST(FilesTheToolsWrite, RecordLeavesAShmDirectoryOfItsNameThatItDidNotMake) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  // exec keeps the shell's pid: the directory is planted under the name of record's pid.
+  const std::string planted = "/dev/shm/chronicle-record-$$";
+  const auto result =
+      run("sh -c 'mkdir " + planted + " && echo theirs > " + planted + "/precious && echo " + planted + " > " +
+          (directory / "planted") + " && exec " + kCli + " record -q -o " + trace + " -- " + kExample + "'");
+  std::string name = slurp(directory / "planted");
+  name = name.substr(0, name.find('\n'));
+  ASSERT_FALSE(name.empty());
+  const std::string precious = slurp(name + "/precious");
+  std::error_code ignored;
+  fs::remove_all(name, ignored);
+  EXPECT_EQ(precious, "theirs\n") << "record removed " << name << ":\n" << result.err;
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(test::read_all(reader::Trace(trace)).size(), kExampleEvents);
 }
 
 }  // namespace

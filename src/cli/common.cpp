@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "collector/collector.hpp"
+#include "format/output_file.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 #include "recorder/environment.hpp"
@@ -130,6 +131,10 @@ std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid) {
 
 bool prepare_output_directory(const std::string& output, bool allow_shared_output) {
   namespace fs = std::filesystem;
+  // Before anything looks through it: a link another user planted at the name could lead into a
+  // directory of ours they may not write (root's, as root runs the tool).
+  if (std::string problem = format::planted_link_problem(output); !problem.empty())
+    throw format::OutputRefused(problem);
   std::error_code error;
   const bool existed = fs::exists(output, error);
   if (existed && !fs::is_empty(output, error))
@@ -147,7 +152,7 @@ bool prepare_output_directory(const std::string& output, bool allow_shared_outpu
       problem = fmt::format("{} is writable by other users and not sticky (mode {:o})", parent.string(),
                             info.st_mode & 07777);
     if (!problem.empty())
-      throw std::runtime_error(
+      throw format::OutputRefused(
           fmt::format("{}: another user could replace the trace's files; choose a private directory with -o, or pass "
                       "--allow-shared-output",
                       problem));

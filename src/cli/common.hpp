@@ -53,6 +53,7 @@ Command add_recover(CLI::App& app);
 struct SnapshotOptions {
   std::string target;
   std::string output;
+  bool allow_shared_output = false;  // as record's: prepare_output_directory
 };
 int run_snapshot(SnapshotOptions& options);
 
@@ -112,8 +113,10 @@ std::unique_ptr<collector::SessionMapping> open_session_of(int pid);
 std::unique_ptr<metrics::MetricsMapping> open_metrics_of(int pid);
 
 // Makes the output directory `output` of a command that writes a trace (mode 0700; it may exist
-// if empty) and checks that this user alone can write there, unless `allow_shared_output`.
-// Returns whether it existed before. Throws std::runtime_error saying what to do otherwise.
+// if empty) and checks that this user alone can write there, unless `allow_shared_output`; a
+// link at `output` that another user could have planted is never followed, whatever the flag.
+// Returns whether it existed before. Throws format::OutputRefused (exit 2) or
+// std::runtime_error saying what to do otherwise.
 bool prepare_output_directory(const std::string& output, bool allow_shared_output);
 
 // A warning on standard error for each stretch of the trace the reader skipped as damaged, and

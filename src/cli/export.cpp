@@ -43,16 +43,16 @@ int run_export(const ExportCliOptions& options) {
   namespace fs = std::filesystem;
   if (!options.otlp.endpoint.empty()) return run_otlp_push(options.directory, options.otlp);
   // A device or a pipe (-o /dev/null, /dev/stdout, a FIFO) is written in place: renaming a file
-  // over it would replace it, and as root `-o /dev/null` replaced the machine's /dev/null.
+  // over it would replace it, and as root `-o /dev/null` replaced the machine's /dev/null. Any
+  // other output is a new private file renamed into place (format::PrivateFile).
+  const bool in_place = format::is_stream_target(options.output);
   std::error_code status_error;
-  const fs::file_status status = fs::status(options.output, status_error);
-  const bool in_place = !status_error && fs::exists(status) && !fs::is_regular_file(status);
-  if (in_place && (options.format == "sqlite" || fs::is_directory(status))) {
+  if ((in_place && options.format == "sqlite") || fs::is_directory(options.output, status_error)) {
     fmt::print(stderr, "chronicle: error: {} is not a regular file ({} output needs one)\n", options.output,
                options.format);
     return kExitFailure;
   }
-  if (!in_place && !options.force && fs::exists(options.output)) {
+  if (!in_place && !options.force && fs::exists(fs::symlink_status(options.output, status_error))) {
     fmt::print(stderr, "chronicle: error: {} exists (--force overwrites it)\n", options.output);
     return kExitFailure;
   }
@@ -66,22 +66,18 @@ int run_export(const ExportCliOptions& options) {
       fmt::print(stderr, "\rchronicle: export: {} events read", human_count(events));
     };
 
-  // Written next to the output and renamed at the end: a failed export (bad input halfway, a
-  // full disk) leaves no partial file under the name asked for, nor destroys what was there.
-  const std::string partial = in_place ? options.output : options.output + ".partial";
-  std::error_code ignored;
-  if (!in_place) fs::remove(partial, ignored);
+  // A failed export (bad input halfway, a full disk) leaves no partial file under the name asked
+  // for, nor destroys what was there: the file is renamed into place only when whole.
+  export_options.when_exists = options.force ? format::WhenExists::replace : format::WhenExists::refuse;
   try {
     if (options.format == "chrome")
-      exports::export_chrome_json(traces, partial, export_options);
+      exports::export_chrome_json(traces, options.output, export_options);
     else if (options.format == "otlp")
-      exports::export_otlp_json(traces, partial, export_options);
+      exports::export_otlp_json(traces, options.output, export_options);
     else
-      exports::export_sqlite(traces, partial, export_options);
-    if (!in_place) fs::rename(partial, options.output);
+      exports::export_sqlite(traces, options.output, export_options);
   } catch (...) {
     if (show_progress) fmt::print(stderr, "\n");
-    if (!in_place) fs::remove(partial, ignored);
     throw;
   }
   if (show_progress) fmt::print(stderr, "\r\033[K");

@@ -431,6 +431,20 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
   if (triggers) triggers->finish(live_mappings(run));
 }
 
+// The directory the programs put their mappings in, made new by this process (mode 0700):
+// /dev/shm/chronicle-record-PID, or, when something already has that name (left by an earlier
+// process of this pid, or put there by another user), a name of that prefix no one can choose in
+// advance. What this process did not make is never removed, nor used.
+std::string make_mapping_directory() {
+  std::string directory = fmt::format("/dev/shm/chronicle-record-{}", getpid());
+  if (::mkdir(directory.c_str(), 0700) == 0) return directory;
+  if (errno == EEXIST) {
+    directory += "-XXXXXX";
+    if (::mkdtemp(directory.data())) return directory;
+  }
+  throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(errno)));
+}
+
 int run_record(RecordOptions& options) {
   namespace fs = std::filesystem;
   check_settings(options);
@@ -457,13 +471,12 @@ int run_record(RecordOptions& options) {
 
   // The programs put their mappings here; we find them by listing it. It goes whatever happens,
   // unless --keep-shm.
-  const std::string shm_dir = fmt::format("/dev/shm/chronicle-record-{}", getpid());
-  std::error_code error;
-  fs::remove_all(shm_dir, error);
-  if (mkdir(shm_dir.c_str(), 0700) != 0) {
-    const int failure = errno;
+  std::string shm_dir;
+  try {
+    shm_dir = make_mapping_directory();
+  } catch (...) {
     remove_output_if_empty();
-    throw std::runtime_error(fmt::format("cannot create {}: {}", shm_dir, std::strerror(failure)));
+    throw;
   }
   bool keep_shm_dir = false;
   struct ShmDirGuard {

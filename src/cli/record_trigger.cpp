@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "analysis/counter_windows.hpp"
 #include "cli/common.hpp"
+#include "format/output_file.hpp"
 
 namespace chronicle::cli {
 
@@ -42,18 +42,23 @@ TriggerWatcher::TriggerWatcher(const TriggerOptions& options, const std::string&
   if (options.hysteresis < 0 || options.hysteresis >= 1)
     throw std::invalid_argument(
         fmt::format("--trigger-hysteresis {}: expected a fraction in [0, 1)", options.hysteresis));
-  std::error_code error;
-  std::filesystem::create_directories(directory_, error);
-  if (error) throw std::runtime_error(fmt::format("cannot create {}: {}", directory_, error.message()));
-  ::chmod(directory_.c_str(), 0700);
+  // Beside the trace, as private as it: never through a link, nor into a directory another user
+  // made there first.
+  format::create_private_directory(directory_);
+  if (const std::string problem = collector::shared_directory_problem(directory_); !problem.empty())
+    throw format::OutputRefused(fmt::format("{}: another user could replace the snapshots", problem));
 }
 
 TriggerWatcher::~TriggerWatcher() = default;
 
 void TriggerWatcher::log(const std::string& line) {
   tell("chronicle: trigger: {}\n", line);
-  std::ofstream out(directory_ + "/log", std::ios::app);
-  out << line << '\n';
+  log_ += line + '\n';
+  try {
+    format::write_private_file(directory_ + "/log", log_, format::WhenExists::replace);
+  } catch (const std::exception& failure) {
+    tell("chronicle: trigger: {}\n", failure.what());
+  }
 }
 
 void TriggerWatcher::observe(int pid, Watched& watched) {
@@ -145,7 +150,7 @@ void TriggerWatcher::take(const Pending& pending, const collector::SessionMappin
                             {"crossed_unix_ns", pending.crossed_unix_ns},
                             {"snapshot_unix_ns", unix_now_ns()},
                             {"events", collector.stats().events}};
-    std::ofstream(output + "/trigger.json") << about.dump(2) << '\n';
+    format::write_private_file(output + "/trigger.json", about.dump(2) + '\n', format::WhenExists::refuse);
     log(fmt::format("process {}: snapshot #{} in {}: {} events", pending.pid, pending.number, output,
                     collector.stats().events));
   } catch (const std::exception& failure) {

@@ -57,6 +57,7 @@ class TriggerWatcher {
   std::chrono::nanoseconds after_;
   std::chrono::nanoseconds window_;
   std::string directory_;
+  std::string log_;  // the log's lines so far: the file is written anew with each (one rule for files)
   std::map<int, std::unique_ptr<Watched>> watched_;  // by pid
   std::vector<Pending> pending_;
   std::chrono::steady_clock::time_point next_measure_{};

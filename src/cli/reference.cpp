@@ -55,7 +55,8 @@ definitions are written whenever they grow and 256 KiB is set aside for the last
 metadata (a hidden `.reserve.*` file, gone at the end; a program killed while it writes its own
 trace leaves it, and readers skip it), so what was written stays a readable trace; a file that
 still cannot be written is named in the summary (`lost: cannot write ...`). --keep-shm leaves the
-mappings in `/dev/shm/chronicle-record-PID/` and the summary says where.
+mappings in `/dev/shm/chronicle-record-PID/` (made new; `chronicle-record-PID-XXXXXX` when that
+name is taken, never removing what was there) and the summary says where.
 
 --sample --sched add a sampling profiler and scheduler data to the trace: a call stack every
 1/999 s of each thread's CPU time (--sample=FREQ for another rate), and when each thread left and
@@ -104,7 +105,9 @@ the programs it runs (`/dev/shm/chronicle-record-RECORDPID/`). Readers of a proc
 (snapshot, top, metrics) accept only mappings owned by the user the process runs as (the caller's,
 if it is not running) and say why they refuse another's; every mapping is checked field by field
 before it is read, and a malformed one exits with 2 naming the field and its offset
-(docs/guarantees.md, "What the tools do with a mapping they did not make").
+(docs/guarantees.md, "What the tools do with a mapping they did not make"). Its -o follows record's
+rule for output directories: refused (exit 2) when other users may write it, or when a link is
+planted at its name, unless --allow-shared-output (a planted link is refused even then).
 )ref"},
 
     {"dump", R"ref(
@@ -241,8 +244,9 @@ the samples' call stacks; zoom on click), tooltips on hover, and the window, sel
 collapsed groups and subtrees in the URL, to share a view as a link.
 
 The server does the level of detail (what is visible in a window at a given width, from an index
-built once and kept beside the trace in `DIR/.chronicle-view-index`, which later views map instead
-of reading the trace again; --no-cache skips it), so the browser never holds the whole trace, nor
+built once and kept beside the trace in `DIR/.chronicle-view-index` (in ~/.cache/chronicle when
+DIR is another user's or others may write it: docs/viewer.md), which later views map instead of
+reading the trace again; --no-cache skips it), so the browser never holds the whole trace, nor
 the server the whole index: a 10 M-event trace is indexed in a few seconds the first time, reopens
 in well under a second, and answers a pan or zoom in under 100 ms; a 1 G-event trace (10 GiB) opens
 on a 24 GiB machine (its index's arrays held in files on disk while it is built, when the trace is

@@ -20,6 +20,7 @@ int run_snapshot(SnapshotOptions& options) {
   const std::string& path = mapping.path();
   if (options.output.empty())
     options.output = fmt::format("chronicle-snapshot-{}-{}", mapping.header().pid, timestamp_for_path());
+  prepare_output_directory(options.output, options.allow_shared_output);
   collector::Collector collector(mapping, options.output);
   collector.snapshot();
   const auto& stats = collector.stats();
@@ -42,6 +43,8 @@ Command add_snapshot(CLI::App& app) {
       app.add_subcommand("snapshot", "Write what a process's rings hold now (running, or dead and left behind)");
   command->add_option("target", options->target, "A process id, or the path of a chronicle .shm mapping")->required();
   command->add_option("-o,--output", options->output, "Trace directory (default: chronicle-snapshot-PID-TIME)");
+  command->add_flag("--allow-shared-output", options->allow_shared_output,
+                    "Write into a directory other users may write too (as record's)");
   return {command, [options] { return run_snapshot(*options); }};
 }
 

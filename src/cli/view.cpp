@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "cli/common.hpp"
+#include "format/output_file.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/index_cache.hpp"
 #include "viewer/timeline_index.hpp"
@@ -95,9 +95,9 @@ int run_view(const ViewOptions& options) {
           human_count(index.event_count()), human_count(index.task_lines().size()), human_count(kMaxEventsForHtml),
           human_count(kMaxTasksForHtml)));
     const std::string html = viewer::standalone_html(index, title);
-    std::ofstream out(options.html, std::ios::binary);
-    out << html;
-    if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", options.html));
+    // A page already there is replaced (as before), never written through: a link there is
+    // replaced by the new file, its target untouched.
+    format::write_output(options.html, html, format::WhenExists::replace);
     fmt::print(stderr, "chronicle: wrote {} ({})\n", options.html, human_bytes(html.size()));
     return 0;
   }
@@ -133,8 +133,9 @@ Command add_view(CLI::App& app) {
   view->add_option("--address", options->address, "Address to listen on")->capture_default_str();
   view->add_option("--html", options->html, "Write one self-contained HTML file (small traces) instead of serving");
   view->add_flag("--no-cache", options->no_cache,
-                 "Index the trace again, and keep no index beside it (by default the index is written to "
-                 "DIR/.chronicle-view-index the first time and read from there afterwards)");
+                 "Index the trace again, and keep no index (by default the index is written the first time, to "
+                 "DIR/.chronicle-view-index when DIR is yours alone, else to $XDG_CACHE_HOME/chronicle, and read "
+                 "from there afterwards)");
   return {view, [options] { return run_view(*options); }};
 }
 

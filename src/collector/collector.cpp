@@ -371,18 +371,6 @@ std::string shared_directory_problem(const std::string& directory) {
   return {};
 }
 
-void create_private_directory(const std::string& directory) {
-  const std::filesystem::path path(directory);
-  std::error_code error;
-  if (path.has_parent_path() && !path.parent_path().empty())
-    std::filesystem::create_directories(path.parent_path(), error);
-  if (::mkdir(directory.c_str(), 0700) == 0) return;
-  const int failure = errno;
-  struct stat info {};
-  if (failure == EEXIST && ::stat(directory.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) return;
-  throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(failure)));
-}
-
 std::shared_ptr<compression::UnitWriter> warmed_unit_writer(size_t packet_size, size_t buffers) {
   auto writer = std::make_shared<compression::UnitWriter>();
   writer->warm_up(kCompressedUnitBytes + packet_size, buffers);

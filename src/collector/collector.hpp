@@ -17,6 +17,7 @@
 
 #include "chronicle/detail/layout.hpp"
 #include "format/metadata.hpp"
+#include "format/output_file.hpp"
 
 namespace chronicle::compression {
 class UnitWriter;
@@ -164,8 +165,8 @@ void request_drain(format::ShmHeader& header);
 // written), or "" when only this user can write there (or it does not exist yet).
 std::string shared_directory_problem(const std::string& directory);
 
-// Makes `directory` with mode 0700 (its parents as create_directories does) unless it exists.
-void create_private_directory(const std::string& directory);
+// Makes `directory` with mode 0700 unless it exists, never through a planted link (output_file.hpp).
+using format::create_private_directory;
 
 // Makes this process the one that drains `header`'s rings (ShmHeader::collector_pid); false,
 // with the claimant in `holder`, when a running process has them.

@@ -412,7 +412,7 @@ void export_chrome_json(const std::vector<reader::Trace>& traces, const std::str
   }
   if (origin_ns == std::numeric_limits<int64_t>::max()) origin_ns = 0;
 
-  OutputFile out(path);
+  OutputFile out(path, options.when_exists);
   std::string& text = out.buffer();
   fmt::format_to(std::back_inserter(text), "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"time_origin_unix_ns\":{}",
                  origin_ns);

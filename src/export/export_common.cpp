@@ -1,5 +1,7 @@
 #include "export/export_common.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,29 +21,35 @@ std::vector<reader::Trace> open_traces(const std::string& directory) {
   return traces;
 }
 
-OutputFile::OutputFile(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "wb");
-  if (!file_) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+OutputFile::OutputFile(const std::string& path, format::WhenExists when_exists) : path_(path) {
+  if (format::is_stream_target(path)) {
+    fd_ = format::open_stream_target(path);
+  } else {
+    file_.emplace(path, when_exists);
+    fd_ = file_->fd();
+  }
   buffer_.reserve(kFlushSize + (kFlushSize >> 2));
 }
 
 OutputFile::~OutputFile() {
-  if (file_) std::fclose(file_);
+  if (!file_ && fd_ >= 0) ::close(fd_);
 }
 
 void OutputFile::flush() {
   if (buffer_.empty()) return;
-  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  format::write_all(fd_, buffer_, path_);
   buffer_.clear();
 }
 
 void OutputFile::close() {
   flush();
-  std::FILE* file = file_;
-  file_ = nullptr;
-  // fclose reports what the last writes could not do (a full disk shows here at the latest).
-  if (std::fclose(file) != 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  if (file_) {
+    file_->commit();  // close reports what the last writes could not do (a full disk, at the latest)
+    return;
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "format/output_file.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
 
@@ -25,6 +26,9 @@ struct ExportOptions {
   // Called every 2^20 events with the number of events read so far, across all traces (an
   // exporter reads a trace twice: once for the task graph, once for the events).
   std::function<void(uint64_t events_read)> on_progress;
+  // The output is written under a temporary name and renamed into place (format::PrivateFile);
+  // this says what happens to a file already at its name. A device or a pipe is written in place.
+  format::WhenExists when_exists = format::WhenExists::refuse;
 };
 
 // Opens every trace of a record run: DIR itself and its NAME-PID subdirectories. Throws
@@ -46,11 +50,12 @@ class ProgressCounter {
   uint64_t events_ = 0;
 };
 
-// A file written through a large buffer; every failure (open, write, close) throws
-// std::runtime_error naming the file and the reason.
+// A file written through a large buffer: a private file renamed into place by close(), or a
+// device or pipe written in place (format::is_stream_target). Every failure (open, write, close)
+// throws std::runtime_error naming the file and the reason; a file not closed is not kept.
 class OutputFile {
  public:
-  explicit OutputFile(const std::string& path);
+  OutputFile(const std::string& path, format::WhenExists when_exists);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -70,7 +75,8 @@ class OutputFile {
   static constexpr size_t kFlushSize = 1 << 20;
   void flush();
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::optional<format::PrivateFile> file_;  // unless a stream is written in place
+  int fd_ = -1;
   std::string buffer_;
 };
 

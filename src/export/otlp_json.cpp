@@ -154,7 +154,7 @@ class OtlpJsonFileSink final : public OtlpSpanSink {
 
 void export_otlp_json(const std::vector<reader::Trace>& traces, const std::string& path, const ExportOptions& options) {
   ProgressCounter progress(options);
-  OutputFile out(path);
+  OutputFile out(path, options.when_exists);
   out.write("{\"resourceSpans\":[");
   OtlpJsonFileSink sink(out);
   produce_otlp_spans(traces, sink, progress);

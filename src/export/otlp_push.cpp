@@ -89,7 +89,7 @@ class Spool {
   void write(const std::string& body, uint64_t spans, OtlpProtocol protocol) {
     namespace fs = std::filesystem;
     if (!next_index_) {
-      fs::create_directories(directory_);
+      format::create_private_directory(directory_);
       uint64_t last = 0;
       for (const SpoolFile& file : list_spool(directory_)) read_spool_name(file.path, &last);
       next_index_ = last + 1;
@@ -97,15 +97,8 @@ class Spool {
     if (!first_written_) first_written_ = *next_index_;
     const fs::path path =
         fs::path(directory_) / fmt::format("{:08}-{}.{}", (*next_index_)++, spans, spool_extension(protocol));
-    // Written aside and renamed: a resend never sees half a batch.
-    const fs::path partial = path.string() + ".partial";
-    {
-      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-      out.write(body.data(), static_cast<std::streamsize>(body.size()));
-      out.close();
-      if (!out) throw std::runtime_error(fmt::format("cannot write {}", partial.string()));
-    }
-    fs::rename(partial, path);
+    // Written aside and renamed (a resend never sees half a batch), private as the trace is.
+    format::write_private_file(path.string(), body, format::WhenExists::refuse);
   }
 
   // The files this spool object wrote (and that are still there), oldest first.

@@ -10,6 +10,7 @@
 
 #include "analysis/counter_series.hpp"
 #include "format/metadata.hpp"
+#include "format/output_file.hpp"
 
 namespace chronicle::exports {
 namespace {
@@ -55,11 +56,10 @@ using Value = std::variant<std::nullptr_t, int64_t, double, std::string_view>;
 
 class Database {
  public:
-  explicit Database(const std::string& path) : path_(path) {
-    if (std::filesystem::exists(path))
-      throw std::runtime_error(fmt::format("{}: exists; a database is only written anew", path));
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXRESCODE,
-                        nullptr) != SQLITE_OK)
+  // Opens the empty file `file` made (its temporary name: SQLite opens files by name).
+  explicit Database(const format::PrivateFile& file) : path_(file.path()) {
+    if (sqlite3_open_v2(file.temporary_path().c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE, nullptr) != SQLITE_OK)
       fail("cannot open");
   }
   ~Database() {
@@ -271,16 +271,21 @@ class SqliteWriter {
 
 void export_sqlite(const std::vector<reader::Trace>& traces, const std::string& path, const ExportOptions& options) {
   ProgressCounter progress(options);
-  Database db(path);
-  // A new file written in one go: a crash leaves a file the caller discards anyway, so the
-  // journal would only cost time.
-  db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;");
-  db.execute("BEGIN");
-  db.execute(kSchema);
-  SqliteWriter writer(db);
-  for (size_t i = 0; i < traces.size(); ++i) writer.write_trace(traces[i], static_cast<int64_t>(i + 1), progress);
-  db.execute(kIndexes);
-  db.execute("COMMIT");
+  format::PrivateFile file(path, options.when_exists);
+  file.close();
+  {
+    Database db(file);
+    // A new file written in one go under a temporary name: a crash leaves no database under the
+    // name asked for, so the journal would only cost time.
+    db.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;");
+    db.execute("BEGIN");
+    db.execute(kSchema);
+    SqliteWriter writer(db);
+    for (size_t i = 0; i < traces.size(); ++i) writer.write_trace(traces[i], static_cast<int64_t>(i + 1), progress);
+    db.execute(kIndexes);
+    db.execute("COMMIT");
+  }
+  file.commit();
 }
 
 }  // namespace chronicle::exports

@@ -17,6 +17,7 @@
 #include <map>
 #include <string_view>
 
+#include "format/output_file.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 
@@ -536,26 +537,69 @@ std::string IndexCache::identity(const std::string& top, const std::vector<std::
 }
 
 void IndexCache::save(const TimelineIndex& index, const std::string& path, const std::string& identity) {
-  const std::string temporary = fmt::format("{}.{}.tmp", path, getpid());
-  // As private as the trace files it is made from (record writes them 0600).
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error(system_error("cannot create " + temporary));
-  try {
-    write_file(index, fd, identity,
-               [&](CacheWriter& writer, const Column<uint64_t>& records) { Fields::write(writer, index, records); });
-    // On disk before it has the final name: a crash then leaves the old file or none, never a
-    // file whose name says whole and whose columns are zeros.
-    if (fdatasync(fd) != 0) throw std::runtime_error(system_error("cannot write"));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  if (::close(fd) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string problem = system_error("cannot write " + path);
-    ::unlink(temporary.c_str());
-    throw std::runtime_error(problem);
-  }
+  // Created new under a random name and renamed over the old index (format::PrivateFile): as
+  // private as the trace files it is made from, and never written through a link.
+  format::PrivateFile file(path, format::WhenExists::replace);
+  write_file(index, file.fd(), identity,
+             [&](CacheWriter& writer, const Column<uint64_t>& records) { Fields::write(writer, index, records); });
+  // On disk before it has the final name: a crash then leaves the old file or none, never a
+  // file whose name says whole and whose columns are zeros.
+  if (fdatasync(file.fd()) != 0) throw std::runtime_error(system_error("cannot write " + path));
+  file.commit();
+}
+
+namespace {
+
+// The caller's directory for indexes kept away from their traces: $XDG_CACHE_HOME/chronicle, by
+// default ~/.cache/chronicle; made 0700, and used only when it is a directory of the caller's that
+// no one else may write (never through a link).
+std::string user_cache_directory() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path base;
+  if (xdg && *xdg == '/')
+    base = xdg;
+  else if (home && *home == '/')
+    base = fs::path(home) / ".cache";
+  else
+    throw std::runtime_error("neither XDG_CACHE_HOME nor HOME names a directory for the index");
+  std::error_code ignored;
+  fs::create_directories(base, ignored);
+  const fs::path directory = base / "chronicle";
+  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST)
+    throw std::runtime_error(system_error("cannot create " + directory.string()));
+  struct stat info {};
+  if (::lstat(directory.c_str(), &info) != 0)
+    throw std::runtime_error(system_error("cannot use " + directory.string()));
+  if (!S_ISDIR(info.st_mode) || info.st_uid != ::geteuid() || (info.st_mode & (S_IWGRP | S_IWOTH)))
+    throw std::runtime_error(
+        fmt::format("{} is not a directory of this user's alone (a link, another user's, or "
+                    "writable by others): it is not used",
+                    directory.string()));
+  return directory.string();
+}
+
+// A name for the traces under `directory` in the user's cache: their directory's real path and
+// its device and inode, hashed (FNV-1a), so that the same traces find the same file.
+std::string cache_name_for(const std::string& directory, const struct stat& info) {
+  std::error_code error;
+  const std::string identity = fmt::format("{}\n{}\n{}", fs::canonical(directory, error).string(),
+                                           static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino));
+  uint64_t hash = 14695981039346656037ULL;
+  for (const char c : identity) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return fmt::format("view-index-{:016x}", hash);
+}
+
+}  // namespace
+
+std::string IndexCache::path_for(const std::string& directory) {
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0) throw std::runtime_error(system_error("cannot look at " + directory));
+  // Beside the traces only where no one else may plant a file (a link to one of the caller's)
+  // under the names it is written and read by.
+  if (info.st_uid == ::geteuid() && !(info.st_mode & (S_IWGRP | S_IWOTH)))
+    return (fs::path(directory) / kFileName).string();
+  return (fs::path(user_cache_directory()) / cache_name_for(directory, info)).string();
 }
 
 std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std::string& identity) {
@@ -663,7 +707,15 @@ model::GraphDetail graph_detail(uint64_t trace_bytes, bool in_files, uint64_t av
 OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress) {
   const std::vector<std::string> trace_directories = reader::find_traces(directory);
   OpenedIndex opened;
-  const std::string path = (fs::path(directory) / IndexCache::kFileName).string();
+  std::string path;
+  if (use_cache) {
+    try {
+      path = IndexCache::path_for(directory);
+    } catch (const std::exception& problem) {
+      opened.cache_problem = fmt::format("the index was not kept ({}): the next view indexes again", problem.what());
+      use_cache = false;
+    }
+  }
   const std::string identity = use_cache ? IndexCache::identity(directory, trace_directories) : std::string();
   if (use_cache) {
     try {
@@ -687,7 +739,8 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
   const auto build_started = std::chrono::steady_clock::now();
   const uint64_t available = memory_available();
   const uint64_t traces = trace_bytes(trace_directories);
-  if (spill_wanted(traces, available)) opened.spill_directory = use_cache ? directory : temporary_directory();
+  if (spill_wanted(traces, available))
+    opened.spill_directory = use_cache ? fs::path(path).parent_path().string() : temporary_directory();
   const model::GraphDetail detail = graph_detail(traces, !opened.spill_directory.empty(), available, progress);
   opened.index = [&] {
     std::optional<SpillScope> spill;

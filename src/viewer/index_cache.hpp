@@ -4,8 +4,8 @@
 // (lanes, sites, counter names, warnings, where each column lies); the task graphs are read
 // when details or a critical path first need them.
 //
-// The file (`.chronicle-view-index` in the directory given to view: a dot-file, which the
-// reader and babeltrace2 skip) holds:
+// The file (`.chronicle-view-index` in the directory given to view, a dot-file which the reader
+// and babeltrace2 skip, or in the caller's cache directory: path_for) holds:
 //   a header: magic, format version, the offsets of the two descriptions below;
 //   the columns, each at a 64-byte boundary;
 //   the graphs' description (read on first use) and the index's description: the identity of
@@ -36,6 +36,13 @@ struct IndexCacheDamaged : std::runtime_error {
 class IndexCache {
  public:
   static constexpr const char* kFileName = ".chronicle-view-index";
+
+  // Where the index of the traces under `directory` is kept and looked for: beside them
+  // (DIR/.chronicle-view-index) when DIR is the caller's and no one else may write it, else in
+  // the caller's cache ($XDG_CACHE_HOME/chronicle, default ~/.cache/chronicle, mode 0700) under a
+  // name made from DIR's real path, device and inode. Throws std::runtime_error when neither is
+  // safe (the cache directory is a link, another user's, or writable by others).
+  static std::string path_for(const std::string& directory);
 
   // What the index of `trace_directories` (what find_traces gave for `top`) depends on.
   static std::string identity(const std::string& top, const std::vector<std::string>& trace_directories);
