@@ -41,7 +41,8 @@ Before the program runs, record refuses (exit 1, the program never starts untrac
 cannot create a file in (permissions, a read-only or full file system), and one that other users
 may write to: a directory of another user, or writable by its group or by everyone, or inside a
 group- or world-writable parent without the sticky bit (such a user could swap the trace's files
-for links to files of yours). --allow-shared-output writes there anyway. The trace directory is
+for links to files of yours; this refusal, and a link planted at the output's name, exit 2).
+--allow-shared-output writes there anyway, never through a planted link. The trace directory is
 made with mode 0700 and its files with 0600, like the shared mappings; every file is created new
 (`O_EXCL`, never through a link: the metadata and definitions under a random temporary name,
 renamed into place).
