@@ -1055,17 +1055,24 @@ void record_control_note(uint32_t generation, const std::string& text) {
                          text.size());
 }
 
-// Answers ctl's request, if one waits: numbered one past the last answered.
+// Answers ctl's request, if one waits (its number is not 0). Taking it sets the number to 0
+// (layout.hpp, "The control block"), so another ring of the bell never answers it twice, and a
+// request ctl withdrew or rewrote meanwhile is never taken.
 void answer_request(Session& session) {
   ShmHeader& header = *session.header;
+  std::atomic_ref<uint32_t> waiting(header.control_request.number);
+  // ctl stores the number last (release): seeing it, the rest of the request is whole.
+  const uint32_t number = waiting.load(std::memory_order_acquire);
+  if (number == 0) return;
   // Another process's bytes: copied once, then checked; never read again from the mapping.
   format::ControlRequest request;
-  const uint32_t number = header.control_answered.load(std::memory_order_relaxed) + 1;
-  // ctl stores the number last (release): seeing it, the rest of the request is whole.
-  if (std::atomic_ref<uint32_t>(header.control_request.number).load(std::memory_order_acquire) != number) return;
   std::memcpy(&request, &header.control_request, sizeof request);
-  if (request.number != number) return;
+  std::atomic_thread_fence(std::memory_order_acquire);  // the copy's loads before the take
+  uint32_t expected = number;
+  if (!waiting.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return;
+  request.number = number;
   request.pattern[sizeof request.pattern - 1] = '\0';
+  recorder::test_pause(recorder::TestPoint::control_request_taken);
   ControlOutcome outcome;
   Registry& reg = registry();
   if (request.command != format::ControlCommand::set_category_state) {

@@ -8,9 +8,10 @@
 namespace chronicle::recorder {
 
 enum class TestPoint {
-  nested_drop_counting,  // count_nested_drop: the session found, its mapping not yet touched
-  site_interning,        // a site listed in the registry, its id not yet stored (mutex held)
-  metric_registering,    // a metric's entry in the mapping, not yet in the registry (mutex held)
+  nested_drop_counting,   // count_nested_drop: the session found, its mapping not yet touched
+  site_interning,         // a site listed in the registry, its id not yet stored (mutex held)
+  metric_registering,     // a metric's entry in the mapping, not yet in the registry (mutex held)
+  control_request_taken,  // the control thread copied ctl's request, and has not answered it yet
 };
 
 extern std::atomic<void (*)(TestPoint)> g_test_pause;
