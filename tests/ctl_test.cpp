@@ -597,5 +597,24 @@ TEST(Ctl, ALateAnswerToAnAbandonedRequestIsNeverTakenForTheNextOnes) {
   ASSERT_EQ(writer.finish(), 0);
 }
 
+// The control block names its holder by pid; a pid that is alive is not proof that its process
+// holds the block (the ctl that took it died, and the pid went to another process). Here the
+// block names pid 1, which lives and is no ctl: the next ctl must take the block.
+TEST(Ctl, ABlockNamingALiveProcessThatIsNoCtlIsFree) {
+  TemporaryDirectory directory;
+  ArmedWriter writer(directory);
+  ASSERT_GT(writer.pid(), 0);
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid())) << "the armed program's categories never showed";
+  {
+    const MappedHeader header(directory, writer.pid());
+    ASSERT_TRUE(header);
+    header->control_owner.store(1);  // as left by a ctl that died, its pid since reused by init
+  }
+  const auto enabled = run(ctl(directory, writer.pid(), "enable 'b.*'"));
+  EXPECT_EQ(enabled.exit_code, 0) << enabled.err;
+  EXPECT_NE(enabled.out.find("b.x, b.y: on"), std::string::npos) << enabled.out;
+  ASSERT_EQ(writer.finish(), 0);
+}
+
 }  // namespace
 }  // namespace chronicle::test

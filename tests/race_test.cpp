@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "collector/collector.hpp"
 #include "metrics/snapshot.hpp"
 #include "recorder/test_pause.hpp"
 #include "support.hpp"
@@ -149,6 +150,36 @@ TEST(Races, AChildForkedWhileAMetricIsRegisteredSeesItWholeOrNotAtAll) {
       });
   EXPECT_EQ(verdict, 0) << "1: the child registered the series a second time: its registry was copied "
                            "after the entry was in the mapping and before the registry knew it";
+}
+
+// ---- liveness by pid -----------------------------------------------------------------------------
+
+// A session's collector is named by pid; a pid that is alive is not proof that its process
+// collects (the `record` that claimed the rings died, and the pid went to another process).
+// Here the session names pid 1, which lives and collects nothing: the rings must be claimable.
+TEST(Races, ACollectorPidNamingALiveProcessThatCollectsNothingIsNoClaim) {
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.output.clear();  // no collector in this process: the rings wait for `chronicle record`
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    collector::SessionMapping mapping(shm_path());
+    mapping.header().collector_pid.store(1);  // as left by a `record` that died, its pid since reused by init
+    uint32_t holder = 0;
+    EXPECT_TRUE(collector::claim_session(mapping, holder)) << "refused: collected by process " << holder;
+    // A claim that lives is respected, even by another mapping of this process.
+    collector::SessionMapping second(shm_path());
+    uint32_t other = 0;
+    EXPECT_FALSE(collector::claim_session(second, other));
+    EXPECT_EQ(other, static_cast<uint32_t>(getpid()));
+  }
+  {
+    // The claimant is gone (its mapping closed): the rings are free again.
+    collector::SessionMapping third(shm_path());
+    uint32_t holder = 0;
+    EXPECT_TRUE(collector::claim_session(third, holder)) << "refused: collected by process " << holder;
+  }
+  stop();
 }
 
 }  // namespace

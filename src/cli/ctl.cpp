@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "collector/collector.hpp"
 #include "format/category_rules.hpp"
 #include "shm/mapping_check.hpp"
+#include "shm/shm_file.hpp"
 
 namespace chronicle::cli {
 namespace {
@@ -94,20 +96,26 @@ int run_status(const CtlOptions& options) {
   return 0;
 }
 
-// Takes the control block for this process; a ctl that died holding it is replaced.
-void take_control_block(format::ShmHeader& header) {
-  const auto me = static_cast<uint32_t>(getpid());
+constexpr uint64_t kControlOwnerOffset = offsetof(format::ShmHeader, control_owner);
+
+// Takes the control block for this process. The block is a role held by a lock on the file
+// (shm::take_role), so a ctl that died holding it is replaced at once, whatever became of its
+// pid; control_owner only names the holder.
+void take_control_block(collector::SessionMapping& mapping) {
+  format::ShmHeader& header = mapping.header();
   const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;
-  for (;;) {
-    uint32_t holder = 0;
-    if (header.control_owner.compare_exchange_strong(holder, me, std::memory_order_acq_rel)) return;
-    if (::kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH &&
-        header.control_owner.compare_exchange_strong(holder, me, std::memory_order_acq_rel))
-      return;
+  while (!shm::take_role(mapping.fd(), kControlOwnerOffset)) {
     if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error(fmt::format("another ctl (pid {}) keeps talking to process {}", holder, header.pid));
+      throw std::runtime_error(fmt::format("another ctl (pid {}) keeps talking to process {}",
+                                           header.control_owner.load(std::memory_order_relaxed), header.pid));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  header.control_owner.store(static_cast<uint32_t>(getpid()), std::memory_order_release);
+}
+
+void give_back_control_block(collector::SessionMapping& mapping) {
+  mapping.header().control_owner.store(0, std::memory_order_release);
+  shm::give_up_role(mapping.fd(), kControlOwnerOffset);
 }
 
 enum class Exchange { answered, withdrawn, taken_unanswered };
@@ -158,7 +166,7 @@ int run_change(const CtlOptions& options, uint8_t state) {
   request.command = format::ControlCommand::set_category_state;
   request.state = state;
   std::memcpy(request.pattern, options.pattern.data(), options.pattern.size());
-  take_control_block(header);
+  take_control_block(*mapping);
   const Exchange outcome = exchange(*mapping, request);
   const bool answered = outcome == Exchange::answered;
   std::string answer;
@@ -170,7 +178,7 @@ int run_change(const CtlOptions& options, uint8_t state) {
     answer = text;
     status = header.control_status.load(std::memory_order_relaxed);
   }
-  header.control_owner.store(0, std::memory_order_release);
+  give_back_control_block(*mapping);
   if (outcome == Exchange::withdrawn)
     throw std::runtime_error(
         fmt::format("process {} did not answer within {} s (stopped, its session ending, or "

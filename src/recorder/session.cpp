@@ -62,6 +62,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -1619,7 +1620,10 @@ bool start(const Config& config) {
   header.event_cost_ps = recorder::measure_event_cost_ps();
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
-  if (!config.output.empty()) header.collector_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
+  if (!config.output.empty()) {  // the rings' collector is this process: it holds the role (shm::take_role)
+    shm::take_role(session->file.fd, offsetof(ShmHeader, collector_pid));
+    header.collector_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
+  }
 
   auto* strings = reinterpret_cast<PacketHeader*>(session->file.base + strings_offset);
   strings->magic = format::kPacketMagic;
@@ -1709,6 +1713,8 @@ void stop() {
   }
   if (!session->config.keep_shm && (!session->config.output.empty() || session->remove_mapping_at_stop))
     ::unlink(session->file.path.c_str());
+  // A mapping left mapped keeps the open file and its lock: the role is given up by hand.
+  shm::give_up_role(session->file.fd, offsetof(ShmHeader, collector_pid));
   const bool no_handler_left = wait_until_no_handler_in_mapping();
   shm::release(session->file, no_writer_left && no_handler_left);
   if (no_writer_left && no_handler_left) session->header = nullptr;

@@ -292,7 +292,8 @@ enum class SiteKind : uint8_t {
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
 // 2: channels are reused (epoch), rings reserved. 3: the category table and the control block.
 // 4: counts per channel and category, and the measured cost of an event. 5: ctl's requests are
-// numbered from control_numbers and taken by the program (its number compare-exchanged to 0).
+// numbered from control_numbers and taken by the program (its number compare-exchanged to 0);
+// the control block and the rings' collector are held by locks on the file, not by pid.
 inline constexpr uint32_t kShmVersion = 5;
 inline constexpr size_t kShmHeaderSize = 4096;
 inline constexpr size_t kMaxCategories = 256;
@@ -335,9 +336,12 @@ inline constexpr uint16_t kNoCategory = 0xffff;
 
 // The control block: `chronicle ctl` asks, the program's control thread answers.
 //
-//   control_owner     0 -> ctl's pid       ctl, compare-exchange (acq_rel): one request at a time.
-//                                          A ctl that finds the owner dead takes it over the
-//                                          same way. The program never reads or waits for it.
+//   control_owner     0 -> ctl's pid       one ctl at a time: the block is held by an open-file-
+//                                          description lock on these 4 bytes (shm::take_role),
+//                                          which the kernel drops when ctl dies, so a dead ctl's
+//                                          block is free whatever became of its pid; the word
+//                                          names the holder (release), for messages only. The
+//                                          program never reads or waits for it.
 //   control_numbers   n -> n + 1           ctl, fetch_add (relaxed; 0 skipped): its request's
 //                                          number, unique, so that an answer to an abandoned
 //                                          request, however late, never matches a later one.
@@ -367,7 +371,7 @@ inline constexpr uint16_t kNoCategory = 0xffff;
 //                                          publishes the answer), then FUTEX_WAKE; ctl waits
 //                                          until it holds its own number (acquire).
 //   control_owner     ctl's pid -> 0       ctl, store (release), once it read the answer or
-//                                          gave up.
+//                                          gave up; then it unlocks.
 //
 // A request's change is in effect when the answer is published: the program stores the new
 // category states (in its own memory and here) before it answers.
@@ -441,8 +445,9 @@ struct ShmHeader {
   // The fatal signal the program died of, when its handler ran (0: none).
   std::atomic<int32_t> ended_by_signal;
   // The process that drains the rings (stream policy): the program itself when it has the
-  // collector, else the `chronicle record` that claimed the session (compare-exchange from 0,
-  // or from a pid that is no longer running); 0: none. Two collectors would each take half.
+  // collector, else the `chronicle record` that claimed the session; 0: none. Two collectors
+  // would each take half. The claim is an open-file-description lock on these 4 bytes
+  // (shm::take_role), which the kernel drops when the claimant dies; the pid only names it.
   std::atomic<uint32_t> collector_pid;
   // Entries [0, category_count) of the category table are written (release after the name).
   std::atomic<uint32_t> category_count;
