@@ -574,6 +574,7 @@ TEST(Ctl, ALateAnswerToAnAbandonedRequestIsNeverTakenForTheNextOnes) {
   EXPECT_NE(abandoned.err.find("did not answer"), std::string::npos) << abandoned.err;
 
   const MappedHeader header(directory, writer.pid());
+  if (!header) kill(writer.pid(), SIGCONT);  // so that the writer can be ended
   ASSERT_TRUE(header);
   const uint32_t rings_before = header->control_requests.load();
   test::CommandResult second;
