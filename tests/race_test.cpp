@@ -116,36 +116,42 @@ int fork_during(TestPoint point, void (*update)(), int (*child_verdict)()) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-constinit detail::Site g_forked_site{"race", "interned across fork", __FILE__, __LINE__,
-                                     static_cast<uint8_t>(format::SiteKind::instant)};
+// A site never interned before (each run of the test makes its own: the registry keeps it for
+// the process's life).
+detail::Site* g_forked_site = nullptr;
 
 TEST(Races, AChildForkedWhileASiteIsInternedSeesItWholeOrNotAtAll) {
   TemporaryDirectory directory;
+  g_forked_site = new detail::Site{"race", "interned across fork", __FILE__, __LINE__,
+                                   static_cast<uint8_t>(format::SiteKind::instant)};
   ASSERT_TRUE(start(test::test_config(directory))) << last_error();
   const int verdict = fork_during(
-      TestPoint::site_interning, [] { detail::intern_site(g_forked_site); },
-      [] { return g_forked_site.id.load() != 0 ? 0 : 1; });
+      TestPoint::site_interning, [] { detail::intern_site(*g_forked_site); },
+      [] { return g_forked_site->id.load() != 0 ? 0 : 1; });
   stop();
   EXPECT_EQ(verdict, 0) << "1: the child's registry lists the site without its id, a copy taken mid-update";
 }
 
-constexpr const char* kForkedMetric = "race_forked_total";
+// A series never registered before (each run of the test names its own).
+std::string g_forked_metric;
 
-// How many series named kForkedMetric this process's metrics mapping holds.
+// How many series named g_forked_metric this process's metrics mapping holds.
 int forked_metric_entries() {
   int entries = 0;
   for (const metrics::MetricSample& sample : metrics::read_own_metrics().metrics)
-    entries += sample.name == kForkedMetric;
+    entries += sample.name == g_forked_metric;
   return entries;
 }
 
 TEST(Races, AChildForkedWhileAMetricIsRegisteredSeesItWholeOrNotAtAll) {
   TemporaryDirectory directory;
   setenv("CHRONICLE_METRICS_DIR", directory.path().c_str(), 1);  // a forked child's own file goes there
+  static int runs = 0;
+  g_forked_metric = "race_forked_total_" + std::to_string(++runs);
   const int verdict = fork_during(
-      TestPoint::metric_registering, [] { Counter{kForkedMetric}.add(1); },
+      TestPoint::metric_registering, [] { Counter{g_forked_metric}.add(1); },
       [] {
-        Counter{kForkedMetric}.add(1);  // the same series again: it must be found, not made twice
+        Counter{g_forked_metric}.add(1);  // the same series again: it must be found, not made twice
         return forked_metric_entries() == 1 ? 0 : 1;
       });
   EXPECT_EQ(verdict, 0) << "1: the child registered the series a second time: its registry was copied "
