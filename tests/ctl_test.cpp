@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -16,6 +19,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "chronicle/detail/layout.hpp"
 
 #include "support.hpp"
 
@@ -519,6 +524,104 @@ TEST(Ctl, AMalformedMappingIsAnErrorAndNeverWritten) {
   const auto loose = run(kCli + " ctl " + path + " status");
   EXPECT_EQ(loose.exit_code, 1);
   EXPECT_NE(loose.err.find("lets other users change it"), std::string::npos) << loose.err;
+}
+
+// The header of process `pid`'s session mapping under `directory`, mapped read-write as the test
+// needs to plant what another process could have left there; null when there is none.
+class MappedHeader {
+ public:
+  MappedHeader(const TemporaryDirectory& directory, pid_t pid) {
+    const std::string prefix = "chronicle-" + std::to_string(pid) + "-";
+    for (const auto& entry : std::filesystem::directory_iterator(directory.path())) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) != 0 || entry.path().extension() != ".shm") continue;
+      const int fd = ::open(entry.path().c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) return;
+      void* mapped = mmap(nullptr, format::kShmHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      ::close(fd);
+      if (mapped != MAP_FAILED) header_ = static_cast<format::ShmHeader*>(mapped);
+      return;
+    }
+  }
+  ~MappedHeader() {
+    if (header_) munmap(header_, format::kShmHeaderSize);
+  }
+  MappedHeader(const MappedHeader&) = delete;
+  MappedHeader& operator=(const MappedHeader&) = delete;
+  format::ShmHeader* operator->() const { return header_; }
+  explicit operator bool() const { return header_ != nullptr; }
+
+ private:
+  format::ShmHeader* header_ = nullptr;
+};
+
+// The state `ctl status` shows for `category`, or "" when it has no row.
+std::string status_state(const std::string& status, const std::string& category) {
+  std::istringstream lines(status);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name, state;
+    if (words >> name >> state && name == category) return state;
+  }
+  return {};
+}
+
+// A program that stalls (SIGSTOP, a debugger) after it took a ctl's request and before it
+// answered: that ctl gives up after its 5 s. A second ctl then asks; the program resumes and
+// answers the first request late. The second ctl must get the answer to its own request, with
+// its change applied, never the late answer to the first.
+TEST(Ctl, ALateAnswerToAnAbandonedRequestIsNeverTakenForTheNextOnes) {
+  TemporaryDirectory directory;
+  // category_writer stops itself (SIGSTOP) once, right after its control thread took a request.
+  ArmedWriter writer(directory, {}, {{"CATEGORY_WRITER_STALL_AFTER_REQUEST", "1"}});
+  ASSERT_GT(writer.pid(), 0);
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid())) << "the armed program's categories never showed";
+  const auto abandoned = run(ctl(directory, writer.pid(), "enable a"));
+  EXPECT_NE(abandoned.exit_code, 0) << abandoned.out;
+  EXPECT_NE(abandoned.err.find("did not answer"), std::string::npos) << abandoned.err;
+
+  const MappedHeader header(directory, writer.pid());
+  if (!header) kill(writer.pid(), SIGCONT);  // so that the writer can be ended
+  ASSERT_TRUE(header);
+  const uint32_t rings_before = header->control_requests.load();
+  test::CommandResult second;
+  std::atomic<bool> second_done{false};
+  std::thread asking([&] {
+    second = run(ctl(directory, writer.pid(), "enable 'b.*'"));
+    second_done = true;
+  });
+  // The second request is written and rung while the program is still stopped.
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (header->control_requests.load() == rings_before && !second_done && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(kill(writer.pid(), SIGCONT), 0);
+  asking.join();
+  EXPECT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("b.x, b.y: on"), std::string::npos) << "the second ctl's answer is to its own request:\n"
+                                                                << second.out;
+  const auto status = run(ctl(directory, writer.pid(), "status"));
+  EXPECT_EQ(status_state(status.out, "b.x"), "on") << "the second ctl's change was never applied:\n" << status.out;
+  EXPECT_EQ(status_state(status.out, "b.y"), "on") << status.out;
+  ASSERT_EQ(writer.finish(), 0);
+}
+
+// The control block names its holder by pid; a pid that is alive is not proof that its process
+// holds the block (the ctl that took it died, and the pid went to another process). Here the
+// block names pid 1, which lives and is no ctl: the next ctl must take the block.
+TEST(Ctl, ABlockNamingALiveProcessThatIsNoCtlIsFree) {
+  TemporaryDirectory directory;
+  ArmedWriter writer(directory);
+  ASSERT_GT(writer.pid(), 0);
+  ASSERT_TRUE(wait_for_categories(directory, writer.pid())) << "the armed program's categories never showed";
+  {
+    const MappedHeader header(directory, writer.pid());
+    ASSERT_TRUE(header);
+    header->control_owner.store(1);  // as left by a ctl that died, its pid since reused by init
+  }
+  const auto enabled = run(ctl(directory, writer.pid(), "enable 'b.*'"));
+  EXPECT_EQ(enabled.exit_code, 0) << enabled.err;
+  EXPECT_NE(enabled.out.find("b.x, b.y: on"), std::string::npos) << enabled.out;
+  ASSERT_EQ(writer.finish(), 0);
 }
 
 }  // namespace

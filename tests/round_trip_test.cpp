@@ -210,7 +210,7 @@ std::unique_ptr<collector::SessionMapping> start_drained_session(const Temporary
   }
   auto mapping = std::make_unique<collector::SessionMapping>(shm_path());
   uint32_t holder = 0;
-  if (!collector::claim_session(mapping->header(), holder)) {
+  if (!collector::claim_session(*mapping, holder)) {
     ADD_FAILURE() << "the session is claimed by process " << holder;
     stop();
     return nullptr;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "collector/collector.hpp"
 #include "format/category_rules.hpp"
 #include "shm/mapping_check.hpp"
+#include "shm/shm_file.hpp"
 
 namespace chronicle::cli {
 namespace {
@@ -94,30 +96,42 @@ int run_status(const CtlOptions& options) {
   return 0;
 }
 
-// Takes the control block for this process; a ctl that died holding it is replaced.
-void take_control_block(format::ShmHeader& header) {
-  const auto me = static_cast<uint32_t>(getpid());
+constexpr uint64_t kControlOwnerOffset = offsetof(format::ShmHeader, control_owner);
+
+// Takes the control block for this process. The block is a role held by a lock on the file
+// (shm::take_role), so a ctl that died holding it is replaced at once, whatever became of its
+// pid; control_owner only names the holder.
+void take_control_block(collector::SessionMapping& mapping) {
+  format::ShmHeader& header = mapping.header();
   const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;
-  for (;;) {
-    uint32_t holder = 0;
-    if (header.control_owner.compare_exchange_strong(holder, me, std::memory_order_acq_rel)) return;
-    if (::kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH &&
-        header.control_owner.compare_exchange_strong(holder, me, std::memory_order_acq_rel))
-      return;
+  while (!shm::take_role(mapping.fd(), kControlOwnerOffset)) {
     if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error(fmt::format("another ctl (pid {}) keeps talking to process {}", holder, header.pid));
+      throw std::runtime_error(fmt::format("another ctl (pid {}) keeps talking to process {}",
+                                           header.control_owner.load(std::memory_order_relaxed), header.pid));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  header.control_owner.store(static_cast<uint32_t>(getpid()), std::memory_order_release);
 }
 
-// Sends the request and waits for its answer; false when none came in time.
-bool exchange(collector::SessionMapping& mapping, format::ControlRequest request) {
+void give_back_control_block(collector::SessionMapping& mapping) {
+  mapping.header().control_owner.store(0, std::memory_order_release);
+  shm::give_up_role(mapping.fd(), kControlOwnerOffset);
+}
+
+enum class Exchange { answered, withdrawn, taken_unanswered };
+
+// Sends the request and waits for its answer. Its number is this ctl's alone (control_numbers),
+// so an answer to an earlier ctl's request, however late, is never taken for this one's. With no
+// answer in time the request is withdrawn, unless the program took it already.
+Exchange exchange(collector::SessionMapping& mapping, format::ControlRequest request) {
   format::ShmHeader& header = mapping.header();
-  const uint32_t mine = header.control_answered.load(std::memory_order_acquire) + 1;
-  // The number last, with release: a thread woken by another ring of the bell that sees it sees
-  // the whole request.
+  uint32_t mine = 0;
+  while (mine == 0) mine = header.control_numbers.fetch_add(1, std::memory_order_relaxed) + 1;  // 0: no request
+  // A seqlock's writer (layout.hpp): the number 0, then the bytes, then the number (release), so
+  // a program that copied bytes of this request under an older number fails to take it.
   std::atomic_ref<uint32_t> number(header.control_request.number);
   number.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(reinterpret_cast<char*>(&header.control_request) + sizeof request.number,
               reinterpret_cast<const char*>(&request) + sizeof request.number, sizeof request - sizeof request.number);
   number.store(mine, std::memory_order_release);
@@ -126,11 +140,17 @@ bool exchange(collector::SessionMapping& mapping, format::ControlRequest request
   const auto deadline = std::chrono::steady_clock::now() + kAnswerLimit;
   for (;;) {
     const uint32_t answered = header.control_answered.load(std::memory_order_acquire);
-    if (answered == mine) return true;
-    if (std::chrono::steady_clock::now() > deadline || !mapping.writer_alive()) return false;
+    if (answered == mine) return Exchange::answered;
+    if (std::chrono::steady_clock::now() > deadline || !mapping.writer_alive()) break;
     const timespec slice{0, 10'000'000};
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header.control_answered), FUTEX_WAIT, answered, &slice, nullptr, 0);
   }
+  // The program takes a request by a compare-exchange of its number to 0: exactly one of it and
+  // this withdrawal wins.
+  uint32_t expected = mine;
+  if (number.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return Exchange::withdrawn;
+  return header.control_answered.load(std::memory_order_acquire) == mine ? Exchange::answered
+                                                                         : Exchange::taken_unanswered;
 }
 
 int run_change(const CtlOptions& options, uint8_t state) {
@@ -146,8 +166,9 @@ int run_change(const CtlOptions& options, uint8_t state) {
   request.command = format::ControlCommand::set_category_state;
   request.state = state;
   std::memcpy(request.pattern, options.pattern.data(), options.pattern.size());
-  take_control_block(header);
-  const bool answered = exchange(*mapping, request);
+  take_control_block(*mapping);
+  const Exchange outcome = exchange(*mapping, request);
+  const bool answered = outcome == Exchange::answered;
   std::string answer;
   format::ControlStatus status = format::ControlStatus::refused;
   if (answered) {
@@ -157,11 +178,17 @@ int run_change(const CtlOptions& options, uint8_t state) {
     answer = text;
     status = header.control_status.load(std::memory_order_relaxed);
   }
-  header.control_owner.store(0, std::memory_order_release);
-  if (!answered)
-    throw std::runtime_error(fmt::format(
-        "process {} did not answer within {} s (stopped, its session ending, or started without a control thread)",
-        header.pid, kAnswerLimit.count()));
+  give_back_control_block(*mapping);
+  if (outcome == Exchange::withdrawn)
+    throw std::runtime_error(
+        fmt::format("process {} did not answer within {} s (stopped, its session ending, or "
+                    "started without a control thread): request withdrawn, nothing changed",
+                    header.pid, kAnswerLimit.count()));
+  if (outcome == Exchange::taken_unanswered)
+    throw std::runtime_error(
+        fmt::format("process {} took the request but did not answer within {} s (stopped?): "
+                    "the change takes effect when it goes on",
+                    header.pid, kAnswerLimit.count()));
   if (status != format::ControlStatus::ok) {
     fmt::print(stderr, "chronicle: process {} refused: {}\n", header.pid, answer);
     return kExitFailure;

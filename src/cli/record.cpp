@@ -216,7 +216,7 @@ void find_new_sessions(const std::string& shm_dir, const RecordOptions& options,
                               std::string(header.process_name, strnlen(header.process_name, 64)), header.pid);
     TrackedSession tracked;
     uint32_t holder = 0;
-    if (!collector::claim_session(mapping->header(), holder)) {
+    if (!collector::claim_session(*mapping, holder)) {
       failures.push_back(fmt::format("process {}: its session is already collected by process {}", header.pid, holder));
       tracked.done = true;
       tracked.mapping = std::move(mapping);

@@ -51,13 +51,13 @@ int run_record_attach(int pid, std::string output, bool allow_shared_output,
         "snapshot`",
         pid, pid));
   uint32_t holder = 0;
-  if (!collector::claim_session(header, holder))
+  if (!collector::claim_session(*mapping, holder))
     throw std::runtime_error(fmt::format("process {}'s session is already collected by process {}{}", pid, holder,
                                          holder == static_cast<uint32_t>(pid) ? " (its own collector)" : ""));
   struct Release {
-    format::ShmHeader& header;
-    ~Release() { header.collector_pid.store(0, std::memory_order_release); }
-  } release{header};
+    collector::SessionMapping& mapping;
+    ~Release() { collector::release_session(mapping); }
+  } release{*mapping};
   if (output.empty()) output = fmt::format("chronicle-attach-{}-{}", pid, timestamp_for_path());
   prepare_output_directory(output, allow_shared_output);
   collector::Collector collector(*mapping, output, layout);

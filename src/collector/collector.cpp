@@ -1023,17 +1023,22 @@ void Collector::start_after_consumed() {
                                   mapping_.packets_committed(channel));
 }
 
-// Claims the session's rings for this process (layout.hpp, ShmHeader::collector_pid).
-bool claim_session(format::ShmHeader& header, uint32_t& holder) {
-  const auto me = static_cast<uint32_t>(getpid());
-  for (;;) {
-    holder = 0;
-    if (header.collector_pid.compare_exchange_strong(holder, me, std::memory_order_acq_rel)) return true;
-    if (holder == me) return true;
-    if (::kill(static_cast<pid_t>(holder), 0) == 0 || errno != ESRCH) return false;
-    uint32_t dead = holder;
-    if (header.collector_pid.compare_exchange_strong(dead, me, std::memory_order_acq_rel)) return true;
+// Claims the session's rings for this process (layout.hpp, ShmHeader::collector_pid): the lock
+// decides, the pid only names the holder.
+bool claim_session(SessionMapping& mapping, uint32_t& holder) {
+  ShmHeader& header = mapping.header();
+  if (!shm::take_role(mapping.fd(), offsetof(ShmHeader, collector_pid))) {
+    holder = header.collector_pid.load(std::memory_order_acquire);
+    return false;
   }
+  holder = static_cast<uint32_t>(getpid());
+  header.collector_pid.store(holder, std::memory_order_release);
+  return true;
+}
+
+void release_session(SessionMapping& mapping) {
+  mapping.header().collector_pid.store(0, std::memory_order_release);
+  shm::give_up_role(mapping.fd(), offsetof(ShmHeader, collector_pid));
 }
 
 void Collector::finish() {

@@ -86,6 +86,9 @@ class SessionMapping {
   format::ShmHeader& header() { return *reinterpret_cast<format::ShmHeader*>(base_); }
   uint8_t* base() const { return base_; }
   const std::string& path() const { return path_; }
+  // The open file (read-write), for the roles' locks (shm::take_role); -1 for a mapping in this
+  // process's own memory.
+  int fd() const { return fd_; }
 
   // True while the writing process holds its lock on the file (false for wrapped memory).
   bool writer_alive() const;
@@ -168,9 +171,11 @@ std::string shared_directory_problem(const std::string& directory);
 // Makes `directory` with mode 0700 unless it exists, never through a planted link (output_file.hpp).
 using format::create_private_directory;
 
-// Makes this process the one that drains `header`'s rings (ShmHeader::collector_pid); false,
-// with the claimant in `holder`, when a running process has them.
-bool claim_session(format::ShmHeader& header, uint32_t& holder);
+// Makes this process the one that drains the mapping's rings (ShmHeader::collector_pid, a role
+// held by a lock on the file: shm::take_role); false, with the claimant in `holder`, when a
+// running process has them. Released with the mapping (or by release_session).
+bool claim_session(SessionMapping& mapping, uint32_t& holder);
+void release_session(SessionMapping& mapping);
 
 // How a collector lays out its trace (docs/long-captures.md).
 struct CollectorOptions {

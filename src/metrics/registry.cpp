@@ -26,6 +26,7 @@
 #include "metrics/snapshot.hpp"
 #include "recorder/clock.hpp"
 #include "recorder/environment.hpp"
+#include "recorder/test_pause.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {
@@ -62,8 +63,17 @@ struct MetricsRegistry {
   MetricSite discarded_site;
 };
 
+void hold_metrics_across_fork();
+void release_metrics_in_parent();
+void reopen_in_child();
+
+// The fork handlers are registered with the registry, before any thread can take its lock.
 MetricsRegistry& metrics_registry() {
-  static MetricsRegistry* instance = new MetricsRegistry;
+  static MetricsRegistry* instance = [] {
+    auto* made = new MetricsRegistry;
+    pthread_atfork(hold_metrics_across_fork, release_metrics_in_parent, reopen_in_child);
+    return made;
+  }();
   return *instance;
 }
 
@@ -121,8 +131,6 @@ void unlink_at_exit() {
   if (!reg.path.empty() && std::getenv("CHRONICLE_METRICS_KEEP") == nullptr) ::unlink(reg.path.c_str());
 }
 
-void reopen_in_child();
-
 // Creates the mapping at the first metric. Registry mutex held.
 void ensure_mapping(MetricsRegistry& reg) {
   if (reg.base) return;
@@ -156,16 +164,32 @@ void ensure_mapping(MetricsRegistry& reg) {
   fill_header(reg.base, *reg.header);
   format::memory_fence(std::memory_order_release);
   reg.header->magic = format::kMetricsMagic;  // last: a reader that sees it sees a whole header
-  pthread_atfork(nullptr, nullptr, reopen_in_child);
+}
+
+// fork: the forking thread holds the registry lock across it (prepare), and gives it back on both
+// sides, so the child never copies the registry halfway through another thread's update (an
+// entry in the mapping that entry_by_series does not know yet would be registered twice).
+void hold_metrics_across_fork() {
+  metrics_registry().mutex.lock();
+}
+
+void release_metrics_in_parent() {
+  metrics_registry().mutex.unlock();
+}
+
+void detach_from_parent_file(MetricsRegistry& reg);
+
+void reopen_in_child() {
+  MetricsRegistry& reg = metrics_registry();
+  detach_from_parent_file(reg);
+  reg.mutex.unlock();  // taken by hold_metrics_across_fork; the child's only thread is its owner
 }
 
 // A child forked without exec must not count into its parent's file. Right after fork it gets
 // private copy-on-write pages at the same address (every pointer stays valid, no file is made
 // for a child that is about to exec); its own file is made at its next slow path
 // (publish_child_file), so a child that lives on shows up to readers under its pid.
-void reopen_in_child() {
-  MetricsRegistry& reg = metrics_registry();
-  new (&reg.mutex) std::mutex;  // another thread of the parent may have held it
+void detach_from_parent_file(MetricsRegistry& reg) {
   if (reg.path.empty()) return;
   mmap(reg.base, format::kMetricsFileSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, reg.fd, 0);
   ::close(reg.fd);
@@ -355,6 +379,7 @@ MetricHandle register_metric(MetricKind kind, std::string_view name, const Label
   entry.state.store(static_cast<uint32_t>(format::MetricEntryState::ready), std::memory_order_release);
   reg.header->cells_used.store(first_cell + cells, std::memory_order_relaxed);
   reg.header->metric_count.store(index + 1, std::memory_order_release);
+  recorder::test_pause(recorder::TestPoint::metric_registering);
 
   MetricSite& site = reg.sites.emplace_back();
   init_site(site, series, kind);

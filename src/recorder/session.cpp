@@ -10,7 +10,10 @@
 //
 // * A signal handler that finds its own thread's byte non-zero drops its event and counts it
 //   with an atomic add (count_nested_drop), so it never interleaves with the event it
-//   interrupted and never waits for a lock that thread holds.
+//   interrupted and never waits for a lock that thread holds. It counts under the handlers'
+//   guard (HandlerMappingAccess: in, seq_cst, before it loads the session, seq_cst; out,
+//   release), which stop() waits for before it unmaps: the thread it interrupted may be in a
+//   slow path, which stop() does not wait for.
 // * stop() stores g_generation = 0, then runs membarrier(PRIVATE_EXPEDITED): every thread of the
 //   process has then passed a full barrier. A writer whose store of 1 came before that barrier
 //   is seen by stop(), which waits until it stores 0 (release; stop() loads with acquire, so all
@@ -19,7 +22,8 @@
 //   side pays for the store->load ordering; the trace point has a compiler fence only.
 // * Threads in a slow path (state 2) may wait for the registry lock that stop() holds while it
 //   waits: stop() does not wait for them, because a slow path revalidates the session under the
-//   lock before it touches the mapping.
+//   lock before it touches the mapping. A signal handler on such a thread touches the mapping
+//   only under the handlers' guard (above).
 // * An EventGroup (writer.hpp: events of one instant, e.g. a task hand-over) is one trace point:
 //   one entry, its events written one after another, one commit (commit_events: the end time,
 //   then the content size with release, as for one event), one exit. A reader never sees part of
@@ -58,6 +62,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -79,12 +84,17 @@
 #include "recorder/environment.hpp"
 #include "recorder/event_cost.hpp"
 #include "recorder/modules.hpp"
+#include "recorder/test_pause.hpp"
 #include "sampler/perf_sampler.hpp"
 #include "sampler/timer_sampler.hpp"
 #include "shm/shm_file.hpp"
 #include "shm/trace_source.hpp"
 
 namespace chronicle {
+namespace recorder {
+std::atomic<void (*)(TestPoint)> g_test_pause{nullptr};
+}  // namespace recorder
+
 namespace detail {
 
 std::atomic<uint32_t> g_generation{0};
@@ -202,8 +212,17 @@ struct Registry {
   pthread_key_t thread_exit_key{};
 };
 
+void hold_registry_across_fork();
+void release_registry_in_parent();
+void forget_sessions_after_fork();
+
+// The fork handlers are registered with the registry, before any thread can take its lock.
 Registry& registry() {
-  static Registry* instance = new Registry;
+  static Registry* instance = [] {
+    auto* made = new Registry;
+    pthread_atfork(hold_registry_across_fork, release_registry_in_parent, forget_sessions_after_fork);
+    return made;
+  }();
   return *instance;
 }
 
@@ -393,6 +412,32 @@ void note_discarded(ChannelDescriptor& desc, ThreadWriter& writer, uint64_t tick
   writer.packet->events_discarded.store(discarded, std::memory_order_relaxed);
   writer.packet->timestamp_end.store(std::max(ticks, writer.last_ticks), std::memory_order_release);
 }
+
+// Signal handlers that may touch a session's mapping, on any thread, whether it ever traced or
+// not, and whatever state the thread they interrupted is in (a slow path, for which stop() does
+// not wait, included): a handler counts itself in (seq_cst) before it loads the current session
+// (seq_cst); stop() clears the current session (seq_cst) and, before it unmaps, waits for the
+// count to reach 0 (seq_cst load). Both sides are seq_cst so that each store comes before the
+// other side's load in one total order: either the handler sees no session, or stop() sees the
+// handler and waits. The handler leaves with release, so its writes into the mapping happen
+// before stop()'s unmap.
+std::atomic<int> g_handlers_in_mapping{0};
+
+class HandlerMappingAccess {
+ public:
+  HandlerMappingAccess() {
+    g_handlers_in_mapping.fetch_add(1, std::memory_order_seq_cst);
+    session_ = registry().current.load(std::memory_order_seq_cst);
+    if (session_ && !session_->header) session_ = nullptr;
+  }
+  ~HandlerMappingAccess() { g_handlers_in_mapping.fetch_sub(1, std::memory_order_release); }
+  HandlerMappingAccess(const HandlerMappingAccess&) = delete;
+  HandlerMappingAccess& operator=(const HandlerMappingAccess&) = delete;
+  Session* session() const { return session_; }
+
+ private:
+  Session* session_;
+};
 
 // The session a writer of `generation` writes to, if it is still the running one.
 Session* session_of(uint32_t generation) {
@@ -674,9 +719,14 @@ bool switch_packet(ThreadWriter& writer, uint16_t category, uint64_t ticks, size
   return true;
 }
 
+// A signal handler's, on a thread inside a trace point or a slow path. stop() waits for the
+// first (state kWritingEvents, which cannot end before this handler returns) but not for the
+// second, so the count is made under the handlers' guard, which stop() waits for before it unmaps.
 void count_nested_drop(ThreadWriter& writer, uint16_t category) {
-  Session* session = session_of(writer.generation);
-  if (!session) return;
+  HandlerMappingAccess access;
+  Session* session = access.session();
+  if (!session || session->generation != writer.generation) return;
+  recorder::test_pause(recorder::TestPoint::nested_drop_counting);
   if (writer.channel == kNoChannel) {
     session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -685,9 +735,11 @@ void count_nested_drop(ThreadWriter& writer, uint16_t category) {
   count_category_discard(writer, category);
 }
 
+// Under the handlers' guard, as count_nested_drop: a nested group may have interrupted a slow path.
 void count_group_drops(ThreadWriter& writer, uint32_t generation, uint16_t category, uint32_t events, bool nested) {
-  Session* session = session_of(generation);
-  if (!session) return;
+  HandlerMappingAccess access;
+  Session* session = access.session();
+  if (!session || session->generation != generation) return;
   if (writer.channel == kNoChannel) {
     session->header->events_no_channel.fetch_add(events, std::memory_order_relaxed);
     return;
@@ -731,6 +783,7 @@ uint32_t intern_site_locked(Registry& reg, Site& site) {
   site.category_index = category_index(reg, site.category);
   reg.sites.push_back(&site);
   id = static_cast<uint32_t>(reg.sites.size());
+  recorder::test_pause(recorder::TestPoint::site_interning);
   if (Session* session = reg.session.get()) {
     set_category_state(*session, reg, site.category_index);
     define_site(*session, site, id);
@@ -780,6 +833,20 @@ void emit_text_at(ThreadWriter& writer, uint16_t category, format::EventId event
 
 namespace {
 
+// ---- fork --------------------------------------------------------------------------------------
+// The forking thread takes the registry lock before fork (prepare) and gives it back on both
+// sides (parent, child), so the child's copy of the registry (its vectors, a site's id) is never
+// one taken while another thread was halfway through an update; the child's lock is the
+// forking thread's, which is the child's only thread. A fork waits for a slow path that holds the
+// lock (at most stop()'s wait for writers, kQuiescenceLimit). Nothing under the lock forks.
+void hold_registry_across_fork() {
+  registry().mutex.lock();
+}
+
+void release_registry_in_parent() {
+  registry().mutex.unlock();
+}
+
 // In a child forked without exec: it must not write into its parent's rings, nor keep the
 // parent's lock on the session file (readers would think the writer alive after the parent
 // died). Only this thread exists in the child, so unmapping is safe.
@@ -789,7 +856,6 @@ void forget_sessions_after_fork() {
   reset_writer(detail::t_writer);
   t_state_listed = false;
   Registry& child = registry();
-  new (&child.mutex) std::mutex;  // another thread of the parent may have held it
   child.current.store(nullptr, std::memory_order_relaxed);
   if (child.session) {
     shm::forget_in_forked_child(child.session->file);
@@ -800,13 +866,13 @@ void forget_sessions_after_fork() {
   new (&child.thread_states) std::vector<std::atomic<uint8_t>*>();
   // Not at once: a child that execs (or never traces) must leave no session behind.
   if (session_of_its_own) detail::g_generation.store(kForkedChildPending, std::memory_order_relaxed);
+  child.mutex.unlock();  // taken by hold_registry_across_fork
 }
 
 // Registry mutex held; once per process.
 void register_process_hooks(Registry& reg) {
   reg.exit_hook_registered = true;
   std::atexit([] { stop(); });
-  pthread_atfork(nullptr, nullptr, forget_sessions_after_fork);
   pthread_key_create(&reg.thread_exit_key, close_thread_channel);
   // stop() unmaps a session only once it knows no thread writes into it (see the protocol).
   const long commands = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
@@ -839,28 +905,9 @@ bool wait_until_no_thread_writes(Registry& reg) {
 // and the signal goes on to it: a fault the kernel raised happens again when the handler returns
 // (so a sanitizer or the core dump sees the real one), a signal sent by a process is raised again.
 
-// Signal handlers that may touch a session's mapping, on any thread, whether it ever traced or
-// not: a handler counts itself in (seq_cst) before it loads the current session (seq_cst);
-// stop() clears the current session (seq_cst) and, before it unmaps, waits for the count to
-// reach 0. Either the handler sees no session, or stop() sees the handler and waits.
-std::atomic<int> g_handlers_in_mapping{0};
-
-class HandlerMappingAccess {
- public:
-  HandlerMappingAccess() {
-    g_handlers_in_mapping.fetch_add(1, std::memory_order_seq_cst);
-    session_ = registry().current.load(std::memory_order_seq_cst);
-    if (session_ && !session_->header) session_ = nullptr;
-  }
-  ~HandlerMappingAccess() { g_handlers_in_mapping.fetch_sub(1, std::memory_order_release); }
-  HandlerMappingAccess(const HandlerMappingAccess&) = delete;
-  HandlerMappingAccess& operator=(const HandlerMappingAccess&) = delete;
-  Session* session() const { return session_; }
-
- private:
-  Session* session_;
-};
-
+// Signal handlers that may touch a session's mapping are counted in g_handlers_in_mapping
+// (HandlerMappingAccess, above the slow paths): the fatal and snapshot signals' handlers, and a
+// trace point's nested drop (count_nested_drop).
 // stop(), after it cleared the current session: false when a handler stays in the mapping
 // longer than kQuiescenceLimit (it is then left mapped).
 bool wait_until_no_handler_in_mapping() {
@@ -1045,17 +1092,24 @@ void record_control_note(uint32_t generation, const std::string& text) {
                          text.size());
 }
 
-// Answers ctl's request, if one waits: numbered one past the last answered.
+// Answers ctl's request, if one waits (its number is not 0). Taking it sets the number to 0
+// (layout.hpp, "The control block"), so another ring of the bell never answers it twice, and a
+// request ctl withdrew or rewrote meanwhile is never taken.
 void answer_request(Session& session) {
   ShmHeader& header = *session.header;
+  std::atomic_ref<uint32_t> waiting(header.control_request.number);
+  // ctl stores the number last (release): seeing it, the rest of the request is whole.
+  const uint32_t number = waiting.load(std::memory_order_acquire);
+  if (number == 0) return;
   // Another process's bytes: copied once, then checked; never read again from the mapping.
   format::ControlRequest request;
-  const uint32_t number = header.control_answered.load(std::memory_order_relaxed) + 1;
-  // ctl stores the number last (release): seeing it, the rest of the request is whole.
-  if (std::atomic_ref<uint32_t>(header.control_request.number).load(std::memory_order_acquire) != number) return;
   std::memcpy(&request, &header.control_request, sizeof request);
-  if (request.number != number) return;
+  std::atomic_thread_fence(std::memory_order_acquire);  // the copy's loads before the take
+  uint32_t expected = number;
+  if (!waiting.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) return;
+  request.number = number;
   request.pattern[sizeof request.pattern - 1] = '\0';
+  recorder::test_pause(recorder::TestPoint::control_request_taken);
   ControlOutcome outcome;
   Registry& reg = registry();
   if (request.command != format::ControlCommand::set_category_state) {
@@ -1604,7 +1658,10 @@ bool start(const Config& config) {
   header.event_cost_ps = recorder::measure_event_cost_ps();
   header.file_size = file_size;
   header.state.store(static_cast<uint32_t>(format::SessionState::running), std::memory_order_relaxed);
-  if (!config.output.empty()) header.collector_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
+  if (!config.output.empty()) {  // the rings' collector is this process: it holds the role (shm::take_role)
+    shm::take_role(session->file.fd, offsetof(ShmHeader, collector_pid));
+    header.collector_pid.store(static_cast<uint32_t>(getpid()), std::memory_order_relaxed);
+  }
 
   auto* strings = reinterpret_cast<PacketHeader*>(session->file.base + strings_offset);
   strings->magic = format::kPacketMagic;
@@ -1694,6 +1751,8 @@ void stop() {
   }
   if (!session->config.keep_shm && (!session->config.output.empty() || session->remove_mapping_at_stop))
     ::unlink(session->file.path.c_str());
+  // A mapping left mapped keeps the open file and its lock: the role is given up by hand.
+  shm::give_up_role(session->file.fd, offsetof(ShmHeader, collector_pid));
   const bool no_handler_left = wait_until_no_handler_in_mapping();
   shm::release(session->file, no_writer_left && no_handler_left);
   if (no_writer_left && no_handler_left) session->header = nullptr;

@@ -68,6 +68,27 @@ void forget_in_forked_child(WriterFile& file) {
   file.base = nullptr;
 }
 
+namespace {
+
+bool lock_word(int fd, uint64_t offset, short type) {
+  struct flock lock {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = static_cast<off_t>(offset);
+  lock.l_len = 4;
+  return fd >= 0 && fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+}  // namespace
+
+bool take_role(int fd, uint64_t word_offset) {
+  return lock_word(fd, word_offset, F_WRLCK);
+}
+
+void give_up_role(int fd, uint64_t word_offset) {
+  lock_word(fd, word_offset, F_UNLCK);
+}
+
 bool writer_alive(int fd) {
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
     flock(fd, LOCK_UN);

@@ -52,4 +52,14 @@ void forget_in_forked_child(WriterFile& file);
 // For readers: whether a process still holds the writer's lock on the open file `fd`.
 bool writer_alive(int fd);
 
+// A role in a mapping that one live process at a time holds (ctl's control block, the collector of
+// a session's rings): an open-file-description lock (F_OFD_SETLK, write) on the 4 bytes of the word
+// at `word_offset` that names the holder, taken through `fd` (open read-write). The kernel drops it
+// when the holder's open file description goes (its last descriptor and mapping: it died, or
+// gave the role up), so a holder that died frees the role whatever became of its pid; the word
+// keeps the pid only to name the holder. Never kill(pid, 0): a pid may have been reused.
+// Takes the role unless another open file description holds it (false then); never waits.
+bool take_role(int fd, uint64_t word_offset);
+void give_up_role(int fd, uint64_t word_offset);
+
 }  // namespace chronicle::shm

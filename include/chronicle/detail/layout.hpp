@@ -290,8 +290,10 @@ enum class SiteKind : uint8_t {
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
 // 2: channels are reused (epoch), rings reserved. 3: the category table and the control block.
-// 4: counts per channel and category, and the measured cost of an event.
-inline constexpr uint32_t kShmVersion = 4;
+// 4: counts per channel and category, and the measured cost of an event. 5: ctl's requests are
+// numbered from control_numbers and taken by the program (its number compare-exchanged to 0);
+// the control block and the rings' collector are held by locks on the file, not by pid.
+inline constexpr uint32_t kShmVersion = 5;
 inline constexpr size_t kShmHeaderSize = 4096;
 inline constexpr size_t kMaxCategories = 256;
 
@@ -333,11 +335,18 @@ inline constexpr uint16_t kNoCategory = 0xffff;
 
 // The control block: `chronicle ctl` asks, the program's control thread answers.
 //
-//   control_owner     0 -> ctl's pid       ctl, compare-exchange (acq_rel): one request at a time.
-//                                          A ctl that finds the owner dead takes it over the
-//                                          same way. The program never reads or waits for it.
-//   control_request   written by ctl       plain bytes, while it owns the block and before it
-//                                          rings; its `number` is control_answered + 1. The
+//   control_owner     0 -> ctl's pid       one ctl at a time: the block is held by an open-file-
+//                                          description lock on these 4 bytes (shm::take_role),
+//                                          which the kernel drops when ctl dies, so a dead ctl's
+//                                          block is free whatever became of its pid; the word
+//                                          names the holder (release), for messages only. The
+//                                          program never reads or waits for it.
+//   control_numbers   n -> n + 1           ctl, fetch_add (relaxed; 0 skipped): its request's
+//                                          number, unique, so that an answer to an abandoned
+//                                          request, however late, never matches a later one.
+//   control_request   written by ctl       a seqlock: ctl stores number 0 (relaxed), a release
+//                                          fence, the other bytes, then its number (release),
+//                                          while it owns the block and before it rings. The
 //                                          program copies them and checks every field (ctl is
 //                                          another process).
 //   control_requests  n -> n + 1           the doorbell. ctl, fetch_add (release: publishes the
@@ -345,14 +354,23 @@ inline constexpr uint16_t kNoCategory = 0xffff;
 //                                          in FUTEX_WAIT on it and loads it with acquire. stop()
 //                                          and the snapshot signal's handler ring it too (their
 //                                          reason is in process memory).
+//   request.number    X -> 0               the program takes the request: it loads X != 0
+//                                          (acquire), copies the request, an acquire fence (the
+//                                          copy's loads before what follows), then
+//                                          compare-exchanges X to 0 (acq_rel). Success: the copy
+//                                          is whole and X's, and no other ring answers it again.
+//                                          Failure: ctl rewrote or withdrew it; nothing is done.
+//                    ctl's number -> 0     ctl withdraws a request it gave up on (no answer in
+//                                          5 s), by the same compare-exchange: exactly one of
+//                                          the program and ctl wins, so ctl can say whether the
+//                                          change will still happen.
 //   control_answer,   written by program   before control_answered.
 //   control_status
-//   control_answered  n - 1 -> n           program, store (release: publishes the answer), then
-//                                          FUTEX_WAKE, when it finds a request numbered one more
-//                                          than the last it answered (so another ring of the bell
-//                                          never answers a request twice); ctl waits for its
-//                                          number (acquire).
-//   control_owner     ctl's pid -> 0       ctl, store (release), once it read the answer.
+//   control_answered  -> X                 program, store of the number it took (release:
+//                                          publishes the answer), then FUTEX_WAKE; ctl waits
+//                                          until it holds its own number (acquire).
+//   control_owner     ctl's pid -> 0       ctl, store (release), once it read the answer or
+//                                          gave up; then it unlocks.
 //
 // A request's change is in effect when the answer is published: the program stores the new
 // category states (in its own memory and here) before it answers.
@@ -360,8 +378,8 @@ enum class ControlCommand : uint32_t { none = 0, set_category_state = 1 };
 inline constexpr size_t kControlPatternSize = 128;
 inline constexpr size_t kControlAnswerSize = 2048;
 struct ControlRequest {
-  // control_answered + 1 when ctl wrote it; stored last by ctl (release), loaded first by the
-  // program (acquire), as std::atomic_ref: the bell is rung for other reasons too.
+  // ctl's number (from control_numbers), stored last by ctl (release), loaded first by the
+  // program (acquire) and set to 0 when it takes the request, as std::atomic_ref; 0: none waits.
   alignas(4) uint32_t number;
   ControlCommand command;
   uint32_t state;                     // the categories' new state (kCategoryOff, or level + 1)
@@ -426,8 +444,9 @@ struct ShmHeader {
   // The fatal signal the program died of, when its handler ran (0: none).
   std::atomic<int32_t> ended_by_signal;
   // The process that drains the rings (stream policy): the program itself when it has the
-  // collector, else the `chronicle record` that claimed the session (compare-exchange from 0,
-  // or from a pid that is no longer running); 0: none. Two collectors would each take half.
+  // collector, else the `chronicle record` that claimed the session; 0: none. Two collectors
+  // would each take half. The claim is an open-file-description lock on these 4 bytes
+  // (shm::take_role), which the kernel drops when the claimant dies; the pid only names it.
   std::atomic<uint32_t> collector_pid;
   // Entries [0, category_count) of the category table are written (release after the name).
   std::atomic<uint32_t> category_count;
@@ -438,6 +457,7 @@ struct ShmHeader {
   std::atomic<ControlStatus> control_status;
   ControlRequest control_request;
   char control_answer[kControlAnswerSize];
+  std::atomic<uint32_t> control_numbers;  // the last request number ctl handed out
 };
 static_assert(sizeof(ShmHeader) <= kShmHeaderSize);
 

@@ -74,7 +74,8 @@ uint32_t intern_site(Site& site);
 uint64_t read_monotonic_ns();
 // Counts an event dropped because this thread was already inside a trace point (a signal
 // handler interrupted it): atomically, as the interrupted code may be updating the same count.
-// `category` is the event's, or format::kNoCategory before it is known.
+// `category` is the event's, or format::kNoCategory before it is known. Counted under the guard
+// stop() waits for before it unmaps (src/recorder/session.cpp, "Trace points and stop()").
 void count_nested_drop(ThreadWriter& writer, uint16_t category);
 // Counts `events` more lost events of an EventGroup as its first was counted: a nested drop, or
 // no room in the channel (or no channel) of `generation`'s session. Called inside the trace point.
