@@ -420,6 +420,7 @@ TEST(SmallShm, RecordSaysOnceThatAProgramHasNoMemoryForItsRings) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(reader::Trace(directory / "trace").description().losses.events_no_channel, 4000u);
   EXPECT_EQ(occurrences(result.err, kNoMemoryMessage), 1u) << result.err;
+}
 
 // ---- files the tools write (issue 40) -------------------------------------------------------
 
