@@ -35,7 +35,7 @@ and why). A closed stderr (`record ... 2>&1 | head -1`) loses only its messages:
 finished, /dev/shm cleaned and the exit code the same; likewise for `record --trigger` (its
 snapshots are still taken, its log still written) and `record --attach`.
 
-Before the program runs, record refuses (exit 1, the program never starts untraced) a
+Before the program runs, record refuses (the program never starts untraced; exit 1, or 2 where said) a
 --buffer-size the recorder would refuse (it must hold two packets: 128 KiB with the default
 64 KiB packets, the rule `chronicle::start()` applies, from one place), an output directory it
 cannot create a file in (permissions, a read-only or full file system), and one that other users
