@@ -202,13 +202,23 @@ TEST(EverySubcommand, OnAFlightTrace) {
 // take read like any trace.
 TEST(EverySubcommand, OnARunningProgramAndItsSnapshot) {
   TemporaryDirectory directory;
-  const std::string environment = "CHRONICLE_OUTPUT=" + (directory / "unused") + " CHRONICLE_MODE=flight ";
-  FILE* program = popen((environment + kMetricsWriter + " 2").c_str(), "w");
-  ASSERT_NE(program, nullptr);
-  // metrics_writer's pid: the newest process of that name whose metrics mapping answers.
-  const auto pid_lookup = run("pgrep -n -f '" + kMetricsWriter + "'");
-  const std::string pid = pid_lookup.out.substr(0, pid_lookup.out.find('\n'));
-  ASSERT_FALSE(pid.empty());
+  // Started here rather than through a shell, so that its pid is known (other tests may run
+  // another metrics_writer meanwhile); it runs until its standard input closes.
+  int input[2];
+  ASSERT_EQ(pipe(input), 0);
+  const std::string output = "CHRONICLE_OUTPUT=" + (directory / "unused");
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(input[0], STDIN_FILENO);
+    close(input[0]);
+    close(input[1]);
+    putenv(const_cast<char*>(output.c_str()));
+    putenv(const_cast<char*>("CHRONICLE_MODE=flight"));
+    execl(kMetricsWriter.c_str(), kMetricsWriter.c_str(), "2", nullptr);
+    _exit(127);
+  }
+  close(input[0]);
+  const std::string pid = std::to_string(child);
   bool answered = false;
   for (int attempt = 0; attempt < 600 && !answered; ++attempt) {
     answered = run(kCli + " metrics show " + pid).exit_code == 0;
@@ -231,7 +241,9 @@ TEST(EverySubcommand, OnARunningProgramAndItsSnapshot) {
     SCOPED_TRACE(line);
     expect_clean(run(line), line, command.exit_codes);
   }
-  pclose(program);
+  close(input[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
   run_every_reading_command(directory / "snapshot");
 }
 
