@@ -2,6 +2,7 @@
 // offset and drift, the metadata's clock rewrite, and the command on real recorded traces.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -885,6 +886,24 @@ TEST_F(MergeOtlp, BadInputIsRefusedOrCounted) {
   EXPECT_EQ(twice.exit_code, 1) << twice.err;
   EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
   EXPECT_FALSE(std::filesystem::exists(output_ / "twice"));
+}
+
+// An OTLP/JSON input is read only when it is a regular file: a FIFO would wait for a writer that
+// never comes, a link to /dev/zero would be read without end.
+TEST_F(MergeOtlp, AnInputThatIsNotARegularFileIsRefused) {
+  const std::string fifo = output_ / "spans.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string endless = output_ / "zero.json";
+  std::filesystem::create_symlink("/dev/zero", endless);
+  for (const std::string& input : {fifo, endless}) {
+    const std::string out = output_ / "out";
+    // The limits keep the unfixed reader from hanging the test or filling the machine's memory.
+    const auto result =
+        run("ulimit -v 2000000; timeout 20 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+    EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
+    EXPECT_NE(result.err.find(input + ": not a regular file"), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
 }
 
 // Two sessions in small packets, a message now and then from the first to the second among many

@@ -1,10 +1,14 @@
 #include "merge/otlp_input.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +19,7 @@
 
 #include "format/input_error.hpp"
 #include "format/trace_writer.hpp"
+#include "reader/trace_directory.hpp"
 
 namespace chronicle::merge {
 namespace {
@@ -56,12 +61,23 @@ using ResourceKey = std::tuple<std::string, std::string, int32_t>;
 }
 
 // The requests of the file, each with its line (0 when the file is one document).
+// The whole of `file`, a regular file (a FIFO would wait for a writer, a device never end).
+std::string read_text(const std::string& file) {
+  const reader::ReadableFile in = reader::open_readable_file(file);
+  if (!in) refuse(file, 0, in.problem());
+  std::string text;
+  std::array<char, 1 << 16> buffer;
+  while (true) {
+    const ssize_t got = ::read(in.fd(), buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) refuse(file, 0, fmt::format("cannot be read: {}", std::strerror(errno)));
+    if (got == 0) return text;
+    text.append(buffer.data(), static_cast<size_t>(got));
+  }
+}
+
 std::vector<std::pair<size_t, json>> read_requests(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in) refuse(file, 0, "cannot be read");
-  const std::string text = content.str();
+  const std::string text = read_text(file);
   std::vector<std::pair<size_t, json>> requests;
   json whole = json::parse(text, nullptr, false);
   if (!whole.is_discarded()) {
