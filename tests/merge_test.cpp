@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -602,6 +603,59 @@ TEST_F(MergeCommand, PairsMoveTheRemoteClockInTheMergedMetadata) {
   std::sort(our_times.begin(), our_times.end());
   for (size_t i = 0; i < our_times.size(); ++i)
     ASSERT_LE(std::llabs(their_times[i] - our_times[i]), 1) << "event " << i;  // babeltrace2 goes through a double
+}
+
+// Whether any file under `directory` holds `text`.
+bool any_file_holds(const std::string& directory, const std::string& text) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
+    if (entry.is_regular_file() && slurp(entry.path().string()).find(text) != std::string::npos) return true;
+  return false;
+}
+
+// A link planted in a trace (to a file its reader may read and its owner may not) is never read
+// through, nor a file another user put there: each is named and skipped, and the rest merged. A
+// trace left with nothing else is refused.
+TEST_F(MergeCommand, LinksAndOtherUsersFilesInATraceAreNamedAndSkipped) {
+  const std::string planted = output_ / "planted";
+  std::filesystem::copy(path("local"), planted, std::filesystem::copy_options::recursive);
+  const std::string secret = output_ / "secret";
+  std::ofstream(secret) << "the secret that must stay where it is";
+  const std::string link = planted + "/thread-999999";
+  std::filesystem::create_symlink(secret, link);
+  std::string foreign;
+  if (::geteuid() == 0) {  // a second user's file needs root to make
+    foreign = planted + "/thread-999998";
+    std::ofstream(foreign) << "another user's bytes";
+    ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
+  }
+  const std::string out = output_ / "out";
+  const auto merged = run(kCli + " merge " + planted + " -o " + out);
+  EXPECT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_NE(merged.err.find(link + ": offset 0: skipped"), std::string::npos) << merged.err;
+  EXPECT_NE(merged.err.find("a symbolic link"), std::string::npos) << merged.err;
+  if (!foreign.empty()) {
+    EXPECT_NE(merged.err.find(foreign + ": offset 0: skipped"), std::string::npos) << merged.err;
+  }
+  ASSERT_TRUE(std::filesystem::exists(out));
+  EXPECT_FALSE(any_file_holds(out, "the secret")) << "the link's target was copied into the merged trace";
+  EXPECT_FALSE(any_file_holds(out, "another user's")) << "another user's file was copied into the merged trace";
+  EXPECT_EQ(event_count(out + "/" + std::filesystem::directory_iterator(out)->path().filename().string()),
+            event_count(path("local")));
+
+  const auto stats = run(kCli + " stats " + planted);
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE(stats.err.find(link + ": offset 0: skipped"), std::string::npos) << stats.err;
+
+  // Nothing but links: nothing readable is left.
+  const std::string only_links = output_ / "only-links";
+  std::filesystem::create_directory(only_links);
+  std::filesystem::copy_file(path("local") + "/metadata", only_links + "/metadata");
+  std::filesystem::copy_file(path("local") + "/strings", only_links + "/strings");
+  std::filesystem::create_symlink(secret, only_links + "/thread-1");
+  const auto refused = run(kCli + " merge " + only_links + " -o " + (output_ / "none"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(only_links + "/thread-1"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(output_ / "none"));
 }
 
 // --- OTLP/JSON files of spans as inputs ---------------------------------------------------------

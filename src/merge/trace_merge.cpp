@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "compression/ctfz.hpp"
+#include "format/input_error.hpp"
 #include "reader/run_on_threads.hpp"
+#include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::merge {
@@ -118,9 +120,10 @@ class FileCloser {
 
 // Copies `from` to a new file `to`, in the kernel where it can (copy_file_range), by reads and
 // writes elsewhere; reports each chunk to `copied`.
-void copy_file(const std::string& from, const std::string& to, const std::function<void(uint64_t)>& copied) {
-  FileCloser in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.fd() < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", from, std::strerror(errno)));
+void copy_file(const std::string& from, uid_t owner, const std::string& to,
+               const std::function<void(uint64_t)>& copied) {
+  const reader::ReadableFile in = reader::open_readable_file(from, owner);
+  if (!in) throw format::InputError(fmt::format("{}: {}", from, in.problem()));
   FileCloser out(create_file(to));
   constexpr size_t kChunk = 64 << 20;
   bool in_kernel = true;
@@ -149,15 +152,16 @@ void copy_file(const std::string& from, const std::string& to, const std::functi
 // The files of a trace directory a copy takes: every regular file but the metadata (the stream
 // files and the definitions), as the reader and babeltrace2 find them; dot-files and the
 // subdirectories of a record run's other processes are not the trace's.
-std::vector<std::filesystem::path> stream_files(const std::string& directory) {
+std::vector<std::filesystem::path> stream_files(const std::string& directory, uid_t owner) {
   namespace fs = std::filesystem;
   std::vector<fs::path> files;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory, error)) {
     const std::string name = entry.path().filename().string();
     if (name == "metadata" || name.starts_with(".") || entry.is_directory(error)) continue;
-    if (!entry.is_regular_file(error))
-      throw std::runtime_error(fmt::format("{}: not a regular file: a trace is made of files", entry.path().string()));
+    // What is not the trace's own (a planted link, another user's file) the reader has named
+    // and skipped: it is not copied either.
+    if (!reader::open_readable_file(entry.path().string(), owner)) continue;
     files.push_back(entry.path());
   }
   if (error) throw std::runtime_error(fmt::format("cannot list {}: {}", directory, error.message()));
@@ -271,7 +275,7 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
       for (const reader::StreamInfo& stream : trace.streams()) total += stream.bytes;
       continue;
     }
-    files.back() = stream_files(trace.directory());
+    files.back() = stream_files(trace.directory(), trace.owner());
     for (const auto& file : *files.back()) total += std::filesystem::file_size(file);
   }
   uint64_t copied = 0;
@@ -286,7 +290,7 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
       throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(errno)));
     if (files[index]) {
       for (const auto& file : *files[index])
-        copy_file(file.string(), directory + "/" + file.filename().string(), count);
+        copy_file(file.string(), traces[index].owner(), directory + "/" + file.filename().string(), count);
     } else {
       write_plain_streams(traces[index], directory, count);
     }
