@@ -960,6 +960,28 @@ TEST_F(MergeOtlp, AnInputThatIsNotARegularFileIsRefused) {
   }
 }
 
+// An OTLP/JSON input has caps: its size, and how deep its arrays and objects nest (300 MB of "["
+// took 6 GB to parse).
+TEST_F(MergeOtlp, AnInputPastTheSizeOrNestingCapIsRefused) {
+  const std::string deep = output_ / "deep.json";
+  std::ofstream(deep) << std::string(size_t{50} << 20, '[');
+  const std::string large = output_ / "large.json";
+  std::ofstream(large) << otlp_request("svc", "h", 1, {});
+  std::filesystem::resize_file(large, uint64_t{300} << 20);
+  for (const auto& [input, reason] :
+       {std::pair{deep, "nested deeper than 64 levels"},
+        std::pair{large, "314572800 bytes, more than the 256 MiB an OTLP/JSON input may hold"}}) {
+    const std::string out = output_ / "out";
+    // The limits keep the unfixed reader from hanging the test or taking the machine's memory.
+    const auto result =
+        run("ulimit -v 1000000; timeout 60 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+    EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
+    EXPECT_NE(result.err.find(input + ": "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
 // Two sessions in small packets, a message now and then from the first to the second among many
 // counters: the pass that finds the pairs reads only the packets holding sends or receives (as
 // noted when the traces were opened), and finds every pair a walk over all events finds.

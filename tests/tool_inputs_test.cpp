@@ -234,6 +234,24 @@ TEST(NotAFile, ALinkLoopOrFifoAmongTheStreamsIsNamed) {
   EXPECT_TRUE(contains(result.err, trace + "/strings: offset 0")) << result.err;
 }
 
+// A sparse 4 GiB metadata or definitions file costs no disk and would cost its reader 8 GB: each
+// has a cap, and a file past it is refused before it is read.
+TEST(HostileSizes, AMetadataOrStringsFilePastItsCapIsRefused) {
+  TemporaryDirectory directory;
+  const std::string recorded = directory / "recorded";
+  ASSERT_EQ(run(kCli + " record -q -o " + recorded + " -- " + kExample).exit_code, 0);
+  for (const auto& [name, cap] : {std::pair{"metadata", "16 MiB"}, std::pair{"strings", "256 MiB"}}) {
+    const std::string trace = directory / name;
+    fs::copy(recorded, trace);
+    fs::resize_file(trace + "/" + name, uint64_t{4} << 30);
+    // The address-space limit keeps the unfixed reader from taking the machine's memory.
+    const auto result = run("ulimit -v 3000000; timeout 60 " + kCli + " stats " + trace);
+    EXPECT_EQ(result.exit_code, 2) << name << ": " << result.err;
+    EXPECT_TRUE(contains(result.err, trace + "/" + name + ": offset 0: 4294967296 bytes, more than the " + cap))
+        << result.err;
+  }
+}
+
 // ---- item 11: record's settings and endings -------------------------------------------------
 
 TEST(RecordSettings, ABufferTheRecorderWouldRefuseIsRefusedBeforeTheProgramRuns) {

@@ -61,10 +61,18 @@ using ResourceKey = std::tuple<std::string, std::string, int32_t>;
 }
 
 // The requests of the file, each with its line (0 when the file is one document).
-// The whole of `file`, a regular file (a FIFO would wait for a writer, a device never end).
+void refuse_past_size_cap(const std::string& file, uint64_t size) {
+  static_assert(kMaxOtlpInputBytes == 256 << 20, "the text says the cap");
+  if (size > kMaxOtlpInputBytes)
+    refuse(file, 0, fmt::format("{} bytes, more than the 256 MiB an OTLP/JSON input may hold", size));
+}
+
+// The whole of `file`, a regular file (a FIFO would wait for a writer, a device never end) within
+// the size cap.
 std::string read_text(const std::string& file) {
   const reader::ReadableFile in = reader::open_readable_file(file);
   if (!in) refuse(file, 0, in.problem());
+  refuse_past_size_cap(file, in.size());
   std::string text;
   std::array<char, 1 << 16> buffer;
   while (true) {
@@ -73,13 +81,30 @@ std::string read_text(const std::string& file) {
     if (got < 0) refuse(file, 0, fmt::format("cannot be read: {}", std::strerror(errno)));
     if (got == 0) return text;
     text.append(buffer.data(), static_cast<size_t>(got));
+    refuse_past_size_cap(file, text.size());  // a file that grows while it is read
+  }
+}
+
+struct NestedTooDeep {};
+
+// `text` parsed, refusing nesting past the cap as soon as the parser reaches it (the parser's own
+// stack grows with each level); with `exceptions` false, a text that is not JSON is discarded.
+json parse_nested_within_cap(const std::string& file, size_t line, const std::string& text, bool exceptions) {
+  const json::parser_callback_t within_cap = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxOtlpNesting) throw NestedTooDeep{};
+    return true;
+  };
+  try {
+    return json::parse(text, within_cap, exceptions);
+  } catch (const NestedTooDeep&) {
+    refuse(file, line, fmt::format("nested deeper than {} levels, the cap of an OTLP/JSON input", kMaxOtlpNesting));
   }
 }
 
 std::vector<std::pair<size_t, json>> read_requests(const std::string& file) {
   const std::string text = read_text(file);
   std::vector<std::pair<size_t, json>> requests;
-  json whole = json::parse(text, nullptr, false);
+  json whole = parse_nested_within_cap(file, 0, text, false);
   if (!whole.is_discarded()) {
     requests.emplace_back(0, std::move(whole));
     return requests;
@@ -92,7 +117,7 @@ std::vector<std::pair<size_t, json>> read_requests(const std::string& file) {
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      requests.emplace_back(number, json::parse(line));
+      requests.emplace_back(number, parse_nested_within_cap(file, number, line, true));
     } catch (const json::exception& error) {
       refuse(file, number,
              fmt::format("not JSON ({}): an OTLP/JSON input is an ExportTraceServiceRequest, or one "

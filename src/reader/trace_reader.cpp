@@ -12,6 +12,7 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -32,9 +33,13 @@ class MappedFile {
  public:
   // At most `limit` bytes from the file's start, a file of the trace owned by `owner`
   // (open_readable_file: a regular file of the trace's owner, never through a link).
-  MappedFile(const std::string& path, uid_t owner, uint64_t limit = UINT64_MAX) : path_(path) {
+  // A file past `cap` bytes is refused before it is mapped.
+  MappedFile(const std::string& path, uid_t owner, uint64_t limit = UINT64_MAX,
+             const std::function<void(uint64_t)>& cap = nullptr)
+      : path_(path) {
     const ReadableFile file = open_readable_file(path, owner);
     if (!file) throw TraceError(path, 0, file.problem());
+    if (cap) cap(file.size());
     size_ = std::min(file.size(), limit);
     if (size_ > 0) {
       void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
@@ -132,14 +137,33 @@ std::string find_file(const std::string& directory, std::string_view name) {
   return {};
 }
 
-// A compressed file's content, decoded whole into memory (the metadata, the definitions: small).
-// A unit that does not decode makes the file unreadable.
-std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* data, uint64_t size) {
+// A file the reader holds whole in memory (the metadata, the definitions), and the most it may
+// cost, as said in refusals: "16 MiB a metadata may hold".
+struct SmallFile {
+  uint64_t cap = 0;
+  const char* cap_text = "";
+};
+constexpr SmallFile kMetadataFile{kMaxMetadataBytes, "16 MiB a metadata may hold"};
+constexpr SmallFile kDefinitionsFile{kMaxDefinitionsBytes, "256 MiB a definitions file may hold"};
+static_assert(kMaxMetadataBytes == 16 << 20 && kMaxDefinitionsBytes == 256 << 20, "the texts above say the caps");
+
+void refuse_past_cap(const std::string& path, uint64_t size, const SmallFile& kind) {
+  if (size > kind.cap) throw TraceError(path, 0, fmt::format("{} bytes, more than the {}", size, kind.cap_text));
+}
+
+// A compressed file's content, decoded whole into memory. A unit that does not decode makes the
+// file unreadable; units that claim more than the file's cap are refused before any is decoded.
+std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* data, uint64_t size,
+                                       const SmallFile& kind) {
   std::vector<uint8_t> raw;
   std::vector<compression::UnitProblem> problems;
-  compression::decode_file(
-      {data, size}, [&raw](std::span<const uint8_t> unit) { raw.insert(raw.end(), unit.begin(), unit.end()); },
-      problems);
+  try {
+    compression::decode_file(
+        {data, size}, [&raw](std::span<const uint8_t> unit) { raw.insert(raw.end(), unit.begin(), unit.end()); },
+        problems, kind.cap);
+  } catch (const compression::FileCapError&) {
+    throw TraceError(path, 0, fmt::format("decodes to more than the {}", kind.cap_text));
+  }
   if (!problems.empty()) throw TraceError(path, problems.front().offset, problems.front().reason);
   return raw;
 }
@@ -229,9 +253,11 @@ void Trace::read_metadata() {
     metadata_path = find_file(*chunk, "metadata");
   if (metadata_path.empty()) metadata_path = chunks_.back() + "/metadata";  // its absence is the error
   {
-    MappedFile metadata(metadata_path, owner_);
+    const MappedFile metadata(metadata_path, owner_, UINT64_MAX,
+                              [&](uint64_t size) { refuse_past_cap(metadata_path, size, kMetadataFile); });
     if (compression::has_compressed_name(metadata_path)) {
-      const std::vector<uint8_t> text = decode_small_file(metadata_path, metadata.data(), metadata.size());
+      const std::vector<uint8_t> text =
+          decode_small_file(metadata_path, metadata.data(), metadata.size(), kMetadataFile);
       metadata_text_.assign(text.begin(), text.end());
     } else {
       metadata_text_.assign(reinterpret_cast<const char*>(metadata.data()), metadata.size());
@@ -253,10 +279,12 @@ void Trace::read_definitions() {
   for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
     const std::string path = find_file(*chunk, "strings");
     if (path.empty()) continue;
-    MappedFile file(path, owner_);  // names what is not a regular file of the trace's owner
+    // Names what is not a regular file of the trace's owner.
+    const MappedFile file(path, owner_, UINT64_MAX,
+                          [&](uint64_t size) { refuse_past_cap(path, size, kDefinitionsFile); });
     if (file.size() == 0) continue;
     if (compression::has_compressed_name(path))
-      definitions_bytes_ = decode_small_file(path, file.data(), file.size());
+      definitions_bytes_ = decode_small_file(path, file.data(), file.size(), kDefinitionsFile);
     else
       definitions_bytes_.assign(file.data(), file.data() + file.size());
     load_definitions(path, definitions_bytes_.data(), definitions_bytes_.size());

@@ -106,6 +106,12 @@ struct StreamInfo {
 
 // A stretch of a stream file the reader could not use and skipped: one damaged packet, or the
 // rest of the file from a packet whose size frames nothing.
+// What a trace's small files may cost: each is read whole into memory (decoded, for a .ctfz), so
+// a larger one (a sparse 4 GiB file costs no disk) is refused before it is read
+// (docs/guarantees.md).
+inline constexpr uint64_t kMaxMetadataBytes = uint64_t{16} << 20;
+inline constexpr uint64_t kMaxDefinitionsBytes = uint64_t{256} << 20;
+
 struct Damage {
   std::string file;
   uint64_t offset = 0;                  // where the skipped bytes begin: a packet's start
