@@ -605,6 +605,24 @@ TEST_F(MergeCommand, PairsMoveTheRemoteClockInTheMergedMetadata) {
     ASSERT_LE(std::llabs(their_times[i] - our_times[i]), 1) << "event " << i;  // babeltrace2 goes through a double
 }
 
+// A trace's hostname and process name make its directory's name in the merged trace: a name too
+// long for a file name (a metadata says what it likes) is shortened, each trace still its own.
+TEST_F(MergeCommand, ALongHostOrProcessNameIsShortenedToAFileName) {
+  const std::string long_host = std::string(300, 'h');
+  copy_as_other_host(path("recorded"), output_ / "first", long_host, 0);
+  copy_as_other_host(path("local"), output_ / "second", long_host, 1'000'000);
+  const std::string out = output_ / "out";
+  const auto result = run(kCli + " merge " + (output_ / "first") + " " + (output_ / "second") + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    names.insert(entry.path().filename().string());
+    EXPECT_LE(entry.path().filename().string().size(), 255u);
+    EXPECT_GT(event_count(entry.path().string()), 0u);
+  }
+  EXPECT_EQ(names.size(), 2u);
+}
+
 // Whether any file under `directory` holds `text`.
 bool any_file_holds(const std::string& directory, const std::string& text) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
@@ -980,6 +998,18 @@ TEST_F(MergeOtlp, AnInputPastTheSizeOrNestingCapIsRefused) {
     EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+}
+
+// A service name too long for a file name makes a trace all the same.
+TEST_F(MergeOtlp, ALongServiceNameIsShortenedToAFileName) {
+  const std::string service(300, 's');
+  const std::string file = output_ / "long.json";
+  std::ofstream(file) << otlp_request(
+      service, std::string(300, 'h'), 1,
+      {{"0af7651916cd43dd8448eb211c80319c", "0000000000000001", "", "span", 1, kEpoch, kEpoch + 10}});
+  const auto result = run(kCli + " merge " + file + " -o " + (output_ / "out"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("(service " + service + ", 1 span)"), std::string::npos) << result.out;
 }
 
 // Two sessions in small packets, a message now and then from the first to the second among many

@@ -19,6 +19,7 @@
 
 #include "format/input_error.hpp"
 #include "format/trace_writer.hpp"
+#include "merge/trace_merge.hpp"
 #include "reader/trace_directory.hpp"
 
 namespace chronicle::merge {
@@ -408,12 +409,6 @@ void write_lanes(std::vector<Span>& spans, format::TraceWriter& writer, uint64_t
     events.begin(static_cast<uint32_t>(*chosen + 1), span);
   }
   for (size_t lane = 0; lane < lanes.size(); ++lane) close_until(lane, ~uint64_t{0});
-}
-
-std::string path_part(const std::string& text) {
-  std::string out;
-  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
-  return out.empty() ? "unknown" : out;
 }
 
 OtlpProcess write_resource(Resource& resource, const std::string& digest, const std::string& directory) {

@@ -27,17 +27,20 @@
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::merge {
-namespace {
 
-// A name part safe in a path and in a shell: letters, digits, '.', '_' and '-' (no leading dot).
 std::string path_part(const std::string& text) {
+  // A metadata or an OTLP resource may name a host or process longer than a file name may be
+  // (255 bytes): two parts and a pid still fit.
+  constexpr size_t kMostBytes = 100;
   std::string out;
-  for (char c : text)
+  for (char c : text.substr(0, kMostBytes))
     out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
   if (out.empty()) out = "unknown";
   if (out.front() == '.') out.front() = '_';
   return out;
 }
+
+namespace {
 
 void refuse_duplicates(const std::vector<reader::Trace>& traces) {
   std::map<std::array<uint8_t, 16>, size_t> seen;
@@ -169,6 +172,8 @@ std::vector<std::filesystem::path> stream_files(const std::string& directory, ui
   return files;
 }
 
+// A trace's subdirectory in the merged trace, named by its host, pid and process (path_part
+// keeps each short enough for a file name); a taken name moves to the next suffix.
 std::string unique_subdirectory(const reader::Trace& trace, std::set<std::string>& taken) {
   const auto& description = trace.description();
   const std::string base =
