@@ -202,6 +202,32 @@ TEST(HostileMetricsMapping, ServeRefusesAMalformedEntryBeforeServing) {
                               CraftedMetrics::kDirectory + offsetof(format::MetricEntry, first_cell));
 }
 
+// A mapping of the same user may hold a name or label key the registry refuses: read as it is,
+// its bytes would be lines of their own in `metrics show` and /metrics. The reader applies the
+// registry's rule and refuses the mapping, naming the entry's field.
+TEST(HostileMetricsMapping, ANameOrLabelKeyTheRegistryRefusesIsRefused) {
+  const std::string injected = "x{a=\"1\"} 999\n# TYPE y counter\ny";
+  {
+    TemporaryDirectory directory;
+    CraftedMetrics metrics(getpid());
+    std::strncpy(metrics.entry(0).name, injected.c_str(), sizeof metrics.entry(0).name - 1);
+    const auto result = show_metrics(directory, metrics);
+    EXPECT_EQ(result.out.find("\n# TYPE y counter"), std::string::npos) << result.out;
+    expect_refused_as_bad_input(result, "entries[0].name",
+                                CraftedMetrics::kDirectory + offsetof(format::MetricEntry, name));
+  }
+  {
+    TemporaryDirectory directory;
+    CraftedMetrics metrics(getpid());
+    const std::string labels = injected + "\x1f" + "v" + "\x1e";
+    std::strncpy(metrics.entry(0).labels, labels.c_str(), sizeof metrics.entry(0).labels - 1);
+    const auto result = show_metrics(directory, metrics);
+    EXPECT_EQ(result.out.find("\n# TYPE y counter"), std::string::npos) << result.out;
+    expect_refused_as_bad_input(result, "entries[0].labels",
+                                CraftedMetrics::kDirectory + offsetof(format::MetricEntry, labels));
+  }
+}
+
 TEST(HostileMetricsMapping, ShardsOffsetNearTwoToTheSixtyFourIsRefused) {
   TemporaryDirectory directory;
   CraftedMetrics metrics(getpid());
