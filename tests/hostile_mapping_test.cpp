@@ -202,6 +202,85 @@ TEST(HostileMetricsMapping, ServeRefusesAMalformedEntryBeforeServing) {
                               CraftedMetrics::kDirectory + offsetof(format::MetricEntry, first_cell));
 }
 
+// A mapping of the same user may hold a name or label key the registry refuses: read as it is,
+// its bytes would be lines of their own in `metrics show` and /metrics. The reader applies the
+// registry's rule and refuses the mapping, naming the entry's field.
+TEST(HostileMetricsMapping, ANameOrLabelKeyTheRegistryRefusesIsRefused) {
+  const std::string injected = "x{a=\"1\"} 999\n# TYPE y counter\ny";
+  {
+    TemporaryDirectory directory;
+    CraftedMetrics metrics(getpid());
+    std::strncpy(metrics.entry(0).name, injected.c_str(), sizeof metrics.entry(0).name - 1);
+    const auto result = show_metrics(directory, metrics);
+    EXPECT_EQ(result.out.find("\n# TYPE y counter"), std::string::npos) << result.out;
+    expect_refused_as_bad_input(result, "entries[0].name",
+                                CraftedMetrics::kDirectory + offsetof(format::MetricEntry, name));
+  }
+  {
+    TemporaryDirectory directory;
+    CraftedMetrics metrics(getpid());
+    const std::string labels = injected + "\x1f" + "v" + "\x1e";
+    std::strncpy(metrics.entry(0).labels, labels.c_str(), sizeof metrics.entry(0).labels - 1);
+    const auto result = show_metrics(directory, metrics);
+    EXPECT_EQ(result.out.find("\n# TYPE y counter"), std::string::npos) << result.out;
+    expect_refused_as_bad_input(result, "entries[0].labels",
+                                CraftedMetrics::kDirectory + offsetof(format::MetricEntry, labels));
+  }
+}
+
+// A sound mapping of `count` entries, all the counter dup_total{k="v"}: the registry never
+// writes one (name, labels) twice, a crafted mapping may.
+std::vector<uint8_t> duplicated_metrics(uint32_t count) {
+  constexpr uint32_t kCells = 64;
+  constexpr uint32_t kShardSize = sizeof(format::ShardHeader) + kCells * 8;
+  const uint64_t directory = format::kMetricsHeaderSize;
+  const uint64_t shards = directory + uint64_t{count} * sizeof(format::MetricEntry);
+  std::vector<uint8_t> bytes(shards + kShardSize);
+  auto& h = *new (bytes.data()) format::MetricsHeader{};
+  h.magic = format::kMetricsMagic;
+  h.version = format::kMetricsVersion;
+  h.header_size = format::kMetricsHeaderSize;
+  h.pid = getpid();
+  h.entry_size = sizeof(format::MetricEntry);
+  h.directory_offset = directory;
+  h.shards_offset = shards;
+  h.file_size = bytes.size();
+  h.max_metrics = count;
+  h.max_shards = 1;
+  h.shard_size = kShardSize;
+  h.cells_per_shard = kCells;
+  h.metric_count.store(count);
+  h.shard_count.store(1);
+  h.cells_used.store(3);
+  const std::string labels = std::string("k") + format::kLabelKeyEnd + "v" + format::kLabelEnd;
+  for (uint32_t index = 0; index < count; ++index) {
+    auto& entry = *new (bytes.data() + directory + uint64_t{index} * sizeof(format::MetricEntry)) format::MetricEntry{};
+    entry.kind = format::MetricKind::counter;
+    entry.first_cell = 2;
+    entry.cell_count = 1;
+    std::strncpy(entry.name, "dup_total", sizeof entry.name - 1);
+    std::strncpy(entry.labels, labels.c_str(), sizeof entry.labels - 1);
+    entry.state.store(static_cast<uint32_t>(format::MetricEntryState::ready));
+  }
+  new (bytes.data() + shards) format::ShardHeader{};
+  return bytes;
+}
+
+// `top --once` pairs each series with its earlier value: with N copies of one series that took
+// N^3 steps (2,048 copies: over a minute). 20,000 copies finish well within the limit only when
+// the pairing is linear. (CHRONICLE_TEST_DUPLICATES sets another count, to measure.)
+TEST(HostileMetricsMapping, TopOnManyCopiesOfOneSeriesIsLinear) {
+  TemporaryDirectory directory;
+  const char* asked = std::getenv("CHRONICLE_TEST_DUPLICATES");
+  const uint32_t count = asked ? static_cast<uint32_t>(std::stoul(asked)) : 20'000;
+  write_bytes(directory / fmt::format("chronicle-metrics-{}.shm", getpid()), duplicated_metrics(count));
+  const auto result =
+      run("CHRONICLE_METRICS_DIR=" + directory.path() + " " + kBounded + " top --once " + std::to_string(getpid()));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find(fmt::format("{} metrics", count)), std::string::npos) << result.out.substr(0, 2000);
+  EXPECT_NE(result.out.find("dup_total{k=\"v\"}"), std::string::npos) << result.out.substr(0, 2000);
+}
+
 TEST(HostileMetricsMapping, ShardsOffsetNearTwoToTheSixtyFourIsRefused) {
   TemporaryDirectory directory;
   CraftedMetrics metrics(getpid());

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "reader/trace_reader.hpp"
 #include "support.hpp"
@@ -263,6 +264,46 @@ TEST(IndexCache, ADamagedCacheIsNotUsedAndIsReplaced) {
     const std::string ones(4096, '\xff');
     file.write(ones.data(), static_cast<std::streamsize>(ones.size()));
   });
+}
+
+// A trace may arrive (a tarball) with an index beside it that was damaged or planted: every byte
+// of the index is input. Each trial flips one byte of a real index (a deterministic seed picks
+// which and how) and opens the trace in a child process, which must neither crash nor answer
+// anything but what a fresh index answers.
+TEST(IndexCache, AnIndexWithAnyByteFlippedIsNeverACrashAndAnswersAsAFreshOne) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory, "30 2");
+  const nlohmann::json expected = answers(TimelineIndex::build(reader::Trace(trace)));
+  viewer::open_index(trace);
+  const std::string cache = cache_of(trace);
+  const std::string original = file_bytes(cache);
+  ASSERT_FALSE(original.empty());
+  constexpr unsigned kTrials = 150;
+  for (unsigned seed = 0; seed < kTrials; ++seed) {
+    std::mt19937_64 random(seed);
+    std::string damaged = original;
+    // Half the trials in the first 4 KiB (the header and the first columns), half anywhere.
+    const size_t span = seed % 2 == 0 ? std::min<size_t>(4096, damaged.size()) : damaged.size();
+    const size_t at = random() % span;
+    damaged[at] = static_cast<char>(damaged[at] ^ (1 + random() % 255));
+    std::ofstream(cache, std::ios::binary | std::ios::trunc) << damaged;
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      bool same = false;
+      try {
+        same = answers(viewer::open_index(trace).index) == expected;
+      } catch (...) {
+      }
+      _exit(same ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status)) << "seed " << seed << ", byte " << at << ": killed by signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "seed " << seed << ", byte " << at << ": a different answer or an exception";
+  }
 }
 
 TEST(IndexCache, AnUnwritableDirectoryStillOpensWithAWarning) {

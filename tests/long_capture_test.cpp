@@ -190,6 +190,27 @@ TEST(Compression, ADamagedUnitIsSkippedAndTheOthersRead) {
   EXPECT_EQ(decoded, expected);
 }
 
+// A compressed metadata (60 KB) of units that each claim the most a unit may hold (256 MiB) would
+// decode to a gigabyte: the cap is what the whole file may decode to, not each unit.
+TEST(Compression, AMetadataOfManyLargeUnitsIsRefusedAtTheFilesCap) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_EQ(run(kCli + " record -q -o " + trace + " -- " + kCountedSpans + " 1 10").exit_code, 0);
+  std::vector<uint8_t> unit;
+  compression::append_unit(std::vector<uint8_t>(compression::kMaxUnitRawSize, ' '), compression::UnitContent::bytes, 0,
+                           unit, 1);
+  std::vector<uint8_t> compressed;
+  for (int copy = 0; copy < 4; ++copy) compressed.insert(compressed.end(), unit.begin(), unit.end());
+  fs::remove(trace + "/metadata");
+  std::ofstream(trace + "/metadata.ctfz", std::ios::binary)
+      .write(reinterpret_cast<const char*>(compressed.data()), static_cast<std::streamsize>(compressed.size()));
+  // The address-space limit keeps the unfixed reader from taking the machine's memory.
+  const auto result = run("ulimit -v 2000000; timeout 60 " + kCli + " stats " + trace);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find(trace + "/metadata.ctfz: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("more than the 16 MiB a metadata may hold"), std::string::npos) << result.err;
+}
+
 // Per thread, the values of counter "sequence" in the order read.
 std::map<uint32_t, std::vector<int64_t>> sequences(const reader::Trace& trace, size_t* spans = nullptr) {
   std::map<uint32_t, std::vector<int64_t>> values;

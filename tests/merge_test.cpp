@@ -2,6 +2,8 @@
 // offset and drift, the metadata's clock rewrite, and the command on real recorded traces.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -603,6 +605,77 @@ TEST_F(MergeCommand, PairsMoveTheRemoteClockInTheMergedMetadata) {
     ASSERT_LE(std::llabs(their_times[i] - our_times[i]), 1) << "event " << i;  // babeltrace2 goes through a double
 }
 
+// A trace's hostname and process name make its directory's name in the merged trace: a name too
+// long for a file name (a metadata says what it likes) is shortened, each trace still its own.
+TEST_F(MergeCommand, ALongHostOrProcessNameIsShortenedToAFileName) {
+  const std::string long_host = std::string(300, 'h');
+  copy_as_other_host(path("recorded"), output_ / "first", long_host, 0);
+  copy_as_other_host(path("local"), output_ / "second", long_host, 1'000'000);
+  const std::string out = output_ / "out";
+  const auto result = run(kCli + " merge " + (output_ / "first") + " " + (output_ / "second") + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    names.insert(entry.path().filename().string());
+    EXPECT_LE(entry.path().filename().string().size(), 255u);
+    EXPECT_GT(event_count(entry.path().string()), 0u);
+  }
+  EXPECT_EQ(names.size(), 2u);
+}
+
+// Whether any file under `directory` holds `text`.
+bool any_file_holds(const std::string& directory, const std::string& text) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
+    if (entry.is_regular_file() && slurp(entry.path().string()).find(text) != std::string::npos) return true;
+  return false;
+}
+
+// A link planted in a trace (to a file its reader may read and its owner may not) is never read
+// through, nor a file another user put there: each is named and skipped, and the rest merged. A
+// trace left with nothing else is refused.
+TEST_F(MergeCommand, LinksAndOtherUsersFilesInATraceAreNamedAndSkipped) {
+  const std::string planted = output_ / "planted";
+  std::filesystem::copy(path("local"), planted, std::filesystem::copy_options::recursive);
+  const std::string secret = output_ / "secret";
+  std::ofstream(secret) << "the secret that must stay where it is";
+  const std::string link = planted + "/thread-999999";
+  std::filesystem::create_symlink(secret, link);
+  std::string foreign;
+  if (::geteuid() == 0) {  // a second user's file needs root to make
+    foreign = planted + "/thread-999998";
+    std::ofstream(foreign) << "another user's bytes";
+    ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
+  }
+  const std::string out = output_ / "out";
+  const auto merged = run(kCli + " merge " + planted + " -o " + out);
+  EXPECT_EQ(merged.exit_code, 0) << merged.err;
+  EXPECT_NE(merged.err.find(link + ": offset 0: skipped"), std::string::npos) << merged.err;
+  EXPECT_NE(merged.err.find("a symbolic link"), std::string::npos) << merged.err;
+  if (!foreign.empty()) {
+    EXPECT_NE(merged.err.find(foreign + ": offset 0: skipped"), std::string::npos) << merged.err;
+  }
+  ASSERT_TRUE(std::filesystem::exists(out));
+  EXPECT_FALSE(any_file_holds(out, "the secret")) << "the link's target was copied into the merged trace";
+  EXPECT_FALSE(any_file_holds(out, "another user's")) << "another user's file was copied into the merged trace";
+  EXPECT_EQ(event_count(out + "/" + std::filesystem::directory_iterator(out)->path().filename().string()),
+            event_count(path("local")));
+
+  const auto stats = run(kCli + " stats " + planted);
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_NE(stats.err.find(link + ": offset 0: skipped"), std::string::npos) << stats.err;
+
+  // Nothing but links: nothing readable is left.
+  const std::string only_links = output_ / "only-links";
+  std::filesystem::create_directory(only_links);
+  std::filesystem::copy_file(path("local") + "/metadata", only_links + "/metadata");
+  std::filesystem::copy_file(path("local") + "/strings", only_links + "/strings");
+  std::filesystem::create_symlink(secret, only_links + "/thread-1");
+  const auto refused = run(kCli + " merge " + only_links + " -o " + (output_ / "none"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(only_links + "/thread-1"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(output_ / "none"));
+}
+
 // --- OTLP/JSON files of spans as inputs ---------------------------------------------------------
 
 std::string hex16(uint64_t value) {
@@ -885,6 +958,58 @@ TEST_F(MergeOtlp, BadInputIsRefusedOrCounted) {
   EXPECT_EQ(twice.exit_code, 1) << twice.err;
   EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
   EXPECT_FALSE(std::filesystem::exists(output_ / "twice"));
+}
+
+// An OTLP/JSON input is read only when it is a regular file: a FIFO would wait for a writer that
+// never comes, a link to /dev/zero would be read without end.
+TEST_F(MergeOtlp, AnInputThatIsNotARegularFileIsRefused) {
+  const std::string fifo = output_ / "spans.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string endless = output_ / "zero.json";
+  std::filesystem::create_symlink("/dev/zero", endless);
+  for (const std::string& input : {fifo, endless}) {
+    const std::string out = output_ / "out";
+    // The limits keep the unfixed reader from hanging the test or filling the machine's memory.
+    const auto result =
+        run("ulimit -v 2000000; timeout 20 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+    EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
+    EXPECT_NE(result.err.find(input + ": not a regular file"), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
+// An OTLP/JSON input has caps: its size, and how deep its arrays and objects nest (300 MB of "["
+// took 6 GB to parse).
+TEST_F(MergeOtlp, AnInputPastTheSizeOrNestingCapIsRefused) {
+  const std::string deep = output_ / "deep.json";
+  std::ofstream(deep) << std::string(size_t{50} << 20, '[');
+  const std::string large = output_ / "large.json";
+  std::ofstream(large) << otlp_request("svc", "h", 1, {});
+  std::filesystem::resize_file(large, uint64_t{300} << 20);
+  for (const auto& [input, reason] :
+       {std::pair{deep, "nested deeper than 64 levels"},
+        std::pair{large, "314572800 bytes, more than the 256 MiB an OTLP/JSON input may hold"}}) {
+    const std::string out = output_ / "out";
+    // The limits keep the unfixed reader from hanging the test or taking the machine's memory.
+    const auto result =
+        run("ulimit -v 1000000; timeout 60 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+    EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
+    EXPECT_NE(result.err.find(input + ": "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
+// A service name too long for a file name makes a trace all the same.
+TEST_F(MergeOtlp, ALongServiceNameIsShortenedToAFileName) {
+  const std::string service(300, 's');
+  const std::string file = output_ / "long.json";
+  std::ofstream(file) << otlp_request(
+      service, std::string(300, 'h'), 1,
+      {{"0af7651916cd43dd8448eb211c80319c", "0000000000000001", "", "span", 1, kEpoch, kEpoch + 10}});
+  const auto result = run(kCli + " merge " + file + " -o " + (output_ / "out"));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("(service " + service + ", 1 span)"), std::string::npos) << result.out;
 }
 
 // Two sessions in small packets, a message now and then from the first to the second among many

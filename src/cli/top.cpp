@@ -147,12 +147,10 @@ void print_metrics(std::string& out, const std::string& sort, const metrics::Met
     double value, rate, p50, p99;
   };
   std::vector<Row> rows;
-  for (const metrics::MetricSample& sample : after.metrics) {
-    const auto rate = metrics::rates(before, after, sample.name, sample.labels);
-    double per_second = std::nan("");
-    for (const auto& series : rate)
-      if (series.labels == sample.labels) per_second = series.value;
-    if (sample.kind == format::MetricKind::gauge) per_second = std::nan("");
+  const std::vector<double> rates = metrics::sample_rates(before, after);
+  for (size_t index = 0; index < after.metrics.size(); ++index) {
+    const metrics::MetricSample& sample = after.metrics[index];
+    const double per_second = sample.kind == format::MetricKind::gauge ? std::nan("") : rates[index];
     const bool histogram = sample.kind == format::MetricKind::histogram;
     rows.push_back({metrics::series_name(sample.name, sample.labels), sample.kind,
                     histogram ? sample.sum : sample.value, per_second,

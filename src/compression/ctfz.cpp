@@ -714,9 +714,13 @@ void append_unit(std::span<const uint8_t> raw, UnitContent content, uint32_t eve
 }
 
 uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std::span<const uint8_t>)>& sink,
-                     std::vector<UnitProblem>& problems) {
+                     std::vector<UnitProblem>& problems, uint64_t max_raw_bytes) {
   std::vector<UnitProblem> framing;
   const std::vector<UnitPlace> units = list_units(file, framing);
+  uint64_t claimed = 0;  // stops at the first unit past the cap, each at most kMaxUnitRawSize: no overflow
+  for (const UnitPlace& unit : units)
+    if ((claimed += unit.entry.raw_size) > max_raw_bytes)
+      throw FileCapError(fmt::format("its units decode to more than {} bytes", max_raw_bytes));
   UnitDecoder decoder;
   uint64_t handed = 0;
   auto framing_problem = framing.begin();

@@ -127,10 +127,17 @@ class UnitDecoder {
   std::unique_ptr<State> state_;
 };
 
+// Thrown by decode_file when a file's units together claim more raw bytes than its caller caps
+// the whole file at (each unit alone is capped at kMaxUnitRawSize).
+class FileCapError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Decodes a whole .ctfz file, handing each unit's raw bytes to `sink` in order. A unit that does
 // not decode is skipped and listed in `problems`; when the next unit cannot be found after it,
-// the rest of the file is. Returns the raw bytes handed out.
+// the rest of the file is. Throws FileCapError, before decoding any unit, when the units' raw
+// sizes add up to more than `max_raw_bytes`. Returns the raw bytes handed out.
 uint64_t decode_file(std::span<const uint8_t> file, const std::function<void(std::span<const uint8_t>)>& sink,
-                     std::vector<UnitProblem>& problems);
+                     std::vector<UnitProblem>& problems, uint64_t max_raw_bytes = UINT64_MAX);
 
 }  // namespace chronicle::compression

@@ -1,10 +1,14 @@
 #include "merge/otlp_input.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +19,8 @@
 
 #include "format/input_error.hpp"
 #include "format/trace_writer.hpp"
+#include "merge/trace_merge.hpp"
+#include "reader/trace_directory.hpp"
 
 namespace chronicle::merge {
 namespace {
@@ -56,14 +62,50 @@ using ResourceKey = std::tuple<std::string, std::string, int32_t>;
 }
 
 // The requests of the file, each with its line (0 when the file is one document).
+void refuse_past_size_cap(const std::string& file, uint64_t size) {
+  static_assert(kMaxOtlpInputBytes == 256 << 20, "the text says the cap");
+  if (size > kMaxOtlpInputBytes)
+    refuse(file, 0, fmt::format("{} bytes, more than the 256 MiB an OTLP/JSON input may hold", size));
+}
+
+// The whole of `file`, a regular file (a FIFO would wait for a writer, a device never end) within
+// the size cap.
+std::string read_text(const std::string& file) {
+  const reader::ReadableFile in = reader::open_readable_file(file);
+  if (!in) refuse(file, 0, in.problem());
+  refuse_past_size_cap(file, in.size());
+  std::string text;
+  std::array<char, 1 << 16> buffer;
+  while (true) {
+    const ssize_t got = ::read(in.fd(), buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) refuse(file, 0, fmt::format("cannot be read: {}", std::strerror(errno)));
+    if (got == 0) return text;
+    text.append(buffer.data(), static_cast<size_t>(got));
+    refuse_past_size_cap(file, text.size());  // a file that grows while it is read
+  }
+}
+
+struct NestedTooDeep {};
+
+// `text` parsed, refusing nesting past the cap as soon as the parser reaches it (the parser's own
+// stack grows with each level); with `exceptions` false, a text that is not JSON is discarded.
+json parse_nested_within_cap(const std::string& file, size_t line, const std::string& text, bool exceptions) {
+  const json::parser_callback_t within_cap = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxOtlpNesting) throw NestedTooDeep{};
+    return true;
+  };
+  try {
+    return json::parse(text, within_cap, exceptions);
+  } catch (const NestedTooDeep&) {
+    refuse(file, line, fmt::format("nested deeper than {} levels, the cap of an OTLP/JSON input", kMaxOtlpNesting));
+  }
+}
+
 std::vector<std::pair<size_t, json>> read_requests(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (!in) refuse(file, 0, "cannot be read");
-  const std::string text = content.str();
+  const std::string text = read_text(file);
   std::vector<std::pair<size_t, json>> requests;
-  json whole = json::parse(text, nullptr, false);
+  json whole = parse_nested_within_cap(file, 0, text, false);
   if (!whole.is_discarded()) {
     requests.emplace_back(0, std::move(whole));
     return requests;
@@ -76,7 +118,7 @@ std::vector<std::pair<size_t, json>> read_requests(const std::string& file) {
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      requests.emplace_back(number, json::parse(line));
+      requests.emplace_back(number, parse_nested_within_cap(file, number, line, true));
     } catch (const json::exception& error) {
       refuse(file, number,
              fmt::format("not JSON ({}): an OTLP/JSON input is an ExportTraceServiceRequest, or one "
@@ -367,12 +409,6 @@ void write_lanes(std::vector<Span>& spans, format::TraceWriter& writer, uint64_t
     events.begin(static_cast<uint32_t>(*chosen + 1), span);
   }
   for (size_t lane = 0; lane < lanes.size(); ++lane) close_until(lane, ~uint64_t{0});
-}
-
-std::string path_part(const std::string& text) {
-  std::string out;
-  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
-  return out.empty() ? "unknown" : out;
 }
 
 OtlpProcess write_resource(Resource& resource, const std::string& digest, const std::string& directory) {

@@ -26,6 +26,11 @@ struct OtlpConversion {
   uint64_t left_out_count() const;
 };
 
+// What an OTLP/JSON input may cost (docs/guarantees.md): its size, and how deep its arrays and
+// objects may nest.
+inline constexpr uint64_t kMaxOtlpInputBytes = uint64_t{256} << 20;
+inline constexpr int kMaxOtlpNesting = 64;
+
 // Whether `input` is to be read as OTLP/JSON: a file rather than a directory.
 bool is_otlp_input(const std::string& input);
 

@@ -21,21 +21,26 @@
 #include <vector>
 
 #include "compression/ctfz.hpp"
+#include "format/input_error.hpp"
 #include "reader/run_on_threads.hpp"
+#include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::merge {
-namespace {
 
-// A name part safe in a path and in a shell: letters, digits, '.', '_' and '-' (no leading dot).
 std::string path_part(const std::string& text) {
+  // A metadata or an OTLP resource may name a host or process longer than a file name may be
+  // (255 bytes): two parts and a pid still fit.
+  constexpr size_t kMostBytes = 100;
   std::string out;
-  for (char c : text)
+  for (char c : text.substr(0, kMostBytes))
     out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
   if (out.empty()) out = "unknown";
   if (out.front() == '.') out.front() = '_';
   return out;
 }
+
+namespace {
 
 void refuse_duplicates(const std::vector<reader::Trace>& traces) {
   std::map<std::array<uint8_t, 16>, size_t> seen;
@@ -118,9 +123,10 @@ class FileCloser {
 
 // Copies `from` to a new file `to`, in the kernel where it can (copy_file_range), by reads and
 // writes elsewhere; reports each chunk to `copied`.
-void copy_file(const std::string& from, const std::string& to, const std::function<void(uint64_t)>& copied) {
-  FileCloser in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.fd() < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", from, std::strerror(errno)));
+void copy_file(const std::string& from, uid_t owner, const std::string& to,
+               const std::function<void(uint64_t)>& copied) {
+  const reader::ReadableFile in = reader::open_readable_file(from, owner);
+  if (!in) throw format::InputError(fmt::format("{}: {}", from, in.problem()));
   FileCloser out(create_file(to));
   constexpr size_t kChunk = 64 << 20;
   bool in_kernel = true;
@@ -149,15 +155,16 @@ void copy_file(const std::string& from, const std::string& to, const std::functi
 // The files of a trace directory a copy takes: every regular file but the metadata (the stream
 // files and the definitions), as the reader and babeltrace2 find them; dot-files and the
 // subdirectories of a record run's other processes are not the trace's.
-std::vector<std::filesystem::path> stream_files(const std::string& directory) {
+std::vector<std::filesystem::path> stream_files(const std::string& directory, uid_t owner) {
   namespace fs = std::filesystem;
   std::vector<fs::path> files;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory, error)) {
     const std::string name = entry.path().filename().string();
     if (name == "metadata" || name.starts_with(".") || entry.is_directory(error)) continue;
-    if (!entry.is_regular_file(error))
-      throw std::runtime_error(fmt::format("{}: not a regular file: a trace is made of files", entry.path().string()));
+    // What is not the trace's own (a planted link, another user's file) the reader has named
+    // and skipped: it is not copied either.
+    if (!reader::open_readable_file(entry.path().string(), owner)) continue;
     files.push_back(entry.path());
   }
   if (error) throw std::runtime_error(fmt::format("cannot list {}: {}", directory, error.message()));
@@ -165,6 +172,8 @@ std::vector<std::filesystem::path> stream_files(const std::string& directory) {
   return files;
 }
 
+// A trace's subdirectory in the merged trace, named by its host, pid and process (path_part
+// keeps each short enough for a file name); a taken name moves to the next suffix.
 std::string unique_subdirectory(const reader::Trace& trace, std::set<std::string>& taken) {
   const auto& description = trace.description();
   const std::string base =
@@ -271,7 +280,7 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
       for (const reader::StreamInfo& stream : trace.streams()) total += stream.bytes;
       continue;
     }
-    files.back() = stream_files(trace.directory());
+    files.back() = stream_files(trace.directory(), trace.owner());
     for (const auto& file : *files.back()) total += std::filesystem::file_size(file);
   }
   uint64_t copied = 0;
@@ -286,7 +295,7 @@ uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& 
       throw std::runtime_error(fmt::format("cannot create {}: {}", directory, std::strerror(errno)));
     if (files[index]) {
       for (const auto& file : *files[index])
-        copy_file(file.string(), directory + "/" + file.filename().string(), count);
+        copy_file(file.string(), traces[index].owner(), directory + "/" + file.filename().string(), count);
     } else {
       write_plain_streams(traces[index], directory, count);
     }

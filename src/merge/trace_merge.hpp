@@ -66,4 +66,8 @@ void write_plain_streams(const reader::Trace& trace, const std::string& director
 uint64_t write_merge(const std::vector<reader::Trace>& traces, const MergePlan& plan, const std::string& output,
                      const CopyProgress& progress = {});
 
+// A part of a file name made of a name a trace or OTLP resource gives (host, process, service):
+// letters, digits, '.', '_' and '-' (no leading dot), at most 100 bytes.
+std::string path_part(const std::string& text);
+
 }  // namespace chronicle::merge

@@ -34,6 +34,23 @@ bool valid_label_name(std::string_view name) {
   return true;
 }
 
+std::string metric_name_problem(std::string_view name) {
+  if (valid_metric_name(name)) return {};
+  return fmt::format("metric name \"{}\": use [A-Za-z_:][A-Za-z0-9_:.]*", name);
+}
+
+std::string labels_problem(std::string_view name, const LabelList& sorted_labels) {
+  for (size_t i = 0; i < sorted_labels.size(); ++i) {
+    const auto& [key, value] = sorted_labels[i];
+    if (!valid_label_name(key))
+      return fmt::format("label name \"{}\" of metric {}: use [A-Za-z_][A-Za-z0-9_]*", key, name);
+    if (value.find_first_of("\x1e\x1f") != std::string::npos)
+      return fmt::format("label {} of metric {}: control characters", key, name);
+    if (i > 0 && key == sorted_labels[i - 1].first) return fmt::format("label {} of metric {} given twice", key, name);
+  }
+  return {};
+}
+
 std::string encode_labels(const LabelList& labels) {
   std::string out;
   for (const auto& [key, value] : labels) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <unordered_map>
 
 namespace chronicle::metrics {
 namespace {
@@ -19,6 +21,31 @@ std::string label_value(const LabelList& labels, const std::string& key) {
   for (const auto& [name, value] : labels)
     if (name == key) return value;
   return {};
+}
+
+std::string series_key(std::string_view name, const LabelList& labels) {
+  return std::string(name) + '\n' + encode_labels(labels);
+}
+
+// Each series' value in `before` (the last one, when a crafted mapping repeats a series), of
+// metric `name` only when one is given.
+std::unordered_map<std::string, double> values_by_series(const MetricsSnapshot& before,
+                                                         std::optional<std::string_view> name) {
+  std::unordered_map<std::string, double> values;
+  for (const MetricSample& old : before.metrics)
+    if (!name || old.name == *name) values.insert_or_assign(series_key(old.name, old.labels), old.value);
+  return values;
+}
+
+double rate_of(const MetricSample& sample, const std::unordered_map<std::string, double>& earlier, double seconds) {
+  if (sample.kind == format::MetricKind::gauge) return sample.value;
+  const auto found = earlier.find(series_key(sample.name, sample.labels));
+  const double then = found == earlier.end() ? 0 : found->second;
+  return seconds > 0 ? (sample.value - then) / seconds : 0;
+}
+
+double seconds_between(const MetricsSnapshot& before, const MetricsSnapshot& after) {
+  return static_cast<double>(after.monotonic_ns - before.monotonic_ns) / 1e9;
 }
 
 }  // namespace
@@ -41,19 +68,21 @@ std::vector<Series> select(const MetricsSnapshot& snapshot, std::string_view nam
 
 std::vector<Series> rates(const MetricsSnapshot& before, const MetricsSnapshot& after, std::string_view name,
                           const LabelList& where) {
-  const double seconds = static_cast<double>(after.monotonic_ns - before.monotonic_ns) / 1e9;
+  const double seconds = seconds_between(before, after);
+  const auto earlier = values_by_series(before, name);
   std::vector<Series> out;
-  for (const MetricSample& sample : after.metrics) {
-    if (sample.name != name || !has_labels(sample.labels, where)) continue;
-    if (sample.kind == format::MetricKind::gauge) {
-      out.push_back({sample.labels, sample.value, 1});
-      continue;
-    }
-    double earlier = 0;
-    for (const MetricSample& old : before.metrics)
-      if (old.name == sample.name && old.labels == sample.labels) earlier = old.value;
-    out.push_back({sample.labels, seconds > 0 ? (sample.value - earlier) / seconds : 0, 1});
-  }
+  for (const MetricSample& sample : after.metrics)
+    if (sample.name == name && has_labels(sample.labels, where))
+      out.push_back({sample.labels, rate_of(sample, earlier, seconds), 1});
+  return out;
+}
+
+std::vector<double> sample_rates(const MetricsSnapshot& before, const MetricsSnapshot& after) {
+  const double seconds = seconds_between(before, after);
+  const auto earlier = values_by_series(before, std::nullopt);
+  std::vector<double> out;
+  out.reserve(after.metrics.size());
+  for (const MetricSample& sample : after.metrics) out.push_back(rate_of(sample, earlier, seconds));
   return out;
 }
 

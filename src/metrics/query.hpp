@@ -40,6 +40,10 @@ std::vector<Series> select(const MetricsSnapshot& snapshot, std::string_view nam
 std::vector<Series> rates(const MetricsSnapshot& before, const MetricsSnapshot& after, std::string_view name,
                           const LabelList& where = {});
 
+// The rate of each sample of `after` (in its order), as rates() gives it: linear in the samples,
+// however many share one (name, labels) (a crafted mapping may repeat one).
+std::vector<double> sample_rates(const MetricsSnapshot& before, const MetricsSnapshot& after);
+
 // Groups by the values of the labels `by` (a series without one of them groups under ""),
 // ordered by those values. An empty `by` gives one group: the total.
 std::vector<Series> aggregate(std::span<const Series> series, const std::vector<std::string>& by, Aggregation how);

@@ -324,19 +324,11 @@ std::atomic<uint64_t>* attach_metric_shard() {
 
 MetricHandle register_metric(MetricKind kind, std::string_view name, const Labels& given_labels,
                              const std::vector<double>& bounds) {
-  if (!metrics::valid_metric_name(name))
-    throw std::invalid_argument(fmt::format("metric name \"{}\": use [A-Za-z_:][A-Za-z0-9_:.]*", name));
+  if (std::string problem = metrics::metric_name_problem(name); !problem.empty()) throw std::invalid_argument(problem);
   Labels labels = given_labels;
   std::sort(labels.begin(), labels.end());
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (!metrics::valid_label_name(labels[i].first))
-      throw std::invalid_argument(
-          fmt::format("label name \"{}\" of metric {}: use [A-Za-z_][A-Za-z0-9_]*", labels[i].first, name));
-    if (labels[i].second.find_first_of("\x1e\x1f") != std::string::npos)
-      throw std::invalid_argument(fmt::format("label {} of metric {}: control characters", labels[i].first, name));
-    if (i > 0 && labels[i].first == labels[i - 1].first)
-      throw std::invalid_argument(fmt::format("label {} of metric {} given twice", labels[i].first, name));
-  }
+  if (std::string problem = metrics::labels_problem(name, labels); !problem.empty())
+    throw std::invalid_argument(problem);
   if (kind == MetricKind::histogram) {
     if (bounds.empty() || bounds.size() > format::kMaxHistogramBounds)
       throw std::invalid_argument(

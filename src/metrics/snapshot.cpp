@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "format/input_error.hpp"
+#include "metrics/metric_names.hpp"
 #include "recorder/clock.hpp"
 #include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
@@ -72,13 +73,21 @@ MetricsGeometry checked_geometry(const std::string& path, const uint8_t* base, u
 // A ready entry whose cells lie outside the shards, or whose histogram has more bounds than an
 // entry holds, cannot come from a writer: the mapping is refused.
 void check_entry(const shm::MappingCheck& check, const MetricsGeometry& geometry, const MetricEntry& entry,
-                 uint32_t index) {
+                 uint32_t index, const MetricSample& sample) {
   const uint64_t at = geometry.directory_offset + uint64_t{index} * sizeof(MetricEntry);
   const auto field = [&](std::string_view name) { return fmt::format("entries[{}].{}", index, name); };
   if (uint64_t{entry.first_cell} + entry.cell_count > geometry.cells_per_shard)
     check.fail(field("first_cell"), at + offsetof(MetricEntry, first_cell),
                fmt::format("{} with {} cells runs past the {} cells of a shard", entry.first_cell, entry.cell_count,
                            geometry.cells_per_shard));
+  // The registry's own rule: what it would refuse cannot come from it, and would be raw lines in
+  // exposition. The text itself is left out of the message (it would be raw lines there too).
+  if (!metric_name_problem(sample.name).empty())
+    check.fail(field("name"), at + offsetof(MetricEntry, name),
+               "is not a name the registry accepts ([A-Za-z_:][A-Za-z0-9_:.]*)");
+  if (!labels_problem(sample.name, sample.labels).empty())
+    check.fail(field("labels"), at + offsetof(MetricEntry, labels),
+               "hold a label the registry refuses (names [A-Za-z_][A-Za-z0-9_]*, each once, sorted)");
   if (entry.kind == MetricKind::histogram && entry.bound_count > format::kMaxHistogramBounds)
     check.fail(field("bound_count"), at + offsetof(MetricEntry, bound_count),
                fmt::format("is {}, more than {}", entry.bound_count, format::kMaxHistogramBounds));
@@ -188,10 +197,10 @@ MetricsSnapshot read_checked_metrics(const std::string& path, const uint8_t* bas
   for (uint32_t index = 0; index < count; ++index) {
     const MetricEntry& entry = entries[index];
     if (entry.state.load(std::memory_order_acquire) != static_cast<uint32_t>(format::MetricEntryState::ready)) continue;
-    check_entry(check, geometry, entry, index);
     MetricSample sample;
     sample.name = bounded_text(entry.name, sizeof entry.name);
     sample.labels = decode_labels(bounded_text(entry.labels, sizeof entry.labels));
+    check_entry(check, geometry, entry, index, sample);
     sample.kind = entry.kind;
     switch (entry.kind) {
       case MetricKind::counter:

@@ -1,9 +1,16 @@
 #include "reader/trace_directory.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "reader/trace_reader.hpp"
 
@@ -35,7 +42,59 @@ bool is_trace(const std::string& directory) {
   return has_metadata(directory) || !chunks_of(directory).empty();
 }
 
+std::string file_kind(const struct stat& info) {
+  if (S_ISDIR(info.st_mode)) return "a directory";
+  if (S_ISFIFO(info.st_mode)) return "a FIFO";
+  if (S_ISSOCK(info.st_mode)) return "a socket";
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "a device";
+  return fmt::format("mode {:o}", info.st_mode);
+}
+
 }  // namespace
+
+ReadableFile::~ReadableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ReadableFile::ReadableFile(ReadableFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), info_(other.info_), problem_(std::move(other.problem_)) {}
+
+ReadableFile& ReadableFile::operator=(ReadableFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    info_ = other.info_;
+    problem_ = std::move(other.problem_);
+  }
+  return *this;
+}
+
+ReadableFile open_readable_file(const std::string& path, std::optional<uid_t> owner) {
+  ReadableFile file;
+  const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (owner ? O_NOFOLLOW : 0);
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) {
+    file.problem_ = owner && errno == ELOOP ? "a symbolic link: a trace is made of files, never read through a link"
+                                            : fmt::format("cannot open: {}", std::strerror(errno));
+    return file;
+  }
+  file.fd_ = fd;
+  if (fstat(fd, &file.info_) != 0)
+    file.problem_ = fmt::format("cannot stat: {}", std::strerror(errno));
+  else if (!S_ISREG(file.info_.st_mode))
+    file.problem_ = fmt::format("not a regular file ({}): a trace is made of files", file_kind(file.info_));
+  else if (owner && file.info_.st_uid != *owner)
+    file.problem_ = fmt::format("owned by uid {}, not by the trace's owner (uid {})", file.info_.st_uid, *owner);
+  if (!file.problem_.empty()) ::close(std::exchange(file.fd_, -1));
+  return file;
+}
+
+uid_t trace_owner(const std::string& directory) {
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0)
+    throw TraceError(directory, 0, fmt::format("cannot stat: {}", std::strerror(errno)));
+  return info.st_uid;
+}
 
 uint64_t chunk_number(std::string_view name) {
   constexpr std::string_view kPrefix = "chunk-";

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -28,47 +29,25 @@ TraceError::TraceError(std::string file, uint64_t offset, const std::string& rea
       file_(std::move(file)),
       offset_(offset) {}
 
-namespace {
-
-std::string file_kind(const struct stat& info) {
-  if (S_ISDIR(info.st_mode)) return "a directory";
-  if (S_ISFIFO(info.st_mode)) return "a FIFO";
-  if (S_ISSOCK(info.st_mode)) return "a socket";
-  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "a device";
-  return fmt::format("mode {:o}", info.st_mode);
-}
-
-}  // namespace
-
 // A read-only mapping of a whole file.
 class MappedFile {
  public:
-  // At most `limit` bytes from the file's start.
-  explicit MappedFile(const std::string& path, uint64_t limit = UINT64_MAX) : path_(path) {
-    // O_NONBLOCK: opening a FIFO would wait for a writer that never comes. Only regular files
-    // are read (a device could be endless, a FIFO empty).
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) throw TraceError(path, 0, fmt::format("cannot open: {}", std::strerror(errno)));
-    struct stat info {};
-    if (fstat(fd, &info) != 0) {
-      ::close(fd);
-      throw TraceError(path, 0, fmt::format("cannot stat: {}", std::strerror(errno)));
-    }
-    if (!S_ISREG(info.st_mode)) {
-      ::close(fd);
-      throw TraceError(path, 0, fmt::format("not a regular file ({}): a trace is made of files", file_kind(info)));
-    }
-    size_ = std::min(static_cast<uint64_t>(info.st_size), limit);
+  // At most `limit` bytes from the file's start, a file of the trace owned by `owner`
+  // (open_readable_file: a regular file of the trace's owner, never through a link).
+  // A file past `cap` bytes is refused before it is mapped.
+  MappedFile(const std::string& path, uid_t owner, uint64_t limit = UINT64_MAX,
+             const std::function<void(uint64_t)>& cap = nullptr)
+      : path_(path) {
+    const ReadableFile file = open_readable_file(path, owner);
+    if (!file) throw TraceError(path, 0, file.problem());
+    if (cap) cap(file.size());
+    size_ = std::min(file.size(), limit);
     if (size_ > 0) {
-      void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (mapped == MAP_FAILED) {
-        ::close(fd);
-        throw TraceError(path, 0, fmt::format("cannot map: {}", std::strerror(errno)));
-      }
+      void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+      if (mapped == MAP_FAILED) throw TraceError(path, 0, fmt::format("cannot map: {}", std::strerror(errno)));
       data_ = static_cast<const uint8_t*>(mapped);
       madvise(mapped, size_, MADV_SEQUENTIAL);
     }
-    ::close(fd);
   }
   ~MappedFile() {
     if (data_) munmap(const_cast<uint8_t*>(data_), size_);
@@ -159,14 +138,33 @@ std::string find_file(const std::string& directory, std::string_view name) {
   return {};
 }
 
-// A compressed file's content, decoded whole into memory (the metadata, the definitions: small).
-// A unit that does not decode makes the file unreadable.
-std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* data, uint64_t size) {
+// A file the reader holds whole in memory (the metadata, the definitions), and the most it may
+// cost, as said in refusals: "16 MiB a metadata may hold".
+struct SmallFile {
+  uint64_t cap = 0;
+  const char* cap_text = "";
+};
+constexpr SmallFile kMetadataFile{kMaxMetadataBytes, "16 MiB a metadata may hold"};
+constexpr SmallFile kDefinitionsFile{kMaxDefinitionsBytes, "256 MiB a definitions file may hold"};
+static_assert(kMaxMetadataBytes == 16 << 20 && kMaxDefinitionsBytes == 256 << 20, "the texts above say the caps");
+
+void refuse_past_cap(const std::string& path, uint64_t size, const SmallFile& kind) {
+  if (size > kind.cap) throw TraceError(path, 0, fmt::format("{} bytes, more than the {}", size, kind.cap_text));
+}
+
+// A compressed file's content, decoded whole into memory. A unit that does not decode makes the
+// file unreadable; units that claim more than the file's cap are refused before any is decoded.
+std::vector<uint8_t> decode_small_file(const std::string& path, const uint8_t* data, uint64_t size,
+                                       const SmallFile& kind) {
   std::vector<uint8_t> raw;
   std::vector<compression::UnitProblem> problems;
-  compression::decode_file(
-      {data, size}, [&raw](std::span<const uint8_t> unit) { raw.insert(raw.end(), unit.begin(), unit.end()); },
-      problems);
+  try {
+    compression::decode_file(
+        {data, size}, [&raw](std::span<const uint8_t> unit) { raw.insert(raw.end(), unit.begin(), unit.end()); },
+        problems, kind.cap);
+  } catch (const compression::FileCapError&) {
+    throw TraceError(path, 0, fmt::format("decodes to more than the {}", kind.cap_text));
+  }
   if (!problems.empty()) throw TraceError(path, problems.front().offset, problems.front().reason);
   return raw;
 }
@@ -188,12 +186,13 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedF
   const std::string& directory = directory_;
   std::error_code error;
   if (!fs::is_directory(directory, error)) throw TraceError(directory, 0, "not a directory");
+  owner_ = trace_owner(directory);
   chunks_ = trace_chunks(directory);
   cut_ = shm::find_cut(directory);
   if (rotated()) first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
   read_metadata();
   read_definitions();
-  const std::map<std::string, StreamFiles> stream_files = list_stream_files(committed);
+  const std::map<std::string, StreamFiles> stream_files = list_stream_files(committed, damage_);
   index_streams(stream_files, starts, committed != nullptr);
   if (streams_.empty() && !damage_.empty())
     throw TraceError(damage_.front().file, damage_.front().offset,
@@ -203,7 +202,8 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedF
 // Stream files by plain name, each with its file in every chunk that has one, oldest first. For
 // a trace being written (`committed`), only what its collector has written whole; a chunk or a
 // file removed while it is listed (record --max-size) is left out.
-std::map<std::string, Trace::StreamFiles> Trace::list_stream_files(const CommittedFiles* committed) const {
+std::map<std::string, Trace::StreamFiles> Trace::list_stream_files(const CommittedFiles* committed,
+                                                                   std::vector<Damage>& skipped) const {
   const bool rotated = this->rotated();
   const uint64_t writing =
       committed && rotated && !committed->writing_chunk.empty() ? chunk_number(committed->writing_chunk) : 0;
@@ -218,17 +218,22 @@ std::map<std::string, Trace::StreamFiles> Trace::list_stream_files(const Committ
       const std::string name = entry.path().filename().string();
       const std::string plain = compression::plain_name(name);
       if (plain == "metadata" || plain == "strings" || name.starts_with(".")) continue;
-      // Subdirectories are other processes' traces. Anything else that is not a regular file
-      // (a FIFO, a link to nowhere or to itself) is named rather than skipped or waited on.
+      // Subdirectories are other processes' traces. Anything else that is not a regular file of
+      // the trace's owner (a FIFO, a link planted to a file its reader may read, another user's
+      // file) is named and skipped, never read through or waited on.
       std::error_code status_error;
-      const fs::file_status status = entry.status(status_error);
+      const fs::file_status status = entry.symlink_status(status_error);
       if (fs::is_directory(status)) continue;
       if (committed && status_error == std::errc::no_such_file_or_directory) continue;
-      if (status_error || !fs::is_regular_file(status))
-        throw TraceError(entry.path().string(), 0,
-                         status_error ? fmt::format("cannot read: {}", status_error.message())
-                                      : std::string("not a regular file: a trace is made of files"));
-      if (entry.file_size(status_error) == 0) continue;
+      const ReadableFile readable = open_readable_file(entry.path().string(), owner_);
+      if (!readable) {
+        if (committed && !fs::exists(fs::symlink_status(entry.path(), status_error))) continue;
+        struct stat link {};
+        const uint64_t bytes = ::lstat(entry.path().c_str(), &link) == 0 ? static_cast<uint64_t>(link.st_size) : 0;
+        skipped.push_back({entry.path().string(), 0, bytes, std::nullopt, readable.problem()});
+        continue;
+      }
+      if (readable.size() == 0) continue;
       uint64_t limit = UINT64_MAX;
       if (being_written) {
         const auto found = committed->sizes.find(chunk_name.empty() ? name : chunk_name + "/" + name);
@@ -250,9 +255,11 @@ void Trace::read_metadata() {
     metadata_path = find_file(*chunk, "metadata");
   if (metadata_path.empty()) metadata_path = chunks_.back() + "/metadata";  // its absence is the error
   {
-    MappedFile metadata(metadata_path);
+    const MappedFile metadata(metadata_path, owner_, UINT64_MAX,
+                              [&](uint64_t size) { refuse_past_cap(metadata_path, size, kMetadataFile); });
     if (compression::has_compressed_name(metadata_path)) {
-      const std::vector<uint8_t> text = decode_small_file(metadata_path, metadata.data(), metadata.size());
+      const std::vector<uint8_t> text =
+          decode_small_file(metadata_path, metadata.data(), metadata.size(), kMetadataFile);
       metadata_text_.assign(text.begin(), text.end());
     } else {
       metadata_text_.assign(reinterpret_cast<const char*>(metadata.data()), metadata.size());
@@ -274,10 +281,12 @@ void Trace::read_definitions() {
   for (auto chunk = chunks_.rbegin(); chunk != chunks_.rend(); ++chunk) {
     const std::string path = find_file(*chunk, "strings");
     if (path.empty()) continue;
-    MappedFile file(path);  // names what is not a regular file
+    // Names what is not a regular file of the trace's owner.
+    const MappedFile file(path, owner_, UINT64_MAX,
+                          [&](uint64_t size) { refuse_past_cap(path, size, kDefinitionsFile); });
     if (file.size() == 0) continue;
     if (compression::has_compressed_name(path))
-      definitions_bytes_ = decode_small_file(path, file.data(), file.size());
+      definitions_bytes_ = decode_small_file(path, file.data(), file.size(), kDefinitionsFile);
     else
       definitions_bytes_.assign(file.data(), file.data() + file.size());
     load_definitions(path, definitions_bytes_.data(), definitions_bytes_.size());
@@ -400,7 +409,7 @@ std::string unit_damage(const std::string& reason) {
 std::unique_ptr<Trace::StreamFile> Trace::open_stream_file(const std::string& path, uint64_t committed,
                                                            std::vector<Damage>& damage) const {
   auto file = std::make_unique<StreamFile>();
-  file->mapped = std::make_unique<MappedFile>(path, committed);
+  file->mapped = std::make_unique<MappedFile>(path, owner_, committed);
   file->compressed = compression::has_compressed_name(path) ||
                      compression::looks_compressed(file->mapped->data(), file->mapped->size());
   if (!file->compressed) return file;

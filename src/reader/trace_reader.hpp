@@ -2,6 +2,8 @@
 // and the thread streams' events, per stream or merged in time order.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -105,6 +107,12 @@ struct StreamInfo {
 
 // A stretch of a stream file the reader could not use and skipped: one damaged packet, or the
 // rest of the file from a packet whose size frames nothing.
+// What a trace's small files may cost: each is read whole into memory (decoded, for a .ctfz), so
+// a larger one (a sparse 4 GiB file costs no disk) is refused before it is read
+// (docs/guarantees.md).
+inline constexpr uint64_t kMaxMetadataBytes = uint64_t{16} << 20;
+inline constexpr uint64_t kMaxDefinitionsBytes = uint64_t{256} << 20;
+
 struct Damage {
   std::string file;
   uint64_t offset = 0;                  // where the skipped bytes begin: a packet's start
@@ -171,6 +179,8 @@ class Trace {
   Trace(Trace&&) noexcept;
 
   const std::string& directory() const { return directory_; }
+  // Whose the trace is (its directory's owner): every file read of it is a regular file of theirs.
+  uid_t owner() const { return owner_; }
   const format::TraceDescription& description() const { return description_; }
   const std::vector<StreamInfo>& streams() const { return streams_; }
   // The packets of stream `stream` that cursors read (those that decoded when it was opened).
@@ -235,7 +245,9 @@ class Trace {
   struct ListedFile;
   using StreamFiles = std::vector<ListedFile>;
   bool rotated() const;
-  std::map<std::string, StreamFiles> list_stream_files(const CommittedFiles* committed) const;
+  // Files that are not the trace's own (open_readable_file) are left out, each added to `skipped`.
+  std::map<std::string, StreamFiles> list_stream_files(const CommittedFiles* committed,
+                                                       std::vector<Damage>& skipped) const;
   void read_metadata();
   void read_definitions();
   void load_definitions(const std::string& path, const uint8_t* data, uint64_t size);
@@ -261,6 +273,7 @@ class Trace {
   std::string content_problem(const uint8_t* packet, uint64_t offset, uint32_t& event_types) const;
 
   std::string directory_;
+  uid_t owner_ = 0;
   OpenOptions options_;
   bool release_pages_ = false;  // the stream files are larger than options_.bytes_kept_mapped
   format::TraceDescription description_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -27,7 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 6;  // 6: samples and their stacks
+constexpr uint32_t kFormatVersion = 7;  // 7: the checksum
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -39,7 +40,46 @@ struct Header {
   uint64_t graphs_size;
   uint64_t fields_offset;
   uint64_t fields_size;
+  uint64_t checksum;  // FileChecksum of the whole file, this field taken as zero
 };
+
+// A sum over the file's 8-byte words, each times an odd number its place picks: any change of a
+// single word (a bit flipped, a count or offset rewritten) changes the sum, and the sum is the
+// same whatever order the writer writes its pieces in (it writes columns before the header).
+// Checked before any of the file is used: a damaged index is built again, never followed.
+class FileChecksum {
+ public:
+  void add(uint64_t offset, const char* bytes, size_t size) {
+    for (; size > 0 && offset % 8 != 0; --size) add_byte(offset++, static_cast<uint8_t>(*bytes++));
+    for (; size >= 8; size -= 8, offset += 8, bytes += 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, bytes, 8);
+      sum_ += word * weight(offset / 8);
+    }
+    for (; size > 0; --size) add_byte(offset++, static_cast<uint8_t>(*bytes++));
+  }
+  uint64_t sum() const { return sum_; }
+
+ private:
+  // A byte's share of its word's product: the product is linear in the word's bytes.
+  void add_byte(uint64_t offset, uint8_t byte) { sum_ += (uint64_t{byte} << (8 * (offset % 8))) * weight(offset / 8); }
+  static uint64_t weight(uint64_t word_index) {  // splitmix64's finalizer, made odd
+    uint64_t z = word_index + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (z ^ (z >> 31)) | 1;
+  }
+
+  uint64_t sum_ = 0;
+};
+
+uint64_t checksum_of(const char* file, size_t size) {
+  FileChecksum checksum;
+  constexpr size_t kField = offsetof(Header, checksum);
+  checksum.add(0, file, kField);
+  checksum.add(kField + sizeof(uint64_t), file + kField + sizeof(uint64_t), size - kField - sizeof(uint64_t));
+  return checksum.sum();
+}
 
 uint32_t layout_signature() {
   return static_cast<uint32_t>(sizeof(TaskLine) | sizeof(Arrow) << 6 | sizeof(MessageArrow) << 12 |
@@ -154,7 +194,11 @@ class CacheWriter {
     return {offset, size};
   }
 
+  // Every byte written, each written once (the header last): the file's checksum.
+  uint64_t checksum() const { return checksum_.sum(); }
+
   void write_at(uint64_t offset, const char* bytes, size_t size) {
+    checksum_.add(offset, bytes, size);
     while (size > 0) {
       const ssize_t written = pwrite(fd_, bytes, size, static_cast<off_t>(offset));
       if (written < 0 && errno == EINTR) continue;
@@ -190,6 +234,7 @@ class CacheWriter {
   }
 
   int fd_;
+  FileChecksum checksum_;
   uint64_t end_ = sizeof(Header);
   std::string description_;
   bool streamed_ = false;
@@ -370,6 +415,8 @@ void write_file(const TimelineIndex& index, int fd, const std::string& identity,
   header.fields_offset = fields_offset;
   header.fields_size = fields_size;
   writer.write_at(0, reinterpret_cast<const char*>(&header), sizeof header);
+  header.checksum = writer.checksum();
+  writer.write_at(offsetof(Header, checksum), reinterpret_cast<const char*>(&header.checksum), sizeof header.checksum);
 }
 
 // Each file of a trace directory that is part of the trace (not a dot-file such as the index
@@ -609,6 +656,8 @@ std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std
   std::memcpy(&header, mapping->base(), sizeof header);
   if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) throw IndexCacheDamaged("not an index file");
   if (header.version != kFormatVersion || header.layout != layout_signature()) return std::nullopt;
+  if (checksum_of(mapping->base(), mapping->size()) != header.checksum)
+    throw IndexCacheDamaged("its checksum does not match its bytes");
   for (const auto& [offset, size] :
        {std::pair{header.graphs_offset, header.graphs_size}, std::pair{header.fields_offset, header.fields_size}})
     if (offset > mapping->size() || size > mapping->size() - offset)
