@@ -16,6 +16,7 @@
 #include "metrics/http_server.hpp"
 #include "metrics/query.hpp"
 #include "metrics/snapshot.hpp"
+#include "starved_server.hpp"
 #include "support.hpp"
 
 namespace chronicle {
@@ -376,17 +377,7 @@ TEST(MetricsHttp, AScrapeIsAnsweredWhileManyIdleConnectionsAreOpen) {
 // (under the per-read timeout), and idle ones besides: a scrape must still be answered.
 TEST(MetricsHttp, AScrapeIsAnsweredWhileSlowClientsTrickleTheirHeaders) {
   metrics::MetricsHttpServer server([] { return MetricsSnapshot{}; }, "127.0.0.1", 0);
-  const test::TricklingConnections slowloris(server.port(), 300);
-  EXPECT_EQ(slowloris.opened(), 300u);
-  std::vector<int> idle;
-  for (int i = 0; i < 100; ++i)
-    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
-
-  httplib::Client client("127.0.0.1", server.port());
-  client.set_connection_timeout(std::chrono::seconds(10));
-  client.set_read_timeout(std::chrono::seconds(10));
-  const httplib::Result scrape = client.Get("/metrics");
-  for (const int fd : idle) ::close(fd);
+  const httplib::Result scrape = test::get_while_starved(server.port(), "/metrics");
   ASSERT_TRUE(scrape) << "no answer: " << httplib::to_string(scrape.error());
   EXPECT_EQ(scrape->status, 200);
 }

@@ -25,6 +25,7 @@
 #include "model/task_graph.hpp"
 #include "model/task_graph_feed.hpp"
 #include "reader/trace_directory.hpp"
+#include "starved_server.hpp"
 #include "support.hpp"
 #include "task_graph_equality.hpp"
 #include "viewer/assets.hpp"
@@ -549,17 +550,7 @@ TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {
 // (under the per-read timeout), and idle ones besides: the page's requests must still be answered.
 TEST_F(ViewerTest, TheServerAnswersWhileSlowClientsTrickleTheirHeaders) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
-  const test::TricklingConnections slowloris(server.port(), 300);
-  EXPECT_EQ(slowloris.opened(), 300u);
-  std::vector<int> idle;
-  for (int i = 0; i < 100; ++i)
-    if (const int fd = test::open_idle_connection(server.port()); fd >= 0) idle.push_back(fd);
-
-  httplib::Client client("127.0.0.1", server.port());
-  client.set_connection_timeout(std::chrono::seconds(10));
-  client.set_read_timeout(std::chrono::seconds(10));
-  const httplib::Result summary = client.Get("/api/summary");
-  for (const int fd : idle) ::close(fd);
+  const httplib::Result summary = test::get_while_starved(server.port(), "/api/summary");
   ASSERT_TRUE(summary) << "no answer: " << httplib::to_string(summary.error());
   EXPECT_EQ(summary->status, 200);
 }
