@@ -971,7 +971,7 @@ TEST_F(MergeOtlp, AnInputThatIsNotARegularFileIsRefused) {
     const std::string out = output_ / "out";
     // The limits keep the unfixed reader from hanging the test or filling the machine's memory.
     const auto result =
-        run("ulimit -v 2000000; timeout 20 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+        run(address_space_cap(2000000) + "timeout 20 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
     EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
     EXPECT_NE(result.err.find(input + ": not a regular file"), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(out));
@@ -992,7 +992,7 @@ TEST_F(MergeOtlp, AnInputPastTheSizeOrNestingCapIsRefused) {
     const std::string out = output_ / "out";
     // The limits keep the unfixed reader from hanging the test or taking the machine's memory.
     const auto result =
-        run("ulimit -v 1000000; timeout 60 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+        run(address_space_cap(1000000) + "timeout 60 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
     EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
     EXPECT_NE(result.err.find(input + ": "), std::string::npos) << result.err;
     EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;

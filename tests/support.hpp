@@ -187,6 +187,18 @@ inline std::string perf_events_refused() {
 #define SKIP_WITHOUT_PERF_EVENTS() \
   if (const std::string refused = ::chronicle::test::perf_events_refused(); !refused.empty()) GTEST_SKIP() << refused
 
+// A shell prefix that caps a command's address space at `kilobytes` (ulimit -v): a tool that reads
+// without a bound fails fast instead of taking the machine's memory. Nothing under ASan or TSan,
+// whose shadow memory needs terabytes of address space; there the test's timeout bounds it.
+inline std::string address_space_cap(long kilobytes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)kilobytes;
+  return "";
+#else
+  return "ulimit -v " + std::to_string(kilobytes) + "; ";
+#endif
+}
+
 inline size_t count_lines(const std::string& text) {
   size_t lines = 0;
   for (char c : text) lines += c == '\n';
