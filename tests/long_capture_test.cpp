@@ -205,7 +205,7 @@ TEST(Compression, AMetadataOfManyLargeUnitsIsRefusedAtTheFilesCap) {
   std::ofstream(trace + "/metadata.ctfz", std::ios::binary)
       .write(reinterpret_cast<const char*>(compressed.data()), static_cast<std::streamsize>(compressed.size()));
   // The address-space limit keeps the unfixed reader from taking the machine's memory.
-  const auto result = run(address_space_cap(2000000) + "timeout 60 " + kCli + " stats " + trace);
+  const auto result = run(test::address_space_cap(2000000) + "timeout 60 " + kCli + " stats " + trace);
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_NE(result.err.find(trace + "/metadata.ctfz: "), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("more than the 16 MiB a metadata may hold"), std::string::npos) << result.err;

@@ -970,8 +970,8 @@ TEST_F(MergeOtlp, AnInputThatIsNotARegularFileIsRefused) {
   for (const std::string& input : {fifo, endless}) {
     const std::string out = output_ / "out";
     // The limits keep the unfixed reader from hanging the test or filling the machine's memory.
-    const auto result =
-        run(address_space_cap(2000000) + "timeout 20 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+    const auto result = run(test::address_space_cap(2000000) + "timeout 20 " + kCli + " merge " + path("echo") + " " +
+                            input + " -o " + out);
     EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
     EXPECT_NE(result.err.find(input + ": not a regular file"), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(out));
@@ -991,8 +991,8 @@ TEST_F(MergeOtlp, AnInputPastTheSizeOrNestingCapIsRefused) {
         std::pair{large, "314572800 bytes, more than the 256 MiB an OTLP/JSON input may hold"}}) {
     const std::string out = output_ / "out";
     // The limits keep the unfixed reader from hanging the test or taking the machine's memory.
-    const auto result =
-        run(address_space_cap(1000000) + "timeout 60 " + kCli + " merge " + path("echo") + " " + input + " -o " + out);
+    const auto result = run(test::address_space_cap(1000000) + "timeout 60 " + kCli + " merge " + path("echo") + " " +
+                            input + " -o " + out);
     EXPECT_EQ(result.exit_code, 2) << input << ": " << result.err;
     EXPECT_NE(result.err.find(input + ": "), std::string::npos) << result.err;
     EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;

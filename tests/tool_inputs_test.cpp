@@ -245,7 +245,7 @@ TEST(HostileSizes, AMetadataOrStringsFilePastItsCapIsRefused) {
     fs::copy(recorded, trace);
     fs::resize_file(trace + "/" + name, uint64_t{4} << 30);
     // The address-space limit keeps the unfixed reader from taking the machine's memory.
-    const auto result = run(address_space_cap(3000000) + "timeout 60 " + kCli + " stats " + trace);
+    const auto result = run(test::address_space_cap(3000000) + "timeout 60 " + kCli + " stats " + trace);
     EXPECT_EQ(result.exit_code, 2) << name << ": " << result.err;
     EXPECT_TRUE(contains(result.err, trace + "/" + name + ": offset 0: 4294967296 bytes, more than the " + cap))
         << result.err;

@@ -62,6 +62,7 @@ void TaskGraphFeed::add(const reader::Event& event, const reader::SpanPairing& p
     handed.span = *event.span;
     handed.has_span = true;
   }
+  handed.text.assign(event.text);
   if (filling_.size() >= kBatchEvents) hand_over();
 }
 
@@ -120,6 +121,7 @@ TaskGraph TaskGraphFeed::build(const std::function<bool()>& other_work) {
       if (!take(batch)) break;
       for (Handed& handed : batch) {
         handed.event.span = handed.has_span ? &handed.span : nullptr;
+        handed.event.text = handed.text;
         builder.add(handed.event);
       }
       batch.clear();

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "model/task_graph.hpp"
@@ -38,9 +39,12 @@ class TaskGraphFeed {
 
  private:
   struct Handed {
-    reader::Event event;  // its `span` is set again from `span` when it is taken
+    reader::Event event;  // its `span` and `text` are set again from these when it is taken
     reader::PairedSpan span;
     bool has_span = false;
+    // The event's text, copied: it points into the reader's bytes, which for a compressed trace
+    // are a decoded unit freed once the reader moves on, before the building side takes it.
+    std::string text;
   };
   using Batch = std::vector<Handed>;
 
