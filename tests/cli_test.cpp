@@ -152,19 +152,6 @@ TEST(Record, AChildForkedWithoutExecOfAProgramTracingItselfGetsItsOwnTrace) {
   EXPECT_EQ(run(kCli + " stats " + (directory / "trace")).out.find("was cut"), std::string::npos);
 }
 
-// A program that starts its session in code (chronicle::start) and forks: the child traces into a
-// session of its own, with the parent's settings, its trace a sub-trace NAME-PID of the parent's.
-TEST(Record, AChildForkedWithoutExecOfAProgramThatStartedItsSessionInCodeGetsItsOwnTrace) {
-  TemporaryDirectory directory;
-  const auto result = run(kNoLeakCheckInForkedChildren + "CHRONICLE_SHM_DIR=" + directory.path() + " " + kForkExec +
-                          " started-in-code " + (directory / "trace"));
-  ASSERT_EQ(result.exit_code, 0) << result.err;
-  const auto counts = counts_by_name(directory / "trace");
-  EXPECT_EQ(counts.count("parent") ? counts.at("parent") : 0, 100u);
-  EXPECT_EQ(counts.count("forked") ? counts.at("forked") : 0, 100u) << result.err;
-  EXPECT_EQ(run(kCli + " stats " + (directory / "trace")).out.find("was cut"), std::string::npos);
-}
-
 class Crash : public ::testing::TestWithParam<int> {};
 
 TEST_P(Crash, RecordRecoversEverySequenceNumberUpToTheKill) {

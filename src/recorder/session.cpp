@@ -187,13 +187,12 @@ struct Session {
 // thread that starts it.
 thread_local constinit bool t_starting_from_environment = false;
 
-// g_generation in a child forked without exec from a process with a session (started by the
-// environment or in code): its trace points go to attach_thread, whose first call starts the
-// child's session.
+// g_generation in a child forked without exec from a process whose session the environment
+// started: its trace points go to attach_thread, whose first call starts the child's session.
 constexpr uint32_t kForkedChildPending = ~uint32_t{0};
 uint32_t start_forked_child_session();
-// In such a child, the parent's session: never used, never freed (its mapping is the parent's),
-// kept here for its settings: a session the program started in code gives the child's the same.
+// In a forked child, the parent's session: never used, never freed (its mapping is the
+// parent's), kept reachable here rather than lost.
 Session* g_forked_from = nullptr;
 
 // Process-wide state. Leaked on purpose: threads may still write while static destructors run.
@@ -855,7 +854,7 @@ void release_registry_in_parent() {
 // parent's lock on the session file (readers would think the writer alive after the parent
 // died). Only this thread exists in the child, so unmapping is safe.
 void forget_sessions_after_fork() {
-  const bool session_of_its_own = registry().session != nullptr;
+  const bool session_of_its_own = registry().session && registry().session->from_environment;
   g_forked_from = registry().session.get();
   detail::g_generation.store(0, std::memory_order_relaxed);
   reset_writer(detail::t_writer);
@@ -1833,30 +1832,16 @@ bool start_from_environment(std::string& why) {
 // sub-trace; with CHRONICLE_OUTPUT its own directory in the trace). Returns its generation, or 0
 // (tracing off in this child) when it cannot start. Not in a signal handler that interrupted a
 // trace point or slow path: that event is dropped, the next one starts the session.
-// A session the parent started in code: the same settings, the trace a sub-trace NAME-PID of the
-// parent's (as the environment's children get when the parent's directory is taken).
-bool start_as_forked_from(const Session& parent, std::string& why);
-
 uint32_t start_forked_child_session() {
   if (detail::t_writer.state.load(std::memory_order_relaxed) != detail::kOutsideTracePoint) return 0;
   std::string why;
-  const bool started = g_forked_from && !g_forked_from->from_environment ? start_as_forked_from(*g_forked_from, why)
-                                                                         : start_from_environment(why);
+  const bool started = start_from_environment(why);
   const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
   if (generation != kForkedChildPending) return generation;  // this thread's session, or another's
   uint32_t pending = kForkedChildPending;
   detail::g_generation.compare_exchange_strong(pending, 0, std::memory_order_acq_rel);
   if (!started) fmt::print(stderr, "chronicle: forked child not traced: {}\n", why);
   return 0;
-}
-
-bool start_as_forked_from(const Session& parent, std::string& why) {
-  Config config = parent.config;
-  if (!config.output.empty())
-    config.output = fmt::format("{}/{}-{}", config.output, process_name_for_output(), getpid());
-  const bool started = start(config);
-  if (!started) why = last_error();
-  return started;
 }
 
 struct StartFromEnvironment {

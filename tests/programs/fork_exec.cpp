@@ -3,8 +3,6 @@
 //   fork_exec fork-only  the parent, then a child forked without exec ("forked"), which ends
 //                        with exit() (its atexit handlers run) or, with a second argument
 //                        "_exit", with _exit()
-//   fork_exec started-in-code DIR  fork-only, with a session the program starts itself
-//                        (chronicle::start, its trace in DIR), not from the environment
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chronicle/chronicle.hpp>
@@ -14,13 +12,7 @@
 
 int main(int argc, char** argv) {
   const bool child = argc > 1 && std::strcmp(argv[1], "child") == 0;
-  const bool started_in_code = argc > 2 && std::strcmp(argv[1], "started-in-code") == 0;
-  const bool fork_only = started_in_code || (argc > 1 && std::strcmp(argv[1], "fork-only") == 0);
-  if (started_in_code) {
-    chronicle::Config config;
-    config.output = argv[2];
-    if (!chronicle::start(config)) return 3;
-  }
+  const bool fork_only = argc > 1 && std::strcmp(argv[1], "fork-only") == 0;
   for (int i = 0; i < 100; ++i) {
     if (child)
       CHRONICLE_COUNTER("proc", "child", i);
@@ -31,7 +23,7 @@ int main(int argc, char** argv) {
   pid_t pid = fork();
   if (pid == 0 && fork_only) {
     for (int i = 0; i < 100; ++i) CHRONICLE_COUNTER("proc", "forked", i);
-    if (!started_in_code && argc > 2 && std::strcmp(argv[2], "_exit") == 0) _exit(0);
+    if (argc > 2 && std::strcmp(argv[2], "_exit") == 0) _exit(0);
     std::exit(0);
   }
   if (pid == 0) {
