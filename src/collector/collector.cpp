@@ -24,6 +24,7 @@
 #include "compression/ctfz.hpp"
 #include "format/input_error.hpp"
 #include "format/metadata.hpp"
+#include "format/output_file.hpp"
 #include "format/packet_decoder.hpp"
 #include "recorder/clock.hpp"
 #include "shm/mapping_check.hpp"
@@ -62,26 +63,10 @@ int write_all(int fd, const iovec* parts, int count) {
   return 0;
 }
 
-// Under a temporary name of its own (O_EXCL, mode 0600: a name another user planted, a symbolic
-// link to a file of ours, is never opened), then renamed over `path` (rename replaces a planted
-// link rather than following it). Dot names: readers skip what a crash leaves behind.
+// Under a random temporary name, renamed over `path`: the tools' one rule for a file
+// (format::PrivateFile). Dot names: readers skip what a crash leaves behind.
 void write_file(const std::string& path, const void* data, size_t size) {
-  const std::filesystem::path target(path);
-  std::string temporary = (target.parent_path() / ("." + target.filename().string() + ".XXXXXX")).string();
-  int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
-  iovec part{const_cast<void*>(data), size};
-  const int failed = write_all(fd, &part, 1);
-  ::close(fd);
-  if (failed != 0) {
-    ::unlink(temporary.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(failed)));
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int failure = errno;
-    ::unlink(temporary.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", temporary, path, std::strerror(failure)));
-  }
+  format::write_private_file(path, std::string_view(static_cast<const char*>(data), size), format::WhenExists::replace);
 }
 
 // The room in `directory`, as a hidden file whose name goes into `path`: 0, or why not (errno).
