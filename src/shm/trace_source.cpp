@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "format/output_file.hpp"
 #include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
 
@@ -50,15 +51,8 @@ std::optional<std::string> read_mapping_path(const std::string& trace_dir, uid_t
 void write_trace_source(const std::string& trace_dir, const std::string& mapping_path) {
   const std::string text =
       std::string(kFirstLine) + std::filesystem::absolute(mapping_path).lexically_normal().string() + "\n";
-  const std::string path = source_path(trace_dir);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
-  const bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!whole) {
-    ::unlink(path.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}", path));
-  }
+  // New and whole (a reader never sees half a name), never through a link, 0600.
+  format::write_private_file(source_path(trace_dir), text, format::WhenExists::refuse);
 }
 
 void remove_trace_source(const std::string& trace_dir) {
