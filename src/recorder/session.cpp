@@ -722,38 +722,38 @@ bool switch_packet(ThreadWriter& writer, uint16_t category, uint64_t ticks, size
   return true;
 }
 
-// A signal handler's, on a thread inside a trace point or a slow path. stop() waits for the
-// first (state kWritingEvents, which cannot end before this handler returns) but not for the
-// second, so the count is made under the handlers' guard, which stop() waits for before it unmaps.
-void count_nested_drop(ThreadWriter& writer, uint16_t category) {
-  HandlerMappingAccess access;
-  Session* session = access.session();
-  if (!session || session->generation != writer.generation) return;
-  recorder::test_pause(recorder::TestPoint::nested_drop_counting);
-  if (writer.channel == kNoChannel) {
-    session->header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  channel(*session, writer.channel).events_discarded.fetch_add(1, std::memory_order_relaxed);
-  count_category_discard(writer, category);
-}
-
-// Under the handlers' guard, as count_nested_drop: a nested group may have interrupted a slow path.
-void count_group_drops(ThreadWriter& writer, uint32_t generation, uint16_t category, uint32_t events, bool nested) {
+// `events` lost by a signal handler on a thread inside a trace point or a slow path. stop() waits
+// for the first (state kWritingEvents, which cannot end before this handler returns) but not for
+// the second, so the count is made under the handlers' guard, which stop() waits for before it
+// unmaps. Atomic adds: the interrupted writer owns the open packet and may be counting too.
+void count_nested_drops(ThreadWriter& writer, uint32_t generation, uint16_t category, uint32_t events) {
   HandlerMappingAccess access;
   Session* session = access.session();
   if (!session || session->generation != generation) return;
+  recorder::test_pause(recorder::TestPoint::nested_drop_counting);
   if (writer.channel == kNoChannel) {
     session->header->events_no_channel.fetch_add(events, std::memory_order_relaxed);
     return;
   }
-  ChannelDescriptor& desc = channel(*session, writer.channel);
-  if (nested) {  // as count_nested_drop: the interrupted writer owns the open packet
-    desc.events_discarded.fetch_add(events, std::memory_order_relaxed);
-    count_category_discard(writer, category, events);
+  channel(*session, writer.channel).events_discarded.fetch_add(events, std::memory_order_relaxed);
+  count_category_discard(writer, category, events);
+}
+
+void count_nested_drop(ThreadWriter& writer, uint16_t category) {
+  count_nested_drops(writer, writer.generation, category, 1);
+}
+
+void count_group_drops(ThreadWriter& writer, uint32_t generation, uint16_t category, uint32_t events, bool nested) {
+  if (nested) return count_nested_drops(writer, generation, category, events);
+  // Inside the writer's own trace point, which stop() waits for: no guard (a group that finds no
+  // room while the collector is behind is counted here, for every group of an overloaded thread).
+  Session* session = session_of(generation);
+  if (!session) return;
+  if (writer.channel == kNoChannel) {
+    session->header->events_no_channel.fetch_add(events, std::memory_order_relaxed);
     return;
   }
-  note_discarded(desc, writer, writer.last_ticks, category, events);
+  note_discarded(channel(*session, writer.channel), writer, writer.last_ticks, category, events);
 }
 
 void count_discarded(uint32_t generation, uint16_t category) {
