@@ -192,6 +192,10 @@ void Trace::open(const std::map<std::string, uint64_t>* starts, const CommittedF
   if (rotated()) first_chunk_number_ = chunk_number(fs::path(chunks_.front()).filename().string());
   read_metadata();
   read_definitions();
+  // A rotated trace's top directory holds chunks, not streams: a link there is named here.
+  if (rotated())
+    for (const std::string& link : linked_entries(directory))
+      damage_.push_back({link, 0, 0, std::nullopt, kLinkedDirectory});
   const std::map<std::string, StreamFiles> stream_files = list_stream_files(committed, damage_);
   index_streams(stream_files, starts, committed != nullptr);
   if (streams_.empty() && !damage_.empty())
