@@ -591,6 +591,17 @@ TEST_F(PlantedLinks, NoOutputDirectoryFollowsALinkAnotherUserPlanted) {
   fs::remove_all(kept_dir);
 }
 
+// A program started with CHRONICLE_OUTPUT claims its output directory with a marker file: never
+// through a directory link another user planted at that name.
+TEST_F(PlantedLinks, AnEnvironmentSessionClaimsNoDirectoryThroughALink) {
+  const std::string output = shared(01777) + "/env";
+  plant(root_only_, output);
+  const auto result = run("CHRONICLE_OUTPUT=" + output + " " + kExample);
+  EXPECT_TRUE(fs::is_empty(root_only_)) << "the session wrote into the directory a planted link named:\n" << result.err;
+  EXPECT_EQ(result.exit_code, 0) << "a trace point never harms the program:\n" << result.err;
+  EXPECT_TRUE(contains(result.err, output)) << result.err;
+}
+
 TEST(FilesTheToolsWrite, SnapshotRefusesADirectoryOtherUsersMayWrite) {
   TemporaryDirectory directory;
   const auto kept = run(kCli + " record -q --keep-shm -o " + (directory / "kept") + " -- " + kExample);
