@@ -191,6 +191,13 @@ thread_local constinit bool t_starting_from_environment = false;
 // started: its trace points go to attach_thread, whose first call starts the child's session.
 constexpr uint32_t kForkedChildPending = ~uint32_t{0};
 uint32_t start_forked_child_session();
+// g_generation in a child forked without exec from a process whose session was started in code
+// (chronicle::start): the child has no session of its own (its parent's configuration may name
+// no output for it), so its events are counted in its parent's events_no_channel, in the
+// parent's mapping that the child keeps (docs/guarantees.md). Counted while the parent's session
+// runs: its collector reads the count when it finishes.
+constexpr uint32_t kForkedChildCounted = ~uint32_t{0} - 1;
+format::ShmHeader* g_forked_from_header = nullptr;
 // In a forked child, the parent's session: never used, never freed (its mapping is the
 // parent's), kept reachable here rather than lost.
 Session* g_forked_from = nullptr;
@@ -644,6 +651,10 @@ namespace detail {
 
 bool attach_thread(ThreadWriter& writer, uint32_t generation) {
   if (generation == kForkedChildPending && (generation = start_forked_child_session()) == 0) return false;
+  if (generation == kForkedChildCounted) {
+    g_forked_from_header->events_no_channel.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   SlowPathScope scope;
   if (!scope.entered()) {
     count_nested_drop(writer, format::kNoCategory);
@@ -855,6 +866,10 @@ void release_registry_in_parent() {
 // died). Only this thread exists in the child, so unmapping is safe.
 void forget_sessions_after_fork() {
   const bool session_of_its_own = registry().session && registry().session->from_environment;
+  // A running session started in code: the child counts its events in the parent's mapping.
+  const bool counted_in_parent = registry().session && !session_of_its_own &&
+                                 registry().current.load(std::memory_order_relaxed) == registry().session.get() &&
+                                 registry().session->header != nullptr;
   g_forked_from = registry().session.get();
   detail::g_generation.store(0, std::memory_order_relaxed);
   reset_writer(detail::t_writer);
@@ -862,6 +877,9 @@ void forget_sessions_after_fork() {
   Registry& child = registry();
   child.current.store(nullptr, std::memory_order_relaxed);
   if (child.session) {
+    if (counted_in_parent)
+      g_forked_from_header =
+          static_cast<format::ShmHeader*>(shm::map_again_without_locks(child.session->file, sizeof(format::ShmHeader)));
     shm::forget_in_forked_child(child.session->file);
     child.session->header = nullptr;
   }
@@ -871,6 +889,7 @@ void forget_sessions_after_fork() {
   child.thread_states.clear();
   // Not at once: a child that execs (or never traces) must leave no session behind.
   if (session_of_its_own) detail::g_generation.store(kForkedChildPending, std::memory_order_relaxed);
+  if (g_forked_from_header) detail::g_generation.store(kForkedChildCounted, std::memory_order_relaxed);
   child.mutex.unlock();  // taken by hold_registry_across_fork
 }
 
@@ -1690,7 +1709,7 @@ bool start(const Config& config) {
   header.magic = format::kShmMagic;
 
   session->generation = reg.next_generation++;
-  if (reg.next_generation == 0 || reg.next_generation == kForkedChildPending) reg.next_generation = 1;
+  if (reg.next_generation == 0 || reg.next_generation >= kForkedChildCounted) reg.next_generation = 1;
   if (!reg.exit_hook_registered) register_process_hooks(reg);
   if (config.crash_handler) install_fatal_signal_handlers(reg);
   if (config.snapshot_signal != 0) install_snapshot_signal_handler(config.snapshot_signal);
