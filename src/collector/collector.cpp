@@ -85,7 +85,7 @@ uint64_t stream_instance_of(const uint8_t* packet) {
 }
 
 // Copies bytes of a ring slot that only a writer reusing the slot changes (the flight
-// recorder's seqlock, session.cpp open_packet): a copy that overlapped the rewrite is thrown
+// recorder's seqlock, session_channels.cpp open_packet): a copy that overlapped the rewrite is thrown
 // away by the check of packet_seq_num after it (copy_slot). ThreadSanitizer cannot see that
 // check: the writer's stores after its fence are ordered with nothing the reader does, so it
 // would report the overlap the check is there for. Under it, these reads are not recorded; the
@@ -723,7 +723,7 @@ void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optiona
 }
 
 // How far in time the files will be complete once the closed packets are copied: the oldest
-// time a writer may still record at. Per channel in use, under the slot's seqlock (session.cpp,
+// time a writer may still record at. Per channel in use, under the slot's seqlock (session_channels.cpp,
 // open_packet: packet_seq_num is kSeqRewriting while the header is written, then the packet's
 // sequence number, stored with release):
 //   - a packet open (slot `committed` holds packet `committed`): the thread records at or after
