@@ -492,9 +492,10 @@ class IndexBuilder {
       const uint64_t length = arrow.to_time - arrow.from_time;  // waits end no earlier than they begin
       index.arrows_by_length_[std::bit_width(length)].push_back(k);
     }
+    // Stable: arrows that begin together keep their order, so the --html page merges them alike.
     for (auto& bucket : index.arrows_by_length_)
-      std::sort(bucket.begin(), bucket.end(),
-                [&](uint32_t a, uint32_t b) { return index.arrows_[a].from_time < index.arrows_[b].from_time; });
+      std::stable_sort(bucket.begin(), bucket.end(),
+                       [&](uint32_t a, uint32_t b) { return index.arrows_[a].from_time < index.arrows_[b].from_time; });
   }
 
  private:
@@ -988,7 +989,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     if (first > 0)
       view.points.push_back(
           {times[first - 1], series.values[first - 1], series.values[first - 1], series.values[first - 1]});
-    if (last - first <= 2 * static_cast<size_t>(width)) {
+    if (last - first <= kCounterPointsPerPixel * width) {
       for (size_t k = first; k < last; ++k)
         view.points.push_back({times[k], series.values[k], series.values[k], series.values[k]});
     } else {
