@@ -1,31 +1,42 @@
 // One level of detail: a self-contained page (`view --html`) computes its windows itself (it has
 // no server), and they must be the server's `/api/window` answers for the same window: the same
 // spans drawn alone, the same busy blocks, runs merged alike, the same arrows and messages merged
-// per pixel, counters downsampled alike, the same caps. Records each program, asks `chronicle view`
-// for windows at several zooms, task row ranges and collapsed subtrees, and compares with the
-// page's own answers (its src/local.ts bundled by esbuild, run in node on the data `view --html`
-// embedded). The page embeds no stack samples: the server's `samples` must be empty here.
+// per pixel, counters downsampled alike, the same caps. Records each program (and, given the echo
+// example, a server and a client merged), asks `chronicle view` for windows at several zooms,
+// task row ranges and collapsed subtrees, and compares with the page's own answers (its
+// src/local.ts bundled by esbuild, run in node on the data `view --html` embedded). The page
+// embeds no stack samples: the server's `samples` must be empty here.
 //   node html_windows.check.mjs CHRONICLE VIEWER_DIR PROGRAM...
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import assert from 'node:assert/strict';
 
 const [chronicle, viewerDir, ...programs] = process.argv.slice(2).map((path) => resolve(path));
 const work = mkdtempSync(join(tmpdir(), 'chronicle-html-windows-'));
 let server;
-// Over every program: downsampled counters were compared too. (Merged arrows and messages are
-// not in these traces: their rules are compared only where they do nothing.)
-const seen = { downsampled: 0, mergedArrows: 0 };
+// Over every trace: spans alone, busy blocks, downsampled counters and messages were compared. (Merged arrows are not
+// in these traces: their rule is compared only where it merges nothing.)
+const seen = { items: 0, blocks: 0, downsampled: 0, mergedArrows: 0, messages: 0, mergedMessages: 0 };
 try {
   const esbuild = createRequire(join(viewerDir, 'package.json'))('esbuild');
   const bundle = join(work, 'local.mjs');
   await esbuild.build({ entryPoints: [join(viewerDir, 'src', 'local.ts')], bundle: true, format: 'esm', outfile: bundle, logLevel: 'warning' });
   const { LocalBackend } = await import(pathToFileURL(bundle).href);
-  for (const [number, program] of programs.entries()) await compare(LocalBackend, join(work, `trace-${number}`), program);
+  for (const [number, program] of programs.entries()) {
+    const trace = join(work, `trace-${number}`);
+    execFileSync(chronicle, ['record', '-o', trace, '--', program], { stdio: ['ignore', 'ignore', 'inherit'] });
+    await compare(LocalBackend, trace, program);
+  }
+  // Two processes on one timeline, with messages between them: the echo example as a server and
+  // a client, recorded apart and merged (as tests/viewer_test.cpp's ViewerProcesses).
+  const echo = programs.find((program) => basename(program) === 'echo_example');
+  if (echo) await compare(LocalBackend, await recordTwoEchoProcesses(echo), 'two echo processes, merged');
+  assert.ok(seen.items > 0 && seen.blocks > 0, `spans drawn alone (${seen.items}) and busy blocks (${seen.blocks}) were compared`);
+  assert.ok(seen.mergedMessages > 0, `messages merged per pixel were compared (${seen.mergedMessages} of ${seen.messages})`);
   assert.ok(seen.downsampled > 0, `downsampled counters were compared (${seen.downsampled})`);
 } finally {
   server?.kill('SIGTERM');
@@ -64,8 +75,26 @@ function windowsOf(summary, data) {
   return out;
 }
 
+async function recordTwoEchoProcesses(echo) {
+  const serverTrace = join(work, 'echo-server'), clientTrace = join(work, 'echo-client'), merged = join(work, 'echo-merged');
+  const serverRecord = spawn(chronicle, ['record', '-q', '-o', serverTrace, '--', echo, '--server', '0', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const ended = new Promise((resolve) => serverRecord.on('exit', resolve));
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    serverRecord.stdout.on('data', (chunk) => {
+      out += chunk;
+      const found = out.match(/listening on port (\d+)/);
+      if (found) resolve(found[1]);
+    });
+    serverRecord.on('exit', (code) => reject(new Error(`the echo server exited with ${code} before listening`)));
+  });
+  execFileSync(chronicle, ['record', '-q', '-o', clientTrace, '--', echo, '--client', '127.0.0.1', port, '2', '5'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  assert.equal(await ended, 0, 'the echo server ends well');
+  execFileSync(chronicle, ['merge', clientTrace, serverTrace, '-o', merged], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return merged;
+}
+
 async function compare(LocalBackend, trace, program) {
-  execFileSync(chronicle, ['record', '-o', trace, '--', program], { stdio: ['ignore', 'ignore', 'inherit'] });
   const html = `${trace}.html`;
   execFileSync(chronicle, ['view', '--html', html, trace], { stdio: ['ignore', 'ignore', 'inherit'] });
   const text = readFileSync(html, 'utf8');
@@ -98,13 +127,16 @@ async function compare(LocalBackend, trace, program) {
     assert.equal(difference, null, `${program}: window ${begin}-${end} at ${width} px, rows ${JSON.stringify(rows)}: ${difference}`);
     seen.downsampled += served.counters.filter((counter) => counter.downsampled).length;
     seen.mergedArrows += served.arrows.filter((arrow) => arrow[7] > 1).length;
+    seen.messages += served.messages.length;
+    seen.mergedMessages += served.messages.filter((message) => message[4] > 1).length;
     for (const lane of served.lanes) {
       items += lane.spans.length + lane.runs.length;
       blocks += lane.blocks.length + lane.run_blocks.length;
     }
   }
-  assert.ok(items > 0 && blocks > 0, `spans drawn alone (${items}) and busy blocks (${blocks}) were compared`);
-  console.log(`${program}: the page's windows are the server's (${items} spans and runs, ${blocks} busy blocks; so far ${seen.downsampled} downsampled counters, ${seen.mergedArrows} merged arrows)`);
+  seen.items += items;
+  seen.blocks += blocks;
+  console.log(`${program}: the page's windows are the server's (${items} spans and runs, ${blocks} busy blocks; so far ${seen.downsampled} downsampled counters, ${seen.messages} messages (${seen.mergedMessages} merged), ${seen.mergedArrows} merged arrows)`);
   server.kill('SIGTERM');
   server = undefined;
 }
