@@ -11,7 +11,7 @@ import type {
 import { criticalPath, TaskFacts } from './critical_path';
 import { aggregateFlame } from './flame_model';
 import { ShownRows } from './task_rows';
-import { bitWidth, columnOf, counterPoints, DetailRules, IntervalRow, intervalRow, runsInView, Scale, scaleOf, visibleInRow } from './level_of_detail';
+import { bitWidth, columnOf, counterPoints, DetailRules, IntervalRow, intervalRow, lowerBound, runsInView, Scale, scaleOf, visibleInRow } from './level_of_detail';
 
 export interface EmbeddedTasks {
   // begin, end, row (tree order), state, label, name (strings), kind, depth, descendants
@@ -38,6 +38,7 @@ interface DetailRows {
   lanes: { depths: IntervalRow[]; runs: IntervalRow[]; idle: IntervalRow; offCpu: IntervalRow }[];
   taskRuns: IntervalRow[];
   arrowsByLength: number[][];  // arrow indexes by the bit width of their length, each by begin
+  arrowBegins: number[][];     // the arrows' begins, bucket by bucket
   counters: { times: number[]; values: number[] }[];
 }
 
@@ -176,8 +177,11 @@ export class LocalBackend implements Backend {
     const tasks = this.trace.tasks.lines;
     const arrows: ArrowTuple[] = [];
     const drawn = new Map<string, number>();
-    for (const bucket of this.detailRows().arrowsByLength) {
-      for (let i = 0; i < bucket.length && this.trace.arrows[bucket[i]][3] <= scale.end; ++i) {
+    const { arrowsByLength, arrowBegins } = this.detailRows();
+    arrowsByLength.forEach((bucket, lengthClass) => {
+      // No arrow of this class that begins before `earliest` reaches the window.
+      const earliest = Math.max(scale.begin - (2 ** lengthClass - 1), 0);
+      for (let i = lowerBound(arrowBegins[lengthClass], earliest); i < bucket.length && this.trace.arrows[bucket[i]][3] <= scale.end; ++i) {
         const a = this.trace.arrows[bucket[i]];
         if (a[4] < scale.begin) continue;
         const fromTreeRow = tasks[a[1]][2], toTreeRow = tasks[a[2]][2];
@@ -189,7 +193,7 @@ export class LocalBackend implements Backend {
         if (at === undefined) { drawn.set(key, arrows.length); arrows.push([a[0], a[1], a[2], a[3], a[4], fromRow, toRow, 1]); }
         else arrows[at][7]++;
       }
-    }
+    });
     return arrows;
   }
 
@@ -224,6 +228,7 @@ export class LocalBackend implements Backend {
       })),
       taskRuns: this.trace.tasks.facts.map(f => ({ begins: f[10].map(r => r[1]), ends: f[10].map(r => Math.max(r[1], r[2])) })),
       arrowsByLength,
+      arrowBegins: arrowsByLength.map(bucket => bucket.map(k => this.trace.arrows[k][3])),
       counters: this.trace.counters.map(samples => ({ times: samples.map(s => s[0]), values: samples.map(s => s[1]) })),
     };
     return this.detail;
