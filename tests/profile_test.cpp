@@ -116,6 +116,26 @@ TEST(SamplingProfile, SymbolsResolveInAPositionIndependentExecutableAndASharedLi
   EXPECT_GE((*caller)["total"].get<uint64_t>(), flat[0]["self"].get<uint64_t>());
 }
 
+// The kernel's vDSO is in no file: its samples are named from the reading process's own vDSO
+// (the same kernel here), said as the kernel's, with their caller.
+TEST(SamplingProfile, TheVdsoIsNamed) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sample", "clock 20000", trace));
+  const nlohmann::json whole = profile(trace);
+  const nlohmann::json& flat = whole["flat"];
+  ASSERT_GE(flat.size(), 1u);
+  const nlohmann::json* vdso = nullptr;
+  for (const nlohmann::json& row : flat)
+    if (row["function"].get<std::string>().starts_with("[vdso] ") && !vdso) vdso = &row;
+  ASSERT_NE(vdso, nullptr) << whole.dump(1);
+  EXPECT_NE((*vdso)["function"].get<std::string>().find("clock_gettime"), std::string::npos) << whole.dump(1);
+  EXPECT_GT(share(*vdso, whole), 0.2) << whole.dump(1);
+  for (const nlohmann::json& row : flat)
+    EXPECT_EQ(row["function"].get<std::string>().find("[unknown"), std::string::npos) << whole.dump(1);
+}
+
 uint64_t milliseconds(const nlohmann::json& times, const char* state) {
   return times[state].get<uint64_t>() / 1'000'000;
 }

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string_view>
 
+#include <chronicle/detail/layout.hpp>
+
 namespace chronicle::recorder {
 namespace {
 
@@ -48,7 +50,9 @@ std::string main_program_path() {
 int add_module(dl_phdr_info* info, size_t, void* out) {
   auto& modules = *static_cast<std::vector<LoadedModule>*>(out);
   const std::string_view name = info->dlpi_name ? info->dlpi_name : "";
-  if (name.starts_with("linux-vdso") || name.starts_with("linux-gate")) return 0;
+  // The kernel's vDSO (clock_gettime and its kin) is in no file: it is recorded by the name the
+  // memory map gives it, and the symbolizer reads the image of the reading process's own kernel.
+  const bool vdso = name.starts_with("linux-vdso") || name.starts_with("linux-gate");
   LoadedModule module;
   module.base = info->dlpi_addr;
   for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
@@ -62,7 +66,7 @@ int add_module(dl_phdr_info* info, size_t, void* out) {
     }
   }
   if (module.end == 0) return 0;  // no code
-  module.path = name.empty() ? main_program_path() : std::string(name);
+  module.path = vdso ? std::string(format::kVdsoModulePath) : name.empty() ? main_program_path() : std::string(name);
   modules.push_back(std::move(module));
   return 0;
 }

@@ -16,7 +16,7 @@ struct LoadedModule {
   std::string path;      // the main program's is /proc/self/exe resolved
 };
 
-// Objects with code, in the loader's order; the vDSO is left out (it has no file).
+// Objects with code, in the loader's order; the vDSO by the path format::kVdsoModulePath.
 std::vector<LoadedModule> loaded_modules();
 
 // Changes whenever an object is loaded (dl_iterate_phdr's dlpi_adds): cheap to poll.

@@ -6,8 +6,15 @@
 #include <elfutils/libdwfl.h>
 #include <fmt/format.h>
 
+#include <elf.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chronicle/detail/layout.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace chronicle::symbols {
@@ -34,6 +41,32 @@ std::string build_id_of(Dwfl_Module* module) {
   std::string hex;
   for (int k = 0; k < length; ++k) hex += fmt::format("{:02x}", bits[k]);
   return hex;
+}
+
+bool is_vdso(const Module& module) {
+  return module.path == format::kVdsoModulePath;
+}
+
+// The reading process's own vDSO as a file (a memfd) for elfutils, or -1: its image runs from its
+// ELF header to the end of its section headers or of its last segment, whichever is later.
+int own_vdso_file() {
+  const auto* image = reinterpret_cast<const uint8_t*>(getauxval(AT_SYSINFO_EHDR));
+  if (!image || std::memcmp(image, ELFMAG, SELFMAG) != 0 || image[EI_CLASS] != ELFCLASS64) return -1;
+  Elf64_Ehdr header;
+  std::memcpy(&header, image, sizeof header);
+  uint64_t size = header.e_shoff + uint64_t{header.e_shnum} * header.e_shentsize;
+  for (uint16_t k = 0; k < header.e_phnum; ++k) {
+    Elf64_Phdr segment;
+    std::memcpy(&segment, image + header.e_phoff + uint64_t{k} * header.e_phentsize, sizeof segment);
+    size = std::max<uint64_t>(size, segment.p_offset + segment.p_filesz);
+  }
+  const int fd = memfd_create("vdso", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (::write(fd, image, size) != static_cast<ssize_t>(size)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::string demangled(const char* name) {
@@ -113,9 +146,17 @@ Symbolizer::~Symbolizer() {
 
 void Symbolizer::report(LoadedModule& module) {
   const Module& recorded = module.recorded;
-  // The base is the load bias, to which the file's own addresses (p_vaddr) are added.
-  Dwfl_Module* elf = dwfl_report_elf(session_, recorded.path.c_str(), recorded.path.c_str(), -1, recorded.base, true);
+  // The base is the load bias, to which the file's own addresses (p_vaddr) are added. The vDSO
+  // is read from this process's own (elfutils takes the descriptor); the build ids below tell
+  // whether it is the recording kernel's.
+  const int fd = is_vdso(recorded) ? own_vdso_file() : -1;
+  if (is_vdso(recorded) && fd < 0) {
+    warnings_.push_back("[vdso]: this process has no vDSO to read; its addresses stay unresolved");
+    return;
+  }
+  Dwfl_Module* elf = dwfl_report_elf(session_, recorded.path.c_str(), recorded.path.c_str(), fd, recorded.base, true);
   if (!elf) {
+    if (fd >= 0) ::close(fd);
     warnings_.push_back(
         fmt::format("{}: cannot read ({}); its addresses stay unresolved", recorded.path, dwfl_errmsg(-1)));
     return;
@@ -124,9 +165,10 @@ void Symbolizer::report(LoadedModule& module) {
   // name the wrong functions, worse than none.
   const std::string file_id = build_id_of(elf);
   if (file_id != recorded.build_id) {
-    warnings_.push_back(fmt::format("{}: build id {} differs from the recorded {}; its addresses stay unresolved",
+    warnings_.push_back(fmt::format("{}: build id {} differs from the recorded {}{}; its addresses stay unresolved",
                                     recorded.path, file_id.empty() ? "(none)" : file_id,
-                                    recorded.build_id.empty() ? "(none)" : recorded.build_id));
+                                    recorded.build_id.empty() ? "(none)" : recorded.build_id,
+                                    is_vdso(recorded) ? " (recorded under another kernel)" : ""));
     return;
   }
   module.elf = elf;
@@ -155,7 +197,8 @@ Symbol Symbolizer::lookup(uint64_t address, bool is_return_address) const {
   GElf_Sym elf_symbol;
   const char* name =
       dwfl_module_addrinfo(module->elf, instruction, &offset_in_symbol, &elf_symbol, nullptr, nullptr, nullptr);
-  if (name && *name) symbol.function = demangled(name);
+  // "[vdso] __vdso_clock_gettime": the kernel's code, said as such.
+  if (name && *name) symbol.function = (is_vdso(module->recorded) ? "[vdso] " : "") + demangled(name);
   return symbol;
 }
 
@@ -194,6 +237,7 @@ std::optional<uint64_t> Symbolizer::return_address_offset(uint64_t address) {
 std::string Symbolizer::name(uint64_t address, bool is_return_address) {
   const Symbol& symbol = resolve(address, is_return_address);
   if (!symbol.function.empty()) return symbol.function;
+  if (symbol.module == format::kVdsoModulePath) return fmt::format("[vdso+0x{:x}]", symbol.offset);
   if (!symbol.module.empty()) return fmt::format("[{}+0x{:x}]", symbol.module, symbol.offset);
   return fmt::format("[unknown 0x{:x}]", address);
 }

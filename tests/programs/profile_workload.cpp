@@ -13,6 +13,8 @@
 //   profile_workload nested ROUNDS   a thread inside span "nest/outer" alternates 20 ms of work in
 //                                    "nest/work" with 20 ms of nanosleep in "nest/nap" inside
 //                                    "nest/rest": spans three deep, begun and ended in turns
+//   profile_workload clock ROUNDS    read_clocks() reads CLOCK_MONOTONIC ROUNDS x 1000 times: its
+//                                    samples land in the kernel's vDSO (clock_gettime)
 //   profile_workload own-handler ROUNDS  cpu ROUNDS with a SIGPROF handler of its own, installed
 //                                    before the session starts: exits 3 unless it is still its
 //                                    handler at the end and no SIGPROF but its own raise() came
@@ -214,6 +216,14 @@ int own_handler(int rounds) {
   return 0;
 }
 
+__attribute__((noinline)) void read_clocks(int rounds) {
+  for (long k = 0; k < 1000L * rounds; ++k) {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    g_sink = g_sink + static_cast<unsigned>(now.tv_nsec);
+  }
+}
+
 }  // namespace profile_workload
 
 int main(int argc, char** argv) {
@@ -225,6 +235,8 @@ int main(int argc, char** argv) {
   const int rounds = std::atoi(argv[2]);
   if (mode == "cpu") {
     profile_workload::cpu(rounds);
+  } else if (mode == "clock") {
+    profile_workload::read_clocks(rounds);
   } else if (mode == "library") {
     profile_workload::library(rounds);
   } else if (mode == "tasks") {

@@ -234,6 +234,10 @@ struct ModuleDefinitionPrefix {
 };
 #pragma pack(pop)
 
+// The path a module definition gives the kernel's vDSO, which is in no file (the name the memory
+// map shows): its symbols are read from the reading process's own vDSO when the build ids agree.
+inline constexpr char kVdsoModulePath[] = "[vdso]";
+
 // The ids a task gets without anything recorded, from the session's uuid (128 random bits) and the
 // task id (unique in the process): the writer and the reader compute the same. A bijective 64-bit
 // mix (SplitMix64's finalizer) keeps distinct tasks distinct; an all-zero id (W3C: invalid) is
