@@ -5,10 +5,12 @@
 // command fails here. Each command must also end as documented (exit 0, or 2 where the trace lacks
 // what the command asks for) and print no warning of a sanitizer.
 #include <gtest/gtest.h>
+
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <string>
@@ -196,6 +198,35 @@ TEST(EverySubcommand, OnAFlightTrace) {
   TemporaryDirectory directory;
   ASSERT_NO_FATAL_FAILURE(record("--mode flight --buffer-size 128K", kEcho + " 4 200", directory / "trace"));
   run_every_reading_command(directory / "trace");
+}
+
+// stats on such a trace summarises what the windows leave out in one block (issue: a warning per
+// task, ~200 of them), and --verbose names each task; the JSON says the same figures.
+TEST(FlightStats, WhatBeginsBeforeAThreadsWindowIsSummarisedOnce) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_NO_FATAL_FAILURE(record("--mode flight --buffer-size 128K", kEcho + " 4 2000", trace));
+  const auto stats = run(kCli + " stats " + trace);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(stats.err.find("is never created"), std::string::npos) << stats.err;
+  const std::string summary = "spans begin before their thread's window";
+  ASSERT_NE(stats.err.find(summary), std::string::npos) << stats.err;
+  EXPECT_EQ(stats.err.find(summary), stats.err.rfind(summary)) << stats.err;
+  EXPECT_NE(stats.err.find("windows per thread, shortest first: "), std::string::npos) << stats.err;
+
+  const auto verbose = run(kCli + " stats --verbose " + trace);
+  const auto json = run(kCli + " stats --json " + trace);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json figures = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(figures.contains("flight_windows")) << json.out.substr(0, 2000);
+  const uint64_t before = figures["flight_windows"]["tasks_before_window"].get<uint64_t>();
+  EXPECT_GT(before, 0u) << "the run is longer than a 128 KiB ring: tasks begin before the windows";
+  size_t named = 0;
+  for (size_t at = verbose.err.find("begins before its thread's window"); at != std::string::npos;
+       at = verbose.err.find("begins before its thread's window", at + 1))
+    ++named;
+  EXPECT_EQ(named, before) << verbose.err.substr(0, 2000);
+  EXPECT_EQ(figures["flight_windows"]["windows"].size(), figures["threads"].size());
 }
 
 // The live subcommands on a running program (its session in flight mode), and the snapshot they

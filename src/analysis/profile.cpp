@@ -165,7 +165,7 @@ EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& g
   totals.seen = seen;
   totals.first = first;
   totals.last = last;
-  totals.pairing_problems = pairing.describe_problems();
+  totals.pairing_problems = pairing.problems();
   for (size_t series = 0; series < counters.size(); ++series)
     totals.counters.push_back({counter_reader.series()[series], counters[series]});
   return totals;
@@ -185,6 +185,24 @@ Profile profile_trace(const reader::Trace& trace, model::TaskGraph* graph_out, c
 }
 
 namespace {
+
+FlightWindows flight_windows(const reader::Trace& trace, const model::TaskGraph& graph, const EventTotals& totals,
+                             const Clock& clock) {
+  FlightWindows flight;
+  flight.spans_before_window = totals.pairing_problems.unmatched_ends;
+  for (const model::Task& task : graph.tasks()) {
+    if (!task.seen_created) {
+      ++flight.tasks_before_window;
+      flight.details.push_back(fmt::format("task {} ({}) begins before its thread's window",
+                                           model::task_id_text(task.id), task.display_name()));
+    }
+  }
+  for (const auto& [thread_id, accumulator] : totals.threads)
+    flight.windows.push_back({thread_id, trace.thread_name(thread_id), clock.ns(totals.last - accumulator.first)});
+  std::sort(flight.windows.begin(), flight.windows.end(),
+            [](const auto& a, const auto& b) { return a.seconds_ns < b.seconds_ns; });
+  return flight;
+}
 
 Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
                       model::GraphDetail graph_detail, const ProfileOptions& options) {
@@ -207,6 +225,8 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
         return site ? site->name : std::string();
       },
       graph_out ? graph_detail : model::GraphDetail::summary);
+  const bool flight = trace.description().policy == format::BufferPolicy::flight;
+  if (flight) graph_builder.expect_windows();
   std::optional<EventTotals> apart;
   // A graph asked for is built from the merge: the threads apart give none.
   if (options.parallel && !graph_out && threads_are_apart(trace))
@@ -230,7 +250,12 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
   }
 
   model::TaskGraph graph = graph_builder.finish();
-  profile.problems = std::move(totals.pairing_problems);
+  reader::PairingProblems shown = totals.pairing_problems;
+  if (flight) {
+    profile.flight = flight_windows(trace, graph, totals, clock);
+    shown.unmatched_ends = 0;  // summarised in profile.flight
+  }
+  profile.problems = reader::describe_pairing_problems(trace, shown);
   for (const std::string& problem : graph.problems()) profile.problems.push_back(problem);
 
   for (const auto& [key, accumulator] : totals.spans) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,21 @@ struct CounterProfile {
   double rate_per_second = 0;
 };
 
+// A flight recording's snapshot: each thread's ring holds its own window of time, all ending at
+// the snapshot, so what began before a thread's window is not in it. Summarised instead of a
+// warning per task or span.
+struct FlightWindows {
+  uint64_t tasks_before_window = 0;  // known from later events only: their creation is before it
+  uint64_t spans_before_window = 0;  // span ends whose begin is before their thread's window
+  struct Window {
+    uint32_t thread_id = 0;
+    std::string name;
+    uint64_t seconds_ns = 0;  // from the thread's first event to the snapshot's last
+  };
+  std::vector<Window> windows;       // by length, shortest first
+  std::vector<std::string> details;  // one line per task: `stats --verbose`
+};
+
 struct Profile {
   std::string directory;
   std::string hostname;
@@ -88,7 +104,8 @@ struct Profile {
   std::vector<ThreadProfile> threads;
   std::vector<TaskKindProfile> task_kinds;
   std::vector<CounterProfile> counters;
-  std::vector<std::string> problems;  // from the task graph
+  std::vector<std::string> problems;    // from the task graph
+  std::optional<FlightWindows> flight;  // a flight recording's snapshot
   // How the events were read (not shown): true when by thread, on several threads (ProfileOptions).
   bool read_in_parallel = false;
   // True when a thread's stream was read in pieces (ProfileOptions::pieces).

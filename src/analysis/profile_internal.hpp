@@ -3,6 +3,8 @@
 // using-directive at the end keeps their names unqualified. Include it from nowhere else.
 #pragma once
 
+#include "reader/span_pairing.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -125,7 +127,7 @@ struct EventTotals {
   std::map<SpanKey, SpanAccumulator> spans;
   std::map<uint32_t, ThreadAccumulator> threads;
   std::vector<CounterTotals> counters;
-  std::vector<std::string> pairing_problems;
+  reader::PairingProblems pairing_problems;
   bool read_in_pieces = false;
 };
 

@@ -601,7 +601,7 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
     }
     totals.counters.push_back(std::move(merged.totals));
   }
-  totals.pairing_problems = reader::describe_pairing_problems(trace, problems);
+  totals.pairing_problems = problems;
   return totals;
 }
 

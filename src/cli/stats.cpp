@@ -37,6 +37,7 @@ struct StatsOptions {
   size_t top = 30;
   bool profile = false;  // the sampler's events (stats_profile.hpp)
   SampleProfileOptions samples;
+  bool verbose = false;  // every detail summarised (a flight recording's windows)
 };
 
 std::string cell(double value) {
@@ -151,6 +152,14 @@ nlohmann::json profile_json(const analysis::Profile& p) {
                                  {"unresolved", kind.unresolved},
                                  {"lifetime", distribution_json(kind.lifetime)},
                                  {"run_time", distribution_json(kind.run_time)}});
+  if (p.flight) {
+    nlohmann::json windows = nlohmann::json::array();
+    for (const auto& window : p.flight->windows)
+      windows.push_back({{"thread_id", window.thread_id}, {"name", window.name}, {"length_ns", window.seconds_ns}});
+    out["flight_windows"] = {{"tasks_before_window", p.flight->tasks_before_window},
+                             {"spans_before_window", p.flight->spans_before_window},
+                             {"windows", windows}};
+  }
   if (const auto cost = tracing_cost(p))
     out["tracing_cost"] = {
         {"events", cost->events}, {"event_cost_ns", cost->event_cost_ns}, {"cpu_ns", cost->cpu_ns()}};
@@ -178,7 +187,27 @@ nlohmann::json damage_json(const reader::Trace& trace) {
   return out;
 }
 
-void print_profile(const analysis::Profile& p, size_t top) {
+// One block on stderr for what a flight recording's windows leave out, instead of a warning for
+// each task and span; `verbose` adds a line for each task.
+void print_flight_windows(const analysis::FlightWindows& flight, bool verbose) {
+  std::string windows;
+  for (const auto& window : flight.windows)
+    windows += fmt::format("{}{} {} {}", windows.empty() ? "" : ", ", window.thread_id, window.name,
+                           duration_text(window.seconds_ns));
+  fmt::print(stderr,
+             "chronicle: a flight recording: each thread's ring holds its own window, ending at the snapshot.\n"
+             "  {} tasks and {} spans begin before their thread's window; OPEN counts the tasks unresolved in "
+             "the windows (some may have ended in a window no longer held)\n"
+             "  windows per thread, shortest first: {}\n",
+             flight.tasks_before_window, flight.spans_before_window, windows);
+  if (!verbose) {
+    if (!flight.details.empty()) fmt::print(stderr, "  (--verbose names each task)\n");
+    return;
+  }
+  for (const std::string& line : flight.details) fmt::print(stderr, "  {}\n", line);
+}
+
+void print_profile(const analysis::Profile& p, size_t top, bool verbose) {
   fmt::print("# {} (host {}, pid {}, {})\n", p.directory, p.hostname, p.pid, p.process_name);
   fmt::print("{} events in {}: {:.0f} events/s, {:.2f} bytes/event, {} discarded\n", human_count(p.events),
              duration_text(p.duration), p.events_per_second(), p.bytes_per_event(), human_count(p.discarded));
@@ -224,6 +253,7 @@ void print_profile(const analysis::Profile& p, size_t top) {
       fmt::print("  {:<36} {:>9} {:>12} {:>12} {:>12} {:>12}\n", counter.category + "/" + counter.name, counter.samples,
                  cell(counter.min), cell(counter.max), cell(counter.last), cell(counter.rate_per_second));
   }
+  if (p.flight) print_flight_windows(*p.flight, verbose);
   for (const auto& problem : p.problems) fmt::print(stderr, "chronicle: warning: {}\n", problem);
 }
 
@@ -463,7 +493,7 @@ int print_summary(const StatsOptions& options) {
             {"method", correction->method}};
     } else {
       if (i > 0) fmt::print("\n");
-      print_profile(profile, options.top);
+      print_profile(profile, options.top, options.verbose);
       if (losses.any()) fmt::print("\nLosses: {}\n", format::describe_losses(losses));
       if (traces.size() > 1) origins.push_back(origin_of(profile, trace));
     }
@@ -490,6 +520,9 @@ Command add_stats(CLI::App& app) {
   since->excludes(between);
   command->add_option("--name", options->name, "With --counters: only series whose name matches this glob");
   command->add_flag("--json", options->json, "Machine-readable output");
+  command->add_flag("--verbose", options->verbose,
+                    "Every detail that is summarised: in a flight recording, each task that begins before its "
+                    "thread's window or lost its end");
   command->add_option("--top", options->top, "How many span names to list (default 30)");
   command->add_option("--critical-path", options->critical_path,
                       "The chain of runs, waits and resolutions that decided when a task (id t3.17, label or "

@@ -347,7 +347,7 @@ TaskGraph TaskGraphBuilder::finish() {
     running.clear();
   }
   for (const auto& [id, mention] : first_mention_)
-    if (!graph_.tasks_[graph_.index_.at(id)].seen_created)
+    if (!graph_.tasks_[graph_.index_.at(id)].seen_created && !windows_)
       note_problem(fmt::format("task {} is never created in the trace (first named by a {} at tick {})",
                                task_id_text(id), mention.first, mention.second));
   first_mention_.clear();

@@ -150,6 +150,9 @@ class TaskGraphBuilder {
   // Events not given to add() that happened between `first` and `last` ticks: of those the graph
   // keeps only its first and last times.
   void add_times(uint64_t first, uint64_t last);
+  // A flight recording: each thread's ring holds its own window, so tasks created before their
+  // creator's window are expected; finish() notes no problem for each (Task::seen_created says).
+  void expect_windows() { windows_ = true; }
   TaskGraph finish();
 
  private:
@@ -182,6 +185,7 @@ class TaskGraphBuilder {
   uint64_t first_ticks_ = ~uint64_t{0};
   uint64_t last_ticks_ = 0;
   size_t problems_dropped_ = 0;
+  bool windows_ = false;
 };
 
 TaskGraph build_task_graph(const reader::Trace& trace);
