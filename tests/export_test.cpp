@@ -407,6 +407,27 @@ TEST_F(CoroutineTrace, ChromeJsonNests) {
     check_chrome(trace(i), scratch);
   }
 }
+// Tasks created inside a span have that span as parent and share its trace (docs/export.md): the
+// example's coroutines, started inside the thread's span "main", are one trace under it.
+TEST_F(CoroutineTrace, OtlpTasksCreatedInsideASpanAreItsChildren) {
+  const TemporaryDirectory scratch;
+  const std::string output = scratch / "spans.json";
+  const auto exported = run(kCli + " export " + trace(0) + " --format otlp -o " + output);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::ifstream file(output);
+  const nlohmann::json request = nlohmann::json::parse(file);
+  std::set<std::string> traces;
+  std::vector<std::string> roots;
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) {
+        traces.insert(span["traceId"].get<std::string>());
+        if (span.value("parentSpanId", "").empty()) roots.push_back(span["name"].get<std::string>());
+      }
+  EXPECT_EQ(roots, std::vector<std::string>{"main"});
+  EXPECT_EQ(traces.size(), 1u);
+}
+
 TEST_F(CoroutineTrace, ChromeJsonNestsInSpeedscope) {
   for (int i = 0; i < kRuns; ++i) {
     SCOPED_TRACE(trace(i));

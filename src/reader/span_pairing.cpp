@@ -77,14 +77,17 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
       if (event.task != 0) running_[event.thread_id].push_back(event.task);
       return nullptr;
     case format::EventId::task_create: {
-      // Its parent's trace, or its own; a task_context right after says otherwise.
+      // The trace of what it was created inside: the innermost span or receive open where it was
+      // created, else its parent task's, else its own; a task_context right after says otherwise.
       const auto parent = event.related_task != 0 ? task_traces_.find(event.related_task) : task_traces_.end();
-      task_traces_[event.task] = parent != task_traces_.end() ? parent->second : task_trace(event.task);
       const uint64_t creator = running_task(event.thread_id);
-      if (const PairedSpan* around = innermost_context(event.thread_id, creator))
+      if (const PairedSpan* around = innermost_context(event.thread_id, creator)) {
         task_creators_[event.task] = {around->span_id, {around->trace_high, around->trace_low}};
-      else if (creator != 0)
-        task_creators_[event.task] = {task_span_id(creator), task_trace(creator)};
+        task_traces_[event.task] = {around->trace_high, around->trace_low};
+      } else {
+        if (creator != 0) task_creators_[event.task] = {task_span_id(creator), task_trace(creator)};
+        task_traces_[event.task] = parent != task_traces_.end() ? parent->second : task_trace(event.task);
+      }
       return nullptr;
     }
     case format::EventId::task_context:

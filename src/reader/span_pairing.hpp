@@ -8,7 +8,8 @@
 // (nor, inside a task run, among the thread's own spans) pairs with nothing and is counted.
 //
 // It also gives every span its trace context (chronicle/context.hpp), the one rule every export
-// uses. A task's trace: the one recorded for it (task_context), else its parent's, else one derived
+// uses. A task's trace: the one recorded for it (task_context), else that of the innermost span or
+// receive open where it was created (its parent then), else its parent task's, else one derived
 // from its id; its span id derives from its id (format::derived_task_span_id). A span's parent is
 // the innermost span or receive open in its owner, else its task's span; a span with neither
 // starts a trace of its own. A receive (context_receive ... context_receive_end) is a span of the
