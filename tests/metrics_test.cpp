@@ -13,7 +13,7 @@
 
 #include "analysis/counter_windows.hpp"
 #include "metrics/exposition.hpp"
-#include "metrics/http_server.hpp"
+#include "http/http_server.hpp"
 #include "metrics/query.hpp"
 #include "metrics/snapshot.hpp"
 #include "starved_server.hpp"

@@ -18,7 +18,7 @@
 #include "format/output_file.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
-#include "recorder/environment.hpp"
+#include "settings/settings.hpp"
 #include "shm/trace_source.hpp"
 
 namespace chronicle::cli {

@@ -26,7 +26,7 @@
 #include "format/metadata.hpp"
 #include "format/output_file.hpp"
 #include "format/packet_decoder.hpp"
-#include "recorder/clock.hpp"
+#include "format/clock.hpp"
 #include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
 

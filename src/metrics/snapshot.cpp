@@ -17,7 +17,7 @@
 
 #include "format/input_error.hpp"
 #include "metrics/metric_names.hpp"
-#include "recorder/clock.hpp"
+#include "format/clock.hpp"
 #include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
 

@@ -24,8 +24,8 @@
 #include "chronicle/metrics.hpp"
 #include "metrics/metric_names.hpp"
 #include "metrics/snapshot.hpp"
-#include "recorder/clock.hpp"
-#include "recorder/environment.hpp"
+#include "format/clock.hpp"
+#include "settings/settings.hpp"
 #include "recorder/test_pause.hpp"
 #include "shm/shm_file.hpp"
 

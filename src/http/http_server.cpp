@@ -1,4 +1,4 @@
-#include "metrics/http_server.hpp"
+#include "http/http_server.hpp"
 
 #include <httplib.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "metrics/exposition.hpp"
-#include "metrics/http_limits.hpp"
+#include "http/http_limits.hpp"
 
 namespace chronicle::metrics {
 struct MetricsHttpServer::State {
