@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "analysis/counter_windows.hpp"
-#include "metrics/exposition.hpp"
 #include "http/http_server.hpp"
+#include "metrics/exposition.hpp"
 #include "metrics/query.hpp"
 #include "metrics/snapshot.hpp"
 #include "starved_server.hpp"

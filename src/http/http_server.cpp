@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "metrics/exposition.hpp"
 #include "http/http_limits.hpp"
+#include "metrics/exposition.hpp"
 
 namespace chronicle::metrics {
 struct MetricsHttpServer::State {

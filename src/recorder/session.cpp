@@ -81,12 +81,12 @@
 #include "compression/ctfz.hpp"
 #include "format/category_rules.hpp"
 #include "format/clock.hpp"
-#include "settings/settings.hpp"
 #include "recorder/event_cost.hpp"
 #include "recorder/modules.hpp"
 #include "recorder/test_pause.hpp"
 #include "sampler/perf_sampler.hpp"
 #include "sampler/timer_sampler.hpp"
+#include "settings/settings.hpp"
 #include "shm/shm_file.hpp"
 #include "shm/trace_source.hpp"
 
