@@ -79,9 +79,9 @@ TEST(Crash, UnderRecordTheTraceSaysWhichSignalEndedTheProgram) {
 // Runs committed_writer with its session from the environment (its own collector writing
 // DIRECTORY/trace, its mapping in DIRECTORY) and kills it with SIGKILL once it has published at
 // least `at_least` committed values (or after a minute). Returns what it had published.
-long run_until_killed(const TemporaryDirectory& directory, long at_least) {
+long run_until_killed(const TemporaryDirectory& directory, long at_least, const std::string& more_env = "") {
   const std::string committed = directory / "committed";
-  const std::string script = "env CHRONICLE_OUTPUT=" + (directory / "trace") +
+  const std::string script = "env " + more_env + " CHRONICLE_OUTPUT=" + (directory / "trace") +
                              " CHRONICLE_SHM_DIR=" + directory.path() + " " + kCommittedWriter + " " + committed +
                              " & pid=$!; n=0; until [ \"$(cat " + committed + " 2>/dev/null)\" -ge " +
                              std::to_string(at_least) +
@@ -153,6 +153,28 @@ TEST(Crash, ATraceCutBySigkillSaysSoAndRecoverAppendsEveryCommittedEvent) {
     const auto after = run(kCli + " stats " + trace);
     EXPECT_EQ(after.exit_code, 0) << after.err;
     EXPECT_EQ(after.err.find("was cut"), std::string::npos) << after.err;
+  }
+}
+
+// The same for a compressed trace (CHRONICLE_COMPRESS=1): recover cuts each stream file back to
+// its last whole unit and appends compressed units.
+TEST(Crash, RecoverAppendsToACompressedTraceCutBySigkill) {
+  for (long round = 1; round <= 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    TemporaryDirectory directory;
+    const long committed = run_until_killed(directory, 50'000 * round, "CHRONICLE_COMPRESS=1");
+    ASSERT_GT(committed, 0);
+    const std::string trace = directory / "trace";
+    ASSERT_TRUE(std::filesystem::exists(trace + "/metadata.ctfz"));
+    const auto recovered = run(kCli + " recover " + trace);
+    ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
+    EXPECT_EQ(missing_values(trace, committed), 0) << "of " << committed << "\n" << recovered.out;
+    EXPECT_EQ(reader::Trace(trace).events_discarded(), 0u);
+    EXPECT_EQ(mappings_in(directory), 0u) << "recover leaves the mapping behind";
+    const auto after = run(kCli + " stats " + trace);
+    EXPECT_EQ(after.exit_code, 0) << after.err;
+    EXPECT_EQ(after.err.find("was cut"), std::string::npos) << after.err;
+    EXPECT_EQ(after.err.find("damaged"), std::string::npos) << after.err;
   }
 }
 

@@ -1,17 +1,23 @@
 // Metrics in one process: values summed over thread shards, the mapping as another process
 // reads it, queries, exposition, trace events for metric changes, counter windows.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chronicle/chronicle.hpp>
 #include <chronicle/metrics.hpp>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "analysis/counter_windows.hpp"
+#include "http/http_limits.hpp"
 #include "http/http_server.hpp"
 #include "metrics/exposition.hpp"
 #include "metrics/query.hpp"
@@ -380,6 +386,87 @@ TEST(MetricsHttp, AScrapeIsAnsweredWhileSlowClientsTrickleTheirHeaders) {
   const httplib::Result scrape = test::get_while_starved(server.port(), "/metrics");
   ASSERT_TRUE(scrape) << "no answer: " << httplib::to_string(scrape.error());
   EXPECT_EQ(scrape->status, 200);
+}
+
+// A bounded server with small caps, listening on 127.0.0.1; peers differ by source address.
+class SmallCaps : public ::testing::Test {
+ protected:
+  void start(metrics::HttpLimits limits) {
+    server_ = std::make_unique<metrics::BoundedHttpServer>(limits);
+    server_->Get("/metrics",
+                 [](const httplib::Request&, httplib::Response& answer) { answer.set_content("ok", "text/plain"); });
+    port_ = static_cast<uint16_t>(server_->bind_to_any_port("127.0.0.1"));
+    ASSERT_GT(port_, 0);
+    listening_ = std::thread([this] { server_->listen_after_bind(); });
+  }
+  void TearDown() override {
+    for (const int fd : open_) ::close(fd);
+    if (!server_) return;
+    server_->stop();
+    listening_.join();
+  }
+  // A connection from `source` (another loopback address) that sent half a request head.
+  int connect_from(const char* source) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &address.sin_addr);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+    address.sin_port = htons(port_);
+    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+    EXPECT_GT(::send(fd, "GET /metr", 9, MSG_NOSIGNAL), 0);
+    open_.push_back(fd);
+    return fd;
+  }
+  // Whether the server closed `fd` within a generous limit (it sent nothing: a closed connection
+  // reads as end of file or a reset).
+  static bool closed_by_server(int fd) {
+    pollfd polled{fd, POLLIN, 0};
+    if (::poll(&polled, 1, 60'000) != 1) return false;
+    char byte;
+    return ::recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
+  }
+  // Finishes the request begun on `fd`: true when it is answered 200.
+  static bool answered(int fd) {
+    const std::string rest = "ics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
+    if (::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(rest.size())) return false;
+    std::string reply;
+    char buffer[512];
+    pollfd polled{fd, POLLIN, 0};
+    while (::poll(&polled, 1, 60'000) == 1) {
+      const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+      if (got <= 0) break;
+      reply.append(buffer, static_cast<size_t>(got));
+    }
+    return reply.starts_with("HTTP/1.1 200");
+  }
+  std::unique_ptr<metrics::BoundedHttpServer> server_;
+  uint16_t port_ = 0;
+  std::thread listening_;
+  std::vector<int> open_;
+};
+
+// Past a peer's cap, its oldest connection still waiting for a head is closed; past the cap in
+// all, the oldest of any peer. Every connection left is answered (src/http/http_limits.hpp).
+TEST_F(SmallCaps, AConnectionPastACapClosesTheOldestStillWaitingForItsHead) {
+  start({.head_timeout = std::chrono::minutes(10), .max_connections = 4, .max_connections_per_peer = 2});
+  const int a1 = connect_from("127.0.0.2");
+  const int a2 = connect_from("127.0.0.2");
+  const int a3 = connect_from("127.0.0.2");
+  EXPECT_TRUE(closed_by_server(a1)) << "a peer's third connection with a cap of two";
+  const int b1 = connect_from("127.0.0.3");
+  const int b2 = connect_from("127.0.0.3");
+  const int c1 = connect_from("127.0.0.4");
+  EXPECT_TRUE(closed_by_server(a2)) << "a fifth connection with a cap of four";
+  for (const int fd : {a3, b1, b2, c1}) EXPECT_TRUE(answered(fd)) << "connection " << fd;
+}
+
+// The head of a request must be whole by its deadline: a connection that stops halfway is
+// closed by the server, not left open until its client goes.
+TEST_F(SmallCaps, AHeadNotWholeByItsDeadlineClosesItsConnection) {
+  start({.head_timeout = std::chrono::milliseconds(200)});
+  EXPECT_TRUE(closed_by_server(connect_from("127.0.0.2")));
 }
 
 TEST(CounterWindows, ParsesDurationsAndTimes) {

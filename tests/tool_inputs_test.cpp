@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -232,6 +233,52 @@ TEST(NotAFile, ALinkLoopOrFifoAmongTheStreamsIsNamed) {
   result = dump_with_limit(trace);
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_TRUE(contains(result.err, trace + "/strings: offset 0")) << result.err;
+}
+
+size_t line_count(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// A trace's sub-traces (one per further process) and chunks are directories of the trace: a link
+// planted where one would be leads to a trace its reader may read and the trace's owner may not.
+// It is named and skipped like a linked stream file, and a directory with nothing else is refused.
+TEST(NotAFile, ALinkToADirectoryIsNeverASubTraceOrAChunk) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace", other = directory / "other";
+  ASSERT_EQ(run(kCli + " record -q -o " + trace + " -- " + kExample).exit_code, 0);
+  ASSERT_EQ(run(kCli + " record -q -o " + other + " -- " + kExample).exit_code, 0);
+  const size_t alone = line_count(dump_with_limit(trace).out);
+  ASSERT_GT(alone, kExampleEvents - 1);
+
+  fs::create_symlink(other, trace + "/planted");
+  auto result = dump_with_limit(trace);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(line_count(result.out), alone) << "the linked trace was read";
+  EXPECT_TRUE(contains(result.err, trace + "/planted")) << result.err;
+  EXPECT_TRUE(contains(result.err, "symbolic link")) << result.err;
+
+  const std::string folder = directory / "folder";
+  fs::create_directory(folder);
+  fs::create_symlink(other, folder + "/planted");
+  result = dump_with_limit(folder);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, folder + "/planted")) << result.err;
+  EXPECT_TRUE(result.out.empty());
+}
+
+TEST(NotAFile, ALinkAmongARotatedTracesChunksIsNamedAndSkipped) {
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace", other = directory / "other";
+  ASSERT_EQ(run(kCli + " record -q --rotate 16K -o " + trace + " -- " + kExample).exit_code, 0);
+  ASSERT_EQ(run(kCli + " record -q --rotate 16K -o " + other + " -- " + kExample).exit_code, 0);
+  ASSERT_TRUE(fs::is_directory(other + "/chunk-000001"));
+  const size_t alone = line_count(dump_with_limit(trace).out);
+  fs::create_symlink(other + "/chunk-000001", trace + "/chunk-999999");
+  const auto result = dump_with_limit(trace);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(line_count(result.out), alone) << "the linked chunk was read";
+  EXPECT_TRUE(contains(result.err, trace + "/chunk-999999")) << result.err;
+  EXPECT_TRUE(contains(result.err, "symbolic link")) << result.err;
 }
 
 // A sparse 4 GiB metadata or definitions file costs no disk and would cost its reader 8 GB: each
@@ -542,6 +589,17 @@ TEST_F(PlantedLinks, NoOutputDirectoryFollowsALinkAnotherUserPlanted) {
     for (const auto& entry : fs::directory_iterator(root_only_)) fs::remove_all(entry.path());
   }
   fs::remove_all(kept_dir);
+}
+
+// A program started with CHRONICLE_OUTPUT claims its output directory with a marker file: never
+// through a directory link another user planted at that name.
+TEST_F(PlantedLinks, AnEnvironmentSessionClaimsNoDirectoryThroughALink) {
+  const std::string output = shared(01777) + "/env";
+  plant(root_only_, output);
+  const auto result = run("CHRONICLE_OUTPUT=" + output + " " + kExample);
+  EXPECT_TRUE(fs::is_empty(root_only_)) << "the session wrote into the directory a planted link named:\n" << result.err;
+  EXPECT_EQ(result.exit_code, 0) << "a trace point never harms the program:\n" << result.err;
+  EXPECT_TRUE(contains(result.err, output)) << result.err;
 }
 
 TEST(FilesTheToolsWrite, SnapshotRefusesADirectoryOtherUsersMayWrite) {

@@ -367,6 +367,28 @@ TEST(Lifecycle, AForkedChildDoesNotKeepItsDeadParentLookingAlive) {
   ::unlink(path);
 }
 
+// A child forked without exec from a session started in code (chronicle::start) has no session
+// of its own: its events are counted as events with no channel in its parent's session (the
+// count its collector writes into the trace, where `stats` shows it: SmallShm tests).
+TEST(Lifecycle, AForkedChildOfASessionStartedInCodeCountsItsEvents) {
+  TemporaryDirectory directory;
+  FILE* output = popen((std::string(FORK_HOLDER) + " " + directory.path()).c_str(), "r");
+  ASSERT_NE(output, nullptr);
+  char path[4096] = {};
+  int child = 0;
+  ASSERT_EQ(std::fscanf(output, "%4095s %d", path, &child), 2);
+  const std::string name = std::filesystem::path(path).filename().string();  // chronicle-PID-N.shm
+  const pid_t parent = static_cast<pid_t>(std::stol(name.substr(name.find('-') + 1)));
+  {
+    collector::SessionMapping mapping(path);
+    EXPECT_EQ(mapping.header().events_no_channel.load(), 100u) << "the child's 100 events, counted";
+  }
+  kill(parent, SIGKILL);
+  pclose(output);
+  kill(child, SIGKILL);
+  ::unlink(path);
+}
+
 // Mounts a tmpfs of `size` at `directory`; false (and why) when this process may not.
 bool mount_small_tmpfs(const std::string& directory, const std::string& size, std::string& why) {
   if (geteuid() != 0) {

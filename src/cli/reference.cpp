@@ -285,8 +285,8 @@ docs/long-captures.md.
 recover finishes a trace whose program died (SIGKILL, the OOM killer) while its own collector
 (CHRONICLE_OUTPUT) wrote it. Such a trace names the mapping it was collected from, and every tool
 that reads it says it was cut and how to recover it. `recover DIR` appends what the program's
-mapping still holds (every event the program committed), then removes the mapping. A compressed
-trace is refused (exit 2): `chronicle snapshot MAPPING -o DIR` reads its mapping instead. `--list`
+mapping still holds (every event the program committed), plain or compressed, then removes the
+mapping. `--list`
 lists the mappings that dead processes of your user left in /dev/shm (and $CHRONICLE_SHM_DIR, or
 the directory --in names); `--clean` removes them. docs/long-captures.md.
 )ref"},

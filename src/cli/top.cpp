@@ -4,6 +4,7 @@
 // quantiles). On a terminal it redraws in place; `s` changes the order, `q` quits.
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -233,12 +234,30 @@ class KeyReader {
 
 volatile sig_atomic_t g_interrupted = 0;
 
-bool process_running(int pid) {
-  return ::kill(pid, 0) == 0 || errno == EPERM;
-}
+// Whether the process watched since `top` began runs: through a pidfd opened at the start, which a
+// pid reused by another process later cannot fool (kill(pid, 0) could); kill where there is none.
+class WatchedProcess {
+ public:
+  explicit WatchedProcess(int pid) : pid_(pid), pidfd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+  ~WatchedProcess() {
+    if (pidfd_ >= 0) ::close(pidfd_);
+  }
+  WatchedProcess(const WatchedProcess&) = delete;
+  WatchedProcess& operator=(const WatchedProcess&) = delete;
+  bool running() const {
+    if (pidfd_ < 0) return ::kill(pid_, 0) == 0 || errno == EPERM;
+    pollfd exited{pidfd_, POLLIN, 0};
+    return ::poll(&exited, 1, 0) == 0;
+  }
+
+ private:
+  int pid_;
+  int pidfd_;
+};
 
 int run_top(TopOptions options) {
   const auto interval = std::chrono::nanoseconds(analysis::parse_duration(options.interval));
+  const WatchedProcess watched(options.pid);
   std::unique_ptr<metrics::MetricsMapping> metrics_mapping;
   std::string no_metrics;
   try {
@@ -290,7 +309,7 @@ int run_top(TopOptions options) {
     }
     std::fwrite(screen.data(), 1, screen.size(), stdout);
     std::fflush(stdout);
-    const bool alive = metrics_mapping ? metrics_mapping->writer_alive() : process_running(options.pid);
+    const bool alive = metrics_mapping ? metrics_mapping->writer_alive() : watched.running();
     if (!alive || (!metrics_mapping && !after.trace)) {
       if (live) std::fputs("\x1b[?1049l", stdout);
       fmt::print(stderr, "chronicle top: process {} has exited\n", options.pid);

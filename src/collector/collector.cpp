@@ -85,7 +85,7 @@ uint64_t stream_instance_of(const uint8_t* packet) {
 }
 
 // Copies bytes of a ring slot that only a writer reusing the slot changes (the flight
-// recorder's seqlock, session.cpp open_packet): a copy that overlapped the rewrite is thrown
+// recorder's seqlock, session_channels.cpp open_packet): a copy that overlapped the rewrite is thrown
 // away by the check of packet_seq_num after it (copy_slot). ThreadSanitizer cannot see that
 // check: the writer's stores after its fence are ordered with nothing the reader does, so it
 // would report the overlap the check is there for. Under it, these reads are not recorded; the
@@ -182,66 +182,6 @@ Collector::Collector(SessionMapping& mapping, std::string output_dir, CollectorO
   reserve_room();
 }
 
-// What a stream file's last whole packet says, walking its headers; `whole` gets the bytes up to
-// its end (what follows was cut short by the death of the collector that wrote it).
-struct LastPacket {
-  uint64_t stream_instance = 0;
-  uint64_t seq = 0;
-  uint64_t discarded = 0;
-};
-static std::optional<LastPacket> last_whole_packet(int fd, uint64_t size, uint64_t& whole) {
-  std::optional<LastPacket> last;
-  whole = 0;
-  alignas(PacketHeader) uint8_t bytes[sizeof(PacketHeader)];
-  while (size - whole >= sizeof bytes) {
-    if (::pread(fd, bytes, sizeof bytes, static_cast<off_t>(whole)) != static_cast<ssize_t>(sizeof bytes)) break;
-    const auto& header = *reinterpret_cast<const PacketHeader*>(bytes);
-    const uint64_t packet_size = header.packet_size_bits / 8;
-    if (header.magic != format::kPacketMagic || packet_size < sizeof bytes || packet_size > size - whole) break;
-    last = LastPacket{header.stream_instance_id, header.packet_seq_num.load(std::memory_order_relaxed),
-                      header.events_discarded.load(std::memory_order_relaxed)};
-    whole += packet_size;
-  }
-  return last;
-}
-
-// CollectorOptions::append: the stream files of the trace already there, each cut back to its
-// last whole packet, to go on from there.
-void Collector::reopen_stream_files() {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(files_dir_, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name == "metadata" || name == "strings" || name == format::kNoChannelStreamName || name.starts_with("."))
-      continue;
-    const int fd = ::open(entry.path().c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat info {};
-    if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != ::geteuid()) {
-      if (fd >= 0) ::close(fd);
-      throw format::InputError(fmt::format("{}: not a stream file of this user's trace", entry.path().string()));
-    }
-    uint64_t whole = 0;
-    const std::optional<LastPacket> last = last_whole_packet(fd, static_cast<uint64_t>(info.st_size), whole);
-    if (::ftruncate(fd, static_cast<off_t>(whole)) != 0 || ::lseek(fd, static_cast<off_t>(whole), SEEK_SET) < 0) {
-      const int failure = errno;
-      ::close(fd);
-      throw std::runtime_error(fmt::format("cannot cut back {}: {}", entry.path().string(), std::strerror(failure)));
-    }
-    names_taken_.insert(name);
-    if (!last || streams_.contains(last->stream_instance)) {
-      ::close(fd);
-      continue;
-    }
-    StreamFile& stream = streams_[last->stream_instance];
-    stream.fd = fd;
-    stream.name = name;
-    stream.size = whole;
-    stream.last_discarded = stream.seen_discarded = last->discarded;
-    stream.last_seq_written = last->seq;
-    stream.written_before = stream.last_seq_written;
-  }
-  if (error) throw std::runtime_error(fmt::format("cannot list {}: {}", files_dir_, error.message()));
-}
-
 Collector::~Collector() {
   // Normally finish() wrote every unit; after an exception, what is left is written if it can be.
   try {
@@ -289,8 +229,22 @@ void Collector::flush_unit(StreamFile& stream) {
     stream.last_discarded = std::max(stream.last_discarded, stream.unit_discarded);
   }
   pending_unit_bytes_ -= stream.unit.size();
+  stream.unit_first_slot.clear();
   stream.unit.clear();
   stream.unit_events = stream.unit_packets = stream.unit_content = stream.unit_discarded = 0;
+}
+
+void Collector::hand_back_written() {
+  for (uint32_t channel = 0; channel < mapping_.channel_count(); ++channel) {
+    uint64_t written = consumed_[channel];
+    for (const auto& [instance, stream] : streams_)
+      if (const auto held = stream.unit_first_slot.find(channel); held != stream.unit_first_slot.end())
+        written = std::min(written, held->second);
+    ChannelDescriptor& desc = mapping_.channel(channel);
+    // Only this collector stores the count (ring_protocol.md): relaxed to read its own value.
+    if (written > desc.packets_consumed.load(std::memory_order_relaxed))
+      desc.packets_consumed.store(written, std::memory_order_release);
+  }
 }
 
 void Collector::flush_units(bool only_old) {
@@ -486,7 +440,10 @@ void Collector::write_packet(uint32_t channel, const uint8_t* packet, uint64_t c
   // Every event takes at least 4 bytes: a larger count is damage, and the packet is walked.
   const bool count_known =
       known_events && *known_events <= (content - format::kPacketHeaderSize) / format::kCompactHeaderSize;
-  if (options_.compress) return add_to_unit(stream, parts, count_known ? known_events : std::nullopt);
+  if (options_.compress) {
+    stream.unit_first_slot.try_emplace(channel, consumed_[channel]);
+    return add_to_unit(stream, parts, count_known ? known_events : std::nullopt);
+  }
   if (write_all(stream.fd, parts, 3) != 0) {
     // A disk that is full now may have room later: count this packet as lost and go on. The
     // part of it that was written goes, or the packet after it would be read as its rest (and a
@@ -551,11 +508,15 @@ void Collector::add_to_unit(StreamFile& stream, const iovec* parts, std::optiona
   stream.unit_content += content;
   ++stream.unit_packets;
   pending_unit_bytes_ += stream.unit.size() - start;
-  if (stream.unit.size() >= kCompressedUnitBytes || pending_unit_bytes_ >= kCompressedPendingBytes) flush_unit(stream);
+  // A unit holds its packets' slots (unit_first_slot): at most a quarter of a ring, where the
+  // writer would wake the collector anyway.
+  if (stream.unit.size() >= kCompressedUnitBytes || pending_unit_bytes_ >= kCompressedPendingBytes ||
+      4 * stream.unit_packets >= mapping_.geometry().packets_per_channel)
+    flush_unit(stream);
 }
 
 // How far in time the files will be complete once the closed packets are copied: the oldest
-// time a writer may still record at. Per channel in use, under the slot's seqlock (session.cpp,
+// time a writer may still record at. Per channel in use, under the slot's seqlock (session_channels.cpp,
 // open_packet: packet_seq_num is kSeqRewriting while the header is written, then the packet's
 // sequence number, stored with release):
 //   - a packet open (slot `committed` holds packet `committed`): the thread records at or after
@@ -665,12 +626,15 @@ size_t Collector::drain() {
         ++stats_.decode_errors;
       }
       consumed_[channel] = seq + 1;
-      // Hands the slot back to the writer.
-      desc.packets_consumed.store(seq + 1, std::memory_order_release);
+      // Hands the slot back to the writer (compressed: once its unit is written).
+      if (!options_.compress) desc.packets_consumed.store(seq + 1, std::memory_order_release);
     }
     if (options_.cut_open_packets_after.count() > 0) cut_open_packet(channel);
   }
-  if (options_.compress) flush_units(true);
+  if (options_.compress) {
+    flush_units(true);
+    hand_back_written();
+  }
   if (chunk_number_ > 0 && chunk_is_full()) rotate();
   // The packets copied into units not yet written are not in the files either.
   complete_below_ = std::max(complete_below_, std::min(bound, pending_units_begin()));

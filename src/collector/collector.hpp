@@ -188,6 +188,10 @@ class Collector {
     uint64_t unit_packets = 0;
     uint64_t unit_content = 0;
     std::chrono::steady_clock::time_point unit_started;
+    // Compressed: per channel, the first ring slot whose packet is in the pending unit. Slots are
+    // handed back to the writer only once the unit holding their packets is written, so that a
+    // collector killed before then leaves them in the mapping for `recover` (ring_protocol.md).
+    std::map<uint32_t, uint64_t> unit_first_slot;
     // Packets the stream's cut packets added (OpenPacketCut): every later packet's sequence
     // number moves up by this many, so that the numbers in the files have no gap.
     uint64_t seq_shift = 0;
@@ -218,6 +222,9 @@ class Collector {
   void flush_unit(StreamFile& stream);
   bool chunk_is_full() const;
   void flush_units(bool only_old);
+  // Hands the slots back whose packets are in the files (the drain's read position, held back
+  // by the pending units).
+  void hand_back_written();
   void write_units_for_the_count();
   void rotate();
   void remove_oldest_chunks();

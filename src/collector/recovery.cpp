@@ -88,11 +88,6 @@ Recovery recover_trace(const std::string& trace_dir) {
         "still being written)",
         trace_dir));
   if (!cut->mapping_left) throw format::InputError(shm::describe_cut(trace_dir, *cut));
-  if (is_compressed(trace_dir))
-    throw format::InputError(
-        fmt::format("{}: a compressed trace cannot be appended to; `chronicle snapshot {} -o DIR` writes what its "
-                    "mapping holds as a trace of its own",
-                    trace_dir, cut->mapping_path));
   const ExclusiveMappingLock lock(cut->mapping_path);
   if (!lock.held())
     throw format::InputError(
@@ -103,6 +98,7 @@ Recovery recover_trace(const std::string& trace_dir) {
     SessionMapping mapping(cut->mapping_path, ::geteuid());
     CollectorOptions options;
     options.append = true;
+    options.compress = is_compressed(trace_dir);
     Collector collector(mapping, trace_dir, options);
     collector.start_after_consumed();
     collector.finish();

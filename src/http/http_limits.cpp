@@ -23,11 +23,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kHeadTimeout = std::chrono::seconds(5);
 constexpr auto kExchangeTimeout = std::chrono::seconds(30);
 constexpr size_t kMaxHeadBytes = 64 * 1024;
-constexpr size_t kMaxConnections = 512;
-constexpr size_t kMaxConnectionsPerPeer = 256;
 constexpr size_t kRequestsPerConnection = 100;
 // Only requests whose head is whole take a worker, each for 30 s at most.
 constexpr size_t kMaxWorkers = 64;
@@ -190,7 +187,8 @@ HeadState receive_head(Connection& connection) {
 // The connections of one server: counted per peer, waiting for their heads on one thread,
 // answered by workers.
 struct BoundedHttpServer::Connections {
-  explicit Connections(BoundedHttpServer& owner) : server(owner), wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  Connections(BoundedHttpServer& owner, const HttpLimits& limits)
+      : server(owner), limits(limits), wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     waiter = std::thread([this] { wait_for_heads(); });
   }
 
@@ -240,6 +238,7 @@ struct BoundedHttpServer::Connections {
   void answer(Connection* connection);
 
   BoundedHttpServer& server;
+  const HttpLimits limits;
   const int wake_fd;
   std::mutex mutex;
   std::vector<Connection*> arriving;   // accepted, not yet counted
@@ -260,8 +259,8 @@ void BoundedHttpServer::Connections::admit(Connection* connection, std::vector<C
   {
     std::lock_guard lock(mutex);
     const auto found = per_peer.find(connection->peer);
-    peer_full = found != per_peer.end() && found->second >= kMaxConnectionsPerPeer;
-    all_full = total >= kMaxConnections;
+    peer_full = found != per_peer.end() && found->second >= limits.max_connections_per_peer;
+    all_full = total >= limits.max_connections;
   }
   if (peer_full || all_full) {
     const auto oldest = std::find_if(waiting.begin(), waiting.end(), [&](const Connection* other) {
@@ -347,11 +346,11 @@ void BoundedHttpServer::Connections::answer(Connection* connection) {
     serving.erase(connection->fd);
   }
   if (!answered || connection_closed || last) return close(connection);
-  connection->head_deadline = Clock::now() + kHeadTimeout;
+  connection->head_deadline = Clock::now() + limits.head_timeout;
   hand_over(connection, true);
 }
 
-BoundedHttpServer::BoundedHttpServer() : connections_(std::make_unique<Connections>(*this)) {
+BoundedHttpServer::BoundedHttpServer(HttpLimits limits) : connections_(std::make_unique<Connections>(*this, limits)) {
   new_task_queue = [] { return new InlineQueue; };
   set_socket_options([this](socket_t socket) {
     httplib::default_socket_options(socket);
@@ -369,7 +368,7 @@ bool BoundedHttpServer::process_and_close_socket(socket_t socket) {
   auto* connection = new Connection;
   connection->fd = socket;
   connection->peer = address_of(socket, true);
-  connection->head_deadline = Clock::now() + kHeadTimeout;
+  connection->head_deadline = Clock::now() + connections_->limits.head_timeout;
   connections_->hand_over(connection, false);
   return true;
 }

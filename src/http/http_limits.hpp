@@ -16,13 +16,22 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 
 namespace chronicle::metrics {
 
+// The bounds above; tests give smaller ones to reach them.
+struct HttpLimits {
+  std::chrono::milliseconds head_timeout = std::chrono::seconds(5);
+  size_t max_connections = 512;
+  size_t max_connections_per_peer = 256;
+};
+
 class BoundedHttpServer final : public httplib::Server {
  public:
-  BoundedHttpServer();
+  explicit BoundedHttpServer(HttpLimits limits = {});
   // The owner has stopped the server (stop()) and joined its listening thread before.
   ~BoundedHttpServer() override;
   BoundedHttpServer(const BoundedHttpServer&) = delete;

@@ -33,7 +33,7 @@ std::map<uint64_t, std::string> chunks_of(const std::string& directory) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory, error))
     if (const uint64_t number = chunk_number(entry.path().filename().string());
-        number > 0 && entry.is_directory(error) && has_metadata(entry.path()))
+        number > 0 && !entry.is_symlink(error) && entry.is_directory(error) && has_metadata(entry.path()))
       chunks[number] = entry.path().string();
   return chunks;
 }
@@ -106,6 +106,15 @@ uint64_t chunk_number(std::string_view name) {
   return error == std::errc() && end == digits.data() + digits.size() ? number : 0;
 }
 
+std::vector<std::string> linked_entries(const std::string& directory) {
+  std::vector<std::string> links;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(directory, error))
+    if (entry.is_symlink(error)) links.push_back(entry.path().string());
+  std::sort(links.begin(), links.end());
+  return links;
+}
+
 std::vector<std::string> trace_chunks(const std::string& directory) {
   if (has_metadata(directory)) return {directory};
   const std::map<uint64_t, std::string> chunks = chunks_of(directory);
@@ -120,12 +129,17 @@ std::vector<std::string> find_traces(const std::string& directory) {
   std::error_code error;
   if (is_trace(directory)) traces.push_back(directory);
   std::vector<std::string> children;
-  for (const auto& entry : fs::directory_iterator(directory, error))
-    if (entry.is_directory(error) && chunk_number(entry.path().filename().string()) == 0 &&
-        is_trace(entry.path().string()))
+  std::string linked;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    if (!entry.is_directory(error) || chunk_number(entry.path().filename().string()) != 0) continue;
+    if (entry.is_symlink(error))
+      linked = entry.path().string();
+    else if (is_trace(entry.path().string()))
       children.push_back(entry.path().string());
+  }
   std::sort(children.begin(), children.end());
   traces.insert(traces.end(), children.begin(), children.end());
+  if (traces.empty() && !linked.empty()) throw TraceError(linked, 0, kLinkedDirectory);
   if (traces.empty()) throw TraceError(directory, 0, "no trace here (no metadata file in it or its subdirectories)");
   return traces;
 }

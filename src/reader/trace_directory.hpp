@@ -11,11 +11,20 @@
 
 namespace chronicle::reader {
 
+// Why a link where a sub-trace or a chunk would be is skipped: like a trace's files, its
+// directories are never reached through a link (one planted could lead to another user's trace).
+inline constexpr const char* kLinkedDirectory =
+    "a symbolic link: a trace's sub-traces and chunks are directories, never read through a link";
+
 // The traces under `directory`: itself if it is one, then each subdirectory that is (one per
-// further process of a `chronicle record` run), sorted. A directory is a trace when it holds a
+// further process of a `chronicle record` run), sorted; links are skipped (kLinkedDirectory), and
+// when only links remain the first is named in the TraceError. A directory is a trace when it holds a
 // metadata file (plain or compressed, "metadata.ctfz"), or chunks that do (a rotated trace:
 // record --rotate). Throws TraceError when there is none.
 std::vector<std::string> find_traces(const std::string& directory);
+
+// The symbolic links directly in `directory`, sorted: a reader names them as skipped.
+std::vector<std::string> linked_entries(const std::string& directory);
 
 // A rotated trace's chunk directories ("chunk-000001"...) that hold a metadata file, oldest first;
 // for any other directory, the directory itself.

@@ -69,7 +69,9 @@ std::string claim_output_directory(const std::string& output, std::string_view p
   try {
     format::create_private_directory(output);
   } catch (const std::exception&) {
-    // The collector says why when it cannot write there.
+    // Nothing is claimed where the directory could not be made or is a link not to follow (the
+    // marker would land in the link's target); the collector says why it cannot write there.
+    return output;
   }
   // O_EXCL makes the claim atomic between processes started together.
   const std::string marker = output + "/.chronicle-owner";

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace chronicle::shm {
 
@@ -66,6 +67,17 @@ void forget_in_forked_child(WriterFile& file) {
   file.fd = -1;
   if (file.base) munmap(file.base, file.size);
   file.base = nullptr;
+}
+
+void* map_again_without_locks(const WriterFile& file, size_t bytes) {
+  if (file.fd < 0) return nullptr;
+  // Opening the descriptor's /proc link makes a new open file description of the same file.
+  const std::string link = "/proc/self/fd/" + std::to_string(file.fd);
+  const int fd = ::open(link.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return mapped == MAP_FAILED ? nullptr : mapped;
 }
 
 namespace {

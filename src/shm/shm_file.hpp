@@ -49,6 +49,11 @@ void release(WriterFile& file, bool unmap);
 // would release the parent's lock too.
 void forget_in_forked_child(WriterFile& file);
 
+// In such a child, before forget_in_forked_child: the first `bytes` of the parent's file mapped
+// again through a new open of it, which holds none of the parent's locks (a mapping keeps its
+// open file, and so its locks, alive). nullptr when it cannot be.
+void* map_again_without_locks(const WriterFile& file, size_t bytes);
+
 // For readers: whether a process still holds the writer's lock on the open file `fd`.
 bool writer_alive(int fd);
 

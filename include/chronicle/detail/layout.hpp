@@ -464,7 +464,7 @@ static_assert(sizeof(ShmHeader) <= kShmHeaderSize);
 enum class ChannelState : uint32_t { unused = 0, active = 1, closed = 2 };
 
 // One per thread at a time: a closed channel goes to the next thread that needs one, with its
-// epoch incremented (src/recorder/session.cpp, "Channels"). The writer owns packets_committed
+// epoch incremented (src/recorder/session_channels.cpp, "Channels"). The writer owns packets_committed
 // and events_discarded (a signal handler on the writer's thread adds to events_discarded
 // atomically); the stream-mode collector owns packets_consumed (the hand-off: ring_protocol.md).
 // They sit on separate cache lines so neither slows the other.

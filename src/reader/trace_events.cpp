@@ -1,0 +1,177 @@
+// A stream's events read back: the cursor over its readable packets, and each raw event decoded
+// into an Event.
+#include "reader/trace_reader.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "reader/trace_reader_internal.hpp"
+
+namespace chronicle::reader {
+
+using trace_internal::load;
+
+Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, uint32_t event_types)
+    : trace_(trace),
+      index_(index),
+      packets_(trace.readable_packets_[index]),
+      packet_event_types_(trace.packet_event_types_[index]),
+      event_types_(event_types),
+      end_packet_(packets_.size()) {}
+
+Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, size_t first_packet, size_t end_packet)
+    : StreamCursor(trace, index) {
+  end_packet_ = std::min(end_packet, packets_.size());
+  next_packet_ = std::min(first_packet, end_packet_);
+}
+
+bool Trace::StreamCursor::next_packet() {
+  // All types (the default) read every packet, without looking at what the check noted.
+  if (event_types_ != ~uint32_t{0})
+    while (next_packet_ < end_packet_ && (packet_event_types_[next_packet_] & event_types_) == 0) ++next_packet_;
+  if (next_packet_ >= end_packet_) return false;
+  const PacketPlace& place = packets_[next_packet_];
+  packet_offset_ = place.offset;
+  packet_file_ = place.file;
+  const uint8_t* packet = trace_.packet_at(index_, next_packet_++, position_);
+  const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+  packet_.emplace(packet, format::content_bytes(header));
+  return true;
+}
+
+bool Trace::StreamCursor::next(Event& event) {
+  format::RawEvent raw;
+  while (true) {
+    if (packet_) {
+      try {
+        if (packet_->next(raw)) break;
+      } catch (const format::DecodeError& error) {
+        throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
+      }
+    }
+    if (!next_packet()) return false;
+  }
+  const auto type = static_cast<format::EventId>(raw.spec->id);
+  event.type = type;
+  event.ticks = raw.ticks;
+  event.thread_id = trace_.streams_[index_].thread_id;
+  event.stream = static_cast<uint32_t>(index_);
+  event.name_id = 0;
+  event.value = 0;
+  event.value_float = 0;
+  event.text = {};
+  event.depth = 0;
+  event.task = 0;
+  event.related_task = 0;
+  event.task_kind = format::TaskKind::unknown;
+  event.outcome = format::TaskOutcome::ok;
+  event.span = nullptr;
+  // Payload sizes were checked against the catalogue by the decoder; the layouts are its.
+  auto text_after = [&raw](size_t fixed) {
+    return std::string_view(reinterpret_cast<const char*>(raw.payload + fixed), raw.payload_size - fixed - 1);
+  };
+  switch (type) {
+    case format::EventId::span_begin:
+    case format::EventId::span_end:
+    case format::EventId::instant:
+      event.name_id = load<format::NamePayload>(raw.payload).name_id;
+      break;
+    case format::EventId::counter: {
+      const auto payload = load<format::CounterPayload>(raw.payload);
+      event.name_id = payload.name_id;
+      event.value = payload.value;
+      break;
+    }
+    case format::EventId::counter_float: {
+      const auto payload = load<format::CounterFloatPayload>(raw.payload);
+      event.name_id = payload.name_id;
+      event.value_float = payload.value;
+      break;
+    }
+    case format::EventId::note:
+      event.name_id = load<format::NotePrefix>(raw.payload).name_id;
+      event.text = text_after(sizeof(format::NotePrefix));
+      break;
+    case format::EventId::task_create: {
+      const auto payload = load<format::TaskCreatePayload>(raw.payload);
+      event.task = payload.task;
+      event.related_task = payload.parent;
+      event.task_kind = static_cast<format::TaskKind>(payload.kind);
+      event.name_id = payload.name_id;
+      break;
+    }
+    case format::EventId::task_run_begin:
+    case format::EventId::task_run_end:
+      event.task = load<format::TaskPayload>(raw.payload).task;
+      break;
+    case format::EventId::task_wait: {
+      const auto payload = load<format::TaskWaitPayload>(raw.payload);
+      event.task = payload.task;
+      event.related_task = payload.awaited;
+      break;
+    }
+    case format::EventId::task_resolve: {
+      const auto payload = load<format::TaskResolvePrefix>(raw.payload);
+      event.task = payload.task;
+      event.related_task = payload.resolver;
+      event.outcome = static_cast<format::TaskOutcome>(payload.outcome);
+      event.text = text_after(sizeof(format::TaskResolvePrefix));
+      break;
+    }
+    case format::EventId::task_label:
+      event.task = load<format::TaskLabelPrefix>(raw.payload).task;
+      event.text = text_after(sizeof(format::TaskLabelPrefix));
+      break;
+    case format::EventId::context_send: {
+      const auto payload = load<format::ContextSendPayload>(raw.payload);
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_span = payload.span;
+      event.context_flags = payload.flags;
+      break;
+    }
+    case format::EventId::context_receive: {
+      const auto payload = load<format::ContextReceivePayload>(raw.payload);
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_span = payload.span;
+      event.context_parent = payload.parent;
+      event.context_flags = payload.flags;
+      break;
+    }
+    case format::EventId::context_receive_end:
+      event.context_span = load<format::ContextReceiveEndPayload>(raw.payload).span;
+      break;
+    case format::EventId::task_context: {
+      const auto payload = load<format::TaskContextPayload>(raw.payload);
+      event.task = payload.task;
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_flags = payload.flags;
+      break;
+    }
+    case format::EventId::cpu_sample: {
+      const auto payload = load<format::CpuSamplePrefix>(raw.payload);
+      event.sampled_pid = payload.pid;
+      event.sampled_tid = payload.tid;
+      event.frame_count = payload.frame_count;
+      event.frames = raw.payload + sizeof payload;
+      const uint8_t* after_frames = event.frames + size_t{payload.frame_count} * sizeof(uint64_t);
+      std::memcpy(&event.stack_word_count, after_frames, sizeof event.stack_word_count);
+      event.stack_words = after_frames + sizeof event.stack_word_count;
+      break;
+    }
+    case format::EventId::cpu_switch: {
+      const auto payload = load<format::CpuSwitchPayload>(raw.payload);
+      event.sampled_pid = payload.pid;
+      event.sampled_tid = payload.tid;
+      event.cpu_state = static_cast<format::CpuState>(payload.state);
+      break;
+    }
+    default:
+      break;
+  }
+  return true;
+}
+
+}  // namespace chronicle::reader

@@ -1,0 +1,18 @@
+// Private to the timeline index's files (src/viewer/timeline_*.cpp): what more than one of them
+// needs and the public header does not say.
+#pragma once
+
+#include <string>
+
+#include "reader/trace_reader.hpp"
+#include "viewer/timeline_index.hpp"
+
+namespace chronicle::viewer::index_internal {
+
+std::string process_group(const reader::Trace& trace);
+
+// IndexBuilder's steps that IndexCombiner runs again on the combined index.
+void lay_out_tasks(TimelineIndex& index);
+void sort_arrows_by_length(TimelineIndex& index);
+
+}  // namespace chronicle::viewer::index_internal

@@ -1,0 +1,533 @@
+// What the viewer asks a built timeline index: the window at a level of detail, times, tasks,
+// search, range stats.
+#include "viewer/timeline_index.hpp"
+
+#include "analysis/sample_stacks.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+namespace chronicle::viewer {
+namespace {
+
+// Past this many spans in a range, stats give per-thread totals only: a per-name breakdown
+// would visit every span, and range stats must answer as fast as a pan.
+constexpr uint64_t kMaxSpansToBreakDown = 2'000'000;
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool contains_folded(std::string_view haystack, const std::string& needle_lower) {
+  return lowercase(haystack).find(needle_lower) != std::string::npos;
+}
+
+}  // namespace
+
+void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
+                    double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks) {
+  const auto& begins = row.begins;
+  const auto& ends = row.ends;
+  const size_t count = row.size();
+  const double min_ns = min_pixels * ns_per_pixel;
+  auto is_wide = [&](size_t k) { return static_cast<double>(ends[k] - begins[k]) >= min_ns; };
+  // The end of the pixel column after the one holding `time`: a block takes in every interval
+  // that begins before it, so each step of a block moves at least a column and costs a search.
+  auto reach_after = [&](uint64_t time) {
+    const double column = std::floor(static_cast<double>(time - begin) / ns_per_pixel);
+    const double reach = static_cast<double>(begin) + (column + 2) * ns_per_pixel;
+    return reach >= static_cast<double>(end) ? end : static_cast<uint64_t>(reach);
+  };
+  size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+  while (i < count && begins[i] <= end) {
+    if (is_wide(i)) {
+      wide.push_back({row_number, static_cast<uint32_t>(i)});
+      ++i;
+      continue;
+    }
+    BusyBlock block{row_number, begins[i], ends[i], static_cast<uint32_t>(i), 1};
+    size_t next = i + 1;
+    while (next < count) {
+      const uint64_t reach = reach_after(std::max(block.end, begin));
+      const size_t past =
+          static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+      if (past == next) break;
+      // Rows do not overlap, so of the intervals beginning before `reach` only the last can
+      // reach further: when it is wide it is drawn by itself and ends the block.
+      const size_t last = past - 1;
+      if (is_wide(last)) {
+        block.count += static_cast<uint32_t>(last - next);
+        if (last > next) block.end = ends[last - 1];
+        next = last;
+        break;
+      }
+      block.count += static_cast<uint32_t>(past - next);
+      block.end = ends[last];
+      next = past;
+    }
+    blocks.push_back(block);
+    i = next;
+  }
+}
+
+void MinMaxPyramid::build(std::span<const double> values) {
+  mins_.clear();
+  maxs_.clear();
+  std::span<const double> lower_min = values;
+  std::span<const double> lower_max = values;
+  while (lower_min.size() > kFanOut) {
+    std::vector<double> upper_min((lower_min.size() + kFanOut - 1) / kFanOut);
+    std::vector<double> upper_max(upper_min.size());
+    for (size_t block = 0; block < upper_min.size(); ++block) {
+      const size_t first = block * kFanOut;
+      const size_t last = std::min(first + kFanOut, lower_min.size());
+      upper_min[block] = *std::min_element(lower_min.begin() + first, lower_min.begin() + last);
+      upper_max[block] = *std::max_element(lower_max.begin() + first, lower_max.begin() + last);
+    }
+    mins_.push_back(std::move(upper_min));
+    maxs_.push_back(std::move(upper_max));
+    lower_min = mins_.back();
+    lower_max = maxs_.back();
+  }
+}
+
+std::pair<double, double> MinMaxPyramid::range(std::span<const double> values, size_t first, size_t last) const {
+  double low = std::numeric_limits<double>::infinity();
+  double high = -low;
+  auto take = [&](size_t level, size_t from, size_t to) {
+    const auto& level_min = level == 0 ? values : mins_[level - 1];
+    const auto& level_max = level == 0 ? values : maxs_[level - 1];
+    for (size_t k = from; k < to; ++k) {
+      low = std::min(low, level_min[k]);
+      high = std::max(high, level_max[k]);
+    }
+  };
+  // Climb while whole blocks of the next level fit, taking the ragged edges at each level.
+  size_t level = 0;
+  while (level < mins_.size()) {
+    const size_t upper_first = (first + kFanOut - 1) / kFanOut;
+    const size_t upper_last = last / kFanOut;
+    if (upper_first >= upper_last) break;
+    take(level, first, upper_first * kFanOut);
+    take(level, upper_last * kFanOut, last);
+    first = upper_first;
+    last = upper_last;
+    ++level;
+  }
+  take(level, first, last);
+  return {low, high};
+}
+
+uint64_t TimelineIndex::to_ns(uint64_t ticks) const {
+  if (ticks <= origin_ticks_) return origin_offset_ns_;
+  return origin_offset_ns_ +
+         static_cast<uint64_t>(std::llround(static_cast<double>(ticks - origin_ticks_) * ns_per_tick_));
+}
+
+uint64_t TimelineIndex::duration_ns(uint64_t ticks) const {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * ns_per_tick_));
+}
+
+std::span<const uint64_t> TimelineIndex::run_begins(uint32_t task) const {
+  return {run_begins_.data() + run_first_.at(task), run_begins_.data() + run_first_.at(task + 1)};
+}
+
+std::span<const uint64_t> TimelineIndex::run_ends(uint32_t task) const {
+  return {run_ends_.data() + run_first_.at(task), run_ends_.data() + run_first_.at(task + 1)};
+}
+
+const reader::Site* TimelineIndex::site(uint32_t id) const {
+  if (id == 0 || id > sites_.size() || sites_[id - 1].id == 0) return nullptr;
+  return &sites_[id - 1];
+}
+
+std::string TimelineIndex::site_name(uint32_t id) const {
+  const reader::Site* found = site(id);
+  if (!found) return "?";
+  return found->category.empty() ? found->name : found->category + "/" + found->name;
+}
+
+std::optional<uint32_t> TimelineIndex::task_index(model::TaskId id) const {
+  return task_index(0, id);
+}
+
+size_t TimelineIndex::process_of_task(uint32_t task) const {
+  const auto after = std::upper_bound(task_processes_.begin(), task_processes_.end(), task,
+                                      [](uint32_t k, const TaskProcess& process) { return k < process.first_task; });
+  return static_cast<size_t>(after - task_processes_.begin()) - 1;
+}
+
+const model::Task& TimelineIndex::task(uint32_t index) const {
+  const size_t process = process_of_task(index);
+  return graphs()[process].tasks().at(index - task_processes_[process].first_task);
+}
+
+const std::vector<model::TaskGraph>& TimelineIndex::graphs() const {
+  if (graph_loader_ && !graph_loader_->loaded.load(std::memory_order_acquire)) {
+    std::lock_guard lock(graph_loader_->mutex);
+    if (!graph_loader_->loaded.load(std::memory_order_relaxed)) {
+      graphs_ = graph_loader_->load();
+      // Release: a thread that sees `loaded` without the lock sees graphs_ whole.
+      graph_loader_->loaded.store(true, std::memory_order_release);
+    }
+  }
+  return graphs_;
+}
+
+std::string_view TimelineIndex::task_display_name(uint32_t index) const {
+  const std::string_view label = task_label(index);
+  return label.empty() ? task_name(index) : label;
+}
+
+uint64_t TimelineIndex::to_ns(size_t process, uint64_t ticks) const {
+  const TaskProcess& clock = task_processes_.at(process);
+  if (ticks <= clock.origin_ticks) return clock.origin_offset_ns;
+  return clock.origin_offset_ns +
+         static_cast<uint64_t>(std::llround(static_cast<double>(ticks - clock.origin_ticks) * clock.ns_per_tick));
+}
+
+uint64_t TimelineIndex::duration_ns(size_t process, uint64_t ticks) const {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * task_processes_.at(process).ns_per_tick));
+}
+
+std::string TimelineIndex::lane_of_thread(uint32_t thread_id) const {
+  return lane_of_thread(0, thread_id);
+}
+
+std::string TimelineIndex::lane_of_thread(size_t process, uint32_t thread_id) const {
+  const uint32_t first = task_processes_.at(process).first_lane;
+  const auto last = process + 1 < task_processes_.size() ? task_processes_[process + 1].first_lane
+                                                         : static_cast<uint32_t>(lanes_.size());
+  for (uint32_t k = first; k < last; ++k)
+    if (lanes_[k].thread_id == thread_id) return lanes_[k].name;
+  return std::to_string(thread_id);
+}
+
+Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels) const {
+  return window(begin, end, width, TaskRowQuery{}, min_pixels);
+}
+
+Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows,
+                             double min_pixels) const {
+  Window out;
+  end = std::max(end, begin + 1);
+  width = std::max<uint32_t>(width, 1);
+  out.begin = begin;
+  out.end = end;
+  out.width = width;
+  const double ns_per_pixel = static_cast<double>(end - begin) / width;
+  for (uint32_t lane_number = 0; lane_number < lanes_.size(); ++lane_number) {
+    const Lane& lane = lanes_[lane_number];
+    LaneWindow view;
+    view.lane = lane_number;
+    for (uint32_t depth = 0; depth < lane.depths.size(); ++depth)
+      visible_in_row(lane.depths[depth], depth, begin, end, ns_per_pixel, min_pixels, view.spans, view.blocks);
+    for (uint32_t depth = 0; depth < lane.runs.size(); ++depth)
+      visible_in_row(lane.runs[depth], depth, begin, end, ns_per_pixel, min_pixels, view.runs, view.run_blocks);
+    visible_in_row(lane.idle, 0, begin, end, ns_per_pixel, min_pixels, view.idle_wide, view.idle);
+    visible_in_row(lane.off_cpu, 0, begin, end, ns_per_pixel, min_pixels, view.off_cpu_wide, view.off_cpu);
+    std::vector<VisibleInterval> no_wide_samples;  // a sample is an instant: never wide
+    visible_in_row(lane.samples, 0, begin, end, ns_per_pixel, std::max(min_pixels, 1.0), no_wide_samples, view.samples);
+    out.lanes.push_back(std::move(view));
+  }
+  const ShownRows shown(task_tree_, rows.collapsed);
+  out.task_rows_shown = shown.count();
+  // Tree row first_task holds one of the process's roots (parents are within a process): never hidden.
+  for (const TaskProcess& process : task_processes_)
+    out.process_first_rows.push_back(process.first_task < task_row_count() ? shown.shown_row(process.first_task)
+                                                                           : out.task_rows_shown);
+  window_tasks(begin, end, ns_per_pixel, shown, rows, out);
+  auto column = [&](uint64_t time) {
+    return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
+                                            -1.0, static_cast<double>(width) + 1) +
+                                 1);
+  };
+  window_arrows(begin, end, column, shown, rows, out);
+  window_messages(begin, end, column, out);
+
+  for (uint32_t counter = 0; counter < counters_.size(); ++counter) {
+    const CounterSeries& series = counters_[counter];
+    CounterWindow view;
+    view.counter = counter;
+    const auto& times = series.times;
+    const size_t first = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), begin) - times.begin());
+    const size_t last = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), end) - times.begin());
+    // The sample before the window holds the value at its left edge.
+    if (first > 0)
+      view.points.push_back(
+          {times[first - 1], series.values[first - 1], series.values[first - 1], series.values[first - 1]});
+    if (last - first <= 2 * static_cast<size_t>(width)) {
+      for (size_t k = first; k < last; ++k)
+        view.points.push_back({times[k], series.values[k], series.values[k], series.values[k]});
+    } else {
+      view.downsampled = true;
+      size_t column_first = first;
+      for (uint32_t column = 0; column < width && column_first < last; ++column) {
+        const auto column_end = static_cast<uint64_t>(static_cast<double>(begin) + (column + 1) * ns_per_pixel);
+        const size_t column_last = static_cast<size_t>(
+            std::lower_bound(times.begin() + column_first, times.begin() + last, column_end) - times.begin());
+        if (column_last == column_first) continue;
+        const auto [low, high] = series.pyramid.range(series.values, column_first, column_last);
+        view.points.push_back({times[column_first], low, high, series.values[column_last - 1]});
+        column_first = column_last;
+      }
+    }
+    out.counters.push_back(std::move(view));
+  }
+  return out;
+}
+
+// The task rows asked for, each with its runs merged where less than a pixel apart (a task's
+// runs never overlap, so the one run that reaches furthest is the last one begun).
+void TimelineIndex::window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown,
+                                 const TaskRowQuery& rows, Window& out) const {
+  const std::vector<uint32_t> tree_rows = shown.tree_rows(rows.first, rows.last);
+  const double gap = std::max(ns_per_pixel, 1.0);
+  for (size_t k = 0; k < tree_rows.size(); ++k) {
+    const uint32_t task = task_tree_.row_task[tree_rows[k]];
+    const TaskLine& line = task_lines_[task];
+    if (line.end < begin || line.begin > end) continue;
+    TaskInView view{task, rows.first + static_cast<uint32_t>(k), {}};
+    const auto begins = run_begins(task);
+    const auto ends = run_ends(task);
+    size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+    while (i < begins.size() && begins[i] <= end) {
+      std::pair<uint64_t, uint64_t> piece{begins[i], ends[i]};
+      size_t next = i + 1;
+      while (next < begins.size()) {
+        const auto reach = static_cast<uint64_t>(static_cast<double>(piece.second) + gap);
+        const auto past =
+            static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+        if (past == next) break;
+        piece.second = std::max(piece.second, ends[past - 1]);
+        next = past;
+      }
+      view.runs.push_back(piece);
+      i = next;
+    }
+    out.tasks.push_back(std::move(view));
+  }
+}
+
+// Arrows that touch the rows asked for (or cross them), found by length class; those drawn at
+// the same pixel columns and rows with the same kind are merged. An arrow inside a collapsed
+// subtree has nowhere to go and is left out.
+void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
+                                  const ShownRows& shown, const TaskRowQuery& rows, Window& out) const {
+  std::unordered_map<uint64_t, uint32_t> drawn;
+  for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
+    const auto& bucket = arrows_by_length_[length_class];
+    if (bucket.empty()) continue;
+    const uint64_t longest =
+        length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
+    const uint64_t earliest = begin > longest ? begin - longest : 0;
+    auto first = std::lower_bound(bucket.begin(), bucket.end(), earliest,
+                                  [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; });
+    for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
+      const Arrow& arrow = arrows_[*it];
+      if (arrow.to_time < begin) continue;
+      const uint32_t from_tree_row = task_lines_[arrow.from_task].row;
+      const uint32_t to_tree_row = task_lines_[arrow.to_task].row;
+      const uint32_t from_row = shown.shown_row(from_tree_row);
+      const uint32_t to_row = shown.shown_row(to_tree_row);
+      if (std::max(from_row, to_row) < rows.first || std::min(from_row, to_row) >= rows.last) continue;
+      if (from_row == to_row && from_tree_row != to_tree_row) continue;  // both in one collapsed subtree
+      const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
+                           (uint64_t{from_row} << 17) ^ (uint64_t{to_row} << 2) ^ static_cast<uint64_t>(arrow.kind);
+      auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
+      if (inserted)
+        out.arrows.push_back({*it, 1, from_row, to_row});
+      else
+        ++out.arrows[found->second].merged;
+    }
+  }
+}
+
+// Messages are few next to spans (two events each): all of them are looked at, those drawn at
+// the same pixel columns between the same lanes merged.
+void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
+                                    Window& out) const {
+  std::unordered_map<uint64_t, uint32_t> drawn;
+  for (uint32_t k = 0; k < messages_.size() && messages_[k].from_time <= end; ++k) {
+    const MessageArrow& message = messages_[k];
+    if (std::max(message.from_time, message.to_time) < begin) continue;
+    const uint64_t key = (column(message.from_time) << 48) ^ (column(message.to_time) << 32) ^
+                         (uint64_t{message.from_lane} << 16) ^ message.to_lane;
+    auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.messages.size()));
+    if (inserted)
+      out.messages.push_back({k, 1});
+    else
+      ++out.messages[found->second].merged;
+  }
+}
+
+std::vector<CounterShare> TimelineIndex::counter_breakdown(uint32_t counter, uint64_t begin, uint64_t end) const {
+  const CounterSeries& series = counters_.at(counter);
+  const auto& times = series.times;
+  const size_t first = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), begin) - times.begin());
+  const size_t last = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), end) - times.begin());
+  std::vector<CounterShare> shares;
+  for (uint32_t lane : series.lanes) shares.push_back({lane});
+  for (size_t k = first; k < last; ++k) {
+    const uint32_t lane = series.sample_lanes.empty() ? series.lane : series.sample_lanes[k];
+    auto share = std::find_if(shares.begin(), shares.end(), [lane](const CounterShare& s) { return s.lane == lane; });
+    if (share == shares.end()) continue;
+    const double value = series.values[k];
+    share->min = share->samples == 0 ? value : std::min(share->min, value);
+    share->max = share->samples == 0 ? value : std::max(share->max, value);
+    share->last = value;
+    share->added += value - (k > 0 ? series.values[k - 1] : 0);
+    ++share->samples;
+  }
+  return shares;
+}
+
+std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit) const {
+  std::vector<SearchHit> hits;
+  const std::string needle = lowercase(text);
+  if (needle.empty()) return hits;
+  for (uint32_t k = 0; k < task_lines_.size() && hits.size() < limit; ++k) {
+    if (!contains_folded(task_label(k), needle) && !contains_folded(task_name(k), needle)) continue;
+    SearchHit hit;
+    hit.kind = SearchHit::Kind::task;
+    hit.task = k;
+    hit.begin = task_lines_[k].begin;
+    hit.end = task_lines_[k].end;
+    hit.text = task_display_name(k);
+    hits.push_back(std::move(hit));
+  }
+  std::sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) { return a.begin < b.begin; });
+  std::vector<bool> site_matches(sites_.size() + 1, false);
+  bool any_site = false;
+  for (const auto& candidate : sites_)
+    if (candidate.id != 0 && contains_folded(site_name(candidate.id), needle))
+      any_site = site_matches[candidate.id] = true;
+  if (!any_site) return hits;
+  for (uint32_t lane = 0; lane < lanes_.size() && hits.size() < limit; ++lane)
+    for (uint32_t depth = 0; depth < lanes_[lane].depths.size() && hits.size() < limit; ++depth) {
+      const IntervalRow& row = lanes_[lane].depths[depth];
+      for (uint32_t k = 0; k < row.size() && hits.size() < limit; ++k) {
+        if (row.items[k] >= site_matches.size() || !site_matches[row.items[k]]) continue;
+        SearchHit hit;
+        hit.kind = SearchHit::Kind::span;
+        hit.lane = lane;
+        hit.depth = depth;
+        hit.index = k;
+        hit.begin = row.begins[k];
+        hit.end = row.ends[k];
+        hit.text = site_name(row.items[k]);
+        hits.push_back(std::move(hit));
+      }
+    }
+  return hits;
+}
+
+RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
+  RangeStats stats;
+  stats.begin = begin;
+  stats.end = end;
+  auto overlapping = [&](const IntervalRow& row) {
+    const size_t first =
+        static_cast<size_t>(std::lower_bound(row.ends.begin(), row.ends.end(), begin) - row.ends.begin());
+    const size_t last =
+        static_cast<size_t>(std::upper_bound(row.begins.begin(), row.begins.end(), end) - row.begins.begin());
+    return std::pair<size_t, size_t>{first, std::max(first, last)};
+  };
+  auto clipped = [&](uint64_t from, uint64_t to) {
+    return std::min(to, end) - std::min(std::max(from, begin), std::min(to, end));
+  };
+  uint64_t spans_in_range = 0;
+  for (uint32_t lane_number = 0; lane_number < lanes_.size(); ++lane_number) {
+    const Lane& lane = lanes_[lane_number];
+    LaneStats lane_stats;
+    lane_stats.lane = lane_number;
+    for (const IntervalRow& row : lane.depths) {
+      const auto [first, last] = overlapping(row);
+      lane_stats.spans += last - first;
+    }
+    if (!lane.depths.empty()) {
+      const IntervalRow& top = lane.depths.front();
+      const auto [first, last] = overlapping(top);
+      if (first < last) {
+        const auto& prefix = busy_prefix_[lane_number];
+        uint64_t busy = prefix[last] - prefix[first];
+        // The whole first and last spans are in the sum: take off what lies outside the range.
+        busy -= (top.ends[first] - top.begins[first]) - clipped(top.begins[first], top.ends[first]);
+        if (last - 1 != first)
+          busy -= (top.ends[last - 1] - top.begins[last - 1]) - clipped(top.begins[last - 1], top.ends[last - 1]);
+        lane_stats.busy_ns = busy;
+      }
+    }
+    const auto [idle_first, idle_last] = overlapping(lane.idle);
+    for (size_t k = idle_first; k < idle_last; ++k)
+      lane_stats.idle_ns += clipped(lane.idle.begins[k], lane.idle.ends[k]);
+    const auto [off_first, off_last] = overlapping(lane.off_cpu);
+    for (size_t k = off_first; k < off_last; ++k)
+      (lane.off_cpu.items[k] == static_cast<uint32_t>(format::CpuState::blocked) ? lane_stats.blocked_ns
+                                                                                 : lane_stats.runnable_ns) +=
+          clipped(lane.off_cpu.begins[k], lane.off_cpu.ends[k]);
+    const auto [sample_first, sample_last] = overlapping(lane.samples);
+    lane_stats.samples = sample_last - sample_first;
+    spans_in_range += lane_stats.spans;
+    stats.lanes.push_back(lane_stats);
+  }
+  stats.names_complete = spans_in_range <= kMaxSpansToBreakDown;
+  if (stats.names_complete) {
+    std::unordered_map<uint32_t, NameTotal> by_site;
+    for (const Lane& lane : lanes_)
+      for (const IntervalRow& row : lane.depths) {
+        const auto [first, last] = overlapping(row);
+        for (size_t k = first; k < last; ++k) {
+          NameTotal& total = by_site[row.items[k]];
+          total.site = row.items[k];
+          ++total.count;
+          total.total_ns += clipped(row.begins[k], row.ends[k]);
+        }
+      }
+    for (const auto& [site, total] : by_site) stats.top_names.push_back(total);
+    std::sort(stats.top_names.begin(), stats.top_names.end(), [](const NameTotal& a, const NameTotal& b) {
+      return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.site < b.site;
+    });
+    if (stats.top_names.size() > 20) stats.top_names.resize(20);
+  }
+  for (uint32_t k = 0; k < task_lines_.size(); ++k) {
+    const TaskLine& line = task_lines_[k];
+    if (line.begin <= end && line.end >= begin) ++stats.tasks_overlapping;
+    if (line.created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
+    if (line.resolved && line.end >= begin && line.end <= end) {
+      ++stats.tasks_resolved;
+      stats.tasks_failed += line.outcome == format::TaskOutcome::failed;
+      stats.tasks_cancelled += line.outcome == format::TaskOutcome::cancelled;
+    }
+  }
+  return stats;
+}
+
+std::optional<uint32_t> TimelineIndex::span_parent(uint32_t lane, uint32_t depth, uint32_t index) const {
+  if (depth == 0 || lane >= lanes_.size() || depth >= lanes_[lane].depths.size()) return std::nullopt;
+  const IntervalRow& row = lanes_[lane].depths[depth];
+  const IntervalRow& above = lanes_[lane].depths[depth - 1];
+  const uint64_t begin = row.begins.at(index);
+  auto after = std::upper_bound(above.begins.begin(), above.begins.end(), begin);
+  if (after == above.begins.begin()) return std::nullopt;
+  const auto parent = static_cast<uint32_t>(after - above.begins.begin() - 1);
+  if (above.ends[parent] < begin) return std::nullopt;
+  return parent;
+}
+
+std::pair<uint32_t, uint32_t> TimelineIndex::span_children(uint32_t lane, uint32_t depth, uint32_t index) const {
+  if (lane >= lanes_.size() || depth + 1 >= lanes_[lane].depths.size()) return {0, 0};
+  const IntervalRow& row = lanes_[lane].depths[depth];
+  const IntervalRow& below = lanes_[lane].depths[depth + 1];
+  const auto first = std::lower_bound(below.begins.begin(), below.begins.end(), row.begins.at(index));
+  const auto last = std::upper_bound(first, below.begins.end(), row.ends.at(index));
+  return {static_cast<uint32_t>(first - below.begins.begin()), static_cast<uint32_t>(last - below.begins.begin())};
+}
+
+}  // namespace chronicle::viewer
