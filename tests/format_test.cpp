@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "format/category_rules.hpp"
+#include "format/event_header.hpp"
 #include "format/metadata.hpp"
 #include "settings/settings.hpp"
 
@@ -95,6 +96,32 @@ TEST(CategoryRules, TheNumberOfPatternsIsBounded) {
   EXPECT_FALSE(rules.add("one.more", 1));
   EXPECT_TRUE(rules.would_accept("c0"));
   EXPECT_TRUE(rules.add("c0", 0)) << "an existing pattern can always be changed";
+}
+
+// The one decoder reads back what write_event_header writes, and says why it cannot.
+TEST(EventHeader, ReadsBackWhatTheWriterWrites) {
+  uint8_t bytes[kExtendedHeaderSize] = {};
+  EventHeader header;
+  const uint64_t previous = (uint64_t{5} << kCompactTimestampBits) + kCompactTimestampMask - 2;
+  // A compact header whose low bits wrapped: one more turn of the 27-bit field.
+  write_event_header(bytes, true, 7, previous + 10);
+  ASSERT_EQ(read_event_header(bytes, kCompactHeaderSize, previous, header), EventHeaderStatus::ok);
+  EXPECT_FALSE(header.extended);
+  EXPECT_EQ(header.id, 7u);
+  EXPECT_EQ(header.ticks, previous + 10);
+  EXPECT_EQ(header.size, kCompactHeaderSize);
+  EXPECT_EQ(read_event_header(bytes, kCompactHeaderSize - 1, previous, header), EventHeaderStatus::cut_short);
+
+  write_event_header(bytes, false, 40, previous + (uint64_t{1} << 40));
+  ASSERT_EQ(read_event_header(bytes, sizeof bytes, previous, header), EventHeaderStatus::ok);
+  EXPECT_TRUE(header.extended);
+  EXPECT_EQ(header.id, 40u);
+  EXPECT_EQ(header.ticks, previous + (uint64_t{1} << 40));
+  EXPECT_EQ(header.size, kExtendedHeaderSize);
+  EXPECT_EQ(read_event_header(bytes, kExtendedHeaderSize - 1, previous, header), EventHeaderStatus::cut_short);
+  EXPECT_TRUE(header.extended);
+  EXPECT_EQ(read_event_header(bytes, sizeof bytes, previous + (uint64_t{1} << 41), header),
+            EventHeaderStatus::time_goes_backwards);
 }
 
 }  // namespace

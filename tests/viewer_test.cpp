@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "analysis/critical_path.hpp"
+#include "format/trace_writer.hpp"
 #include "merge/message_pairs.hpp"
 #include "model/task_graph.hpp"
 #include "model/task_graph_feed.hpp"
@@ -496,6 +497,46 @@ TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
   const nlohmann::json round = viewer::span_details_json(*index_, spans[0].lane, 0, *round_index);
   EXPECT_EQ(round["name"], "demo/round");
   EXPECT_GE(round["children_count"].get<int>(), 1);
+}
+
+// Arrows are merged only when drawn alike: same pixel columns, same kind, same rows. Two waits
+// at one instant between rows (0, 1) and (1, 32769) are two arrows, however many rows the trace
+// has (the --html page merges by the same rule and must agree).
+TEST(ViewerBounds, ArrowsBetweenOtherRowsAreNeverMerged) {
+  TemporaryDirectory directory;
+  format::TraceDescription description;
+  description.clock = {1'000'000'000, 0, 0, 1'700'000'000'000'000'000, 0, 0};
+  description.pid = 4243;
+  description.process_name = "many_tasks";
+  format::TraceWriter writer(description);
+  constexpr uint32_t kThread = 7;
+  writer.define_thread(kThread, "main");
+  constexpr uint64_t kTasks = 32'800;
+  for (uint64_t task = 1; task <= kTasks; ++task)
+    writer.add(kThread, format::EventId::task_create, task, {task, uint64_t{0}, uint64_t{1}, uint64_t{0}});
+  // Roots are laid out in the order they were made: tasks 1, 2 and 32770 are on rows 0, 1, 32769.
+  const uint64_t first = 1, second = 2, far = 32'770;
+  constexpr uint64_t kWait = 100'000;
+  writer.add(kThread, format::EventId::task_wait, kWait, {first, second});
+  writer.add(kThread, format::EventId::task_wait, kWait, {second, far});
+  writer.add(kThread, format::EventId::task_resolve, kWait + 10, {second, second, uint64_t{0}, std::string_view{}});
+  writer.add(kThread, format::EventId::task_resolve, kWait + 10, {far, far, uint64_t{0}, std::string_view{}});
+  writer.write(directory / "trace");
+  const TimelineIndex index = TimelineIndex::build(reader::Trace(directory / "trace"));
+  ASSERT_EQ(index.task_row_count(), kTasks);
+  const auto row_of = [&](uint64_t task) { return index.task_lines()[index.task_index(task).value()].row; };
+  ASSERT_EQ(row_of(first), 0u);
+  ASSERT_EQ(row_of(second), 1u);
+  ASSERT_EQ(row_of(far), 32'769u);
+
+  const viewer::Window window = index.window(0, index.duration(), 100);
+  std::set<std::pair<uint32_t, uint32_t>> wait_rows;
+  for (const viewer::ArrowInView& arrow : window.arrows) {
+    if (index.arrows()[arrow.arrow].kind != viewer::ArrowKind::wait) continue;
+    EXPECT_EQ(arrow.merged, 1u) << "rows " << arrow.from_row << " -> " << arrow.to_row;
+    wait_rows.insert({arrow.from_row, arrow.to_row});
+  }
+  EXPECT_EQ(wait_rows, (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {1, 32'769}}));
 }
 
 // A window asked for without rows, or with every row, holds what a screen can show at most

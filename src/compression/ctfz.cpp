@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "format/catalogue.hpp"
+#include "format/event_header.hpp"
 #include "format/packet_decoder.hpp"
 
 namespace chronicle::compression {
@@ -257,31 +258,17 @@ class Transform {
     while (cursor < content) {
       const uint8_t* data = packet + cursor;
       const size_t left = content - cursor;
-      uint32_t id = data[0] & format::kExtendedId;
-      uint64_t time;
-      size_t header_size;
-      const bool extended = id == format::kExtendedId;
-      if (extended) {
-        // Other bits in the first byte would not come back: such a packet goes verbatim.
-        if (data[0] != format::kExtendedId || left < format::kExtendedHeaderSize) return false;
-        id = load<uint32_t>(data + 1);
-        time = load<uint64_t>(data + 5);
-        if (time < ticks) return false;
-        header_size = format::kExtendedHeaderSize;
-      } else {
-        if (left < format::kCompactHeaderSize) return false;
-        const uint64_t low = load<uint32_t>(data) >> format::kCompactIdBits;
-        time = (ticks & ~format::kCompactTimestampMask) | low;
-        if (low < (ticks & format::kCompactTimestampMask)) time += format::kCompactTimestampMask + 1;
-        header_size = format::kCompactHeaderSize;
-      }
-      const format::EventSpec* spec = format::lookup_event(table, header.stream_id, id);
+      format::EventHeader event;
+      if (format::read_event_header(data, left, ticks, event) != format::EventHeaderStatus::ok) return false;
+      // Other bits in an extended header's first byte would not come back: such a packet goes verbatim.
+      if (event.extended && data[0] != format::kExtendedId) return false;
+      const format::EventSpec* spec = format::lookup_event(table, header.stream_id, event.id);
       if (!spec) return false;
-      *kinds++ = static_cast<uint8_t>(extended ? format::kExtendedId : id);
-      if (extended) columns_[kExtendedIds].append(data + 1, sizeof(uint32_t));
-      times = write_varint(times, time - ticks);
-      ticks = time;
-      const uint8_t* field = data + header_size;
+      *kinds++ = static_cast<uint8_t>(event.extended ? format::kExtendedId : event.id);
+      if (event.extended) columns_[kExtendedIds].append(data + 1, sizeof(uint32_t));
+      times = write_varint(times, event.ticks - ticks);
+      ticks = event.ticks;
+      const uint8_t* field = data + event.size;
       if (!encode_fields(*spec, field, packet + content)) return false;
       cursor = static_cast<size_t>(field - packet);
     }

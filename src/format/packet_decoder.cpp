@@ -1,5 +1,7 @@
 #include "format/packet_decoder.hpp"
 
+#include "format/event_header.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -58,16 +60,12 @@ std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes
   while (cursor < content_bytes) {
     const uint8_t* data = packet + cursor;
     const size_t left = content_bytes - cursor;
-    uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
-    size_t header_size = kCompactHeaderSize;
-    if (id == kExtendedId) {
-      if (left < kExtendedHeaderSize) return std::nullopt;
-      std::memcpy(&id, data + 1, 4);
-      header_size = kExtendedHeaderSize;
-    } else if (left < kCompactHeaderSize) {
-      return std::nullopt;
-    }
-    const EventSpec* spec = lookup_event(table, stream_id, id);
+    // Sizes only: from a previous time of 0 no time goes backwards, and the times, unused, are
+    // not even computed once this is inlined.
+    EventHeader event;
+    if (read_event_header(data, left, 0, event) != EventHeaderStatus::ok) return std::nullopt;
+    const size_t header_size = event.size;
+    const EventSpec* spec = lookup_event(table, stream_id, event.id);
     if (!spec) return std::nullopt;
     size_t size;
     if (spec->fixed_payload_size >= 0) {
@@ -138,71 +136,55 @@ const CompactEventBytes& compact_event_bytes() {
   return sizes;
 }
 
+// The payload size of an event that the table of compact sizes does not give (an extended
+// header, a string in the payload), checked against the `available` bytes; nullopt when it does
+// not fit or the id is unknown. Out of line: the loop's registers stay with the common case.
+[[gnu::noinline]] std::optional<size_t> checked_payload_size(uint32_t stream_id, uint32_t id, const uint8_t* payload,
+                                                             size_t available) {
+  const EventSpec* spec = lookup_event(event_table(), stream_id, id);
+  if (!spec) return std::nullopt;
+  if (spec->fixed_payload_size >= 0) {
+    const auto size = static_cast<size_t>(spec->fixed_payload_size);
+    return size <= available ? std::optional(size) : std::nullopt;
+  }
+  const uint8_t* text_after = compact_event_bytes().text_after[stream_id];
+  if (id < kExtendedId && text_after[id] != kNoText) {
+    const size_t prefix = text_after[id];
+    if (prefix > available) return std::nullopt;
+    const uint8_t* nul = find_nul(payload + prefix, available - prefix);
+    if (!nul) return std::nullopt;
+    return static_cast<size_t>(nul - payload) + 1;
+  }
+  return payload_size(*spec, payload, available);
+}
+
 }  // namespace
 
 bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_types) {
   const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
-  const EventTable& table = event_table();
   // No stream but these two has events: the decoder fails at the first one.
   if (stream_id >= 2) return content_bytes <= kPacketHeaderSize;
   const uint8_t* compact_bytes = compact_event_bytes().by_id[stream_id];
-  const uint8_t* text_after = compact_event_bytes().text_after[stream_id];
   uint64_t ticks = reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin;
-  // The compact header's time cannot go backwards (a lower value is a wrap), but it moves the
-  // time an extended header after it is checked against.
-  const auto follow_compact_time = [&ticks](const uint8_t* data) {
-    uint32_t word = 0;
-    std::memcpy(&word, data, 4);
-    const uint64_t low = word >> kCompactIdBits;
-    const bool wrapped = low < (ticks & kCompactTimestampMask);
-    ticks = (ticks & ~kCompactTimestampMask) | low;
-    if (wrapped) ticks += kCompactTimestampMask + 1;
-  };
   uint32_t types = 0;
   size_t cursor = kPacketHeaderSize;
   while (cursor < content_bytes) {
     const uint8_t* data = packet + cursor;
     const size_t left = content_bytes - cursor;
-    uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
-    if (const size_t bytes = compact_bytes[id]; bytes != 0 && bytes <= left) [[likely]] {
-      follow_compact_time(data);
-      types |= event_type_bit(id);
-      cursor += bytes;
-      continue;
-    }
-    size_t header_size = kCompactHeaderSize;
-    if (id == kExtendedId) {
-      if (left < kExtendedHeaderSize) return false;
-      std::memcpy(&id, data + 1, 4);
-      uint64_t extended_ticks = 0;
-      std::memcpy(&extended_ticks, data + 5, 8);
-      if (extended_ticks < ticks) return false;
-      ticks = extended_ticks;
-      header_size = kExtendedHeaderSize;
-    } else {
-      if (left < kCompactHeaderSize) return false;
-      follow_compact_time(data);
-    }
-    const EventSpec* spec = lookup_event(table, stream_id, id);
-    if (!spec) return false;
-    size_t size;
-    const size_t available = left - header_size;
-    if (spec->fixed_payload_size >= 0) [[likely]] {
-      size = static_cast<size_t>(spec->fixed_payload_size);
-      if (size > available) return false;
-    } else if (id < kExtendedId && text_after[id] != kNoText) {
-      const size_t prefix = text_after[id];
-      if (prefix > available) return false;
-      const uint8_t* nul = find_nul(data + header_size + prefix, available - prefix);
-      if (!nul) return false;
-      size = static_cast<size_t>(nul - (data + header_size)) + 1;
-    } else {
-      const auto variable = payload_size(*spec, data + header_size, left - header_size);
-      if (!variable) return false;
-      size = *variable;
-    }
-    types |= event_type_bit(id);
-    cursor += header_size + size;
+    // A compact header's time is followed too: it moves the time a later extended one is checked
+    // against.
+    EventHeader event;
+    if (read_event_header(data, left, ticks, event) != EventHeaderStatus::ok) return false;
+    ticks = event.ticks;
+    types |= event_type_bit(event.id);
+    if (!event.extended)
+      if (const size_t bytes = compact_bytes[event.id]; bytes != 0 && bytes <= left) [[likely]] {
+        cursor += bytes;
+        continue;
+      }
+    const auto size = checked_payload_size(stream_id, event.id, data + event.size, left - event.size);
+    if (!size) return false;
+    cursor += event.size + *size;
   }
   event_types |= types;
   return true;
@@ -221,27 +203,18 @@ bool PacketDecoder::next(RawEvent& event) {
   const size_t start = cursor_;
   const size_t left = content_bytes_ - cursor_;
   const uint8_t* data = packet_ + cursor_;
-  uint32_t id = data[0] & ((1u << kCompactIdBits) - 1);
-  size_t header_size = 0;
-  if (id == kExtendedId) {
-    if (left < kExtendedHeaderSize) throw DecodeError(start, "extended event header cut short");
-    std::memcpy(&id, data + 1, 4);
-    uint64_t ticks = 0;
-    std::memcpy(&ticks, data + 5, 8);
-    if (ticks < ticks_) throw DecodeError(start, fmt::format("event time goes backwards ({} < {})", ticks, ticks_));
-    ticks_ = ticks;
-    header_size = kExtendedHeaderSize;
-  } else {
-    if (left < kCompactHeaderSize) throw DecodeError(start, "compact event header cut short");
-    uint32_t word = 0;
-    std::memcpy(&word, data, 4);
-    const uint64_t low = word >> kCompactIdBits;
-    // At most one wrap of the 27-bit field between consecutive events (the writer ensures it).
-    uint64_t ticks = (ticks_ & ~kCompactTimestampMask) | low;
-    if (low < (ticks_ & kCompactTimestampMask)) ticks += kCompactTimestampMask + 1;
-    ticks_ = ticks;
-    header_size = kCompactHeaderSize;
+  EventHeader header;
+  switch (read_event_header(data, left, ticks_, header)) {
+    case EventHeaderStatus::ok:
+      break;
+    case EventHeaderStatus::cut_short:
+      throw DecodeError(start, header.extended ? "extended event header cut short" : "compact event header cut short");
+    case EventHeaderStatus::time_goes_backwards:
+      throw DecodeError(start, fmt::format("event time goes backwards ({} < {})", header.ticks, ticks_));
   }
+  ticks_ = header.ticks;
+  const uint32_t id = header.id;
+  const size_t header_size = header.size;
   const EventSpec* spec = lookup_event(*table_, stream_id_, id);
   if (!spec) throw DecodeError(start, fmt::format("unknown event id {} in stream {}", id, stream_id_));
   std::optional<size_t> size;

@@ -149,6 +149,15 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
           {"warnings", index.warnings()}};
 }
 
+json level_of_detail_json() {
+  return {{"min_pixels", kMinPixels},
+          {"counter_points_per_pixel", kCounterPointsPerPixel},
+          {"max_task_rows", kMaxWindowTaskRows},
+          {"max_arrows", kMaxWindowArrows},
+          {"max_messages", kMaxWindowMessages},
+          {"max_lane_items", kMaxWindowLaneItems}};
+}
+
 json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width) {
   return window_json(index, begin, end, width, TaskRowQuery{});
 }

@@ -18,6 +18,9 @@ inline constexpr uint32_t kMaxWindowTaskRows = 2000;
 inline constexpr size_t kMaxWindowArrows = 20'000;
 inline constexpr size_t kMaxWindowMessages = 20'000;
 inline constexpr size_t kMaxWindowLaneItems = 400'000;
+// The numbers of the level of detail (kMinPixels, kCounterPointsPerPixel and the caps above),
+// for the --html page, which computes its windows by the same rules (viewer/src/level_of_detail.ts).
+nlohmann::json level_of_detail_json();
 // Times are ns since the origin; `width` in pixels.
 nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width);
 // Only the task rows `rows` asks for: `tasks.rows` says how many rows there are once its

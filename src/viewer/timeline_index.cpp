@@ -382,9 +382,10 @@ class IndexBuilder {
       const uint64_t length = arrow.to_time - arrow.from_time;  // waits end no earlier than they begin
       index.arrows_by_length_[std::bit_width(length)].push_back(k);
     }
+    // Stable: arrows that begin together keep their order, so the --html page merges them alike.
     for (auto& bucket : index.arrows_by_length_)
-      std::sort(bucket.begin(), bucket.end(),
-                [&](uint32_t a, uint32_t b) { return index.arrows_[a].from_time < index.arrows_[b].from_time; });
+      std::stable_sort(bucket.begin(), bucket.end(),
+                       [&](uint32_t a, uint32_t b) { return index.arrows_[a].from_time < index.arrows_[b].from_time; });
   }
 
  private:

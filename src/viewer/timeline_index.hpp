@@ -231,6 +231,10 @@ struct TaskInView {
   std::vector<std::pair<uint64_t, uint64_t>> runs;
 };
 
+// The level of detail's numbers; the --html page gets them from level_of_detail_json.
+inline constexpr double kMinPixels = 1.0;            // an interval this many pixels wide is drawn alone
+inline constexpr size_t kCounterPointsPerPixel = 2;  // past this, a counter's window is one point per column
+
 // Which task rows a window answers for: the rows [first, last) as shown once the subtrees of
 // `collapsed` (task indexes) are taken out. The row count can be large; the page asks for the
 // rows on its screen.
@@ -411,10 +415,12 @@ class TimelineIndex {
   std::string lane_of_thread(uint32_t thread_id) const;
 
   // Everything in [begin, end] as `width` pixels show it: intervals at least `min_pixels` wide
-  // one by one, narrower ones merged into busy blocks; counters at most a point per pixel.
-  Window window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels = 1.0) const;
+  // one by one, narrower ones merged into busy blocks; a counter with more than
+  // kCounterPointsPerPixel samples a pixel, one min-max point per pixel column.
+  Window window(uint64_t begin, uint64_t end, uint32_t width, double min_pixels = kMinPixels) const;
   // The same, with only the task rows `rows` asks for (and the arrows that reach them).
-  Window window(uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows, double min_pixels = 1.0) const;
+  Window window(uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows,
+                double min_pixels = kMinPixels) const;
 
   // Tasks whose label or name, and spans whose name, contain `text` (case-insensitive).
   std::vector<SearchHit> search(const std::string& text, size_t limit) const;

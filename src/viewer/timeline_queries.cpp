@@ -3,6 +3,7 @@
 #include "viewer/timeline_index.hpp"
 
 #include "analysis/sample_stacks.hpp"
+#include "viewer/drawn_key.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -262,7 +263,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     if (first > 0)
       view.points.push_back(
           {times[first - 1], series.values[first - 1], series.values[first - 1], series.values[first - 1]});
-    if (last - first <= 2 * static_cast<size_t>(width)) {
+    if (last - first <= kCounterPointsPerPixel * width) {
       for (size_t k = first; k < last; ++k)
         view.points.push_back({times[k], series.values[k], series.values[k], series.values[k]});
     } else {
@@ -320,7 +321,7 @@ void TimelineIndex::window_tasks(uint64_t begin, uint64_t end, double ns_per_pix
 // subtree has nowhere to go and is left out.
 void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
                                   const ShownRows& shown, const TaskRowQuery& rows, Window& out) const {
-  std::unordered_map<uint64_t, uint32_t> drawn;
+  std::unordered_map<DrawnKey, uint32_t, DrawnKeyHash> drawn;
   for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
     const auto& bucket = arrows_by_length_[length_class];
     if (bucket.empty()) continue;
@@ -338,8 +339,8 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::funct
       const uint32_t to_row = shown.shown_row(to_tree_row);
       if (std::max(from_row, to_row) < rows.first || std::min(from_row, to_row) >= rows.last) continue;
       if (from_row == to_row && from_tree_row != to_tree_row) continue;  // both in one collapsed subtree
-      const uint64_t key = (column(arrow.from_time) << 48) ^ (column(arrow.to_time) << 32) ^
-                           (uint64_t{from_row} << 17) ^ (uint64_t{to_row} << 2) ^ static_cast<uint64_t>(arrow.kind);
+      const DrawnKey key = DrawnKey::of(column(arrow.from_time), column(arrow.to_time), from_row, to_row,
+                                        static_cast<uint32_t>(arrow.kind));
       auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
       if (inserted)
         out.arrows.push_back({*it, 1, from_row, to_row});
@@ -353,12 +354,12 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::funct
 // the same pixel columns between the same lanes merged.
 void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
                                     Window& out) const {
-  std::unordered_map<uint64_t, uint32_t> drawn;
+  std::unordered_map<DrawnKey, uint32_t, DrawnKeyHash> drawn;
   for (uint32_t k = 0; k < messages_.size() && messages_[k].from_time <= end; ++k) {
     const MessageArrow& message = messages_[k];
     if (std::max(message.from_time, message.to_time) < begin) continue;
-    const uint64_t key = (column(message.from_time) << 48) ^ (column(message.to_time) << 32) ^
-                         (uint64_t{message.from_lane} << 16) ^ message.to_lane;
+    const DrawnKey key =
+        DrawnKey::of(column(message.from_time), column(message.to_time), message.from_lane, message.to_lane, 0);
     auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.messages.size()));
     if (inserted)
       out.messages.push_back({k, 1});

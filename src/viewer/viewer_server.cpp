@@ -168,9 +168,14 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
                                                     : json{series.times[k], series.values[k], series.sample_lanes[k]});
     counters.push_back(std::move(samples));
   }
-  return {{"summary", summary_json(index, title)}, {"lanes", std::move(lanes)},   {"names", std::move(names)},
-          {"tasks", embedded_tasks_json(index)},   {"arrows", std::move(arrows)}, {"messages", std::move(messages)},
-          {"counters", std::move(counters)}};
+  return {{"summary", summary_json(index, title)},
+          {"lanes", std::move(lanes)},
+          {"names", std::move(names)},
+          {"tasks", embedded_tasks_json(index)},
+          {"arrows", std::move(arrows)},
+          {"messages", std::move(messages)},
+          {"counters", std::move(counters)},
+          {"level_of_detail", level_of_detail_json()}};
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
 // Answers for a self-contained page (`chronicle view --html`): the page carries the whole
-// (small) trace, and this computes the server's answers from it with plain scans. Task details,
+// (small) trace, and this computes the server's answers from it: windows by the server's level of
+// detail (level_of_detail.ts, held to /api/window by viewer_html_windows), the rest with plain
+// scans. Task details,
 // critical paths included, are worked out here when asked for: the page carries each task's
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, BlockTuple, CounterBreakdown, CounterPointTuple, FlameAnswer, IdleTuple, MessageTuple, OffCpuTuple, Note, RangeStats, RunTuple, SearchHit,
+  ArrowTuple, Backend, BlockTuple, CounterBreakdown, FlameAnswer, IdleTuple, MessageTuple, OffCpuTuple, Note, RangeStats, RunTuple, SearchHit,
   SpanDetails, SpanRef, SpanTuple, Summary, TaskDetails, TaskLineTuple, TaskRef, TaskRows, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
 import { aggregateFlame } from './flame_model';
 import { ShownRows } from './task_rows';
+import { bitWidth, columnOf, counterPoints, DetailRules, IntervalRow, intervalRow, lowerBound, runsInView, Scale, scaleOf, visibleInRow } from './level_of_detail';
 
 export interface EmbeddedTasks {
   // begin, end, row (tree order), state, label, name (strings), kind, depth, descendants
@@ -28,26 +31,19 @@ export interface EmbeddedTrace {
   arrows: [number, number, number, number, number][];
   messages?: [number, number, number, number][];  // [from lane, to lane, send time, receive time]
   counters: ([number, number] | [number, number, number])[][];  // [time, value, lane when several threads wrote it]
+  level_of_detail: DetailRules;  // the server's numbers
+}
+
+interface DetailRows {
+  lanes: { depths: IntervalRow[]; runs: IntervalRow[]; idle: IntervalRow; offCpu: IntervalRow }[];
+  taskRuns: IntervalRow[];
+  arrowsByLength: number[][];  // arrow indexes by the bit width of their length, each by begin
+  arrowBegins: number[][];     // the arrows' begins, bucket by bucket
+  counters: { times: number[]; values: number[] }[];
 }
 
 const kMaxListed = 50;
 const kStates = ['ok', 'failed', 'cancelled', 'unresolved'];
-
-// Intervals of one row (sorted, not overlapping) as the window shows them: wide ones alone,
-// runs of sub-pixel ones merged when less than a pixel apart.
-function visibleInRow<T>(items: T[], begin: (item: T) => number, end: (item: T) => number, from: number, to: number,
-                         nsPerPixel: number, wide: (k: number) => void, block: (b: number, e: number, first: number, count: number) => void) {
-  let open: { b: number; e: number; first: number; count: number } | null = null;
-  const flush = () => { if (open) block(open.b, open.e, open.first, open.count); open = null; };
-  for (let k = 0; k < items.length; ++k) {
-    const b = begin(items[k]), e = end(items[k]);
-    if (e < from || b > to) continue;
-    if (e - b >= nsPerPixel) { flush(); wide(k); continue; }
-    if (open && b <= open.e + nsPerPixel) { open.e = Math.max(open.e, e); open.count++; }
-    else { flush(); open = { b, e, first: k, count: 1 }; }
-  }
-  flush();
-}
 
 // Who refers to each task: built once, the first time a task's details are asked for.
 interface Referrers { children: number[][]; waitedBy: [number, number][][]; resolves: [number, number][][] }
@@ -56,21 +52,10 @@ export class LocalBackend implements Backend {
   readonly flamesOfSamples = false;
   private rowTask: number[] = [];  // tree row -> task index
   private referrers: Referrers | null = null;
+  private detail: DetailRows | null = null;
 
   constructor(private trace: EmbeddedTrace) {
     trace.tasks.lines.forEach((task, k) => { this.rowTask[task[2]] = k; });
-  }
-
-  // A task's runs in the window, merged where less than a pixel apart.
-  private runsInView(task: number, from: number, to: number, nsPerPixel: number): number[] {
-    const out: number[] = [];
-    const runs = [...this.trace.tasks.facts[task][10]].sort((a, b) => a[1] - b[1]);
-    for (const [, b, e] of runs) {
-      if (e < from || b > to) continue;
-      if (out.length && b <= out[out.length - 1] + Math.max(nsPerPixel, 1)) out[out.length - 1] = Math.max(out[out.length - 1], e);
-      else out.push(b, e);
-    }
-    return out;
   }
 
   private text(k: number) { return this.trace.tasks.strings[k]; }
@@ -106,55 +91,147 @@ export class LocalBackend implements Backend {
 
   async summary() { return this.trace.summary; }
 
+  // The server's level of detail (level_of_detail.ts), on rows built once; its caps and `more`.
   async window(from: number, to: number, width: number, rows?: TaskRows): Promise<WindowAnswer> {
-    const nsPerPixel = Math.max(to - from, 1) / Math.max(width, 1);
+    const rules = this.trace.level_of_detail;
+    const scale = scaleOf(from, to, width);
     const names: Record<string, string> = {};
     const taskNames: Record<string, string> = {};
-    const lanes = this.trace.lanes.map((lane, laneNumber) => {
-      const spans: SpanTuple[] = [], blocks: BlockTuple[] = [], idle: IdleTuple[] = [];
-      lane.depths.forEach((row, depth) => visibleInRow(row, s => s[0], s => s[1], from, to, nsPerPixel,
-        k => { spans.push([row[k][0], row[k][1], depth, k, row[k][2]]); names[row[k][2]] = this.trace.names[row[k][2]]; },
-        (b, e, _first, count) => blocks.push([b, e, depth, count])));
-      visibleInRow(lane.idle, s => s[0], s => s[1], from, to, nsPerPixel, k => idle.push([lane.idle[k][0], lane.idle[k][1], 1]),
-        (b, e, _first, count) => idle.push([b, e, count]));
-      const offCpu: OffCpuTuple[] = [];
-      const offRow = lane.off_cpu ?? [];
-      visibleInRow(offRow, s => s[0], s => s[1], from, to, nsPerPixel, k => offCpu.push([offRow[k][0], offRow[k][1], 1, offRow[k][2]]),
-        (b, e, _first, count) => offCpu.push([b, e, count, -1]));
-      const runs: RunTuple[] = [], runBlocks: BlockTuple[] = [];
-      (lane.runs ?? []).forEach((row, depth) => visibleInRow(row, r => r[0], r => r[1], from, to, nsPerPixel,
-        k => { runs.push([row[k][0], row[k][1], depth, row[k][2], this.trace.tasks.lines[row[k][2]][6]]); taskNames[row[k][2]] = this.display(row[k][2]); },
-        (b, e, _first, count) => runBlocks.push([b, e, depth, count])));
-      return { lane: laneNumber, spans, blocks, runs, run_blocks: runBlocks, idle, off_cpu: offCpu };
-    });
-    const lines: TaskLineTuple[] = [];
+    const items = { kept: 0, cut: false };
+    const room = () => {
+      if (items.kept === rules.max_lane_items) { items.cut = true; return false; }
+      ++items.kept;
+      return true;
+    };
+    const lanes = this.trace.lanes.map((_, lane) => this.laneWindow(lane, scale, room, names, taskNames));
     const tasks = this.trace.tasks.lines;
     const shown = new ShownRows(this.rowTask.length, (rows?.collapsed ?? []).map(k => ({ row: tasks[k][2], descendants: tasks[k][8] })));
-    const first = Math.min(rows?.first ?? 0, shown.count);
-    shown.treeRows(first, rows?.last ?? shown.count).forEach((treeRow, k) => {
+    const askedLast = rows?.last ?? 0xffffffff;
+    const first = rows?.first ?? 0;
+    const last = Math.min(askedLast, first + rules.max_task_rows);
+    const lines: TaskLineTuple[] = [];
+    shown.treeRows(first, last).forEach((treeRow, k) => {
       const task = this.rowTask[treeRow], t = tasks[task];
-      if (t[1] < from || t[0] > to) return;
-      lines.push([t[0], t[1], first + k, task, t[3], t[6], t[7], t[8], this.runsInView(task, from, to, nsPerPixel), t[2]]);
+      if (t[1] < scale.begin || t[0] > scale.end) return;
+      const runs = this.detailRows().taskRuns[task];
+      lines.push([t[0], t[1], first + k, task, t[3], t[6], t[7], t[8], runsInView(runs.begins, runs.ends, scale), t[2]]);
       taskNames[task] = this.display(task);
     });
-    const arrows: ArrowTuple[] = [];
-    for (const a of this.trace.arrows) {
-      if (a[4] < from || a[3] > to) continue;
-      const fromRow = shown.shownRow(tasks[a[1]][2]), toRow = shown.shownRow(tasks[a[2]][2]);
-      if (Math.max(fromRow, toRow) < first || Math.min(fromRow, toRow) >= (rows?.last ?? shown.count)) continue;
-      if (fromRow === toRow && a[1] !== a[2]) continue;
-      arrows.push([a[0], a[1], a[2], a[3], a[4], fromRow, toRow, 1]);
+    const processRows = (this.trace.summary.processes ?? []).map(p => (p.first_task < tasks.length ? shown.shownRow(p.first_task) : shown.count));
+    const arrows = this.arrowsInView(scale, shown, first, last);
+    const messages = this.messagesInView(scale);
+    const counters = this.detailRows().counters.map((series, counter) =>
+      ({ counter, ...counterPoints(series.times, series.values, scale, rules.counter_points_per_pixel) }));
+    return {
+      begin: scale.begin, end: scale.end, width: scale.width, lanes, names,
+      tasks: { lines, blocks: [], names: taskNames, rows: shown.count, first_row: Math.min(shown.count, first), process_rows: processRows },
+      arrows: arrows.slice(0, rules.max_arrows), messages: messages.slice(0, rules.max_messages), counters,
+      more: { rows: askedLast > last && shown.count > last, arrows: arrows.length > rules.max_arrows,
+              messages: messages.length > rules.max_messages, lane_items: items.cut },
+    };
+  }
+
+  // One lane's spans, runs, idle and off-CPU periods, each alone or in busy blocks, in the
+  // server's order, while `room` says the answer has room.
+  private laneWindow(laneNumber: number, scale: Scale, room: () => boolean, names: Record<string, string>, taskNames: Record<string, string>) {
+    const lane = this.trace.lanes[laneNumber], rowsOf = this.detailRows().lanes[laneNumber];
+    const minPixels = this.trace.level_of_detail.min_pixels;
+    const wideSpans: [number, number][] = [], spanBlocks: BlockTuple[] = [];
+    rowsOf.depths.forEach((row, depth) => visibleInRow(row, scale, minPixels, k => wideSpans.push([depth, k]),
+      (b, e, count) => spanBlocks.push([b, e, depth, count])));
+    const wideRuns: [number, number][] = [], runBlocks: BlockTuple[] = [];
+    rowsOf.runs.forEach((row, depth) => visibleInRow(row, scale, minPixels, k => wideRuns.push([depth, k]),
+      (b, e, count) => runBlocks.push([b, e, depth, count])));
+    const wideIdle: number[] = [], idleBlocks: IdleTuple[] = [];
+    visibleInRow(rowsOf.idle, scale, minPixels, k => wideIdle.push(k), (b, e, count) => idleBlocks.push([b, e, count]));
+    const wideOff: number[] = [], offBlocks: OffCpuTuple[] = [];
+    visibleInRow(rowsOf.offCpu, scale, minPixels, k => wideOff.push(k), (b, e, count) => offBlocks.push([b, e, count, -1]));
+
+    const spans: SpanTuple[] = [];
+    for (const [depth, k] of wideSpans) {
+      if (!room()) break;
+      const site = lane.depths[depth][k][2];
+      spans.push([rowsOf.depths[depth].begins[k], rowsOf.depths[depth].ends[k], depth, k, site]);
+      names[site] = this.trace.names[site];
     }
-    const messages: MessageTuple[] = (this.trace.messages ?? []).filter(m => Math.max(m[2], m[3]) >= from && Math.min(m[2], m[3]) <= to)
-      .map(m => [m[0], m[1], m[2], m[3], 1]);
-    const counters = this.trace.counters.map((samples, counter) => {
-      let first = samples.findIndex(s => s[0] >= from);
-      if (first < 0) first = samples.length;
-      const points: CounterPointTuple[] = [];
-      for (let k = Math.max(first - 1, 0); k < samples.length && samples[k][0] <= to; ++k) points.push([samples[k][0], samples[k][1], samples[k][1], samples[k][1]]);
-      return { counter, downsampled: false, points };
+    const blocks = spanBlocks.filter(room);
+    const runs: RunTuple[] = [];
+    for (const [depth, k] of wideRuns) {
+      if (!room()) break;
+      const task = lane.runs![depth][k][2];
+      runs.push([rowsOf.runs[depth].begins[k], rowsOf.runs[depth].ends[k], depth, task, this.trace.tasks.lines[task][6]]);
+      taskNames[task] = this.display(task);
+    }
+    const keptRunBlocks = runBlocks.filter(room);
+    const idle: IdleTuple[] = [];
+    for (const k of wideIdle) if (room()) idle.push([rowsOf.idle.begins[k], rowsOf.idle.ends[k], 1]);
+    idle.push(...idleBlocks.filter(room));
+    const offCpu: OffCpuTuple[] = [];
+    for (const k of wideOff) if (room()) offCpu.push([rowsOf.offCpu.begins[k], rowsOf.offCpu.ends[k], 1, lane.off_cpu![k][2]]);
+    offCpu.push(...offBlocks.filter(room));
+    return { lane: laneNumber, spans, blocks, runs, run_blocks: keptRunBlocks, idle, off_cpu: offCpu };
+  }
+
+  // window_arrows: by length class, those at the same pixel columns, rows and kind merged.
+  private arrowsInView(scale: Scale, shown: ShownRows, first: number, last: number): ArrowTuple[] {
+    const tasks = this.trace.tasks.lines;
+    const arrows: ArrowTuple[] = [];
+    const drawn = new Map<string, number>();
+    const { arrowsByLength, arrowBegins } = this.detailRows();
+    arrowsByLength.forEach((bucket, lengthClass) => {
+      // No arrow of this class that begins before `earliest` reaches the window.
+      const earliest = Math.max(scale.begin - (2 ** lengthClass - 1), 0);
+      for (let i = lowerBound(arrowBegins[lengthClass], earliest); i < bucket.length && this.trace.arrows[bucket[i]][3] <= scale.end; ++i) {
+        const a = this.trace.arrows[bucket[i]];
+        if (a[4] < scale.begin) continue;
+        const fromTreeRow = tasks[a[1]][2], toTreeRow = tasks[a[2]][2];
+        const fromRow = shown.shownRow(fromTreeRow), toRow = shown.shownRow(toTreeRow);
+        if (Math.max(fromRow, toRow) < first || Math.min(fromRow, toRow) >= last) continue;
+        if (fromRow === toRow && fromTreeRow !== toTreeRow) continue;  // both in one collapsed subtree
+        const key = `${columnOf(scale, a[3])},${columnOf(scale, a[4])},${fromRow},${toRow},${a[0]}`;
+        const at = drawn.get(key);
+        if (at === undefined) { drawn.set(key, arrows.length); arrows.push([a[0], a[1], a[2], a[3], a[4], fromRow, toRow, 1]); }
+        else arrows[at][7]++;
+      }
     });
-    return { begin: from, end: to, width, lanes, names, tasks: { lines, blocks: [], names: taskNames, rows: shown.count, first_row: first }, arrows, messages, counters };
+    return arrows;
+  }
+
+  // window_messages: in send order, those at the same pixel columns between the same lanes merged.
+  private messagesInView(scale: Scale): MessageTuple[] {
+    const messages: MessageTuple[] = [];
+    const drawn = new Map<string, number>();
+    const embedded = this.trace.messages ?? [];
+    for (let k = 0; k < embedded.length && embedded[k][2] <= scale.end; ++k) {
+      const m = embedded[k];
+      if (Math.max(m[2], m[3]) < scale.begin) continue;
+      const key = `${columnOf(scale, m[2])},${columnOf(scale, m[3])},${m[0]},${m[1]}`;
+      const at = drawn.get(key);
+      if (at === undefined) { drawn.set(key, messages.length); messages.push([m[0], m[1], m[2], m[3], 1]); }
+      else messages[at][4]++;
+    }
+    return messages;
+  }
+
+  // The rows the level of detail searches, as the server's index holds them: built once.
+  private detailRows(): DetailRows {
+    if (this.detail) return this.detail;
+    const bucketOf = (a: [number, number, number, number, number]) => bitWidth(a[4] - a[3]);
+    const arrowsByLength: number[][] = Array.from({ length: 65 }, () => []);
+    this.trace.arrows.forEach((a, k) => arrowsByLength[bucketOf(a)].push(k));
+    // Stable, as the server's: arrows that begin together keep the index's order.
+    for (const bucket of arrowsByLength) bucket.sort((a, b) => this.trace.arrows[a][3] - this.trace.arrows[b][3]);
+    this.detail = {
+      lanes: this.trace.lanes.map(lane => ({
+        depths: lane.depths.map(intervalRow), runs: (lane.runs ?? []).map(intervalRow),
+        idle: intervalRow(lane.idle), offCpu: intervalRow(lane.off_cpu ?? []),
+      })),
+      taskRuns: this.trace.tasks.facts.map(f => ({ begins: f[10].map(r => r[1]), ends: f[10].map(r => Math.max(r[1], r[2])) })),
+      arrowsByLength,
+      arrowBegins: arrowsByLength.map(bucket => bucket.map(k => this.trace.arrows[k][3])),
+      counters: this.trace.counters.map(samples => ({ times: samples.map(s => s[0]), values: samples.map(s => s[1]) })),
+    };
+    return this.detail;
   }
 
   private spanRef(lane: number, depth: number, index: number): SpanRef {
