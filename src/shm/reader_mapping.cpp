@@ -56,7 +56,12 @@ std::vector<std::string> find_mapping_files(const std::vector<std::string>& plac
   namespace fs = std::filesystem;
   const std::string usual = fmt::format("{}.shm", stem);
   const std::string other_prefix = fmt::format("{}-", stem);
-  std::vector<std::pair<fs::file_time_type, std::string>> found;
+  struct Found {
+    bool usual;  // first: a reader says why it refuses a file planted there before it reads another
+    fs::file_time_type written;
+    std::string path;
+  };
+  std::vector<Found> found;
   std::set<fs::path> seen;  // $CHRONICLE_SHM_DIR may be one of the others
   std::error_code error;
   for (const auto& place : places) {
@@ -64,12 +69,13 @@ std::vector<std::string> find_mapping_files(const std::vector<std::string>& plac
     for (const auto& entry : fs::directory_iterator(place, error)) {
       const std::string name = entry.path().filename().string();
       if (name == usual || (name.starts_with(other_prefix) && entry.path().extension() == ".shm"))
-        found.emplace_back(entry.last_write_time(error), entry.path().string());
+        found.push_back({name == usual, entry.last_write_time(error), entry.path().string()});
     }
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.usual != b.usual ? a.usual : a.written > b.written; });
   std::vector<std::string> paths;
-  for (auto& [time, path] : found) paths.push_back(std::move(path));
+  for (Found& file : found) paths.push_back(std::move(file.path));
   return paths;
 }
 

@@ -46,7 +46,7 @@ class ReaderMapping {
 
 // Where a reader finds the mappings of a process, one rule for sessions and metrics: a writer makes
 // STEM.shm or, when a name is taken, one with a random part (STEM-*.shm); the files of either
-// name in `places` (each directory once), newest first. Sessions: STEM chronicle-PID (their
+// name in `places` (each directory once), STEM.shm first, the others newest first. Sessions: STEM chronicle-PID (their
 // files are chronicle-PID-N.shm); metrics: chronicle-metrics-PID.
 std::vector<std::string> find_mapping_files(const std::vector<std::string>& places, std::string_view stem);
 
