@@ -3,7 +3,7 @@
 #include "format/category_rules.hpp"
 #include "format/event_header.hpp"
 #include "format/metadata.hpp"
-#include "recorder/environment.hpp"
+#include "settings/settings.hpp"
 
 namespace chronicle {
 namespace {

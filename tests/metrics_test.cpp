@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "analysis/counter_windows.hpp"
+#include "http/http_limits.hpp"
+#include "http/http_server.hpp"
 #include "metrics/exposition.hpp"
-#include "metrics/http_limits.hpp"
-#include "metrics/http_server.hpp"
 #include "metrics/query.hpp"
 #include "metrics/snapshot.hpp"
 #include "starved_server.hpp"
@@ -448,7 +448,7 @@ class SmallCaps : public ::testing::Test {
 };
 
 // Past a peer's cap, its oldest connection still waiting for a head is closed; past the cap in
-// all, the oldest of any peer. Every connection left is answered (src/metrics/http_limits.hpp).
+// all, the oldest of any peer. Every connection left is answered (src/http/http_limits.hpp).
 TEST_F(SmallCaps, AConnectionPastACapClosesTheOldestStillWaitingForItsHead) {
   start({.head_timeout = std::chrono::minutes(10), .max_connections = 4, .max_connections_per_peer = 2});
   const int a1 = connect_from("127.0.0.2");

@@ -1,6 +1,6 @@
 // A request to a loopback HTTP server while other clients starve it: 300 slowloris connections,
 // each sending a header byte a second (under a per-read timeout), more than the server has
-// workers, and 100 idle ones. The servers' rules (src/metrics/http_limits.hpp) must still answer.
+// workers, and 100 idle ones. The servers' rules (src/http/http_limits.hpp) must still answer.
 #pragma once
 
 #include <httplib.h>

@@ -46,7 +46,7 @@ struct MetricShardSlot {
 };
 extern thread_local constinit MetricShardSlot t_metric_shard __attribute__((tls_model("initial-exec")));
 
-// Slow paths (src/metrics/registry.cpp).
+// Slow paths (src/recorder/metrics_registry.cpp).
 std::atomic<uint64_t>* attach_metric_shard();
 
 struct MetricHandle {

@@ -18,7 +18,8 @@
 #include "format/output_file.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
-#include "recorder/environment.hpp"
+#include "settings/settings.hpp"
+#include "shm/reader_mapping.hpp"
 #include "shm/trace_source.hpp"
 
 namespace chronicle::cli {
@@ -89,28 +90,12 @@ std::vector<std::string> session_mapping_places() {
 }
 
 std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
-  namespace fs = std::filesystem;
   const std::vector<std::string> places = session_mapping_places();
-  std::error_code error;
   if (searched) {
     searched->clear();
     for (const auto& place : places) *searched += (searched->empty() ? "" : ", ") + place;
   }
-  const std::string prefix = fmt::format("chronicle-{}-", pid);
-  std::vector<std::pair<fs::file_time_type, std::string>> found;
-  std::set<fs::path> seen;  // $CHRONICLE_SHM_DIR may be one of the others
-  for (const auto& place : places) {
-    if (!seen.insert(fs::weakly_canonical(place, error)).second) continue;
-    for (const auto& entry : fs::directory_iterator(place, error)) {
-      const std::string name = entry.path().filename().string();
-      if (!name.starts_with(prefix) || entry.path().extension() != ".shm") continue;
-      found.emplace_back(entry.last_write_time(error), entry.path().string());
-    }
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<std::string> paths;
-  for (auto& [time, path] : found) paths.push_back(std::move(path));
-  return paths;
+  return shm::find_mapping_files(places, fmt::format("chronicle-{}", pid));
 }
 
 std::unique_ptr<collector::SessionMapping> open_session_of(int pid) {

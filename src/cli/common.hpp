@@ -19,8 +19,11 @@ struct CollectorOptions;
 namespace chronicle::reader {
 class Trace;
 }
-namespace chronicle::collector {
+namespace chronicle::shm {
 class SessionMapping;
+}
+namespace chronicle::collector {
+using shm::SessionMapping;
 }
 
 namespace chronicle::cli {

@@ -11,8 +11,8 @@
 
 #include "analysis/counter_windows.hpp"
 #include "cli/common.hpp"
+#include "http/http_server.hpp"
 #include "metrics/exposition.hpp"
-#include "metrics/http_server.hpp"
 #include "metrics/query.hpp"
 #include "metrics/snapshot.hpp"
 

@@ -30,7 +30,7 @@
 #include "collector/collector.hpp"
 #include "export/otlp_live.hpp"
 #include "export/otlp_push.hpp"
-#include "recorder/environment.hpp"
+#include "settings/settings.hpp"
 
 extern char** environ;
 

@@ -15,9 +15,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "format/clock.hpp"
 #include "format/input_error.hpp"
 #include "metrics/metric_names.hpp"
-#include "recorder/clock.hpp"
 #include "shm/mapping_check.hpp"
 #include "shm/shm_file.hpp"
 
@@ -101,61 +101,21 @@ std::string MetricsMapping::path_for(int pid) {
 }
 
 std::vector<std::string> MetricsMapping::candidates_for(int pid) {
-  namespace fs = std::filesystem;
   const std::string usual = path_for(pid);
-  std::vector<std::string> paths;
-  std::error_code error;
-  if (fs::exists(fs::symlink_status(usual, error))) paths.push_back(usual);
-  const std::string prefix = fmt::format("chronicle-metrics-{}-", pid);
-  std::vector<std::pair<fs::file_time_type, std::string>> others;
-  for (const auto& entry : fs::directory_iterator(fs::path(usual).parent_path(), error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with(prefix) && entry.path().extension() == ".shm")
-      others.emplace_back(entry.last_write_time(error), entry.path().string());
-  }
-  std::sort(others.begin(), others.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (auto& [time, path] : others) paths.push_back(std::move(path));
-  return paths;
+  return shm::find_mapping_files({std::filesystem::path(usual).parent_path().string()},
+                                 fmt::format("chronicle-metrics-{}", pid));
 }
 
 MetricsMapping::MetricsMapping(const std::string& path) : MetricsMapping(path, std::optional<uid_t>()) {}
 
 MetricsMapping::MetricsMapping(const std::string& path, uid_t owner) : MetricsMapping(path, std::optional(owner)) {}
 
-MetricsMapping::MetricsMapping(const std::string& path, std::optional<uid_t> owner) : path_(path) {
-  uint64_t file_size = 0;
-  fd_ = shm::open_mapping_file(path, O_RDONLY, owner, file_size);
-  if (file_size < format::kMetricsHeaderSize) {
-    ::close(fd_);
-    throw format::InputError(fmt::format("{}: file is too small for chronicle metrics (offset 0)", path));
-  }
-  size_ = static_cast<size_t>(file_size);
-  void* mapped = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
-  if (mapped == MAP_FAILED) {
-    ::close(fd_);
-    throw std::runtime_error(fmt::format("cannot map {}: {}", path, std::strerror(errno)));
-  }
-  base_ = static_cast<uint8_t*>(mapped);
-  try {
-    geometry_ = checked_geometry(path_, base_, size_);
-  } catch (...) {
-    munmap(base_, size_);
-    ::close(fd_);
-    throw;
-  }
-}
-
-MetricsMapping::~MetricsMapping() {
-  munmap(base_, size_);
-  ::close(fd_);
-}
-
-bool MetricsMapping::writer_alive() const {
-  return shm::writer_alive(fd_);
-}
+MetricsMapping::MetricsMapping(const std::string& path, std::optional<uid_t> owner)
+    : file_(path, false, owner, format::kMetricsHeaderSize, "metrics mapping"),
+      geometry_(checked_geometry(file_.path(), file_.base(), file_.size())) {}
 
 MetricsSnapshot MetricsMapping::read() const {
-  return read_checked_metrics(path_, base_, geometry_);
+  return read_checked_metrics(file_.path(), file_.base(), geometry_);
 }
 
 MetricsSnapshot read_metrics(const uint8_t* base) {

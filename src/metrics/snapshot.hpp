@@ -11,6 +11,7 @@
 
 #include "chronicle/detail/metrics_layout.hpp"
 #include "metrics/metric_names.hpp"
+#include "shm/reader_mapping.hpp"
 
 namespace chronicle::metrics {
 
@@ -53,8 +54,8 @@ class MetricsMapping {
  public:
   // /dev/shm/chronicle-metrics-<pid>.shm, or under $CHRONICLE_METRICS_DIR.
   static std::string path_for(int pid);
-  // Where the metrics of process `pid` may be: path_for(pid) when it exists, then the
-  // chronicle-metrics-<pid>-*.shm a process makes when that name was taken, newest first.
+  // Where the metrics of process `pid` may be: path_for(pid) and the chronicle-metrics-<pid>-*.shm
+  // a process makes when that name was taken, newest first (shm::find_mapping_files).
   static std::vector<std::string> candidates_for(int pid);
 
   // Checks every size and offset of the header against the file's size (docs/guarantees.md,
@@ -65,28 +66,24 @@ class MetricsMapping {
   // The same for a reader that found the file by a process's pid: a file `owner` does not own is
   // refused with shm::MappingRefused.
   MetricsMapping(const std::string& path, uid_t owner);
-  ~MetricsMapping();
   MetricsMapping(const MetricsMapping&) = delete;
   MetricsMapping& operator=(const MetricsMapping&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   // True while the writing process holds its lock on the file.
-  bool writer_alive() const;
+  bool writer_alive() const { return file_.writer_alive(); }
   MetricsSnapshot read() const;
 
  private:
   MetricsMapping(const std::string& path, std::optional<uid_t> owner);
-  std::string path_;
+  shm::ReaderMapping file_;
   MetricsGeometry geometry_;
-  uint8_t* base_ = nullptr;
-  size_t size_ = 0;
-  int fd_ = -1;
 };
 
 // Sums the shards of the mapping at `base` (mapped by this process, or by MetricsMapping).
 MetricsSnapshot read_metrics(const uint8_t* base);
 
-// This process's own metrics (empty when it has none yet). Part of the runtime (registry.cpp):
+// This process's own metrics (empty when it has none yet). Part of the runtime (recorder/metrics_registry.cpp):
 // only a program that links chronicle has metrics of its own.
 MetricsSnapshot read_own_metrics();
 

@@ -61,11 +61,11 @@
 #include "collector/collector.hpp"
 #include "compression/ctfz.hpp"
 #include "format/category_rules.hpp"
-#include "recorder/clock.hpp"
-#include "recorder/environment.hpp"
+#include "format/clock.hpp"
 #include "recorder/event_cost.hpp"
 #include "recorder/session_internal.hpp"
 #include "recorder/test_pause.hpp"
+#include "settings/settings.hpp"
 #include "shm/shm_file.hpp"
 #include "shm/trace_source.hpp"
 

@@ -25,9 +25,9 @@
 
 #include "chronicle/detail/writer.hpp"
 #include "collector/collector.hpp"
-#include "recorder/environment.hpp"
 #include "recorder/session_internal.hpp"
 #include "recorder/test_pause.hpp"
+#include "settings/settings.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {

@@ -23,7 +23,7 @@
 #include "chronicle/detail/writer.hpp"
 #include "collector/collector.hpp"
 #include "format/category_rules.hpp"
-#include "recorder/clock.hpp"
+#include "format/clock.hpp"
 #include "recorder/session_internal.hpp"
 #include "recorder/test_pause.hpp"
 

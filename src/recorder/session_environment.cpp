@@ -12,9 +12,9 @@
 
 #include "chronicle/config.hpp"
 #include "chronicle/detail/writer.hpp"
-#include "recorder/clock.hpp"
-#include "recorder/environment.hpp"
+#include "format/clock.hpp"
 #include "recorder/session_internal.hpp"
+#include "settings/settings.hpp"
 
 namespace chronicle {
 namespace detail {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "chronicle/detail/writer.hpp"
-#include "recorder/clock.hpp"
+#include "format/clock.hpp"
 #include "recorder/modules.hpp"
 #include "recorder/session_internal.hpp"
 #include "sampler/perf_sampler.hpp"

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "export/json_text.hpp"
-#include "metrics/http_limits.hpp"
+#include "http/http_limits.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/json_api.hpp"
 

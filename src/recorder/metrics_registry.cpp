@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "chronicle/metrics.hpp"
+#include "format/clock.hpp"
 #include "metrics/metric_names.hpp"
 #include "metrics/snapshot.hpp"
-#include "recorder/clock.hpp"
-#include "recorder/environment.hpp"
 #include "recorder/test_pause.hpp"
+#include "settings/settings.hpp"
 #include "shm/shm_file.hpp"
 
 namespace chronicle {

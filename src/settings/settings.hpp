@@ -1,3 +1,5 @@
+// The environment's conventions, shared by the tools and the runtime (settings.cpp says why they
+// are a library of their own).
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,7 @@
 // which a program links with the runtime; the tools use MetricsHttpServer alone.
 #include "chronicle/metrics_exporter.hpp"
 
-#include "metrics/http_server.hpp"
+#include "http/http_server.hpp"
 
 namespace chronicle {
 

@@ -1,15 +1,17 @@
-// The parts of the environment's conventions the tools share with the runtime: sizes as
-// CHRONICLE_BUFFER_SIZE writes them, this process's name, and the claim on an output directory
-// several processes share. Apart from environment.cpp so that a tool linking them (`record`
-// checks a size before it starts the program) never links the auto-start path.
+// The environment's conventions the tools share with the runtime: the variables' values as they
+// are written (sizes, intervals, signals, sample rates), this process's name, and the claim on an
+// output directory several processes share. A library of its own below the runtime, so that a
+// tool linking it (`record` checks a size before it starts the program) never links the
+// auto-start path (recorder/environment.cpp).
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "collector/collector.hpp"
-#include "recorder/environment.hpp"
+#include "format/output_file.hpp"
+#include "settings/settings.hpp"
 
 namespace chronicle::recorder {
 
@@ -65,7 +67,7 @@ std::string read_process_name() {
 
 std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid) {
   try {
-    collector::create_private_directory(output);
+    format::create_private_directory(output);
   } catch (const std::exception&) {
     // Nothing is claimed where the directory could not be made or is a link not to follow (the
     // marker would land in the link's target); the collector says why it cannot write there.
@@ -81,6 +83,64 @@ std::string claim_output_directory(const std::string& output, std::string_view p
     return output;
   }
   return fmt::format("{}/{}-{}", output, process_name, pid);
+}
+
+int parse_snapshot_signal(std::string_view text) {
+  if (text.starts_with("SIG")) text.remove_prefix(3);
+  if (text == "1" || text == "USR2") return SIGUSR2;
+  if (text == "USR1") return SIGUSR1;
+  int number = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9' || number > SIGRTMAX) {
+      number = 0;
+      break;
+    }
+    number = number * 10 + (c - '0');
+  }
+  // The signals a program may take for itself: not those it cannot catch, nor the fatal ones.
+  const bool usable = number == SIGHUP || number == SIGUSR1 || number == SIGUSR2 || number == SIGWINCH ||
+                      (number >= SIGRTMIN && number <= SIGRTMAX);
+  if (!usable)
+    throw std::invalid_argument(
+        fmt::format("{}='{}': expected 1, USR1, USR2 or a signal number (HUP, WINCH, "
+                    "real-time)",
+                    kEnvSnapshotSignal, text));
+  return number;
+}
+
+long parse_interval_ms(std::string_view variable, std::string_view text) {
+  long scale = 1;
+  std::string_view digits = text;
+  if (digits.ends_with("ms")) {
+    digits.remove_suffix(2);
+  } else if (digits.ends_with("s")) {
+    digits.remove_suffix(1);
+    scale = 1000;
+  }
+  long value = 0;
+  bool valid = !digits.empty() && digits.size() <= 9;
+  for (char c : digits) valid = valid && c >= '0' && c <= '9', value = value * 10 + (c - '0');
+  if (!valid)
+    throw std::invalid_argument(
+        fmt::format("{}='{}': expected milliseconds or a duration such as 250ms or 2s (0: never)", variable, text));
+  return value * scale;
+}
+
+unsigned parse_sample_frequency(std::string_view text) {
+  unsigned value = 0;
+  bool valid = !text.empty() && text.size() <= 6;
+  for (char c : text) valid = valid && c >= '0' && c <= '9', value = value * 10 + static_cast<unsigned>(c - '0');
+  if (!valid || value > kMaxSampleFrequency)
+    throw std::invalid_argument(
+        fmt::format("{}='{}': expected samples per second, 0 to {} (e.g. 999)", kEnvSample, text, kMaxSampleFrequency));
+  return value;
+}
+
+SampleMethod parse_sample_method(std::string_view text) {
+  if (text == "auto") return SampleMethod::automatic;
+  if (text == "perf") return SampleMethod::perf;
+  if (text == "timer") return SampleMethod::timer;
+  throw std::invalid_argument(fmt::format("{}='{}': expected auto, perf or timer", kEnvSampleMethod, text));
 }
 
 }  // namespace chronicle::recorder

@@ -1,4 +1,4 @@
-#include "metrics/http_server.hpp"
+#include "http/http_server.hpp"
 
 #include <httplib.h>
 
@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "http/http_limits.hpp"
 #include "metrics/exposition.hpp"
-#include "metrics/http_limits.hpp"
 
 namespace chronicle::metrics {
 struct MetricsHttpServer::State {

@@ -1,4 +1,4 @@
-#include "metrics/http_limits.hpp"
+#include "http/http_limits.hpp"
 
 #include <netdb.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "recorder/clock.hpp"
+#include "format/clock.hpp"
 
 #include <cmath>
 #include <cstdlib>
