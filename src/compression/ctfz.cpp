@@ -1,3 +1,6 @@
+// One file on purpose (~730 lines): the .ctfz codec is one transform read in both directions —
+// the column layout the encoder writes is the one the decoder reads back, side by side here, so
+// that a change to one is seen against the other.
 #include "compression/ctfz.hpp"
 
 #include <zstd.h>

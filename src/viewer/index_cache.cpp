@@ -21,11 +21,14 @@
 #include "format/output_file.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
+#include "viewer/index_files.hpp"
 
 namespace chronicle::viewer {
 namespace {
 
 namespace fs = std::filesystem;
+using index_files::for_each_trace_file;
+using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
 constexpr uint32_t kFormatVersion = 7;  // 7: the checksum
@@ -84,10 +87,6 @@ uint64_t checksum_of(const char* file, size_t size) {
 uint32_t layout_signature() {
   return static_cast<uint32_t>(sizeof(TaskLine) | sizeof(Arrow) << 6 | sizeof(MessageArrow) << 12 |
                                sizeof(model::RunInterval) << 18 | sizeof(model::Edge) << 24);
-}
-
-std::string system_error(const std::string& what) {
-  return fmt::format("{}: {}", what, std::strerror(errno));
 }
 
 class Mapping {
@@ -419,33 +418,10 @@ void write_file(const TimelineIndex& index, int fd, const std::string& identity,
   writer.write_at(offsetof(Header, checksum), reinterpret_cast<const char*>(&header.checksum), sizeof header.checksum);
 }
 
-// Each file of a trace directory that is part of the trace (not a dot-file such as the index
-// itself), with what stat says of it; a rotated trace's files are in its chunks ("chunk-000002/thread-7").
-template <class Each>
-void for_each_trace_file(const std::string& directory, Each each) {
-  std::error_code error;
-  for (const std::string& chunk : reader::trace_chunks(directory)) {
-    const std::string prefix = chunk == directory ? std::string() : fs::path(chunk).filename().string() + "/";
-    for (const auto& entry : fs::directory_iterator(chunk, error)) {
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with(".") || !entry.is_regular_file(error)) continue;
-      struct stat info {};
-      if (stat(entry.path().c_str(), &info) == 0) each(prefix + name, info);
-    }
-  }
-}
-
 std::string relative_to(const std::string& top, const std::string& directory) {
   std::error_code error;
   const fs::path relative = fs::relative(directory, top, error);
   return error ? directory : relative.string();
-}
-
-std::string process_title(const std::vector<reader::Trace>& traces, const std::string& directory,
-                          const std::vector<std::string>& trace_directories) {
-  return traces.size() == 1
-             ? fmt::format("{} ({})", traces.front().description().process_name, trace_directories.front())
-             : fmt::format("{} processes ({})", traces.size(), directory);
 }
 
 }  // namespace
@@ -595,60 +571,6 @@ void IndexCache::save(const TimelineIndex& index, const std::string& path, const
   file.commit();
 }
 
-namespace {
-
-// The caller's directory for indexes kept away from their traces: $XDG_CACHE_HOME/chronicle, by
-// default ~/.cache/chronicle; made 0700, and used only when it is a directory of the caller's that
-// no one else may write (never through a link).
-std::string user_cache_directory() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path base;
-  if (xdg && *xdg == '/')
-    base = xdg;
-  else if (home && *home == '/')
-    base = fs::path(home) / ".cache";
-  else
-    throw std::runtime_error("neither XDG_CACHE_HOME nor HOME names a directory for the index");
-  std::error_code ignored;
-  fs::create_directories(base, ignored);
-  const fs::path directory = base / "chronicle";
-  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST)
-    throw std::runtime_error(system_error("cannot create " + directory.string()));
-  struct stat info {};
-  if (::lstat(directory.c_str(), &info) != 0)
-    throw std::runtime_error(system_error("cannot use " + directory.string()));
-  if (!S_ISDIR(info.st_mode) || info.st_uid != ::geteuid() || (info.st_mode & (S_IWGRP | S_IWOTH)))
-    throw std::runtime_error(
-        fmt::format("{} is not a directory of this user's alone (a link, another user's, or "
-                    "writable by others): it is not used",
-                    directory.string()));
-  return directory.string();
-}
-
-// A name for the traces under `directory` in the user's cache: their directory's real path and
-// its device and inode, hashed (FNV-1a), so that the same traces find the same file.
-std::string cache_name_for(const std::string& directory, const struct stat& info) {
-  std::error_code error;
-  const std::string identity = fmt::format("{}\n{}\n{}", fs::canonical(directory, error).string(),
-                                           static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino));
-  uint64_t hash = 14695981039346656037ULL;
-  for (const char c : identity) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  return fmt::format("view-index-{:016x}", hash);
-}
-
-}  // namespace
-
-std::string IndexCache::path_for(const std::string& directory) {
-  struct stat info {};
-  if (::stat(directory.c_str(), &info) != 0) throw std::runtime_error(system_error("cannot look at " + directory));
-  // Beside the traces only where no one else may plant a file (a link to one of the caller's)
-  // under the names it is written and read by.
-  if (info.st_uid == ::geteuid() && !(info.st_mode & (S_IWGRP | S_IWOTH)))
-    return (fs::path(directory) / kFileName).string();
-  return (fs::path(user_cache_directory()) / cache_name_for(directory, info)).string();
-}
-
 std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std::string& identity) {
   const std::shared_ptr<const Mapping> mapping = Mapping::open(path);
   if (!mapping) return std::nullopt;
@@ -684,140 +606,6 @@ std::optional<TimelineIndex> IndexCache::load(const std::string& path, const std
     return task;
   };
   return index;
-}
-
-namespace {
-
-std::string temporary_directory() {
-  const char* tmpdir = std::getenv("TMPDIR");
-  return tmpdir && *tmpdir ? tmpdir : "/tmp";
-}
-
-// The trace files' bytes: what the index grows with.
-uint64_t trace_bytes(const std::vector<std::string>& trace_directories) {
-  uint64_t bytes = 0;
-  for (const std::string& directory : trace_directories)
-    for_each_trace_file(
-        directory, [&](const std::string&, const struct stat& info) { bytes += static_cast<uint64_t>(info.st_size); });
-  return bytes;
-}
-
-// CHRONICLE_VIEW_SPILL=always or never decides instead of the memory left (for benchmarks, and
-// for a machine whose disk is slower than its swap).
-bool spill_wanted(uint64_t trace_bytes, uint64_t available) {
-  const char* setting = std::getenv("CHRONICLE_VIEW_SPILL");
-  if (setting && std::string_view(setting) == "always") return true;
-  if (setting && std::string_view(setting) == "never") return false;
-  return spill_needed(trace_bytes, available);
-}
-
-double gib(uint64_t bytes) {
-  return static_cast<double>(bytes) / static_cast<double>(uint64_t{1} << 30);
-}
-
-uint64_t file_size(const std::string& path) {
-  std::error_code error;
-  const uintmax_t size = fs::file_size(path, error);
-  return error ? 0 : size;
-}
-
-// CHRONICLE_VIEW_NOTES: "keep", "drop", or empty (the memory left decides).
-std::string_view notes_setting() {
-  const char* setting = std::getenv("CHRONICLE_VIEW_NOTES");
-  return setting ? setting : "";
-}
-
-bool notes_asked_for() {
-  return notes_setting() == "keep";
-}
-
-constexpr const char* kNotesLeftOut =
-    "the tasks' notes (what was traced inside their runs) are not in this index: memory was short when it was "
-    "built (CHRONICLE_VIEW_NOTES=keep keeps them)";
-
-// What the task graphs keep: everything, unless the build may not fit in the memory left
-// (CHRONICLE_VIEW_NOTES=keep or drop decides instead). Without the tasks' notes (what was traced
-// inside their runs: most of a graph where spans run in tasks, a sixteenth in timeline_demo's
-// mix) the viewer draws the same; only task details list no notes. The warning says both.
-model::GraphDetail graph_detail(uint64_t trace_bytes, bool in_files, uint64_t available, const OpenProgress& progress) {
-  const uint64_t needed = expected_build_memory(trace_bytes, in_files);
-  const bool keep_notes = notes_setting() != "drop" && (needed <= available || notes_asked_for());
-  if (needed > available && progress.warning)
-    progress.warning(fmt::format(
-        "indexing {:.2f} GiB of trace may take about {:.2f} GiB of memory, and {:.2f} GiB is left: {}the kernel "
-        "may stop it (index it where more memory is free)",
-        gib(trace_bytes), gib(needed), gib(available),
-        keep_notes ? "" : "the tasks' notes are left out to save some (task details will list none), and "));
-  return keep_notes ? model::GraphDetail::full : model::GraphDetail::no_notes;
-}
-
-}  // namespace
-
-OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress) {
-  const std::vector<std::string> trace_directories = reader::find_traces(directory);
-  OpenedIndex opened;
-  std::string path;
-  if (use_cache) {
-    try {
-      path = IndexCache::path_for(directory);
-    } catch (const std::exception& problem) {
-      opened.cache_problem = fmt::format("the index was not kept ({}): the next view indexes again", problem.what());
-      use_cache = false;
-    }
-  }
-  const std::string identity = use_cache ? IndexCache::identity(directory, trace_directories) : std::string();
-  if (use_cache) {
-    try {
-      std::optional<TimelineIndex> index = IndexCache::load(path, identity);
-      if (index && notes_asked_for() && std::ranges::count(index->warnings(), std::string(kNotesLeftOut)) != 0)
-        index.reset();  // built without the notes, which are now asked for: built again
-      if (index) {
-        opened.index = std::move(*index);
-        opened.from_cache = true;
-        opened.cache_path = path;
-        opened.cache_bytes = file_size(path);
-        return opened;
-      }
-    } catch (const std::exception& damaged) {  // IndexCacheDamaged, or a count too large to hold
-      opened.cache_problem = fmt::format("the index in {} cannot be read ({}): indexing again", path, damaged.what());
-    }
-  }
-  const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  const auto build_started = std::chrono::steady_clock::now();
-  const uint64_t available = memory_available();
-  const uint64_t traces = trace_bytes(trace_directories);
-  if (spill_wanted(traces, available))
-    opened.spill_directory = use_cache ? fs::path(path).parent_path().string() : temporary_directory();
-  const model::GraphDetail detail = graph_detail(traces, !opened.spill_directory.empty(), available, progress);
-  opened.index = [&] {
-    std::optional<SpillScope> spill;
-    if (!opened.spill_directory.empty()) spill.emplace(opened.spill_directory);
-    std::vector<reader::Trace> traces;
-    for (const std::string& trace : trace_directories) traces.emplace_back(trace);
-    TimelineIndex index = TimelineIndex::build(traces, progress.indexing, detail);
-    index.title_ = process_title(traces, directory, trace_directories);
-    if (detail != model::GraphDetail::full) index.warnings_.push_back(kNotesLeftOut);
-    if (spill) opened.spill = spill_stats();
-    return index;
-  }();
-  opened.build_seconds = seconds_since(build_started);
-  if (!use_cache) return opened;
-  const auto write_started = std::chrono::steady_clock::now();
-  if (progress.writing) progress.writing();
-  try {
-    IndexCache::save(opened.index, path, identity);
-    // Mapped back, the index costs only what windows look at; the built one is let go.
-    if (std::optional<TimelineIndex> mapped = IndexCache::load(path, identity)) opened.index = std::move(*mapped);
-    opened.cache_path = path;
-    opened.cache_bytes = file_size(path);
-    opened.write_seconds = seconds_since(write_started);
-  } catch (const std::exception& problem) {
-    if (!opened.cache_problem.empty()) opened.cache_problem += "; ";
-    opened.cache_problem += fmt::format("the index was not kept ({}): the next view indexes again", problem.what());
-  }
-  return opened;
 }
 
 }  // namespace chronicle::viewer

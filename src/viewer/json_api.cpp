@@ -1,3 +1,5 @@
+// One file on purpose (~680 lines): every route of the viewer's JSON API, each a short function
+// from a query to its document, so that the API reads as one list (docs/viewer.md).
 #include "viewer/json_api.hpp"
 
 #include "analysis/flame_graph.hpp"
