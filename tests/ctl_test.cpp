@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -465,6 +466,69 @@ TEST(RecordAttach, AClosedStderrDoesNotKillIt) {
   const Recorded trace = read_back(directory / "attached");
   ASSERT_EQ(trace.instants.count("bx"), 1u);
   EXPECT_GE(trace.instants.at("bx").size(), 10u);
+}
+
+// `chronicle record ... &` then `ctl $!`: $! is record, not its program. Record's pid names the
+// program it records (one), or the tools list them (several) instead of "no session".
+class RecordInTheBackground {
+ public:
+  // Runs `chronicle record -o DIRECTORY/trace -- sh -c SCRIPT`; each committed_writer in the
+  // script is given DIRECTORY/committed-N to publish to.
+  RecordInTheBackground(const TemporaryDirectory& directory, int programs) : directory_(directory) {
+    std::string script;
+    for (int k = 0; k < programs; ++k)
+      script += std::string(COMMITTED_WRITER) + " " + (directory / ("committed-" + std::to_string(k))) + " & ";
+    script += "wait";
+    const std::string line =
+        kCli + " record -q -o " + (directory / "trace") + " -- sh -c '" + script + "' >/dev/null 2>&1 & echo $!";
+    FILE* started = popen(line.c_str(), "r");
+    if (started && std::fscanf(started, "%d", &pid_) != 1) pid_ = 0;
+    if (started) pclose(started);
+    // Running with their sessions once each has published.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int k = 0; k < programs; ++k)
+      while (!std::filesystem::exists(directory / ("committed-" + std::to_string(k))) &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ~RecordInTheBackground() {
+    run("pkill -KILL -f " + (directory_ / "committed-"));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (pid_ > 0 && kill(pid_, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int pid() const { return pid_; }
+
+ private:
+  const TemporaryDirectory& directory_;
+  int pid_ = 0;
+};
+
+TEST(Ctl, ThePidOfChronicleRecordNamesTheProgramItRecords) {
+  TemporaryDirectory directory;
+  const RecordInTheBackground record(directory, 1);
+  ASSERT_GT(record.pid(), 0);
+  const std::string pid = std::to_string(record.pid());
+  const auto status = run(kCli + " ctl " + pid + " status");
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("committed_write"), std::string::npos) << status.out;
+  EXPECT_NE(status.err.find("is `chronicle record`: acting on the program it records"), std::string::npos)
+      << status.err;
+  const auto snapshot = run(kCli + " snapshot " + pid + " -o " + (directory / "snapshot"));
+  EXPECT_EQ(snapshot.exit_code, 0) << snapshot.err;
+  const auto top = run("timeout 60 " + kCli + " top --once " + pid);
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("committed_write"), std::string::npos) << top.out;
+}
+
+TEST(Ctl, ThePidOfChronicleRecordOfSeveralProgramsListsThem) {
+  TemporaryDirectory directory;
+  const RecordInTheBackground record(directory, 2);
+  ASSERT_GT(record.pid(), 0);
+  const auto status = run(kCli + " ctl " + std::to_string(record.pid()) + " status");
+  EXPECT_NE(status.exit_code, 0);
+  EXPECT_NE(status.err.find("recording 2 programs"), std::string::npos) << status.err;
+  EXPECT_NE(status.err.find("name one of them"), std::string::npos) << status.err;
 }
 
 TEST(Ctl, RefusesAnotherUsersProgram) {

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -20,6 +22,7 @@
 #include "reader/trace_reader.hpp"
 #include "settings/settings.hpp"
 #include "shm/reader_mapping.hpp"
+#include "shm/shm_file.hpp"
 #include "shm/trace_source.hpp"
 
 namespace chronicle::cli {
@@ -96,6 +99,51 @@ std::vector<std::string> find_session_mappings(int pid, std::string* searched) {
     for (const auto& place : places) *searched += (searched->empty() ? "" : ", ") + place;
   }
   return shm::find_mapping_files(places, fmt::format("chronicle-{}", pid));
+}
+
+namespace {
+
+// The programs whose live sessions are in `chronicle record` `pid`'s directories, by pid.
+std::map<int, std::string> programs_recorded_by(int pid) {
+  namespace fs = std::filesystem;
+  std::map<int, std::string> programs;
+  const std::string own = fmt::format("chronicle-record-{}", pid);
+  std::error_code error;
+  for (const auto& place : fs::directory_iterator("/dev/shm", error)) {
+    const std::string name = place.path().filename().string();
+    if ((name != own && !name.starts_with(own + "-")) || place.is_symlink(error) || !place.is_directory(error))
+      continue;
+    for (const auto& entry : fs::directory_iterator(place.path(), error)) {
+      const std::optional<int> program = shm::mapping_writer_pid(entry.path().filename().string());
+      if (!program || programs.contains(*program)) continue;
+      try {
+        const collector::SessionMapping mapping(entry.path().string(), ::geteuid());
+        if (mapping.writer_alive()) programs[*program] = mapping.header().process_name;
+      } catch (const std::exception&) {
+        // Not a mapping of ours to act on: the usual search says why, if it comes to that.
+      }
+    }
+  }
+  return programs;
+}
+
+}  // namespace
+
+int recorded_program_or_itself(int pid) {
+  if (!find_session_mappings(pid).empty()) return pid;
+  const std::map<int, std::string> programs = programs_recorded_by(pid);
+  if (programs.empty()) return pid;
+  if (programs.size() == 1) {
+    const auto& [program, name] = *programs.begin();
+    tell("chronicle: process {} is `chronicle record`: acting on the program it records, {} (process {})\n", pid, name,
+         program);
+    return program;
+  }
+  std::string listed;
+  for (const auto& [program, name] : programs)
+    listed += fmt::format("{}{} ({})", listed.empty() ? "" : ", ", program, name);
+  throw std::runtime_error(fmt::format("process {} is `chronicle record`, recording {} programs: {}; name one of them",
+                                       pid, programs.size(), listed));
 }
 
 std::unique_ptr<collector::SessionMapping> open_session_of(int pid) {

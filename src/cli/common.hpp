@@ -91,6 +91,11 @@ std::vector<std::string> find_session_mappings(int pid, std::string* searched = 
 // Those places: $CHRONICLE_SHM_DIR, /dev/shm, /dev/shm/chronicle-record-*/.
 std::vector<std::string> session_mapping_places();
 
+// `pid` itself when it has a session, or, when `pid` is a `chronicle record` (its directory
+// /dev/shm/chronicle-record-PID[-*] holds its programs' mappings), the one program it records
+// (said on standard error). Throws when it records several, naming them: the user picks one.
+int recorded_program_or_itself(int pid);
+
 // Opens the first of `paths` (a process's mappings, found by its pid) that `owner` owns, saying
 // on standard error why each other one was refused; nullptr when none is left. A mapping that
 // is malformed ends the search (format::InputError: exit code 2).

@@ -61,7 +61,7 @@ std::unique_ptr<collector::SessionMapping> open_session(const std::string& targe
     check_ours(target);
     return std::make_unique<collector::SessionMapping>(target);
   }
-  const int pid = std::stoi(target);
+  const int pid = recorded_program_or_itself(std::stoi(target));
   const uid_t owner = shm::expected_mapping_owner(pid);
   if (owner != geteuid())
     throw std::runtime_error(

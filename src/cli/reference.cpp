@@ -102,7 +102,9 @@ snapshot writes what a process's rings hold now, without stopping or disturbing 
 it reads the mapping a dead process left behind (in `/dev/shm/chronicle-PID-N.shm`, kept after a
 crash of a program traced with CHRONICLE_OUTPUT). Given a pid, it (and top) looks for the
 process's session in $CHRONICLE_SHM_DIR when set, in /dev/shm, and in the directories record gives
-the programs it runs (`/dev/shm/chronicle-record-RECORDPID/`). Readers of a process by pid
+the programs it runs (`/dev/shm/chronicle-record-RECORDPID/`). The pid of `chronicle record` itself
+(`$!` after `chronicle record ... &`) names the program it records, for snapshot, top and ctl; when
+it records several, they are listed to pick from. Readers of a process by pid
 (snapshot, top, metrics) accept only mappings owned by the user the process runs as (the caller's,
 if it is not running) and say why they refuse another's; every mapping is checked field by field
 before it is read, and a malformed one exits with 2 naming the field and its offset

@@ -14,8 +14,8 @@ namespace chronicle::cli {
 
 int run_snapshot(SnapshotOptions& options) {
   const bool is_pid = !options.target.empty() && std::all_of(options.target.begin(), options.target.end(), ::isdigit);
-  const auto opened =
-      is_pid ? open_session_of(std::stoi(options.target)) : std::make_unique<collector::SessionMapping>(options.target);
+  const auto opened = is_pid ? open_session_of(recorded_program_or_itself(std::stoi(options.target)))
+                             : std::make_unique<collector::SessionMapping>(options.target);
   collector::SessionMapping& mapping = *opened;
   const std::string& path = mapping.path();
   if (options.output.empty())

@@ -257,6 +257,7 @@ class WatchedProcess {
 
 int run_top(TopOptions options) {
   const auto interval = std::chrono::nanoseconds(analysis::parse_duration(options.interval));
+  options.pid = recorded_program_or_itself(options.pid);
   const WatchedProcess watched(options.pid);
   std::unique_ptr<metrics::MetricsMapping> metrics_mapping;
   std::string no_metrics;

@@ -55,20 +55,6 @@ bool is_compressed(const std::string& trace_dir) {
   return false;
 }
 
-// The writer's pid in a mapping's name, or nullopt for a name that is not a mapping's.
-std::optional<int> mapping_pid(std::string_view name) {
-  if (!name.ends_with(".shm")) return std::nullopt;
-  for (std::string_view prefix : {"chronicle-metrics-", "chronicle-"}) {
-    if (!name.starts_with(prefix)) continue;
-    const std::string_view rest = name.substr(prefix.size());
-    int pid = 0;
-    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
-    if (error != std::errc() || pid <= 0 || (*end != '-' && *end != '.')) return std::nullopt;
-    return pid;
-  }
-  return std::nullopt;
-}
-
 // The room the dead collector set aside for its last files (Collector::reserve_room), which it
 // did not live to give back.
 void remove_dead_reserve(const std::string& trace_dir) {
@@ -120,7 +106,7 @@ std::vector<LeftoverMapping> leftover_mappings(const std::vector<std::string>& d
     std::error_code error;
     if (!seen.insert(fs::weakly_canonical(directory, error)).second) continue;
     for (const auto& entry : fs::directory_iterator(directory, error)) {
-      const std::optional<int> pid = mapping_pid(entry.path().filename().string());
+      const std::optional<int> pid = shm::mapping_writer_pid(entry.path().filename().string());
       if (!pid) continue;
       uint64_t size = 0;
       int fd = -1;

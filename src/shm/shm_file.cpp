@@ -7,8 +7,11 @@
 
 #include <fmt/format.h>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace chronicle::shm {
 
@@ -107,6 +110,19 @@ bool writer_alive(int fd) {
     return false;
   }
   return true;
+}
+
+std::optional<int> mapping_writer_pid(std::string_view name) {
+  if (!name.ends_with(".shm")) return std::nullopt;
+  for (std::string_view prefix : {"chronicle-metrics-", "chronicle-"}) {
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = name.substr(prefix.size());
+    int pid = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (error != std::errc() || pid <= 0 || (*end != '-' && *end != '.')) return std::nullopt;
+    return pid;
+  }
+  return std::nullopt;
 }
 
 }  // namespace chronicle::shm

@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace chronicle::shm {
 
@@ -66,5 +68,9 @@ bool writer_alive(int fd);
 // Takes the role unless another open file description holds it (false then); never waits.
 bool take_role(int fd, uint64_t word_offset);
 void give_up_role(int fd, uint64_t word_offset);
+
+// The writer's pid in a mapping's file name ("chronicle-PID-N.shm", "chronicle-metrics-PID.shm"),
+// or nullopt for a name that is not a mapping's.
+std::optional<int> mapping_writer_pid(std::string_view file_name);
 
 }  // namespace chronicle::shm
