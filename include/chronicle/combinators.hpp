@@ -254,7 +254,7 @@ struct FirstOf : EachOf<T> {
 
 // The process's timer for with_timeout deadlines (a pool's timer serves its sleeps).
 inline TimerThread& deadline_timer() {
-  static TimerThread timer;
+  static TimerThread timer("chronicle-timer");
   return timer;
 }
 

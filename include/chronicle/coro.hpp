@@ -458,7 +458,7 @@ inline task<void> detail::TaskPromise<void>::get_return_object() noexcept {
 // coroutine onto one of them. Its threads mark their idle time as loop suspend/resume.
 class thread_pool {
  public:
-  explicit thread_pool(unsigned threads, std::string name = "pool") {
+  explicit thread_pool(unsigned threads, std::string name = "pool") : timer_(name + " timer") {
     workers_.reserve(threads);
     for (unsigned i = 0; i < threads; ++i)
       workers_.emplace_back([this, thread_name = name + "-" + std::to_string(i)] { work(thread_name); });

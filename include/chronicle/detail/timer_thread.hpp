@@ -3,11 +3,14 @@
 // when it fires (post a coroutine to a pool, cancel a task) is the entry's.
 #pragma once
 
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -35,7 +38,8 @@ class TimerEntry {
 
 class TimerThread {
  public:
-  TimerThread() = default;
+  // `thread_name`: at most 15 characters (the kernel's limit), else cut.
+  explicit TimerThread(std::string thread_name) : thread_name_(std::move(thread_name)) {}
   // Abandons what is still armed, then joins the thread.
   ~TimerThread() { stop(); }
   TimerThread(const TimerThread&) = delete;
@@ -77,6 +81,10 @@ class TimerThread {
   using Armed = std::pair<TimerEntry::Clock::time_point, std::shared_ptr<TimerEntry>>;
 
   void run() {
+    // Named here rather than inheriting the name of the thread that armed the first entry (a
+    // pool's "pool-0", which would then show two threads by that name). No chronicle call: the
+    // timer must not record anything of its own.
+    pthread_setname_np(pthread_self(), thread_name_.substr(0, 15).c_str());
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       if (armed_.empty()) {
@@ -102,6 +110,7 @@ class TimerThread {
   std::condition_variable wake_;
   std::set<Armed> armed_;
   bool stopping_ = false;
+  std::string thread_name_;
   std::thread thread_;
 };
 
