@@ -344,6 +344,12 @@ task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> when_all(std::
 // ended, gives the winner's index and result, or rethrows the winner's failure.
 template <typename T>
 task<std::pair<size_t, detail::result_of_t<T>>> when_any(std::vector<task<T>> tasks) {
+  // No task, no winner: a failure of the when_any.
+#if CHRONICLE_CORO_EXCEPTIONS
+  if (tasks.empty()) throw std::invalid_argument("when_any of no task");
+#else
+  if (tasks.empty()) std::terminate();
+#endif
   co_return co_await detail::FirstOf<T>(std::move(tasks));
 }
 
