@@ -300,6 +300,45 @@ TEST(WithTimeout, WhenTheTaskEndsFirstTheTimerIsCancelled) {
                                    }));
 }
 
+task<std::string> bounded_fan_out(thread_pool& pool) {
+  try {
+    co_await with_timeout(when_all(sleep_forever(pool).named("a"), sleep_forever(pool).named("b")), 10ms);
+  } catch (const timeout_error& error) {
+    co_return error.what();
+  }
+  co_return "no timeout";
+}
+
+TEST(WithTimeout, ACancelledCombinatorCancelsTheTasksItStarted) {
+  thread_pool pool(2);
+  const auto graph = record([&] { EXPECT_EQ(sync_wait(bounded_fan_out(pool).named("caller")), "timed out"); });
+  EXPECT_EQ(describe_tasks(graph), (Lines{
+                                       "sync_wait: ok by self",
+                                       "caller: ok by self",
+                                       "chronicle::with_timeout: failed \"timed out\" by self",
+                                       "timeout: ok by self",
+                                       "chronicle::when_all: cancelled \"cancelled\" by timeout",
+                                       "a: cancelled \"cancelled\" by chronicle::when_all",
+                                       "b: cancelled \"cancelled\" by chronicle::when_all",
+                                   }));
+  EXPECT_EQ(describe_edges(graph), (Lines{
+                                       "sync_wait waits-on caller",
+                                       "a created-by caller",
+                                       "b created-by caller",
+                                       "chronicle::when_all created-by caller",
+                                       "chronicle::with_timeout created-by caller",
+                                       "caller waits-on chronicle::with_timeout",
+                                       "timeout created-by chronicle::with_timeout",
+                                       "chronicle::with_timeout waits-on timeout",
+                                       "chronicle::with_timeout waits-on chronicle::when_all",
+                                       "chronicle::when_all waits-on a",
+                                       "chronicle::when_all waits-on b",
+                                       "chronicle::when_all resolved-by timeout",
+                                       "a resolved-by chronicle::when_all",
+                                       "b resolved-by chronicle::when_all",
+                                   }));
+}
+
 // --- async_scope -------------------------------------------------------------------------------
 
 task<void> spawn_and_join(thread_pool& pool) {
