@@ -460,6 +460,18 @@ TEST(Combinators, ATraceUsingEachResolvesEveryTaskExactlyOnce) {
   // record() failed the test for any problem, "task ... is resolved again" included.
 }
 
+TEST(Combinators, BehaveTheSameWithoutASession) {
+  ASSERT_FALSE(active());
+  thread_pool pool(2);
+  EXPECT_EQ(sync_wait(fan_out(pool)), 3);
+  EXPECT_EQ(sync_wait(fan_out_with_failure(pool)), "disk on fire");
+  EXPECT_EQ(sync_wait(race(pool)), 7);
+  EXPECT_EQ(sync_wait(bounded_sleep(pool)), "timed out");
+  EXPECT_EQ(sync_wait(bounded_fan_out(pool)), "timed out");
+  EXPECT_EQ(sync_wait(quick_within_a_minute(pool)), 5);
+  EXPECT_EQ(sync_wait(spawn_one_failing(pool)), "disk on fire");
+}
+
 // --- cancellation by hand ------------------------------------------------------------------------
 
 task<bool> sees_its_stop_token() {

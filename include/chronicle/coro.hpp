@@ -225,9 +225,9 @@ class TaskPromiseBase {
   void unhandled_exception() noexcept {
 #if CHRONICLE_CORO_EXCEPTIONS
     error_ = std::current_exception();
+    cancelled_ = is_cancellation(error_);  // untraced too: combinators and scopes read it
     if (id_ == 0) return;
-    if (is_cancellation(error_)) {
-      cancelled_ = true;
+    if (cancelled_) {
       const TaskId canceller = end_hook_ ? end_hook_->canceller() : 0;
       resolve_task(id_, TaskOutcome::cancelled, "cancelled", canceller != 0 ? canceller : id_);
     } else {
