@@ -74,7 +74,10 @@ class ScopeState final : public TaskEndHook, public std::enable_shared_from_this
   bool begin_join(std::coroutine_handle<> joiner, TaskId joiner_id, const std::stop_token& joiner_stop) {
     if (joiner_stop.stop_possible()) forward_stop_.emplace(joiner_stop, ForwardStop<ScopeState>{this, joiner_id});
     std::lock_guard lock(mutex_);
-    for (const TaskId spawned : unjoined_) task_waits_for(joiner_id, spawned);
+    // A joiner that is no traced task (a session started since, another coroutine type) has no
+    // wait to record.
+    if (joiner_id != 0)
+      for (const TaskId spawned : unjoined_) task_waits_for(joiner_id, spawned);
     unjoined_.clear();
     if (running_.empty()) return false;
     joiner_ = joiner;

@@ -300,7 +300,7 @@ class WithinDeadline {
   void bind_awaiting(TaskPromiseBase& combinator) { group_.bind_awaiting(combinator); }
   bool await_suspend(std::coroutine_handle<> combinator) {
     const TaskId timer = create_task(TaskKind::timer, "timeout", group_.combinator());
-    task_waits_for(group_.combinator(), timer);
+    if (group_.combinator() != 0) task_waits_for(group_.combinator(), timer);
     entry_ = std::make_shared<DeadlineEntry>(deadline_, group_, timer);
     deadline_timer().arm(entry_);  // before the start: the deadline counts from the call
     const StartedTask started[] = {started_task(work_)};
