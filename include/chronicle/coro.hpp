@@ -16,12 +16,15 @@
 // task is the coroutine while it runs: the spans, notes, counters and tasks it makes are its.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <coroutine>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -30,14 +33,51 @@
 #include "chronicle/detail/source_location.hpp"
 
 #include "chronicle/detail/context_state.hpp"
+#include "chronicle/detail/timer_thread.hpp"
 #include "chronicle/task.hpp"
+
+// Whether this translation unit has exceptions (-fno-exceptions: see "Without exceptions" in
+// docs/tasks.md).
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+#define CHRONICLE_CORO_EXCEPTIONS 1
+#else
+#define CHRONICLE_CORO_EXCEPTIONS 0
+#endif
 
 namespace chronicle {
 
 template <typename T = void>
 class task;
 
+// What a cancelled wait throws in the task (a cancelled sleep_for, a task whose stop was
+// requested); a task it escapes from resolves `cancelled`, not `failed`.
+class operation_cancelled : public std::exception {
+ public:
+  const char* what() const noexcept override { return "cancelled"; }
+};
+
+// `co_await chronicle::current_stop_token()` in a task<T> gives the task's std::stop_token.
+struct current_stop_token_tag {};
+inline current_stop_token_tag current_stop_token() noexcept {
+  return {};
+}
+
 namespace detail {
+
+class TaskPromiseBase;
+struct TaskAccess;
+
+// Told when a task started by a combinator or a scope ends (instead of resuming an awaiting
+// coroutine); returns the coroutine to resume next.
+class TaskEndHook {
+ public:
+  virtual std::coroutine_handle<> task_ended(TaskPromiseBase& task, std::coroutine_handle<> frame) noexcept = 0;
+  // The task that requested the cancellation of the hook's tasks (0: none yet).
+  virtual TaskId canceller() const noexcept = 0;
+
+ protected:
+  ~TaskEndHook() = default;
+};
 
 // The awaiter an awaitable gives: its operator co_await, member or free, or itself.
 template <typename Awaitable>
@@ -50,6 +90,7 @@ decltype(auto) awaiter_of(Awaitable&& awaitable) {
     return std::forward<Awaitable>(awaitable);
 }
 
+#if CHRONICLE_CORO_EXCEPTIONS
 inline std::string exception_text(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -58,6 +99,25 @@ inline std::string exception_text(const std::exception_ptr& error) {
   } catch (...) {
     return "an exception not derived from std::exception";
   }
+}
+
+inline bool is_cancellation(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const operation_cancelled&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+#endif
+
+// Without exceptions a cancelled wait cannot unwind its task: the task is recorded cancelled, the
+// reason goes to stderr, and the process terminates (docs/tasks.md, "Without exceptions").
+[[noreturn]] inline void terminate_cancelled_without_exceptions(TaskId task) noexcept {
+  resolve_task(task, TaskOutcome::cancelled, "cancelled; built without exceptions: terminating", task);
+  std::fputs("chronicle: a task was cancelled in code built without exceptions: terminating\n", stderr);
+  std::terminate();
 }
 
 class TaskPromiseBase {
@@ -152,7 +212,7 @@ class TaskPromiseBase {
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> handle) const noexcept {
       TaskPromiseBase& promise = handle.promise();
       promise.finish();
-      return promise.continuation_ ? promise.continuation_ : std::noop_coroutine();
+      return promise.next_after_end(handle);
     }
     void await_resume() const noexcept {}
   };
@@ -160,9 +220,22 @@ class TaskPromiseBase {
     return {};
   }
 
+  // An escaping operation_cancelled resolves the task `cancelled`, by the task that asked for the
+  // cancellation when a combinator or scope knows it; any other exception, `failed`.
   void unhandled_exception() noexcept {
+#if CHRONICLE_CORO_EXCEPTIONS
     error_ = std::current_exception();
-    if (id_ != 0) resolve_task(id_, TaskOutcome::failed, exception_text(error_), id_);
+    cancelled_ = is_cancellation(error_);  // untraced too: combinators and scopes read it
+    if (id_ == 0) return;
+    if (cancelled_) {
+      const TaskId canceller = end_hook_ ? end_hook_->canceller() : 0;
+      resolve_task(id_, TaskOutcome::cancelled, "cancelled", canceller != 0 ? canceller : id_);
+    } else {
+      resolve_task(id_, TaskOutcome::failed, exception_text(error_), id_);
+    }
+#else
+    std::terminate();  // nothing can throw without exceptions
+#endif
   }
 
   // Wraps every co_await in the coroutine so that suspending ends the run and resuming begins
@@ -170,11 +243,52 @@ class TaskPromiseBase {
   template <typename Awaitable>
   auto await_transform(Awaitable&& awaitable);
 
+  struct StopTokenAwaiter {
+    std::stop_token token;
+    bool await_ready() const noexcept { return true; }
+    void await_suspend(std::coroutine_handle<>) const noexcept {}
+    std::stop_token await_resume() const noexcept { return token; }
+  };
+  // `co_await current_stop_token()`: no suspension, so no run ends.
+  StopTokenAwaiter await_transform(current_stop_token_tag) noexcept {
+    return {stop_token_};
+  }
+
   void set_continuation(std::coroutine_handle<> continuation) {
     continuation_ = continuation;
   }
   void rethrow_if_failed() const {
+#if CHRONICLE_CORO_EXCEPTIONS
     if (error_) std::rethrow_exception(error_);
+#endif
+  }
+  bool failed() const {
+    return error_ != nullptr;
+  }
+  bool cancelled() const {
+    return cancelled_;
+  }
+  const std::exception_ptr& error() const {
+    return error_;
+  }
+
+  const std::stop_token& stop_token() const {
+    return stop_token_;
+  }
+  // A task awaited by a task inherits the awaiting task's token (cancelling a parent cancels its
+  // children), unless a combinator gave it one already.
+  void inherit_stop_token(const std::stop_token& token) {
+    if (!stop_token_.stop_possible()) stop_token_ = token;
+  }
+  // The task is started by a combinator or scope, which `hook` tells of its end.
+  void start_under(TaskEndHook& hook, std::stop_token token) {
+    end_hook_ = &hook;
+    stop_token_ = std::move(token);
+  }
+  // After the task's end was recorded: what runs next on this thread.
+  std::coroutine_handle<> next_after_end(std::coroutine_handle<> frame) noexcept {
+    if (end_hook_) return end_hook_->task_ended(*this, frame);
+    return continuation_ ? continuation_ : std::noop_coroutine();
   }
 
  protected:
@@ -191,8 +305,11 @@ class TaskPromiseBase {
   std::coroutine_handle<> continuation_;
   std::exception_ptr error_;
   TaskPromiseBase* awaiting_ = nullptr;  // the task<T> that awaits this one, if a task<T> does
+  TaskEndHook* end_hook_ = nullptr;      // the combinator or scope that started this task, if one did
+  std::stop_token stop_token_;
   bool run_begin_recorded_ = false;
   bool succeeded_ = false;
+  bool cancelled_ = false;
 };
 
 template <typename Inner>
@@ -206,16 +323,25 @@ class TracedAwaiter {
   auto await_suspend(std::coroutine_handle<Promise> handle) {
     // Ended before the hand-off: once inner_ has the handle, another thread may resume the
     // coroutine (and destroy this awaiter with its frame) at any moment.
-    if constexpr (requires { inner_.awaited_promise(); })
+    // An awaiter that needs to know its task (a combinator: its id and stop token; a sleep: the
+    // stop token that cancels it) takes it here.
+    if constexpr (requires { inner_.bind_awaiting(promise_); }) inner_.bind_awaiting(promise_);
+    if constexpr (requires { inner_.awaited_promise(); }) {
+      inner_.awaited_promise().inherit_stop_token(promise_.stop_token());
       promise_.hand_over_to(inner_.awaited_promise());
-    else
+    } else {
       promise_.end_run();
+    }
+#if CHRONICLE_CORO_EXCEPTIONS
     try {
       return inner_.await_suspend(handle);
     } catch (...) {
       promise_.begin_run();  // still running here: the exception goes on in the coroutine
       throw;
     }
+#else
+    return inner_.await_suspend(handle);
+#endif
   }
 
   decltype(auto) await_resume() {
@@ -316,6 +442,7 @@ class [[nodiscard]] task {
 
   template <typename U>
   friend U sync_wait(task<U> work);  // records the wait on the task it starts
+  friend struct detail::TaskAccess;  // combinators and scopes start tasks and take their results
 };
 
 template <typename T>
@@ -331,13 +458,15 @@ inline task<void> detail::TaskPromise<void>::get_return_object() noexcept {
 // coroutine onto one of them. Its threads mark their idle time as loop suspend/resume.
 class thread_pool {
  public:
-  explicit thread_pool(unsigned threads, std::string name = "pool") {
+  explicit thread_pool(unsigned threads, std::string name = "pool") : timer_(name + " timer") {
     workers_.reserve(threads);
     for (unsigned i = 0; i < threads; ++i)
       workers_.emplace_back([this, thread_name = name + "-" + std::to_string(i)] { work(thread_name); });
   }
-  // Runs what is queued, then joins the threads.
+  // Resumes the tasks still sleeping (they throw operation_cancelled), runs what is queued, then
+  // joins the threads.
   ~thread_pool() {
+    timer_.stop();
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
@@ -364,7 +493,15 @@ class thread_pool {
   };
   ScheduleAwaiter schedule() { return {*this}; }
 
+  class SleepAwaiter;
+  // `co_await pool.schedule_after(d)`: the task resumes on one of the pool's threads once `d` has
+  // passed (the pool's timer thread, started on first use, posts it). If the task's stop is
+  // requested meanwhile, it resumes at once and the co_await throws operation_cancelled.
+  SleepAwaiter schedule_after(std::chrono::nanoseconds delay);
+  SleepAwaiter sleep_for(std::chrono::nanoseconds delay);
+
  private:
+  class SleepEntry;
   void work(const std::string& thread_name) {
     set_thread_name(thread_name);
     std::unique_lock lock(mutex_);
@@ -388,7 +525,102 @@ class thread_pool {
   std::deque<std::coroutine_handle<>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+  detail::TimerThread timer_;
 };
+
+// A sleeping task's timer entry. Exactly one of the deadline, a cancellation or the timer's
+// shutdown settles it; while the sleeper is still being armed (`arming`) settling only marks the
+// entry, and await_suspend then does not suspend; once it waits, the one that settles it posts it.
+class thread_pool::SleepEntry final : public detail::TimerEntry {
+ public:
+  SleepEntry(Clock::time_point deadline, thread_pool& pool, std::coroutine_handle<> sleeper)
+      : TimerEntry(deadline), pool_(pool), sleeper_(sleeper) {}
+  void fire() noexcept override { settle(State::fired); }
+  void abandon() noexcept override { settle(State::cancelled); }
+  void cancel() noexcept { settle(State::cancelled); }
+  // True when the sleeper must suspend: nothing settled the entry while it was armed.
+  bool finish_arming() {
+    std::lock_guard lock(mutex_);
+    if (state_ != State::arming) return false;
+    state_ = State::waiting;
+    return true;
+  }
+  bool cancelled() {
+    std::lock_guard lock(mutex_);
+    return state_ == State::cancelled;
+  }
+
+ private:
+  enum class State : uint8_t { arming, waiting, fired, cancelled };
+  void settle(State outcome) noexcept {
+    bool post_sleeper = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (state_ != State::arming && state_ != State::waiting) return;
+      post_sleeper = state_ == State::waiting;
+      state_ = outcome;
+    }
+    if (post_sleeper) pool_.post(sleeper_);
+  }
+
+  std::mutex mutex_;
+  State state_ = State::arming;
+  thread_pool& pool_;
+  std::coroutine_handle<> sleeper_;
+};
+
+class thread_pool::SleepAwaiter {
+ public:
+  SleepAwaiter(thread_pool& pool, std::chrono::nanoseconds delay)
+      : pool_(pool), deadline_(detail::TimerEntry::Clock::now() + delay) {}
+  void bind_awaiting(detail::TaskPromiseBase& task) {
+    stop_token_ = task.stop_token();
+    task_ = task.id();
+  }
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> sleeper) {
+    entry_ = std::make_shared<SleepEntry>(deadline_, pool_, sleeper);
+    // Registered before the entry is armed: a stop requested already runs the callback here,
+    // and that only marks the entry.
+    if (stop_token_.stop_possible()) on_stop_.emplace(stop_token_, CancelSleep{entry_, &pool_.timer_});
+    if (!pool_.timer_.arm(entry_)) entry_->cancel();  // the pool is shutting down
+    if (entry_->finish_arming()) return true;
+    pool_.timer_.disarm(entry_);  // settled while arming: nobody else resumes the sleeper
+    return false;
+  }
+  void await_resume() {
+    on_stop_.reset();  // waits for a cancellation running on another thread
+    if (!entry_->cancelled()) return;
+#if CHRONICLE_CORO_EXCEPTIONS
+    throw operation_cancelled();
+#else
+    detail::terminate_cancelled_without_exceptions(task_);
+#endif
+  }
+
+ private:
+  struct CancelSleep {
+    std::shared_ptr<SleepEntry> entry;
+    detail::TimerThread* timer;
+    void operator()() noexcept {
+      timer->disarm(entry);
+      entry->cancel();
+    }
+  };
+  thread_pool& pool_;
+  detail::TimerEntry::Clock::time_point deadline_;
+  std::stop_token stop_token_;
+  [[maybe_unused]] TaskId task_ = 0;
+  std::shared_ptr<SleepEntry> entry_;
+  std::optional<std::stop_callback<CancelSleep>> on_stop_;
+};
+
+inline thread_pool::SleepAwaiter thread_pool::schedule_after(std::chrono::nanoseconds delay) {
+  return SleepAwaiter(*this, delay);
+}
+inline thread_pool::SleepAwaiter thread_pool::sleep_for(std::chrono::nanoseconds delay) {
+  return SleepAwaiter(*this, delay);
+}
 
 namespace detail {
 
@@ -433,16 +665,20 @@ struct SyncWaitDriver {
 
 template <typename T>
 SyncWaitDriver drive(task<T> work, SyncWaitState<T>& state) {
+#if CHRONICLE_CORO_EXCEPTIONS
   try {
+#endif
     if constexpr (std::is_void_v<T>) {
       co_await std::move(work);
       state.value.emplace(true);
     } else {
       state.value.emplace(co_await std::move(work));
     }
+#if CHRONICLE_CORO_EXCEPTIONS
   } catch (...) {
     state.error = std::current_exception();
   }
+#endif
 }
 
 // The waiter of a sync_wait call. A thread blocked in sync_wait is held by the wait as by a
@@ -477,11 +713,13 @@ class SyncWaitCall {
 #ifndef CHRONICLE_DISABLE
     if (own_ == 0) return;
     exchange_current_task(0);
+#if CHRONICLE_CORO_EXCEPTIONS
     if (error) {
       resolve_task(own_, TaskOutcome::failed, exception_text(error), own_);
       end_task_run(own_);
       return;
     }
+#endif
     TaskEventBatch batch;
     batch.resolve_quiet(own_, own_, TaskOutcome::ok);
     batch.task_event(format::EventId::task_run_end, own_);
@@ -513,8 +751,13 @@ T sync_wait(task<T> work) {
   }
   driver.handle.destroy();
   call.finish(state.error);
+#if CHRONICLE_CORO_EXCEPTIONS
   if (state.error) std::rethrow_exception(state.error);
+#endif
   if constexpr (!std::is_void_v<T>) return std::move(*state.value);
 }
 
 }  // namespace chronicle
+
+// when_all, when_any, with_timeout, async_scope.
+#include "chronicle/combinators.hpp"
