@@ -428,6 +428,18 @@ TEST_F(CoroutineTrace, OtlpTasksCreatedInsideASpanAreItsChildren) {
   EXPECT_EQ(traces.size(), 1u);
 }
 
+// The same rule in SQLite: tasks.parent_span is the span open where the task was created.
+TEST_F(CoroutineTrace, SqliteTasksCreatedInsideASpanNameIt) {
+  const TemporaryDirectory scratch;
+  const std::string output = scratch / "trace.sqlite";
+  const auto exported = run(kCli + " export " + trace(0) + " --format sqlite -o " + output);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  Database db(output);
+  EXPECT_EQ(db.column("SELECT s.name FROM tasks t JOIN spans s ON s.span = t.parent_span WHERE t.name = 'request'"),
+            std::vector<std::string>{"main"});
+  EXPECT_EQ(db.count("SELECT count(*) FROM tasks WHERE parent IS NULL AND parent_span IS NULL"), 0u);
+}
+
 TEST_F(CoroutineTrace, ChromeJsonNestsInSpeedscope) {
   for (int i = 0; i < kRuns; ++i) {
     SCOPED_TRACE(trace(i));

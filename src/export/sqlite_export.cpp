@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <stdexcept>
+#include <unordered_map>
 #include <variant>
 
 #include "analysis/counter_series.hpp"
@@ -27,7 +28,8 @@ CREATE TABLE spans (span INTEGER PRIMARY KEY, process INTEGER, thread INTEGER, s
   parent INTEGER, task INTEGER, unfinished INTEGER);
 CREATE TABLE tasks (process INTEGER, task INTEGER, task_text TEXT, kind TEXT, name TEXT, label TEXT,
   parent INTEGER, created_ns INTEGER, created_thread INTEGER, resolved_ns INTEGER, outcome TEXT,
-  outcome_text TEXT, resolver INTEGER, busy_ns INTEGER, runs INTEGER, PRIMARY KEY (process, task));
+  outcome_text TEXT, resolver INTEGER, busy_ns INTEGER, runs INTEGER, parent_span INTEGER,
+  PRIMARY KEY (process, task));
 CREATE TABLE task_runs (process INTEGER, task INTEGER, thread INTEGER, begin_ns INTEGER, end_ns INTEGER,
   duration_ns INTEGER, unfinished INTEGER);
 CREATE TABLE edges (process INTEGER, kind TEXT, from_task INTEGER, to_task INTEGER, at_ns INTEGER);
@@ -167,8 +169,10 @@ class SqliteWriter {
     for (const auto& [thread_id, count] : discarded)
       db_.insert("INSERT INTO threads VALUES (?,?,?,?)",
                  {process, int64_t{thread_id}, trace.thread_name(thread_id), static_cast<int64_t>(count)});
-    write_tasks(graph);
+    parent_spans_.clear();
     write_events(graph, progress);
+    write_tasks(graph);
+    span_offset_ += pending_offset_;
   }
 
  private:
@@ -180,14 +184,14 @@ class SqliteWriter {
     for (const model::Task& task : graph.tasks()) {
       const std::string id_text = model::task_id_text(task.id);
       db_.insert(
-          "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
           {process_, task_value(task.id), id_text, format::task_kind_name(task.kind), task.name,
            task.label.empty() ? Value(nullptr) : Value(std::string_view(task.label)), optional_task(task.parent),
            optional_ns(task.created), task.created ? Value(int64_t{task.created_on_thread}) : Value(nullptr),
            optional_ns(task.resolved), task.resolved ? Value(format::task_outcome_name(task.outcome)) : Value(nullptr),
            task.outcome_text.empty() ? Value(nullptr) : Value(std::string_view(task.outcome_text)),
            optional_task(task.resolver == task.id ? 0 : task.resolver), ns(task.busy_ticks()) - ns(0),
-           static_cast<int64_t>(task.runs.size())});
+           static_cast<int64_t>(task.runs.size()), parent_span_of(task.id)});
       for (const model::RunInterval& run : task.runs)
         db_.insert("INSERT INTO task_runs VALUES (?,?,?,?,?,?,?)",
                    {process_, task_value(task.id), int64_t{run.thread_id}, ns(run.begin), ns(run.end),
@@ -196,6 +200,12 @@ class SqliteWriter {
     for (const model::Edge& edge : graph.edges())
       db_.insert("INSERT INTO edges VALUES (?,?,?,?,?)",
                  {process_, edge_kind_column(edge.kind), task_value(edge.from), task_value(edge.to), ns(edge.ticks)});
+  }
+
+  // The span open where the task was created (its parent in the exports' one rule), if any.
+  Value parent_span_of(model::TaskId task) const {
+    const auto found = parent_spans_.find(task);
+    return found == parent_spans_.end() ? Value(nullptr) : Value(span_id(found->second));
   }
 
   void write_span(const reader::PairedSpan& span) {
@@ -221,6 +231,10 @@ class SqliteWriter {
           break;
         case format::EventId::span_end:
           if (event.span) write_span(*event.span);
+          break;
+        case format::EventId::task_create:
+          if (const reader::PairedSpan* open = spans.innermost_on(event.thread_id))
+            parent_spans_[event.task] = open->sequence;
           break;
         case format::EventId::counter:
         case format::EventId::counter_float: {
@@ -257,14 +271,16 @@ class SqliteWriter {
       return true;
     });
     for (const reader::PairedSpan& span : spans.close_all(graph.last_ticks())) write_span(span);
-    // The next process's span ids follow this one's.
-    span_offset_ += last_sequence;
+    // The next process's span ids follow this one's (after this process's tasks are written).
+    pending_offset_ = last_sequence;
   }
 
   Database& db_;
   const reader::Trace* trace_ = nullptr;
   int64_t process_ = 0;
   uint64_t span_offset_ = 0;
+  uint64_t pending_offset_ = 0;
+  std::unordered_map<model::TaskId, uint64_t> parent_spans_;  // by task: the span's sequence
 };
 
 }  // namespace
