@@ -301,6 +301,27 @@ task<int> request(thread_pool& pool) {
   co_return done;
 }
 
+// Whether [from, to] lies within the task's runs.
+bool inside_runs(const model::Task& task, uint64_t from, uint64_t to) {
+  for (const model::RunInterval& run : task.runs) {
+    if (run.begin > from) return false;
+    if (run.end >= from) from = std::max(from, run.end);
+    if (from >= to) return true;
+  }
+  return from >= to;
+}
+
+// Whether a step said `ran` only for time in the task's runs, or for its resolution's tail: from
+// the end of its last run there to its resolution (the rule of critical_path.hpp).
+bool ran_only_in_runs(const model::Task& task, const analysis::CriticalStep& step) {
+  if (step.state != analysis::StepState::ran || task.runs.empty()) return true;
+  uint64_t to = step.to;
+  if (task.resolved == step.to)
+    for (const model::RunInterval& run : task.runs)
+      if (run.end > step.from && run.end <= step.to) to = run.end;
+  return inside_runs(task, step.from, to);
+}
+
 TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
   TemporaryDirectory directory;
   Config config = test_config(directory);
@@ -335,6 +356,8 @@ TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
     if (step.what.find("ran after") != std::string::npos) {
       EXPECT_NE(step.what.find("finished"), std::string::npos);
     }
+    EXPECT_TRUE(ran_only_in_runs(*graph.find(step.task), step))
+        << "'" << step.what << "' [" << step.from << ", " << step.to << "] of " << step.task_name;
   }
   // Lower bounds (the steps busy-wait that long); upper bounds would depend on the machine's load.
   EXPECT_GE(first, 30.0);
@@ -414,6 +437,7 @@ TEST(SyncWait, ATaskBlockedInSyncWaitWaitsOnTheAwaitedTask) {
   bool leaf_ran = false;
   for (const auto& step : path.steps) {
     if (step.task == leaf->id && step.what == "ran") leaf_ran = true;
+    EXPECT_TRUE(ran_only_in_runs(*graph.find(step.task), step)) << "'" << step.what << "' of " << step.task_name;
     if (step.task == waiter->id && step.from < *leaf->resolved && step.to > *leaf->resolved)
       ADD_FAILURE() << "the waiter's step '" << step.what << "' covers the leaf's end";
   }
@@ -594,16 +618,6 @@ model::TaskGraph root_queued_after_its_child() {
   return builder.finish();
 }
 
-// Whether [from, to] lies within the task's runs.
-bool inside_runs(const model::Task& task, uint64_t from, uint64_t to) {
-  for (const model::RunInterval& run : task.runs) {
-    if (run.begin > from) return false;
-    if (run.end >= from) from = std::max(from, run.end);
-    if (from >= to) return true;
-  }
-  return from >= to;
-}
-
 TEST(CriticalPath, ATaskQueuedAfterItsAwaitedTaskFinishedIsQueuedNotRunning) {
   const model::TaskGraph graph = root_queued_after_its_child();
   ASSERT_TRUE(graph.problems().empty()) << graph.problems().front();
@@ -693,9 +707,14 @@ TEST(StatsCommand, CriticalPathOfASharedNameListsTheMatchesAndSaysWhichItTakes) 
       result.err.substr(taken_at + 20, result.err.find_first_of(" :\n", taken_at + 20) - taken_at - 20);
   EXPECT_TRUE(result.out.starts_with("Critical path of " + taken + " ")) << taken << "\n" << result.out;
 
+  EXPECT_NE(result.out.find(" STATE   WHAT"), std::string::npos) << result.out;
+
   result = test::run(kCli + " stats --json --critical-path '" + shared + "' " + (directory / "trace"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(nlohmann::json::parse(result.out)["task"], taken);
+  const nlohmann::json path = nlohmann::json::parse(result.out);
+  EXPECT_EQ(path["task"], taken);
+  const std::set<std::string> states = {"ran", "queued", "waiting", "blocked"};
+  for (const auto& step : path["steps"]) EXPECT_TRUE(states.count(step.value("state", ""))) << step.dump();
 }
 
 }  // namespace
