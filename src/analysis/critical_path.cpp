@@ -280,16 +280,15 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
     }
     // Before its first run, an operation (I/O, a timer) was in flight; any other task was ready
     // from its creation, so it waited for its turn.
-    if ((task->kind == format::TaskKind::io || task->kind == format::TaskKind::timer) && task->runs.empty())
-      backwards.push_back({p, current, name_of(*task), StepState::waiting,
-                           "waiting for its operation (I/O or a timer) since creation", began, moment});
-    else if (task->kind == format::TaskKind::io || task->kind == format::TaskKind::timer)
-      add_own_time(backwards, p, *task, began, moment,
-                   {StepState::waiting, "waiting for its operation (I/O or a timer) since creation", "ran", false});
-    else if (task->runs.empty())
-      add_own_time(backwards, p, *task, began, moment, {StepState::queued, "", "ran since creation", false});
+    const bool operation = task->kind == format::TaskKind::io || task->kind == format::TaskKind::timer;
+    const StepState lead = operation ? StepState::waiting : StepState::queued;
+    const std::string lead_what =
+        operation ? "waiting for its operation (I/O or a timer) since creation" : "queued since creation";
+    if (operation && task->runs.empty())
+      backwards.push_back({p, current, name_of(*task), lead, lead_what, began, moment});
     else
-      add_own_time(backwards, p, *task, began, moment, {StepState::queued, "queued since creation", "ran", false});
+      add_own_time(backwards, p, *task, began, moment,
+                   {lead, lead_what, task->runs.empty() ? "ran since creation" : "ran", false});
     moment = began;
     const model::Task* parent = task->parent ? graph.find(task->parent) : nullptr;
     if (!parent || beginning(graph, *parent) > moment) break;

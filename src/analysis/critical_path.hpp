@@ -14,9 +14,11 @@
 // inside a run it ran; before its first run it was queued (it had been resumed or resolved, or,
 // since creation, it is not an operation), or waiting (an I/O or timer task's operation was in
 // flight); between runs it was waiting (suspended: no wait is recorded there, see
-// docs/tasks.md). A gap after the task's last run in the step that ends at its own resolution is
+// docs/tasks.md). After a wait released before its task finished (a timeout, a cancellation), the
+// first gap is that wait's. A gap after the task's last run in the step that ends at its own resolution is
 // counted to that run: the resolution is the run's bookkeeping (recorded just after its end). A
-// task with no runs in the trace keeps one step, `ran`: nothing tells its states apart.
+// task with no runs in the trace keeps one step, `ran`: nothing tells its states apart (but an
+// I/O or timer task, `waiting` for its operation).
 //
 // Across processes (a merged trace, a record run of several processes): a task whose run began
 // by receiving a message (a ReceiveScope: chronicle/context.hpp) was waiting for that message, so
