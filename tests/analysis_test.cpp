@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
@@ -300,6 +301,27 @@ task<int> request(thread_pool& pool) {
   co_return done;
 }
 
+// Whether [from, to] lies within the task's runs.
+bool inside_runs(const model::Task& task, uint64_t from, uint64_t to) {
+  for (const model::RunInterval& run : task.runs) {
+    if (run.begin > from) return false;
+    if (run.end >= from) from = std::max(from, run.end);
+    if (from >= to) return true;
+  }
+  return from >= to;
+}
+
+// Whether a step said `ran` only for time in the task's runs, or for its resolution's tail: from
+// the end of its last run there to its resolution (the rule of critical_path.hpp).
+bool ran_only_in_runs(const model::Task& task, const analysis::CriticalStep& step) {
+  if (step.state != analysis::StepState::ran || task.runs.empty()) return true;
+  uint64_t to = step.to;
+  if (task.resolved == step.to)
+    for (const model::RunInterval& run : task.runs)
+      if (run.end > step.from && run.end <= step.to) to = run.end;
+  return inside_runs(task, step.from, to);
+}
+
 TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
   TemporaryDirectory directory;
   Config config = test_config(directory);
@@ -334,6 +356,8 @@ TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
     if (step.what.find("ran after") != std::string::npos) {
       EXPECT_NE(step.what.find("finished"), std::string::npos);
     }
+    EXPECT_TRUE(ran_only_in_runs(*graph.find(step.task), step))
+        << "'" << step.what << "' [" << step.from << ", " << step.to << "] of " << step.task_name;
   }
   // Lower bounds (the steps busy-wait that long); upper bounds would depend on the machine's load.
   EXPECT_GE(first, 30.0);
@@ -413,6 +437,7 @@ TEST(SyncWait, ATaskBlockedInSyncWaitWaitsOnTheAwaitedTask) {
   bool leaf_ran = false;
   for (const auto& step : path.steps) {
     if (step.task == leaf->id && step.what == "ran") leaf_ran = true;
+    EXPECT_TRUE(ran_only_in_runs(*graph.find(step.task), step)) << "'" << step.what << "' of " << step.task_name;
     if (step.task == waiter->id && step.from < *leaf->resolved && step.to > *leaf->resolved)
       ADD_FAILURE() << "the waiter's step '" << step.what << "' covers the leaf's end";
   }
@@ -535,8 +560,10 @@ TEST(CriticalPath, ALongChainIsWalkedWhole) {
   const model::TaskGraph graph = root_awaiting_children_in_turn(kChildren);
   ASSERT_TRUE(graph.problems().empty()) << graph.problems().front();
   const analysis::CriticalPath path = analysis::critical_path(graph, 1);
-  // Per child: the root ran after it finished, it ran, it was pending; then the root's start.
-  ASSERT_EQ(path.steps.size(), 3 * kChildren + 2);
+  // Per child: the root queued after it finished, the root ran; the child queued since its
+  // creation, the child ran (its resolution, recorded just after its run ended, counts to that
+  // run: no piece of its own); then the root's start: queued, ran.
+  ASSERT_EQ(path.steps.size(), 4 * kChildren + 2);
   EXPECT_EQ(path.start, 0u);
   EXPECT_EQ(path.end, 10 + 10 * kChildren + 1);
   uint64_t covered = 0;
@@ -547,11 +574,77 @@ TEST(CriticalPath, ALongChainIsWalkedWhole) {
     }
   }
   EXPECT_EQ(covered, path.end - path.start);
-  const analysis::CriticalStep& last_child_ran = path.steps[path.steps.size() - 2];
+  const uint64_t last_base = 10 + 10 * (kChildren - 1);
+  const analysis::CriticalStep& last_child_ran = path.steps[path.steps.size() - 3];
   EXPECT_EQ(last_child_ran.task, kChildren + 1);
   EXPECT_EQ(last_child_ran.what, "ran");
-  EXPECT_EQ(last_child_ran.from, 10 + 10 * (kChildren - 1) + 3);
+  EXPECT_EQ(last_child_ran.state, analysis::StepState::ran);
+  EXPECT_EQ(last_child_ran.from, last_base + 3);
+  EXPECT_EQ(last_child_ran.to, last_base + 7);
+  const analysis::CriticalStep& root_queued = path.steps[path.steps.size() - 2];
+  EXPECT_EQ(root_queued.state, analysis::StepState::queued);
+  EXPECT_EQ(root_queued.from, last_base + 7);
+  EXPECT_EQ(root_queued.to, last_base + 8);
   EXPECT_EQ(path.steps.back().what, fmt::format("ran after {} finished", model::task_id_text(kChildren + 1)));
+  EXPECT_EQ(path.steps.back().state, analysis::StepState::ran);
+}
+
+// A root that awaits a child, which finishes at 10 while the root's thread is busy: the root is
+// resumed then but runs only from 30. Its path must say it was queued for exactly [10, 30] and ran
+// for exactly its run [30, 40], and never call time outside a run "ran".
+model::TaskGraph root_queued_after_its_child() {
+  model::TaskGraphBuilder builder([](uint32_t) { return std::string("step"); });
+  auto add = [&builder](format::EventId type, uint64_t ticks, uint64_t task, uint64_t related) {
+    reader::Event e;
+    e.type = type;
+    e.ticks = ticks;
+    e.thread_id = 1;
+    e.task = task;
+    e.related_task = related;
+    builder.add(e);
+  };
+  using format::EventId;
+  add(EventId::task_create, 0, 1, 0);
+  add(EventId::task_run_begin, 1, 1, 0);
+  add(EventId::task_create, 2, 2, 1);
+  add(EventId::task_wait, 3, 1, 2);
+  add(EventId::task_run_end, 4, 1, 0);
+  add(EventId::task_run_begin, 6, 2, 0);
+  add(EventId::task_run_end, 10, 2, 0);
+  add(EventId::task_resolve, 10, 2, 0);
+  add(EventId::task_run_begin, 30, 1, 0);
+  add(EventId::task_run_end, 40, 1, 0);
+  add(EventId::task_resolve, 40, 1, 0);
+  return builder.finish();
+}
+
+TEST(CriticalPath, ATaskQueuedAfterItsAwaitedTaskFinishedIsQueuedNotRunning) {
+  const model::TaskGraph graph = root_queued_after_its_child();
+  ASSERT_TRUE(graph.problems().empty()) << graph.problems().front();
+  const analysis::CriticalPath path = analysis::critical_path(graph, 1);
+  for (const analysis::CriticalStep& step : path.steps) {
+    if (step.state == analysis::StepState::ran) {
+      EXPECT_TRUE(inside_runs(*graph.find(step.task), step.from, step.to))
+          << "'" << step.what << "' for [" << step.from << ", " << step.to << "] of " << step.task_name
+          << ", outside its runs";
+    }
+  }
+  // Back from the root's end: it ran [30, 40] and was queued [10, 30] after its child finished;
+  // the child ran [6, 10], queued from its creation at 2; the root ran [1, 2], queued [0, 1].
+  using analysis::StepState;
+  const std::string child = model::task_id_text(2);
+  const std::vector<std::tuple<model::TaskId, StepState, std::string, uint64_t, uint64_t>> expected = {
+      {1, StepState::queued, "queued since creation", 0, 1},
+      {1, StepState::ran, "ran", 1, 2},
+      {2, StepState::queued, "queued since creation", 2, 6},
+      {2, StepState::ran, "ran", 6, 10},
+      {1, StepState::queued, "queued after " + child + " finished", 10, 30},
+      {1, StepState::ran, "ran after " + child + " finished", 30, 40},
+  };
+  std::vector<std::tuple<model::TaskId, StepState, std::string, uint64_t, uint64_t>> steps;
+  for (const analysis::CriticalStep& step : path.steps)
+    steps.emplace_back(step.task, step.state, step.what, step.from, step.to);
+  EXPECT_EQ(steps, expected);
 }
 
 // --- the command ------------------------------------------------------------------------------
@@ -614,9 +707,14 @@ TEST(StatsCommand, CriticalPathOfASharedNameListsTheMatchesAndSaysWhichItTakes) 
       result.err.substr(taken_at + 20, result.err.find_first_of(" :\n", taken_at + 20) - taken_at - 20);
   EXPECT_TRUE(result.out.starts_with("Critical path of " + taken + " ")) << taken << "\n" << result.out;
 
+  EXPECT_NE(result.out.find(" STATE   WHAT"), std::string::npos) << result.out;
+
   result = test::run(kCli + " stats --json --critical-path '" + shared + "' " + (directory / "trace"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(nlohmann::json::parse(result.out)["task"], taken);
+  const nlohmann::json path = nlohmann::json::parse(result.out);
+  EXPECT_EQ(path["task"], taken);
+  const std::set<std::string> states = {"ran", "queued", "waiting", "blocked"};
+  for (const auto& step : path["steps"]) EXPECT_TRUE(states.count(step.value("state", ""))) << step.dump();
 }
 
 }  // namespace

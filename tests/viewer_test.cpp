@@ -198,11 +198,11 @@ TEST_F(ViewerTest, TheTaskLookupIsTheGraphs) {
     EXPECT_EQ(index_->task_record(k).runs.size(), task.runs.size());
 
     const analysis::CriticalPath path = analysis::critical_path(*graph_, task.id);
-    std::vector<std::tuple<model::TaskId, std::string, uint64_t, uint64_t>> steps, expected_steps;
+    std::vector<std::tuple<model::TaskId, analysis::StepState, std::string, uint64_t, uint64_t>> steps, expected_steps;
     for (const viewer::CriticalStep& step : index_->critical_path(k))
-      steps.emplace_back(tasks[step.task].id, step.what, step.from, step.to);
+      steps.emplace_back(tasks[step.task].id, step.state, step.what, step.from, step.to);
     for (const analysis::CriticalStep& step : path.steps)
-      expected_steps.emplace_back(step.task, step.what, index_->to_ns(step.from), index_->to_ns(step.to));
+      expected_steps.emplace_back(step.task, step.state, step.what, index_->to_ns(step.from), index_->to_ns(step.to));
     EXPECT_EQ(steps, expected_steps) << model::task_id_text(task.id);
   }
   EXPECT_EQ(waits_seen, 360u);

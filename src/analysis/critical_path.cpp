@@ -24,15 +24,21 @@ const TaskSource::Wait* last_wait_before(std::span<const TaskSource::Wait> waits
   return after == waits.begin() ? nullptr : &*(after - 1);
 }
 
-// The earliest beginning of a run of `task` in [from, before); `before` when none. Runs are in
-// order of their beginning.
-uint64_t first_run_between(const model::Task& task, uint64_t from, uint64_t before) {
-  const auto run = std::partition_point(task.runs.begin(), task.runs.end(),
-                                        [from](const model::RunInterval& run) { return run.begin < from; });
-  return run != task.runs.end() && run->begin < before ? run->begin : before;
-}
-
 }  // namespace
+
+std::string_view step_state_name(StepState state) {
+  switch (state) {
+    case StepState::ran:
+      return "ran";
+    case StepState::queued:
+      return "queued";
+    case StepState::waiting:
+      return "waiting";
+    case StepState::blocked:
+      return "blocked";
+  }
+  return "ran";
+}
 
 std::span<const TaskSource::Wait> GraphTasks::waits(model::TaskId id) const {
   if (!waits_) {
@@ -113,6 +119,69 @@ std::string name_of(const model::Task& task) {
   return fmt::format("{} {}", model::task_id_text(task.id), task.display_name());
 }
 
+// How a step of a task's own time is explained: the gap before its first run there (`lead`), and
+// its runs.
+struct OwnTime {
+  StepState lead_state = StepState::queued;
+  std::string lead_what;
+  std::string ran_what;
+  // The lead is the first gap wherever it lies (a wait recorded inside a run lasts from the run's
+  // end); otherwise only a gap at the step's beginning.
+  bool lead_is_first_gap = false;
+};
+
+// What a gap between two runs of a task is, when no wait of it explains the gap.
+constexpr std::string_view kSuspended = "suspended between runs (no wait recorded)";
+
+// Appends the steps of `task`'s own time [from, to] to `backwards` (latest first): split by its
+// runs as the header says. The walk reads a task's runs in order of their beginning and, as a
+// task runs on one thread at a time, takes them as not overlapping one another but the one just
+// before `from`.
+void add_own_time(std::vector<CriticalStep>& backwards, size_t process, const model::Task& task, uint64_t from,
+                  uint64_t to, const OwnTime& own) {
+  std::vector<CriticalStep> pieces;
+  auto piece = [&](StepState state, std::string what, uint64_t begin, uint64_t end) {
+    pieces.push_back({process, task.id, name_of(task), state, std::move(what), begin, end});
+  };
+  if (task.runs.empty()) {
+    piece(StepState::ran, own.ran_what, from, to);  // nothing tells its states apart
+    backwards.push_back(std::move(pieces.front()));
+    return;
+  }
+  auto run = std::partition_point(task.runs.begin(), task.runs.end(),
+                                  [from](const model::RunInterval& each) { return each.begin < from; });
+  if (run != task.runs.begin() && std::prev(run)->end > from) --run;
+  uint64_t cursor = from;
+  bool lead_open = true;
+  auto gap_until = [&](uint64_t until) {
+    if (until <= cursor) return;
+    if (lead_open)
+      piece(own.lead_state, own.lead_what, cursor, until);
+    else
+      piece(StepState::waiting, std::string(kSuspended), cursor, until);
+    lead_open = false;
+    cursor = until;
+  };
+  for (; run != task.runs.end() && run->begin < to; ++run) {
+    const uint64_t begin = std::max(run->begin, from), end = std::min(run->end, to);
+    if (end <= begin || end <= cursor) continue;
+    gap_until(begin);
+    if (!own.lead_is_first_gap) lead_open = false;
+    if (!pieces.empty() && pieces.back().state == StepState::ran && pieces.back().to >= begin)
+      pieces.back().to = end;
+    else
+      piece(StepState::ran, own.ran_what, std::max(begin, cursor), end);
+    cursor = end;
+  }
+  // The resolution recorded just after the last run ended belongs to that run.
+  if (cursor < to && !pieces.empty() && pieces.back().state == StepState::ran && task.resolved == to)
+    pieces.back().to = to;
+  else
+    gap_until(to);
+  if (pieces.empty()) piece(own.lead_state, own.lead_what, from, to);  // a step of no length
+  for (auto each = pieces.rbegin(); each != pieces.rend(); ++each) backwards.push_back(std::move(*each));
+}
+
 // How long a message was on its way, as the receiver's ticks: from the send (on the sender's
 // clock, which a merge aligned) to the receive. Never negative.
 uint64_t in_flight_ticks(const std::vector<ProcessGraph>& processes, size_t receiver,
@@ -145,10 +214,11 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
   // entered at a given moment once: the walk ends on any graph, cycles included. A message leads
   // to an earlier moment of the sender (a receive never precedes its send).
   std::map<std::pair<size_t, model::TaskId>, uint64_t> entered;
-  size_t step_limit = 16;
-  for (const TaskSource* each : sources) step_limit += 4 * each->size();
-  step_limit += 2 * messages.size();
-  while (backwards.size() < step_limit) {
+  // Visits, not steps, are bounded: a task's own time is as many steps as it has runs there.
+  size_t visit_limit = 16;
+  for (const TaskSource* each : sources) visit_limit += 4 * each->size();
+  visit_limit += 2 * messages.size();
+  for (size_t visits = 0; visits < visit_limit; ++visits) {
     const TaskSource& graph = *sources[p];
     const model::Task* task = graph.find(current);
     if (!task) break;
@@ -158,7 +228,7 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
       seen->second = moment;
     }
     if (at_resolution && task->resolver != 0 && task->resolver != current && graph.find(task->resolver)) {
-      backwards.push_back({p, current, name_of(*task),
+      backwards.push_back({p, current, name_of(*task), StepState::waiting,
                            fmt::format("resolved by {}", model::task_id_text(task->resolver)), moment, moment});
       current = task->resolver;
       at_resolution = false;
@@ -168,18 +238,20 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
     if (const TaskSource::Wait* wait = last_wait_before(graph.waits(current), moment)) {
       const model::Task* awaited = graph.find(wait->awaited);
       if (awaited && awaited->resolved && *awaited->resolved <= moment && *awaited->resolved >= wait->ticks) {
-        backwards.push_back({p, current, name_of(*task),
-                             fmt::format("ran after {} finished", model::task_id_text(awaited->id)), *awaited->resolved,
-                             moment});
+        const std::string awaited_id = model::task_id_text(awaited->id);
+        add_own_time(backwards, p, *task, *awaited->resolved, moment,
+                     {StepState::queued, fmt::format("queued after {} finished", awaited_id),
+                      fmt::format("ran after {} finished", awaited_id), false});
         current = awaited->id;
         moment = *awaited->resolved;
         at_resolution = true;
         continue;
       }
       // Something else released it (a timeout, a cancellation): the task's own time.
-      backwards.push_back({p, current, name_of(*task),
-                           fmt::format("waited on {}, released before it finished", model::task_id_text(wait->awaited)),
-                           wait->ticks, moment});
+      add_own_time(
+          backwards, p, *task, wait->ticks, moment,
+          {StepState::waiting,
+           fmt::format("waited on {}, released before it finished", model::task_id_text(wait->awaited)), "ran", true});
       moment = wait->ticks;
       continue;
     }
@@ -195,25 +267,28 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
       const std::string from = fmt::format("{}{}", arrival->sender != p ? "another process's " : "",
                                            sender ? name_of(*sender) : model::task_id_text(arrival->sender_task));
       const uint64_t arrived = std::min(arrival->receive_ticks, moment);
-      backwards.push_back({p, current, name_of(*task), "ran after a message arrived", arrived, moment});
+      add_own_time(backwards, p, *task, arrived, moment,
+                   {StepState::queued, "queued after a message arrived", "ran after a message arrived", false});
       const uint64_t flight = std::min(in_flight_ticks(processes, p, *arrival), arrived);
-      backwards.push_back(
-          {p, current, name_of(*task), fmt::format("waited for a message from {}", from), arrived - flight, arrived});
+      backwards.push_back({p, current, name_of(*task), StepState::waiting,
+                           fmt::format("waited for a message from {}", from), arrived - flight, arrived});
       if (!sender) break;
       p = arrival->sender;
       current = arrival->sender_task;
       moment = arrival->send_ticks;
       continue;
     }
-    // Split at its first run: before it, the task was pending (queued, or waiting for I/O).
-    const uint64_t first_run = first_run_between(*task, began, moment);
-    if (first_run > began && first_run < moment) {
-      backwards.push_back({p, current, name_of(*task), "ran", first_run, moment});
-      backwards.push_back(
-          {p, current, name_of(*task), "pending since creation (queued or waiting for I/O)", began, first_run});
-    } else {
-      backwards.push_back({p, current, name_of(*task), "ran since creation", began, moment});
-    }
+    // Before its first run, an operation (I/O, a timer) was in flight; any other task was ready
+    // from its creation, so it waited for its turn.
+    const bool operation = task->kind == format::TaskKind::io || task->kind == format::TaskKind::timer;
+    const StepState lead = operation ? StepState::waiting : StepState::queued;
+    const std::string lead_what =
+        operation ? "waiting for its operation (I/O or a timer) since creation" : "queued since creation";
+    if (operation && task->runs.empty())
+      backwards.push_back({p, current, name_of(*task), lead, lead_what, began, moment});
+    else
+      add_own_time(backwards, p, *task, began, moment,
+                   {lead, lead_what, task->runs.empty() ? "ran since creation" : "ran", false});
     moment = began;
     const model::Task* parent = task->parent ? graph.find(task->parent) : nullptr;
     if (!parent || beginning(graph, *parent) > moment) break;

@@ -8,6 +8,18 @@
 // creation, and its creator's path decided when that was. Each step's contribution is the time
 // it covers, so they add up to the chain's length.
 //
+// Each step says in what state the task spent it (StepState): running, queued (ready but not
+// running), waiting (suspended), or blocked. A step of a task's own time (after the task it
+// awaited finished, since its creation, after a message arrived) is split by the task's runs:
+// inside a run it ran; before its first run it was queued (it had been resumed or resolved, or,
+// since creation, it is not an operation), or waiting (an I/O or timer task's operation was in
+// flight); between runs it was waiting (suspended: no wait is recorded there, see
+// docs/tasks.md). After a wait released before its task finished (a timeout, a cancellation), the
+// first gap is that wait's. A gap after the task's last run in the step that ends at its own resolution is
+// counted to that run: the resolution is the run's bookkeeping (recorded just after its end). A
+// task with no runs in the trace keeps one step, `ran`: nothing tells its states apart (but an
+// I/O or timer task, `waiting` for its operation).
+//
 // Across processes (a merged trace, a record run of several processes): a task whose run began
 // by receiving a message (a ReceiveScope: chronicle/context.hpp) was waiting for that message, so
 // the walk goes on in the process and task that sent it, from the moment of the send. Times of
@@ -18,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -26,11 +39,22 @@
 
 namespace chronicle::analysis {
 
+// What a task did during a step of its critical path.
+enum class StepState : uint8_t {
+  ran,      // on CPU, in one of its runs
+  queued,   // resumed or resolved, not yet running (waiting for a pool thread, a loop's turn)
+  waiting,  // suspended: on a task, a message, its operation, or between runs
+  blocked,  // off CPU in a run (scheduler data): not told apart by the walk yet, see stats
+};
+// "ran", "queued", "waiting", "blocked": the word stats and the viewer print.
+std::string_view step_state_name(StepState state);
+
 struct CriticalStep {
   size_t process = 0;  // which of the processes given (0 with one graph)
   model::TaskId task = 0;
   std::string task_name;
-  std::string what;   // "ran after t1.5 finished", "ran since creation", "resolved by t1.4", ...
+  StepState state = StepState::ran;
+  std::string what;   // why: "ran after t1.5 finished", "queued since creation", "resolved by t1.4", ...
   uint64_t from = 0;  // ticks
   uint64_t to = 0;
 };

@@ -147,30 +147,43 @@ docs/performance-log.md#stats-memory-and-the-critical-path.
 resolutions that decided when the task finished, walked back through the task graph, with the time
 each step contributed. From the moment the task finished: if another task resolved it, that task's
 progress decided; else the task's last wait tells what held it up, and the awaited task's own path
-is followed from its end; with no wait left, the task ran (or was pending: queued, waiting for
-I/O) since its creation, and its creator's path decided when that was. The steps add up to the
-chain's length. When a label or name fits several tasks, they are listed on standard error (id,
-lifetime, name) and the longest-lived is taken; give its id to choose another. Time and memory are
-linear in the trace's tasks and the path's steps (a task awaiting 1 M children in turn: 3 M steps
-in 10.6 s and 964 MB).
+is followed from its end; with no wait left, the task was there since its creation, and its
+creator's path decided when that was. The steps add up to the chain's length. Each step's STATE
+("state" in --json) is one word: ran (on CPU, in one of its runs), queued (resumed or resolved,
+not yet running: before its first run after the awaited task finished, a message arrived, or its
+creation), waiting (suspended: on a task, a message, its I/O or timer operation, or between runs
+with no wait recorded), blocked (off CPU in a run: with --sched, each step's "off CPU while it
+ran" line says how long). A task's own time is split by its runs; its resolution recorded just
+after its last run counts to that run (docs/tasks.md, "The critical path"). When a label or name
+fits several tasks, they are listed on standard error (id, lifetime, name) and the longest-lived
+is taken; give its id to choose another. Time and memory are linear in the trace's tasks and the
+path's steps (a task awaiting 1 M children in turn, 3 M steps before they were split by runs:
+10.6 s and 964 MB).
 
 For examples/coroutines.cpp (a request that loads a profile, then orders, which fail once and are
 retried), `chronicle record -o t -- build/examples/coroutines_example` then
 `chronicle stats --critical-path request t` prints:
 
-  Critical path of t1.1 "request": 92.64 ms from 2026-11-22 03:59:03.186088972 to its resolution
-              AT CONTRIBUTED  TASK                                     WHAT
-    +       0 ns      1.8 us  t1.1 request                             pending since creation (queued or waiting for I/O)
-    +     1.8 us      2.1 us  t1.1 request                             ran
-    +     4.0 us      310 ns  t1.2 load profile                        pending since creation (queued or waiting for I/O)
-    +     4.3 us    30.13 ms  t1.2 load profile                        ran
-    +   30.14 ms     2.13 ms  t1.1 request                             ran after t1.2 finished
-    +   32.26 ms      1.6 us  t2.1 load orders                         pending since creation (queued or waiting for I/O)
-    +   32.26 ms    10.26 ms  t2.1 load orders                         ran
-    +   42.52 ms     19.9 us  t1.1 request                             ran after t2.1 finished
-    +   42.54 ms      490 ns  t3.1 load orders (retry)                 pending since creation (queued or waiting for I/O)
-    +   42.54 ms    50.10 ms  t3.1 load orders (retry)                 ran
-    +   92.64 ms      4.2 us  t1.1 request                             ran after t3.1 finished
+  Critical path of t1.1 "request": 92.47 ms from 2026-11-28 15:24:06.779322381 to its resolution
+              AT CONTRIBUTED  TASK                                     STATE   WHAT
+    +       0 ns      1.7 us  t1.1 request                             queued  queued since creation
+    +     1.7 us      3.6 us  t1.1 request                             ran     ran
+    +     5.3 us      531 ns  t1.3 load profile                        queued  queued since creation
+    +     5.8 us      521 ns  t1.3 load profile                        ran     ran
+    +     6.4 us      9.0 us  t1.3 load profile                        waiting suspended between runs (no wait recorded)
+    +    15.4 us    30.08 ms  t1.3 load profile                        ran     ran
+    +   30.10 ms     2.09 ms  t1.1 request                             ran     ran after t1.3 finished
+    +   32.18 ms      1.2 us  t2.1 load orders                         queued  queued since creation
+    +   32.18 ms      601 ns  t2.1 load orders                         ran     ran
+    +   32.18 ms      6.0 us  t2.1 load orders                         waiting suspended between runs (no wait recorded)
+    +   32.19 ms    10.18 ms  t2.1 load orders                         ran     ran
+    +   42.37 ms      621 ns  t1.1 request                             queued  queued after t2.1 finished
+    +   42.37 ms     11.8 us  t1.1 request                             ran     ran after t2.1 finished
+    +   42.38 ms      441 ns  t2.2 load orders (retry)                 queued  queued since creation
+    +   42.38 ms      791 ns  t2.2 load orders (retry)                 ran     ran
+    +   42.38 ms      5.0 us  t2.2 load orders (retry)                 waiting suspended between runs (no wait recorded)
+    +   42.39 ms    50.08 ms  t2.2 load orders (retry)                 ran     ran
+    +   92.47 ms      3.5 us  t1.1 request                             ran     ran after t2.2 finished
 
 --counters answers windows over counter history (average over the last 5 minutes, count since a
 time, average between two points, rate per second) from prefix sums built in one pass, not by

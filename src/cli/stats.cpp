@@ -361,6 +361,7 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
                           {"steps", nlohmann::json::array()}};
     for (const auto& step : path.steps) {
       out["steps"].push_back({{"task", model::task_id_text(step.task)},
+                              {"state", analysis::step_state_name(step.state)},
                               {"what", step.what},
                               {"from_ns", since_start(step.process, step.from)},
                               {"contributed_ns", length(step)}});
@@ -379,16 +380,17 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
              traces[path.start_process].format_time(path.start),
              task->resolved ? "resolution" : "last activity (never resolved)");
   if (several)
-    fmt::print("  {:>12} {:>11}  {:<20} {:<40} {}\n", "AT", "CONTRIBUTED", "PROCESS", "TASK", "WHAT");
+    fmt::print("  {:>12} {:>11}  {:<20} {:<40} {:<7} {}\n", "AT", "CONTRIBUTED", "PROCESS", "TASK", "STATE", "WHAT");
   else
-    fmt::print("  {:>12} {:>11}  {:<40} {}\n", "AT", "CONTRIBUTED", "TASK", "WHAT");
+    fmt::print("  {:>12} {:>11}  {:<40} {:<7} {}\n", "AT", "CONTRIBUTED", "TASK", "STATE", "WHAT");
   for (const auto& step : path.steps) {
     if (several)
-      fmt::print("  +{:>11} {:>11}  {:<20} {:<40} {}\n", duration_text(since_start(step.process, step.from)),
-                 duration_text(length(step)), origin(step.process), step.task_name, step.what);
+      fmt::print("  +{:>11} {:>11}  {:<20} {:<40} {:<7} {}\n", duration_text(since_start(step.process, step.from)),
+                 duration_text(length(step)), origin(step.process), step.task_name,
+                 analysis::step_state_name(step.state), step.what);
     else
-      fmt::print("  +{:>11} {:>11}  {:<40} {}\n", duration_text(since_start(step.process, step.from)),
-                 duration_text(length(step)), step.task_name, step.what);
+      fmt::print("  +{:>11} {:>11}  {:<40} {:<7} {}\n", duration_text(since_start(step.process, step.from)),
+                 duration_text(length(step)), step.task_name, analysis::step_state_name(step.state), step.what);
     if (!with_states) continue;
     const analysis::CpuStateTimes states = off_cpu(step);
     if (states.runnable + states.blocked > 0)

@@ -407,6 +407,7 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   json steps = json::array();
   for (const CriticalStep& step : index.critical_path(task_number)) {
     json ref = task_ref(index, step.task);
+    ref["state"] = analysis::step_state_name(step.state);
     ref["what"] = step.what;
     ref["at"] = step.from;
     ref["contributed"] = step.to - step.from;

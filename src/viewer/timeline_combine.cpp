@@ -264,7 +264,8 @@ std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) con
   }
   for (const analysis::CriticalStep& step : path.steps) {
     const auto index = task_index(step.process, step.task);
-    if (index) steps.push_back({*index, step.what, to_ns(step.process, step.from), to_ns(step.process, step.to)});
+    if (index)
+      steps.push_back({*index, step.state, step.what, to_ns(step.process, step.from), to_ns(step.process, step.to)});
   }
   return steps;
 }

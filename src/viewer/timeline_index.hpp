@@ -309,7 +309,8 @@ struct RangeStats {
 // another process's task, reached by a message.
 struct CriticalStep {
   uint32_t task = 0;
-  std::string what;   // "ran", "ran after t1.5 finished", "resolved by t1.4", ...
+  analysis::StepState state = analysis::StepState::ran;
+  std::string what;   // why: "ran", "queued after t1.5 finished", "resolved by t1.4", ...
   uint64_t from = 0;  // ns on the timeline
   uint64_t to = 0;
 };

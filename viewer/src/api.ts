@@ -71,7 +71,7 @@ export interface TaskDetails extends TaskRef {
   runs: { thread: string; begin: number; end: number; ended: boolean }[]; notes: Note[]; notes_count: number;
   parent: TaskRef | null; children: TaskRef[]; children_count: number; descendants: number;  // in its subtree
   waits_on: TaskRef[]; waited_by: TaskRef[]; resolved_by: TaskRef | null; resolves: TaskRef[];
-  critical_path: { method: string; steps: (TaskRef & { what: string; at: number; contributed: number })[] };
+  critical_path: { method: string; steps: (TaskRef & { state: 'ran' | 'queued' | 'waiting' | 'blocked'; what: string; at: number; contributed: number })[] };
 }
 export interface SpanDetails extends SpanRef {
   kind: 'span'; duration: number; thread: string; fields: Record<string, unknown>;

@@ -264,8 +264,8 @@ export class LocalBackend implements Backend {
     const waitsOn: TaskRef[] = [];
     for (let w = 0; w < f[11].length && waitsOn.length < kMaxListed; w += 2) waitsOn.push(withTime(f[11][w + 1], f[11][w]));
     const children = referrers.children[index];
-    const steps = criticalPath(tasks.facts, tasks.first, tasks.edges, index).map(step =>
-      ({ ...this.taskRef(step.task), what: step.what, at: step.from, contributed: step.to - step.from }));
+    const steps = criticalPath(tasks.facts, tasks.first, tasks.edges, index, task => this.text(tasks.facts[task][1])).map(step =>
+      ({ ...this.taskRef(step.task), state: step.state, what: step.what, at: step.from, contributed: step.to - step.from }));
     return {
       ...this.taskRef(index), group: this.trace.summary.processes?.[this.taskRef(index).process ?? 0]?.group ?? '', kind: 'task', task_kind: this.text(f[1]), name: this.text(line[5]), label: this.text(line[4]),
       created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : line[1], duration: line[1] - line[0],

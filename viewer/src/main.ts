@@ -515,7 +515,8 @@ function showTask(details: TaskDetails) {
     `<h3>Resolved by</h3><p>${taskLink(details.resolved_by)}</p>` +
     `<h3>Resolves</h3>${list(details.resolves.map(c => taskLink(c)))}` +
     `<h3>Critical path</h3><p style="color:#777">${escapeHtml(details.critical_path.method)}</p>` +
-    list(details.critical_path.steps.map((s) => `${(s.contributed / 1e6).toFixed(3)} ms ` + taskLink(s, '', details) + ` ${escapeHtml(s.what)}`)) +
+    list(details.critical_path.steps.map((s) => `${(s.contributed / 1e6).toFixed(3)} ms ` + taskLink(s, '', details) +
+      ` <span class="step-state step-${s.state}">${s.state}</span> ${escapeHtml(s.what)}`)) +
     `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`), details.notes_count)}`;
 }
 
