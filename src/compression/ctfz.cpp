@@ -608,6 +608,10 @@ UnitWriter::UnitWriter(int level) : state_(std::make_unique<State>()) {
   state_->level = level;
   state_->context = ZSTD_createCCtx();
   if (!state_->context) throw std::bad_alloc();
+  // A content checksum in every frame: a damaged unit fails to decode rather than giving back
+  // other bytes that the transform might still accept (a few bytes per unit, one hash pass).
+  ZSTD_CCtx_setParameter(state_->context, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(state_->context, ZSTD_c_checksumFlag, 1);
 }
 
 UnitWriter::~UnitWriter() {
@@ -634,8 +638,8 @@ void UnitWriter::append(std::span<const uint8_t> raw, UnitContent content, uint3
     input = state_->transformed;
   }
   state_->frame.resize(ZSTD_compressBound(input.size()));
-  const size_t size = ZSTD_compressCCtx(state_->context, state_->frame.data(), state_->frame.size(), input.data(),
-                                        input.size(), state_->level);
+  const size_t size =
+      ZSTD_compress2(state_->context, state_->frame.data(), state_->frame.size(), input.data(), input.size());
   if (ZSTD_isError(size)) throw std::runtime_error(fmt::format("zstd: {}", ZSTD_getErrorName(size)));
   entry.frame_size = size;
   put_entry(entry, out);
