@@ -161,15 +161,18 @@ Collector::~Collector() {
 }
 
 void Collector::hand_back_written() {
-  for (uint32_t channel = 0; channel < mapping_.channel_count(); ++channel) {
-    uint64_t written = consumed_[channel];
-    for (const auto& [instance, stream] : streams_)
-      if (const auto held = stream.unit_first_slot.find(channel); held != stream.unit_first_slot.end())
-        written = std::min(written, held->second);
+  // The read position of each channel, held back by the slots pending units still hold: one
+  // pass over the channels and one over what is held, not every stream for every channel.
+  const uint32_t channels = mapping_.channel_count();
+  std::vector<uint64_t> written(consumed_.begin(), consumed_.begin() + channels);
+  for (const auto& [instance, stream] : streams_)
+    for (const auto& [channel, first] : stream.unit_first_slot)
+      if (channel < channels) written[channel] = std::min(written[channel], first);
+  for (uint32_t channel = 0; channel < channels; ++channel) {
     ChannelDescriptor& desc = mapping_.channel(channel);
     // Only this collector stores the count (ring_protocol.md): relaxed to read its own value.
-    if (written > desc.packets_consumed.load(std::memory_order_relaxed))
-      desc.packets_consumed.store(written, std::memory_order_release);
+    if (written[channel] > desc.packets_consumed.load(std::memory_order_relaxed))
+      desc.packets_consumed.store(written[channel], std::memory_order_release);
   }
 }
 
