@@ -74,9 +74,14 @@ void forget_in_forked_child(WriterFile& file) {
 
 void* map_again_without_locks(const WriterFile& file, size_t bytes) {
   if (file.fd < 0) return nullptr;
-  // Opening the descriptor's /proc link makes a new open file description of the same file.
-  const std::string link = "/proc/self/fd/" + std::to_string(file.fd);
-  const int fd = ::open(link.c_str(), O_RDWR | O_CLOEXEC);
+  // Opening the descriptor's /proc link makes a new open file description of the same file. No
+  // allocation: this runs in a forked child, where another thread's malloc lock may be held.
+  char link[32] = "/proc/self/fd/";
+  const size_t prefix = std::strlen(link);
+  const auto written = std::to_chars(link + prefix, link + sizeof link - 1, file.fd);
+  if (written.ec != std::errc()) return nullptr;
+  *written.ptr = '\0';
+  const int fd = ::open(link, O_RDWR | O_CLOEXEC);
   if (fd < 0) return nullptr;
   void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
