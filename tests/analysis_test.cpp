@@ -647,6 +647,61 @@ TEST(CriticalPath, ATaskQueuedAfterItsAwaitedTaskFinishedIsQueuedNotRunning) {
   EXPECT_EQ(steps, expected);
 }
 
+// A root that waits on three children at once (a when_all: three waits recorded in a row); the
+// middle one finishes last. What decided when the root could go on is that child, whichever wait
+// was recorded last.
+model::TaskGraph root_waiting_on_all_of_three() {
+  model::TaskGraphBuilder builder([](uint32_t) { return std::string("step"); });
+  auto add = [&builder](format::EventId type, uint64_t ticks, uint64_t task, uint64_t related) {
+    reader::Event e;
+    e.type = type;
+    e.ticks = ticks;
+    e.thread_id = 1;
+    e.task = task;
+    e.related_task = related;
+    builder.add(e);
+  };
+  using format::EventId;
+  add(EventId::task_create, 0, 1, 0);
+  add(EventId::task_run_begin, 1, 1, 0);
+  for (uint64_t child : {2, 3, 4}) add(EventId::task_create, 2, child, 1);
+  for (uint64_t child : {2, 3, 4}) add(EventId::task_wait, 1 + child, 1, child);  // at 3, 4, 5
+  add(EventId::task_run_end, 6, 1, 0);
+  add(EventId::task_run_begin, 7, 2, 0);
+  add(EventId::task_run_end, 9, 2, 0);
+  add(EventId::task_resolve, 9, 2, 0);
+  add(EventId::task_run_begin, 9, 4, 0);
+  add(EventId::task_run_end, 12, 4, 0);
+  add(EventId::task_resolve, 12, 4, 0);
+  add(EventId::task_run_begin, 12, 3, 0);
+  add(EventId::task_run_end, 20, 3, 0);
+  add(EventId::task_resolve, 20, 3, 0);
+  add(EventId::task_run_begin, 25, 1, 0);
+  add(EventId::task_run_end, 30, 1, 0);
+  add(EventId::task_resolve, 30, 1, 0);
+  return builder.finish();
+}
+
+TEST(CriticalPath, AWaitOnAllGoesThroughTheTaskThatFinishedLast) {
+  const model::TaskGraph graph = root_waiting_on_all_of_three();
+  ASSERT_TRUE(graph.problems().empty()) << graph.problems().front();
+  const analysis::CriticalPath path = analysis::critical_path(graph, 1);
+  using analysis::StepState;
+  const std::string last = model::task_id_text(3);
+  const std::vector<std::tuple<model::TaskId, StepState, std::string, uint64_t, uint64_t>> expected = {
+      {1, StepState::queued, "queued since creation", 0, 1},
+      {1, StepState::ran, "ran", 1, 2},
+      {3, StepState::queued, "queued since creation", 2, 12},
+      {3, StepState::ran, "ran", 12, 20},
+      {1, StepState::queued, "queued after " + last + " finished", 20, 25},
+      {1, StepState::ran, "ran after " + last + " finished", 25, 30},
+  };
+  std::vector<std::tuple<model::TaskId, StepState, std::string, uint64_t, uint64_t>> steps;
+  for (const analysis::CriticalStep& step : path.steps)
+    steps.emplace_back(step.task, step.state, step.what, step.from, step.to);
+  EXPECT_EQ(steps, expected);
+}
+
 // --- the command ------------------------------------------------------------------------------
 
 TEST(StatsCommand, JsonAndTextAgreeWithTheTrace) {

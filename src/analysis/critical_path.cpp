@@ -24,6 +24,32 @@ const TaskSource::Wait* last_wait_before(std::span<const TaskSource::Wait> waits
   return after == waits.begin() ? nullptr : &*(after - 1);
 }
 
+// The wait that decided when `task` went on at `moment`: of the waits of its last suspension
+// before `moment` (those recorded from the beginning of the run in which the last of them was
+// recorded: a when_all records one per child in a row), the one whose task was resolved last,
+// within the wait and no later than `moment`. When none was (a timeout, a cancellation released
+// it), the last wait, which `released` then says.
+struct DecidingWait {
+  const TaskSource::Wait* wait = nullptr;
+  const model::Task* awaited = nullptr;  // resolved in [wait, moment]; nullptr when released
+};
+
+DecidingWait deciding_wait(const TaskSource& graph, const model::Task& task, std::span<const TaskSource::Wait> waits,
+                           uint64_t moment) {
+  const TaskSource::Wait* last = last_wait_before(waits, moment);
+  if (!last) return {};
+  uint64_t suspension_begin = 0;
+  for (const model::RunInterval& run : task.runs)
+    if (run.begin <= last->ticks) suspension_begin = std::max(suspension_begin, run.begin);
+  DecidingWait decided{last, nullptr};
+  for (size_t i = static_cast<size_t>(last - waits.data()) + 1; i-- > 0 && waits[i].ticks >= suspension_begin;) {
+    const model::Task* awaited = graph.find(waits[i].awaited);
+    if (!awaited || !awaited->resolved || *awaited->resolved > moment || *awaited->resolved < waits[i].ticks) continue;
+    if (!decided.awaited || *awaited->resolved > *decided.awaited->resolved) decided = {&waits[i], awaited};
+  }
+  return decided;
+}
+
 }  // namespace
 
 std::string_view step_state_name(StepState state) {
@@ -235,9 +261,8 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
       continue;
     }
     at_resolution = false;
-    if (const TaskSource::Wait* wait = last_wait_before(graph.waits(current), moment)) {
-      const model::Task* awaited = graph.find(wait->awaited);
-      if (awaited && awaited->resolved && *awaited->resolved <= moment && *awaited->resolved >= wait->ticks) {
+    if (const auto [wait, awaited] = deciding_wait(graph, *task, graph.waits(current), moment); wait) {
+      if (awaited) {
         const std::string awaited_id = model::task_id_text(awaited->id);
         add_own_time(backwards, p, *task, *awaited->resolved, moment,
                      {StepState::queued, fmt::format("queued after {} finished", awaited_id),
