@@ -189,6 +189,23 @@ TEST(SamplingProfile, NestedSpansGetTheirOwnTimeAndNoOthers) {
   EXPECT_LT(4 * milliseconds(work, "blocked_ns"), milliseconds(nap, "blocked_ns")) << work.dump();
 }
 
+// A span of a coroutine that awaits tasks on another thread: what those tasks ran, they ran for
+// it, as a function called inside it would have. Its inclusive time holds theirs.
+TEST(SamplingProfile, ASpanHoldsTheCpuOfTheTasksStartedInsideItOnOtherThreads) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sched", "hops 5", trace));
+  const nlohmann::json whole = profile(trace);
+  ASSERT_TRUE(whole.contains("cpu_states")) << whole.dump(1);
+  const nlohmann::json& spans = whole["cpu_states"]["spans"];
+  ASSERT_TRUE(spans.contains("hop/request") && spans.contains("hop/compute")) << spans.dump(1);
+  // Five stretches of 20 ms of a pool thread's own CPU time, inside "hop/compute".
+  EXPECT_GE(milliseconds(spans["hop/compute"], "running_ns"), 95u);
+  EXPECT_GE(spans["hop/request"]["running_ns"].get<uint64_t>(), spans["hop/compute"]["running_ns"].get<uint64_t>())
+      << spans.dump(1);
+}
+
 // Which coroutine burned the CPU: samples go to the task running on the thread.
 TEST(SamplingProfile, SamplesGoToTheTaskRunningOnTheThread) {
   SKIP_WITHOUT_PERF_EVENTS();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_set>
 
 namespace chronicle::analysis {
 namespace {
@@ -25,12 +26,22 @@ class ThreadContexts {
 
   // The pairing's spans are copied: the one a begin returns lives in a stack that moves when it
   // grows, and an end returns another copy of the span it closes. Found again by sequence.
-  void span_begin(const reader::PairedSpan& span) { open_[owner(span)].push_back({span.sequence, span.site_id}); }
+  void span_begin(const reader::PairedSpan& span) {
+    open_[owner(span)].push_back({span.sequence, span.site_id});
+    open_sequences_.insert(span.sequence);
+  }
   void span_end(const reader::PairedSpan& span) {
+    open_sequences_.erase(span.sequence);
     auto& stack = open_[owner(span)];
     const auto found = std::find_if(stack.rbegin(), stack.rend(),
                                     [&](const OpenSpan& open) { return open.sequence == span.sequence; });
     if (found != stack.rend()) stack.erase(std::next(found).base());
+  }
+  // A task created inside spans (of the task or thread creating it, or inherited by that task)
+  // runs for them: the rule of reader/span_pairing.hpp that makes it their child in the exports.
+  void task_created(uint32_t thread, uint64_t task) {
+    std::vector<OpenSpan> spans = open_spans(thread);
+    if (!spans.empty()) inherited_[task] = std::move(spans);
   }
   void run_begin(uint32_t thread, uint64_t task) { running_[thread].push_back(task); }
   void run_end(uint32_t thread, uint64_t task) {
@@ -44,11 +55,18 @@ class ThreadContexts {
     const auto found = running_.find(thread);
     return found == running_.end() || found->second.empty() ? 0 : found->second.back();
   }
-  // The spans open on `thread` now, outermost first: its running task's, or the thread's own.
-  const std::vector<OpenSpan>* open_spans(uint32_t thread) const {
+  // The spans open on `thread` now, outermost first: those its running task inherited from where
+  // it was created and are still open, then the task's own; or the thread's own.
+  std::vector<OpenSpan> open_spans(uint32_t thread) const {
     const uint64_t task = running_task(thread);
-    const auto found = open_.find(task != 0 ? task : (kThreadOwner | thread));
-    return found == open_.end() ? nullptr : &found->second;
+    std::vector<OpenSpan> spans;
+    if (task != 0)
+      if (const auto inherited = inherited_.find(task); inherited != inherited_.end())
+        for (const OpenSpan& span : inherited->second)
+          if (open_sequences_.contains(span.sequence)) spans.push_back(span);
+    if (const auto own = open_.find(task != 0 ? task : (kThreadOwner | thread)); own != open_.end())
+      spans.insert(spans.end(), own->second.begin(), own->second.end());
+    return spans;
   }
   std::string span_label(const OpenSpan* span) const {
     if (!span) return "(no span)";
@@ -72,6 +90,8 @@ class ThreadContexts {
   }
   const reader::Trace& trace_;
   std::unordered_map<uint64_t, std::vector<OpenSpan>> open_;
+  std::unordered_set<uint64_t> open_sequences_;
+  std::unordered_map<uint64_t, std::vector<OpenSpan>> inherited_;  // by task, when not empty
   std::unordered_map<uint32_t, std::vector<uint64_t>> running_;
   std::unordered_map<uint64_t, uint32_t> task_names_;
 };
@@ -97,11 +117,9 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
     const format::CpuState state = found->second.state;
     found->second.since = ticks;
     thread_states_[contexts.thread_label(thread)].add(state, ns);
-    if (const auto* spans = contexts.open_spans(thread)) {
-      std::set<std::string> labels;  // a recursive span counts once
-      for (const OpenSpan& span : *spans) labels.insert(contexts.span_label(&span));
-      for (const std::string& label : labels) span_states_[label].add(state, ns);
-    }
+    std::set<std::string> labels;  // a recursive span counts once
+    for (const OpenSpan& span : contexts.open_spans(thread)) labels.insert(contexts.span_label(&span));
+    for (const std::string& label : labels) span_states_[label].add(state, ns);
     if (const uint64_t task = contexts.running_task(thread)) task_states_[contexts.task_label(task)].add(state, ns);
   };
 
@@ -117,6 +135,7 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
         break;
       case format::EventId::task_create:
         contexts.task_name(event.task, event.name_id);
+        contexts.task_created(event.thread_id, event.task);
         break;
       case format::EventId::task_run_begin:
         settle(event.thread_id, event.ticks);
@@ -145,8 +164,8 @@ SampleProfile::SampleProfile(const reader::Trace& trace, SampleGrouping grouping
         if (grouping == SampleGrouping::by_thread) {
           group = contexts.thread_label(thread);
         } else if (grouping == SampleGrouping::by_span) {
-          const auto* spans = contexts.open_spans(thread);
-          group = contexts.span_label(spans && !spans->empty() ? &spans->back() : nullptr);
+          const std::vector<OpenSpan> spans = contexts.open_spans(thread);
+          group = contexts.span_label(spans.empty() ? nullptr : &spans.back());
         } else {
           group = contexts.task_label(contexts.running_task(thread));
         }

@@ -15,6 +15,9 @@
 //                                    "nest/rest": spans three deep, begun and ended in turns
 //   profile_workload clock ROUNDS    read_clocks() reads CLOCK_MONOTONIC ROUNDS x 1000 times: its
 //                                    samples land in the kernel's vDSO (clock_gettime)
+//   profile_workload hops ROUNDS     coroutine "request", inside span "hop/request", awaits in turn
+//                                    ROUNDS tasks that each hop to a pool thread and spend 20 ms of
+//                                    its CPU time in span "hop/compute"
 //   profile_workload own-handler ROUNDS  cpu ROUNDS with a SIGPROF handler of its own, installed
 //                                    before the session starts: exits 3 unless it is still its
 //                                    handler at the end and no SIGPROF but its own raise() came
@@ -22,6 +25,7 @@
 #include <signal.h>
 #include <unistd.h>
 #include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
 #include <chronicle/task.hpp>
 
 #include <cstdint>
@@ -181,6 +185,22 @@ void late_thread(int milliseconds) {
   late.join();
 }
 
+chronicle::task<void> compute(chronicle::thread_pool& pool) {
+  co_await pool.schedule();
+  CHRONICLE_SPAN("hop", "compute");
+  late_work(20'000'000);
+}
+
+chronicle::task<void> request(chronicle::thread_pool& pool, int rounds) {
+  CHRONICLE_SPAN("hop", "request");
+  for (int round = 0; round < rounds; ++round) co_await compute(pool);
+}
+
+void hops(int rounds) {
+  chronicle::thread_pool pool(1, "hop pool");
+  chronicle::sync_wait(request(pool, rounds));
+}
+
 volatile sig_atomic_t g_own_sigprofs = 0;
 
 void own_sigprof_handler(int) {
@@ -245,6 +265,8 @@ int main(int argc, char** argv) {
     profile_workload::pingpong(rounds);
   } else if (mode == "await") {
     profile_workload::await_sleeper();
+  } else if (mode == "hops") {
+    profile_workload::hops(rounds);
   } else if (mode == "late-thread") {
     profile_workload::late_thread(rounds);
   } else if (mode == "own-handler") {
