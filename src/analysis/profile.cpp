@@ -131,6 +131,7 @@ EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& g
     ThreadAccumulator& thread = *last_thread;
     if (thread.events++ == 0) thread.first = event.ticks;
     thread.last = event.ticks;
+    if (event.type == format::EventId::task_run_begin) thread.runs_tasks = true;
     follow_busy(event, thread, threads);
     switch (event.type) {
       case format::EventId::span_end: {
@@ -190,6 +191,7 @@ FlightWindows flight_windows(const reader::Trace& trace, const model::TaskGraph&
                              const Clock& clock) {
   FlightWindows flight;
   flight.spans_before_window = totals.pairing_problems.unmatched_ends;
+  flight.runs_before_window = graph.runs_before_window();
   for (const model::Task& task : graph.tasks()) {
     if (!task.seen_created) {
       ++flight.tasks_before_window;
@@ -199,9 +201,21 @@ FlightWindows flight_windows(const reader::Trace& trace, const model::TaskGraph&
   }
   for (const auto& [thread_id, accumulator] : totals.threads)
     flight.windows.push_back({thread_id, trace.thread_name(thread_id), clock.ns(totals.last - accumulator.first)});
+  // A thread that runs tasks may have resolved one before its window began: its window's start
+  // bounds what the trace can say of ends. Threads that run none (chronicle's own) resolve none.
+  for (const auto& [thread_id, accumulator] : totals.threads)
+    if (accumulator.runs_tasks) flight.latest_window_start = std::max(flight.latest_window_start, accumulator.first);
   std::sort(flight.windows.begin(), flight.windows.end(),
             [](const auto& a, const auto& b) { return a.seconds_ns < b.seconds_ns; });
   return flight;
+}
+
+// Whether an unresolved task of a flight recording may have ended outside the windows.
+bool cut_by_window(const model::Task& task, const FlightWindows& flight) {
+  if (!task.seen_created) return true;
+  uint64_t last_seen = task.created.value_or(0);
+  for (const model::RunInterval& run : task.runs) last_seen = std::max(last_seen, run.end);
+  return last_seen < flight.latest_window_start;
 }
 
 Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
@@ -293,7 +307,12 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
     KindAccumulator& kind = kinds[std::string(format::task_kind_name(task.kind))];
     ++kind.profile.count;
     if (!task.resolved) {
-      ++kind.profile.unresolved;
+      if (profile.flight && cut_by_window(task, *profile.flight)) {
+        ++kind.profile.cut_by_window;
+        ++profile.flight->tasks_cut;
+      } else {
+        ++kind.profile.unresolved;
+      }
     } else {
       if (task.outcome == format::TaskOutcome::failed) ++kind.profile.failed;
       if (task.outcome == format::TaskOutcome::cancelled) ++kind.profile.cancelled;

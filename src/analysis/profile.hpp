@@ -55,9 +55,10 @@ struct TaskKindProfile {
   uint64_t count = 0;
   uint64_t failed = 0;
   uint64_t cancelled = 0;
-  uint64_t unresolved = 0;
-  Distribution lifetime;  // creation to resolution
-  Distribution run_time;  // time running, over all threads
+  uint64_t unresolved = 0;     // OPEN: unresolved, and a resolution would be in the trace
+  uint64_t cut_by_window = 0;  // a flight recording's: unresolved, but its end may be in a window no longer held
+  Distribution lifetime;       // creation to resolution
+  Distribution run_time;       // time running, over all threads
 };
 
 // One counter series (counter_series.hpp: all call sites and threads of a category and name).
@@ -79,6 +80,12 @@ struct CounterProfile {
 struct FlightWindows {
   uint64_t tasks_before_window = 0;  // known from later events only: their creation is before it
   uint64_t spans_before_window = 0;  // span ends whose begin is before their thread's window
+  uint64_t runs_before_window = 0;   // task run ends whose begin is before their thread's window
+  // Tasks unresolved in the windows whose end may be in a window no longer held: begun before
+  // their thread's window, or last seen before the latest window (of a thread that runs tasks)
+  // began. Not counted OPEN.
+  uint64_t tasks_cut = 0;
+  uint64_t latest_window_start = 0;  // ticks
   struct Window {
     uint32_t thread_id = 0;
     std::string name;

@@ -107,6 +107,7 @@ struct ThreadAccumulator {
   uint64_t events = 0;
   uint64_t first = 0, last = 0;
   BusyClock busy;
+  bool runs_tasks = false;  // a task ran on it (a flight recording's window then bounds task ends)
 };
 
 using SpanKey = std::pair<std::string, std::string>;

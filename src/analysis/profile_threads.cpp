@@ -190,6 +190,7 @@ class ThreadPass {
       if (thread_.events == 0) thread_.first = next.thread_.first;
       thread_.last = next.thread_.last;
       thread_.events += next.thread_.events;
+      thread_.runs_tasks = thread_.runs_tasks || next.thread_.runs_tasks;
     }
     for (const auto& [site, accumulator] : next.spans_) span_accumulator(site).merge(accumulator);
     problems_.out_of_order_ends += next.problems_.out_of_order_ends;
@@ -253,6 +254,7 @@ class ThreadPass {
     last_ = std::max(last_, event.ticks);
     if (thread_.events++ == 0) thread_.first = event.ticks;
     thread_.last = event.ticks;
+    if (event.type == format::EventId::task_run_begin) thread_.runs_tasks = true;
     switch (event.type) {
       case format::EventId::span_begin:
         begin_span<kLaterPiece>(event);

@@ -150,6 +150,7 @@ nlohmann::json profile_json(const analysis::Profile& p) {
                                  {"failed", kind.failed},
                                  {"cancelled", kind.cancelled},
                                  {"unresolved", kind.unresolved},
+                                 {"cut_by_window", kind.cut_by_window},
                                  {"lifetime", distribution_json(kind.lifetime)},
                                  {"run_time", distribution_json(kind.run_time)}});
   if (p.flight) {
@@ -158,6 +159,8 @@ nlohmann::json profile_json(const analysis::Profile& p) {
       windows.push_back({{"thread_id", window.thread_id}, {"name", window.name}, {"length_ns", window.seconds_ns}});
     out["flight_windows"] = {{"tasks_before_window", p.flight->tasks_before_window},
                              {"spans_before_window", p.flight->spans_before_window},
+                             {"runs_before_window", p.flight->runs_before_window},
+                             {"tasks_cut", p.flight->tasks_cut},
                              {"windows", windows}};
   }
   if (const auto cost = tracing_cost(p))
@@ -196,10 +199,12 @@ void print_flight_windows(const analysis::FlightWindows& flight, bool verbose) {
                            duration_text(window.seconds_ns));
   fmt::print(stderr,
              "chronicle: a flight recording: each thread's ring holds its own window, ending at the snapshot.\n"
-             "  {} tasks and {} spans begin before their thread's window; OPEN counts the tasks unresolved in "
-             "the windows (some may have ended in a window no longer held)\n"
+             "  {} tasks, {} task runs and {} spans begin before their thread's window\n"
+             "  {} tasks unresolved in the windows are cut: begun before their thread's window or last seen before "
+             "a window began, their end may be in a window no longer held (not counted OPEN)\n"
              "  windows per thread, shortest first: {}\n",
-             flight.tasks_before_window, flight.spans_before_window, windows);
+             flight.tasks_before_window, flight.runs_before_window, flight.spans_before_window, flight.tasks_cut,
+             windows);
   if (!verbose) {
     if (!flight.details.empty()) fmt::print(stderr, "  (--verbose names each task)\n");
     return;

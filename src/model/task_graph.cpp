@@ -149,6 +149,10 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       auto match =
           std::find_if(running.rbegin(), running.rend(), [&](const Running& open) { return open.task == event.task; });
       if (match == running.rend()) {
+        if (windows_) {
+          ++graph_.runs_before_window_;  // it began before the thread's window
+          break;
+        }
         note_problem(fmt::format("task {} ends a run on thread {} at tick {} that never began",
                                  task_id_text(event.task), event.thread_id, event.ticks));
         break;

@@ -113,6 +113,9 @@ class TaskGraph {
   // Inconsistencies found in the events (unknown tasks, unmatched run ends, wait cycles...),
   // one sentence each. The graph is still whole: the builder never gives up.
   const std::vector<std::string>& problems() const { return problems_; }
+  // A flight recording's (TaskGraphBuilder::expect_windows): run ends whose beginning is before
+  // their thread's window, counted here rather than as problems.
+  uint64_t runs_before_window() const { return runs_before_window_; }
 
   // Per thread, what idle_ticks() answers.
   const std::map<uint32_t, uint64_t>& idle_ticks_by_thread() const { return idle_ticks_; }
@@ -134,6 +137,7 @@ class TaskGraph {
   std::vector<IdleInterval> idle_;
   std::map<uint32_t, uint64_t> idle_ticks_;
   std::vector<std::string> problems_;
+  uint64_t runs_before_window_ = 0;
   uint64_t first_ticks_ = 0;
   uint64_t last_ticks_ = 0;
 };
