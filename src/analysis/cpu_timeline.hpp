@@ -3,7 +3,9 @@
 // a critical path.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +23,29 @@ class CpuTimeline {
   CpuStateTimes between(uint32_t thread, uint64_t from, uint64_t to) const;
   // Each stretch [begin, end) (ticks) of `thread` in one state, in time order, up to its last
   // switch (what follows it is not known); `visit(begin, end, state)`.
+  // The stretches of [from, to) (ticks) of `thread` in one state each, in time order, from its
+  // first switch on (the state after its last switch lasts); `visit(begin, end, state)`.
+  template <typename Visitor>
+  void for_each_stretch_between(uint32_t thread, uint64_t from, uint64_t to, Visitor&& visit) const {
+    const auto found = threads_.find(thread);
+    if (found == threads_.end() || to <= from) return;
+    const std::vector<Change>& changes = found->second;
+    auto at = std::upper_bound(changes.begin(), changes.end(), from,
+                               [](uint64_t ticks, const Change& change) { return ticks < change.ticks; });
+    uint64_t since = from;
+    if (at == changes.begin()) {
+      if (at == changes.end() || at->ticks >= to) return;
+      since = at->ticks;
+      ++at;
+    }
+    format::CpuState state = std::prev(at)->state;
+    for (; at != changes.end() && at->ticks < to; ++at) {
+      if (at->ticks > since) visit(since, at->ticks, state);
+      since = std::max(since, at->ticks);
+      state = at->state;
+    }
+    visit(since, to, state);
+  }
   template <typename Visitor>
   void for_each_stretch(uint32_t thread, Visitor&& visit) const {
     const auto found = threads_.find(thread);

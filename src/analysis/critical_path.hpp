@@ -44,7 +44,7 @@ enum class StepState : uint8_t {
   ran,      // on CPU, in one of its runs
   queued,   // resumed or resolved, not yet running (waiting for a pool thread, a loop's turn)
   waiting,  // suspended: on a task, a message, its operation, or between runs
-  blocked,  // off CPU in a run (scheduler data): not told apart by the walk yet, see stats
+  blocked,  // off CPU in a run (scheduler data: split_runs_by_cpu_state, critical_path_cpu.hpp)
 };
 // "ran", "queued", "waiting", "blocked": the word stats and the viewer print.
 std::string_view step_state_name(StepState state);

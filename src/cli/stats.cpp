@@ -15,6 +15,7 @@
 #include "analysis/counter_windows.hpp"
 #include "analysis/cpu_timeline.hpp"
 #include "analysis/critical_path.hpp"
+#include "analysis/critical_path_cpu.hpp"
 #include "analysis/profile.hpp"
 #include "cli/common.hpp"
 #include "cli/stats_profile.hpp"
@@ -336,7 +337,7 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
   std::vector<analysis::ProcessGraph> processes;
   for (size_t i = 0; i < traces.size(); ++i) processes.push_back({&traces[i], &graphs[i]});
   const analysis::MessageArrivals messages = analysis::MessageArrivals::find(processes);
-  const analysis::CriticalPath path = analysis::critical_path(processes, messages, process, target);
+  analysis::CriticalPath path = analysis::critical_path(processes, messages, process, target);
   const model::Task* task = graph.find(target);
   const int64_t start_ns = traces[path.start_process].to_unix_ns(path.start);
   const int64_t end_ns = trace.to_unix_ns(path.end);
@@ -354,6 +355,17 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
   const bool several = traces.size() > 1;
   std::vector<analysis::CpuTimeline> timelines;
   for (const reader::Trace& each : traces) timelines.emplace_back(each);
+  {
+    std::vector<analysis::GraphTasks> sources;
+    for (const model::TaskGraph& each : graphs) sources.emplace_back(each);
+    std::vector<const analysis::TaskSource*> source_pointers;
+    std::vector<const analysis::CpuTimeline*> timeline_pointers;
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      source_pointers.push_back(&sources[i]);
+      timeline_pointers.push_back(&timelines[i]);
+    }
+    analysis::split_runs_by_cpu_state(path, source_pointers, timeline_pointers);
+  }
   auto off_cpu = [&](const analysis::CriticalStep& step) {
     return step_cpu_states(*graphs[step.process].find(step.task), timelines[step.process], step);
   };
@@ -396,7 +408,9 @@ int print_critical_path(const std::vector<reader::Trace>& traces, const std::vec
     else
       fmt::print("  +{:>11} {:>11}  {:<40} {:<7} {}\n", duration_text(since_start(step.process, step.from)),
                  duration_text(length(step)), step.task_name, analysis::step_state_name(step.state), step.what);
-    if (!with_states) continue;
+    // A step split by the CPU states says its state itself; what is left is time the scheduler
+    // data does not cover.
+    if (!with_states || step.state != analysis::StepState::ran) continue;
     const analysis::CpuStateTimes states = off_cpu(step);
     if (states.runnable + states.blocked > 0)
       fmt::print("  {:>12} {:>11}  off CPU while it ran: {} blocked, {} waiting for a CPU\n", "", "",
