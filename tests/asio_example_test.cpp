@@ -158,6 +158,69 @@ int wait_for_port(const std::string& output, std::chrono::seconds limit) {
   return 0;
 }
 
+// The spans of one OTLP export: traceId, spanId, parentSpanId, name, and whether a link names a
+// remote parent.
+struct OtlpSpanIds {
+  std::string trace, span, parent, name;
+  bool remote_parent_link = false;
+};
+std::vector<OtlpSpanIds> otlp_spans(const std::string& file) {
+  std::ifstream in(file);
+  const nlohmann::json request = nlohmann::json::parse(in);
+  std::vector<OtlpSpanIds> spans;
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) {
+        OtlpSpanIds ids{span["traceId"], span["spanId"], span.value("parentSpanId", ""), span["name"]};
+        for (const auto& link : span.value("links", nlohmann::json::array()))
+          for (const auto& attribute : link.value("attributes", nlohmann::json::array()))
+            ids.remote_parent_link |= attribute["key"] == "chronicle.link";
+        spans.push_back(ids);
+      }
+  return spans;
+}
+
+// Each host exports (or pushes) its own spans: a receive's parent is the sender's span, in the
+// other host's export, as an OpenTelemetry SDK's server span has it, so that a backend that gets
+// both builds one tree (a link alone makes Jaeger show a root per receive).
+TEST(AsioExample, EachHostsOtlpExportParentsAReceiveOnTheSendersSpan) {
+  TemporaryDirectory directory;
+  const std::string server_output = directory / "server.out";
+  FILE* server = popen((kCli + " record -q -o " + (directory / "server") + " -- " + kEchoExample + " --server 0 1 > " +
+                        server_output + " 2>&1")
+                           .c_str(),
+                       "r");
+  ASSERT_NE(server, nullptr);
+  const int port = wait_for_port(server_output, std::chrono::seconds(60));
+  if (port == 0) pclose(server);
+  ASSERT_NE(port, 0) << "the server never said its port";
+  const auto client = run(kCli + " record -q -o " + (directory / "client") + " -- " + kEchoExample +
+                          " --client 127.0.0.1 " + std::to_string(port) + " 1 5");
+  EXPECT_EQ(pclose(server), 0);
+  ASSERT_EQ(client.exit_code, 0) << client.err;
+  for (const char* side : {"client", "server"}) {
+    const auto exported = run(kCli + " export --format otlp -o " + (directory / (std::string(side) + ".json")) + " " +
+                              (directory / side));
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  }
+  const std::vector<OtlpSpanIds> client_spans = otlp_spans(directory / "client.json");
+  const std::vector<OtlpSpanIds> server_spans = otlp_spans(directory / "server.json");
+  std::set<std::pair<std::string, std::string>> sends;  // (trace, span) of every send, both sides
+  for (const auto* spans : {&client_spans, &server_spans})
+    for (const OtlpSpanIds& span : *spans)
+      if (span.name == "send") sends.insert({span.trace, span.span});
+  size_t receives = 0;
+  for (const auto* spans : {&client_spans, &server_spans})
+    for (const OtlpSpanIds& span : *spans) {
+      if (span.name != "receive") continue;
+      ++receives;
+      EXPECT_TRUE(sends.count({span.trace, span.parent}))
+          << "receive " << span.span << " has parent '" << span.parent << "', no send of trace " << span.trace;
+      EXPECT_FALSE(span.remote_parent_link) << "the parent is the parent, not a link";
+    }
+  EXPECT_EQ(receives, 10u) << "five requests, five echoes";
+}
+
 TEST(AsioExample, TheCriticalPathOfAClientReadCrossesIntoTheServerProcess) {
   TemporaryDirectory directory;
   const std::string server_output = directory / "server.out";

@@ -878,11 +878,10 @@ TEST(OtlpLiveTrace, RoundsFollowTheStreamsAcrossChunksAndPastTheOnesRemoved) {
   ASSERT_LT(first + 1, chunks.size()) << "the earliest event is in chunk " << first << " of " << chunks.size();
   exports::OtlpLiveTrace live(trace);
   CountingSink sink;
-  exports::OtlpSentMessages sends;
   const CollectorAt at_first(chunks, first), at_next(chunks, first + 1);
-  live.advance(at_first.complete_below, at_first.committed, sink, sends);
+  live.advance(at_first.complete_below, at_first.committed, sink);
   EXPECT_GT(live.events_read(), 0u);
-  live.advance(at_next.complete_below, at_next.committed, sink, sends);
+  live.advance(at_next.complete_below, at_next.committed, sink);
   uint64_t older = 0;
   for_each_event_in(chunks, 0, first + 1,
                     [&](const reader::Event& event) { older += event.ticks < at_next.complete_below; });
@@ -892,7 +891,7 @@ TEST(OtlpLiveTrace, RoundsFollowTheStreamsAcrossChunksAndPastTheOnesRemoved) {
   for (size_t k = 0; k <= first; ++k) std::filesystem::remove_all(chunks[k]);
   CollectorAt at_the_end(chunks, chunks.size() - 1);
   at_the_end.committed.sizes = whole_files(chunks.back(), at_the_end.committed.writing_chunk + "/").sizes;
-  live.advance(UINT64_MAX, at_the_end.committed, sink, sends);
+  live.advance(UINT64_MAX, at_the_end.committed, sink);
   uint64_t left = 0;
   for_each_event_in(chunks, first + 1, chunks.size(), [&](const reader::Event&) { ++left; });
   EXPECT_EQ(live.events_read(), older + left);
@@ -924,13 +923,12 @@ TEST(OtlpLiveTrace, AnEventWrittenAfterARoundPassedItsTimeIsReadAndCountedLate) 
   write_span_begins(trace, {{1, 10}, {2, 5}, {1, 25}, {1, 35}});
   exports::OtlpLiveTrace live(trace);
   CountingSink sink;
-  exports::OtlpSentMessages sends;
-  live.advance(30, whole_files(trace), sink, sends);
+  live.advance(30, whole_files(trace), sink);
   EXPECT_EQ(live.events_read(), 3u);
   EXPECT_EQ(live.late_events(), 0u);
   // Thread 2's event at 12 comes now, after the round above read everything older than 30.
   write_span_begins(trace, {{1, 10}, {2, 5}, {1, 25}, {1, 35}, {2, 12}, {2, 38}});
-  live.advance(40, whole_files(trace), sink, sends);
+  live.advance(40, whole_files(trace), sink);
   EXPECT_EQ(live.events_read(), 6u);
   EXPECT_EQ(live.late_events(), 1u);
 }

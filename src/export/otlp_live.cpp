@@ -36,33 +36,30 @@ std::map<std::string, uint64_t> OtlpLiveTrace::starts() const {
   return starts;
 }
 
-void OtlpLiveTrace::advance(uint64_t complete_below, const reader::CommittedFiles& committed, OtlpSpanSink& sink,
-                            OtlpSentMessages& sends) {
+void OtlpLiveTrace::advance(uint64_t complete_below, const reader::CommittedFiles& committed, OtlpSpanSink& sink) {
   auto round = std::make_unique<reader::Trace>(directory_, starts(), committed);
-  producer_->begin_round(*round, sink, sends);
-  read_events(*round, complete_below, &sends, nullptr);
+  producer_->begin_round(*round, sink);
+  read_events(*round, complete_below, nullptr);
   read_below_ = std::max(read_below_, complete_below);
   producer_->end_round();
   round_ = std::move(round);
 }
 
-void OtlpLiveTrace::finish(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& all_sends,
-                           ProgressCounter& progress) {
+void OtlpLiveTrace::finish(const reader::Trace& trace, OtlpSpanSink& sink, ProgressCounter& progress) {
   round_.reset();  // its mappings go before the whole trace is read again
   const model::TaskGraph graph = build_task_graph(trace, progress);
   // The rest as the finished trace has it: the events from the positions reached, named with
   // the finished trace's sites (the rest's are the same, as the files are).
   const reader::Trace rest(directory_, starts());
-  producer_->begin_round(trace, sink, all_sends);
-  read_events(rest, std::numeric_limits<uint64_t>::max(), nullptr, &progress);
+  producer_->begin_round(trace, sink);
+  read_events(rest, std::numeric_limits<uint64_t>::max(), &progress);
   producer_->finish(graph);
 }
 
 // The events of `round` older than `complete_below`, merged in time order as
 // Trace::for_each_event merges them (ties: stream order, which is the files' name order in
 // every reading), skipping those earlier rounds read.
-void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_below, OtlpSentMessages* sends,
-                                ProgressCounter* progress) {
+void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_below, ProgressCounter* progress) {
   const size_t streams = round.streams().size();
   std::vector<reader::Trace::StreamCursor> cursors;
   std::vector<reader::Event> current(streams);
@@ -101,8 +98,6 @@ void OtlpLiveTrace::read_events(const reader::Trace& round, uint64_t complete_be
     ++events_read_;
     if (event.ticks < read_below_) ++late_events_;
     if (progress) progress->count();
-    reader::MessageEnd end;
-    if (sends && reader::message_end_of(event, end) && end.send) sends->insert(end.key);
     producer_->follow(event);
     if (cursors[stream].next(current[stream])) heads.push({current[stream].ticks, stream});
   }
@@ -148,7 +143,7 @@ void OtlpLivePush::round() {
   for (const auto& [directory, bounds] : published) {
     if (read_failure_) break;
     try {
-      trace_for(directory).advance(bounds.complete_below, bounds.committed, session_->sink(), sends_);
+      trace_for(directory).advance(bounds.complete_below, bounds.committed, session_->sink());
     } catch (...) {
       read_failure_ = std::current_exception();
     }
@@ -185,15 +180,10 @@ OtlpPushResult OtlpLivePush::finish(const std::vector<reader::Trace>& traces) {
   std::exception_ptr read_failure = read_failure_;
   if (!read_failure) {
     try {
-      OtlpSentMessages all_sends;
-      for (const reader::Trace& trace : traces)
-        reader::for_each_message_end(trace, [&](const reader::MessageEnd& end) {
-          if (end.send) all_sends.insert(end.key);
-        });
       const ExportOptions export_options;
       ProgressCounter progress(export_options);
       for (const reader::Trace& trace : traces)
-        trace_for(directory_key(trace.directory())).finish(trace, session_->sink(), all_sends, progress);
+        trace_for(directory_key(trace.directory())).finish(trace, session_->sink(), progress);
     } catch (...) {
       read_failure = std::current_exception();
     }

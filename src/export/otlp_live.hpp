@@ -45,16 +45,14 @@ class OtlpLiveTrace {
   OtlpLiveTrace& operator=(const OtlpLiveTrace&) = delete;
 
   // Hands `sink` the spans that ended among the events older than `complete_below` (ticks) not
-  // read yet, and adds the sends among them to `sends`. Throws reader::TraceError.
+  // read yet. Throws reader::TraceError.
   // `committed`: what the collector has written whole. A stream is followed from file to file
   // (chunk to chunk): what --max-size removed before a round came to it is not read.
-  void advance(uint64_t complete_below, const reader::CommittedFiles& committed, OtlpSpanSink& sink,
-               OtlpSentMessages& sends);
+  void advance(uint64_t complete_below, const reader::CommittedFiles& committed, OtlpSpanSink& sink);
 
   // The end: the rest of the events (`trace` is this directory, finished), the spans still open,
-  // the receives kept back, then one span per task.
-  void finish(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& all_sends,
-              ProgressCounter& progress);
+  // then one span per task.
+  void finish(const reader::Trace& trace, OtlpSpanSink& sink, ProgressCounter& progress);
 
   uint64_t events_read() const { return events_read_; }
   // Events read after a round had passed their time: they came into the files after the
@@ -70,8 +68,7 @@ class OtlpLiveTrace {
     uint64_t events_read = 0;    // events of that packet already read
   };
   std::map<std::string, uint64_t> starts() const;
-  void read_events(const reader::Trace& trace, uint64_t complete_below, OtlpSentMessages* sends,
-                   ProgressCounter* progress);
+  void read_events(const reader::Trace& trace, uint64_t complete_below, ProgressCounter* progress);
 
   std::string directory_;
   std::map<std::string, Position> positions_;  // by stream: its files' name in every chunk
@@ -114,7 +111,6 @@ class OtlpLivePush {
   const std::chrono::milliseconds interval_;
   std::unique_ptr<OtlpPushSession> session_;
   std::map<std::string, std::unique_ptr<OtlpLiveTrace>> traces_;  // pusher thread only
-  OtlpSentMessages sends_;                                        // pusher thread only
   std::exception_ptr read_failure_;                               // pusher thread only
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -73,8 +73,6 @@ class AttributeList {
   size_t used_ = 0;
 };
 
-using SentMessages = OtlpSentMessages;
-
 OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
   OtlpTraceId bytes{};
   for (int i = 0; i < 8; ++i) {
@@ -87,10 +85,10 @@ OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
 class OtlpSpanProducer {
  public:
   OtlpSpanProducer() = default;
-  OtlpSpanProducer(OtlpSpanSink& sink, const SentMessages& sent) : sink_(&sink), sent_(&sent) {}
+  explicit OtlpSpanProducer(OtlpSpanSink& sink) : sink_(&sink) {}
 
   void produce_trace(const reader::Trace& trace, const model::TaskGraph& graph, ProgressCounter& progress) {
-    begin_round(trace, *sink_, *sent_);
+    begin_round(trace, *sink_);
     trace.for_each_event(*pairing_, [&](const reader::Event& event) {
       progress.count();
       on_event(event);
@@ -100,10 +98,8 @@ class OtlpSpanProducer {
   }
 
   // A trace read in rounds: each round goes on with the pairing and the open spans of the last.
-  // A receive whose send is not among `sent` yet is kept back for finish() rather than guessed.
-  void begin_round(const reader::Trace& trace, OtlpSpanSink& sink, const SentMessages& sent) {
+  void begin_round(const reader::Trace& trace, OtlpSpanSink& sink) {
     sink_ = &sink;
-    sent_ = &sent;
     trace_ = &trace;
     // Trace ids, span ids and parents come from the reader's one rule (reader::SpanPairing).
     if (pairing_)
@@ -112,7 +108,6 @@ class OtlpSpanProducer {
       pairing_.emplace(trace);
     produce_resource();
   }
-  void keep_back_unknown_receives() { keep_back_receives_ = true; }
 
   // An event of the round, in time order: paired as Trace::for_each_event pairs it.
   void follow(reader::Event& event) {
@@ -126,15 +121,11 @@ class OtlpSpanProducer {
   }
   void end_round() { sink_->end_resource(); }
 
-  // The end of the trace (`graph` is its whole task graph): what is still open, the receives
-  // kept back, one span per task.
+  // The end of the trace (`graph` is its whole task graph): what is still open, one span per task.
   void finish(const model::TaskGraph& graph) {
     graph_ = &graph;
     for (const reader::PairedSpan& span : pairing_->close_all(graph_->last_ticks())) close(span);
     for (const reader::PairedSpan& span : pairing_->close_all_receives(graph_->last_ticks())) close(span);
-    keep_back_receives_ = false;
-    for (const auto& [span, events] : kept_back_) produce_thread_span(span, events);
-    kept_back_.clear();
     produce_task_spans();
     sink_->end_resource();
     pairing_.reset();
@@ -172,10 +163,6 @@ class OtlpSpanProducer {
 
   // A receive's parent is the send in the other process: only when the export holds it (a merged
   // trace, or several processes of one run); otherwise a link names it, so no parent dangles.
-  bool sender_in_export(const reader::PairedSpan& receive) const {
-    return sent_->count({receive.trace_high, receive.trace_low, receive.parent_span_id}) != 0;
-  }
-
   int thread_span_kind(const reader::PairedSpan& span) const {
     return span.role == reader::SpanRole::send      ? kSpanKindClient
            : span.role == reader::SpanRole::receive ? kSpanKindServer
@@ -224,17 +211,10 @@ class OtlpSpanProducer {
                              : span.role == reader::SpanRole::receive ? "receive"
                              : site                                   ? site->name
                                                                       : fmt::format("#{}", span.site_id);
-    const bool remote_parent = span.role == reader::SpanRole::receive && !sender_in_export(span);
-    OtlpSpan& out =
-        open_span(trace_id_bytes(span.trace_high, span.trace_low), span.span_id,
-                  remote_parent ? 0 : span.parent_span_id, name, thread_span_kind(span), span.begin, span.end, false);
-    if (remote_parent && span.parent_span_id != 0) {
-      OtlpLink& link = out.links.emplace_back();
-      link.trace_id = out.trace_id;
-      link.span_id = span.parent_span_id;
-      AttributeList attributes(link.attributes);
-      attributes.add("chronicle.link", "remote_parent");
-    }
+    // A receive's parent is the sender's span, in this export or another host's (as an
+    // OpenTelemetry SDK's server span has it): a backend that gets both builds one tree.
+    OtlpSpan& out = open_span(trace_id_bytes(span.trace_high, span.trace_low), span.span_id, span.parent_span_id, name,
+                              thread_span_kind(span), span.begin, span.end, false);
     {
       AttributeList attributes(out.attributes);
       if (site && !message) attributes.add("chronicle.category", site->category);
@@ -255,11 +235,7 @@ class OtlpSpanProducer {
 
   void close(const reader::PairedSpan& span) {
     const auto events = events_of_.find(span.sequence);
-    if (keep_back_receives_ && span.role == reader::SpanRole::receive && !sender_in_export(span)) {
-      kept_back_.emplace_back(span, events != events_of_.end() ? std::move(events->second) : EventList{});
-    } else {
-      produce_thread_span(span, events != events_of_.end() ? events->second : EventList{});
-    }
+    produce_thread_span(span, events != events_of_.end() ? events->second : EventList{});
     if (events != events_of_.end()) events_of_.erase(events);
   }
 
@@ -336,14 +312,11 @@ class OtlpSpanProducer {
   }
 
   OtlpSpanSink* sink_ = nullptr;
-  const SentMessages* sent_ = nullptr;
   const reader::Trace* trace_ = nullptr;
   const model::TaskGraph* graph_ = nullptr;
   std::optional<reader::SpanPairing> pairing_;
   std::map<uint64_t, EventList> events_of_;  // the events recorded inside the open spans, by span sequence
   std::map<model::TaskId, EventList> task_events_;
-  bool keep_back_receives_ = false;
-  std::vector<std::pair<reader::PairedSpan, EventList>> kept_back_;
   OtlpSpan span_;  // reused for every span
 };
 
@@ -353,13 +326,11 @@ struct OtlpLiveSpanProducer::State {
   OtlpSpanProducer producer;
 };
 
-OtlpLiveSpanProducer::OtlpLiveSpanProducer() : state_(std::make_unique<State>()) {
-  state_->producer.keep_back_unknown_receives();
-}
+OtlpLiveSpanProducer::OtlpLiveSpanProducer() : state_(std::make_unique<State>()) {}
 OtlpLiveSpanProducer::~OtlpLiveSpanProducer() = default;
 
-void OtlpLiveSpanProducer::begin_round(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& sent) {
-  state_->producer.begin_round(trace, sink, sent);
+void OtlpLiveSpanProducer::begin_round(const reader::Trace& trace, OtlpSpanSink& sink) {
+  state_->producer.begin_round(trace, sink);
 }
 void OtlpLiveSpanProducer::follow(reader::Event& event) {
   state_->producer.follow(event);
@@ -372,12 +343,7 @@ void OtlpLiveSpanProducer::finish(const model::TaskGraph& graph) {
 }
 
 void produce_otlp_spans(const std::vector<reader::Trace>& traces, OtlpSpanSink& sink, ProgressCounter& progress) {
-  SentMessages sent;
-  for (const reader::Trace& trace : traces)
-    reader::for_each_message_end(trace, [&](const reader::MessageEnd& end) {
-      if (end.send) sent.insert(end.key);
-    });
-  OtlpSpanProducer producer(sink, sent);
+  OtlpSpanProducer producer(sink);
   for (const reader::Trace& trace : traces) {
     const model::TaskGraph graph = build_task_graph(trace, progress);
     producer.produce_trace(trace, graph, progress);

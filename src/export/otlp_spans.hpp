@@ -83,24 +83,19 @@ class OtlpSpanSink {
 // and whatever the sink throws.
 void produce_otlp_spans(const std::vector<reader::Trace>& traces, OtlpSpanSink& sink, ProgressCounter& progress);
 
-// The messages sent in the traces of an export: a receive whose send is among them has that
-// send's span as its parent; otherwise a link names it, so that no parent dangles.
-using OtlpSentMessages = std::unordered_set<reader::MessageKey, reader::MessageKeyHash>;
-
 // The same rules for a trace read in rounds while it is written (otlp_live.hpp): each round
 // hands out the spans that ended in it; the pairing and the open spans carry on to the next.
-// Receives whose send is not among the sends known in their round wait for finish().
 class OtlpLiveSpanProducer {
  public:
   OtlpLiveSpanProducer();
   ~OtlpLiveSpanProducer();
   // A round over `trace` (the directory read again, or the finished trace for the last round).
-  void begin_round(const reader::Trace& trace, OtlpSpanSink& sink, const OtlpSentMessages& sent);
+  void begin_round(const reader::Trace& trace, OtlpSpanSink& sink);
   // The round's events in time order; pairs each as Trace::for_each_event does.
   void follow(reader::Event& event);
   void end_round();
-  // Instead of end_round() after the last round: what is still open, the receives kept back,
-  // then one span per task of `graph` (the finished trace's).
+  // Instead of end_round() after the last round: what is still open, then one span per task of
+  // `graph` (the finished trace's).
   void finish(const model::TaskGraph& graph);
 
  private:
