@@ -298,6 +298,7 @@ int main(int argc, char** argv) {
 
   asio::io_context network;
   Server server(network, service, in_flight);
+  const unsigned short port = server.port();  // read before the network thread uses the acceptor
   std::thread network_thread([&] {
     chronicle::set_thread_name("network");
     network.run();
@@ -309,7 +310,7 @@ int main(int argc, char** argv) {
     client_threads.emplace_back([&, c] {
       chronicle::set_thread_name("client-" + std::to_string(c));
       for (int id = next++; id < requests; id = next++) {
-        const std::string reply = ask(server.port(), id);
+        const std::string reply = ask(port, id);
         (reply.starts_with("ok ") ? ok : reply == "timeout" ? timed_out : unavailable)++;
       }
     });
