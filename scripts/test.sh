@@ -5,6 +5,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh || exit 1
 failed=0
+# A real Jaeger v2 for tests/jaeger_test.cpp, built once from the Go module proxy into a cache
+# directory later runs reuse (10 to 20 minutes the first time on 2 cores; tests/peers/jaeger).
+echo "=== Jaeger (tests/peers/jaeger/build.sh)"
+bash tests/peers/jaeger/build.sh || echo "chronicle: no Jaeger: its tests will skip and say why"
 # Every C++ file as clang-format (Debian's, .clang-format) writes it; bench/lttng_tp.h is LTTng's
 # tracepoint-provider macro layout and stays as LTTng documents it.
 echo "=== clang-format"

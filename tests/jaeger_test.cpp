@@ -1,0 +1,174 @@
+// chronicle's spans in a real Jaeger: Jaeger v2 (tests/peers/jaeger: built from the Go module
+// proxy by build.sh, which scripts/install-deps.sh runs; in-memory storage), started on loopback
+// ports for the test. The quote service example is recorded with `record --otlp-endpoint`, and
+// Jaeger's HTTP query API must then hold one trace per request, with everything the request
+// started in it: what a user who sends chronicle's spans to the Jaeger they run sees.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using test::run;
+using test::TemporaryDirectory;
+
+const std::string kCli = CHRONICLE_CLI;
+
+// A free loopback port now (the system's choice); Jaeger binds it a moment later.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Jaeger for one test: started by the constructor, stopped (SIGTERM, then waited for) by the
+// destructor. `binary` empty: it is not built here, and ready() says why.
+class Jaeger {
+ public:
+  Jaeger() {
+    binary_ = run("bash " JAEGER_DIR "/build.sh --path").out;
+    while (!binary_.empty() && binary_.back() == '\n') binary_.pop_back();
+    if (binary_.empty() || access(binary_.c_str(), X_OK) != 0) {
+      why_ = "no Jaeger at '" + binary_ + "': tests/peers/jaeger/build.sh builds it (scripts/install-deps.sh runs it)";
+      return;
+    }
+    otlp_port_ = free_port();
+    query_port_ = free_port();
+    const int grpc_port = free_port();
+    const std::string log = directory_ / "jaeger.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      setenv("JAEGER_OTLP_HTTP", ("127.0.0.1:" + std::to_string(otlp_port_)).c_str(), 1);
+      setenv("JAEGER_QUERY_HTTP", ("127.0.0.1:" + std::to_string(query_port_)).c_str(), 1);
+      setenv("JAEGER_QUERY_GRPC", ("127.0.0.1:" + std::to_string(grpc_port)).c_str(), 1);
+      if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
+      execl(binary_.c_str(), binary_.c_str(), "--config", "file:" JAEGER_DIR "/config.yaml", nullptr);
+      _exit(127);
+    }
+    // Ready once its query API answers (a generous limit: a loaded machine starts it slowly).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < until) {
+      if (get("/api/services").has_value()) return;
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    why_ = "Jaeger did not start; its log: " + run("cat " + log).out;
+  }
+  ~Jaeger() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Jaeger(const Jaeger&) = delete;
+  Jaeger& operator=(const Jaeger&) = delete;
+
+  const std::string& why_not_ready() const { return why_; }
+  std::string otlp_endpoint() const { return "http://127.0.0.1:" + std::to_string(otlp_port_); }
+  std::optional<nlohmann::json> get(const std::string& path) const {
+    httplib::Client client("127.0.0.1", query_port_);
+    client.set_connection_timeout(2);
+    const auto response = client.Get(path);
+    if (!response || response->status != 200) return std::nullopt;
+    return nlohmann::json::parse(response->body, nullptr, false);
+  }
+
+ private:
+  TemporaryDirectory directory_;
+  std::string binary_, why_;
+  int otlp_port_ = 0, query_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// Each trace Jaeger holds for `service`: span names, and the request spans ("request N") in it.
+struct JaegerTrace {
+  std::multiset<std::string> names;
+  std::vector<std::string> requests;
+};
+std::vector<JaegerTrace> traces_of(const nlohmann::json& answer) {
+  std::vector<JaegerTrace> traces;
+  for (const auto& trace : answer["data"]) {
+    JaegerTrace& out = traces.emplace_back();
+    for (const auto& span : trace["spans"]) {
+      const std::string name = span["operationName"];
+      out.names.insert(name);
+      if (name.starts_with("request ")) out.requests.push_back(name);
+    }
+  }
+  return traces;
+}
+
+TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarted) {
+  const Jaeger jaeger;
+  if (!jaeger.why_not_ready().empty()) GTEST_SKIP() << jaeger.why_not_ready();
+  TemporaryDirectory directory;
+  const auto recorded = run(kCli + " record -q --otlp-endpoint " + jaeger.otlp_endpoint() + " -o " +
+                            (directory / "trace") + " -- " + QUOTE_EXAMPLE + " 40 4");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  // Jaeger stores what it received asynchronously: wait for the 40 requests, generously.
+  std::vector<JaegerTrace> traces;
+  size_t requests = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    if (const auto answer = jaeger.get("/api/traces?service=quote_example&limit=10000")) {
+      traces = traces_of(*answer);
+      requests = 0;
+      for (const JaegerTrace& trace : traces) requests += trace.requests.size();
+      if (requests >= 40) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(requests, 40u);
+  // What each request started, under it in its trace: its tasks, its spans, the client's send and
+  // the server's receive of its traceparent, and the reply's write.
+  const std::multiset<std::string> per_request = {"send",
+                                                  "receive",
+                                                  "handle request",
+                                                  "quote",
+                                                  "chronicle::when_all",
+                                                  "load_user",
+                                                  "user cache",
+                                                  "wait for user cache lock",
+                                                  "chronicle::with_timeout",
+                                                  "load_price_list",
+                                                  "pricing call",
+                                                  "timeout",
+                                                  "check_stock",
+                                                  "stock call",
+                                                  "audit record",
+                                                  "socket.async_send in async_write"};
+  size_t request_traces = 0;
+  for (const JaegerTrace& trace : traces) {
+    if (trace.requests.empty()) continue;
+    ++request_traces;
+    ASSERT_EQ(trace.requests.size(), 1u) << "two requests in one trace";
+    std::multiset<std::string> names = trace.names;
+    names.erase(trace.requests.front());
+    EXPECT_EQ(names, per_request) << trace.requests.front();
+  }
+  EXPECT_EQ(request_traces, 40u);
+}
+
+}  // namespace
+}  // namespace chronicle
