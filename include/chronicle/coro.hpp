@@ -180,6 +180,12 @@ class TaskPromiseBase {
     bool open_ = true;
   };
 
+  // Whether work started in an awaiter's await_suspend has anything to take from this task: its
+  // id (traced) or its trace context (carried with or without a session).
+  bool has_work_to_carry() const {
+    return id_ != 0 || context_.set;
+  }
+
   // This task awaits `child`, which starts now on this thread: the wait, this run's end and
   // the child's run's beginning are one instant.
   void hand_over_to(TaskPromiseBase& child) {
@@ -364,7 +370,7 @@ class TracedAwaiter {
 #else
       return inner_.await_suspend(handle);
 #endif
-    } else {
+    } else if (promise_.has_work_to_carry()) {
       TaskPromiseBase::Suspension suspension(promise_);
 #if CHRONICLE_CORO_EXCEPTIONS
       try {
@@ -372,6 +378,18 @@ class TracedAwaiter {
       } catch (...) {
         suspension.close();
         promise_.begin_run();
+        throw;
+      }
+#else
+      return inner_.await_suspend(handle);
+#endif
+    } else {
+      promise_.end_run();  // nothing to record or carry: the cost of an untraced co_await as it was
+#if CHRONICLE_CORO_EXCEPTIONS
+      try {
+        return inner_.await_suspend(handle);
+      } catch (...) {
+        promise_.begin_run();  // still running here: the exception goes on in the coroutine
         throw;
       }
 #else
