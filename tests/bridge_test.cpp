@@ -7,6 +7,7 @@
 
 #include <asio.hpp>
 #include <chronicle/chronicle.hpp>
+#include <chronicle/context.hpp>
 #include <chronicle/coro.hpp>
 #include <condition_variable>
 #include <coroutine>
@@ -163,6 +164,40 @@ TEST(Bridge, AsioWorkStartedInAwaitSuspendIsTheAwaitingTasksAndItWaitsOnIt) {
   EXPECT_TRUE(has("io_context.execute: queued")) << testing::PrintToString(states);
   EXPECT_TRUE(has("deadline_timer.async_wait: waiting")) << testing::PrintToString(states);
   EXPECT_FALSE(says_suspended_between_runs(path)) << testing::PrintToString(states);
+}
+
+// The trace context goes with the work too: a handler posted in await_suspend continues the
+// awaiting coroutine's trace, with a session and with none (contexts propagate regardless).
+task<TraceContext> context_seen_by_a_posted_handler(thread_pool& pool, asio::io_context& io) {
+  co_await pool.schedule();  // nothing is in scope on a pool thread but the coroutine's own
+  TraceContext seen;
+  struct PostAndLook {
+    asio::io_context& io;
+    TraceContext& seen;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> coroutine) const {
+      asio::post(io, [coroutine, &seen = seen] {
+        seen = current_context();
+        coroutine.resume();
+      });
+    }
+    void await_resume() const noexcept {}
+  };
+  co_await PostAndLook{io, seen};
+  co_return seen;
+}
+
+TEST(Bridge, AHandlerPostedInAwaitSuspendContinuesTheCoroutinesTrace) {
+  const TraceContext request = TraceContext::new_trace();
+  thread_pool pool(1);
+  IoThread io;
+  task<TraceContext> work = [&] {
+    ReceiveScope scope(request.traceparent());  // the coroutine is made inside the request's trace
+    return context_seen_by_a_posted_handler(pool, io.io);
+  }();
+  const TraceContext seen = sync_wait(std::move(work));
+  EXPECT_TRUE(seen.valid()) << "the handler ran with no context";
+  EXPECT_EQ(seen.trace_id, request.trace_id);
 }
 
 // --- a user's own executor: chronicle::resumption ----------------------------------------------
