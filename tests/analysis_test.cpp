@@ -336,10 +336,13 @@ TEST(CriticalPath, FollowsTheWaitsThatDecidedWhenTheTaskFinished) {
   analysis::profile_trace(trace, &graph);
   const model::TaskId target = analysis::find_task(graph, "request");
   const analysis::CriticalPath path = analysis::critical_path(graph, target);
-  // request ran, waited for "first step", ran, waited for "second step", ran to its end.
+  // request ran, waited for "first step", ran, waited for "second step", ran to its end; each
+  // step waited in the pool's queue for its hop (thread_pool.schedule) before it ran.
   std::vector<std::string> names;
   for (const auto& step : path.steps) names.push_back(graph.find(step.task)->display_name());
-  const std::vector<std::string> expected_order = {"request", "first step", "request", "second step", "request"};
+  const std::vector<std::string> expected_order = {"request", "first step",  "thread_pool.schedule", "first step",
+                                                   "request", "second step", "thread_pool.schedule", "second step",
+                                                   "request"};
   std::vector<std::string> collapsed;
   for (const auto& name : names)
     if (collapsed.empty() || collapsed.back() != name) collapsed.push_back(name);
@@ -420,7 +423,10 @@ TEST(SyncWait, ATaskBlockedInSyncWaitWaitsOnTheAwaitedTask) {
   const model::Task* leaf = only_task_named(graph, "leaf");
   ASSERT_TRUE(waiter && leaf);
   EXPECT_EQ(leaf->parent, waiter->id);
-  EXPECT_EQ(waiter->waits_on, std::vector<model::TaskId>{leaf->id});
+  // The waiter waits on its hop to the pool (thread_pool.schedule), then on the leaf.
+  ASSERT_EQ(waiter->waits_on.size(), 2u);
+  EXPECT_EQ(graph.find(waiter->waits_on[0])->name, "thread_pool.schedule");
+  EXPECT_EQ(waiter->waits_on[1], leaf->id);
   size_t wait_edges = 0;
   for (const auto& edge : graph.edges())
     wait_edges += edge.kind == model::EdgeKind::waits_on && edge.from == waiter->id && edge.to == leaf->id;
@@ -433,7 +439,8 @@ TEST(SyncWait, ATaskBlockedInSyncWaitWaitsOnTheAwaitedTask) {
 
   // The waiter's path goes through the leaf's run: it did not "run" while it was blocked.
   const analysis::CriticalPath path = analysis::critical_path(graph, waiter->id);
-  EXPECT_EQ(path_names(graph, path), (std::vector<std::string>{"waiter", "leaf", "waiter"}));
+  EXPECT_EQ(path_names(graph, path), (std::vector<std::string>{"waiter", "thread_pool.schedule", "waiter", "leaf",
+                                                               "thread_pool.schedule", "leaf", "waiter"}));
   bool leaf_ran = false;
   for (const auto& step : path.steps) {
     if (step.task == leaf->id && step.what == "ran") leaf_ran = true;
@@ -462,7 +469,7 @@ TEST(SyncWait, AThreadOutsideAnyTaskWaitsThroughATaskForTheCall) {
   const model::Task* leaf = only_task_named(graph, "leaf");
   const model::Task* call = only_task_named(graph, "sync_wait");
   ASSERT_TRUE(leaf && call);
-  EXPECT_EQ(graph.tasks().size(), 2u);
+  EXPECT_EQ(graph.tasks().size(), 3u);  // and the leaf's hop to the pool, thread_pool.schedule
   EXPECT_EQ(call->waits_on, std::vector<model::TaskId>{leaf->id});
   ASSERT_TRUE(call->resolved && leaf->resolved);
   EXPECT_EQ(call->outcome, format::TaskOutcome::ok);
@@ -471,7 +478,7 @@ TEST(SyncWait, AThreadOutsideAnyTaskWaitsThroughATaskForTheCall) {
   EXPECT_EQ(call->runs[0].thread_id, leaf->runs.front().thread_id) << "the leaf starts on the calling thread";
 
   const analysis::CriticalPath path = analysis::critical_path(graph, call->id);
-  EXPECT_EQ(path_names(graph, path), (std::vector<std::string>{"leaf", "sync_wait"}));
+  EXPECT_EQ(path_names(graph, path), (std::vector<std::string>{"leaf", "thread_pool.schedule", "leaf", "sync_wait"}));
   ASSERT_FALSE(path.steps.empty());
   EXPECT_EQ(path.steps.back().what, "ran after " + model::task_id_text(leaf->id) + " finished");
 }

@@ -81,6 +81,11 @@ model::TaskGraph record(Body&& body) {
 
 // --- the tasks the tests combine -----------------------------------------------------------------
 
+// Each `co_await pool.schedule()` is a task "thread_pool.schedule" (resolved by no task, as a pool
+// thread takes it), each `pool.sleep_for` a timer "thread_pool.sleep_for" (cancelled by no task
+// here): created by the task that awaits it, which waits on it (tests/bridge_test.cpp). The
+// graphs below list them with the rest.
+
 task<int> value_on_pool(thread_pool& pool, int value) {
   co_await pool.schedule();
   co_return value;
@@ -125,6 +130,9 @@ TEST(WhenAll, WaitsOnEachTaskAndGivesTheirResults) {
                                        "one: ok by self",
                                        "two: ok by self",
                                        "three: ok by self",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on fan_out",
@@ -136,6 +144,12 @@ TEST(WhenAll, WaitsOnEachTaskAndGivesTheirResults) {
                                        "chronicle::when_all waits-on one",
                                        "chronicle::when_all waits-on two",
                                        "chronicle::when_all waits-on three",
+                                       "thread_pool.schedule created-by one",
+                                       "thread_pool.schedule created-by two",
+                                       "thread_pool.schedule created-by three",
+                                       "one waits-on thread_pool.schedule",
+                                       "two waits-on thread_pool.schedule",
+                                       "three waits-on thread_pool.schedule",
                                    }));
 }
 
@@ -159,6 +173,9 @@ TEST(WhenAll, AFailureCancelsTheOthersAndIsRethrownOnceAllHaveEnded) {
                                        "sleeper: cancelled \"cancelled\" by failing",
                                        "failing: failed \"disk on fire\" by self",
                                        "fine: ok by self",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.sleep_for: cancelled by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on caller",
@@ -171,6 +188,12 @@ TEST(WhenAll, AFailureCancelsTheOthersAndIsRethrownOnceAllHaveEnded) {
                                        "chronicle::when_all waits-on failing",
                                        "chronicle::when_all waits-on fine",
                                        "sleeper resolved-by failing",
+                                       "thread_pool.schedule created-by failing",
+                                       "thread_pool.schedule created-by fine",
+                                       "failing waits-on thread_pool.schedule",
+                                       "fine waits-on thread_pool.schedule",
+                                       "thread_pool.sleep_for created-by sleeper",
+                                       "sleeper waits-on thread_pool.sleep_for",
                                    }));
 }
 
@@ -192,6 +215,9 @@ TEST(WhenAll, OfAVectorGivesTheResultsInOrder) {
                                        "part: ok by self",
                                        "part: ok by self",
                                        "part: ok by self",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on caller",
@@ -203,6 +229,12 @@ TEST(WhenAll, OfAVectorGivesTheResultsInOrder) {
                                        "chronicle::when_all waits-on part",
                                        "chronicle::when_all waits-on part",
                                        "chronicle::when_all waits-on part",
+                                       "thread_pool.schedule created-by part",
+                                       "thread_pool.schedule created-by part",
+                                       "thread_pool.schedule created-by part",
+                                       "part waits-on thread_pool.schedule",
+                                       "part waits-on thread_pool.schedule",
+                                       "part waits-on thread_pool.schedule",
                                    }));
 }
 
@@ -226,6 +258,8 @@ TEST(WhenAny, TheFirstToEndWinsAndTheOthersAndTheirChildrenAreCancelled) {
                                        "loser: cancelled \"cancelled\" by winner",
                                        // Cancelled through its parent's stop token.
                                        "grandchild: cancelled \"cancelled\" by self",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.sleep_for: cancelled by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on caller",
@@ -238,6 +272,10 @@ TEST(WhenAny, TheFirstToEndWinsAndTheOthersAndTheirChildrenAreCancelled) {
                                        "grandchild created-by loser",
                                        "loser waits-on grandchild",
                                        "loser resolved-by winner",
+                                       "thread_pool.schedule created-by winner",
+                                       "winner waits-on thread_pool.schedule",
+                                       "thread_pool.sleep_for created-by grandchild",
+                                       "grandchild waits-on thread_pool.sleep_for",
                                    }));
 }
 
@@ -261,6 +299,7 @@ TEST(WithTimeout, WhenTheDeadlinePassesFirstTheTaskIsCancelledByTheTimer) {
                                        "chronicle::with_timeout: failed \"timed out\" by self",
                                        "timeout: ok by self",
                                        "slow: cancelled \"cancelled\" by timeout",
+                                       "thread_pool.sleep_for: cancelled by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on caller",
@@ -271,6 +310,8 @@ TEST(WithTimeout, WhenTheDeadlinePassesFirstTheTaskIsCancelledByTheTimer) {
                                        "chronicle::with_timeout waits-on timeout",
                                        "chronicle::with_timeout waits-on slow",
                                        "slow resolved-by timeout",
+                                       "thread_pool.sleep_for created-by slow",
+                                       "slow waits-on thread_pool.sleep_for",
                                    }));
 }
 
@@ -287,6 +328,7 @@ TEST(WithTimeout, WhenTheTaskEndsFirstTheTimerIsCancelled) {
                                        "chronicle::with_timeout: ok by self",
                                        "timeout: cancelled by chronicle::with_timeout",
                                        "quick: ok by self",
+                                       "thread_pool.schedule: ok by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on caller",
@@ -297,6 +339,8 @@ TEST(WithTimeout, WhenTheTaskEndsFirstTheTimerIsCancelled) {
                                        "chronicle::with_timeout waits-on timeout",
                                        "chronicle::with_timeout waits-on quick",
                                        "timeout resolved-by chronicle::with_timeout",
+                                       "thread_pool.schedule created-by quick",
+                                       "quick waits-on thread_pool.schedule",
                                    }));
 }
 
@@ -320,6 +364,8 @@ TEST(WithTimeout, ACancelledCombinatorCancelsTheTasksItStarted) {
                                        "chronicle::when_all: cancelled \"cancelled\" by timeout",
                                        "a: cancelled \"cancelled\" by chronicle::when_all",
                                        "b: cancelled \"cancelled\" by chronicle::when_all",
+                                       "thread_pool.sleep_for: cancelled by -",
+                                       "thread_pool.sleep_for: cancelled by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on caller",
@@ -336,6 +382,10 @@ TEST(WithTimeout, ACancelledCombinatorCancelsTheTasksItStarted) {
                                        "chronicle::when_all resolved-by timeout",
                                        "a resolved-by chronicle::when_all",
                                        "b resolved-by chronicle::when_all",
+                                       "thread_pool.sleep_for created-by a",
+                                       "thread_pool.sleep_for created-by b",
+                                       "a waits-on thread_pool.sleep_for",
+                                       "b waits-on thread_pool.sleep_for",
                                    }));
 }
 
@@ -356,6 +406,9 @@ TEST(AsyncScope, JoinWaitsForEverySpawnedTask) {
                                        "spawned: ok by self",
                                        "spawned: ok by self",
                                        "spawned: ok by self",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.schedule: ok by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on joiner",
@@ -365,6 +418,12 @@ TEST(AsyncScope, JoinWaitsForEverySpawnedTask) {
                                        "joiner waits-on spawned",
                                        "joiner waits-on spawned",
                                        "joiner waits-on spawned",
+                                       "thread_pool.schedule created-by spawned",
+                                       "thread_pool.schedule created-by spawned",
+                                       "thread_pool.schedule created-by spawned",
+                                       "spawned waits-on thread_pool.schedule",
+                                       "spawned waits-on thread_pool.schedule",
+                                       "spawned waits-on thread_pool.schedule",
                                    }));
   // The joiner ends after every spawned task.
   uint64_t joiner_end = 0;
@@ -397,6 +456,8 @@ TEST(AsyncScope, AFailureCancelsTheOtherTasksAndJoinRethrowsIt) {
                                        "joiner: ok by self",
                                        "sleeper: cancelled \"cancelled\" by failing",
                                        "failing: failed \"disk on fire\" by self",
+                                       "thread_pool.schedule: ok by -",
+                                       "thread_pool.sleep_for: cancelled by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "sync_wait waits-on joiner",
@@ -405,6 +466,10 @@ TEST(AsyncScope, AFailureCancelsTheOtherTasksAndJoinRethrowsIt) {
                                        "joiner waits-on sleeper",
                                        "joiner waits-on failing",
                                        "sleeper resolved-by failing",
+                                       "thread_pool.schedule created-by failing",
+                                       "failing waits-on thread_pool.schedule",
+                                       "thread_pool.sleep_for created-by sleeper",
+                                       "sleeper waits-on thread_pool.sleep_for",
                                    }));
 }
 
@@ -427,10 +492,13 @@ TEST(AsyncScope, ATaskOutlivingItsScopeIsReportedAndCancelled) {
   EXPECT_EQ(describe_tasks(graph), (Lines{
                                        "leaked: cancelled \"cancelled\" by async_scope outlived",
                                        "async_scope outlived: failed \"1 task(s) outlived their async_scope\" by self",
+                                       "thread_pool.sleep_for: cancelled by -",
                                    }));
   EXPECT_EQ(describe_edges(graph), (Lines{
                                        "async_scope outlived waits-on leaked",
                                        "leaked resolved-by async_scope outlived",
+                                       "thread_pool.sleep_for created-by leaked",
+                                       "leaked waits-on thread_pool.sleep_for",
                                    }));
 }
 
@@ -451,7 +519,7 @@ task<int> everything(thread_pool& pool) {
 TEST(Combinators, ATraceUsingEachResolvesEveryTaskExactlyOnce) {
   thread_pool pool(3);
   const auto graph = record([&] { EXPECT_EQ(sync_wait(everything(pool)), 3 + 12 + 6 + 7 + 9 + 5 + 12); });
-  EXPECT_EQ(graph.tasks().size(), 37u);
+  EXPECT_EQ(graph.tasks().size(), 55u);  // 37, and the 18 hops and sleeps
   for (const model::Task& task : graph.tasks()) {
     SCOPED_TRACE(task.display_name());
     EXPECT_TRUE(task.seen_created);

@@ -241,8 +241,19 @@ TEST(Pool, TasksMovingBetweenThreadsKeepTheirIdentityAndRunIntervals) {
 
   const model::TaskGraph graph = model::build_task_graph(trace);
   EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
-  // Each launcher's sync_wait call has its own task (its thread runs none), waiting on a hopper.
-  ASSERT_EQ(graph.tasks().size(), size_t{2 * kTasks});
+  // Each launcher's sync_wait call has its own task (its thread runs none), waiting on a hopper;
+  // each hop is a task of its own (thread_pool.schedule, since the hops are recorded: the hopper
+  // waits on it until a pool thread takes it from the queue, which resolves it).
+  ASSERT_EQ(graph.tasks().size(), size_t{2 * kTasks + kTasks * kHops});
+  for (const auto& task : graph.tasks()) {
+    if (task.name != "thread_pool.schedule") continue;
+    SCOPED_TRACE(model::task_id_text(task.id));
+    EXPECT_EQ(graph.find(task.parent)->name, "chronicle::hopper");
+    EXPECT_EQ(task.outcome, format::TaskOutcome::ok);
+    ASSERT_EQ(task.runs.size(), 1u);
+    EXPECT_EQ(pool_threads.count(task.runs[0].thread_id), 1u);
+    EXPECT_EQ(task.runs[0].begin, task.runs[0].end) << "the hand-over to the coroutine, at one instant";
+  }
   std::set<uint64_t> awaited;
   for (const auto& task : graph.tasks()) {
     if (task.name != "sync_wait") continue;
@@ -257,9 +268,11 @@ TEST(Pool, TasksMovingBetweenThreadsKeepTheirIdentityAndRunIntervals) {
   EXPECT_EQ(awaited.size(), size_t{kTasks});
   std::set<uint32_t> used_pool_threads;
   for (const auto& task : graph.tasks()) {
-    if (task.name == "sync_wait") continue;
+    if (task.name == "sync_wait" || task.name == "thread_pool.schedule") continue;
     SCOPED_TRACE(model::task_id_text(task.id));
     EXPECT_EQ(task.name, "chronicle::hopper");
+    ASSERT_EQ(task.waits_on.size(), size_t{kHops});
+    for (const uint64_t hop : task.waits_on) EXPECT_EQ(graph.find(hop)->name, "thread_pool.schedule");
     ASSERT_EQ(task.runs.size(), size_t{kHops + 1});
     EXPECT_EQ(pool_threads.count(task.runs[0].thread_id), 0u) << "the first run is on the launching thread";
     EXPECT_EQ(task.runs[0].thread_id, task.created_on_thread);

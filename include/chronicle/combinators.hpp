@@ -299,8 +299,8 @@ class WithinDeadline {
   bool await_ready() const noexcept { return false; }
   void bind_awaiting(TaskPromiseBase& combinator) { group_.bind_awaiting(combinator); }
   bool await_suspend(std::coroutine_handle<> combinator) {
+    // Made in the with_timeout task's await_suspend: that task waits on it (record_new_task).
     const TaskId timer = create_task(TaskKind::timer, "timeout", group_.combinator());
-    if (group_.combinator() != 0) task_waits_for(group_.combinator(), timer);
     entry_ = std::make_shared<DeadlineEntry>(deadline_, group_, timer);
     deadline_timer().arm(entry_);  // before the start: the deadline counts from the call
     const StartedTask started[] = {started_task(work_)};

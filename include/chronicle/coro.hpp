@@ -155,6 +155,37 @@ class TaskPromiseBase {
     detail::exchange_context_slot(previous_context_);
   }
 
+  // The task suspends through an awaiter that is not a task<T> (a pool's hop, a sleep, a
+  // combinator, a bridge to Asio or any executor). For the awaiter's await_suspend the run has
+  // ended, recorded before the hand-off (once the awaiter has the handle, another thread may
+  // resume the coroutine, and free its frame, at any moment), but the task stays the thread's
+  // current one with its trace context: work the awaiter starts is the task's, and the task waits
+  // on it (detail::record_new_task). A stack object, so nothing of the frame is read after the
+  // hand-off.
+  class Suspension {
+   public:
+    explicit Suspension(TaskPromiseBase& task);
+    ~Suspension() { close(); }
+    Suspension(const Suspension&) = delete;
+    Suspension& operator=(const Suspension&) = delete;
+    // Gives the thread back its task and context from before the run (once).
+    void close();
+
+   private:
+    TaskId previous_current_;
+    detail::ContextSlot* previous_context_;
+    detail::ContextSlot context_;  // a copy of the task's: its frame may be freed after the hand-off
+    [[maybe_unused]] TaskId previous_suspending_ = 0;
+    [[maybe_unused]] uint64_t previous_suspended_at_ = 0;
+    bool open_ = true;
+  };
+
+  // Whether work started in an awaiter's await_suspend has anything to take from this task: its
+  // id (traced) or its trace context (carried with or without a session).
+  bool has_work_to_carry() const {
+    return id_ != 0 || context_.set;
+  }
+
   // This task awaits `child`, which starts now on this thread: the wait, this run's end and
   // the child's run's beginning are one instant.
   void hand_over_to(TaskPromiseBase& child) {
@@ -329,19 +360,42 @@ class TracedAwaiter {
     if constexpr (requires { inner_.awaited_promise(); }) {
       inner_.awaited_promise().inherit_stop_token(promise_.stop_token());
       promise_.hand_over_to(inner_.awaited_promise());
-    } else {
-      promise_.end_run();
-    }
 #if CHRONICLE_CORO_EXCEPTIONS
-    try {
-      return inner_.await_suspend(handle);
-    } catch (...) {
-      promise_.begin_run();  // still running here: the exception goes on in the coroutine
-      throw;
-    }
+      try {
+        return inner_.await_suspend(handle);
+      } catch (...) {
+        promise_.begin_run();  // still running here: the exception goes on in the coroutine
+        throw;
+      }
 #else
-    return inner_.await_suspend(handle);
+      return inner_.await_suspend(handle);
 #endif
+    } else if (promise_.has_work_to_carry()) {
+      TaskPromiseBase::Suspension suspension(promise_);
+#if CHRONICLE_CORO_EXCEPTIONS
+      try {
+        return inner_.await_suspend(handle);
+      } catch (...) {
+        suspension.close();
+        promise_.begin_run();
+        throw;
+      }
+#else
+      return inner_.await_suspend(handle);
+#endif
+    } else {
+      promise_.end_run();  // nothing to record or carry: the cost of an untraced co_await as it was
+#if CHRONICLE_CORO_EXCEPTIONS
+      try {
+        return inner_.await_suspend(handle);
+      } catch (...) {
+        promise_.begin_run();  // still running here: the exception goes on in the coroutine
+        throw;
+      }
+#else
+      return inner_.await_suspend(handle);
+#endif
+    }
   }
 
   decltype(auto) await_resume() {
@@ -358,6 +412,25 @@ template <typename Awaitable>
 auto TaskPromiseBase::await_transform(Awaitable&& awaitable) {
   using Inner = decltype(awaiter_of(std::forward<Awaitable>(awaitable)));
   return TracedAwaiter<Inner>(*this, awaiter_of(std::forward<Awaitable>(awaitable)));
+}
+
+inline TaskPromiseBase::Suspension::Suspension(TaskPromiseBase& task)
+    : previous_current_(task.previous_current_), previous_context_(task.previous_context_), context_(task.context_) {
+  detail::exchange_context_slot(&context_);
+#ifndef CHRONICLE_DISABLE
+  previous_suspending_ = std::exchange(t_tasks.suspending, task.id_);
+  previous_suspended_at_ = std::exchange(t_tasks.suspended_at, task.id_ != 0 ? emit_task_run_end_timed(task.id_) : 0);
+#endif
+}
+
+inline void TaskPromiseBase::Suspension::close() {
+  if (!std::exchange(open_, false)) return;
+  exchange_current_task(previous_current_);
+  detail::exchange_context_slot(previous_context_);
+#ifndef CHRONICLE_DISABLE
+  t_tasks.suspending = previous_suspending_;
+  t_tasks.suspended_at = previous_suspended_at_;
+#endif
 }
 
 template <typename T>
@@ -454,6 +527,54 @@ inline task<void> detail::TaskPromise<void>::get_return_object() noexcept {
   return task<void>(std::coroutine_handle<TaskPromise<void>>::from_promise(*this));
 }
 
+// The resumption of a suspended coroutine as a task of its own (kind `handler`), for an awaitable
+// that hands the coroutine to an executor chronicle does not know (a queue, a thread, a library's
+// callback): made in the awaitable's await_suspend, it is created by the awaiting task, which
+// waits on it; called where the coroutine resumes, it is resolved there (by the task running
+// there, if any) and resumes the coroutine. Named by where it is made, or by `name`.
+//
+//   void await_suspend(std::coroutine_handle<> coroutine) {
+//     loop.push(chronicle::resumption(coroutine));   // rather than [coroutine] { coroutine.resume(); }
+//   }
+//
+// Copyable, so that it fits a std::function; call one copy once.
+class resumption {
+ public:
+  explicit resumption(std::coroutine_handle<> coroutine, TaskName name = {})
+      : coroutine_(coroutine), task_(create_task(TaskKind::handler, name)) {}
+
+  void operator()() const {
+#ifndef CHRONICLE_DISABLE
+    if (task_ != 0) [[unlikely]]
+      record_run();
+#endif
+    coroutine_.resume();
+  }
+
+  // The task in the trace (0 when not tracing).
+  TaskId id() const noexcept {
+    return task_;
+  }
+
+ private:
+  friend class thread_pool;
+  resumption(std::coroutine_handle<> coroutine, TaskId task) noexcept : coroutine_(coroutine), task_(task) {}
+
+  // Resolved, with a run of no length, at the instant the coroutine resumes: the time since its
+  // creation reads as queued (before its first run), and the resumed coroutine's run is its own.
+  void record_run() const {
+#ifndef CHRONICLE_DISABLE
+    detail::TaskEventBatch batch;
+    batch.resolve_quiet(task_, current_task(), TaskOutcome::ok);
+    batch.task_event(format::EventId::task_run_begin, task_);
+    batch.task_event(format::EventId::task_run_end, task_);
+#endif
+  }
+
+  std::coroutine_handle<> coroutine_;
+  TaskId task_;
+};
+
 // A fixed set of threads that resume coroutines: `co_await pool.schedule()` moves the awaiting
 // coroutine onto one of them. Its threads mark their idle time as loop suspend/resume.
 class thread_pool {
@@ -477,18 +598,22 @@ class thread_pool {
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
-  void post(std::coroutine_handle<> handle) {
+  // Resumes `handle` on one of the threads: a task "thread_pool.post" (a chronicle::resumption).
+  void post(std::coroutine_handle<> handle) { post(resumption(handle, "thread_pool.post")); }
+  void post(resumption next) {
     {
       std::lock_guard lock(mutex_);
-      queue_.push_back(handle);
+      queue_.push_back(next);
     }
     wake_.notify_one();
   }
 
+  // The hop is a task "thread_pool.schedule" made by the awaiting task, which waits on it until a
+  // thread takes it from the queue: the critical path calls that time queued.
   struct ScheduleAwaiter {
     thread_pool& pool;
     bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> handle) const { pool.post(handle); }
+    void await_suspend(std::coroutine_handle<> handle) const { pool.post(resumption(handle, "thread_pool.schedule")); }
     void await_resume() const noexcept {}
   };
   ScheduleAwaiter schedule() { return {*this}; }
@@ -502,6 +627,7 @@ class thread_pool {
 
  private:
   class SleepEntry;
+  static resumption untraced(std::coroutine_handle<> handle) noexcept { return resumption(handle, TaskId{0}); }
   void work(const std::string& thread_name) {
     set_thread_name(thread_name);
     std::unique_lock lock(mutex_);
@@ -512,17 +638,17 @@ class thread_pool {
         wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         continue;
       }
-      std::coroutine_handle<> next = queue_.front();
+      const resumption next = queue_.front();
       queue_.pop_front();
       lock.unlock();
-      next.resume();
+      next();
       lock.lock();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::coroutine_handle<>> queue_;
+  std::deque<resumption> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   detail::TimerThread timer_;
@@ -531,10 +657,14 @@ class thread_pool {
 // A sleeping task's timer entry. Exactly one of the deadline, a cancellation or the timer's
 // shutdown settles it; while the sleeper is still being armed (`arming`) settling only marks the
 // entry, and await_suspend then does not suspend; once it waits, the one that settles it posts it.
+//
+// The sleep is a task of kind `timer` made by the sleeping task, which waits on it: resolved ok by
+// itself when the deadline passes, cancelled (by no task) otherwise. The sleeper's resumption
+// needs no task of its own: the time from the timer's end to the sleeper's next run is queued.
 class thread_pool::SleepEntry final : public detail::TimerEntry {
  public:
-  SleepEntry(Clock::time_point deadline, thread_pool& pool, std::coroutine_handle<> sleeper)
-      : TimerEntry(deadline), pool_(pool), sleeper_(sleeper) {}
+  SleepEntry(Clock::time_point deadline, thread_pool& pool, std::coroutine_handle<> sleeper, TaskId timer)
+      : TimerEntry(deadline), pool_(pool), sleeper_(sleeper), timer_(timer) {}
   void fire() noexcept override { settle(State::fired); }
   void abandon() noexcept override { settle(State::cancelled); }
   void cancel() noexcept { settle(State::cancelled); }
@@ -560,26 +690,31 @@ class thread_pool::SleepEntry final : public detail::TimerEntry {
       post_sleeper = state_ == State::waiting;
       state_ = outcome;
     }
-    if (post_sleeper) pool_.post(sleeper_);
+    if (outcome == State::fired)
+      resolve_task(timer_, TaskOutcome::ok, {}, timer_);
+    else
+      resolve_task(timer_, TaskOutcome::cancelled, {}, 0);
+    if (post_sleeper) pool_.post(untraced(sleeper_));
   }
 
   std::mutex mutex_;
   State state_ = State::arming;
   thread_pool& pool_;
   std::coroutine_handle<> sleeper_;
+  TaskId timer_;
 };
 
 class thread_pool::SleepAwaiter {
  public:
-  SleepAwaiter(thread_pool& pool, std::chrono::nanoseconds delay)
-      : pool_(pool), deadline_(detail::TimerEntry::Clock::now() + delay) {}
+  SleepAwaiter(thread_pool& pool, std::chrono::nanoseconds delay, const char* name)
+      : pool_(pool), deadline_(detail::TimerEntry::Clock::now() + delay), name_(name) {}
   void bind_awaiting(detail::TaskPromiseBase& task) {
     stop_token_ = task.stop_token();
     task_ = task.id();
   }
   bool await_ready() const noexcept { return false; }
   bool await_suspend(std::coroutine_handle<> sleeper) {
-    entry_ = std::make_shared<SleepEntry>(deadline_, pool_, sleeper);
+    entry_ = std::make_shared<SleepEntry>(deadline_, pool_, sleeper, create_task(TaskKind::timer, name_));
     // Registered before the entry is armed: a stop requested already runs the callback here,
     // and that only marks the entry.
     if (stop_token_.stop_possible()) on_stop_.emplace(stop_token_, CancelSleep{entry_, &pool_.timer_});
@@ -609,6 +744,7 @@ class thread_pool::SleepAwaiter {
   };
   thread_pool& pool_;
   detail::TimerEntry::Clock::time_point deadline_;
+  const char* name_;
   std::stop_token stop_token_;
   [[maybe_unused]] TaskId task_ = 0;
   std::shared_ptr<SleepEntry> entry_;
@@ -616,10 +752,10 @@ class thread_pool::SleepAwaiter {
 };
 
 inline thread_pool::SleepAwaiter thread_pool::schedule_after(std::chrono::nanoseconds delay) {
-  return SleepAwaiter(*this, delay);
+  return SleepAwaiter(*this, delay, "thread_pool.schedule_after");
 }
 inline thread_pool::SleepAwaiter thread_pool::sleep_for(std::chrono::nanoseconds delay) {
-  return SleepAwaiter(*this, delay);
+  return SleepAwaiter(*this, delay, "thread_pool.sleep_for");
 }
 
 namespace detail {

@@ -67,7 +67,10 @@ CHRONICLE_INLINE uint32_t task_name_id(const TaskName& name) {
 // Records a new task made by `writer`'s thread (create_task() once it knows it is tracing).
 CHRONICLE_INLINE TaskId record_new_task(ThreadWriter& writer, TaskKind kind, uint32_t name_id, TaskId parent) {
   const TaskId task = new_task_id();
-  emit_task_create(writer, task, parent, kind, name_id);
+  if (parent != 0 && parent == t_tasks.suspending) [[unlikely]]
+    emit_work_of_suspending_task(writer, task, parent, kind, name_id);
+  else
+    emit_task_create(writer, task, parent, kind, name_id);
   if (!reader_derives_child_context(current_context_slot(), parent, writer.generation)) [[unlikely]]
     record_inherited_context(task);
   return task;

@@ -79,8 +79,10 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
     case format::EventId::task_create: {
       // The trace of what it was created inside: the innermost span or receive open where it was
       // created, else its parent task's, else its own; a task_context right after says otherwise.
+      // Its creator is its parent, the task current where it was made, which need not be running
+      // (a chronicle::task in its awaiter's await_suspend, a CurrentTaskScope); else the thread's.
       const auto parent = event.related_task != 0 ? task_traces_.find(event.related_task) : task_traces_.end();
-      const uint64_t creator = running_task(event.thread_id);
+      const uint64_t creator = event.related_task != 0 ? event.related_task : running_task(event.thread_id);
       if (const PairedSpan* around = innermost_context(event.thread_id, creator)) {
         task_creators_[event.task] = {around->span_id, {around->trace_high, around->trace_low}};
         task_traces_[event.task] = {around->trace_high, around->trace_low};

@@ -15,6 +15,10 @@ namespace chronicle::detail {
 struct TaskThreadState {
   uint64_t next_id;  // 0 until the thread made its first task
   uint64_t current;  // 0: no task runs on this thread
+  // The task whose awaiter's await_suspend runs on this thread (0: none), and when its run ended
+  // (0: not recorded): the tasks it creates meanwhile are work it waits on (record_new_task).
+  uint64_t suspending;
+  uint64_t suspended_at;
 };
 extern thread_local constinit TaskThreadState t_tasks __attribute__((tls_model("initial-exec")));
 
@@ -112,13 +116,19 @@ CHRONICLE_INLINE ThreadWriter* task_writer() {
   return task_writer(g_generation.load(std::memory_order_relaxed));
 }
 
-// Writes an event whose payload is `size` bytes of fixed fields.
-CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, const void* payload, size_t size) {
-  uint64_t ticks = read_ticks();
+// Writes an event whose payload is `size` bytes of fixed fields at `ticks` (or the thread's last
+// event's, if later); returns the time written, 0 when the event was dropped.
+CHRONICLE_INLINE uint64_t emit_fixed_at(ThreadWriter& writer, format::EventId event, const void* payload, size_t size,
+                                        uint64_t ticks) {
   uint8_t* out = begin_event(writer, g_task_site.category_index, static_cast<uint32_t>(event), size, ticks);
-  if (!out) return;
+  if (!out) return 0;
   if (size > 0) std::memcpy(out, payload, size);
   commit_event(writer, g_task_site.category_index, out + size, ticks);
+  return ticks;
+}
+
+CHRONICLE_INLINE void emit_fixed(ThreadWriter& writer, format::EventId event, const void* payload, size_t size) {
+  emit_fixed_at(writer, event, payload, size, read_ticks());
 }
 
 CHRONICLE_INLINE void emit_task_create(ThreadWriter& writer, uint64_t task, uint64_t parent, format::TaskKind kind,
@@ -132,6 +142,15 @@ CHRONICLE_INLINE void emit_task_event(format::EventId event, uint64_t task) {
     const format::TaskPayload payload{task};
     emit_fixed(*writer, event, &payload, sizeof payload);
   }
+}
+
+// A run's end whose time the caller keeps (0: nothing recorded).
+CHRONICLE_INLINE uint64_t emit_task_run_end_timed(uint64_t task) {
+  if (ThreadWriter* writer = task_writer()) [[unlikely]] {
+    const format::TaskPayload payload{task};
+    return emit_fixed_at(*writer, format::EventId::task_run_end, &payload, sizeof payload, read_ticks());
+  }
+  return 0;
 }
 
 CHRONICLE_INLINE void emit_task_pair(format::EventId event, uint64_t task, uint64_t other) {
@@ -173,6 +192,9 @@ class TaskEventBatch {
   CHRONICLE_INLINE ~TaskEventBatch() {}  // NOLINT: not = default, so the group's commit is inlined
   TaskEventBatch(const TaskEventBatch&) = delete;
   TaskEventBatch& operator=(const TaskEventBatch&) = delete;
+  // The events go at `ticks` (or the thread's last event's, if later) instead of now.
+  CHRONICLE_INLINE TaskEventBatch(ThreadWriter& writer, uint64_t ticks)
+      : mode_(Mode::group), group_(&writer, g_task_site.category_index, ticks) {}
   CHRONICLE_INLINE bool active() const { return mode_ != Mode::off; }
   CHRONICLE_INLINE void task_event(format::EventId event, uint64_t task) {
     if (!active() || task == 0) return;
@@ -234,6 +256,17 @@ class TaskEventBatch {
   Mode mode_;
   EventGroup<kMaxBytes> group_;
 };
+
+// Records `task`, just made by the task whose await_suspend runs on this thread (`parent`, see
+// TaskThreadState::suspending): the work the awaiter started (a post, a timer, an operation, a
+// chronicle::resumption), which `parent` waits on until it completes. Created at the instant the
+// parent's run ended, so that no gap opens between the two (the awaiter's own code runs in it).
+CHRONICLE_INLINE void emit_work_of_suspending_task(ThreadWriter& writer, uint64_t task, uint64_t parent,
+                                                   format::TaskKind kind, uint32_t name_id) {
+  TaskEventBatch batch(writer, t_tasks.suspended_at != 0 ? t_tasks.suspended_at : read_ticks());
+  batch.create(task, parent, kind, name_id);
+  batch.wait(parent, task);
+}
 
 // Records the trace `slot` holds as `task`'s (src/recorder/context_scope.cpp).
 void emit_task_context(ThreadWriter& writer, uint64_t task, const ContextSlot& slot);
