@@ -141,7 +141,8 @@ TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarte
   }
   ASSERT_EQ(requests, 40u);
   // What each request started, under it in its trace: its tasks, its spans, the client's send and
-  // the server's receive of its traceparent, and the reply's write.
+  // the server's receive of its traceparent, the reply's write, its hops onto the pool and its
+  // price call's sleep.
   const std::multiset<std::string> per_request = {"send",
                                                   "receive",
                                                   "handle request",
@@ -157,7 +158,11 @@ TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarte
                                                   "check_stock",
                                                   "stock call",
                                                   "audit record",
-                                                  "socket.async_send in async_write"};
+                                                  "socket.async_send in async_write",
+                                                  "thread_pool.schedule",
+                                                  "thread_pool.schedule",
+                                                  "thread_pool.schedule",
+                                                  "thread_pool.sleep_for"};
   size_t request_traces = 0;
   for (const JaegerTrace& trace : traces) {
     if (trace.requests.empty()) continue;

@@ -126,6 +126,11 @@ TEST_F(QuoteExample, TheTaskGraphIsExactlyTheService) {
       {"io socket.async_receive in async_read_until: ok", 40},
       {"io socket.async_send in async_write: ok", 40},
       {"handler io_context.execute: ok", 1},  // the post that stops the server
+      // Each hop onto the pool (the request's, load_user's, check_stock's) and each price call's
+      // sleep on the pool's timer: the hung ones cancelled with their price call.
+      {"handler thread_pool.schedule: ok", 120},
+      {"timer thread_pool.sleep_for: ok", 32},
+      {"timer thread_pool.sleep_for: cancelled", 8},
   };
   EXPECT_EQ(count_outcomes(graph), expected_outcomes);
 
@@ -152,6 +157,13 @@ TEST_F(QuoteExample, TheTaskGraphIsExactlyTheService) {
   EXPECT_EQ(edge_count("chronicle::with_timeout waits-on load_price_list"), 40);
   EXPECT_EQ(edge_count("chronicle::with_timeout waits-on timeout"), 40);
   EXPECT_EQ(edge_count("join_all waits-on handle_request"), 40);
+  // The bridges: the reply's write, started in WriteReply's await_suspend, is the request's, which
+  // waits on it; each hop onto the pool is its task's, which waits on it.
+  EXPECT_EQ(edge_count("socket.async_send in async_write created-by handle_request"), 40);
+  EXPECT_EQ(edge_count("handle_request waits-on socket.async_send in async_write"), 40);
+  for (const char* hopper : {"handle_request", "load_user", "check_stock"})
+    EXPECT_EQ(edge_count(std::string(hopper) + " waits-on thread_pool.schedule"), 40) << hopper;
+  EXPECT_EQ(edge_count("load_price_list waits-on thread_pool.sleep_for"), 40);
 
   // The audit queue: each record created by its request and run by the audit thread alone.
   for (const Task& task : graph.tasks()) {
@@ -236,8 +248,8 @@ TEST_F(QuoteExample, TheOtlpExportHasOneTracePerRequestWithEverythingItStartedUn
       }
     }
     // quote, when_all, load_user, with_timeout, load_price_list, timeout, check_stock, the audit
-    // record and the reply's write.
-    EXPECT_EQ(descendants, 9u);
+    // record, the reply's write, three hops onto the pool and the price call's sleep.
+    EXPECT_EQ(descendants, 13u);
     const std::multiset<std::string>& names = names_by_trace.at(request_trace);
     EXPECT_EQ(names.count("send"), 1u) << "the client's send of the traceparent";
     EXPECT_EQ(names.count("receive"), 1u) << "the server's receive of it";
