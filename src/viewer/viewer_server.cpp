@@ -94,10 +94,18 @@ FlameSource flame_source(const httplib::Request& request) {
   throw std::invalid_argument("source: \"spans\" or \"samples\", not \"" + source + "\"");
 }
 
+// mode=running: the pieces of spans on threads; nothing (or wall): whole spans (analysis/span_time.hpp).
+FlameMode flame_mode(const httplib::Request& request) {
+  const std::string mode = request.has_param("mode") ? request.get_param_value("mode") : "wall";
+  if (mode == "running") return FlameMode::running;
+  if (mode == "wall" || mode.empty()) return FlameMode::wall;
+  throw std::invalid_argument("mode: \"wall\" or \"running\", not \"" + mode + "\"");
+}
+
 const char* kNotBuilt =
     "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
     "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=, "
-    "/api/flame?begin=&end=[&by=thread][&source=samples]\n";
+    "/api/flame?begin=&end=[&by=thread][&source=samples][&mode=running]\n";
 
 std::string escape_for_script(std::string text) {
   // Inside <script>, only "</" can end the element early; "<\/" means the same in JS and JSON.
@@ -224,7 +232,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
   server.Get("/api/flame", json_handler([trace](const httplib::Request& request) {
                return flame_json(*trace, time_parameter(request, "begin", 0),
                                  time_parameter(request, "end", trace->duration()), flame_roots(request),
-                                 flame_source(request));
+                                 flame_source(request), flame_mode(request));
              }));
   server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {
     const std::string path = request.path == "/" ? "/index.html" : request.path;
