@@ -444,8 +444,11 @@ class IndexBuilder {
         spans.parents[k] = WholeSpans::kNoParent;
     }
     Column<uint64_t>::Built reach;
-    reach.reserve(count);
-    for (size_t k = 0; k < count; ++k) reach.push_back(std::max(k ? reach.back() : 0, spans.ends[k]));
+    uint64_t latest = 0;
+    for (size_t k = 0; k < count; ++k) {
+      latest = std::max(latest, spans.ends[k]);
+      if ((k + 1) % WholeSpans::kReachBlock == 0 || k + 1 == count) reach.push_back(latest);
+    }
     spans.reach = std::move(reach);
     for (Column<uint64_t>* column : {&spans.begins, &spans.ends, &spans.running}) column->shrink_to_fit();
     for (Column<uint32_t>* column : {&spans.sites, &spans.lanes, &spans.parents}) column->shrink_to_fit();

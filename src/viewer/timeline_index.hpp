@@ -91,8 +91,10 @@ struct WholeSpans {
   // within that span.
   Column<uint32_t> parents;
   Column<uint64_t> running;  // its running time: its pieces' (Lane::depths) time
-  // reach[k]: the latest end of spans [0, k], so that spans overlapping a range are among
-  // [lower_bound(reach, begin), upper_bound(begins, end)).
+  // reach[b]: the latest end of the spans before (b + 1) * kReachBlock, so that the spans that
+  // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end)):
+  // a word per block, not per span, of what an index of many spans holds.
+  static constexpr size_t kReachBlock = 64;
   Column<uint64_t> reach;
   size_t size() const { return begins.size(); }
   // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).

@@ -430,7 +430,8 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
 }
 
 std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {
-  const auto first = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
+  const auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
+  const size_t first = std::min(block * kReachBlock, begins.size());
   const auto last = static_cast<size_t>(std::upper_bound(begins.begin(), begins.end(), end) - begins.begin());
   return {first, std::max(first, last)};
 }

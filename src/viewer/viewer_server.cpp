@@ -122,15 +122,18 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   json lanes = json::array();
   std::set<uint32_t> sites;
   for (const Lane& lane : index.lanes()) {
-    json depths = json::array();
-    for (const IntervalRow& row : lane.depths) {
+    json depths = json::array();  // [begin, end, site, its span in "whole"] per piece
+    for (size_t depth = 0; depth < lane.depths.size(); ++depth) {
+      const IntervalRow& row = lane.depths[depth];
       json spans = json::array();
       for (size_t k = 0; k < row.size(); ++k) {
-        spans.push_back({row.begins[k], row.ends[k], row.items[k]});
+        spans.push_back({row.begins[k], row.ends[k], row.items[k], lane.depth_spans[depth][k]});
         sites.insert(row.items[k]);
       }
       depths.push_back(std::move(spans));
     }
+    json busy = json::array();
+    for (size_t k = 0; k < lane.busy.size(); ++k) busy.push_back({lane.busy.begins[k], lane.busy.ends[k]});
     json idle = json::array();
     for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
     json off_cpu = json::array();  // [begin, end, state]
@@ -157,8 +160,16 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
                      {"runs", std::move(runs)},
                      {"idle", std::move(idle)},
                      {"off_cpu", std::move(off_cpu)},
+                     {"busy", std::move(busy)},
                      {"markers", std::move(markers)}});
   }
+  // Every span whole: [begin, end, site, lane, the span around it (-1: none), running ns].
+  json whole = json::array();
+  const WholeSpans& spans = index.whole_spans();
+  for (size_t k = 0; k < spans.size(); ++k)
+    whole.push_back({spans.begins[k], spans.ends[k], spans.sites[k], spans.lanes[k],
+                     spans.parents[k] == WholeSpans::kNoParent ? int64_t{-1} : int64_t{spans.parents[k]},
+                     spans.running[k]});
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
   json arrows = json::array();
@@ -178,6 +189,7 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   }
   return {{"summary", summary_json(index, title)},
           {"lanes", std::move(lanes)},
+          {"whole", std::move(whole)},
           {"names", std::move(names)},
           {"tasks", embedded_tasks_json(index)},
           {"arrows", std::move(arrows)},
