@@ -14,6 +14,7 @@
 #include <map>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -21,6 +22,7 @@
 
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
+#include "analysis/span_time.hpp"
 #include "export/export_common.hpp"
 #include "support.hpp"
 #include "undrained_session.hpp"
@@ -262,16 +264,24 @@ TEST(Profile, BusyIsTheUnionOfOutermostSpansAndTaskRuns) {
   const model::TaskGraph graph = model::build_task_graph(trace);
   for (const auto& run : graph.find(task)->runs) intervals.emplace_back(run.begin, run.end);
   std::sort(intervals.begin(), intervals.end());
-  uint64_t union_ticks = 0, covered_to = 0;
+  // The union's stretches, each in ns on the trace's timeline (analysis/span_time.hpp: a
+  // duration is the difference of its ends' times, as the viewer's range stats count busy time).
+  // This took the union's ticks to ns in one step before, which the viewer could never match.
+  const analysis::TimelineClock clock(trace);
+  uint64_t union_ns = 0;
+  std::optional<std::pair<uint64_t, uint64_t>> stretch;
   for (const auto& [begin, end] : intervals) {
-    const uint64_t from = std::max(begin, covered_to);
-    if (end > from) union_ticks += end - from;
-    covered_to = std::max(covered_to, end);
+    if (stretch && begin <= stretch->second) {
+      stretch->second = std::max(stretch->second, end);
+      continue;
+    }
+    if (stretch) union_ns += clock.ns(stretch->second) - clock.ns(stretch->first);
+    stretch = {begin, end};
   }
-  const double frequency = static_cast<double>(trace.description().clock.frequency_hz);
+  if (stretch) union_ns += clock.ns(stretch->second) - clock.ns(stretch->first);
   const analysis::Profile profile = analysis::profile_trace(trace);
   ASSERT_EQ(profile.threads.size(), 1u);
-  EXPECT_EQ(profile.threads[0].busy, static_cast<uint64_t>(static_cast<double>(union_ticks) * 1e9 / frequency));
+  EXPECT_EQ(profile.threads[0].busy, union_ns);
   EXPECT_GE(profile.threads[0].busy, 4 * 300'000u);
 }
 

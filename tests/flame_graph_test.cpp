@@ -244,5 +244,44 @@ TEST(FlameGraph, SampledStacksGoIntoTheSameFrames) {
   expect_frames(graph, {{{kMain}, 13, 3, 3}, {{kMain, kRead}, 10, 10, 2}});
 }
 
+// Wall mode: whole spans, each under its parent. Two coroutines' "main" spans [0,100] and
+// [20,150] overlap on one thread (each suspended while the other ran), with a read [10,30] and a
+// parse [40,60] in the first, a work [30,140] in the second; a third main [160,170] with no parent
+// given. Overlapping spans are no problem, as they would be for add_thread's levels.
+TEST(FlameGraph, WholeSpansNestUnderTheirParentsWhateverOverlaps) {
+  const std::vector<uint64_t> begins{0, 10, 20, 30, 40, 160};
+  const std::vector<uint64_t> ends{100, 30, 150, 140, 60, 170};
+  const std::vector<uint32_t> names{kMain, kRead, kMain, kWork, kParse, kMain};
+  constexpr uint32_t kNone = WholeSpanList::kNoParent;
+  const std::vector<uint32_t> parents{kNone, 0, kNone, 2, 0, kNone};
+  const WholeSpanList spans{begins, ends, names, parents};
+  const std::vector<uint32_t> all{0, 1, 2, 3, 4, 5};
+  FlameGraph whole(0, 200);
+  whole.add_whole_spans(spans, all);
+  whole.finish();
+  EXPECT_EQ(whole.frames()[0].total_ns, 100u + 130 + 10);
+  expect_frames(whole, {
+                           {{kMain}, 240, 240 - 20 - 20 - 110, 3},
+                           {{kMain, kRead}, 20, 20, 1},
+                           {{kMain, kParse}, 20, 20, 1},
+                           {{kMain, kWork}, 110, 110, 1},
+                       });
+  // [50, 120], the spans in it (the read, which ends before it, and the last main left out):
+  // clipped to it; split by thread, the outermost under a frame per thread name.
+  FlameGraph clipped(50, 120);
+  clipped.add_whole_spans(spans, std::vector<uint32_t>{0, 2, 3, 4}, {},
+                          [](uint32_t span) { return span == 0 ? kOther : kOther + 1; });
+  clipped.finish();
+  EXPECT_EQ(clipped.frames()[0].total_ns, 50u + 70);
+  expect_frames(clipped, {
+                             {{kOther}, 50, 0, 0},
+                             {{kOther, kMain}, 50, 40, 1},
+                             {{kOther, kMain, kParse}, 10, 10, 1},
+                             {{kOther + 1}, 70, 0, 0},
+                             {{kOther + 1, kMain}, 70, 0, 1},
+                             {{kOther + 1, kMain, kWork}, 70, 70, 1},
+                         });
+}
+
 }  // namespace
 }  // namespace chronicle::analysis

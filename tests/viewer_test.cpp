@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
 #include <chronicle/metrics.hpp>
 #include <chronicle/task.hpp>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "analysis/critical_path.hpp"
+#include "analysis/profile.hpp"
 #include "format/trace_writer.hpp"
 #include "merge/message_pairs.hpp"
 #include "model/task_graph.hpp"
@@ -709,6 +711,157 @@ TEST_F(ViewerTest, TheFlameGraphByThreadHasARootPerThreadWithItsOwnSpans) {
     EXPECT_EQ(flame["frames"][0][2].get<uint64_t>(), threads_total) << "the root holds the threads' time";
     EXPECT_EQ(flame["frames"][0][2], viewer::flame_json(*index_, begin, end)["frames"][0][2]);
   }
+}
+
+// --- a coroutine span's time (docs/viewer.md, "A span's time") ----------------------------------
+
+// A span at the top of a coroutine that suspends (a sleep on the pool's timer) and resumes on
+// a pool thread: it begins in one run and ends in another, perhaps on another thread.
+task<void> pricing_call(thread_pool& pool) {
+  co_await pool.schedule();
+  CHRONICLE_SPAN("backend", "pricing call");
+  { CHRONICLE_SPAN("backend", "parse"); }
+  co_await pool.sleep_for(std::chrono::milliseconds(1));
+  co_await pool.schedule();
+}
+
+class CoroutineSpanTime : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    directory_ = new TemporaryDirectory;
+    const Config config = test::test_config(*directory_);
+    ASSERT_TRUE(start(config)) << last_error();
+    {
+      thread_pool pool(2);
+      for (int request = 0; request < kRequests; ++request) sync_wait(pricing_call(pool).named("request"));
+    }
+    stop();
+    trace_ = new reader::Trace(config.output);
+    ASSERT_EQ(trace_->events_discarded(), 0u);
+    index_ = new TimelineIndex(TimelineIndex::build(*trace_));
+    profile_ = new analysis::Profile(analysis::profile_trace(*trace_));
+  }
+  static void TearDownTestSuite() {
+    delete profile_;
+    delete index_;
+    delete trace_;
+    delete directory_;
+  }
+
+  static const analysis::SpanProfile& stats_of(const std::string& name) {
+    for (const auto& span : profile_->spans)
+      if (span.category + "/" + span.name == name) return span;
+    throw std::runtime_error("stats has no span " + name);
+  }
+
+  static constexpr int kRequests = 20;
+  static inline TemporaryDirectory* directory_ = nullptr;
+  static inline reader::Trace* trace_ = nullptr;
+  static inline TimelineIndex* index_ = nullptr;
+  static inline analysis::Profile* profile_ = nullptr;
+};
+
+// The frames of `name` in a flame graph of the whole trace: their time and how many spans.
+std::pair<uint64_t, uint64_t> flame_total(const nlohmann::json& flame, const std::string& name) {
+  std::pair<uint64_t, uint64_t> total{0, 0};
+  for (const auto& frame : flame["frames"])
+    if (frame[1].get<int64_t>() >= 0 && flame["names"][frame[1].get<size_t>()] == name) {
+      total.first += frame[2].get<uint64_t>();
+      total.second += frame[4].get<uint64_t>();
+    }
+  return total;
+}
+
+// `stats`, the flame graph in both modes, range stats and the span details give the same times
+// for the same spans, to the nanosecond: wall time (begin to end, suspension included) and
+// running time (the pieces in the task's runs). Before, the flame graph and range stats had only
+// the pieces (a twentieth of what `stats` said, three pieces per span) and range stats called a
+// thread that ran tasks without spans of its own idle.
+TEST_F(CoroutineSpanTime, StatsTheFlameGraphAndRangeStatsAgree) {
+  const uint64_t duration = index_->duration();
+  const viewer::RangeStats range = index_->range_stats(0, duration);
+  const auto wall_flame = viewer::flame_json(*index_, 0, duration, viewer::FlameRoots::merged,
+                                             viewer::FlameSource::spans, viewer::FlameMode::wall);
+  const auto running_flame = viewer::flame_json(*index_, 0, duration, viewer::FlameRoots::merged,
+                                                viewer::FlameSource::spans, viewer::FlameMode::running);
+  EXPECT_EQ(wall_flame["mode"], "wall");
+  EXPECT_EQ(running_flame["mode"], "running");
+  for (const std::string name : {"backend/pricing call", "backend/parse"}) {
+    SCOPED_TRACE(name);
+    const analysis::SpanProfile& stats = stats_of(name);
+    const uint64_t wall = stats.duration.total;
+    EXPECT_EQ(stats.duration.count, static_cast<uint64_t>(kRequests));
+    EXPECT_GE(wall, stats.running);
+    EXPECT_EQ(flame_total(wall_flame, name), std::make_pair(wall, stats.duration.count));
+    const auto running = flame_total(running_flame, name);
+    EXPECT_EQ(running.first, stats.running);
+    const auto in_range =
+        std::find_if(range.top_names.begin(), range.top_names.end(),
+                     [&](const viewer::NameTotal& total) { return index_->site_name(total.site) == name; });
+    ASSERT_NE(in_range, range.top_names.end());
+    EXPECT_EQ(in_range->wall_ns, wall);
+    EXPECT_EQ(in_range->spans, stats.duration.count);
+    EXPECT_EQ(in_range->running_ns, stats.running);
+    EXPECT_EQ(in_range->pieces, running.second);
+    // The pieces on the lanes, added up by hand, are the running time; each piece's details
+    // name its span's wall and running times, which add up to stats' too.
+    uint64_t pieces = 0;
+    std::map<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>> spans_of_pieces;
+    for (uint32_t lane = 0; lane < index_->lanes().size(); ++lane)
+      for (uint32_t depth = 0; depth < index_->lanes()[lane].depths.size(); ++depth) {
+        const viewer::IntervalRow& row = index_->lanes()[lane].depths[depth];
+        for (uint32_t k = 0; k < row.size(); ++k) {
+          if (index_->site_name(row.items[k]) != name) continue;
+          pieces += row.ends[k] - row.begins[k];
+          const auto details = viewer::span_details_json(*index_, lane, depth, k);
+          const auto& span = details["span"];
+          spans_of_pieces[{span["begin"], span["end"]}] = {span["wall_ns"], span["running_ns"]};
+        }
+      }
+    EXPECT_EQ(pieces, stats.running);
+    std::pair<uint64_t, uint64_t> from_details{0, 0};
+    for (const auto& [extent, times] : spans_of_pieces) {
+      from_details.first += times.first;
+      from_details.second += times.second;
+    }
+    EXPECT_EQ(from_details, std::make_pair(wall, stats.running));
+  }
+  // The call sleeps a millisecond on the pool's timer inside the span: its wall time holds the
+  // sleeps, its running time not; the parse never suspends.
+  EXPECT_GE(stats_of("backend/pricing call").duration.total,
+            stats_of("backend/pricing call").running + kRequests * uint64_t{1'000'000});
+  EXPECT_EQ(stats_of("backend/parse").duration.total, stats_of("backend/parse").running);
+  for (const analysis::ThreadProfile& thread : profile_->threads) {
+    SCOPED_TRACE(thread.name);
+    for (const viewer::LaneStats& lane : range.lanes) {
+      if (index_->lanes()[lane.lane].thread_id != thread.thread_id) continue;
+      EXPECT_EQ(lane.busy_ns, thread.busy);
+    }
+  }
+}
+
+// The server's flame graph takes the mode and says it; wall is the default.
+TEST_F(CoroutineSpanTime, TheServersFlameGraphHasAWallAndARunningMode) {
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  httplib::Client client("127.0.0.1", server.port());
+  const std::string range = "/api/flame?begin=0&end=" + std::to_string(index_->duration());
+  for (const auto& [query, mode] : std::vector<std::pair<std::string, viewer::FlameMode>>{
+           {"", viewer::FlameMode::wall},
+           {"&mode=wall", viewer::FlameMode::wall},
+           {"&mode=running", viewer::FlameMode::running},
+           {"&mode=running&by=thread", viewer::FlameMode::running}}) {
+    SCOPED_TRACE(query);
+    const auto answer = client.Get(range + query);
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200);
+    const auto roots =
+        query.find("by=thread") != std::string::npos ? viewer::FlameRoots::per_thread : viewer::FlameRoots::merged;
+    EXPECT_EQ(nlohmann::json::parse(answer->body),
+              viewer::flame_json(*index_, 0, index_->duration(), roots, viewer::FlameSource::spans, mode));
+  }
+  const auto wrong = client.Get(range + "&mode=cpu");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 400);
 }
 
 TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {

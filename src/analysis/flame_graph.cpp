@@ -22,16 +22,59 @@ uint32_t FlameGraph::child_of(uint32_t parent, uint32_t name) {
 }
 
 uint32_t FlameGraph::outer_frame() {
-  if (outer_ == kNotMadeYet) {
-    // Not through child_of: threads of one name are frames apart.
-    FlameFrame frame;
-    frame.parent = 0;
-    frame.name = outer_name_;
-    frame.depth = 1;
-    outer_ = static_cast<uint32_t>(frames_.size());
-    frames_.push_back(frame);
-  }
+  if (outer_ == kNotMadeYet) outer_ = frame_apart(outer_name_);
   return outer_;
+}
+
+// Not through child_of: threads of one name are frames apart.
+uint32_t FlameGraph::frame_apart(uint32_t thread_name) {
+  FlameFrame frame;
+  frame.parent = 0;
+  frame.name = thread_name;
+  frame.depth = 1;
+  frames_.push_back(frame);
+  return static_cast<uint32_t>(frames_.size() - 1);
+}
+
+// An outermost span's time is its outer frame's (the root, or a thread's under it) and the root's.
+void FlameGraph::add_outermost_time(uint32_t outer, uint64_t time) {
+  frames_[outer].total_ns += time;
+  if (outer != 0) frames_[0].total_ns += time;
+}
+
+void FlameGraph::add_whole_spans(const WholeSpanList& spans, std::span<const uint32_t> which, const NameOf& name_of,
+                                 const ThreadOf& thread_of) {
+  struct Placed {
+    uint32_t frame;
+    uint64_t from, to;
+  };
+  std::unordered_map<uint32_t, Placed> placed;  // by span: a parent comes before its children
+  std::unordered_map<uint32_t, uint32_t> thread_frames;
+  for (const uint32_t k : which) {
+    uint64_t from = std::max(spans.begins[k], begin_);
+    uint64_t to = std::min(spans.ends[k], end_);
+    const uint32_t name = name_of ? name_of(spans.names[k]) : spans.names[k];
+    const auto parent = spans.parents[k] == WholeSpanList::kNoParent ? placed.end() : placed.find(spans.parents[k]);
+    uint32_t frame = 0;
+    if (parent != placed.end()) {
+      from = std::max(from, parent->second.from);
+      to = std::min(to, parent->second.to);
+      frame = child_of(parent->second.frame, name);
+    } else {
+      uint32_t outer = 0;
+      if (thread_of) {
+        const uint32_t thread = thread_of(k);
+        const auto [found, added] = thread_frames.try_emplace(thread, 0);
+        if (added) found->second = frame_apart(thread);
+        outer = found->second;
+      }
+      frame = child_of(outer, name);
+      add_outermost_time(outer, to > from ? to - from : 0);
+    }
+    frames_[frame].total_ns += to > from ? to - from : 0;
+    ++frames_[frame].count;
+    placed[k] = {frame, from, std::max(from, to)};
+  }
 }
 
 void FlameGraph::add_thread_apart(uint32_t thread_name, std::span<const SpanLevel> levels, const NameOf& name_of) {
@@ -88,10 +131,7 @@ void FlameGraph::add_level(const SpanLevel& level, const SpanLevel* above, size_
     const uint64_t time = to > from ? to - from : 0;
     frames_[frame].total_ns += time;
     ++frames_[frame].count;
-    if (outermost) {
-      frames_[parent_frame].total_ns += time;
-      if (parent_frame != 0) frames_[0].total_ns += time;
-    }
+    if (outermost) add_outermost_time(parent_frame, time);
     frames.push_back(frame);
   }
 }

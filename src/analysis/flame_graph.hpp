@@ -1,7 +1,11 @@
-// A flame graph of the spans in a time range: spans nested by each thread's stack, merged by
-// call path (the names from the outermost span down, over every thread), each frame's width its
-// total time within the range (spans clipped to the range's edges), with its self time (its
-// total less its children's) and how many spans were merged into it.
+// A flame graph of the spans in a time range, merged by call path (the names from the outermost
+// span down, over every thread), each frame's width its total time within the range (spans
+// clipped to the range's edges), with its self time (its total less its children's) and how many
+// spans were merged into it. Two modes (analysis/span_time.hpp defines the times):
+// - running: the pieces of spans as they ran on threads, nested by each thread's stack
+//   (add_thread): a task's span is a piece per run, suspension left out;
+// - wall: whole spans (add_whole_spans), from begin to end, suspension included, each under the
+//   span around it that it lies within: what `stats` counts.
 //
 // Spans are the first source; sampled call stacks (a later sampling profiler) go into the same
 // frames through add_stack, each sample weighing the time it stands for.
@@ -35,6 +39,16 @@ struct SpanLevel {
   std::span<const uint32_t> names;
 };
 
+// Whole spans (wall time), by begin, each with the span around it (an index here, before it;
+// viewer::WholeSpans says which) or kNoParent.
+struct WholeSpanList {
+  static constexpr uint32_t kNoParent = UINT32_MAX;
+  std::span<const uint64_t> begins;
+  std::span<const uint64_t> ends;
+  std::span<const uint32_t> names;
+  std::span<const uint32_t> parents;
+};
+
 class FlameGraph {
  public:
   // Times are ns; spans are clipped to [begin, end].
@@ -52,6 +66,13 @@ class FlameGraph {
   // graph of that thread alone would. Each call makes a frame of its own, so two threads of one
   // name stay apart; a thread with no span in the range gets none.
   void add_thread_apart(uint32_t thread_name, std::span<const SpanLevel> levels, const NameOf& name_of = {});
+  // The spans `which` (indexes into `spans`, ascending) whole: each under its parent's frame when
+  // its parent is among them, else outermost: under the root, or (`thread_of` given) under a
+  // frame of its own per thread name, as add_thread_apart makes. Times are clipped to the range
+  // and to the parent, as add_thread clips them; each span counts once.
+  using ThreadOf = std::function<uint32_t(uint32_t span)>;
+  void add_whole_spans(const WholeSpanList& spans, std::span<const uint32_t> which, const NameOf& name_of = {},
+                       const ThreadOf& thread_of = {});
   // A call stack (outermost name first) standing for `weight_ns`: its innermost frame gets the
   // time as its own, every frame on the path it as part of its total.
   void add_stack(std::span<const uint32_t> names, uint64_t weight_ns);
@@ -67,6 +88,8 @@ class FlameGraph {
  private:
   uint32_t child_of(uint32_t parent, uint32_t name);
   uint32_t outer_frame();
+  uint32_t frame_apart(uint32_t thread_name);
+  void add_outermost_time(uint32_t outer, uint64_t time);
   void add_level(const SpanLevel& level, const SpanLevel* above, size_t above_first,
                  const std::vector<uint32_t>& above_frames, const NameOf& name_of, size_t& first,
                  std::vector<uint32_t>& frames);

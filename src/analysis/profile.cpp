@@ -38,22 +38,28 @@ bool busies_its_thread(const reader::PairedSpan* span) {
   return span && span->task == 0 && span->parent_sequence == 0;
 }
 
-// The busy time of a thread changes with its spans and task runs.
-void follow_busy(const reader::Event& event, ThreadAccumulator& thread,
-                 std::map<uint32_t, ThreadAccumulator>& threads) {
+// The busy time of a thread changes with its spans and task runs; so does the time each task ran.
+void follow_busy(const reader::Event& event, uint64_t ns, ThreadAccumulator& thread,
+                 std::map<uint32_t, ThreadAccumulator>& threads, TaskRunClock& runs) {
   using format::EventId;
   switch (event.type) {
     case EventId::span_begin:
-      if (busies_its_thread(event.span)) thread.busy.open_span(event.ticks);
+      if (busies_its_thread(event.span)) thread.busy.open_span(ns);
       break;
     case EventId::span_end:
-      if (busies_its_thread(event.span)) threads[event.span->thread_id].busy.close_span(event.ticks);
+      if (busies_its_thread(event.span)) threads[event.span->thread_id].busy.close_span(ns);
       break;
     case EventId::task_run_begin:
-      if (event.task != 0) thread.busy.begin_run(event.ticks, event.task);
+      if (event.task != 0) {
+        thread.busy.begin_run(ns, event.task);
+        runs.begin_run(event.task, event.thread_id, ns);
+      }
       break;
     case EventId::task_run_end:
-      if (event.task != 0) thread.busy.end_run(event.ticks, event.task);
+      if (event.task != 0) {
+        thread.busy.end_run(ns, event.task);
+        runs.end_run(event.task, event.thread_id, ns);
+      }
       break;
     default:
       break;
@@ -69,6 +75,18 @@ class Clock {
  private:
   double frequency_;
 };
+
+// A histogram and total of TimelineClock ns.
+Distribution distribution_ns(const LogHistogram& histogram, uint64_t total) {
+  Distribution out;
+  out.count = histogram.count();
+  out.total = total;
+  out.p50 = histogram.quantile(0.5);
+  out.p90 = histogram.quantile(0.9);
+  out.p99 = histogram.quantile(0.99);
+  out.max = histogram.max();
+  return out;
+}
 
 Distribution distribution(const LogHistogram& histogram, uint64_t total, const Clock& clock) {
   Distribution out;
@@ -95,8 +113,8 @@ SpanKey span_key(const reader::Trace& trace, uint32_t name_id) {
 namespace {
 
 // The events in one time-ordered merge, paired by the reader: what every trace can be read with.
-EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& graph_builder,
-                          const ProgressCallback& progress, uint64_t expected) {
+EventTotals follow_merged(const reader::Trace& trace, const TimelineClock& timeline,
+                          model::TaskGraphBuilder& graph_builder, const ProgressCallback& progress, uint64_t expected) {
   EventTotals totals;
   // Accumulate by (category, name), found once per site id. Counters: by series.
   // By site id; a hash map, since a damaged trace may carry any 32-bit id.
@@ -115,6 +133,9 @@ EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& g
 
   // Time of the spans closed inside each open span, by its sequence (PairedSpan).
   std::unordered_map<uint64_t, uint64_t> children_of;
+  // A task's span's running time: how long its task had run when it began, by its sequence.
+  TaskRunClock runs;
+  std::unordered_map<uint64_t, uint64_t> ran_at_begin;
   ThreadAccumulator* last_thread = nullptr;  // std::map's elements keep their address
   uint32_t last_thread_id = 0;
   reader::SpanPairing pairing(trace);
@@ -132,12 +153,25 @@ EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& g
     if (thread.events++ == 0) thread.first = event.ticks;
     thread.last = event.ticks;
     if (event.type == format::EventId::task_run_begin) thread.runs_tasks = true;
-    follow_busy(event, thread, threads);
+    const uint64_t ns = timeline.ns(event.ticks);
+    follow_busy(event, ns, thread, threads, runs);
     switch (event.type) {
+      case format::EventId::span_begin:
+        if (event.span && event.span->task != 0)
+          ran_at_begin[event.span->sequence] = runs.ran_until(event.span->task, ns);
+        break;
       case format::EventId::span_end: {
         if (!event.span) break;  // it pairs with nothing (counted by the pairing)
         const reader::PairedSpan& span = *event.span;
-        const uint64_t length = span.end - span.begin;
+        const uint64_t begin_ns = timeline.ns(span.begin);
+        const uint64_t length = ns > begin_ns ? ns - begin_ns : 0;
+        uint64_t running = length;
+        if (span.task != 0) {
+          const auto began = ran_at_begin.find(span.sequence);
+          const uint64_t before = began == ran_at_begin.end() ? 0 : began->second;
+          running = runs.ran_until(span.task, ns) - before;
+          if (began != ran_at_begin.end()) ran_at_begin.erase(began);
+        }
         uint64_t children = 0;
         if (const auto found = children_of.find(span.sequence); found != children_of.end()) {
           children = found->second;
@@ -147,6 +181,7 @@ EventTotals follow_merged(const reader::Trace& trace, model::TaskGraphBuilder& g
         accumulator.durations.add(length);
         accumulator.total += length;
         accumulator.self += length > children ? length - children : 0;
+        accumulator.running += running;
         if (span.parent_sequence != 0) children_of[span.parent_sequence] += length;
         break;
       }
@@ -221,6 +256,7 @@ bool cut_by_window(const model::Task& task, const FlightWindows& flight) {
 Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, const ProgressCallback& progress,
                       model::GraphDetail graph_detail, const ProfileOptions& options) {
   const Clock clock(trace);
+  const TimelineClock timeline(trace);
   Profile profile;
   profile.directory = trace.directory();
   profile.hostname = trace.description().hostname;
@@ -244,7 +280,7 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
   std::optional<EventTotals> apart;
   // A graph asked for is built from the merge: the threads apart give none.
   if (options.parallel && !graph_out && threads_are_apart(trace))
-    apart = follow_threads_apart(trace, progress, expected, options);
+    apart = follow_threads_apart(trace, timeline, progress, expected, options);
   EventTotals totals;
   if (apart) {
     totals = std::move(*apart);
@@ -253,7 +289,7 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
     // Without task or loop events, all the graph takes of the events is their first and last times.
     if (totals.seen > 0) graph_builder.add_times(totals.first, totals.last);
   } else {
-    totals = follow_merged(trace, graph_builder, progress, expected);
+    totals = follow_merged(trace, timeline, graph_builder, progress, expected);
   }
   const uint64_t seen = totals.seen;
   if (progress) progress(seen, seen);
@@ -276,8 +312,9 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
     SpanProfile span;
     span.category = key.first;
     span.name = key.second;
-    span.duration = distribution(accumulator.durations, accumulator.total, clock);
-    span.self = clock.ns(accumulator.self);
+    span.duration = distribution_ns(accumulator.durations, accumulator.total);
+    span.self = accumulator.self;
+    span.running = accumulator.running;
     profile.spans.push_back(std::move(span));
   }
   std::sort(profile.spans.begin(), profile.spans.end(),
@@ -290,7 +327,7 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
     thread.thread_id = thread_id;
     thread.name = trace.thread_name(thread_id);
     thread.events = accumulator.events;
-    thread.busy = clock.ns(accumulator.busy.busy_until(graph.last_ticks()));
+    thread.busy = accumulator.busy.busy_until(timeline.ns(graph.last_ticks()));
     thread.idle = clock.ns(graph.idle_ticks(thread_id));
     thread.span = clock.ns(accumulator.last - accumulator.first);
     thread.discarded = discarded_by_thread[thread_id];

@@ -33,18 +33,20 @@ struct Distribution {
   double mean() const { return count ? static_cast<double>(total) / static_cast<double>(count) : 0.0; }
 };
 
+// A name's spans, their times as analysis/span_time.hpp defines them.
 struct SpanProfile {
   std::string category;
   std::string name;
-  Distribution duration;  // inclusive of children
-  uint64_t self = 0;      // total, children excluded
+  Distribution duration;  // wall time (begin to end, suspension included), children included
+  uint64_t self = 0;      // wall time less the children's
+  uint64_t running = 0;   // running time (the pieces on threads), children included
 };
 
 struct ThreadProfile {
   uint32_t thread_id = 0;
   std::string name;
   uint64_t events = 0;
-  uint64_t busy = 0;  // inside an outermost span or a task run
+  uint64_t busy = 0;  // inside an outermost span of its own or a task run (range stats' busy too)
   uint64_t idle = 0;  // event loop suspended for lack of work
   uint64_t span = 0;  // from its first event to its last
   uint64_t discarded = 0;

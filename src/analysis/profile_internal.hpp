@@ -17,20 +17,25 @@
 #include "analysis/counter_series.hpp"
 #include "analysis/log_histogram.hpp"
 #include "analysis/profile.hpp"
+#include "analysis/span_time.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::analysis {
 namespace profile_internal {
 
+// A name's spans, in TimelineClock ns (analysis/span_time.hpp): their wall times (durations,
+// total), wall times less their children's (self), and running times.
 struct SpanAccumulator {
   LogHistogram durations;
   uint64_t total = 0;
   uint64_t self = 0;
+  uint64_t running = 0;
 
   void merge(const SpanAccumulator& other) {
     durations.merge(other.durations);
     total += other.total;
     self += other.self;
+    running += other.running;
   }
 };
 
@@ -60,7 +65,8 @@ struct CounterAccumulator {
   }
 };
 
-// A thread is busy while inside an outermost span of its own or a task run. The events come in
+// A thread is busy while inside an outermost span of its own or a task run (times in TimelineClock
+// ns, as range stats count them from the viewer's index). The events come in
 // time order, so counting what is open on the thread gives the time covered, overlaps once,
 // without keeping any interval: memory grows with the nesting, not with the events.
 class BusyClock {
@@ -134,8 +140,9 @@ struct EventTotals {
 
 // profile_threads.cpp
 bool threads_are_apart(const reader::Trace& trace);
-std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, const ProgressCallback& progress,
-                                                uint64_t expected, const ProfileOptions& options);
+std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, const TimelineClock& timeline,
+                                                const ProgressCallback& progress, uint64_t expected,
+                                                const ProfileOptions& options);
 
 }  // namespace profile_internal
 

@@ -85,8 +85,10 @@ constexpr double kExactSums = 9007199254740992.0;  // 2^53
 // which the piece gives up and the thread is read whole).
 class ThreadPass {
  public:
-  ThreadPass(const reader::Trace& trace, const reader::SpanPairing& names, std::vector<size_t> streams)
+  ThreadPass(const reader::Trace& trace, const TimelineClock& timeline, const reader::SpanPairing& names,
+             std::vector<size_t> streams)
       : trace_(trace),
+        timeline_(timeline),
         names_(names),
         streams_(std::move(streams)),
         by_site_(trace.sites().size() + 1, nullptr),
@@ -94,9 +96,9 @@ class ThreadPass {
 
   // The pass over packets [first_packet, end_packet) of a thread's one stream, the first piece of
   // it or a later one.
-  ThreadPass(const reader::Trace& trace, const reader::SpanPairing& names, size_t stream, size_t first_packet,
-             size_t end_packet)
-      : ThreadPass(trace, names, std::vector<size_t>{stream}) {
+  ThreadPass(const reader::Trace& trace, const TimelineClock& timeline, const reader::SpanPairing& names, size_t stream,
+             size_t first_packet, size_t end_packet)
+      : ThreadPass(trace, timeline, names, std::vector<size_t>{stream}) {
     first_packet_ = first_packet;
     end_packet_ = end_packet;
   }
@@ -214,7 +216,7 @@ class ThreadPass {
     for (OpenSpan span : next.open_) {
       span.parent_sequence = span.parent_sequence == 0 ? innermost_at[span.segment] : base + span.parent_sequence;
       span.sequence += base;
-      if (span.parent_sequence == 0) thread_.busy.open_span(span.begin);
+      if (span.parent_sequence == 0) thread_.busy.open_span(timeline_.ns(span.begin));
       open_.push_back(span);
     }
   }
@@ -274,7 +276,7 @@ class ThreadPass {
   template <bool kLaterPiece>
   void begin_span(const reader::Event& event) {
     // An outermost span of the thread's own makes it busy (BusyClock).
-    if (!kLaterPiece && open_.empty()) thread_.busy.open_span(event.ticks);
+    if (!kLaterPiece && open_.empty()) thread_.busy.open_span(timeline_.ns(event.ticks));
     open_.push_back({next_sequence_++, open_.empty() ? 0 : open_.back().sequence, event.ticks, 0,
                      names_.name_key(event.name_id), event.name_id, segment_});
   }
@@ -312,20 +314,23 @@ class ThreadPass {
     }
   }
 
-  // Closes open_[index] at `ticks`.
+  // Closes open_[index] at `ticks`. Times from here on are TimelineClock ns: a thread's own span
+  // runs all along its wall time (analysis/span_time.hpp).
   template <bool kLaterPiece>
   void close_at(size_t index, uint64_t ticks) {
     const OpenSpan span = open_[index];
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(index));
-    const uint64_t length = ticks - span.begin;
+    const uint64_t end_ns = timeline_.ns(ticks), begin_ns = timeline_.ns(span.begin);
+    const uint64_t length = end_ns > begin_ns ? end_ns - begin_ns : 0;
     SpanAccumulator& accumulator = span_accumulator(span.site);
     accumulator.durations.add(length);
     accumulator.total += length;
     accumulator.self += length > span.children ? length - span.children : 0;
+    accumulator.running += length;
     if (span.parent_sequence != 0) {
       add_to_parent(index, span.parent_sequence, length);
     } else if (!kLaterPiece) {
-      thread_.busy.close_span(ticks);
+      thread_.busy.close_span(end_ns);
     } else {
       busy_if_nothing_carried_[span.segment] += length;
       if (outer_closes_.empty() || outer_closes_.back().begin_segment != span.segment ||
@@ -415,6 +420,7 @@ class ThreadPass {
   }
 
   const reader::Trace& trace_;
+  const TimelineClock& timeline_;
   const reader::SpanPairing& names_;
   std::vector<size_t> streams_;
   size_t first_packet_ = 0, end_packet_ = SIZE_MAX;  // first_packet_ > 0: a later piece of its stream
@@ -464,8 +470,9 @@ namespace profile_internal {
 // The threads read apart and their parts merged; nullopt when the trace must be read in the
 // merge after all (a stream going back in time, a counter value whose order matters, a read
 // that failed: the merge then reads it, and says what failed).
-std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, const ProgressCallback& progress,
-                                                uint64_t expected, const ProfileOptions& options) {
+std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, const TimelineClock& timeline,
+                                                const ProgressCallback& progress, uint64_t expected,
+                                                const ProfileOptions& options) {
   // Streams by thread id, each thread's in stream order; the largest threads first, so that the
   // last to be read are short.
   std::map<uint32_t, std::vector<size_t>> streams_of;
@@ -497,13 +504,13 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
     first_piece.push_back(passes.size());
     const size_t pieces = pieces_of(thread_id);
     if (pieces == 1) {
-      passes.emplace_back(trace, names, streams_of.at(thread_id));
+      passes.emplace_back(trace, timeline, names, streams_of.at(thread_id));
       continue;
     }
     const size_t stream = streams_of.at(thread_id).front();
     const size_t packets = trace.readable_packet_count(stream);
     for (size_t piece = 0; piece < pieces; ++piece)
-      passes.emplace_back(trace, names, stream, packets * piece / pieces, packets * (piece + 1) / pieces);
+      passes.emplace_back(trace, timeline, names, stream, packets * piece / pieces, packets * (piece + 1) / pieces);
   }
   first_piece.push_back(passes.size());
 
@@ -525,7 +532,7 @@ std::optional<EventTotals> follow_threads_apart(const reader::Trace& trace, cons
     if (std::any_of(passes.begin() + static_cast<std::ptrdiff_t>(first),
                     passes.begin() + static_cast<std::ptrdiff_t>(end),
                     [](const ThreadPass& pass) { return pass.gave_up(); })) {
-      joined.back() = &read_whole.emplace_back(trace, names, streams_of.at(order[thread]));
+      joined.back() = &read_whole.emplace_back(trace, timeline, names, streams_of.at(order[thread]));
       joined.back()->run([](uint64_t) {});
       continue;
     }

@@ -121,27 +121,32 @@ instead. Strings of the trace that are not UTF-8 are printed as they are.
 )ref"},
 
     {"stats", R"ref(
-stats is a trace in numbers: a flat profile of spans by name as gprof's (count, total, self time
-with children excluded, mean, p50, p90, p99, max; sorted by self time), per thread busy (inside a
-span or a task run) and idle (loop suspended) time, per task kind the count, failures and lifetime
-and run-time distributions, counters (min, max, last, rate; one series per category and name,
-whatever call sites and threads wrote it; a metric counter as its running total from the trace's
-start, its rate never negative), events lost per thread, trace length, event rate and bytes per
-event. --json for machines; a progress line on a terminal for large traces. It reads the threads
-on all cores, and the stream of a thread that holds most of the trace in pieces, one per core (the
-spans open across a piece's start are settled when the pieces are put together); a trace with
-tasks is read in one time-ordered merge. Every JSON the tools write (stats --json, the viewer's API
-and --html, the Chrome and OTLP exports) replaces bytes of a trace's strings that are not UTF-8 (a
-thread name, a note, a label) with U+FFFD, one per invalid byte sequence; dump prints them as they
-are. Percentiles come from log-scaled histograms (within about 4%) and busy time is counted as the
-events come, so the tool's own memory grows with the number of names, threads and tasks (about
-0.4 KB a task, with its waits), not with the number of events: 100 M events of spans, counters and
-notes take 1 MB of heap (it was 184 MB). The trace's files are mapped: a trace under 256 MiB of
-stream files stays mapped while it is read (its pages count in the resident size), a larger one
-has its pages let go behind the reader, 4 MiB at a time, so the resident size stays near the
-heap's plus at most 4 MiB per stream being read (20 MiB while the trace is opened and checked); a
-compressed stream adds one decoded unit (about 1 MiB) and needs no temporary file. Figures:
-docs/performance-log.md#stats-memory-and-the-critical-path.
+stats is a trace in numbers: a flat profile of spans by name as gprof's (count, self time with
+children excluded, wall time, running time, and the wall time's mean, p50, p90, p99, max; sorted by
+self time), per thread busy (inside an outermost span of its own or a task run, as the viewer's
+range stats count it) and idle (loop suspended) time, per task kind the count, failures and
+lifetime and run-time distributions, counters (min, max, last, rate; one series per category and
+name, whatever call sites and threads wrote it; a metric counter as its running total from the
+trace's start, its rate never negative), events lost per thread, trace length, event rate and bytes
+per event. A span's WALL time is from its begin to its end, suspension included; its RUNNING time
+is the parts of that on threads: a span in a coroutine (chronicle::task) that suspends holds its
+task's runs only, a thread's own span runs all along (docs/viewer.md, "A span's time"; the viewer's
+flame graph shows either, range stats both, to the same nanosecond). --json for machines (spans'
+total_ns is the wall time, running_ns the running time); a progress line on a terminal for large
+traces. It reads the threads on all cores, and the stream of a thread that holds most of the trace
+in pieces, one per core (the spans open across a piece's start are settled when the pieces are put
+together); a trace with tasks is read in one time-ordered merge. Every JSON the tools write (stats
+--json, the viewer's API and --html, the Chrome and OTLP exports) replaces bytes of a trace's
+strings that are not UTF-8 (a thread name, a note, a label) with U+FFFD, one per invalid byte
+sequence; dump prints them as they are. Percentiles come from log-scaled histograms (within about
+4%) and busy time is counted as the events come, so the tool's own memory grows with the number of
+names, threads and tasks (about 0.4 KB a task, with its waits), not with the number of events: 100
+M events of spans, counters and notes take 1 MB of heap (it was 184 MB). The trace's files are
+mapped: a trace under 256 MiB of stream files stays mapped while it is read (its pages count in the
+resident size), a larger one has its pages let go behind the reader, 4 MiB at a time, so the
+resident size stays near the heap's plus at most 4 MiB per stream being read (20 MiB while the
+trace is opened and checked); a compressed stream adds one decoded unit (about 1 MiB) and needs no
+temporary file. Figures: docs/performance-log.md#stats-memory-and-the-critical-path.
 
 --critical-path TASK (an id such as t2.17, a label or a name): the chain of runs, waits and
 resolutions that decided when the task finished, walked back through the task graph, with the time
@@ -256,8 +261,8 @@ click follows one), counters as charts, idle time shaded, when each thread was o
 (record --sample), the tracks in groups per process that collapse and move; drag to pan, wheel to
 zoom, W/A/S/D as in Perfetto and Tracy; click for details (with the task's critical path), search,
 shift+drag for a range's stats and flame graph (spans merged by call path, or split by thread, or
-the samples' call stacks; zoom on click), tooltips on hover, and the window, selection and
-collapsed groups and subtrees in the URL, to share a view as a link.
+the samples' call stacks; wall or running time; zoom on click), tooltips on hover, and the
+window, selection and collapsed groups and subtrees in the URL, to share a view as a link.
 
 The server does the level of detail (what is visible in a window at a given width, from an index
 built once and kept beside the trace in `DIR/.chronicle-view-index` (in ~/.cache/chronicle when

@@ -31,7 +31,7 @@ using index_files::for_each_trace_file;
 using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 7;  // 7: the checksum
+constexpr uint32_t kFormatVersion = 8;  // 8: whole spans and each lane's busy intervals
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -483,6 +483,13 @@ struct IndexCache::Fields {
     viewer::transfer(a, index.samples_without_lane_);
     a.sequence(index.warnings_, [&](auto& warning) { a.text(warning); });
     a.sequence(index.busy_prefix_, [&](auto& column) { a.column(column); });
+    a.column(index.whole_spans_.begins);
+    a.column(index.whole_spans_.ends);
+    a.column(index.whole_spans_.sites);
+    a.column(index.whole_spans_.lanes);
+    a.column(index.whole_spans_.parents);
+    a.column(index.whole_spans_.reach);
+    a.column(index.whole_spans_.running);
   }
 
   template <class A, class L>
@@ -495,6 +502,8 @@ struct IndexCache::Fields {
     viewer::transfer(a, lane.idle);
     viewer::transfer(a, lane.off_cpu);
     viewer::transfer(a, lane.samples);
+    viewer::transfer(a, lane.busy);
+    a.sequence(lane.depth_spans, [&](auto& column) { a.column(column); });
     a.column(lane.markers.times);
     a.column(lane.markers.sites);
     a.column(lane.markers.types);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 #include <span>
@@ -301,7 +302,19 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
   const uint64_t end = row.ends[span];
   json out = span_ref(index, lane, depth, span);
   out["kind"] = "span";
+  // What is drawn is a piece (a task's span has one per run of its task): its own time, and the
+  // span's wall and running times (analysis/span_time.hpp).
   out["duration"] = end - begin;
+  if (depth < where.depth_spans.size() && span < where.depth_spans[depth].size()) {
+    const WholeSpans& whole = index.whole_spans();
+    const uint32_t k = where.depth_spans[depth][span];
+    out["span"] = {{"begin", whole.begins[k]},
+                   {"end", whole.ends[k]},
+                   {"wall_ns", whole.ends[k] - whole.begins[k]},
+                   {"running_ns", whole.running[k]},
+                   {"began_on", fmt::format("{} ({})", index.lanes()[whole.lanes[k]].name,
+                                            index.lanes()[whole.lanes[k]].thread_id)}};
+  }
   out["thread"] = fmt::format("{} ({})", where.name, where.thread_id);
   out["fields"] = {{"category", site ? site->category : ""},
                    {"name", site ? site->name : ""},
@@ -553,7 +566,11 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
                      {"samples", lane.samples}});
   json names = json::array();
   for (const NameTotal& total : stats.top_names)
-    names.push_back({{"name", index.site_name(total.site)}, {"count", total.count}, {"total_ns", total.total_ns}});
+    names.push_back({{"name", index.site_name(total.site)},
+                     {"spans", total.spans},
+                     {"wall_ns", total.wall_ns},
+                     {"pieces", total.pieces},
+                     {"running_ns", total.running_ns}});
   return {{"begin", stats.begin},
           {"end", stats.end},
           {"lanes", std::move(lanes)},
@@ -570,7 +587,7 @@ json stats_json(const TimelineIndex& index, uint64_t begin, uint64_t end) {
 namespace {
 
 // The frames depth-first; `lane_of_name` (split by thread): which lane each thread frame is.
-json flame_answer(analysis::FlameGraph& graph, const char* source, json names,
+json flame_answer(analysis::FlameGraph& graph, const char* source, const char* mode, json names,
                   const std::unordered_map<uint32_t, uint32_t>* lane_of_name) {
   graph.finish();
   json frames = json::array();
@@ -590,6 +607,7 @@ json flame_answer(analysis::FlameGraph& graph, const char* source, json names,
                  {"source", source},
                  {"names", std::move(names)},
                  {"frames", std::move(frames)}};
+  if (mode) answer["mode"] = mode;
   if (lane_of_name) {
     answer["by"] = "thread";
     answer["threads"] = std::move(threads);
@@ -633,7 +651,30 @@ json sample_flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end,
   }
   if (index.samples_without_lane().size() > 0)
     add_row(index.samples_without_lane(), thread_name_for("(threads that never traced)"));
-  return flame_answer(graph, "samples", std::move(names), roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
+  return flame_answer(graph, "samples", nullptr, std::move(names),
+                      roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
+}
+
+// The wall mode's frames: the spans that overlap [begin, end] whole, each under its owner's span
+// around it; split by thread, an owner's outermost spans under the thread they began on.
+void add_whole_spans(const TimelineIndex& index, analysis::FlameGraph& graph,
+                     const analysis::FlameGraph::NameOf& name_of,
+                     const std::function<uint32_t(uint32_t)>& thread_name) {
+  const WholeSpans& spans = index.whole_spans();
+  const auto [first, last] = spans.candidates(graph.begin(), graph.end());
+  std::vector<uint32_t> which;
+  for (size_t k = first; k < last; ++k)
+    if (spans.ends[k] >= graph.begin()) which.push_back(static_cast<uint32_t>(k));
+  analysis::FlameGraph::ThreadOf thread_of;
+  if (thread_name) {
+    std::unordered_map<uint32_t, uint32_t> name_of_lane;
+    thread_of = [&spans, &thread_name, name_of_lane](uint32_t span) mutable {
+      const auto [found, added] = name_of_lane.try_emplace(spans.lanes[span], 0);
+      if (added) found->second = thread_name(spans.lanes[span]);
+      return found->second;
+    };
+  }
+  graph.add_whole_spans({spans.begins, spans.ends, spans.sites, spans.parents}, which, name_of, thread_of);
 }
 
 }  // namespace
@@ -647,6 +688,11 @@ json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameR
 }
 
 json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots, FlameSource source) {
+  return flame_json(index, begin, end, roots, source, FlameMode::wall);
+}
+
+json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots, FlameSource source,
+                FlameMode mode) {
   if (source == FlameSource::samples) return sample_flame_json(index, begin, end, roots);
   // Call sites of one name are one frame: each site is named once, the first time it is met.
   constexpr uint32_t kUnnamed = UINT32_MAX;
@@ -666,6 +712,21 @@ json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameR
   analysis::FlameGraph graph(begin, end);
   // A thread's name gets an id of its own (never shared with a span's name), which says its lane.
   std::unordered_map<uint32_t, uint32_t> lane_of_name;
+  auto thread_name_of_lane = [&](uint32_t lane) {
+    const Lane& each = index.lanes()[lane];
+    const auto thread_name = static_cast<uint32_t>(names.size());
+    names.push_back(each.name + " (" + std::to_string(each.thread_id) + ")");
+    lane_of_name[thread_name] = lane;
+    return thread_name;
+  };
+  const char* mode_name = mode == FlameMode::wall ? "wall" : "running";
+  if (mode == FlameMode::wall) {
+    std::function<uint32_t(uint32_t)> per_thread;
+    if (roots == FlameRoots::per_thread) per_thread = thread_name_of_lane;
+    add_whole_spans(index, graph, name_of, per_thread);
+    return flame_answer(graph, "spans", mode_name, std::move(names),
+                        roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
+  }
   std::vector<analysis::SpanLevel> levels;
   for (uint32_t lane = 0; lane < index.lanes().size(); ++lane) {
     const Lane& each = index.lanes()[lane];
@@ -675,12 +736,10 @@ json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameR
       graph.add_thread(levels, name_of);
       continue;
     }
-    const auto thread_name = static_cast<uint32_t>(names.size());
-    names.push_back(each.name + " (" + std::to_string(each.thread_id) + ")");
-    lane_of_name[thread_name] = lane;
-    graph.add_thread_apart(thread_name, levels, name_of);
+    graph.add_thread_apart(thread_name_of_lane(lane), levels, name_of);
   }
-  return flame_answer(graph, "spans", std::move(names), roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
+  return flame_answer(graph, "spans", mode_name, std::move(names),
+                      roots == FlameRoots::per_thread ? &lane_of_name : nullptr);
 }
 
 }  // namespace chronicle::viewer

@@ -51,6 +51,13 @@ nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t e
 enum class FlameSource { spans, samples };
 nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots,
                           FlameSource source);
+// Which time of a span a frame holds (analysis/span_time.hpp), said by `mode` in the answer:
+// wall (the default: whole spans, begin to end, suspension included, each under its owner's
+// span around it; `count` is spans) or running (the pieces on threads, nested by each thread's
+// stack; `count` is pieces). Samples have no mode.
+enum class FlameMode { wall, running };
+nlohmann::json flame_json(const TimelineIndex& index, uint64_t begin, uint64_t end, FlameRoots roots,
+                          FlameSource source, FlameMode mode);
 
 // The tasks as a self-contained page carries them, so that it can answer what task_details_json
 // answers (critical path included) by itself, lazily: per task a line [begin, end, row, state,

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <ranges>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -90,6 +91,7 @@ class IndexCombiner {
     }
     index_internal::lay_out_tasks(combined);
     index_internal::sort_arrows_by_length(combined);
+    index_internal::finish_whole_spans(combined);
     combined.messages_ = find_messages(traces, first_lanes, origin);
     combined.cross_process_ = std::make_shared<CrossProcessPaths>(std::move(directories));
     combined.index_task_lookup();
@@ -110,8 +112,12 @@ class IndexCombiner {
       shift_row(lane.idle, offset);
       shift_row(lane.off_cpu, offset);
       shift_row(lane.samples, offset);
+      shift_row(lane.busy, offset);
       for (uint64_t& time : lane.markers.times) time += offset;
     }
+    for (uint64_t& time : index.whole_spans_.begins) time += offset;
+    for (uint64_t& time : index.whole_spans_.ends) time += offset;
+    for (uint64_t& time : index.whole_spans_.reach) time += offset;
     for (TaskLine& line : index.task_lines_) {
       line.begin += offset;
       line.end += offset;
@@ -160,9 +166,30 @@ class IndexCombiner {
       into.counters_.push_back(std::move(series));
     }
     for (auto& prefix : part.busy_prefix_) into.busy_prefix_.push_back(std::move(prefix));
+    const auto span_offset = static_cast<uint32_t>(into.whole_spans_.size());
+    for (Lane& lane : into.lanes_ | std::views::drop(lane_offset))
+      for (Column<uint32_t>& column : lane.depth_spans)
+        for (uint32_t& span : column) span += span_offset;
+    append_whole_spans(into.whole_spans_, part.whole_spans_, moved_site, lane_offset);
     for (std::string& warning : part.warnings_) into.warnings_.push_back(std::move(warning));
     into.event_count_ += part.event_count_;
     into.duration_ = std::max(into.duration_, part.duration_);
+  }
+
+  // `part`'s whole spans after `into`'s (finish_whole_spans puts them in order of begin).
+  template <typename MovedSite>
+  static void append_whole_spans(WholeSpans& into, const WholeSpans& part, const MovedSite& moved_site,
+                                 uint32_t lane_offset) {
+    const auto span_offset = static_cast<uint32_t>(into.size());
+    for (size_t k = 0; k < part.size(); ++k) {
+      into.begins.push_back(part.begins[k]);
+      into.ends.push_back(part.ends[k]);
+      into.sites.push_back(moved_site(part.sites[k]));
+      into.lanes.push_back(part.lanes[k] + lane_offset);
+      into.parents.push_back(part.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
+                                                                      : part.parents[k] + span_offset);
+      into.running.push_back(part.running[k]);
+    }
   }
 
   // `part`'s stacks and functions after `into`'s (a function of both processes has an id in each).

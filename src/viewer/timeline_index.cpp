@@ -6,6 +6,7 @@
 #include "analysis/cpu_timeline.hpp"
 #include "analysis/critical_path.hpp"
 #include "analysis/sample_stacks.hpp"
+#include "analysis/span_time.hpp"
 #include "model/task_graph_feed.hpp"
 
 #include <fmt/format.h>
@@ -66,6 +67,8 @@ void IntervalRow::shrink_to_fit() {
 // Fills a TimelineIndex from a trace.
 class IndexBuilder {
  public:
+  static constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();  // a whole span's end, until it ends
+
   IndexBuilder(const reader::Trace& trace, const TimelineIndex::Progress& progress, model::GraphDetail detail)
       : trace_(trace), counter_catalog_(trace.sites()), progress_(progress), detail_(detail) {}
 
@@ -110,14 +113,10 @@ class IndexBuilder {
   }
 
  private:
+  // The timeline's origin and clock are stats' (analysis::TimelineClock), so that a span's time is
+  // the same number in both.
   void find_origin() {
-    uint64_t origin = std::numeric_limits<uint64_t>::max();
-    for (size_t stream = 0; stream < trace_.streams().size(); ++stream) {
-      reader::Trace::StreamCursor cursor(trace_, stream);
-      reader::Event first;
-      if (cursor.next(first)) origin = std::min(origin, first.ticks);
-    }
-    if (origin == std::numeric_limits<uint64_t>::max()) origin = 0;
+    const uint64_t origin = analysis::timeline_origin(trace_);
     index_.origin_ticks_ = origin;
     index_.origin_unix_ns_ = trace_.to_unix_ns(origin);
     index_.ns_per_tick_ = 1e9 / static_cast<double>(trace_.description().clock.frequency_hz);
@@ -240,29 +239,58 @@ class IndexBuilder {
       uint32_t site;
       uint64_t sequence;
       uint64_t task;
+      uint32_t whole;  // its span in whole_spans_
     };
     std::vector<std::vector<Piece>> open(index_.lanes_.size());
+    WholeSpans& whole = index_.whole_spans_;
     auto close = [&](size_t lane_number, size_t depth, uint64_t end) {
       Lane& lane = index_.lanes_[lane_number];
       auto& stack = open[lane_number];
-      if (lane.depths.size() <= depth) lane.depths.resize(depth + 1);
-      lane.depths[depth].add(stack[depth].begin, end, stack[depth].site);
+      if (lane.depths.size() <= depth) {
+        lane.depths.resize(depth + 1);
+        lane.depth_spans.resize(depth + 1);
+      }
+      const Piece& piece = stack[depth];
+      lane.depths[depth].add(piece.begin, end, piece.site);
+      lane.depth_spans[depth].push_back(piece.whole);
+      whole.running[piece.whole] += end > piece.begin ? end - piece.begin : 0;
       ++lane.span_count;
       stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(depth));
     };
     reader::SpanPairing pairing(trace_);
     uint64_t last_ticks = 0;
     uint64_t events_read = 0;
+    std::unordered_map<uint64_t, uint32_t> whole_of_sequence;  // open spans' places in whole_spans_
     trace_.for_each_event(pairing, [&](const reader::Event& event) {
       if (++events_read % TimelineIndex::kProgressEvents == 0 && progress_) progress_(events_read);
       feed.add(event, pairing);
       last_ticks = std::max(last_ticks, event.ticks);
       auto& stack = open[event.stream];
       switch (event.type) {
-        case format::EventId::span_begin:
-          stack.push_back({index_.to_ns(event.ticks), event.span->site_id, event.span->sequence, event.span->task});
+        case format::EventId::span_begin: {
+          const reader::PairedSpan& span = *event.span;
+          const auto place = static_cast<uint32_t>(whole.size());
+          // Around it: its owner's span, else (a task's outermost) the span its thread was in then.
+          const auto parent = whole_of_sequence.find(span.parent_sequence);
+          whole.parents.push_back(parent != whole_of_sequence.end() ? parent->second
+                                  : stack.empty()                   ? WholeSpans::kNoParent
+                                                                    : stack.back().whole);
+          stack.push_back({index_.to_ns(event.ticks), span.site_id, span.sequence, span.task, place});
+          whole_of_sequence[span.sequence] = place;
+          whole.begins.push_back(index_.to_ns(event.ticks));
+          whole.ends.push_back(kOpen);
+          whole.running.push_back(0);
+          whole.sites.push_back(span.site_id);
+          whole.lanes.push_back(event.stream);
           break;
+        }
         case format::EventId::span_end:
+          if (event.span) {
+            if (const auto found = whole_of_sequence.find(event.span->sequence); found != whole_of_sequence.end()) {
+              whole.ends[found->second] = index_.to_ns(event.ticks);
+              whole_of_sequence.erase(found);
+            }
+          }
           for (size_t depth = stack.size(); event.span && depth-- > 0;)
             if (stack[depth].sequence == event.span->sequence) {
               close(event.stream, depth, index_.to_ns(event.ticks));
@@ -272,7 +300,8 @@ class IndexBuilder {
         case format::EventId::task_run_begin:
           if (const auto* spans = pairing.open_in_task(event.task))
             for (const reader::PairedSpan& span : *spans)
-              stack.push_back({index_.to_ns(event.ticks), span.site_id, span.sequence, span.task});
+              stack.push_back({index_.to_ns(event.ticks), span.site_id, span.sequence, span.task,
+                               whole_of_sequence.at(span.sequence)});
           break;
         case format::EventId::task_run_end:
           // The task's spans go on in its next run, wherever that is.
@@ -287,8 +316,13 @@ class IndexBuilder {
     last = index_.to_ns(last_ticks);
     for (size_t lane = 0; lane < open.size(); ++lane)  // cut by the trace's end
       while (!open[lane].empty()) close(lane, open[lane].size() - 1, last);
-    for (Lane& lane : index_.lanes_)
+    for (uint64_t& end : whole.ends)
+      if (end == kOpen) end = last;
+    finish_whole_spans(index_);
+    for (Lane& lane : index_.lanes_) {
       for (IntervalRow& row : lane.depths) row.shrink_to_fit();
+      for (Column<uint32_t>& column : lane.depth_spans) column.shrink_to_fit();
+    }
     return pairing.describe_problems();
   }
 
@@ -373,6 +407,51 @@ class IndexBuilder {
     }
     index.task_tree_ = layout_task_tree(parents);
     for (uint32_t k = 0; k < parents.size(); ++k) index.task_lines_[k].row = index.task_tree_.row[k];
+  }
+
+  // In order of begin (spans appended process after process are not), parents kept, and the reach.
+  static void finish_whole_spans(TimelineIndex& index) {
+    WholeSpans& spans = index.whole_spans_;
+    const size_t count = spans.size();
+    if (!std::is_sorted(spans.begins.begin(), spans.begins.end())) {
+      std::vector<uint32_t> order(count);
+      for (uint32_t k = 0; k < count; ++k) order[k] = k;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return spans.begins[a] < spans.begins[b]; });
+      std::vector<uint32_t> place(count);
+      for (uint32_t k = 0; k < count; ++k) place[order[k]] = k;
+      WholeSpans sorted;
+      for (const uint32_t k : order) {
+        sorted.begins.push_back(spans.begins[k]);
+        sorted.ends.push_back(spans.ends[k]);
+        sorted.sites.push_back(spans.sites[k]);
+        sorted.lanes.push_back(spans.lanes[k]);
+        sorted.parents.push_back(spans.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
+                                                                           : place[spans.parents[k]]);
+        sorted.running.push_back(spans.running[k]);
+      }
+      spans = std::move(sorted);
+      for (Lane& lane : index.lanes_)
+        for (Column<uint32_t>& column : lane.depth_spans)
+          for (uint32_t& span : column) span = place[span];
+    }
+    // A span that does not lie within the span around it (a task's span that outlives the span it
+    // began in) is outermost: a frame's time is never cut to its parent's.
+    for (size_t k = 0; k < count; ++k) {
+      const uint32_t parent = spans.parents[k];
+      if (parent != WholeSpans::kNoParent &&
+          (spans.begins[k] < spans.begins[parent] || spans.ends[k] > spans.ends[parent]))
+        spans.parents[k] = WholeSpans::kNoParent;
+    }
+    Column<uint64_t>::Built reach;
+    uint64_t latest = 0;
+    for (size_t k = 0; k < count; ++k) {
+      latest = std::max(latest, spans.ends[k]);
+      if ((k + 1) % WholeSpans::kReachBlock == 0 || k + 1 == count) reach.push_back(latest);
+    }
+    spans.reach = std::move(reach);
+    for (Column<uint64_t>* column : {&spans.begins, &spans.ends, &spans.running}) column->shrink_to_fit();
+    for (Column<uint32_t>* column : {&spans.sites, &spans.lanes, &spans.parents}) column->shrink_to_fit();
   }
 
   static void sort_arrows_by_length(TimelineIndex& index) {
@@ -478,14 +557,29 @@ class IndexBuilder {
     for (const std::string& name : symbolised.function_names()) table.functions.add(name);
   }
 
+  // Each lane's busy time: its outermost span pieces and its task runs, merged where they overlap
+  // or touch (a task's pieces lie in its runs; a thread's own outermost spans are whole there).
   void index_busy_prefix() {
-    for (const Lane& lane : index_.lanes_) {
-      Column<uint64_t>::Built prefix{0};
-      if (!lane.depths.empty()) {
-        const IntervalRow& top = lane.depths.front();
-        prefix.reserve(top.size() + 1);
-        for (size_t k = 0; k < top.size(); ++k) prefix.push_back(prefix.back() + (top.ends[k] - top.begins[k]));
+    for (Lane& lane : index_.lanes_) {
+      std::vector<std::pair<uint64_t, uint64_t>> intervals;
+      auto take = [&](const IntervalRow& row) {
+        for (size_t k = 0; k < row.size(); ++k) intervals.emplace_back(row.begins[k], row.ends[k]);
+      };
+      if (!lane.depths.empty()) take(lane.depths.front());
+      for (const IntervalRow& row : lane.runs) take(row);
+      std::sort(intervals.begin(), intervals.end());
+      for (const auto& [begin, end] : intervals) {
+        if (lane.busy.size() > 0 && begin <= lane.busy.ends.back()) {
+          if (end > lane.busy.ends.back()) lane.busy.ends[lane.busy.size() - 1] = end;
+          continue;
+        }
+        lane.busy.add(begin, end, 0);
       }
+      lane.busy.shrink_to_fit();
+      Column<uint64_t>::Built prefix{0};
+      prefix.reserve(lane.busy.size() + 1);
+      for (size_t k = 0; k < lane.busy.size(); ++k)
+        prefix.push_back(prefix.back() + (lane.busy.ends[k] - lane.busy.begins[k]));
       index_.busy_prefix_.push_back(std::move(prefix));
     }
   }
@@ -502,6 +596,10 @@ class IndexBuilder {
 };
 
 namespace index_internal {
+
+void finish_whole_spans(TimelineIndex& index) {
+  IndexBuilder::finish_whole_spans(index);
+}
 
 void lay_out_tasks(TimelineIndex& index) {
   IndexBuilder::lay_out_tasks(index);

@@ -78,6 +78,29 @@ struct SampleStackTable {
   std::span<const uint32_t> operator[](size_t k) const { return {frames.data() + first[k], first[k + 1] - first[k]}; }
 };
 
+// Every span whole, from its begin to its end whatever its task did in between (its wall time:
+// analysis/span_time.hpp), by begin: the flame graph's wall mode and range stats' wall times.
+struct WholeSpans {
+  static constexpr uint32_t kNoParent = UINT32_MAX;
+  Column<uint64_t> begins;
+  Column<uint64_t> ends;  // the trace's end when it never ended
+  Column<uint32_t> sites;
+  Column<uint32_t> lanes;  // where it began
+  // The span around it (an index here, before it), or kNoParent: its owner's span around it, else
+  // (a task's outermost span) the span its thread was in when it began; none when it does not lie
+  // within that span.
+  Column<uint32_t> parents;
+  Column<uint64_t> running;  // its running time: its pieces' (Lane::depths) time
+  // reach[b]: the latest end of the spans before (b + 1) * kReachBlock, so that the spans that
+  // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end)):
+  // a word per block, not per span, of what an index of many spans holds.
+  static constexpr size_t kReachBlock = 64;
+  Column<uint64_t> reach;
+  size_t size() const { return begins.size(); }
+  // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
+  std::pair<size_t, size_t> candidates(uint64_t begin, uint64_t end) const;
+};
+
 struct Marker {  // an instant or a note
   uint64_t time = 0;
   uint32_t site = 0;
@@ -100,14 +123,20 @@ struct Markers {
 struct Lane {  // one thread stream
   uint32_t thread_id = 0;
   std::string name;
-  std::string group;                // its process: "host · process (pid N)"
-  std::vector<IntervalRow> depths;  // spans; items are site ids
+  std::string group;  // its process: "host · process (pid N)"
+  // Spans as they ran on this thread: a task's span has a piece in each of its task's runs
+  // (analysis/span_time.hpp: the pieces add up to its running time); items are site ids.
+  std::vector<IntervalRow> depths;
+  std::vector<Column<uint32_t>> depth_spans;  // per depth, each piece's span in TimelineIndex::whole_spans()
   // The task runs on this thread, by nesting (a handler may run inside another's run); items
   // are task indexes. Drawn above the spans, which nest under them.
   std::vector<IntervalRow> runs;
   IntervalRow idle;     // loop suspended; items index TaskGraph::idle()
   IntervalRow off_cpu;  // the thread off its CPU (record --sched); items are format::CpuState
   IntervalRow samples;  // record --sample: each an instant; items index TimelineIndex::sample_stacks()
+  // When the thread was busy, as `stats` counts it: inside an outermost span of its own or a task
+  // run (depths[0] and runs, merged); items 0.
+  IntervalRow busy;
   Markers markers;
   uint64_t span_count = 0;
 };
@@ -276,16 +305,19 @@ struct SearchHit {
   std::string text;
 };
 
+// A name's spans in a range, their times as analysis/span_time.hpp defines them, clipped to it.
 struct NameTotal {
   uint32_t site = 0;
-  uint64_t count = 0;
-  uint64_t total_ns = 0;  // clipped to the range
+  uint64_t spans = 0;       // whole spans that overlap the range
+  uint64_t wall_ns = 0;     // their wall time
+  uint64_t pieces = 0;      // pieces (one per run of a task's span) that overlap the range
+  uint64_t running_ns = 0;  // their running time
 };
 
 struct LaneStats {
   uint32_t lane = 0;
-  uint64_t spans = 0;    // spans that overlap the range, at any depth
-  uint64_t busy_ns = 0;  // time covered by top-level spans, clipped to the range
+  uint64_t spans = 0;    // span pieces that overlap the range, at any depth
+  uint64_t busy_ns = 0;  // inside an outermost span of its own or a task run (Lane::busy), clipped
   uint64_t idle_ns = 0;
   uint64_t blocked_ns = 0;   // off CPU, waiting for something (record --sched)
   uint64_t runnable_ns = 0;  // off CPU, waiting for a CPU
@@ -296,7 +328,7 @@ struct RangeStats {
   uint64_t begin = 0;
   uint64_t end = 0;
   std::vector<LaneStats> lanes;
-  std::vector<NameTotal> top_names;  // by total time, when the range is small enough to break down
+  std::vector<NameTotal> top_names;  // by wall time, when the range is small enough to break down
   bool names_complete = true;        // false: too many spans in the range to break down by name
   uint64_t tasks_overlapping = 0;
   uint64_t tasks_created = 0;
@@ -373,6 +405,7 @@ class TimelineIndex {
   const Column<MessageArrow>& messages() const { return messages_; }  // by send time
   const std::vector<CounterSeries>& counters() const { return counters_; }
   const SampleStackTable& sample_stacks() const { return sample_stacks_; }
+  const WholeSpans& whole_spans() const { return whole_spans_; }
   // Samples of threads with no lane (they never traced), which flame graphs of samples count too.
   const IntervalRow& samples_without_lane() const { return samples_without_lane_; }
   // What was lost or skipped (reader::Trace::warnings): the page shows them above the timeline.
@@ -502,8 +535,9 @@ class TimelineIndex {
   SampleStackTable sample_stacks_;
   IntervalRow samples_without_lane_;
   std::vector<std::string> warnings_;
-  // Depth-0 prefix sums of span durations per lane, for busy time over any range.
+  // Prefix sums of each lane's busy intervals (Lane::busy), for busy time over any range.
   std::vector<Column<uint64_t>> busy_prefix_;
+  WholeSpans whole_spans_;
 
   friend class IndexBuilder;
   friend class IndexCombiner;

@@ -14,5 +14,6 @@ std::string process_group(const reader::Trace& trace);
 // IndexBuilder's steps that IndexCombiner runs again on the combined index.
 void lay_out_tasks(TimelineIndex& index);
 void sort_arrows_by_length(TimelineIndex& index);
+void finish_whole_spans(TimelineIndex& index);
 
 }  // namespace chronicle::viewer::index_internal

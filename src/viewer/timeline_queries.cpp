@@ -429,6 +429,13 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   return hits;
 }
 
+std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {
+  const auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
+  const size_t first = std::min(block * kReachBlock, begins.size());
+  const auto last = static_cast<size_t>(std::upper_bound(begins.begin(), begins.end(), end) - begins.begin());
+  return {first, std::max(first, last)};
+}
+
 RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
   RangeStats stats;
   stats.begin = begin;
@@ -452,8 +459,8 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
       const auto [first, last] = overlapping(row);
       lane_stats.spans += last - first;
     }
-    if (!lane.depths.empty()) {
-      const IntervalRow& top = lane.depths.front();
+    {
+      const IntervalRow& top = lane.busy;
       const auto [first, last] = overlapping(top);
       if (first < last) {
         const auto& prefix = busy_prefix_[lane_number];
@@ -478,7 +485,8 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
     spans_in_range += lane_stats.spans;
     stats.lanes.push_back(lane_stats);
   }
-  stats.names_complete = spans_in_range <= kMaxSpansToBreakDown;
+  const auto [whole_first, whole_last] = whole_spans_.candidates(begin, end);
+  stats.names_complete = spans_in_range <= kMaxSpansToBreakDown && whole_last - whole_first <= kMaxSpansToBreakDown;
   if (stats.names_complete) {
     std::unordered_map<uint32_t, NameTotal> by_site;
     for (const Lane& lane : lanes_)
@@ -487,13 +495,20 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
         for (size_t k = first; k < last; ++k) {
           NameTotal& total = by_site[row.items[k]];
           total.site = row.items[k];
-          ++total.count;
-          total.total_ns += clipped(row.begins[k], row.ends[k]);
+          ++total.pieces;
+          total.running_ns += clipped(row.begins[k], row.ends[k]);
         }
       }
+    for (size_t k = whole_first; k < whole_last; ++k) {
+      if (whole_spans_.ends[k] < begin) continue;
+      NameTotal& total = by_site[whole_spans_.sites[k]];
+      total.site = whole_spans_.sites[k];
+      ++total.spans;
+      total.wall_ns += clipped(whole_spans_.begins[k], whole_spans_.ends[k]);
+    }
     for (const auto& [site, total] : by_site) stats.top_names.push_back(total);
     std::sort(stats.top_names.begin(), stats.top_names.end(), [](const NameTotal& a, const NameTotal& b) {
-      return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.site < b.site;
+      return a.wall_ns != b.wall_ns ? a.wall_ns > b.wall_ns : a.site < b.site;
     });
     if (stats.top_names.size() > 20) stats.top_names.resize(20);
   }

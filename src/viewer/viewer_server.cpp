@@ -94,10 +94,18 @@ FlameSource flame_source(const httplib::Request& request) {
   throw std::invalid_argument("source: \"spans\" or \"samples\", not \"" + source + "\"");
 }
 
+// mode=running: the pieces of spans on threads; nothing (or wall): whole spans (analysis/span_time.hpp).
+FlameMode flame_mode(const httplib::Request& request) {
+  const std::string mode = request.has_param("mode") ? request.get_param_value("mode") : "wall";
+  if (mode == "running") return FlameMode::running;
+  if (mode == "wall" || mode.empty()) return FlameMode::wall;
+  throw std::invalid_argument("mode: \"wall\" or \"running\", not \"" + mode + "\"");
+}
+
 const char* kNotBuilt =
     "chronicle was built without its viewer page (CHRONICLE_BUILD_VIEWER=OFF).\n"
     "The JSON API still answers: /api/summary, /api/window?begin=&end=&width=, /api/search?q=, "
-    "/api/flame?begin=&end=[&by=thread][&source=samples]\n";
+    "/api/flame?begin=&end=[&by=thread][&source=samples][&mode=running]\n";
 
 std::string escape_for_script(std::string text) {
   // Inside <script>, only "</" can end the element early; "<\/" means the same in JS and JSON.
@@ -114,15 +122,18 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   json lanes = json::array();
   std::set<uint32_t> sites;
   for (const Lane& lane : index.lanes()) {
-    json depths = json::array();
-    for (const IntervalRow& row : lane.depths) {
+    json depths = json::array();  // [begin, end, site, its span in "whole"] per piece
+    for (size_t depth = 0; depth < lane.depths.size(); ++depth) {
+      const IntervalRow& row = lane.depths[depth];
       json spans = json::array();
       for (size_t k = 0; k < row.size(); ++k) {
-        spans.push_back({row.begins[k], row.ends[k], row.items[k]});
+        spans.push_back({row.begins[k], row.ends[k], row.items[k], lane.depth_spans[depth][k]});
         sites.insert(row.items[k]);
       }
       depths.push_back(std::move(spans));
     }
+    json busy = json::array();
+    for (size_t k = 0; k < lane.busy.size(); ++k) busy.push_back({lane.busy.begins[k], lane.busy.ends[k]});
     json idle = json::array();
     for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
     json off_cpu = json::array();  // [begin, end, state]
@@ -149,8 +160,16 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
                      {"runs", std::move(runs)},
                      {"idle", std::move(idle)},
                      {"off_cpu", std::move(off_cpu)},
+                     {"busy", std::move(busy)},
                      {"markers", std::move(markers)}});
   }
+  // Every span whole: [begin, end, site, lane, the span around it (-1: none), running ns].
+  json whole = json::array();
+  const WholeSpans& spans = index.whole_spans();
+  for (size_t k = 0; k < spans.size(); ++k)
+    whole.push_back({spans.begins[k], spans.ends[k], spans.sites[k], spans.lanes[k],
+                     spans.parents[k] == WholeSpans::kNoParent ? int64_t{-1} : int64_t{spans.parents[k]},
+                     spans.running[k]});
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
   json arrows = json::array();
@@ -170,6 +189,7 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   }
   return {{"summary", summary_json(index, title)},
           {"lanes", std::move(lanes)},
+          {"whole", std::move(whole)},
           {"names", std::move(names)},
           {"tasks", embedded_tasks_json(index)},
           {"arrows", std::move(arrows)},
@@ -224,7 +244,7 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
   server.Get("/api/flame", json_handler([trace](const httplib::Request& request) {
                return flame_json(*trace, time_parameter(request, "begin", 0),
                                  time_parameter(request, "end", trace->duration()), flame_roots(request),
-                                 flame_source(request));
+                                 flame_source(request), flame_mode(request));
              }));
   server.Get(".*", [](const httplib::Request& request, httplib::Response& response) {
     const std::string path = request.path == "/" ? "/index.html" : request.path;

@@ -94,6 +94,48 @@ async function recordTwoEchoProcesses(echo) {
   return merged;
 }
 
+// A flame graph's frames by call path: [total, self, count].
+function framesByPath(answer) {
+  const out = {};
+  answer.frames.forEach(([parent, name], k) => {
+    const path = [];
+    for (let f = k; f > 0; f = answer.frames[f][0]) path.unshift(answer.names[answer.frames[f][1]]);
+    if (k > 0) out[path.join(';')] = answer.frames[k].slice(2);
+  });
+  return out;
+}
+
+// A span's time (docs/viewer.md, "A span's time") the page counts as the server does: its flame
+// graphs in both modes, merged and by thread, and its range stats per name and thread.
+async function compareSpanTimes(local, base, duration, program) {
+  for (const [begin, end] of [[0, duration], [Math.floor(duration / 3), Math.floor((2 * duration) / 3)]]) {
+    for (const mode of ['wall', 'running'])
+      for (const by of ['path', 'thread']) {
+        const served = await (await fetch(`${base}api/flame?begin=${begin}&end=${end}&mode=${mode}&by=${by}`)).json();
+        const computed = await local.flame(begin, end, by === 'thread', 'spans', mode);
+        assert.equal(computed.mode, served.mode);
+        const difference = firstDifference(framesByPath(served), framesByPath(computed));
+        assert.equal(difference, null, `${program}: the ${mode} flame graph by ${by} of ${begin}-${end}: ${difference}`);
+      }
+    const served = await (await fetch(`${base}api/stats?begin=${begin}&end=${end}`)).json();
+    const computed = await local.stats(begin, end);
+    const byName = (names) => {
+      const out = {};
+      for (const { name, spans, wall_ns, pieces, running_ns } of names) {
+        const total = (out[name] ??= { spans: 0, wall_ns: 0, pieces: 0, running_ns: 0 });
+        Object.assign(total, { spans: total.spans + spans, wall_ns: total.wall_ns + wall_ns, pieces: total.pieces + pieces, running_ns: total.running_ns + running_ns });
+      }
+      return out;
+    };
+    if (served.top_names.length < 20) {
+      const difference = firstDifference(byName(served.top_names), byName(computed.top_names));
+      assert.equal(difference, null, `${program}: range stats' names of ${begin}-${end}: ${difference}`);
+    }
+    for (const lane of served.lanes)
+      assert.equal(computed.lanes[lane.lane].busy_ns, lane.busy_ns, `${program}: ${lane.name}'s busy time in ${begin}-${end}`);
+  }
+}
+
 async function compare(LocalBackend, trace, program) {
   const html = `${trace}.html`;
   execFileSync(chronicle, ['view', '--html', html, trace], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -136,6 +178,7 @@ async function compare(LocalBackend, trace, program) {
   }
   seen.items += items;
   seen.blocks += blocks;
+  await compareSpanTimes(local, base, data.summary.duration, program);
   console.log(`${program}: the page's windows are the server's (${items} spans and runs, ${blocks} busy blocks; so far ${seen.downsampled} downsampled counters, ${seen.messages} messages (${seen.mergedMessages} merged), ${seen.mergedArrows} merged arrows)`);
   server.kill('SIGTERM');
   server = undefined;

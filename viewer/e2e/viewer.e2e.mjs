@@ -564,7 +564,11 @@ try {
     await page.mouse.up();
     await page.keyboard.up('Shift');
     await page.waitForFunction(() => document.getElementById('panel').dataset.kind === 'stats');
-    assert.ok((await page.locator('#panel').innerText()).includes('Spans by total time'));
+    // The panel says which time of a span it shows (it said "Spans by total time", which was the
+    // pieces' running time while `stats` said the spans' wall time).
+    const panelText = await page.locator('#panel').innerText();
+    assert.ok(panelText.includes('Spans by wall time'), 'the names by wall time');
+    assert.ok(panelText.includes('running'), 'with their running time');
     await page.screenshot({ path: join(artifacts, 'demo-range-stats.png') });
   });
 
@@ -593,10 +597,12 @@ try {
     const known = ['demo/round', 'demo/round;demo/prepare', 'demo/round;demo/prepare;demo/parse', 'demo/round;demo/compute'];
     for (const { path } of paths) assert.ok(known.includes(path), `a call path of the demo: ${path}`);
     assert.ok(stats.names_complete);
+    // The flame graph shows wall time by default: whole spans, as range stats count them.
+    assert.equal(answer.mode, 'wall');
     for (const name of stats.top_names) {
       const frames = paths.filter(p => p.name === name.name);
-      assert.equal(frames.reduce((sum, p) => sum + p.total, 0), name.total_ns, `${name.name}: time in the range`);
-      assert.equal(frames.reduce((sum, p) => sum + p.count, 0), name.count, `${name.name}: spans in the range`);
+      assert.equal(frames.reduce((sum, p) => sum + p.total, 0), name.wall_ns, `${name.name}: wall time in the range`);
+      assert.equal(frames.reduce((sum, p) => sum + p.count, 0), name.spans, `${name.name}: spans in the range`);
     }
     assert.equal(paths.length, stats.top_names.length, 'one frame per name in the range');
     for (const p of paths) {
@@ -605,6 +611,17 @@ try {
     }
     assert.ok(await numberOf(page, 'flameFramesDrawn') >= 2, 'frames drawn');
     await page.screenshot({ path: join(artifacts, 'demo-flame-range.png') });
+    // Ticking "running": the pieces of spans on threads, as range stats count them too.
+    await page.click('#flame-running');
+    await page.waitForFunction(() => document.body.dataset.flameReady === 'true' && window.chronicleFlame.answer()?.mode === 'running');
+    const running = flamePaths(await page.evaluate(() => window.chronicleFlame.answer()));
+    for (const name of stats.top_names) {
+      const frames = running.filter(p => p.name === name.name);
+      assert.equal(frames.reduce((sum, p) => sum + p.total, 0), name.running_ns, `${name.name}: running time in the range`);
+      assert.equal(frames.reduce((sum, p) => sum + p.count, 0), name.pieces, `${name.name}: pieces in the range`);
+    }
+    await page.click('#flame-running');
+    await page.waitForFunction(() => document.body.dataset.flameReady === 'true' && window.chronicleFlame.answer()?.mode === 'wall');
   });
 
   await step('the flame graph of the whole trace: hand-counted spans, zoom on click, a tooltip on hover', async () => {

@@ -73,15 +73,19 @@ export interface TaskDetails extends TaskRef {
   waits_on: TaskRef[]; waited_by: TaskRef[]; resolved_by: TaskRef | null; resolves: TaskRef[];
   critical_path: { method: string; steps: (TaskRef & { state: 'ran' | 'queued' | 'waiting' | 'blocked'; what: string; at: number; contributed: number })[] };
 }
+// A span as drawn is a piece of it (a task's span has one per run of its task; docs/viewer.md, "A
+// span's time"): `duration` is the piece's, `span` the whole span's wall and running times.
 export interface SpanDetails extends SpanRef {
   kind: 'span'; duration: number; thread: string; fields: Record<string, unknown>;
+  span?: { begin: number; end: number; wall_ns: number; running_ns: number; began_on: string };
   parent: SpanRef | null; children: SpanRef[]; children_count: number; notes: Note[];
 }
 export type SearchHit = (TaskRef & { kind: 'task'; text: string }) | (SpanRef & { kind: 'span'; text: string });
 export interface RangeStats {
   begin: number; end: number;
   lanes: { lane: number; name: string; spans: number; busy_ns: number; idle_ns: number; blocked_ns?: number; runnable_ns?: number; samples?: number }[];
-  top_names: { name: string; count: number; total_ns: number }[]; names_complete: boolean;
+  // Per name: whole spans and their wall time, pieces and their running time, clipped to the range.
+  top_names: { name: string; spans: number; wall_ns: number; pieces: number; running_ns: number }[]; names_complete: boolean;
   tasks: { overlapping: number; created: number; resolved: number; failed: number; cancelled: number };
 }
 
@@ -91,10 +95,13 @@ export interface RangeStats {
 // stacks of the samples, by function; totals and self are then sample counts, not ns).
 // Split by thread (`by` "thread"): under the root a frame per thread with spans in the range,
 // named as its lane, holding that thread's frames; `threads` lists [frame, lane] for each.
+// `mode` (spans only): "wall", whole spans from begin to end, suspension included (count: spans),
+// or "running", the pieces of spans on threads (count: pieces).
 export type FlameSource = 'spans' | 'samples';
+export type FlameMode = 'wall' | 'running';
 export type FlameFrameTuple = [number, number, number, number, number];
 export interface FlameAnswer {
-  begin: number; end: number; source: FlameSource; names: string[]; frames: FlameFrameTuple[];
+  begin: number; end: number; source: FlameSource; mode?: FlameMode; names: string[]; frames: FlameFrameTuple[];
   by?: 'thread'; threads?: [number, number][];
 }
 
@@ -113,7 +120,7 @@ export interface Backend {
   task(index: number): Promise<TaskDetails>;
   search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
   stats(begin: number, end: number): Promise<RangeStats>;
-  flame(begin: number, end: number, byThread?: boolean, source?: FlameSource): Promise<FlameAnswer>;
+  flame(begin: number, end: number, byThread?: boolean, source?: FlameSource, mode?: FlameMode): Promise<FlameAnswer>;
   counter(index: number, begin: number, end: number): Promise<CounterBreakdown>;
 }
 
@@ -135,9 +142,9 @@ export class HttpBackend implements Backend {
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
   search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
   stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
-  flame(begin: number, end: number, byThread = false, source: FlameSource = 'spans') {
+  flame(begin: number, end: number, byThread = false, source: FlameSource = 'spans', mode: FlameMode = 'wall') {
     return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}${byThread ? '&by=thread' : ''}` +
-      (source === 'samples' ? '&source=samples' : ''));
+      (source === 'samples' ? '&source=samples' : '') + (mode === 'running' ? '&mode=running' : ''));
   }
   counter(index: number, begin: number, end: number) {
     return getJson<CounterBreakdown>(`api/counter?index=${index}&begin=${Math.max(0, Math.floor(begin))}&end=${Math.ceil(end)}`);

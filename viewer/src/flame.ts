@@ -6,7 +6,7 @@
 // (lane), named as the lane, with that thread's spans under it. "samples" (a trace recorded with
 // --sample) makes the frames of the samples' call stacks instead, by function, outermost on top,
 // each as wide as its samples.
-import type { Backend, FlameAnswer, FlameSource } from './api';
+import type { Backend, FlameAnswer, FlameMode, FlameSource } from './api';
 import { formatDuration, hideTip, showTip, Tip } from './tooltip';
 import * as hooks from './test_hooks';
 
@@ -37,6 +37,8 @@ export class FlamePane {
   private shown: { begin: number; end: number; label?: string } | null = null;
   private byThreadBox: HTMLInputElement;
   private source: FlameSource = 'spans';
+  private mode: FlameMode = 'wall';
+  private runningBox: HTMLInputElement;
   private samplesBox: HTMLInputElement;
   private samplesLabel: HTMLLabelElement;
 
@@ -50,6 +52,8 @@ export class FlamePane {
       '<b>Flame graph</b><span id="flame-title" style="color:#555"></span><span id="flame-path"></span>' +
       '<span style="margin-left:auto;color:#777">click: zoom into a frame · hover: its times</span>' +
       '<label title="a root per thread, with its spans under it" style="white-space:nowrap"><input type="checkbox" id="flame-by-thread"> by thread</label>' +
+      '<label title="running time: the pieces of spans on threads (a coroutine\'s span without its suspensions); unticked: wall time, each span from begin to end, suspension included" style="white-space:nowrap">' +
+      '<input type="checkbox" id="flame-running"> running</label>' +
       '<label id="flame-samples-label" title="the call stacks of the stack samples (record --sample) instead of the spans" style="white-space:nowrap" hidden>' +
       '<input type="checkbox" id="flame-samples"> samples</label>' +
       '<button id="flame-whole">whole trace</button><button id="flame-close">close</button></div>' +
@@ -62,6 +66,8 @@ export class FlamePane {
     this.context = this.canvas.getContext('2d')!;
     this.byThreadBox = this.root.querySelector('#flame-by-thread')!;
     this.byThreadBox.onchange = () => this.setByThread(this.byThreadBox.checked);
+    this.runningBox = this.root.querySelector('#flame-running')!;
+    this.runningBox.onchange = () => this.setMode(this.runningBox.checked ? 'running' : 'wall');
     this.samplesBox = this.root.querySelector('#flame-samples')!;
     this.samplesLabel = this.root.querySelector('#flame-samples-label')!;
     this.samplesBox.onchange = () => this.setSource(this.samplesBox.checked ? 'samples' : 'spans');
@@ -107,6 +113,13 @@ export class FlamePane {
     if (this.shown) void this.show(this.shown.begin, this.shown.end, this.shown.label);
   }
 
+  // Wall time (whole spans) or running time (their pieces on threads): the range shown again.
+  setMode(mode: FlameMode) {
+    this.mode = mode;
+    this.runningBox.checked = mode === 'running';
+    if (this.shown) void this.show(this.shown.begin, this.shown.end, this.shown.label);
+  }
+
   async show(begin: number, end: number, label?: string) {
     const number = ++this.requested;
     this.shown = { begin, end, label };
@@ -115,14 +128,15 @@ export class FlamePane {
     this.title.textContent = `${label ?? `${formatDuration(begin)} … ${formatDuration(end)}`} · loading…`;
     this.samplesLabel.hidden = !this.hasSamples();
     if (this.samplesLabel.hidden) this.source = 'spans';
-    const answer = await this.backend.flame(begin, end, this.byThread, this.source);
+    const answer = await this.backend.flame(begin, end, this.byThread, this.source, this.mode);
     if (number !== this.requested) return;
     this.answer = answer;
     this.children = answer.frames.map(() => []);
     answer.frames.forEach(([parent], k) => { if (parent >= 0) this.children[parent].push(k); });
     this.zoom = 0;
     this.title.textContent = `${label ?? `range ${formatDuration(answer.begin)} … ${formatDuration(answer.end)}`} · ` +
-      `${this.amount(answer.frames[0][2])}${answer.source === 'samples' ? '' : ` of ${answer.source}`} in ` +
+      `${this.amount(answer.frames[0][2])}${answer.source === 'samples' ? '' : ` of ${answer.source}` +
+        (answer.mode === 'running' ? ' (running time: pieces on threads)' : ' (wall time: begin to end, suspension included)')} in ` +
       `${answer.frames.length - 1 - (answer.threads?.length ?? 0)} call paths` +
       (answer.threads ? ` on ${answer.threads.length} threads` : '');
     hooks.publishFlameShown(answer.begin, answer.end, answer.by === 'thread');
@@ -235,9 +249,15 @@ export class FlamePane {
     const all = this.answer!.frames[0][2];
     return {
       kind: 'frame', title: this.name(frame),
-      rows: [['total', `${this.amount(total)} (${all ? ((total / all) * 100).toFixed(1) : '0'}%)`], ['self', this.amount(self)],
-             ['count', frame === 0 || this.isThread(frame) ? '—' : count.toLocaleString()], ['path', this.ancestors(frame).slice(1).map(f => this.name(f)).join(' › ') || '—']],
+      rows: [[this.timeWord(), `${this.amount(total)} (${all ? ((total / all) * 100).toFixed(1) : '0'}%)`], ['self', this.amount(self)],
+             [this.answer!.mode === 'running' ? 'count (pieces)' : 'count', frame === 0 || this.isThread(frame) ? '—' : count.toLocaleString()], ['path', this.ancestors(frame).slice(1).map(f => this.name(f)).join(' › ') || '—']],
     };
+  }
+
+  // What a frame's total is: which time of its spans (docs/viewer.md, "A span's time").
+  private timeWord() {
+    if (this.answer?.source === 'samples') return 'total';
+    return this.answer?.mode === 'running' ? 'total (running)' : 'total (wall)';
   }
 
   // A frame's weight: time for spans, a count for samples (their period is not in the trace).
@@ -261,6 +281,7 @@ export class FlamePane {
       byThread: () => this.byThread,
       setByThread: (byThread: boolean) => this.setByThread(byThread),
       setSource: (source: FlameSource) => this.setSource(source),
+      setMode: (mode: FlameMode) => this.setMode(mode),
       samplesOffered: () => !this.samplesLabel.hidden,
       frames: () => {
         const rect = this.canvas.getBoundingClientRect();

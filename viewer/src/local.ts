@@ -5,11 +5,11 @@
 // critical paths included, are worked out here when asked for: the page carries each task's
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
-  ArrowTuple, Backend, BlockTuple, CounterBreakdown, FlameAnswer, IdleTuple, MessageTuple, OffCpuTuple, Note, RangeStats, RunTuple, SearchHit,
+  ArrowTuple, Backend, BlockTuple, CounterBreakdown, FlameAnswer, FlameMode, FlameSource, IdleTuple, MessageTuple, OffCpuTuple, Note, RangeStats, RunTuple, SearchHit,
   SpanDetails, SpanRef, SpanTuple, Summary, TaskDetails, TaskLineTuple, TaskRef, TaskRows, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
-import { aggregateFlame } from './flame_model';
+import { aggregateFlame, aggregateWholeFlame, WholeSpanTuple } from './flame_model';
 import { ShownRows } from './task_rows';
 import { bitWidth, columnOf, counterPoints, DetailRules, IntervalRow, intervalRow, lowerBound, runsInView, Scale, scaleOf, visibleInRow } from './level_of_detail';
 
@@ -24,8 +24,11 @@ export interface EmbeddedTasks {
 
 export interface EmbeddedTrace {
   summary: Summary;
-  // A marker's text: a note's, or an instant's site (in `names`).
-  lanes: { depths: [number, number, number][][]; runs?: [number, number, number][][]; idle: [number, number][]; off_cpu?: [number, number, number][]; markers: [number, string, string | number][] }[];
+  // A marker's text: a note's, or an instant's site (in `names`). A span piece: [begin, end, site,
+  // its span in `whole`]; `busy`: in a span of its own or a task run (range stats' busy).
+  lanes: { depths: number[][][]; runs?: [number, number, number][][]; idle: [number, number][]; off_cpu?: [number, number, number][];
+           busy?: [number, number][]; markers: [number, string, string | number][] }[];
+  whole?: WholeSpanTuple[];
   names: Record<string, string>;
   tasks: EmbeddedTasks;
   arrows: [number, number, number, number, number][];
@@ -245,8 +248,12 @@ export class LocalBackend implements Backend {
     const parentIndex = depth > 0 ? rows[depth - 1].findIndex(s => s[0] <= ref.begin && s[1] >= ref.end) : -1;
     const children = (rows[depth + 1] ?? []).map((s, k) => [s, k] as const).filter(([s]) => s[0] >= ref.begin && s[0] <= ref.end);
     const info = this.trace.summary.lanes[lane];
+    const wholeIndex = this.trace.lanes[lane].depths[depth][index][3];
+    const whole = wholeIndex === undefined ? undefined : this.trace.whole?.[wholeIndex];
+    const began = whole ? this.trace.summary.lanes[whole[3]] : undefined;
     return {
       ...ref, kind: 'span', duration: ref.end - ref.begin, thread: `${info.name} (${info.thread_id})`,
+      ...(whole && began ? { span: { begin: whole[0], end: whole[1], wall_ns: whole[1] - whole[0], running_ns: whole[5], began_on: `${began.name} (${began.thread_id})` } } : {}),
       fields: { name: ref.name, depth },
       parent: parentIndex >= 0 ? this.spanRef(lane, depth - 1, parentIndex) : null,
       children: children.slice(0, 50).map(([, k]) => this.spanRef(lane, depth + 1, k)), children_count: children.length,
@@ -297,9 +304,11 @@ export class LocalBackend implements Backend {
     return { query: text, hits };
   }
 
-  async flame(from: number, to: number, byThread = false): Promise<FlameAnswer> {
+  async flame(from: number, to: number, byThread = false, _source: FlameSource = 'spans', mode: FlameMode = 'wall'): Promise<FlameAnswer> {
     const threadNames = byThread ? this.trace.summary.lanes.map(lane => `${lane.name} (${lane.thread_id})`) : undefined;
-    return aggregateFlame(from, to, this.trace.lanes.map(lane => lane.depths), site => this.trace.names[site] ?? '?', threadNames);
+    const nameOf = (site: number) => this.trace.names[site] ?? '?';
+    if (mode === 'wall' && this.trace.whole) return aggregateWholeFlame(from, to, this.trace.whole, nameOf, threadNames);
+    return aggregateFlame(from, to, this.trace.lanes.map(lane => lane.depths.map(row => row.map(s => [s[0], s[1], s[2]] as [number, number, number]))), nameOf, threadNames);
   }
 
   async counter(index: number, from: number, to: number): Promise<CounterBreakdown> {
@@ -322,18 +331,29 @@ export class LocalBackend implements Backend {
 
   async stats(from: number, to: number): Promise<RangeStats> {
     const clip = (b: number, e: number) => Math.max(0, Math.min(e, to) - Math.max(b, from));
-    const totals = new Map<string, { name: string; count: number; total_ns: number }>();
+    type NameTotal = { name: string; spans: number; wall_ns: number; pieces: number; running_ns: number };
+    const totals = new Map<string, NameTotal>();
+    const totalOf = (site: number) => {
+      const name = this.trace.names[site];
+      let total = totals.get(name);
+      if (!total) totals.set(name, total = { name, spans: 0, wall_ns: 0, pieces: 0, running_ns: 0 });
+      return total;
+    };
+    (this.trace.whole ?? []).forEach(s => {
+      if (s[1] < from || s[0] > to) return;
+      const total = totalOf(s[2]);
+      total.spans++; total.wall_ns += clip(s[0], s[1]);
+    });
     const lanes = this.trace.lanes.map((lane, l) => {
       let spans = 0, busy = 0, idle = 0;
       lane.depths.forEach((row, depth) => row.forEach(s => {
         if (s[1] < from || s[0] > to) return;
         ++spans;
-        if (depth === 0) busy += clip(s[0], s[1]);
-        const name = this.trace.names[s[2]];
-        const total = totals.get(name) ?? { name, count: 0, total_ns: 0 };
-        total.count++; total.total_ns += clip(s[0], s[1]);
-        totals.set(name, total);
+        if (depth === 0 && !lane.busy) busy += clip(s[0], s[1]);
+        const total = totalOf(s[2]);
+        total.pieces++; total.running_ns += clip(s[0], s[1]);
       }));
+      (lane.busy ?? []).forEach(b => { if (b[1] >= from && b[0] <= to) busy += clip(b[0], b[1]); });
       lane.idle.forEach(i => { idle += clip(i[0], i[1]); });
       let blocked = 0, runnable = 0;
       (lane.off_cpu ?? []).forEach(o => { if (o[2] === 2) blocked += clip(o[0], o[1]); else runnable += clip(o[0], o[1]); });
@@ -345,7 +365,7 @@ export class LocalBackend implements Backend {
       if (this.trace.tasks.facts[k][2] !== null && t[0] >= from && t[0] <= to) tasks.created++;
       if (t[3] !== 3 && t[1] >= from && t[1] <= to) { tasks.resolved++; if (t[3] === 1) tasks.failed++; if (t[3] === 2) tasks.cancelled++; }
     });
-    const top = [...totals.values()].sort((a, b) => b.total_ns - a.total_ns).slice(0, 20);
+    const top = [...totals.values()].sort((a, b) => b.wall_ns - a.wall_ns).slice(0, 20);
     return { begin: from, end: to, lanes, top_names: top, names_complete: true, tasks };
   }
 }

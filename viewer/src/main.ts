@@ -523,7 +523,11 @@ function showTask(details: TaskDetails) {
 function showSpan(details: SpanDetails) {
   hooks.publishPanel(panel, 'span');
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.name)}</h3>` +
-    rows([['begin', formatDuration(details.begin)], ['end', formatDuration(details.end)], ['duration', formatDuration(details.duration)],
+    rows([['begin', formatDuration(details.begin)], ['end', formatDuration(details.end)],
+          [details.span && details.span.running_ns !== details.duration ? 'this piece (in one run)' : 'duration', formatDuration(details.duration)],
+          ...(details.span ? [['wall (begin to end, suspension included)', formatDuration(details.span.wall_ns)],
+                              ['running (its pieces on threads)', formatDuration(details.span.running_ns)],
+                              ['span', `${formatDuration(details.span.begin)} … ${formatDuration(details.span.end)}, began on ${details.span.began_on}`]] as [string, string][] : []),
           ['thread', details.thread], ...Object.entries(details.fields).map(readableField)]) +
     `<h3>Parent</h3><p>${spanLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(spanLink), details.children_count)}` +
@@ -535,9 +539,10 @@ function showStats(stats: RangeStats) {
   panel.innerHTML = `<h3 id="details-title">Range ${formatDuration(stats.begin)} … ${formatDuration(stats.end)}</h3>` +
     rows([['length', formatDuration(stats.end - stats.begin)], ['tasks alive', stats.tasks.overlapping], ['created', stats.tasks.created],
           ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
-    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} spans, busy ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}${l.blocked_ns || l.runnable_ns ? `, off CPU: blocked ${formatDuration(l.blocked_ns ?? 0)}, waiting for a CPU ${formatDuration(l.runnable_ns ?? 0)}` : ''}${l.samples ? `, ${l.samples.toLocaleString()} samples` : ''}`))}` +
-    `<h3>Spans by total time</h3>` +
-    (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.count} ${n.count === 1 ? 'span' : 'spans'}, ${formatDuration(n.total_ns)} in all`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
+    `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} span ${l.spans === 1 ? 'piece' : 'pieces'}, busy (in a span of its own or a task run) ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}${l.blocked_ns || l.runnable_ns ? `, off CPU: blocked ${formatDuration(l.blocked_ns ?? 0)}, waiting for a CPU ${formatDuration(l.runnable_ns ?? 0)}` : ''}${l.samples ? `, ${l.samples.toLocaleString()} samples` : ''}`))}` +
+    `<h3>Spans by wall time</h3><p style="color:#666">wall: begin to end, suspension included; running: the pieces on threads</p>` +
+    (stats.names_complete ? list(stats.top_names.map(n => `${escapeHtml(n.name)}: ${n.spans} ${n.spans === 1 ? 'span' : 'spans'}, wall ${formatDuration(n.wall_ns)}, ` +
+      `running ${formatDuration(n.running_ns)} in ${n.pieces} ${n.pieces === 1 ? 'piece' : 'pieces'}`)) : '<p>too many spans in this range to break down by name: select a shorter one</p>');
 }
 
 // A range's stats in the panel, and its flame graph below the timeline.

@@ -104,7 +104,8 @@ export function formatDuration(ns: number): string {
 const STATES = ['ok', 'failed', 'cancelled', 'unresolved'];
 
 export function spanTip(name: string, begin: number, end: number, depth: number, thread: string): Tip {
-  return { kind: 'span', title: name, rows: [['duration', formatDuration(end - begin)], ['begin', formatDuration(begin)], ['thread', thread], ['depth', String(depth)]] };
+  // What is drawn is a piece: a task's span has one per run (its details give its wall time).
+  return { kind: 'span', title: name, rows: [['duration (this piece)', formatDuration(end - begin)], ['begin', formatDuration(begin)], ['thread', thread], ['depth', String(depth)]] };
 }
 
 export function spanBlockTip(begin: number, end: number, count: number, depth: number): Tip {
