@@ -16,10 +16,13 @@
 #include <set>
 #include <string>
 
+#include "analysis/profile.hpp"
 #include "format/catalogue.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
 #include "support.hpp"
+#include "viewer/json_api.hpp"
+#include "viewer/timeline_index.hpp"
 
 namespace chronicle {
 namespace {
@@ -258,6 +261,56 @@ TEST_F(QuoteExample, TheOtlpExportHasOneTracePerRequestWithEverythingItStartedUn
     EXPECT_EQ(names.count("socket.async_send in async_write"), 1u) << "the reply's write";
   }
   EXPECT_EQ(request_traces.size(), size_t{kRequests});
+}
+
+// The frames of `name` in a flame graph of the whole trace: their time and how many spans.
+std::pair<uint64_t, uint64_t> flame_total(const nlohmann::json& flame, const std::string& name) {
+  std::pair<uint64_t, uint64_t> total{0, 0};
+  for (const auto& frame : flame["frames"])
+    if (frame[1].get<int64_t>() >= 0 && flame["names"][frame[1].get<size_t>()] == name) {
+      total.first += frame[2].get<uint64_t>();
+      total.second += frame[4].get<uint64_t>();
+    }
+  return total;
+}
+
+// One definition of a span's time (docs/viewer.md, "A span's time"): `stats`, the flame graph in
+// its wall and running modes, and range stats give the same wall and running time for every span
+// of the service, to the nanosecond. The pricing call's wall time holds its sleeps (the hung ones
+// until their cancellation); its running time only the pieces on the pool's threads.
+TEST_F(QuoteExample, StatsTheFlameGraphAndRangeStatsAgree) {
+  reader::Trace trace(trace_path());
+  const analysis::Profile profile = analysis::profile_trace(trace);
+  const viewer::TimelineIndex index = viewer::TimelineIndex::build(trace);
+  const uint64_t duration = index.duration();
+  const viewer::RangeStats range = index.range_stats(0, duration);
+  const auto wall_flame = viewer::flame_json(index, 0, duration, viewer::FlameRoots::merged, viewer::FlameSource::spans,
+                                             viewer::FlameMode::wall);
+  const auto running_flame = viewer::flame_json(index, 0, duration, viewer::FlameRoots::merged,
+                                                viewer::FlameSource::spans, viewer::FlameMode::running);
+  size_t compared = 0;
+  for (const analysis::SpanProfile& stats : profile.spans) {
+    const std::string name = stats.category + "/" + stats.name;
+    SCOPED_TRACE(name);
+    EXPECT_GE(stats.duration.total, stats.running);
+    EXPECT_EQ(flame_total(wall_flame, name), std::make_pair(stats.duration.total, stats.duration.count));
+    EXPECT_EQ(flame_total(running_flame, name).first, stats.running);
+    const auto in_range =
+        std::find_if(range.top_names.begin(), range.top_names.end(),
+                     [&](const viewer::NameTotal& total) { return index.site_name(total.site) == name; });
+    ASSERT_NE(in_range, range.top_names.end());
+    EXPECT_EQ(in_range->wall_ns, stats.duration.total);
+    EXPECT_EQ(in_range->spans, stats.duration.count);
+    EXPECT_EQ(in_range->running_ns, stats.running);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6u) << "client, service and four backend spans";
+  const auto pricing = std::find_if(profile.spans.begin(), profile.spans.end(),
+                                    [](const analysis::SpanProfile& span) { return span.name == "pricing call"; });
+  ASSERT_NE(pricing, profile.spans.end());
+  // Eight price calls hang until their request's timeout or failure cancels them: 200 ms each
+  // for the four timed out at least, all of it wall time, none of it running.
+  EXPECT_GE(pricing->duration.total, pricing->running + 4 * uint64_t{200'000'000});
 }
 
 TEST_F(QuoteExample, TheMetricsCountRequestsByOutcome) {
