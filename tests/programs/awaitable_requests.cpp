@@ -1,0 +1,57 @@
+// A small program written with Asio's own coroutines and nothing of chronicle's but a span and
+// the handler-tracking define: `serve` co_spawns N requests; each co_awaits a timer, a nested
+// awaitable (its own timer), `a && b` of two timed coroutines, and `work || timeout` where the
+// timeout wins (the work is cancelled); request 2 then throws. tests/asio_awaitable_test.cpp
+// records it and asserts its task graph exactly.
+//
+//   awaitable_requests [requests]   (default 4)
+#include <asio.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "chronicle/chronicle.hpp"
+
+using namespace asio::experimental::awaitable_operators;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kFailingRequest = 2;
+
+asio::awaitable<void> sleep(std::chrono::steady_clock::duration how_long) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, how_long);
+  co_await timer.async_wait(asio::use_awaitable);
+}
+
+// Awaited directly: part of the request's coroutine, not a coroutine of its own.
+asio::awaitable<int> look_up(int request) {
+  co_await sleep(1ms);
+  co_return request * 10;
+}
+
+asio::awaitable<void> request(int number) {
+  CHRONICLE_SPAN("awaitable", "request");
+  co_await sleep(1ms);
+  const int record = co_await look_up(number);
+  co_await (sleep(1ms) && sleep(2ms));
+  co_await (sleep(std::chrono::hours(1)) || sleep(1ms));  // the hour-long work loses: cancelled
+  if (number == kFailingRequest) throw std::runtime_error("backend refused record " + std::to_string(record));
+}
+
+asio::awaitable<void> serve(int requests) {
+  const auto executor = co_await asio::this_coro::executor;
+  for (int number = 0; number < requests; ++number) asio::co_spawn(executor, request(number), asio::detached);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int requests = argc > 1 ? std::atoi(argv[1]) : 4;
+  asio::io_context io;
+  asio::co_spawn(io, serve(requests), asio::detached);
+  io.run();
+  std::printf("%d requests served\n", requests);
+}
