@@ -109,10 +109,13 @@ TEST(AsioAwaitable, EveryCoroutineIsATaskWithItsWaitsAndOutcome) {
 
   std::map<TaskKind, int> kinds;
   for (const Task& task : graph.tasks()) ++kinds[task.kind];
-  // serve, 4 requests, 4 coroutines of the operators per request; 6 timers per request. No
-  // other task: co_spawn's own hop onto the executor is the coroutine's queueing, not a task.
+  // serve, 4 requests, 4 coroutines of the operators per request; 6 timers per request; one
+  // handler: co_spawn's call of serve's completion handler, posted as serve never suspended (the
+  // others call theirs inline). co_spawn's own hop onto the executor is the coroutine's
+  // queueing, not a task.
   EXPECT_EQ(kinds,
-            (std::map<TaskKind, int>{{TaskKind::coroutine, 1 + kRequests * 5}, {TaskKind::timer, kRequests * 6}}));
+            (std::map<TaskKind, int>{
+                {TaskKind::coroutine, 1 + kRequests * 5}, {TaskKind::timer, kRequests * 6}, {TaskKind::handler, 1}}));
 
   const auto roots = created_by(graph, 0, TaskKind::coroutine);
   ASSERT_EQ(roots.size(), 1u) << "serve, spawned from main";
@@ -120,7 +123,11 @@ TEST(AsioAwaitable, EveryCoroutineIsATaskWithItsWaitsAndOutcome) {
   EXPECT_EQ(serve.name, "co_spawn");
   EXPECT_EQ(serve.outcome, TaskOutcome::ok);
   EXPECT_TRUE(serve.waits_on.empty()) << "it spawned its requests detached";
-  EXPECT_EQ(serve.runs.size(), 1u);
+  EXPECT_EQ(serve.runs.size(), size_t{1 + kRequests})
+      << "each request it spawns runs at once, inline, until it suspends";
+  const auto completions = created_by(graph, serve.id, TaskKind::handler);
+  ASSERT_EQ(completions.size(), 1u);
+  EXPECT_EQ(completions[0]->name, "io_context.execute");
   const auto requests = created_by(graph, serve.id, TaskKind::coroutine);
   ASSERT_EQ(requests.size(), size_t{kRequests});
   for (int number = 0; number < kRequests; ++number) expect_request_graph(graph, *requests[number], number == 2);
