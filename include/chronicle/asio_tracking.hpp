@@ -46,3 +46,37 @@
 #define ASIO_HANDLER_REACTOR_ERROR_EVENT 4
 #define ASIO_HANDLER_REACTOR_EVENTS(args) (void)0
 #define ASIO_HANDLER_REACTOR_OPERATION(args) (void)0
+
+#if defined(ASIO_HAS_CO_AWAIT) && !defined(ASIO_USE_TS_EXECUTOR_AS_DEFAULT)
+#include <system_error>
+
+// co_spawn(executor or context, awaitable, token) wraps the awaitable in this function object
+// (declared here, before Asio defines its primary template; see "Asio's own coroutines" above).
+namespace asio {
+class any_io_executor;
+template <typename T, typename Executor>
+class awaitable;
+namespace detail {
+template <typename T, typename Executor>
+class awaitable_as_function;
+
+template <typename T>
+class awaitable_as_function<T, any_io_executor> {
+ public:
+  explicit awaitable_as_function(awaitable<T, any_io_executor>&& coroutine) : coroutine_(std::move(coroutine)) {
+    record_.spawn();
+  }
+  awaitable_as_function(awaitable_as_function&&) noexcept = default;
+
+  awaitable<T, any_io_executor> operator()() {
+    // asio::system_error is std::system_error.
+    return ::chronicle::asio_tracking::traced_coroutine<std::system_error>(std::move(coroutine_), record_);
+  }
+
+ private:
+  awaitable<T, any_io_executor> coroutine_;
+  ::chronicle::asio_tracking::CoroutineRecord record_;
+};
+}  // namespace detail
+}  // namespace asio
+#endif

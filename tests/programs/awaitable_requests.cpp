@@ -1,5 +1,5 @@
-// A small program written with Asio's own coroutines and nothing of chronicle's but a span, the
-// handler-tracking define and one include: `serve` co_spawns N requests; each co_awaits a timer, a nested
+// A small program written with Asio's own coroutines and nothing of chronicle's but a span and
+// the handler-tracking define: `serve` co_spawns N requests; each co_awaits a timer, a nested
 // awaitable (its own timer), `a && b` of two timed coroutines, and `work || timeout` where the
 // timeout wins (the work is cancelled); request 2 then throws. tests/asio_awaitable_test.cpp
 // records it and asserts its task graph exactly.
@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "chronicle/asio_awaitable.hpp"  // the one include: co_spawned coroutines as tasks
 #include "chronicle/chronicle.hpp"
 
 using namespace asio::experimental::awaitable_operators;

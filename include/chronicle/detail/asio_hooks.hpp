@@ -238,6 +238,7 @@ inline void CoroutineRecord::end(TaskOutcome outcome, std::string_view text) noe
     exchange_current_task(task_);  // co_spawn's call of its completion handler is its work
 }
 
+#if defined(__cpp_impl_coroutine)
 // The coroutine co_spawn runs, as traced: the awaitable `inner` (the coroutine the user spawned)
 // awaited inside a coroutine of Asio's own kind, which sees its first run and its end, with the
 // exception that ended it. An exception of type SystemError carrying operation_aborted (a
@@ -276,6 +277,7 @@ Awaitable traced_coroutine(Awaitable inner, CoroutineRecord& record) {
     throw;
   }
 }
+#endif
 
 // Asio's composed operations (async_read, async_connect...) name themselves with a bare
 // identifier; a coroutine's suspension carries its use_awaitable token's source location (a
