@@ -99,7 +99,7 @@ bool is_operation_aborted(const ErrorCode& error) {
 
 // A coroutine Asio runs as a thread of execution of its own (co_spawn), recorded as a task of
 // kind coroutine named "co_spawn", created by the task running where co_spawn was called. The
-// record lives in co_spawn's function object (chronicle/asio_awaitable.hpp), which Asio keeps in
+// record lives in co_spawn's function object (asio_tracking.hpp specialises it), which Asio keeps in
 // the coroutine's entry frame from its launch to its end; before its launch it may move (the
 // last move is into that frame: it marks the record as the one co_spawn launches next).
 //
