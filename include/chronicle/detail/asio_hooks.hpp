@@ -107,12 +107,16 @@ bool is_operation_aborted(const ErrorCode& error) {
 // to its next suspension (it starts an operation, or launches coroutines it awaits) or its end.
 // On a thread, a traced coroutine that runs inline above another (co_spawn runs a coroutine at
 // once on its executor's thread) interrupts the other's run, which begins again when it is left.
-// The record is touched only by the thread the coroutine runs on: after it suspended on an
-// operation, only the operation's completion touches it again.
+// The record is touched only by the thread the coroutine runs on, and after it suspended only by
+// what resumes it: its operation's completion, or the end of the last coroutine it waits on.
+// The coroutines it waits on at a suspension are those it spawned and had not launched (the
+// operands of && and ||, a parallel group's, co_spawn(..., use_awaitable)'s): counted before any
+// of them is launched, so the count reaches zero only at the end of the last one.
 class CoroutineRecord {
  public:
   CoroutineRecord() noexcept = default;
-  CoroutineRecord(CoroutineRecord&& other) noexcept : task_(std::exchange(other.task_, 0)), context_(other.context_) {
+  CoroutineRecord(CoroutineRecord&& other) noexcept
+      : task_(std::exchange(other.task_, 0)), context_(other.context_), creator_(other.creator_) {
     t_awaitables.launching = this;
   }
   CoroutineRecord& operator=(CoroutineRecord&&) = delete;
@@ -122,6 +126,8 @@ class CoroutineRecord {
 
   // co_spawn was called: the coroutine is created, by the current task.
   void spawn() {
+    creator_ = t_awaitables.running;
+    if (creator_) ++creator_->unlaunched_;
 #ifndef CHRONICLE_DISABLE
     if (detail::ThreadWriter* writer = detail::task_writer()) [[unlikely]] {
       task_ = detail::record_new_task_with_context(*writer, TaskKind::coroutine,
@@ -136,11 +142,19 @@ class CoroutineRecord {
   // awaitable operators, parallel groups, co_spawn with use_awaitable): `waiter` waits on it and
   // resumes at the end of the last coroutine it waits on.
   void launched_by(CoroutineRecord* waiter) noexcept {
+    CoroutineRecord* running = t_awaitables.running;
     waiter_ = waiter;
-    if (!waiter) return;
-    waiter->children_pending_.fetch_add(1, std::memory_order_relaxed);
+    if (!waiter) {
+      if (creator_ && creator_ == running) --creator_->unlaunched_;  // spawned and launched at once
+      return;
+    }
     task_waits_for(waiter->task_, task_);
-    if (waiter->on_stack_) waiter->leave();  // its first launch ends its run
+    if (waiter == running) waiter->leave();  // its first launch ends its run
+  }
+
+  // It suspends: the coroutines it spawned and has not launched yet are those it may wait on.
+  void expect_children() noexcept {
+    children_pending_.store(std::exchange(unlaunched_, 0), std::memory_order_relaxed);
   }
 
   // It suspends on `operation`, which it started: it waits on the operation's task, and the
@@ -171,7 +185,9 @@ class CoroutineRecord {
  private:
   TaskId task_ = 0;
   detail::ContextSlot context_;
+  CoroutineRecord* creator_ = nullptr;  // the traced coroutine that spawned it, if any
   CoroutineRecord* waiter_ = nullptr;
+  uint32_t unlaunched_ = 0;  // coroutines it spawned, not launched yet
   std::atomic<uint32_t> children_pending_{0};
   // While on this thread's stack of traced coroutines (enter .. leave):
   CoroutineRecord* below_ = nullptr;
@@ -308,6 +324,7 @@ inline void Location::begin_coroutine_moment() noexcept {
   moment_ = Moment::suspension;
   saved_.suspending = state.suspending;
   state.suspending = state.running;
+  state.running->expect_children();
 }
 
 // The coroutine that suspended is not touched here: its operation may already have completed
