@@ -65,8 +65,9 @@
 // another executor type are not traced (their work shows as handlers, as without this);
 // spawn the awaitable itself, co_spawn(ex, f(), token). Who cancelled a loser is not recorded
 // (Asio's cancellation_signal has no hook): it resolves itself cancelled. An operation whose
-// initiation starts no Asio operation (a handler kept by user code) is not seen as a wait. Build every translation unit
-// of a program with the same define (Asio's operations and this specialisation differ without it).
+// initiation starts no Asio operation (a handler kept by user code) is not seen as a wait.
+// Build every translation unit of a program with the same define (Asio's operations and this
+// specialisation differ without it).
 //
 // This header is included by Asio's own detail/handler_tracking.hpp, at global scope.
 #pragma once
