@@ -143,5 +143,51 @@ TEST(AsioAwaitable, EveryCoroutineIsATaskWithItsWaitsAndOutcome) {
   EXPECT_EQ(stats.err.find("matched no open span"), std::string::npos) << stats.err;
 }
 
+// make_parallel_group(...).async_wait(wait_for_one(), use_awaitable): a wait on each coroutine of
+// the group, the slow one cancelled when the fast one ends; a coroutine spawned with a
+// cancellation_signal's slot ends cancelled when the signal is emitted.
+TEST(AsioAwaitable, AParallelGroupAndACancellationSignal) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + AWAITABLE_REQUESTS + " group");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_NE(result.out.find("gathered"), std::string::npos) << result.out;
+  reader::Trace trace(directory / "trace");
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  std::map<TaskKind, int> kinds;
+  for (const Task& task : graph.tasks()) ++kinds[task.kind];
+  EXPECT_EQ(kinds, (std::map<TaskKind, int>{{TaskKind::coroutine, 4}, {TaskKind::timer, 4}}));
+
+  const auto roots = created_by(graph, 0, TaskKind::coroutine);
+  ASSERT_EQ(roots.size(), 1u);
+  const Task& gather = *roots[0];
+  EXPECT_EQ(gather.outcome, TaskOutcome::ok);
+  const auto spawned = created_by(graph, gather.id, TaskKind::coroutine);
+  ASSERT_EQ(spawned.size(), 3u) << "the group's two, then the one the signal cancels";
+  const auto timers = created_by(graph, gather.id, TaskKind::timer);
+  ASSERT_EQ(timers.size(), 1u);
+  // The group's coroutines are the first two it waits on (in the group's order), its own sleep
+  // the last; the signalled coroutine was spawned detached: not waited on.
+  ASSERT_EQ(gather.waits_on.size(), 3u);
+  EXPECT_EQ(gather.waits_on[2], timers[0]->id);
+  const Task* fast = graph.find(gather.waits_on[0]);
+  const Task* slow = graph.find(gather.waits_on[1]);
+  ASSERT_TRUE(fast && slow);
+  EXPECT_EQ(fast->parent, gather.id);
+  EXPECT_EQ(slow->parent, gather.id);
+  EXPECT_EQ(fast->outcome, TaskOutcome::ok);
+  EXPECT_EQ(slow->outcome, TaskOutcome::cancelled);
+  expect_waits_on_its_own_timer(graph, *fast, TaskOutcome::ok);
+  expect_waits_on_its_own_timer(graph, *slow, TaskOutcome::cancelled);
+  const Task* signalled = spawned[2];
+  EXPECT_NE(signalled->id, fast->id);
+  EXPECT_NE(signalled->id, slow->id);
+  EXPECT_EQ(signalled->outcome, TaskOutcome::cancelled);
+  expect_waits_on_its_own_timer(graph, *signalled, TaskOutcome::cancelled);
+  // Its first run, then: resumed by the group's last end, interrupted while the signalled
+  // coroutine runs inline, resumed by its own timer.
+  EXPECT_EQ(gather.runs.size(), 4u);
+}
+
 }  // namespace
 }  // namespace chronicle

@@ -5,12 +5,18 @@
 // records it and asserts its task graph exactly.
 //
 //   awaitable_requests [requests]   (default 4)
+//   awaitable_requests group        a parallel group whose slow coroutine is cancelled when the
+//                                   fast one ends, and a coroutine cancelled by a
+//                                   cancellation_signal
 #include <asio.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/experimental/parallel_group.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <string_view>
 
 #include "chronicle/chronicle.hpp"
 
@@ -46,11 +52,30 @@ asio::awaitable<void> serve(int requests) {
   for (int number = 0; number < requests; ++number) asio::co_spawn(executor, request(number), asio::detached);
 }
 
+// `signal` outlives the coroutine it cancels (its slot holds that coroutine's cancellation state).
+asio::awaitable<void> gather(asio::cancellation_signal& signal) {
+  const auto executor = co_await asio::this_coro::executor;
+  using asio::experimental::deferred;
+  co_await asio::experimental::make_parallel_group(asio::co_spawn(executor, sleep(1ms), deferred),
+                                                   asio::co_spawn(executor, sleep(std::chrono::hours(1)), deferred))
+      .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+  asio::co_spawn(executor, sleep(std::chrono::hours(1)), asio::bind_cancellation_slot(signal.slot(), asio::detached));
+  co_await sleep(1ms);
+  signal.emit(asio::cancellation_type::terminal);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int requests = argc > 1 ? std::atoi(argv[1]) : 4;
   asio::io_context io;
+  if (argc > 1 && std::string_view(argv[1]) == "group") {
+    asio::cancellation_signal signal;
+    asio::co_spawn(io, gather(signal), asio::detached);
+    io.run();
+    std::printf("gathered\n");
+    return 0;
+  }
+  const int requests = argc > 1 ? std::atoi(argv[1]) : 4;
   asio::co_spawn(io, serve(requests), asio::detached);
   io.run();
   std::printf("%d requests served\n", requests);
