@@ -160,9 +160,12 @@ class CoroutineRecord {
   // It suspends on `operation`, which it started: it waits on the operation's task, and the
   // operation's completion resumes it.
   void suspends_on(TrackedHandler& operation) noexcept {
-    task_waits_for(task_, operation.chronicle_task_id_);
     operation.chronicle_resumes_ = this;
-    leave();  // before the operation can complete on another thread
+    if (!on_stack_) return;
+    leave_those_above();
+    detail::TaskEventBatch batch;  // the wait and its run's end are one instant
+    batch.wait(task_, operation.chronicle_task_id_);
+    leave(batch);  // before the operation can complete on another thread
   }
 
   // Its code runs on this thread from now on. `run_begin_recorded`: the caller recorded the
@@ -196,6 +199,11 @@ class CoroutineRecord {
   bool on_stack_ = false;
   bool run_open_ = false;
   bool interrupted_ = false;  // its run was ended for a coroutine that runs inline above it
+
+  void leave_those_above() noexcept;
+  // Pops it from this thread's stack, its run's end (and the run of the coroutine below, if it
+  // interrupted one) written into `batch`, which nothing else writes to meanwhile.
+  void leave(detail::TaskEventBatch& batch) noexcept;
 };
 
 inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
@@ -226,16 +234,23 @@ inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
 
 inline void CoroutineRecord::leave() noexcept {
   if (!on_stack_) return;
+  leave_those_above();
+  detail::TaskEventBatch batch;
+  leave(batch);
+}
+
+inline void CoroutineRecord::leave_those_above() noexcept {
   AwaitableThreadState& state = t_awaitables;
   while (state.running && state.running != this) state.running->leave();
-  {
-    detail::TaskEventBatch batch;
-    if (run_open_) batch.task_event(format::EventId::task_run_end, task_);
-    if (below_ && below_->interrupted_) {
-      below_->interrupted_ = false;
-      below_->run_open_ = true;
-      batch.task_event(format::EventId::task_run_begin, below_->task_);
-    }
+}
+
+inline void CoroutineRecord::leave(detail::TaskEventBatch& batch) noexcept {
+  AwaitableThreadState& state = t_awaitables;
+  if (run_open_) batch.task_event(format::EventId::task_run_end, task_);
+  if (below_ && below_->interrupted_) {
+    below_->interrupted_ = false;
+    below_->run_open_ = true;
+    batch.task_event(format::EventId::task_run_begin, below_->task_);
   }
   run_open_ = false;
   on_stack_ = false;
@@ -245,8 +260,15 @@ inline void CoroutineRecord::leave() noexcept {
 }
 
 inline void CoroutineRecord::end(TaskOutcome outcome, std::string_view text) noexcept {
-  resolve_task(task_, outcome, text, task_);
-  leave();
+  if (on_stack_) {
+    leave_those_above();
+    if (!text.empty()) resolve_task(task_, outcome, text, task_);
+    detail::TaskEventBatch batch;  // its resolution and its run's end are one instant
+    if (text.empty()) batch.resolve_quiet(task_, task_, outcome);
+    leave(batch);
+  } else {
+    resolve_task(task_, outcome, text, task_);
+  }
   CoroutineRecord* waiter = waiter_;
   if (waiter && waiter->children_pending_.fetch_sub(1, std::memory_order_acq_rel) == 1)
     waiter->enter();
