@@ -189,5 +189,54 @@ TEST(AsioAwaitable, AParallelGroupAndACancellationSignal) {
   EXPECT_EQ(gather.runs.size(), 4u);
 }
 
+#ifdef BOOST_AWAITABLE_REQUESTS
+// Boost.Asio (Debian's Boost 1.74: no awaitable operators): the same rules with its define.
+TEST(AsioAwaitable, BoostAsioCoroutinesAreTasksToo) {
+  constexpr int kRequests = 4;
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + BOOST_AWAITABLE_REQUESTS + " " +
+                          std::to_string(kRequests));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  reader::Trace trace(directory / "trace");
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  std::map<TaskKind, int> kinds;
+  for (const Task& task : graph.tasks()) ++kinds[task.kind];
+  // serve, each request and the coroutine it co_spawns with use_awaitable; three timers per
+  // request (its own, look_up's, fetch's). Boost 1.74 posts co_spawn's hop and dispatches the
+  // completion (inline): no handler.
+  EXPECT_EQ(kinds,
+            (std::map<TaskKind, int>{{TaskKind::coroutine, 1 + 2 * kRequests}, {TaskKind::timer, 3 * kRequests}}));
+  const auto roots = created_by(graph, 0, TaskKind::coroutine);
+  ASSERT_EQ(roots.size(), 1u);
+  const Task& serve = *roots[0];
+  EXPECT_EQ(serve.runs.size(), 1u) << "Boost 1.74's co_spawn posts: the requests do not run inline";
+  const auto requests = created_by(graph, serve.id, TaskKind::coroutine);
+  ASSERT_EQ(requests.size(), size_t{kRequests});
+  for (int number = 0; number < kRequests; ++number) {
+    const Task& request = *requests[number];
+    SCOPED_TRACE(model::task_id_text(request.id));
+    const auto timers = created_by(graph, request.id, TaskKind::timer);
+    const auto fetches = created_by(graph, request.id, TaskKind::coroutine);
+    ASSERT_EQ(timers.size(), 2u);
+    ASSERT_EQ(fetches.size(), 1u);
+    EXPECT_EQ(request.waits_on, (std::vector<TaskId>{timers[0]->id, timers[1]->id, fetches[0]->id}));
+    expect_waits_on_its_own_timer(graph, *fetches[0], TaskOutcome::ok);
+    EXPECT_EQ(fetches[0]->outcome, TaskOutcome::ok);
+    // Its first run, then resumed by each timer and by the end of the coroutine it awaited.
+    EXPECT_EQ(request.runs.size(), 4u);
+    if (number == 2) {
+      EXPECT_EQ(request.outcome, TaskOutcome::failed);
+      EXPECT_EQ(request.outcome_text, "backend refused record 21");
+    } else {
+      EXPECT_EQ(request.outcome, TaskOutcome::ok);
+    }
+  }
+  const auto stats = run(kCli + " stats " + (directory / "trace"));
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(stats.err.find("matched no open span"), std::string::npos) << stats.err;
+}
+#endif
+
 }  // namespace
 }  // namespace chronicle

@@ -324,9 +324,17 @@ inline bool is_composed_operation(const char* function) noexcept {
   return function && std::strncmp(function, "async_", 6) == 0 && !std::strchr(function, '(');
 }
 
+// co_spawn launching a coroutine: Asio names the location "co_spawn_entry_point"; Boost 1.74
+// does for coroutines of no value, and gives the source location of its entry point (a
+// signature) for the others.
+inline bool is_co_spawn_launch(const char* function) noexcept {
+  return function && (std::strcmp(function, "co_spawn_entry_point") == 0 ||
+                      (std::strchr(function, '(') && std::strstr(function, "::co_spawn_entry_point(")));
+}
+
 inline void Location::begin_coroutine_moment() noexcept {
   AwaitableThreadState& state = t_awaitables;
-  if (function_ && std::strcmp(function_, "co_spawn_entry_point") == 0) {
+  if (is_co_spawn_launch(function_)) {
     saved_ = state;
     if (CoroutineRecord* coroutine = std::exchange(state.launching, nullptr)) {
       moment_ = Moment::launch;
