@@ -189,6 +189,43 @@ TEST(AsioAwaitable, AParallelGroupAndACancellationSignal) {
   EXPECT_EQ(gather.runs.size(), 4u);
 }
 
+// The same requests on an io_context run by two threads: a coroutine resumes on either, and the
+// coroutines of && and || end on either. The tasks and outcomes are the same. A coroutine's
+// resumption by the end of the coroutines it awaited is recorded only when they all ended on one
+// thread (docs/tasks.md): otherwise what it does until its end is not its own, so a request
+// records its first four waits always, the last two (the ||) only then.
+TEST(AsioAwaitable, OnTwoThreadsTheTasksAndOutcomesAreTheSame) {
+  constexpr int kRequests = 40;
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + AWAITABLE_REQUESTS + " pool " +
+                          std::to_string(kRequests));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  reader::Trace trace(directory / "trace");
+  ASSERT_EQ(trace.events_discarded(), 0u);
+  const model::TaskGraph graph = model::build_task_graph(trace);
+  EXPECT_TRUE(graph.problems().empty()) << graph.problems().front();
+  std::map<TaskKind, int> kinds;
+  for (const Task& task : graph.tasks()) ++kinds[task.kind];
+  EXPECT_EQ(kinds[TaskKind::coroutine], 1 + kRequests * 5);
+  EXPECT_EQ(kinds[TaskKind::timer], kRequests * 6);
+  const auto roots = created_by(graph, 0, TaskKind::coroutine);
+  ASSERT_FALSE(roots.empty());  // serve first; then the || coroutines of requests not followed
+  const auto requests = created_by(graph, roots[0]->id, TaskKind::coroutine);
+  ASSERT_EQ(requests.size(), size_t{kRequests});
+  size_t followed = 0;
+  for (int number = 0; number < kRequests; ++number) {
+    SCOPED_TRACE(model::task_id_text(requests[number]->id));
+    const size_t waits = requests[number]->waits_on.size();
+    EXPECT_TRUE(waits == 4 || waits == 6) << waits;
+    followed += waits == 6;
+    for (const auto& each : requests[number]->runs) EXPECT_TRUE(each.ended);
+    EXPECT_EQ(requests[number]->outcome, number == 2 ? TaskOutcome::failed : TaskOutcome::ok);
+    for (const Task* child : created_by(graph, requests[number]->id, TaskKind::coroutine))
+      EXPECT_EQ(child->waits_on.size(), 1u) << "its timer";
+  }
+  EXPECT_EQ(roots.size() - 1, 2 * (kRequests - followed)) << "the || coroutines of the requests not followed";
+}
+
 #ifdef BOOST_AWAITABLE_REQUESTS
 // Boost.Asio (Debian's Boost 1.74: no awaitable operators): the same rules with its define.
 TEST(AsioAwaitable, BoostAsioCoroutinesAreTasksToo) {

@@ -65,7 +65,12 @@
 // another executor type are not traced (their work shows as handlers, as without this);
 // spawn the awaitable itself, co_spawn(ex, f(), token). Who cancelled a loser is not recorded
 // (Asio's cancellation_signal has no hook): it resolves itself cancelled. An operation whose
-// initiation starts no Asio operation (a handler kept by user code) is not seen as a wait.
+// initiation starts no Asio operation (a handler kept by user code) is not seen as a wait. The
+// end of the coroutines a coroutine awaits (&&, ||, a parallel group, co_spawn with
+// use_awaitable) is seen, but not the step by which Asio then resumes it: it is recorded as
+// resumed where the last of them ended only when all of them ended on one thread, after a
+// suspension of their own (always, on an executor run by one thread); otherwise its code from
+// there to its end is not recorded as its own: no run, no wait, no creations.
 // Build every translation unit of a program with the same define (Asio's operations and this
 // specialisation differ without it).
 //

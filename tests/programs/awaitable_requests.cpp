@@ -5,6 +5,7 @@
 // records it and asserts its task graph exactly.
 //
 //   awaitable_requests [requests]   (default 4)
+//   awaitable_requests pool N       N requests on an io_context run by two threads
 //   awaitable_requests group        a parallel group whose slow coroutine is cancelled when the
 //                                   fast one ends, and a coroutine cancelled by a
 //                                   cancellation_signal
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 #include "chronicle/chronicle.hpp"
 
@@ -75,8 +77,12 @@ int main(int argc, char** argv) {
     std::printf("gathered\n");
     return 0;
   }
-  const int requests = argc > 1 ? std::atoi(argv[1]) : 4;
+  const bool pool = argc > 2 && std::string_view(argv[1]) == "pool";
+  const int requests = argc > 1 ? std::atoi(argv[pool ? 2 : 1]) : 4;
   asio::co_spawn(io, serve(requests), asio::detached);
+  std::thread second;
+  if (pool) second = std::thread([&io] { io.run(); });
   io.run();
+  if (second.joinable()) second.join();
   std::printf("%d requests served\n", requests);
 }

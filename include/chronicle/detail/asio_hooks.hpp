@@ -41,6 +41,7 @@ struct AwaitableThreadState {
   CoroutineRecord* suspending;  // a coroutine suspending on an operation it has not started yet
   CoroutineRecord* entry;       // a coroutine being launched by co_spawn, before its first run
   CoroutineRecord* launching;   // the record moved last: the one co_spawn is about to launch
+  CoroutineRecord* launched;    // the coroutine whose launch by co_spawn is under way here
 };
 inline thread_local constinit AwaitableThreadState t_awaitables{};
 
@@ -155,13 +156,15 @@ class CoroutineRecord {
   // It suspends: the coroutines it spawned and has not launched yet are those it may wait on.
   void expect_children() noexcept {
     children_pending_.store(std::exchange(unlaunched_, 0), std::memory_order_relaxed);
+    children_elsewhere_.store(false, std::memory_order_relaxed);
+    children_ended_on_.store(nullptr, std::memory_order_relaxed);
   }
 
   // It suspends on `operation`, which it started: it waits on the operation's task, and the
   // operation's completion resumes it.
   void suspends_on(TrackedHandler& operation) noexcept {
     operation.chronicle_resumes_ = this;
-    if (!on_stack_) return;
+    if (!on_this_thread()) return;
     leave_those_above();
     detail::TaskEventBatch batch;  // the wait and its run's end are one instant
     batch.wait(task_, operation.chronicle_task_id_);
@@ -192,15 +195,26 @@ class CoroutineRecord {
   CoroutineRecord* waiter_ = nullptr;
   uint32_t unlaunched_ = 0;  // coroutines it spawned, not launched yet
   std::atomic<uint32_t> children_pending_{0};
+  // The thread where the coroutines it waits on (since its last suspension) ended, and whether
+  // one ended on another, or inside its own launch: then where Asio resumes it is not known
+  // (see end()).
+  std::atomic<const AwaitableThreadState*> children_ended_on_{nullptr};
+  std::atomic<bool> children_elsewhere_{false};
   // While on this thread's stack of traced coroutines (enter .. leave):
   CoroutineRecord* below_ = nullptr;
   TaskId previous_task_ = 0;
   detail::ContextSlot* previous_context_ = nullptr;
-  bool on_stack_ = false;
   bool run_open_ = false;
   bool interrupted_ = false;  // its run was ended for a coroutine that runs inline above it
 
   void leave_those_above() noexcept;
+  // Whether it is on this thread's stack of traced coroutines: only this thread reads that
+  // stack, so a record entered on another thread is never taken for this one's.
+  bool on_this_thread() const noexcept {
+    for (const CoroutineRecord* each = t_awaitables.running; each; each = each->below_)
+      if (each == this) return true;
+    return false;
+  }
   // Pops it from this thread's stack, its run's end (and the run of the coroutine below, if it
   // interrupted one) written into `batch`, which nothing else writes to meanwhile.
   void leave(detail::TaskEventBatch& batch) noexcept;
@@ -209,7 +223,7 @@ class CoroutineRecord {
 inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
   AwaitableThreadState& state = t_awaitables;
   if (state.entry == this) state.entry = nullptr;  // launched inline: co_spawn's hop made no operation
-  if (on_stack_) {                                 // resumed inside the initiation it suspended in
+  if (on_this_thread()) {                          // resumed inside the initiation it suspended in
     if (!run_open_ && !run_begin_recorded) begin_task_run(task_);
     run_open_ = true;
     return;
@@ -225,7 +239,6 @@ inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
     if (!run_begin_recorded) batch.task_event(format::EventId::task_run_begin, task_);
   }
   run_open_ = true;
-  on_stack_ = true;
   below_ = below;
   state.running = this;
   previous_task_ = exchange_current_task(task_);
@@ -233,7 +246,7 @@ inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
 }
 
 inline void CoroutineRecord::leave() noexcept {
-  if (!on_stack_) return;
+  if (!on_this_thread()) return;
   leave_those_above();
   detail::TaskEventBatch batch;
   leave(batch);
@@ -253,14 +266,13 @@ inline void CoroutineRecord::leave(detail::TaskEventBatch& batch) noexcept {
     batch.task_event(format::EventId::task_run_begin, below_->task_);
   }
   run_open_ = false;
-  on_stack_ = false;
   state.running = below_;
   exchange_current_task(previous_task_);
   detail::exchange_context_slot(previous_context_);
 }
 
 inline void CoroutineRecord::end(TaskOutcome outcome, std::string_view text) noexcept {
-  if (on_stack_) {
+  if (on_this_thread()) {
     leave_those_above();
     if (!text.empty()) resolve_task(task_, outcome, text, task_);
     detail::TaskEventBatch batch;  // its resolution and its run's end are one instant
@@ -269,11 +281,28 @@ inline void CoroutineRecord::end(TaskOutcome outcome, std::string_view text) noe
   } else {
     resolve_task(task_, outcome, text, task_);
   }
-  CoroutineRecord* waiter = waiter_;
-  if (waiter && waiter->children_pending_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    waiter->enter();
-  else if (!t_awaitables.running)
-    exchange_current_task(task_);  // co_spawn's call of its completion handler is its work
+  // The coroutine waiting on this one resumes inline, here, when this is the last of its waits
+  // to end, provided all of them ended on this thread, each after a suspension of its own: then
+  // every step by which Asio counts their ends (a parallel group's, co_spawn's completion; a ||
+  // winner cancels the others before it counts its own end) runs on this thread, in that order.
+  // Otherwise Asio may resume it on another thread, and it is not entered here (its resumption
+  // is not recorded).
+  AwaitableThreadState& state = t_awaitables;
+  if (CoroutineRecord* waiter = waiter_) {
+    const AwaitableThreadState* first = nullptr;
+    if ((!waiter->children_ended_on_.compare_exchange_strong(first, &state, std::memory_order_relaxed) &&
+         first != &state) ||
+        state.launched == this)
+      waiter->children_elsewhere_.store(true, std::memory_order_relaxed);
+    if (waiter->children_pending_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+        !waiter->children_elsewhere_.load(std::memory_order_relaxed)) {
+      waiter->enter();
+      return;
+    }
+  }
+  // co_spawn's call of its completion handler is its work (not when a waiting coroutine may
+  // resume inline next: that one's code is no other coroutine's).
+  if (!state.running && !waiter_) exchange_current_task(task_);
 }
 
 #if defined(__cpp_impl_coroutine)
@@ -340,12 +369,14 @@ inline void Location::begin_coroutine_moment() noexcept {
       moment_ = Moment::launch;
       coroutine->launched_by(state.suspending);
       state.entry = coroutine;
+      state.launched = coroutine;
     } else {
       // A coroutine co_spawn runs from a function (co_spawn(ex, f, token)) is not traced: hide
       // the traced ones below it from what it does.
       moment_ = Moment::untraced_launch;
       state.running = nullptr;
       state.entry = nullptr;
+      state.launched = nullptr;
     }
     state.suspending = nullptr;
     return;
@@ -364,6 +395,7 @@ inline void Location::end_coroutine_moment() noexcept {
   state.suspending = saved_.suspending;
   if (moment_ == Moment::suspension) return;
   state.entry = saved_.entry;
+  state.launched = saved_.launched;
   if (moment_ == Moment::untraced_launch) state.running = saved_.running;
 }
 
