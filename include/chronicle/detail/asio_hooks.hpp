@@ -109,7 +109,8 @@ bool is_operation_aborted(const ErrorCode& error) {
 // On a thread, a traced coroutine that runs inline above another (co_spawn runs a coroutine at
 // once on its executor's thread) interrupts the other's run, which begins again when it is left.
 // The record is touched only by the thread the coroutine runs on, and after it suspended only by
-// what resumes it: its operation's completion, or the end of the last coroutine it waits on.
+// what resumes it (its operation's completion, or the end of the last coroutine it waits on) and,
+// through its atomics, by the ends of the coroutines it waits on.
 // The coroutines it waits on at a suspension are those it spawned and had not launched (the
 // operands of && and ||, a parallel group's, co_spawn(..., use_awaitable)'s): counted before any
 // of them is launched, so the count reaches zero only at the end of the last one.
