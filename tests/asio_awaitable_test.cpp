@@ -78,6 +78,7 @@ void expect_request_graph(const model::TaskGraph& graph, const Task& request, bo
   EXPECT_EQ(children[0]->outcome, TaskOutcome::ok);
   EXPECT_EQ(children[1]->outcome, TaskOutcome::ok);
   EXPECT_EQ(children[2]->outcome, TaskOutcome::cancelled) << "the hour-long work lost to the timeout";
+  EXPECT_EQ(children[2]->resolver, children[3]->id) << "resolved by the winner, the timeout";
   EXPECT_EQ(children[3]->outcome, TaskOutcome::ok);
   expect_waits_on_its_own_timer(graph, *children[0], TaskOutcome::ok);
   expect_waits_on_its_own_timer(graph, *children[1], TaskOutcome::ok);
@@ -132,8 +133,10 @@ TEST(AsioAwaitable, EveryCoroutineIsATaskWithItsWaitsAndOutcome) {
   ASSERT_EQ(requests.size(), size_t{kRequests});
   for (int number = 0; number < kRequests; ++number) expect_request_graph(graph, *requests[number], number == 2);
 
-  // Per request: 6 waits of its own and one of each of its 4 children.
+  // Per request: 6 waits of its own and one of each of its 4 children; the loser of its ||
+  // resolved by the winner.
   EXPECT_EQ(edges_of(graph, model::EdgeKind::waits_on), size_t{kRequests * 10});
+  EXPECT_EQ(edges_of(graph, model::EdgeKind::resolved_by), size_t{kRequests});
   EXPECT_EQ(edges_of(graph, model::EdgeKind::created_by), graph.tasks().size() - 1);
 
   // The span at the top of each request pairs in its task: no warning.
@@ -177,12 +180,15 @@ TEST(AsioAwaitable, AParallelGroupAndACancellationSignal) {
   EXPECT_EQ(slow->parent, gather.id);
   EXPECT_EQ(fast->outcome, TaskOutcome::ok);
   EXPECT_EQ(slow->outcome, TaskOutcome::cancelled);
+  EXPECT_EQ(slow->resolver, fast->id) << "the group cancelled it when the fast one ended";
   expect_waits_on_its_own_timer(graph, *fast, TaskOutcome::ok);
   expect_waits_on_its_own_timer(graph, *slow, TaskOutcome::cancelled);
   const Task* signalled = spawned[2];
   EXPECT_NE(signalled->id, fast->id);
   EXPECT_NE(signalled->id, slow->id);
   EXPECT_EQ(signalled->outcome, TaskOutcome::cancelled);
+  EXPECT_EQ(signalled->resolver, signalled->id) << "who emitted the signal is not known";
+  EXPECT_EQ(edges_of(graph, model::EdgeKind::resolved_by), 1u);
   expect_waits_on_its_own_timer(graph, *signalled, TaskOutcome::cancelled);
   // Its first run, then: resumed by the group's last end, interrupted while the signalled
   // coroutine runs inline, resumed by its own timer.

@@ -42,7 +42,10 @@
 //   its end                resolved by itself: ok; failed with the exception's what(); cancelled
 //                          when the exception is operation_aborted (the loser of ||, a
 //                          cancellation_signal, a cancelled timer); "destroyed while suspended"
-//                          when its executor is destroyed first
+//                          when its executor is destroyed first. A coroutine of a group (&&, ||,
+//                          a parallel group) that ends cancelled after another of the group
+//                          ended is resolved by the last that ended (the winner of ||, the
+//                          failure that ended a &&): Asio cancels the others then
 //   co_spawn's completion  a handler created by the coroutine, when Asio posts it (a coroutine
 //                          that never suspended); otherwise run inline, at the coroutine's end
 // Its runs go from each resumption to the next suspension; a coroutine co_spawn runs at once,
@@ -63,8 +66,8 @@
 //
 // Limits: co_spawn(ex, function, token) (a function returning the awaitable) and awaitables of
 // another executor type are not traced (their work shows as handlers, as without this);
-// spawn the awaitable itself, co_spawn(ex, f(), token). Who cancelled a loser is not recorded
-// (Asio's cancellation_signal has no hook): it resolves itself cancelled. An operation whose
+// spawn the awaitable itself, co_spawn(ex, f(), token). Who emitted a cancellation_signal is not
+// recorded (it has no hook): the coroutine resolves itself cancelled. An operation whose
 // initiation starts no Asio operation (a handler kept by user code) is not seen as a wait. The
 // end of the coroutines a coroutine awaits (&&, ||, a parallel group, co_spawn with
 // use_awaitable) is seen, but not the step by which Asio then resumes it: it is recorded as

@@ -154,8 +154,19 @@ class CoroutineRecord {
     if (waiter == running) waiter->leave();  // its first launch ends its run
   }
 
+  // Who ended it: itself, or, when it ends cancelled after a coroutine awaited with it ended (the
+  // winner of ||, the failure that ends a && or a parallel group), the last such coroutine, as
+  // Asio cancels the others of a group when one of them ends so. Its own end is noted for those
+  // that end after it.
+  TaskId resolver_of_end(TaskOutcome outcome) noexcept {
+    if (!waiter_) return task_;
+    const TaskId sibling = waiter_->last_child_ended_.exchange(task_, std::memory_order_relaxed);
+    return outcome == TaskOutcome::cancelled && sibling != 0 ? sibling : task_;
+  }
+
   // It suspends: the coroutines it spawned and has not launched yet are those it may wait on.
   void expect_children() noexcept {
+    last_child_ended_.store(0, std::memory_order_relaxed);
     children_pending_.store(std::exchange(unlaunched_, 0), std::memory_order_relaxed);
     children_elsewhere_.store(false, std::memory_order_relaxed);
     children_ended_on_.store(nullptr, std::memory_order_relaxed);
@@ -201,6 +212,7 @@ class CoroutineRecord {
   // (see end()).
   std::atomic<const AwaitableThreadState*> children_ended_on_{nullptr};
   std::atomic<bool> children_elsewhere_{false};
+  std::atomic<TaskId> last_child_ended_{0};  // the coroutine it waits on that ended last
   // While on this thread's stack of traced coroutines (enter .. leave):
   CoroutineRecord* below_ = nullptr;
   TaskId previous_task_ = 0;
@@ -273,14 +285,15 @@ inline void CoroutineRecord::leave(detail::TaskEventBatch& batch) noexcept {
 }
 
 inline void CoroutineRecord::end(TaskOutcome outcome, std::string_view text) noexcept {
+  const TaskId resolver = resolver_of_end(outcome);
   if (on_this_thread()) {
     leave_those_above();
-    if (!text.empty()) resolve_task(task_, outcome, text, task_);
+    if (!text.empty()) resolve_task(task_, outcome, text, resolver);
     detail::TaskEventBatch batch;  // its resolution and its run's end are one instant
-    if (text.empty()) batch.resolve_quiet(task_, task_, outcome);
+    if (text.empty()) batch.resolve_quiet(task_, resolver, outcome);
     leave(batch);
   } else {
-    resolve_task(task_, outcome, text, task_);
+    resolve_task(task_, outcome, text, resolver);
   }
   // The coroutine waiting on this one resumes inline, here, when this is the last of its waits
   // to end, provided all of them ended on this thread, each after a suspension of its own: then
