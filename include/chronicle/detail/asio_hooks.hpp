@@ -91,6 +91,19 @@ inline TaskKind kind_of(std::string_view object) noexcept {
   return TaskKind::handler;  // io_context, thread_pool, strand, system_executor...
 }
 
+// Task events of one instant, written as one group (detail::TaskEventBatch); with
+// CHRONICLE_DISABLE, the same calls and no events.
+#ifndef CHRONICLE_DISABLE
+using EventBatch = detail::TaskEventBatch;
+#else
+struct EventBatch {
+  void task_event(format::EventId, TaskId) noexcept {}
+  void wait(TaskId, TaskId) noexcept {}
+  void resolve_quiet(TaskId, TaskId, TaskOutcome) noexcept {}
+  bool active() const noexcept { return false; }
+};
+#endif
+
 // Asio's operation_aborted: ECANCELED in the system category (std's or Boost's).
 template <typename ErrorCode>
 bool is_operation_aborted(const ErrorCode& error) {
@@ -178,7 +191,7 @@ class CoroutineRecord {
     operation.chronicle_resumes_ = this;
     if (!on_this_thread()) return;
     leave_those_above();
-    detail::TaskEventBatch batch;  // the wait and its run's end are one instant
+    EventBatch batch;  // the wait and its run's end are one instant
     batch.wait(task_, operation.chronicle_task_id_);
     leave(batch);  // before the operation can complete on another thread
   }
@@ -230,7 +243,7 @@ class CoroutineRecord {
   }
   // Pops it from this thread's stack, its run's end (and the run of the coroutine below, if it
   // interrupted one) written into `batch`, which nothing else writes to meanwhile.
-  void leave(detail::TaskEventBatch& batch) noexcept;
+  void leave(EventBatch& batch) noexcept;
 };
 
 inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
@@ -243,7 +256,7 @@ inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
   }
   CoroutineRecord* below = state.running;
   {
-    detail::TaskEventBatch batch;
+    EventBatch batch;
     if (below && below->run_open_) {
       batch.task_event(format::EventId::task_run_end, below->task_);
       below->run_open_ = false;
@@ -261,7 +274,7 @@ inline void CoroutineRecord::enter(bool run_begin_recorded) noexcept {
 inline void CoroutineRecord::leave() noexcept {
   if (!on_this_thread()) return;
   leave_those_above();
-  detail::TaskEventBatch batch;
+  EventBatch batch;
   leave(batch);
 }
 
@@ -270,7 +283,7 @@ inline void CoroutineRecord::leave_those_above() noexcept {
   while (state.running && state.running != this) state.running->leave();
 }
 
-inline void CoroutineRecord::leave(detail::TaskEventBatch& batch) noexcept {
+inline void CoroutineRecord::leave(EventBatch& batch) noexcept {
   AwaitableThreadState& state = t_awaitables;
   if (run_open_) batch.task_event(format::EventId::task_run_end, task_);
   if (below_ && below_->interrupted_) {
@@ -289,7 +302,7 @@ inline void CoroutineRecord::end(TaskOutcome outcome, std::string_view text) noe
   if (on_this_thread()) {
     leave_those_above();
     if (!text.empty()) resolve_task(task_, outcome, text, resolver);
-    detail::TaskEventBatch batch;  // its resolution and its run's end are one instant
+    EventBatch batch;  // its resolution and its run's end are one instant
     if (text.empty()) batch.resolve_quiet(task_, resolver, outcome);
     leave(batch);
   } else {
@@ -515,7 +528,7 @@ class Completion {
 #ifndef CHRONICLE_DISABLE
     if (text.empty()) {
       // The resolution and the run's beginning are one instant: one clock read.
-      detail::TaskEventBatch batch;
+      EventBatch batch;
       batch.resolve_quiet(task_, current_task(), outcome);
       batch.task_event(format::EventId::task_run_begin, task_);
     } else {
@@ -532,7 +545,7 @@ class Completion {
     bool run_begin_recorded = false;
 #ifndef CHRONICLE_DISABLE
     if (!text.empty()) resolve_task(task_, outcome, text);
-    detail::TaskEventBatch batch;
+    EventBatch batch;
     if (text.empty()) batch.resolve_quiet(task_, current_task(), outcome);
     batch.task_event(format::EventId::task_run_begin, task_);
     batch.task_event(format::EventId::task_run_end, task_);
