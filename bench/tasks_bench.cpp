@@ -236,6 +236,46 @@ BENCHMARK(BM_AsioPost)
 BENCHMARK(BM_AsioPost)->Name("BM_AsioPost_Untracked")->ArgNames({"tracing", "idle_thread"})->Args({0, 0})->Args({0, 1});
 #endif
 
+// A co_spawn of an asio::awaitable that co_awaits a nested awaitable suspending once on the
+// executor (asio::post with use_awaitable): with the tracking header and a session, a coroutine
+// task, its wait on the post's handler, its resumption, its end. Compare the
+// BM_AsioCoSpawn lines of tasks_bench and tasks_bench_untracked.
+asio::awaitable<void> hop_onto_executor() {
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+}
+asio::awaitable<void> spawned_coroutine(int64_t& ended) {
+  co_await hop_onto_executor();
+  ++ended;
+}
+
+void BM_AsioCoSpawn(benchmark::State& state) {
+  const IdleThread idle(state.range(1) != 0);
+  Session session(state.range(0) != 0);
+  asio::io_context io(1);
+  int64_t ended = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kHandlersPerBatch; ++i) asio::co_spawn(io, spawned_coroutine(ended), asio::detached);
+    io.run();
+    io.restart();
+  }
+  if (ended != state.iterations() * kHandlersPerBatch) state.SkipWithError("a coroutine did not end");
+  state.SetItemsProcessed(state.iterations() * kHandlersPerBatch);
+}
+#ifdef ASIO_CUSTOM_HANDLER_TRACKING
+BENCHMARK(BM_AsioCoSpawn)
+    ->Name("BM_AsioCoSpawn_Tracked")
+    ->ArgNames({"tracing", "idle_thread"})
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 0});
+#else
+BENCHMARK(BM_AsioCoSpawn)
+    ->Name("BM_AsioCoSpawn_Untracked")
+    ->ArgNames({"tracing", "idle_thread"})
+    ->Args({0, 0})
+    ->Args({0, 1});
+#endif
+
 // One read of the session's clock (the TSC where it is usable), back to back: the floor under
 // each instant a task's events record. A child task's and an Asio handler's happen at three.
 void BM_ClockRead(benchmark::State& state) {

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev  # GoogleTest: the tests
   libbenchmark-dev    # Google Benchmark: bench/
   libasio-dev         # standalone Asio: the traced echo-server example and handler tracking
+  libboost-dev        # Boost.Asio's headers: the Boost handler tracking and its coroutines are tested too
   babeltrace2 python3-bt2  # the reference CTF reader: tests check it reads our traces
   binutils            # nm/objdump: the compiled-out test compares machine code
   libcpp-httplib-dev  # cpp-httplib: the /metrics endpoint (chronicle metrics serve, MetricsExporter)
