@@ -209,6 +209,100 @@ void BM_WhenAllOfTwo_Chronicle(benchmark::State& state) {
 }
 BENCHMARK(BM_WhenAllOfTwo_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
 
+// --- each combinator, traced over untraced (docs/performance.md, "Combinators and bridges") ---
+// Every child ends at once on the awaiting thread, so each figure is the combinator's own work
+// (its task, its children's starts, waits and resolutions, its allocations), not a pool's hand-off.
+
+chronicle::task<int> traced_when_all_of_vector() {
+  int sum = 0;
+  for (int i = 0; i < kAwaitsPerTask; ++i) {
+    std::vector<chronicle::task<int>> children;
+    children.reserve(4);
+    for (int child = 0; child < 4; ++child) children.push_back(traced_leaf(child));
+    for (int value : co_await chronicle::when_all(std::move(children))) sum += value;
+  }
+  co_return sum;
+}
+
+chronicle::task<int> traced_when_any_of_two() {
+  int sum = 0;
+  for (int i = 0; i < kAwaitsPerTask; ++i) {
+    auto [index, value] = co_await chronicle::when_any(traced_leaf(i), traced_leaf(1));
+    sum += static_cast<int>(index) + value;
+  }
+  co_return sum;
+}
+
+// A deadline that never passes: the timer is armed and disarmed each time.
+chronicle::task<int> traced_with_timeout() {
+  int sum = 0;
+  for (int i = 0; i < kAwaitsPerTask; ++i)
+    sum += co_await chronicle::with_timeout(traced_leaf(i), std::chrono::hours(1));
+  co_return sum;
+}
+
+chronicle::task<int> traced_spawn_and_join() {
+  for (int i = 0; i < kAwaitsPerTask; ++i) {
+    chronicle::async_scope scope;
+    scope.spawn(traced_leaf(i));
+    scope.spawn(traced_leaf(1));
+    co_await scope.join();
+  }
+  co_return 1;
+}
+
+// A hop to a pool of one thread from that thread: the post, the queue and the resumption, with
+// no thread woken (the worker finds the coroutine queued as it looks again).
+chronicle::task<int> traced_hops(chronicle::thread_pool& pool) {
+  co_await pool.schedule();
+  for (int i = 0; i < kAwaitsPerTask; ++i) co_await pool.schedule();
+  co_return 1;
+}
+
+template <typename Work>
+void run_traced(benchmark::State& state, Work work) {
+  Session session(state.range(0) != 0);
+  for (auto _ : state) benchmark::DoNotOptimize(chronicle::sync_wait(work()));
+  state.SetItemsProcessed(state.iterations() * kAwaitsPerTask);
+}
+void BM_WhenAllOfVector_Chronicle(benchmark::State& state) {
+  run_traced(state, traced_when_all_of_vector);
+}
+void BM_WhenAnyOfTwo_Chronicle(benchmark::State& state) {
+  run_traced(state, traced_when_any_of_two);
+}
+void BM_WithTimeout_Chronicle(benchmark::State& state) {
+  run_traced(state, traced_with_timeout);
+}
+void BM_ScopeSpawnJoin_Chronicle(benchmark::State& state) {
+  run_traced(state, traced_spawn_and_join);
+}
+void BM_ScheduleHop_Chronicle(benchmark::State& state) {
+  chronicle::thread_pool pool(1, "bench");
+  run_traced(state, [&pool] { return traced_hops(pool); });
+}
+BENCHMARK(BM_WhenAllOfVector_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
+BENCHMARK(BM_WhenAnyOfTwo_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
+// The CPU of every thread: with_timeout's timer thread wakes as deadlines are armed, and the hops
+// run on the pool's thread while the benchmark's thread waits in sync_wait.
+BENCHMARK(BM_WithTimeout_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1)->MeasureProcessCPUTime();
+BENCHMARK(BM_ScopeSpawnJoin_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1);
+BENCHMARK(BM_ScheduleHop_Chronicle)->ArgName("tracing")->Arg(0)->Arg(1)->MeasureProcessCPUTime();
+
+// A plain CHRONICLE_SPAN in flight mode, traced: the trace point the bridges must leave as it was
+// (compare two builds with tasks_rounds.sh's BEFORE).
+void BM_Span(benchmark::State& state) {
+  Session session(true);
+  constexpr int kSpans = 1000;
+  for (auto _ : state)
+    for (int i = 0; i < kSpans; ++i) {
+      CHRONICLE_SPAN("bench", "span");
+      benchmark::ClobberMemory();
+    }
+  state.SetItemsProcessed(state.iterations() * kSpans);
+}
+BENCHMARK(BM_Span);
+
 // A posted handler run by io_context: with the tracking header, create + resolve + run
 // begin/end when traced.
 constexpr int kHandlersPerBatch = 1000;

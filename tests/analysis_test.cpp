@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -748,6 +749,31 @@ TEST(StatsCommand, JsonAndTextAgreeWithTheTrace) {
   result = test::run(kCli + " stats --critical-path no-such-task " + (directory / "trace"));
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("no-such-task"), std::string::npos);
+}
+
+// A hop to a pool: `stats --critical-path` shows the time in the pool's queue as the hop's task,
+// queued, and no step "suspended between runs" (on main: the hop recorded nothing, and its time
+// was "waiting  suspended between runs (no wait recorded)").
+TEST(StatsCommand, CriticalPathShowsAPoolHopAsQueued) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    thread_pool pool(1, "pool");
+    EXPECT_EQ(sync_wait(slow_step(pool, 100us).named("hopper")), 1);
+  }
+  stop();
+  const auto result = test::run(kCli + " stats --critical-path hopper " + config.output);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  size_t hop_lines = 0;
+  std::istringstream lines(result.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("thread_pool.schedule") == std::string::npos) continue;
+    ++hop_lines;
+    EXPECT_NE(line.find("queued  queued since creation"), std::string::npos) << line;
+  }
+  EXPECT_EQ(hop_lines, 1u) << result.out;
+  EXPECT_EQ(result.out.find("suspended between runs"), std::string::npos) << result.out;
 }
 
 // A name many tasks share: every match is listed, and the one analysed is named with the rule

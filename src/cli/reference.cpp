@@ -169,26 +169,32 @@ For examples/coroutines.cpp (a request that loads a profile, then orders, which 
 retried), `chronicle record -o t -- build/examples/coroutines_example` then
 `chronicle stats --critical-path request t` prints:
 
-  Critical path of t1.1 "request": 92.47 ms from 2026-11-28 15:24:06.779322381 to its resolution
+  Critical path of t1.1 "request": 95.58 ms from 2026-11-28 18:22:24.897069849 to its resolution
               AT CONTRIBUTED  TASK                                     STATE   WHAT
-    +       0 ns      1.7 us  t1.1 request                             queued  queued since creation
-    +     1.7 us      3.6 us  t1.1 request                             ran     ran
-    +     5.3 us      531 ns  t1.3 load profile                        queued  queued since creation
-    +     5.8 us      521 ns  t1.3 load profile                        ran     ran
-    +     6.4 us      9.0 us  t1.3 load profile                        waiting suspended between runs (no wait recorded)
-    +    15.4 us    30.08 ms  t1.3 load profile                        ran     ran
-    +   30.10 ms     2.09 ms  t1.1 request                             ran     ran after t1.3 finished
-    +   32.18 ms      1.2 us  t2.1 load orders                         queued  queued since creation
-    +   32.18 ms      601 ns  t2.1 load orders                         ran     ran
-    +   32.18 ms      6.0 us  t2.1 load orders                         waiting suspended between runs (no wait recorded)
-    +   32.19 ms    10.18 ms  t2.1 load orders                         ran     ran
-    +   42.37 ms      621 ns  t1.1 request                             queued  queued after t2.1 finished
-    +   42.37 ms     11.8 us  t1.1 request                             ran     ran after t2.1 finished
-    +   42.38 ms      441 ns  t2.2 load orders (retry)                 queued  queued since creation
-    +   42.38 ms      791 ns  t2.2 load orders (retry)                 ran     ran
-    +   42.38 ms      5.0 us  t2.2 load orders (retry)                 waiting suspended between runs (no wait recorded)
-    +   42.39 ms    50.08 ms  t2.2 load orders (retry)                 ran     ran
-    +   92.47 ms      3.5 us  t1.1 request                             ran     ran after t2.2 finished
+    +       0 ns      2.0 us  t1.1 request                             queued  queued since creation
+    +     2.0 us      3.6 us  t1.1 request                             ran     ran
+    +     5.7 us      451 ns  t1.3 load profile                        queued  queued since creation
+    +     6.1 us      991 ns  t1.3 load profile                        ran     ran
+    +     7.1 us     3.08 ms  t1.4 thread_pool.schedule                queued  queued since creation
+    +    3.09 ms      1.0 us  t1.3 load profile                        queued  queued after t1.4 finished
+    +    3.09 ms    30.09 ms  t1.3 load profile                        ran     ran after t1.4 finished
+    +   33.18 ms     2.10 ms  t1.1 request                             ran     ran after t1.3 finished
+    +   35.28 ms      1.4 us  t2.1 load orders                         queued  queued since creation
+    +   35.28 ms      471 ns  t2.1 load orders                         ran     ran
+    +   35.28 ms      9.2 us  t2.2 thread_pool.schedule                queued  queued since creation
+    +   35.29 ms      170 ns  t2.1 load orders                         queued  queued after t2.2 finished
+    +   35.29 ms    10.19 ms  t2.1 load orders                         ran     ran after t2.2 finished
+    +   45.47 ms      961 ns  t1.1 request                             queued  queued after t2.1 finished
+    +   45.48 ms     10.9 us  t1.1 request                             ran     ran after t2.1 finished
+    +   45.49 ms      571 ns  t2.3 load orders (retry)                 queued  queued since creation
+    +   45.49 ms      170 ns  t2.3 load orders (retry)                 ran     ran
+    +   45.49 ms      5.2 us  t2.4 thread_pool.schedule                queued  queued since creation
+    +   45.49 ms      240 ns  t2.3 load orders (retry)                 queued  queued after t2.4 finished
+    +   45.49 ms    50.09 ms  t2.3 load orders (retry)                 ran     ran after t2.4 finished
+    +   95.58 ms      3.6 us  t1.1 request                             ran     ran after t2.3 finished
+
+Each hop to the pool (`co_await pool.schedule()`) is a task thread_pool.schedule: its time is the
+time in the pool's queue (the first, 3 ms, waited for the pool's threads to start).
 
 --counters answers windows over counter history (average over the last 5 minutes, count since a
 time, average between two points, rate per second) from prefix sums built in one pass, not by
