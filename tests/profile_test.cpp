@@ -252,6 +252,35 @@ TEST(SamplingProfile, TheCriticalPathSaysBlockedForTimeOffCpuInARun) {
   EXPECT_NE(text.out.find(" blocked "), std::string::npos) << text.out;
 }
 
+// The viewer's critical path (task details) splits a run by its thread's CPU state as stats
+// does: the same states, in the same order, for the same time.
+TEST(SamplingProfile, TheViewersCriticalPathSaysBlockedAsStatsDoes) {
+  SKIP_WITHOUT_PERF_EVENTS();
+  TemporaryDirectory directory;
+  const std::string trace = directory / "trace";
+  ASSERT_NO_FATAL_FAILURE(record_workload("--sched", "await 1", trace));
+  const auto result = run(kCli + " stats --json --critical-path waiter " + trace);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json path = nlohmann::json::parse(result.out);
+  std::vector<std::string> from_stats;
+  for (const auto& step : path["steps"])
+    from_stats.push_back(step["state"].get<std::string>() + " " + step["what"].get<std::string>());
+  const viewer::OpenedIndex opened = viewer::open_index(trace);
+  const viewer::TimelineIndex& index = opened.index;
+  std::optional<uint32_t> waiter;
+  for (uint32_t task = 0; task < index.task_lines().size(); ++task)
+    if (index.task_display_name(task) == "waiter") waiter = task;
+  ASSERT_TRUE(waiter.has_value());
+  std::vector<std::string> from_viewer;
+  uint64_t blocked = 0;
+  for (const viewer::CriticalStep& step : index.critical_path(*waiter)) {
+    from_viewer.push_back(std::string(analysis::step_state_name(step.state)) + " " + step.what);
+    if (step.state == analysis::StepState::blocked) blocked += step.to - step.from;
+  }
+  EXPECT_EQ(from_viewer, from_stats);
+  EXPECT_GE(blocked, 59'000'000u);
+}
+
 TEST(SamplingProfile, BadRatesAreUsageErrorsAndATraceWithoutSamplesSaysSo) {
   const auto zero = run(kCli + " record -q --sample=0 -o /nonexistent/trace -- true");
   EXPECT_EQ(zero.exit_code, 2);

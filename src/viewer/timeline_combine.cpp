@@ -3,6 +3,7 @@
 #include "viewer/timeline_index_internal.hpp"
 
 #include "analysis/critical_path.hpp"
+#include "analysis/critical_path_cpu.hpp"
 #include "reader/messages.hpp"
 
 #include <algorithm>
@@ -267,6 +268,58 @@ TimelineIndex TimelineIndex::build(const std::vector<reader::Trace>& traces, con
   return IndexCombiner::combine(traces, progress, detail);
 }
 
+namespace {
+
+// The lane whose runs row holds task `task`'s run that begins at `begin` (ns), if any.
+std::optional<uint32_t> lane_of_run(const std::vector<Lane>& lanes, uint32_t task, uint64_t begin) {
+  for (uint32_t lane = 0; lane < lanes.size(); ++lane)
+    for (const IntervalRow& row : lanes[lane].runs) {
+      const std::span<const uint64_t> begins = row.begins;
+      for (auto at = std::lower_bound(begins.begin(), begins.end(), begin); at != begins.end() && *at == begin; ++at)
+        if (row.items[static_cast<size_t>(at - begins.begin())] == task) return lane;
+    }
+  return std::nullopt;
+}
+
+// The stretches of [from, to) (ns) that `lane` spent off its CPU, as its off_cpu row has them
+// (sorted, not overlapping): `visit(begin, end, format::CpuState)`.
+template <typename Visit>
+void off_cpu_stretches(const Lane& lane, uint64_t from, uint64_t to, Visit&& visit) {
+  const IntervalRow& row = lane.off_cpu;
+  const std::span<const uint64_t> begins = row.begins;
+  size_t k = static_cast<size_t>(std::upper_bound(begins.begin(), begins.end(), from) - begins.begin());
+  if (k > 0) --k;
+  for (; k < row.size() && row.begins[k] < to; ++k)
+    if (row.ends[k] > from)
+      visit(std::max(row.begins[k], from), std::min(row.ends[k], to), static_cast<format::CpuState>(row.items[k]));
+}
+
+}  // namespace
+
+// With scheduler data (record --sched), each `ran` step is split by its thread's CPU state, by
+// the rule `stats --critical-path` follows (analysis::split_ran_step): blocked, preempted.
+std::vector<CriticalStep> TimelineIndex::split_by_cpu_state(std::vector<CriticalStep> steps) const {
+  if (std::none_of(lanes_.begin(), lanes_.end(), [](const Lane& lane) { return lane.off_cpu.size() > 0; }))
+    return steps;
+  std::vector<CriticalStep> split;
+  for (CriticalStep& step : steps) {
+    if (step.state != analysis::StepState::ran) {
+      split.push_back(std::move(step));
+      continue;
+    }
+    std::vector<analysis::RunOn> runs;
+    const auto begins = run_begins(step.task), ends = run_ends(step.task);
+    for (size_t k = 0; k < begins.size(); ++k)
+      if (ends[k] > step.from && begins[k] < step.to)
+        if (const auto lane = lane_of_run(lanes_, step.task, begins[k])) runs.push_back({*lane, begins[k], ends[k]});
+    auto stretches = [this](uint64_t lane, uint64_t from, uint64_t to, auto&& visit) {
+      off_cpu_stretches(lanes_[lane], from, to, visit);
+    };
+    for (CriticalStep& piece : analysis::split_ran_step(step, runs, stretches)) split.push_back(std::move(piece));
+  }
+  return split;
+}
+
 // Across processes when the index has several: a task that waited for a message goes on in the
 // sender's process (as `chronicle stats --critical-path` does). Should the traces be gone since
 // the index was built, the path stays within the task's own process.
@@ -294,7 +347,7 @@ std::vector<CriticalStep> TimelineIndex::critical_path(uint32_t task_number) con
     if (index)
       steps.push_back({*index, step.state, step.what, to_ns(step.process, step.from), to_ns(step.process, step.to)});
   }
-  return steps;
+  return split_by_cpu_state(std::move(steps));
 }
 
 }  // namespace chronicle::viewer

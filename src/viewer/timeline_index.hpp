@@ -470,6 +470,9 @@ class TimelineIndex {
   // (analysis::critical_path over the index's tasks: it reads only the tasks on the way, and
   // across processes the traces again for their messages).
   std::vector<CriticalStep> critical_path(uint32_t task) const;
+  // `steps` with each `ran` step split by its thread's CPU state (record --sched), as stats splits
+  // them.
+  std::vector<CriticalStep> split_by_cpu_state(std::vector<CriticalStep> steps) const;
 
  private:
   void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
