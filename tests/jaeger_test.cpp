@@ -1,5 +1,5 @@
-// chronicle's spans in a real Jaeger: Jaeger v2 (tests/peers/jaeger: built from the Go module
-// proxy by build.sh, which scripts/install-deps.sh runs; in-memory storage), started on loopback
+// chronicle's spans in a real Jaeger, and OpenTelemetry's exporter environment: Jaeger v2 (tests/peers/jaeger: built
+// from the Go module proxy by build.sh, which scripts/install-deps.sh runs; in-memory storage), started on loopback
 // ports for the test. The quote service example is recorded with `record --otlp-endpoint`, and
 // Jaeger's HTTP query API must then hold one trace per request, with everything the request
 // started in it: what a user who sends chronicle's spans to the Jaeger they run sees.
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -173,6 +174,80 @@ TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarte
     EXPECT_EQ(names, per_request) << trace.requests.front();
   }
   EXPECT_EQ(request_traces, 40u);
+}
+
+// OpenTelemetry's exporter environment, as an SRE sets it for every service: `record --otlp`
+// pushes where OTEL_EXPORTER_OTLP_ENDPOINT says, gzip-compressed when _COMPRESSION says so, and
+// Jaeger takes it (it decompresses what it receives: a wrong encoding would lose every span).
+TEST(Jaeger, RecordPushesWhereTheOtelEnvironmentSaysGzipCompressed) {
+  const Jaeger jaeger;
+  if (!jaeger.why_not_ready().empty()) GTEST_SKIP() << jaeger.why_not_ready();
+  TemporaryDirectory directory;
+  const auto recorded =
+      run("OTEL_EXPORTER_OTLP_ENDPOINT=" + jaeger.otlp_endpoint() + " OTEL_EXPORTER_OTLP_COMPRESSION=gzip " + kCli +
+          " record -q --otlp -o " + (directory / "trace") + " -- " + QUOTE_EXAMPLE + " 10 2");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  size_t requests = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until && requests < 10) {
+    if (const auto answer = jaeger.get("/api/traces?service=quote_example&limit=10000")) {
+      requests = 0;
+      for (const JaegerTrace& trace : traces_of(*answer)) requests += trace.requests.size();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(requests, 10u);
+}
+
+// The rest of the environment, seen by a collector of our own: the signal's endpoint is the
+// whole URL (no /v1/traces added), its headers are sent (percent-decoded), gzip says so, and a
+// setting the command line gives wins over the environment's.
+TEST(OtelEnvironment, TheTracesEndpointHeadersAndCompressionAreTheEnvironments) {
+  httplib::Server collector;
+  std::mutex mutex;
+  std::vector<std::map<std::string, std::string>> requests;
+  collector.Post(".*", [&](const httplib::Request& request, httplib::Response& response) {
+    std::lock_guard lock(mutex);
+    requests.push_back({{"path", request.path},
+                        {"encoding", request.get_header_value("Content-Encoding")},
+                        {"type", request.get_header_value("Content-Type")},
+                        {"tenant", request.get_header_value("X-Tenant")},
+                        {"authorization", request.get_header_value("Authorization")},
+                        {"body", request.body.empty() ? "empty" : "bytes"}});
+    response.status = 200;
+  });
+  const int port = collector.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { collector.listen_after_bind(); });
+  TemporaryDirectory directory;
+  const auto recorded = run(kCli + " record -q -o " + (directory / "trace") + " -- " + QUOTE_EXAMPLE + " 4 1");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  const std::string environment = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:" + std::to_string(port) +
+                                  "/ingest/traces OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 "
+                                  "OTEL_EXPORTER_OTLP_HEADERS='X-Tenant=team%20a, Authorization=Bearer%20t0k3n' "
+                                  "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION=gzip OTEL_EXPORTER_OTLP_PROTOCOL=http/json ";
+  const auto pushed = run(environment + kCli + " export --otlp --otlp-protocol http/protobuf " + (directory / "trace"));
+  collector.stop();
+  serving.join();
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.err;
+  ASSERT_FALSE(requests.empty());
+  for (const auto& request : requests) {
+    EXPECT_EQ(request.at("path"), "/ingest/traces");
+    EXPECT_EQ(request.at("encoding"), "gzip");
+    EXPECT_EQ(request.at("type"), "application/x-protobuf") << "--otlp-protocol wins over the environment";
+    EXPECT_EQ(request.at("tenant"), "team a");
+    EXPECT_EQ(request.at("authorization"), "Bearer t0k3n");
+    EXPECT_EQ(request.at("body"), "bytes");
+  }
+  // No endpoint anywhere: --otlp says which variables it looked for.
+  const auto nowhere = run("env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT " + kCli +
+                           " export --otlp " + (directory / "trace"));
+  EXPECT_EQ(nowhere.exit_code, 2);
+  EXPECT_NE(nowhere.err.find("OTEL_EXPORTER_OTLP_ENDPOINT"), std::string::npos) << nowhere.err;
+  const auto grpc = run("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 OTEL_EXPORTER_OTLP_PROTOCOL=grpc " + kCli +
+                        " export --otlp " + (directory / "trace"));
+  EXPECT_EQ(grpc.exit_code, 2);
+  EXPECT_NE(grpc.err.find("grpc"), std::string::npos) << grpc.err;
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ struct ExportCliOptions {
 
 // What the parser cannot say alone: a file export needs a trace, --format and -o; a push
 // needs a trace or a spool to resend, and no file options.
-void check_combination(const ExportCliOptions& options) {
+void check_combination(ExportCliOptions& options) {
+  resolve_otlp_environment(options.otlp);
   if (options.otlp.endpoint.empty()) {
     if (options.directory.empty() || options.format.empty() || options.output.empty())
       throw CLI::ValidationError("export", "a trace directory, --format and -o are required (or --otlp-endpoint)");

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 
 #include "cli/common.hpp"
 #include "export/otlp_push.hpp"
@@ -53,9 +55,98 @@ int report_push(const exports::OtlpPushResult& result, const std::string& spool,
 
 }  // namespace
 
+namespace {
+
+// The signal's variable, else the general one ("ENDPOINT": OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+// then OTEL_EXPORTER_OTLP_ENDPOINT); empty when neither is set. `from_signal` says which.
+std::string otel_variable(std::string_view suffix, bool* from_signal = nullptr) {
+  const std::string signal = fmt::format("OTEL_EXPORTER_OTLP_TRACES_{}", suffix);
+  const std::string general = fmt::format("OTEL_EXPORTER_OTLP_{}", suffix);
+  if (const char* value = std::getenv(signal.c_str()); value && *value) {
+    if (from_signal) *from_signal = true;
+    return value;
+  }
+  const char* value = std::getenv(general.c_str());
+  return value ? value : "";
+}
+
+std::string trimmed(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  return std::string(text);
+}
+
+// "%XY" decoded, as the W3C Baggage format of OTEL_EXPORTER_OTLP_HEADERS encodes values.
+std::string percent_decoded(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// "key1=value1,key2=value2"; an entry without '=' or with an empty key is refused.
+std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (trimmed(entry).empty()) continue;
+    const size_t equals = entry.find('=');
+    const std::string key = trimmed(entry.substr(0, equals));
+    if (equals == std::string_view::npos || key.empty())
+      throw CLI::ValidationError("OTEL_EXPORTER_OTLP_HEADERS", fmt::format("'{}' is not key=value", entry));
+    headers.emplace_back(percent_decoded(key), percent_decoded(trimmed(entry.substr(equals + 1))));
+  }
+  return headers;
+}
+
+}  // namespace
+
+void resolve_otlp_environment(OtlpPushCliOptions& options) {
+  if (options.from_environment && options.endpoint.empty()) {
+    options.endpoint = otel_variable("ENDPOINT", &options.endpoint_is_traces_url);
+    if (options.endpoint.empty())
+      throw CLI::ValidationError("--otlp",
+                                 "neither OTEL_EXPORTER_OTLP_TRACES_ENDPOINT nor OTEL_EXPORTER_OTLP_ENDPOINT is set");
+  }
+  if (options.protocol.empty()) options.protocol = otel_variable("PROTOCOL");
+  if (options.protocol.empty()) options.protocol = "http/protobuf";
+  if (options.protocol != "http/protobuf" && options.protocol != "http/json")
+    throw CLI::ValidationError("OTEL_EXPORTER_OTLP_PROTOCOL",
+                               fmt::format("{}: only http/protobuf and http/json are supported", options.protocol));
+  if (options.compression.empty()) options.compression = otel_variable("COMPRESSION");
+  if (options.compression.empty()) options.compression = "none";
+  if (options.compression != "gzip" && options.compression != "none")
+    throw CLI::ValidationError("OTEL_EXPORTER_OTLP_COMPRESSION", fmt::format("{}: gzip or none", options.compression));
+  if (options.timeout_seconds == 0) {
+    const std::string milliseconds = otel_variable("TIMEOUT");
+    if (!milliseconds.empty()) {
+      char* end = nullptr;
+      const double value = std::strtod(milliseconds.c_str(), &end);
+      if (end == milliseconds.c_str() || *end != '\0' || !(value > 0))
+        throw CLI::ValidationError("OTEL_EXPORTER_OTLP_TIMEOUT",
+                                   fmt::format("{}: a number of milliseconds above 0", milliseconds));
+      options.timeout_seconds = value / 1000;
+    }
+  }
+  if (options.timeout_seconds == 0) options.timeout_seconds = 10;
+  options.headers = parse_headers(otel_variable("HEADERS"));
+}
+
 exports::OtlpPushOptions otlp_push_options(const std::string& directory, const OtlpPushCliOptions& options) {
   exports::OtlpPushOptions push;
   push.endpoint = options.endpoint;
+  push.endpoint_is_traces_url = options.endpoint_is_traces_url;
+  push.headers = options.headers;
+  push.gzip = options.compression == "gzip";
   push.protocol =
       options.protocol == "http/json" ? exports::OtlpProtocol::http_json : exports::OtlpProtocol::http_protobuf;
   push.spans_per_batch = options.batch_spans;
@@ -104,8 +195,12 @@ int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& option
 void add_otlp_push_options(CLI::App& command, OtlpPushCliOptions& options, bool with_resend) {
   command.add_option("--otlp-endpoint", options.endpoint,
                      "Push the spans to an OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (POST to URL/v1/traces)");
+  command.add_flag("--otlp", options.from_environment,
+                   "Push to the collector OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names");
   command.add_option("--otlp-protocol", options.protocol, "http/protobuf (default) or http/json")
       ->check(CLI::IsMember({"http/protobuf", "http/json"}));
+  command.add_option("--otlp-compression", options.compression, "gzip or none (default)")
+      ->check(CLI::IsMember({"gzip", "none"}));
   command.add_option("--otlp-batch-spans", options.batch_spans, "Spans per request (default 2048)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   command

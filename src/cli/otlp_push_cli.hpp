@@ -12,13 +12,25 @@ namespace chronicle::cli {
 
 struct OtlpPushCliOptions {
   std::string endpoint;
-  std::string protocol = "http/protobuf";
+  bool endpoint_is_traces_url = false;  // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: used as it is
+  bool from_environment = false;        // --otlp: the endpoint from the OTEL_EXPORTER_OTLP_* environment
+  std::string protocol;                 // "" until given or resolved: http/protobuf
+  std::string compression;              // "" until given or resolved: none
+  std::vector<std::pair<std::string, std::string>> headers;  // from OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
   std::string spool;
   std::string resend;  // export only
   size_t batch_spans = 2048;
   double retry_seconds = 30;
-  double timeout_seconds = 10;
+  double timeout_seconds = 0;  // 0 until given or resolved: 10
 };
+
+// Fills what the command line left out from OpenTelemetry's exporter environment, as an OTel SDK
+// reads it (the signal's variable first, then the general one): OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// (a URL used as it is) or OTEL_EXPORTER_OTLP_ENDPOINT (a base URL, /v1/traces appended) when --otlp
+// asks for it; _HEADERS (key=value,... URL-encoded), _COMPRESSION (gzip, none), _TIMEOUT
+// (milliseconds), _PROTOCOL (http/protobuf, http/json). Then the defaults. Throws
+// CLI::ValidationError for a value it cannot take (grpc, an unknown compression, no endpoint).
+void resolve_otlp_environment(OtlpPushCliOptions& options);
 
 // --otlp-endpoint, --otlp-protocol, --otlp-batch-spans, --otlp-retry-seconds, --otlp-timeout,
 // --otlp-spool, and --otlp-resend when `with_resend`.

@@ -451,8 +451,10 @@ int run_record(RecordOptions& options) {
   // The compressor's memory is touched now, not while the program's first ring fills: on a VM
   // that took 20 ms, and cost the first milliseconds of a fast writer's events.
   if (options.layout.compress) options.layout.unit_writer = collector::warmed_unit_writer(Config{}.packet_size, 2);
-  // A bad endpoint is said before the program runs, not after.
-  if (!options.otlp.endpoint.empty()) exports::otlp_traces_url(options.otlp.endpoint);
+  // The exporter's environment, and a bad endpoint, are said before the program runs, not after.
+  resolve_otlp_environment(options.otlp);
+  if (!options.otlp.endpoint.empty())
+    exports::otlp_traces_url(options.otlp.endpoint, options.otlp.endpoint_is_traces_url);
   // The live push reads what the files hold: a quiet thread's open packet is cut once its events
   // have waited a push interval, or they (and every later event) would wait until it fills.
   if (!options.otlp.endpoint.empty())

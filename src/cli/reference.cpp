@@ -249,6 +249,10 @@ in batches (--otlp-batch-spans, 2048), retried with backoff on connection errors
 and 504. When the collector stays down they are spooled to disk (--otlp-spool, default
 TRACE.otlp-spool), and --otlp-resend SPOOL sends them later. The end line gives the counts, and
 the exit code is 1 when not everything was delivered. `record --otlp-endpoint` pushes live.
+--otlp instead pushes to the collector OpenTelemetry's exporter environment names
+(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, a URL used as it is, else OTEL_EXPORTER_OTLP_ENDPOINT plus
+/v1/traces); with either, what the command line leaves out comes from _HEADERS (key=value,...),
+_COMPRESSION (gzip, or --otlp-compression), _TIMEOUT (ms) and _PROTOCOL, the TRACES_ one first.
 docs/distributed.md#otlp-push, with a Collector, Jaeger, Tempo and Prometheus setup.
 
 The schema, the Chrome and OTLP mappings, and queries on the echo example's database (where the

@@ -24,7 +24,7 @@ struct Endpoint {
   std::string path;              // .../v1/traces
 };
 
-Endpoint parse_endpoint(const std::string& endpoint) {
+Endpoint parse_endpoint(const std::string& endpoint, bool whole_url) {
   constexpr std::string_view kScheme = "http://";
   if (endpoint.starts_with("https://"))
     throw std::invalid_argument(fmt::format(
@@ -41,7 +41,9 @@ Endpoint parse_endpoint(const std::string& endpoint) {
   while (!path.empty() && path.back() == '/') path.pop_back();
   // As the OTLP/HTTP exporter specification says for OTEL_EXPORTER_OTLP_ENDPOINT: the signal's
   // path is appended to a base URL; a URL that already names it is taken as it is.
-  if (!path.ends_with("/v1/traces")) path += "/v1/traces";
+  // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the whole URL, used as it is.
+  if (!whole_url && !path.ends_with("/v1/traces")) path += "/v1/traces";
+  if (path.empty()) path = "/";
   result.path = path;
   return result;
 }
@@ -218,6 +220,10 @@ class Sender {
     client_.set_read_timeout(timeout_s, timeout_us);
     client_.set_write_timeout(timeout_s, timeout_us);
     client_.set_keep_alive(true);
+    httplib::Headers headers;
+    for (const auto& [key, value] : options.headers) headers.emplace(key, value);
+    client_.set_default_headers(std::move(headers));
+    client_.set_compress(options.gzip);  // Content-Encoding: gzip
   }
 
   Outcome send(const std::string& body, OtlpProtocol protocol, uint64_t spans) {
@@ -463,13 +469,13 @@ class BatchingSink final : public OtlpSpanSink {
 
 }  // namespace
 
-std::string otlp_traces_url(const std::string& endpoint) {
-  const Endpoint parsed = parse_endpoint(endpoint);
+std::string otlp_traces_url(const std::string& endpoint, bool whole_url) {
+  const Endpoint parsed = parse_endpoint(endpoint, whole_url);
   return parsed.scheme_host_port + parsed.path;
 }
 
 OtlpPushResult push_otlp(const std::vector<reader::Trace>& traces, const OtlpPushOptions& options) {
-  const Endpoint endpoint = parse_endpoint(options.endpoint);
+  const Endpoint endpoint = parse_endpoint(options.endpoint, options.endpoint_is_traces_url);
   Delivery delivery(options, endpoint);
   BatchQueue queue(options.queued_batches);
   BatchingSink sink(options, queue);
@@ -505,7 +511,7 @@ OtlpPushResult push_otlp(const std::vector<reader::Trace>& traces, const OtlpPus
 struct OtlpPushSession::State {
   explicit State(const OtlpPushOptions& given)
       : options(given),
-        endpoint(parse_endpoint(options.endpoint)),
+        endpoint(parse_endpoint(options.endpoint, options.endpoint_is_traces_url)),
         delivery(options, endpoint),
         queue(options.queued_batches),
         sink(options, queue) {
@@ -563,7 +569,7 @@ OtlpPushResult OtlpPushSession::finish() {
 }
 
 OtlpPushResult resend_otlp_spool(const OtlpPushOptions& options) {
-  const Endpoint endpoint = parse_endpoint(options.endpoint);
+  const Endpoint endpoint = parse_endpoint(options.endpoint, options.endpoint_is_traces_url);
   if (!std::filesystem::is_directory(options.spool_directory))
     throw std::invalid_argument(fmt::format("{}: no such spool directory", options.spool_directory));
   Delivery delivery(options, endpoint);

@@ -33,7 +33,10 @@ struct OtlpPushProgress {
 };
 
 struct OtlpPushOptions {
-  std::string endpoint;  // http://HOST:PORT[/PATH]; /v1/traces is added unless PATH ends with it
+  std::string endpoint;                 // http://HOST:PORT[/PATH]; /v1/traces is added unless PATH ends with it
+  bool endpoint_is_traces_url = false;  // the endpoint is the whole URL (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
+  bool gzip = false;                                         // request bodies gzip-compressed
   OtlpProtocol protocol = OtlpProtocol::http_protobuf;
   size_t spans_per_batch = 2048;
   size_t queued_batches = 4;  // encoded batches waiting for the sender, at most
@@ -70,7 +73,7 @@ struct OtlpPushResult {
 };
 
 // The URL requests go to, or std::invalid_argument naming what is wrong with `endpoint`.
-std::string otlp_traces_url(const std::string& endpoint);
+std::string otlp_traces_url(const std::string& endpoint, bool whole_url = false);
 
 // Pushes every span of the traces. Malformed input ends the reading: the batches already made
 // are sent or spooled, and the error is in read_failure. Throws std::invalid_argument on a bad
