@@ -428,6 +428,38 @@ TEST_F(CoroutineTrace, OtlpTasksCreatedInsideASpanAreItsChildren) {
   EXPECT_EQ(traces.size(), 1u);
 }
 
+// The resource as OpenTelemetry's conventions have it: service.name is the program's whole name
+// (the kernel cuts "coroutines_example" to "coroutines_exam"), else OTEL_SERVICE_NAME or
+// --service-name; OTEL_RESOURCE_ATTRIBUTES adds attributes, never over the recorded process's.
+TEST_F(CoroutineTrace, OtlpResourceFollowsTheOtelConventions) {
+  const TemporaryDirectory scratch;
+  auto resource_of = [&](const std::string& prefix, const std::string& flags) {
+    const std::string output = scratch / "spans.json";
+    const auto exported = run(prefix + kCli + " export --force " + trace(0) + " --format otlp -o " + output + flags);
+    EXPECT_EQ(exported.exit_code, 0) << exported.err;
+    std::ifstream file(output);
+    const nlohmann::json request = nlohmann::json::parse(file);
+    std::map<std::string, std::string> attributes;
+    for (const auto& attribute : request["resourceSpans"][0]["resource"]["attributes"])
+      attributes[attribute["key"]] = attribute["value"].begin().value().dump();
+    return attributes;
+  };
+  EXPECT_EQ(resource_of("env -u OTEL_SERVICE_NAME -u OTEL_RESOURCE_ATTRIBUTES ", "")["service.name"],
+            "\"coroutines_example\"");
+  const std::string environment =
+      "OTEL_SERVICE_NAME=checkout OTEL_RESOURCE_ATTRIBUTES='deployment.environment=prod,team=a%20b,host.name=x' ";
+  auto attributes = resource_of(environment, "");
+  EXPECT_EQ(attributes["service.name"], "\"checkout\"");
+  EXPECT_EQ(attributes["deployment.environment"], "\"prod\"");
+  EXPECT_EQ(attributes["team"], "\"a b\"");
+  EXPECT_NE(attributes["host.name"], "\"x\"") << "the recorded host, not the environment's";
+  EXPECT_EQ(resource_of(environment, " --service-name payments")["service.name"], "\"payments\"");
+  const auto malformed = run("OTEL_RESOURCE_ATTRIBUTES=novalue " + kCli + " export --force " + trace(0) +
+                             " --format otlp -o " + (scratch / "bad.json"));
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.err.find("OTEL_RESOURCE_ATTRIBUTES"), std::string::npos) << malformed.err;
+}
+
 // The same rule in SQLite: tasks.parent_span is the span open where the task was created.
 TEST_F(CoroutineTrace, SqliteTasksCreatedInsideASpanNameIt) {
   const TemporaryDirectory scratch;

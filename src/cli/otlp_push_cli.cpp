@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cli/common.hpp"
+#include "export/otel_environment.hpp"
 #include "export/otlp_push.hpp"
 
 namespace chronicle::cli {
@@ -70,47 +71,17 @@ std::string otel_variable(std::string_view suffix, bool* from_signal = nullptr) 
   return value ? value : "";
 }
 
-std::string trimmed(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  return std::string(text);
-}
-
-// "%XY" decoded, as the W3C Baggage format of OTEL_EXPORTER_OTLP_HEADERS encodes values.
-std::string percent_decoded(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
-// "key1=value1,key2=value2"; an entry without '=' or with an empty key is refused.
-std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view text) {
-  std::vector<std::pair<std::string, std::string>> headers;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view entry = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (trimmed(entry).empty()) continue;
-    const size_t equals = entry.find('=');
-    const std::string key = trimmed(entry.substr(0, equals));
-    if (equals == std::string_view::npos || key.empty())
-      throw CLI::ValidationError("OTEL_EXPORTER_OTLP_HEADERS", fmt::format("'{}' is not key=value", entry));
-    headers.emplace_back(percent_decoded(key), percent_decoded(trimmed(entry.substr(equals + 1))));
-  }
-  return headers;
-}
-
 }  // namespace
 
 void resolve_otlp_environment(OtlpPushCliOptions& options) {
+  // The exporter reads the resource from the environment (export/otel_environment.hpp): the flag
+  // is the variable's value for this command; a malformed list is said before anything is read.
+  if (!options.service_name.empty()) setenv("OTEL_SERVICE_NAME", options.service_name.c_str(), 1);
+  try {
+    exports::otel_resource_from_environment();
+  } catch (const std::invalid_argument& error) {
+    throw CLI::ValidationError("OTEL_RESOURCE_ATTRIBUTES", error.what());
+  }
   if (options.from_environment && options.endpoint.empty()) {
     options.endpoint = otel_variable("ENDPOINT", &options.endpoint_is_traces_url);
     if (options.endpoint.empty())
@@ -138,7 +109,11 @@ void resolve_otlp_environment(OtlpPushCliOptions& options) {
     }
   }
   if (options.timeout_seconds == 0) options.timeout_seconds = 10;
-  options.headers = parse_headers(otel_variable("HEADERS"));
+  try {
+    options.headers = exports::otel_key_values(otel_variable("HEADERS"), "OTEL_EXPORTER_OTLP_HEADERS");
+  } catch (const std::invalid_argument& error) {
+    throw CLI::ValidationError("OTEL_EXPORTER_OTLP_HEADERS", error.what());
+  }
 }
 
 exports::OtlpPushOptions otlp_push_options(const std::string& directory, const OtlpPushCliOptions& options) {
@@ -195,6 +170,8 @@ int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& option
 void add_otlp_push_options(CLI::App& command, OtlpPushCliOptions& options, bool with_resend) {
   command.add_option("--otlp-endpoint", options.endpoint,
                      "Push the spans to an OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (POST to URL/v1/traces)");
+  command.add_option("--service-name", options.service_name,
+                     "service.name of the OTLP spans (default: OTEL_SERVICE_NAME, else the process's name)");
   command.add_flag("--otlp", options.from_environment,
                    "Push to the collector OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names");
   command.add_option("--otlp-protocol", options.protocol, "http/protobuf (default) or http/json")

@@ -17,6 +17,7 @@ struct OtlpPushCliOptions {
   std::string protocol;                 // "" until given or resolved: http/protobuf
   std::string compression;              // "" until given or resolved: none
   std::vector<std::pair<std::string, std::string>> headers;  // from OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
+  std::string service_name;                                  // --service-name: over OTEL_SERVICE_NAME
   std::string spool;
   std::string resend;  // export only
   size_t batch_spans = 2048;

@@ -1,5 +1,7 @@
 #include "export/otlp_spans.hpp"
 
+#include "export/otel_environment.hpp"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -136,10 +138,14 @@ class OtlpSpanProducer {
  private:
   void produce_resource() {
     const auto& description = trace_->description();
+    const OtelResource settings = otel_resource_from_environment();
     OtlpResource resource;
     {
       AttributeList attributes(resource.attributes);
-      attributes.add("service.name", description.process_name);
+      attributes.add("service.name", settings.service_name.empty() ? description.process_name : settings.service_name);
+      // The environment's attributes, but not over the facts of the recorded process below.
+      for (const auto& [key, value] : settings.attributes)
+        if (key != "process.pid" && key != "host.name" && !key.starts_with("chronicle.")) attributes.add(key, value);
       attributes.add_int("process.pid", description.pid);
       attributes.add("host.name", description.hostname);
       attributes.add("chronicle.trace.uuid", format::uuid_to_string(description.uuid));

@@ -62,7 +62,17 @@ std::string read_process_name() {
     ::close(fd);
     if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
   }
-  return name;
+  std::string comm = name;
+  constexpr size_t kCommLength = 15;  // TASK_COMM_LEN - 1: what the kernel keeps
+  if (comm.size() != kCommLength) return comm;
+  char path[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (length <= 0) return comm;
+  std::string_view executable(path, static_cast<size_t>(length));
+  if (executable.ends_with(" (deleted)")) executable.remove_suffix(10);
+  const size_t slash = executable.rfind('/');
+  const std::string_view file = slash == std::string_view::npos ? executable : executable.substr(slash + 1);
+  return file.starts_with(comm) ? std::string(file.substr(0, 63)) : comm;
 }
 
 std::string claim_output_directory(const std::string& output, std::string_view process_name, int pid) {

@@ -57,7 +57,9 @@ SampleMethod parse_sample_method(std::string_view text);
 // The signal CHRONICLE_SNAPSHOT_SIGNAL names; throws std::invalid_argument on anything else.
 int parse_snapshot_signal(std::string_view text);
 
-// This process's name, as the kernel has it (/proc/self/comm; "" if unreadable).
+// This process's name: the kernel's (/proc/self/comm; "" if unreadable), whole when the kernel
+// cut it to 15 characters (the executable's file name, when that begins with it: a program that
+// renamed itself keeps its choice). At most 63 characters.
 std::string read_process_name();
 
 // The directory a process writes its trace into when several processes share one output
