@@ -93,7 +93,8 @@ double process_cpu_seconds() {
 // Google Benchmark's CPU time is the writing thread's own. The counter "process CPU ns/span" is
 // what the process spent per span from start() to stop() on all its threads, the collector's
 // draining and writing included: what a user pays for a span.
-void run_recorded_spans(benchmark::State& state, chronicle::Mode mode) {
+template <typename Body>
+void run_recorded(benchmark::State& state, chronicle::Mode mode, int events_per_span, Body body) {
   std::string dir;
   double cpu_before = 0;
   if (state.thread_index() == 0) {
@@ -108,7 +109,7 @@ void run_recorded_spans(benchmark::State& state, chronicle::Mode mode) {
   // Every thread passes a barrier before its first iteration and after its last, so the
   // session is running for the whole timed loop of every thread.
   for (auto _ : state) {
-    CHRONICLE_SPAN("bench", "span");
+    body();
     benchmark::ClobberMemory();
   }
   if (state.thread_index() != 0) return;
@@ -119,8 +120,8 @@ void run_recorded_spans(benchmark::State& state, chronicle::Mode mode) {
     state.SkipWithError(("reading the trace: " + figures.error).c_str());
     return;
   }
-  const double attempted = 2.0 * static_cast<double>(state.iterations()) * state.threads();
-  state.counters["process CPU ns/span"] = 1e9 * process_cpu / (attempted / 2.0);
+  const double attempted = events_per_span * static_cast<double>(state.iterations()) * state.threads();
+  state.counters["process CPU ns/span"] = 1e9 * process_cpu / (attempted / events_per_span);
   state.counters["B/event"] =
       figures.events ? static_cast<double>(figures.thread_bytes) / static_cast<double>(figures.events) : 0.0;
   state.counters["events"] = static_cast<double>(figures.events);
@@ -131,6 +132,10 @@ void run_recorded_spans(benchmark::State& state, chronicle::Mode mode) {
   state.counters["lost%"] = 100.0 * (attempted - static_cast<double>(figures.events)) / attempted;
   std::error_code ignored;
   fs::remove_all(dir, ignored);  // a run writes hundreds of MB
+}
+
+void run_recorded_spans(benchmark::State& state, chronicle::Mode mode) {
+  run_recorded(state, mode, 2, [] { CHRONICLE_SPAN("bench", "span"); });
 }
 
 namespace format = chronicle::format;
@@ -204,6 +209,27 @@ void bm_span_category_off(benchmark::State& state) {
 
 void bm_span_compiled_out(benchmark::State& state);  // compiled_out.cpp
 
+// Spans with attributes and named at run time (issue 43's benchmark), beside the plain span in
+// flight mode (the writer alone). Each attribute is an event of its own after the begin.
+void bm_span_two_int_attributes_flight(benchmark::State& state) {
+  int64_t user = 0;
+  run_recorded(state, chronicle::Mode::flight, 4, [&user] {
+    ++user;
+    CHRONICLE_SPAN_ARGS("bench", "span", "user.id", user, "shard", user & 15);
+  });
+}
+
+void bm_span_string_attribute_flight(benchmark::State& state) {
+  const std::string route = "/api/v2/customers/{id}/quotes/x";  // 32 bytes
+  run_recorded(state, chronicle::Mode::flight, 3,
+               [&route] { CHRONICLE_SPAN_ARGS("bench", "span", "http.route", route); });
+}
+
+void bm_span_dynamic_name_flight(benchmark::State& state) {
+  const std::string name = "customer acme-corporation";  // cached after its first use
+  run_recorded(state, chronicle::Mode::flight, 2, [&name] { CHRONICLE_SPAN_DYNAMIC("bench", name); });
+}
+
 // What the collector does to every event it copies: Collector::count_events decodes each
 // packet with format::PacketDecoder to count its events. Measured on a 64 KiB packet of spans
 // laid out as the writer lays them out (compact headers; begin = 8 bytes, end = 4 bytes).
@@ -234,6 +260,9 @@ void bm_collector_decode(benchmark::State& state) {
 // ns/span" has it).
 BENCHMARK(bm_span_enabled)->Threads(1)->Threads(2);
 BENCHMARK(bm_span_enabled_flight)->Threads(1)->Threads(2);
+BENCHMARK(bm_span_two_int_attributes_flight);
+BENCHMARK(bm_span_string_attribute_flight);
+BENCHMARK(bm_span_dynamic_name_flight);
 BENCHMARK(bm_span_disabled);
 BENCHMARK(bm_span_category_off);
 BENCHMARK(bm_span_compiled_out);

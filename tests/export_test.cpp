@@ -111,6 +111,7 @@ struct Expected {
   size_t messages = 0;  // sends and receives: OTLP spans of kind CLIENT and SERVER
   std::vector<std::pair<model::TaskId, std::string>> failed;     // task, error text
   std::vector<std::pair<model::TaskId, model::TaskId>> parents;  // task, creating task
+  std::vector<std::pair<uint64_t, std::string>> failed_spans;    // span id, status message
 };
 
 Expected expect(const std::string& directory) {
@@ -130,6 +131,10 @@ Expected expect(const std::string& directory) {
     switch (event.type) {
       case EventId::span_begin:
         ++expected.span_begins;
+        break;
+      case EventId::span_end:  // an exception left it (the synthetic trace's failing leaf)
+        if (event.span && event.span->failed)
+          expected.failed_spans.emplace_back(event.span->span_id, event.span->status_message);
         break;
       case EventId::context_send:
         ++expected.messages;
@@ -257,6 +262,8 @@ void check_otlp(const std::string& trace, const TemporaryDirectory& scratch) {
     nlohmann::json errors = nlohmann::json::array();
     for (const auto& [task, message] : expected.failed)
       errors.push_back({{"spanId", hex_id(ids.task_span(task))}, {"message", message}});
+    for (const auto& [span, message] : expected.failed_spans)
+      errors.push_back({{"spanId", hex_id(span)}, {"message", message}});
     nlohmann::json parents = nlohmann::json::array();
     for (const auto& [task, parent] : expected.parents)
       parents.push_back({hex_id(ids.task_span(task)), hex_id(ids.task_span(parent))});

@@ -6,6 +6,16 @@
 //   CHRONICLE_COUNTER("net", "queue", depth);   // a counter's new value
 //     (like every trace point's arguments, `depth` is evaluated only while a session runs:
 //     give it no side effect)
+//   CHRONICLE_SPAN_ARGS("http", "request", "http.route", route, "user.id", id);  // with attributes
+//   CHRONICLE_INSTANT_ARGS("cache", "miss", "key", key);                         // the same, an instant
+//   CHRONICLE_SPAN_DYNAMIC("rpc", method_name);  // a span named at run time (a string)
+//   chronicle::fail_current_span("no stock");    // the innermost open span ends in error
+//
+// Attributes: up to 8 key/value pairs; keys are string literals, values an integer (int64; a
+// 64-bit unsigned one is uint64), a floating-point number, a bool or a string (std::string,
+// std::string_view, const char*: copied, cut at 256 bytes with a visible mark). They are
+// computed only when the category is recorded. A span also ends in error when an exception
+// leaves its scope.
 //
 // Verbose trace points take a level (0..254; the macros above are level 0), e.g.
 //   CHRONICLE_SPAN_V("net", "parse header", 2);
@@ -26,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "chronicle/detail/attributes.hpp"
 #include "chronicle/detail/writer.hpp"
 
 #define CHRONICLE_DETAIL_SITE(variable, category, name, kind, level)                                           \
@@ -91,7 +102,43 @@
     }                                                                                                           \
   } while (0)
 
+#define CHRONICLE_SPAN_ARGS_V(category, name, level, ...)                                  \
+  CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, name, span, level);   \
+  static constinit ::chronicle::detail::AttributeKeys CHRONICLE_UNIQUE(chronicle_keys_){}; \
+  ::chronicle::detail::ScopedSpanWithArgs CHRONICLE_UNIQUE(chronicle_span_) {              \
+    CHRONICLE_UNIQUE(chronicle_site_), CHRONICLE_UNIQUE(chronicle_keys_),                  \
+        [&](::chronicle::detail::AttributeArgs& chronicle_args) {                          \
+          ::chronicle::detail::add_attributes(chronicle_args, __VA_ARGS__);                \
+        }                                                                                  \
+  }
+
+#define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...)                                                 \
+  do {                                                                                                       \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
+    if (chronicle_generation != 0) [[unlikely]] {                                                            \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, instant, level);                                 \
+      static constinit ::chronicle::detail::AttributeKeys chronicle_keys{};                                  \
+      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                           \
+        ::chronicle::detail::AttributeArgs chronicle_args;                                                   \
+        ::chronicle::detail::add_attributes(chronicle_args, __VA_ARGS__);                                    \
+        ::chronicle::detail::emit_with_attributes(chronicle_site, chronicle_generation,                      \
+                                                  ::chronicle::format::EventId::instant, chronicle_keys,     \
+                                                  chronicle_args);                                           \
+      }                                                                                                      \
+    }                                                                                                        \
+  } while (0)
+
+// `name`: a std::string, std::string_view or C string, read only when the category is recorded.
+#define CHRONICLE_SPAN_DYNAMIC_V(category, name, level)                                         \
+  CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, "<dynamic>", span, level); \
+  ::chronicle::detail::ScopedDynamicSpan CHRONICLE_UNIQUE(chronicle_span_) {                    \
+    CHRONICLE_UNIQUE(chronicle_site_), name                                                     \
+  }
+
 #define CHRONICLE_SPAN(category, name) CHRONICLE_SPAN_V(category, name, 0)
+#define CHRONICLE_SPAN_ARGS(category, name, ...) CHRONICLE_SPAN_ARGS_V(category, name, 0, __VA_ARGS__)
+#define CHRONICLE_INSTANT_ARGS(category, name, ...) CHRONICLE_INSTANT_ARGS_V(category, name, 0, __VA_ARGS__)
+#define CHRONICLE_SPAN_DYNAMIC(category, name) CHRONICLE_SPAN_DYNAMIC_V(category, name, 0)
 #define CHRONICLE_SPAN_BEGIN(category, name) CHRONICLE_SPAN_BEGIN_V(category, name, 0)
 #define CHRONICLE_SPAN_END(category, name) CHRONICLE_SPAN_END_V(category, name, 0)
 #define CHRONICLE_INSTANT(category, name) CHRONICLE_INSTANT_V(category, name, 0)
@@ -113,5 +160,19 @@
 #define CHRONICLE_INSTANT_V(category, name, level) static_assert(true)
 #define CHRONICLE_COUNTER_V(category, name, level, value) static_assert(true)
 #define CHRONICLE_NOTE_V(category, level, format_string, ...) static_assert(true)
+#define CHRONICLE_SPAN_ARGS(category, name, ...) static_assert(true)
+#define CHRONICLE_INSTANT_ARGS(category, name, ...) static_assert(true)
+#define CHRONICLE_SPAN_DYNAMIC(category, name) static_assert(true)
+#define CHRONICLE_SPAN_ARGS_V(category, name, level, ...) static_assert(true)
+#define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...) static_assert(true)
+#define CHRONICLE_SPAN_DYNAMIC_V(category, name, level) static_assert(true)
+
+#include <string_view>
+
+namespace chronicle {
+inline namespace compiled_out {  // not the library's function: a program may mix both kinds of files
+inline void fail_current_span(std::string_view) {}
+}  // namespace compiled_out
+}  // namespace chronicle
 
 #endif

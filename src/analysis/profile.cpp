@@ -304,6 +304,8 @@ Profile build_profile(const reader::Trace& trace, model::TaskGraph* graph_out, c
   if (flight) {
     profile.flight = flight_windows(trace, graph, totals, clock);
     shown.unmatched_ends = 0;  // summarised in profile.flight
+    // Attributes and statuses of those spans, whose begins the window left out.
+    shown.orphan_attributes = 0;
   }
   profile.problems = reader::describe_pairing_problems(trace, shown);
   for (const std::string& problem : graph.problems()) profile.problems.push_back(problem);

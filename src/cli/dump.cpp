@@ -81,6 +81,14 @@ std::string_view type_name(format::EventId type) {
       return "sample";
     case format::EventId::cpu_switch:
       return "switch";
+    case format::EventId::attribute_int:
+    case format::EventId::attribute_uint:
+    case format::EventId::attribute_float:
+    case format::EventId::attribute_bool:
+    case format::EventId::attribute_string:
+      return "attribute";
+    case format::EventId::span_status:
+      return "status";
   }
   return "?";
 }
@@ -212,6 +220,15 @@ void append_span_pairing(std::string& line, const reader::Event& event) {
     fmt::format_to(std::back_inserter(line), " began_on_thread={}", event.span->thread_id);
 }
 
+void append_attribute(std::string& line, const reader::SpanAttribute& attribute, const reader::Event& event) {
+  if (attribute.type == reader::SpanAttribute::Type::string)
+    fmt::format_to(std::back_inserter(line), " {}=\"{}\"", attribute.key, attribute.text);
+  else
+    fmt::format_to(std::back_inserter(line), " {}={}", attribute.key, reader::attribute_text(attribute));
+  // An instant's follow it; a span's name the span they were set on.
+  if (!event.span && event.span_site != 0) line += " (of the instant)";
+}
+
 // A send or receive: its trace, its span and its parent (for a receive, the sender's span).
 void append_context(std::string& line, const reader::Event& event) {
   if (!event.span) {
@@ -336,7 +353,15 @@ int run_dump(const DumpOptions& options) {
     trace.for_each_event(pairing, [&](const reader::Event& event) {
       // Before the filters: a total counts every increment, shown or not.
       const std::optional<analysis::CounterReading> reading = counters.read(event);
-      const std::string* label = prefixes.label(event);
+      // An attribute or status is shown with the span (or instant) it belongs to.
+      const bool of_span =
+          reader::is_attribute_event(static_cast<uint32_t>(event.type)) || event.type == format::EventId::span_status;
+      reader::Event named_by_span;
+      if (of_span) {
+        named_by_span.type = format::EventId::span_begin;
+        named_by_span.name_id = event.span ? event.span->site_id : event.span_site;
+      }
+      const std::string* label = prefixes.label(of_span ? named_by_span : event);
       if (!label) return true;
       line.clear();
       prefixes.append_time(line, event.ticks);
@@ -392,6 +417,18 @@ int run_dump(const DumpOptions& options) {
         case format::EventId::cpu_switch:
           fmt::format_to(std::back_inserter(line), " pid={} tid={} state={}", event.sampled_pid, event.sampled_tid,
                          format::cpu_state_name(event.cpu_state));
+          break;
+        case format::EventId::attribute_int:
+        case format::EventId::attribute_uint:
+        case format::EventId::attribute_float:
+        case format::EventId::attribute_bool:
+        case format::EventId::attribute_string:
+          append_attribute(line, reader::attribute_of(trace, event), event);
+          break;
+        case format::EventId::span_status:
+          fmt::format_to(std::back_inserter(line), " status={} message=\"{}\"",
+                         event.status == format::SpanStatus::error ? "error" : "ok", event.text);
+          if (!event.span) line += " (of no open span)";
           break;
         default:
           break;

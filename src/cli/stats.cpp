@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/attribute_groups.hpp"
 #include "analysis/counter_windows.hpp"
 #include "analysis/cpu_timeline.hpp"
 #include "analysis/critical_path.hpp"
@@ -39,6 +40,7 @@ struct StatsOptions {
   bool profile = false;  // the sampler's events (stats_profile.hpp)
   SampleProfileOptions samples;
   bool verbose = false;  // every detail summarised (a flight recording's windows)
+  std::string group_by;  // an attribute's key: spans by its values
 };
 
 std::string cell(double value) {
@@ -484,7 +486,47 @@ void print_origins(const std::vector<Origin>& origins) {
   }
 }
 
+// Spans by the values of one attribute: count, errors, latency.
+int print_attribute_groups(const StatsOptions& options) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& directory : reader::find_traces(options.directory)) {
+    reader::Trace trace(directory);
+    warn_about_damage(trace);
+    const analysis::AttributeGroups found = analysis::group_spans_by_attribute(trace, options.group_by);
+    if (options.json) {
+      for (const analysis::AttributeGroup& group : found.groups)
+        all.push_back({{"category", group.category},
+                       {"name", group.name},
+                       {"value", group.value},
+                       {"count", group.count},
+                       {"errors", group.failed},
+                       {"p50_ns", group.p50_ns},
+                       {"p99_ns", group.p99_ns},
+                       {"max_ns", group.max_ns},
+                       {"total_ns", group.total_ns}});
+      continue;
+    }
+    fmt::print("Spans by {} ({} spans have it; {} of the same names do not):\n", options.group_by,
+               human_count(found.spans_with_key), human_count(found.spans_without_key));
+    fmt::print("  {:<32} {:<24} {:>8} {:>7} {:>11} {:>11} {:>11} {:>11}\n", "SPAN", options.group_by, "COUNT", "ERRORS",
+               "P50", "P99", "MAX", "TOTAL");
+    size_t shown = 0;
+    for (const analysis::AttributeGroup& group : found.groups) {
+      if (options.top != 0 && shown++ >= options.top) {
+        fmt::print("  ... {} more (--top N)\n", found.groups.size() - options.top);
+        break;
+      }
+      fmt::print("  {:<32} {:<24} {:>8} {:>7} {:>11} {:>11} {:>11} {:>11}\n", group.category + "/" + group.name,
+                 group.value, human_count(group.count), human_count(group.failed), duration_text(group.p50_ns),
+                 duration_text(group.p99_ns), duration_text(group.max_ns), duration_text(group.total_ns));
+    }
+  }
+  if (options.json) fmt::print("{}\n", exports::json_text(all, 2));
+  return 0;
+}
+
 int print_summary(const StatsOptions& options) {
+  if (!options.group_by.empty()) return print_attribute_groups(options);
   const auto traces = reader::find_traces(options.directory);
   if (!options.critical_path.empty()) return print_critical_path(traces, options);
   if (options.profile || options.samples.by_span || options.samples.by_task || options.samples.folded) {
@@ -549,6 +591,10 @@ Command add_stats(CLI::App& app) {
                     "Every detail that is summarised: in a flight recording, each task that begins before its "
                     "thread's window or lost its end");
   command->add_option("--top", options->top, "How many span names to list (default 30)");
+  command
+      ->add_option("--group-by", options->group_by,
+                   "Spans by the values of the attribute KEY: count, errors, p50/p99/max latency per value")
+      ->type_name("KEY");
   command->add_option("--critical-path", options->critical_path,
                       "The chain of runs, waits and resolutions that decided when a task (id t3.17, label or "
                       "name; PID/TASK for one process of several) finished, with the time each step contributed");

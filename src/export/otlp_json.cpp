@@ -1,6 +1,7 @@
 #include "export/otlp_json.hpp"
 
 #include <fmt/format.h>
+#include <cmath>
 
 namespace chronicle::exports {
 
@@ -47,6 +48,15 @@ void append_attributes(std::string& out, const std::vector<OtlpAttribute>& attri
       case OtlpAttribute::Type::boolean:
         out += attribute.number != 0 ? "{\"boolValue\":true}}"sv : "{\"boolValue\":false}}"sv;
         break;
+      case OtlpAttribute::Type::real:
+        // Protobuf's JSON mapping: a number, or a string for what JSON numbers cannot say.
+        out += "{\"doubleValue\":"sv;
+        if (std::isfinite(attribute.real))
+          fmt::format_to(std::back_inserter(out), "{}", attribute.real);
+        else
+          out += std::isnan(attribute.real) ? "\"NaN\""sv : attribute.real > 0 ? "\"Infinity\""sv : "\"-Infinity\""sv;
+        out += "}}"sv;
+        break;
     }
   }
   out += ']';
@@ -91,10 +101,23 @@ void append_links(std::string& out, const OtlpSpan& span) {
 void append_otlp_json_resource(std::string& out, const OtlpResource& resource, bool first) {
   out += first ? "\n{\"resource\":{"sv : ",\n{\"resource\":{"sv;
   append_attributes(out, resource.attributes);
-  out += "},\"scopeSpans\":[{\"scope\":{\"name\":\"chronicle\"},\"spans\":["sv;
+  out += "},\"scopeSpans\":["sv;
 }
 
-void append_otlp_json_span(std::string& out, const OtlpSpan& span, bool first) {
+void append_otlp_json_resource_end(std::string& out, std::string& open_scope) {
+  if (!open_scope.empty()) out += "]}"sv;
+  open_scope.clear();
+  out += "]}"sv;
+}
+
+void append_otlp_json_span(std::string& out, const OtlpSpan& span, std::string& open_scope) {
+  const bool first = open_scope != span.scope;
+  if (first) {
+    out += open_scope.empty() ? "{\"scope\":{\"name\":"sv : "]},{\"scope\":{\"name\":"sv;
+    append_json_string(out, span.scope);
+    out += "},\"spans\":["sv;
+    open_scope = span.scope;
+  }
   out += first ? "\n{\"traceId\":\""sv : ",\n{\"traceId\":\""sv;
   append_hex_bytes(out, span.trace_id);
   out += "\",\"spanId\":\""sv;
@@ -135,19 +158,17 @@ class OtlpJsonFileSink final : public OtlpSpanSink {
   void begin_resource(const OtlpResource& resource) override {
     append_otlp_json_resource(out_.buffer(), resource, first_resource_);
     first_resource_ = false;
-    first_span_ = true;
   }
   void span(const OtlpSpan& span) override {
-    append_otlp_json_span(out_.buffer(), span, first_span_);
-    first_span_ = false;
+    append_otlp_json_span(out_.buffer(), span, open_scope_);
     out_.flush_if_large();
   }
-  void end_resource() override { out_.write(kOtlpJsonResourceEnd); }
+  void end_resource() override { append_otlp_json_resource_end(out_.buffer(), open_scope_); }
 
  private:
   OutputFile& out_;
   bool first_resource_ = true;
-  bool first_span_ = true;
+  std::string open_scope_;
 };
 
 }  // namespace

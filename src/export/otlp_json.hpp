@@ -35,11 +35,14 @@ class OtlpIds {
 };
 
 // The OTLP/JSON encoding of the producer's spans, in pieces a request is assembled from:
-//   {"resourceSpans":[ RESOURCE SPAN, SPAN, ... kOtlpJsonResourceEnd RESOURCE ... ]}
-// `first` leaves out the comma before the first resource of a request, or first span of a resource.
+//   {"resourceSpans":[ RESOURCE SPAN, SPAN, ... RESOURCE-END RESOURCE ... ]}
+// `first` leaves out the comma before the first resource of a request. `open_scope` is the scope
+// whose ScopeSpans is open in the resource ("" when none yet): consecutive spans of one scope
+// share a ScopeSpans, a change of scope starts another (OTLP allows a scope more than once), so
+// nothing is held back.
 void append_otlp_json_resource(std::string& out, const OtlpResource& resource, bool first);
-void append_otlp_json_span(std::string& out, const OtlpSpan& span, bool first);
-inline constexpr std::string_view kOtlpJsonResourceEnd = "]}]}";
+void append_otlp_json_span(std::string& out, const OtlpSpan& span, std::string& open_scope);
+void append_otlp_json_resource_end(std::string& out, std::string& open_scope);
 
 // Writes the traces (one record run) as one request to `path`, spans as they are read. Throws
 // reader::TraceError on malformed input, std::runtime_error when the file cannot be written.

@@ -1,6 +1,7 @@
 #include "export/otlp_requests.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <nlohmann/json.hpp>
 
 #include "export/otlp_json.hpp"
@@ -64,7 +65,7 @@ void put_trace_id_field(std::string& out, uint32_t field, const OtlpTraceId& id)
 
 namespace pb {
 // AnyValue
-constexpr uint32_t kStringValue = 1, kBoolValue = 2, kIntValue = 3;
+constexpr uint32_t kStringValue = 1, kBoolValue = 2, kIntValue = 3, kDoubleValue = 4;
 // KeyValue
 constexpr uint32_t kKey = 1, kValue = 2;
 // Span
@@ -88,7 +89,9 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
   void begin_resource(const OtlpResource& resource) override {
     resource_.clear();
     put_attributes(resource_, pb::kResourceAttributes, resource.attributes);
+    scope_spans_.clear();
     spans_.clear();
+    open_scope_.clear();
   }
 
   void add_span(const OtlpSpan& span) override {
@@ -106,25 +109,24 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
     if (span.dropped_events > 0) put_varint_field(out, pb::kDroppedEvents, span.dropped_events);
     for (const OtlpLink& link : span.links) put_link(out, link);
     if (span.status) put_status(out, *span.status);
+    // Consecutive spans of one scope share a ScopeSpans; a change of scope starts another.
+    if (span.scope != open_scope_) {
+      close_scope_spans();
+      open_scope_ = span.scope;
+    }
     put_length_field(spans_, pb::kScopeSpansSpans, out);
   }
 
   void end_resource() override {
-    // ResourceSpans { resource, scope_spans { scope, spans... } }, its lengths counted ahead so
-    // that the spans are copied once.
-    std::string scope;
-    put_length_field(scope, pb::kScopeName, "chronicle");
-    const size_t scope_spans = field_size(scope.size()) + spans_.size();
-    const size_t resource_spans = field_size(resource_.size()) + field_size(scope_spans);
+    close_scope_spans();
+    // ResourceSpans { resource, scope_spans... }, its length counted ahead.
+    const size_t resource_spans = field_size(resource_.size()) + scope_spans_.size();
     if (request_.empty()) request_.reserve(last_request_size_);
     put_tag(request_, pb::kResourceSpans, kLength);
     put_varint(request_, resource_spans);
     put_length_field(request_, pb::kResource, resource_);
-    put_tag(request_, pb::kScopeSpans, kLength);
-    put_varint(request_, scope_spans);
-    put_length_field(request_, pb::kScope, scope);
-    request_ += spans_;
-    spans_.clear();
+    request_ += scope_spans_;
+    scope_spans_.clear();
   }
 
   std::string finish() override {
@@ -133,6 +135,18 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
   }
 
  private:
+  // ScopeSpans { scope { name }, spans... } of the spans of open_scope_, onto scope_spans_.
+  void close_scope_spans() {
+    if (spans_.empty()) return;
+    std::string scope;
+    put_length_field(scope, pb::kScopeName, open_scope_);
+    put_tag(scope_spans_, pb::kScopeSpans, kLength);
+    put_varint(scope_spans_, field_size(scope.size()) + spans_.size());
+    put_length_field(scope_spans_, pb::kScope, scope);
+    scope_spans_ += spans_;
+    spans_.clear();
+  }
+
   // The bytes of a length-delimited field (one-byte tag) whose content is `length` bytes.
   static size_t field_size(size_t length) {
     size_t bytes = 2;
@@ -152,6 +166,9 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
         break;
       case OtlpAttribute::Type::boolean:
         put_varint_field(value, pb::kBoolValue, attribute.number != 0);
+        break;
+      case OtlpAttribute::Type::real:
+        put_fixed64_field(value, pb::kDoubleValue, std::bit_cast<uint64_t>(attribute.real));
         break;
     }
     std::string& key_value = key_value_;
@@ -191,13 +208,15 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
     put_length_field(out, pb::kStatus, body);
   }
 
-  std::string request_;    // the ResourceSpans ended so far
-  std::string resource_;   // the current Resource message
-  std::string spans_;      // the current resource's spans, each as a ScopeSpans.spans field
-  std::string span_;       // scratch: one span
-  std::string nested_;     // scratch: an event, a link or a status
-  std::string key_value_;  // scratch: one KeyValue
-  std::string value_;      // scratch: one AnyValue
+  std::string request_;      // the ResourceSpans ended so far
+  std::string resource_;     // the current Resource message
+  std::string scope_spans_;  // the current resource's ScopeSpans closed so far
+  std::string spans_;        // the open ScopeSpans' spans, each as a ScopeSpans.spans field
+  std::string open_scope_;   // their scope
+  std::string span_;         // scratch: one span
+  std::string nested_;       // scratch: an event, a link or a status
+  std::string key_value_;    // scratch: one KeyValue
+  std::string value_;        // scratch: one AnyValue
   size_t last_request_size_ = 0;
 };
 
@@ -210,13 +229,9 @@ class JsonEncoder final : public OtlpRequestEncoder {
     }
     append_otlp_json_resource(request_, resource, first_resource_);
     first_resource_ = false;
-    first_span_ = true;
   }
-  void add_span(const OtlpSpan& span) override {
-    append_otlp_json_span(request_, span, first_span_);
-    first_span_ = false;
-  }
-  void end_resource() override { request_ += kOtlpJsonResourceEnd; }
+  void add_span(const OtlpSpan& span) override { append_otlp_json_span(request_, span, open_scope_); }
+  void end_resource() override { append_otlp_json_resource_end(request_, open_scope_); }
   std::string finish() override {
     if (request_.empty()) request_ = "{\"resourceSpans\":[";
     request_ += "\n]}\n";
@@ -229,7 +244,7 @@ class JsonEncoder final : public OtlpRequestEncoder {
   std::string request_;
   size_t last_request_size_ = 0;
   bool first_resource_ = true;
-  bool first_span_ = true;
+  std::string open_scope_;
 };
 
 // Reads the varint at `at`, advancing it; false when the bytes end first.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "export/otlp_json.hpp"
@@ -35,16 +36,17 @@ struct SpanEvent {
   std::string name;
   std::string format_string;  // a note's; empty for instants
   uint32_t thread_id = 0;
+  std::vector<reader::SpanAttribute> attributes;  // an instant's (CHRONICLE_INSTANT_ARGS)
 };
 
 struct EventList {
   std::vector<SpanEvent> events;
   uint64_t dropped = 0;
-  void add(SpanEvent event) {
-    if (events.size() < kMaxEventsPerSpan)
-      events.push_back(std::move(event));
-    else
-      ++dropped;
+  // The event as kept (null when it was one too many).
+  SpanEvent* add(SpanEvent event) {
+    if (events.size() < kMaxEventsPerSpan) return &events.emplace_back(std::move(event));
+    ++dropped;
+    return nullptr;
   }
 };
 
@@ -60,6 +62,26 @@ class AttributeList {
   }
   void add_int(std::string_view key, int64_t value) { next(key, OtlpAttribute::Type::integer).number = value; }
   void add_bool(std::string_view key, bool value) { next(key, OtlpAttribute::Type::boolean).number = value; }
+  void add_real(std::string_view key, double value) { next(key, OtlpAttribute::Type::real).real = value; }
+  // The program's own (CHRONICLE_SPAN_ARGS): OTLP has no unsigned integers, so a uint64 past
+  // int64's range is its decimal text.
+  void add(const reader::SpanAttribute& attribute) {
+    using Type = reader::SpanAttribute::Type;
+    switch (attribute.type) {
+      case Type::int64:
+        return add_int(attribute.key, attribute.int_value);
+      case Type::uint64:
+        if (attribute.uint_value <= static_cast<uint64_t>(INT64_MAX))
+          return add_int(attribute.key, static_cast<int64_t>(attribute.uint_value));
+        return add(attribute.key, std::to_string(attribute.uint_value));
+      case Type::float64:
+        return add_real(attribute.key, attribute.float_value);
+      case Type::boolean:
+        return add_bool(attribute.key, attribute.int_value != 0);
+      case Type::string:
+        return add(attribute.key, attribute.text);
+    }
+  }
 
  private:
   OtlpAttribute& next(std::string_view key, OtlpAttribute::Type type) {
@@ -69,6 +91,7 @@ class AttributeList {
     attribute.type = type;
     attribute.text.clear();
     attribute.number = 0;
+    attribute.real = 0;
     return attribute;
   }
   std::vector<OtlpAttribute>& list_;
@@ -83,6 +106,9 @@ OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
   }
   return bytes;
 }
+
+// The scope of spans that no category names: tasks, sends and receives.
+constexpr std::string_view kChronicleScope = "chronicle";
 
 class OtlpSpanProducer {
  public:
@@ -133,6 +159,7 @@ class OtlpSpanProducer {
     pairing_.reset();
     events_of_.clear();
     task_events_.clear();
+    last_instant_.clear();
   }
 
  private:
@@ -193,6 +220,7 @@ class OtlpSpanProducer {
     span_.links.clear();
     span_.status.reset();
     span_.task = task;
+    span_.scope = kChronicleScope;
     return span_;
   }
 
@@ -206,6 +234,7 @@ class OtlpSpanProducer {
       AttributeList attributes(out.attributes);
       attributes.add_int("thread.id", event.thread_id);
       if (!event.format_string.empty()) attributes.add("chronicle.note.format", event.format_string);
+      for (const reader::SpanAttribute& attribute : event.attributes) attributes.add(attribute);
     }
     span.dropped_events = list.dropped;
   }
@@ -221,6 +250,8 @@ class OtlpSpanProducer {
     // OpenTelemetry SDK's server span has it): a backend that gets both builds one tree.
     OtlpSpan& out = open_span(trace_id_bytes(span.trace_high, span.trace_low), span.span_id, span.parent_span_id, name,
                               thread_span_kind(span), span.begin, span.end, false);
+    // The category is the instrumentation scope (its call sites are one instrumented part).
+    if (site && !message && !site->category.empty()) out.scope = site->category;
     {
       AttributeList attributes(out.attributes);
       if (site && !message) attributes.add("chronicle.category", site->category);
@@ -234,7 +265,9 @@ class OtlpSpanProducer {
       if (span.end_thread_id != span.thread_id) attributes.add_int("chronicle.span.end_thread.id", span.end_thread_id);
       if (!message) attributes.add_int("chronicle.span.depth", span.depth);
       if (!span.ended) attributes.add_bool("chronicle.span.unfinished", true);
+      for (const reader::SpanAttribute& attribute : span.attributes) attributes.add(attribute);
     }
+    if (span.failed) out.status = OtlpStatus{kStatusCodeError, span.status_message};
     set_events(out, events);
     sink_->span(out);
   }
@@ -264,13 +297,28 @@ class OtlpSpanProducer {
                                                               : fmt::format("#{}", event.name_id);
         if (event.type == format::EventId::note && site) span_event.format_string = site->name;
         span_event.thread_id = event.thread_id;
+        const bool instant = event.type == format::EventId::instant;
+        LastInstant& last = last_instant_[event.thread_id];
+        last = {};
         if (const reader::PairedSpan* open = pairing_->innermost_on(event.thread_id)) {
-          events_of_[open->sequence].add(std::move(span_event));
+          if (events_of_[open->sequence].add(std::move(span_event)) && instant)
+            last = {open->sequence, 0, events_of_[open->sequence].events.size()};
         } else if (const model::TaskId task = pairing_->running_task(event.thread_id); task != 0) {
-          task_events_[task].add(std::move(span_event));
+          if (task_events_[task].add(std::move(span_event)) && instant)
+            last = {0, task, task_events_[task].events.size()};
         }
         break;
       }
+      case format::EventId::attribute_int:
+      case format::EventId::attribute_uint:
+      case format::EventId::attribute_float:
+      case format::EventId::attribute_bool:
+      case format::EventId::attribute_string:
+        // A span's are with it (the pairing's); an instant's follow it on its thread.
+        if (!event.span && event.span_site != 0)
+          if (SpanEvent* instant = last_instant(event.thread_id))
+            instant->attributes.push_back(reader::attribute_of(*trace_, event));
+        break;
       default:
         break;
     }
@@ -322,6 +370,25 @@ class OtlpSpanProducer {
   const model::TaskGraph* graph_ = nullptr;
   std::optional<reader::SpanPairing> pairing_;
   std::map<uint64_t, EventList> events_of_;  // the events recorded inside the open spans, by span sequence
+  // Each thread's last instant, where it was kept (an index + 1; 0: none): its attributes follow it.
+  struct LastInstant {
+    uint64_t span_sequence = 0;
+    model::TaskId task = 0;
+    size_t position = 0;
+  };
+  std::unordered_map<uint32_t, LastInstant> last_instant_;
+  SpanEvent* last_instant(uint32_t thread_id) {
+    const LastInstant& last = last_instant_[thread_id];
+    if (last.position == 0) return nullptr;
+    EventList* list = nullptr;
+    if (last.span_sequence != 0) {
+      const auto found = events_of_.find(last.span_sequence);
+      if (found != events_of_.end()) list = &found->second;
+    } else if (const auto found = task_events_.find(last.task); found != task_events_.end()) {
+      list = &found->second;
+    }
+    return list && last.position <= list->events.size() ? &list->events[last.position - 1] : nullptr;
+  }
   std::map<model::TaskId, EventList> task_events_;
   OtlpSpan span_;  // reused for every span
 };

@@ -21,11 +21,12 @@ using OtlpTraceId = std::array<uint8_t, 16>;
 
 // An attribute value: OTLP's AnyValue, restricted to the types chronicle writes.
 struct OtlpAttribute {
-  enum class Type { string, integer, boolean };
+  enum class Type { string, integer, boolean, real };
   std::string key;
   Type type = Type::string;
   std::string text;    // a string's
   int64_t number = 0;  // an integer's; a boolean's as 0 or 1
+  double real = 0;     // a double's
 };
 
 struct OtlpEvent {
@@ -58,12 +59,14 @@ struct OtlpSpan {
   uint64_t dropped_events = 0;
   std::vector<OtlpLink> links;
   std::optional<OtlpStatus> status;
+  // The instrumentation scope: a thread span's category; "chronicle" for tasks, sends and receives.
+  std::string scope = "chronicle";
   // A task's lifecycle (its links are always written in OTLP/JSON, empty or not), else a span
   // of a thread.
   bool task = false;
 };
 
-// A process: OTLP's Resource, with the one instrumentation scope ("chronicle") its spans are in.
+// A process: OTLP's Resource. Its spans go in ScopeSpans by their scope (OtlpSpan::scope).
 struct OtlpResource {
   std::vector<OtlpAttribute> attributes;
 };

@@ -26,6 +26,8 @@ CREATE TABLE threads (process INTEGER, thread INTEGER, name TEXT, events_discard
 CREATE TABLE spans (span INTEGER PRIMARY KEY, process INTEGER, thread INTEGER, site INTEGER,
   category TEXT, name TEXT, begin_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, depth INTEGER,
   parent INTEGER, task INTEGER, unfinished INTEGER);
+CREATE TABLE span_attributes (span INTEGER, key TEXT, type TEXT, value);
+CREATE TABLE span_errors (span INTEGER PRIMARY KEY, message TEXT);
 CREATE TABLE tasks (process INTEGER, task INTEGER, task_text TEXT, kind TEXT, name TEXT, label TEXT,
   parent INTEGER, created_ns INTEGER, created_thread INTEGER, resolved_ns INTEGER, outcome TEXT,
   outcome_text TEXT, resolver INTEGER, busy_ns INTEGER, runs INTEGER, parent_span INTEGER,
@@ -52,6 +54,7 @@ CREATE INDEX edges_by_to ON edges (process, to_task);
 CREATE INDEX counters_by_name_time ON counters (name, at_ns);
 CREATE INDEX notes_by_task ON notes (process, task);
 CREATE INDEX notes_by_span ON notes (span);
+CREATE INDEX span_attributes_by_key ON span_attributes (key, value);
 )sql";
 
 using Value = std::variant<std::nullptr_t, int64_t, double, std::string_view>;
@@ -128,6 +131,10 @@ std::string_view site_kind_name(format::SiteKind kind) {
       return "note";
     case format::SiteKind::counter:
       return "counter";
+    case format::SiteKind::task:
+      return "task";
+    case format::SiteKind::attribute:
+      return "attribute";
     default:
       return "metric";
   }
@@ -217,7 +224,50 @@ class SqliteWriter {
                 ns(span.end) - ns(span.begin), int64_t{span.depth},
                 span.parent_sequence ? Value(span_id(span.parent_sequence)) : Value(nullptr), optional_task(span.task),
                 int64_t{!span.ended}});
+    for (const reader::SpanAttribute& attribute : span.attributes)
+      db_.insert("INSERT INTO span_attributes VALUES (?,?,?,?)",
+                 {span_id(span.sequence), std::string_view(attribute.key), attribute_type(attribute),
+                  attribute_value(attribute)});
+    if (span.failed)
+      db_.insert("INSERT INTO span_errors VALUES (?,?)",
+                 {span_id(span.sequence), std::string_view(span.status_message)});
   }
+
+  // SQLite's integers are int64: a uint64 past its range is its decimal text.
+  static std::string_view attribute_type(const reader::SpanAttribute& attribute) {
+    using Type = reader::SpanAttribute::Type;
+    switch (attribute.type) {
+      case Type::uint64:
+        return "uint64";
+      case Type::float64:
+        return "double";
+      case Type::boolean:
+        return "bool";
+      case Type::string:
+        return "string";
+      case Type::int64:
+        break;
+    }
+    return "int64";
+  }
+  Value attribute_value(const reader::SpanAttribute& attribute) {
+    using Type = reader::SpanAttribute::Type;
+    switch (attribute.type) {
+      case Type::uint64:
+        if (attribute.uint_value <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(attribute.uint_value);
+        uint_text_ = std::to_string(attribute.uint_value);
+        return std::string_view(uint_text_);
+      case Type::float64:
+        return attribute.float_value;
+      case Type::string:
+        return std::string_view(attribute.text);
+      case Type::int64:
+      case Type::boolean:
+        break;
+    }
+    return attribute.int_value;
+  }
+  std::string uint_text_;
 
   void write_events(const model::TaskGraph& graph, ProgressCounter& progress) {
     reader::SpanPairing spans(*trace_);

@@ -55,6 +55,20 @@ constexpr FieldSpec kModuleDefinition[] = {{"base", FieldType::u64},
                                            {"end", FieldType::u64},
                                            {"build_id", FieldType::string},
                                            {"path", FieldType::string}};
+constexpr std::string_view kSpanStatusNames[] = {"ok", "error"};
+static_assert(std::size(kSpanStatusNames) == kSpanStatusCount);
+constexpr FieldSpec kAttributeInt[] = {
+    {"span_site", FieldType::u32}, {"key_id", FieldType::u32}, {"value", FieldType::s64}};
+constexpr FieldSpec kAttributeUint[] = {
+    {"span_site", FieldType::u32}, {"key_id", FieldType::u32}, {"value", FieldType::u64}};
+constexpr FieldSpec kAttributeFloat[] = {
+    {"span_site", FieldType::u32}, {"key_id", FieldType::u32}, {"value", FieldType::f64}};
+constexpr FieldSpec kAttributeBool[] = {
+    {"span_site", FieldType::u32}, {"key_id", FieldType::u32}, {"value", FieldType::u8}};
+constexpr FieldSpec kAttributeString[] = {
+    {"span_site", FieldType::u32}, {"key_id", FieldType::u32}, {"value", FieldType::string}};
+constexpr FieldSpec kSpanStatus[] = {
+    {"span_site", FieldType::u32}, {"status", FieldType::u8, kSpanStatusNames}, {"message", FieldType::string}};
 constexpr FieldSpec kThreadDefinition[] = {{"thread_id", FieldType::u32}, {"name", FieldType::string}};
 
 constexpr auto id(EventId e) {
@@ -167,6 +181,19 @@ CHRONICLE_SAME_FIELD(kCpuSwitch, CpuSwitchPayload, pid);
 CHRONICLE_SAME_FIELD(kCpuSwitch, CpuSwitchPayload, tid);
 CHRONICLE_SAME_FIELD(kCpuSwitch, CpuSwitchPayload, state);
 CHRONICLE_SAME_SIZE(kCpuSwitch, CpuSwitchPayload);
+CHRONICLE_SAME_FIELD(kAttributeInt, AttributeIntPayload, key_id);
+CHRONICLE_SAME_FIELD(kAttributeInt, AttributeIntPayload, value);
+CHRONICLE_SAME_SIZE(kAttributeInt, AttributeIntPayload);
+CHRONICLE_SAME_FIELD(kAttributeUint, AttributeUintPayload, value);
+CHRONICLE_SAME_SIZE(kAttributeUint, AttributeUintPayload);
+CHRONICLE_SAME_FIELD(kAttributeFloat, AttributeFloatPayload, value);
+CHRONICLE_SAME_SIZE(kAttributeFloat, AttributeFloatPayload);
+CHRONICLE_SAME_FIELD(kAttributeBool, AttributeBoolPayload, value);
+CHRONICLE_SAME_SIZE(kAttributeBool, AttributeBoolPayload);
+CHRONICLE_SAME_FIELD(kAttributeString, AttributeStringPrefix, key_id);
+CHRONICLE_SAME_SIZE(kAttributeString, AttributeStringPrefix);
+CHRONICLE_SAME_FIELD(kSpanStatus, SpanStatusPrefix, status);
+CHRONICLE_SAME_SIZE(kSpanStatus, SpanStatusPrefix);
 CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, base);
 CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, start);
 CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, end);
@@ -200,6 +227,12 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::task_context), "task_context", kTaskContext},
     EventSpec{kStreamThread, id(EventId::cpu_sample), "cpu_sample", kCpuSample},
     EventSpec{kStreamThread, id(EventId::cpu_switch), "cpu_switch", kCpuSwitch},
+    EventSpec{kStreamThread, id(EventId::attribute_int), "attribute_int", kAttributeInt},
+    EventSpec{kStreamThread, id(EventId::attribute_uint), "attribute_uint", kAttributeUint},
+    EventSpec{kStreamThread, id(EventId::attribute_float), "attribute_float", kAttributeFloat},
+    EventSpec{kStreamThread, id(EventId::attribute_bool), "attribute_bool", kAttributeBool},
+    EventSpec{kStreamThread, id(EventId::attribute_string), "attribute_string", kAttributeString},
+    EventSpec{kStreamThread, id(EventId::span_status), "span_status", kSpanStatus},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::module), "module_definition", kModuleDefinition},

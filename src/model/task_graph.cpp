@@ -216,6 +216,13 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::cpu_sample:
     case EventId::cpu_switch:
       break;  // about other threads (the sampler's): the profile reads them
+    case EventId::attribute_int:
+    case EventId::attribute_uint:
+    case EventId::attribute_float:
+    case EventId::attribute_bool:
+    case EventId::attribute_string:
+    case EventId::span_status:
+      break;  // of spans: the pairing keeps them with the span
     case EventId::span_end:
       // A task's span ends where the task runs now; its end is the task's too (the reader paired it).
       if (event.span && event.span->task != 0 && !running.empty()) {

@@ -97,6 +97,16 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
       return nullptr;
     case format::EventId::context_send:
       return send(event);
+    case format::EventId::instant:
+      last_instant_[event.thread_id] = {name_key(event.name_id), event.ticks};
+      return nullptr;
+    case format::EventId::attribute_int:
+    case format::EventId::attribute_uint:
+    case format::EventId::attribute_float:
+    case format::EventId::attribute_bool:
+    case format::EventId::attribute_string:
+    case format::EventId::span_status:
+      return attribute(event);
     case format::EventId::context_receive:
       return receive_begin(event);
     case format::EventId::context_receive_end:
@@ -269,7 +279,7 @@ bool SpanPairing::close_in(std::vector<PairedSpan>& stack, uint32_t key, const E
   for (size_t i = stack.size(); i-- > 0;) {
     if (name_key(stack[i].site_id) != key) continue;
     if (i + 1 != stack.size()) ++problems_.out_of_order_ends;
-    current_ = stack[i];
+    current_ = std::move(stack[i]);
     stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
     current_.end = event.ticks;
     current_.end_thread_id = event.thread_id;
@@ -277,6 +287,96 @@ bool SpanPairing::close_in(std::vector<PairedSpan>& stack, uint32_t key, const E
     return true;
   }
   return false;
+}
+
+// The open span an attribute or status belongs to: the innermost of its site's name in the
+// owner the thread records into (else among the thread's own, as an end pairs), or the innermost
+// of all for site 0. Null for an instant's (the instant just before it) and for none.
+PairedSpan* SpanPairing::target_of(const Event& event) {
+  const uint32_t key = event.span_site == 0 ? 0 : name_key(event.span_site);
+  if (key != 0) {
+    const LastInstant* instant = last_instant_.find(event.thread_id);
+    if (instant && instant->key == key && instant->ticks == event.ticks) return nullptr;
+  }
+  auto find_in = [&](std::vector<PairedSpan>* stack) -> PairedSpan* {
+    if (!stack) return nullptr;
+    for (size_t i = stack->size(); i-- > 0;)
+      if (key == 0 || name_key((*stack)[i].site_id) == key) return &(*stack)[i];
+    return nullptr;
+  };
+  const uint64_t task = running_task(event.thread_id);
+  if (task != 0) {
+    const auto found = task_open_.find(task);
+    if (PairedSpan* span = find_in(found == task_open_.end() ? nullptr : &found->second)) return span;
+    if (key == 0) return nullptr;  // the task's innermost: none open in it
+  }
+  return find_in(thread_open_.find(event.thread_id));
+}
+
+const PairedSpan* SpanPairing::attribute(const Event& event) {
+  PairedSpan* span = target_of(event);
+  if (!span) {
+    const Site* site = event.span_site ? trace_->site(event.span_site) : nullptr;
+    if (!site || site->kind != format::SiteKind::instant) ++problems_.orphan_attributes;
+    return nullptr;
+  }
+  if (event.type == format::EventId::span_status) {
+    span->failed = event.status == format::SpanStatus::error;
+    span->status_message = event.text;
+  } else {
+    span->attributes.push_back(attribute_of(*trace_, event));
+  }
+  return span;
+}
+
+bool is_attribute_event(uint32_t type) {
+  return type >= static_cast<uint32_t>(format::EventId::attribute_int) &&
+         type <= static_cast<uint32_t>(format::EventId::attribute_string);
+}
+
+SpanAttribute attribute_of(const Trace& trace, const Event& event) {
+  SpanAttribute attribute;
+  const Site* key = trace.site(event.name_id);
+  attribute.key = key ? key->name : fmt::format("#{}", event.name_id);
+  switch (event.type) {
+    case format::EventId::attribute_uint:
+      attribute.type = SpanAttribute::Type::uint64;
+      attribute.uint_value = event.value_uint;
+      break;
+    case format::EventId::attribute_float:
+      attribute.type = SpanAttribute::Type::float64;
+      attribute.float_value = event.value_float;
+      break;
+    case format::EventId::attribute_bool:
+      attribute.type = SpanAttribute::Type::boolean;
+      attribute.int_value = event.value != 0;
+      break;
+    case format::EventId::attribute_string:
+      attribute.type = SpanAttribute::Type::string;
+      attribute.text = event.text;
+      break;
+    default:
+      attribute.type = SpanAttribute::Type::int64;
+      attribute.int_value = event.value;
+      break;
+  }
+  return attribute;
+}
+
+std::string attribute_text(const SpanAttribute& attribute) {
+  switch (attribute.type) {
+    case SpanAttribute::Type::uint64:
+      return std::to_string(attribute.uint_value);
+    case SpanAttribute::Type::float64:
+      return fmt::format("{}", attribute.float_value);
+    case SpanAttribute::Type::boolean:
+      return attribute.int_value ? "true" : "false";
+    case SpanAttribute::Type::string:
+      return attribute.text;
+    case SpanAttribute::Type::int64:
+      break;
+  }
+  return std::to_string(attribute.int_value);
 }
 
 const PairedSpan* SpanPairing::end(const Event& event) {
@@ -338,6 +438,9 @@ std::vector<std::string> describe_pairing_problems(const Trace& trace, const Pai
                     site ? site->category + "/" + site->name : fmt::format("#{}", problems.first_unmatched_site),
                     problems.first_unmatched_thread, trace.format_time(problems.first_unmatched_ticks)));
   }
+  if (problems.orphan_attributes > 0)
+    lines.push_back(fmt::format("{} attribute(s) or status(es) found no open span of theirs and belong to nothing",
+                                problems.orphan_attributes));
   if (problems.out_of_order_ends > 0)
     lines.push_back(
         fmt::format("{} span end(s) closed a span that was not the innermost open one (BEGIN/END pairs "

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,6 +31,22 @@ struct Event;
 class Trace;
 
 enum class SpanRole : uint8_t { span, send, receive };
+
+// A typed attribute of a span or instant (CHRONICLE_SPAN_ARGS and the rest), as the trace has it.
+struct SpanAttribute {
+  enum class Type : uint8_t { int64, uint64, float64, boolean, string };
+  std::string key;
+  Type type = Type::int64;
+  int64_t int_value = 0;  // int64; boolean: 0 or 1
+  uint64_t uint_value = 0;
+  double float_value = 0;
+  std::string text;  // string
+};
+// The attribute an attribute_* event carries, its key named from the trace's sites.
+SpanAttribute attribute_of(const Trace& trace, const Event& event);
+// Its value as text: a string as it is, numbers as C++ prints them, booleans true/false.
+std::string attribute_text(const SpanAttribute& attribute);
+bool is_attribute_event(uint32_t type);
 
 struct PairedSpan {
   SpanRole role = SpanRole::span;
@@ -49,6 +66,10 @@ struct PairedSpan {
   uint64_t trace_low = 0;
   uint64_t span_id = 0;
   uint64_t parent_span_id = 0;
+  // What its attribute and status events said while it was open (the last status wins).
+  std::vector<SpanAttribute> attributes;
+  bool failed = false;
+  std::string status_message;
 };
 
 struct PairingProblems {
@@ -58,6 +79,7 @@ struct PairingProblems {
   uint32_t first_unmatched_site = 0;
   uint64_t first_unmatched_ticks = 0;
   uint32_t first_unmatched_thread = 0;
+  uint64_t orphan_attributes = 0;  // attributes and statuses that found no open span of theirs
 };
 
 // Per-thread state by thread id, the last thread asked for remembered: the merged events come in
@@ -154,6 +176,8 @@ class SpanPairing {
   const PairedSpan* receive_begin(const Event& event);
   const PairedSpan* receive_end(const Event& event);
   const PairedSpan* send(const Event& event);
+  const PairedSpan* attribute(const Event& event);
+  PairedSpan* target_of(const Event& event);
 
   void learn_sites();
 
@@ -161,6 +185,11 @@ class SpanPairing {
   std::vector<uint32_t> name_key_;           // by site id: the first site id of the same category and name
   ByThread<std::vector<uint64_t>> running_;  // task runs, innermost last
   ByThread<std::vector<PairedSpan>> thread_open_;
+  struct LastInstant {
+    uint32_t key = 0;
+    uint64_t ticks = 0;
+  };
+  ByThread<LastInstant> last_instant_;  // an instant's attributes follow it at its time
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
   ByThread<std::vector<PairedSpan>> thread_receives_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;

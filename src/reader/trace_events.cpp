@@ -66,6 +66,7 @@ bool Trace::StreamCursor::next(Event& event) {
   event.task_kind = format::TaskKind::unknown;
   event.outcome = format::TaskOutcome::ok;
   event.span = nullptr;
+  event.span_site = 0;
   // Payload sizes were checked against the catalogue by the decoder; the layouts are its.
   auto text_after = [&raw](size_t fixed) {
     return std::string_view(reinterpret_cast<const char*>(raw.payload + fixed), raw.payload_size - fixed - 1);
@@ -159,6 +160,48 @@ bool Trace::StreamCursor::next(Event& event) {
       const uint8_t* after_frames = event.frames + size_t{payload.frame_count} * sizeof(uint64_t);
       std::memcpy(&event.stack_word_count, after_frames, sizeof event.stack_word_count);
       event.stack_words = after_frames + sizeof event.stack_word_count;
+      break;
+    }
+    case format::EventId::attribute_int: {
+      const auto payload = load<format::AttributeIntPayload>(raw.payload);
+      event.span_site = payload.span_site;
+      event.name_id = payload.key_id;
+      event.value = payload.value;
+      break;
+    }
+    case format::EventId::attribute_uint: {
+      const auto payload = load<format::AttributeUintPayload>(raw.payload);
+      event.span_site = payload.span_site;
+      event.name_id = payload.key_id;
+      event.value_uint = payload.value;
+      break;
+    }
+    case format::EventId::attribute_float: {
+      const auto payload = load<format::AttributeFloatPayload>(raw.payload);
+      event.span_site = payload.span_site;
+      event.name_id = payload.key_id;
+      event.value_float = payload.value;
+      break;
+    }
+    case format::EventId::attribute_bool: {
+      const auto payload = load<format::AttributeBoolPayload>(raw.payload);
+      event.span_site = payload.span_site;
+      event.name_id = payload.key_id;
+      event.value = payload.value != 0;
+      break;
+    }
+    case format::EventId::attribute_string: {
+      const auto payload = load<format::AttributeStringPrefix>(raw.payload);
+      event.span_site = payload.span_site;
+      event.name_id = payload.key_id;
+      event.text = text_after(sizeof payload);
+      break;
+    }
+    case format::EventId::span_status: {
+      const auto payload = load<format::SpanStatusPrefix>(raw.payload);
+      event.span_site = payload.span_site;
+      event.status = payload.status == 0 ? format::SpanStatus::ok : format::SpanStatus::error;
+      event.text = text_after(sizeof payload);
       break;
     }
     case format::EventId::cpu_switch: {

@@ -48,13 +48,19 @@ struct Event {
   format::EventId type = format::EventId::instant;
   uint64_t ticks = 0;
   uint32_t thread_id = 0;
-  uint32_t stream = 0;     // index into Trace::streams()
-  uint32_t name_id = 0;    // the site; for span_end, in for_each_event, the begin's it pairs with (else
-                           // the end's own); for task_create, the task's name; 0 for other task events
-  uint32_t depth = 0;      // for_each_event: spans open in the event's task (or thread) before it
-  int64_t value = 0;       // counter
-  double value_float = 0;  // counter_float
-  std::string_view text;   // note, task_resolve, task_label
+  uint32_t stream = 0;      // index into Trace::streams()
+  uint32_t name_id = 0;     // the site; for span_end, in for_each_event, the begin's it pairs with (else
+                            // the end's own); for task_create, the task's name; for an attribute, its
+                            // key's; 0 for other task events
+  uint32_t depth = 0;       // for_each_event: spans open in the event's task (or thread) before it
+  int64_t value = 0;        // counter, attribute_int, attribute_bool (0, 1)
+  uint64_t value_uint = 0;  // attribute_uint
+  double value_float = 0;   // counter_float, attribute_float
+  std::string_view text;    // note, task_resolve, task_label, attribute_string, span_status
+  // attribute_*, span_status: the site of the span (or instant) they belong to; 0: the innermost
+  // open span (layout.hpp). For_each_event sets `span` to it when it is open.
+  uint32_t span_site = 0;
+  format::SpanStatus status = format::SpanStatus::ok;  // span_status
   // Task events (chronicle/task.hpp).
   uint64_t task = 0;
   uint64_t related_task = 0;  // task_create: parent; task_wait: awaited; task_resolve: resolver

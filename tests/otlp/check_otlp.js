@@ -40,7 +40,7 @@ function main() {
     const want = expected.resources[r];
     const service = attribute(resourceSpans.resource.attributes, 'service.name');
     assert.equal(service && service.stringValue, want.service, `resource ${r}: service.name`);
-    const spans = resourceSpans.scopeSpans.flatMap((scope) => scope.spans || []);
+    const spans = (resourceSpans.scopeSpans || []).flatMap((scope) => scope.spans || []);
     assert.equal(spans.length, want.spans, `resource ${r}: span count`);
     const byId = new Map();
     for (const span of spans) {

@@ -120,12 +120,27 @@ enum class EventId : uint32_t {
   // session's control thread about other threads, so each names the thread it is about.
   cpu_sample = 18,
   cpu_switch = 19,
+  // Attributes and status of spans and instants (chronicle.hpp): format version 5. Each names the
+  // span it belongs to by its site (`span_site`): the innermost open span of that site's name in
+  // the thread's owner (its running task, else the thread), as an end pairs; for an instant's
+  // site, the instant just before it on the thread (written in one group with it); 0: the
+  // innermost open span, whatever its name (fail_current_span).
+  attribute_int = 20,
+  attribute_uint = 21,
+  attribute_float = 22,
+  attribute_bool = 23,
+  attribute_string = 24,
+  span_status = 25,
 };
 
 // What a thread did at a context switch (cpu_switch): it came onto a CPU, or it left one while
 // still runnable (preempted) or because it waited for something (blocked: sleep, I/O, a lock).
 enum class CpuState : uint8_t { running = 0, preempted = 1, blocked = 2 };
 inline constexpr uint8_t kCpuStateCount = 3;
+
+// How a span ended (span_status); a span with none ended ok.
+enum class SpanStatus : uint8_t { ok = 0, error = 1 };
+inline constexpr uint8_t kSpanStatusCount = 2;
 
 // What a task is; stored as a u8 in task_create (a CTF enum in the metadata).
 enum class TaskKind : uint8_t { unknown = 0, coroutine = 1, promise = 2, handler = 3, timer = 4, io = 5 };
@@ -177,6 +192,37 @@ struct TaskResolvePrefix {  // + the text (empty for most)
 };
 struct TaskLabelPrefix {  // + the label
   uint64_t task;
+};
+// attribute_*: `key_id` is the key's site (SiteKind::attribute, named by the key, of the span's
+// category); the value follows (attribute_string: a NUL-terminated text, cut visibly, see
+// kMaxAttributeText).
+struct AttributeIntPayload {
+  uint32_t span_site;
+  uint32_t key_id;
+  int64_t value;
+};
+struct AttributeUintPayload {
+  uint32_t span_site;
+  uint32_t key_id;
+  uint64_t value;
+};
+struct AttributeFloatPayload {
+  uint32_t span_site;
+  uint32_t key_id;
+  double value;
+};
+struct AttributeBoolPayload {
+  uint32_t span_site;
+  uint32_t key_id;
+  uint8_t value;
+};
+struct AttributeStringPrefix {  // + the text
+  uint32_t span_site;
+  uint32_t key_id;
+};
+struct SpanStatusPrefix {  // + the message
+  uint32_t span_site;
+  uint8_t status;  // SpanStatus
 };
 // A W3C trace id is 16 bytes; it is stored as two u64 whose big-endian bytes, high first, are the
 // id's bytes (so a CTF reader prints the numbers of the hex text).
@@ -289,7 +335,13 @@ enum class SiteKind : uint8_t {
   metric_gauge = 5,
   metric_histogram = 6,
   task = 7,
+  attribute = 8,  // an attribute's key (format version 5)
 };
+
+// The longest text an attribute's string value keeps: a longer one is cut and ends in this
+// marker, so that a reader sees that it was cut.
+inline constexpr size_t kMaxAttributeText = 256;
+inline constexpr char kTruncatedMarker[] = "…[cut]";
 
 // ---- the shared-memory session file -------------------------------------------------------
 inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <type_traits>
 
 #include "chronicle/detail/layout.hpp"
@@ -333,6 +334,24 @@ void emit_note(Site& site, uint32_t generation, const char* text, size_t length)
 void emit_with_text(ThreadWriter& writer, uint16_t category, format::EventId event, const void* fixed,
                     size_t fixed_size, const char* text, size_t length);
 
+// Marks the innermost open span of `site`'s name failed: an exception is leaving its scope.
+// (C++ gives a destructor no access to the exception in flight, so its what() is not known.)
+void mark_span_unwound(Site& site);
+
+// The end of a scoped span begun at `site` (generation 0: not recorded). An exception leaving
+// the scope marks the span failed first.
+CHRONICLE_INLINE void end_span(Site& site, uint32_t generation, bool begin_dropped) {
+  if (generation != 0) [[unlikely]] {
+    if (begin_dropped) {
+      count_discarded(generation, site.category_index);
+      return;
+    }
+    if (std::uncaught_exceptions() != 0) [[unlikely]]
+      mark_span_unwound(site);
+    emit_span_end(site, generation);
+  }
+}
+
 class ScopedSpan {
  public:
   CHRONICLE_INLINE explicit ScopedSpan(Site& site) : site_(site) {
@@ -343,14 +362,7 @@ class ScopedSpan {
       begin_dropped_ = begin == Emitted::dropped;
     }
   }
-  CHRONICLE_INLINE ~ScopedSpan() {
-    if (generation_ != 0) [[unlikely]] {
-      if (begin_dropped_)
-        count_discarded(generation_, site_.category_index);
-      else
-        emit_span_end(site_, generation_);
-    }
-  }
+  CHRONICLE_INLINE ~ScopedSpan() { end_span(site_, generation_, begin_dropped_); }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
 

@@ -1,0 +1,168 @@
+// Attributes (typed key/value pairs), status and runtime names of spans and instants: what
+// CHRONICLE_SPAN_ARGS, CHRONICLE_INSTANT_ARGS, CHRONICLE_SPAN_DYNAMIC and fail_current_span
+// write. Everything here is out of line but the argument packing: these trace points are rarer
+// than plain spans, and their values are only computed once the category is known to be on.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "chronicle/detail/writer.hpp"
+
+namespace chronicle::detail {
+
+inline constexpr size_t kMaxAttributes = 8;
+
+// One value as the trace stores it. Text is not copied here: it is copied into the event.
+struct AttributeValue {
+  format::EventId type = format::EventId::attribute_int;
+  union {
+    int64_t as_int;
+    uint64_t as_uint;
+    double as_float;
+    bool as_bool;
+  };
+  std::string_view text;
+  AttributeValue() : as_int(0) {}
+};
+
+// Integers are int64 but for 64-bit unsigned ones (which may not fit); anything with a string
+// view (std::string, std::string_view, const char*, a literal) is a string.
+template <typename Value>
+AttributeValue attribute_value(const Value& value) {
+  AttributeValue out;
+  using Plain = std::remove_cvref_t<Value>;
+  if constexpr (std::is_same_v<Plain, bool>) {
+    out.type = format::EventId::attribute_bool;
+    out.as_bool = value;
+  } else if constexpr (std::is_integral_v<Plain> && std::is_unsigned_v<Plain> && sizeof(Plain) == 8) {
+    out.type = format::EventId::attribute_uint;
+    out.as_uint = value;
+  } else if constexpr (std::is_integral_v<Plain> || std::is_enum_v<Plain>) {
+    out.type = format::EventId::attribute_int;
+    out.as_int = static_cast<int64_t>(value);
+  } else if constexpr (std::is_floating_point_v<Plain>) {
+    out.type = format::EventId::attribute_float;
+    out.as_float = static_cast<double>(value);
+  } else if constexpr (std::is_convertible_v<const Value&, std::string_view>) {
+    out.type = format::EventId::attribute_string;
+    if constexpr (std::is_pointer_v<Plain>) {
+      if (value == nullptr) return out;
+    }
+    out.text = std::string_view(value);
+  } else {
+    static_assert(std::is_same_v<Plain, void>,
+                  "an attribute's value is an integer, a floating-point number, a bool or a string");
+  }
+  return out;
+}
+
+// The keys of one call site, interned on first use as sites of kind `attribute` in the span's
+// category (so that `ctl` and the trace's definitions know them); constant-initialized.
+struct AttributeKeys {
+  std::atomic<uint32_t> ids[kMaxAttributes]{};
+};
+
+struct AttributeArgs {
+  const char* keys[kMaxAttributes];
+  AttributeValue values[kMaxAttributes];
+  size_t count = 0;
+};
+
+// Keys are string literals: the site keeps the pointer for the life of the process.
+template <size_t N>
+void add_attributes(AttributeArgs& args, const char (&key)[N]) = delete;  // a key without a value
+inline void add_attributes(AttributeArgs&) {}
+template <size_t N, typename Value, typename... Rest>
+CHRONICLE_INLINE void add_attributes(AttributeArgs& args, const char (&key)[N], const Value& value,
+                                     const Rest&... rest) {
+  static_assert(sizeof...(Rest) % 2 == 0, "attributes come as key, value pairs");
+  static_assert(sizeof...(Rest) / 2 < kMaxAttributes, "at most 8 attributes per trace point");
+  args.keys[args.count] = key;
+  args.values[args.count] = attribute_value(value);
+  ++args.count;
+  add_attributes(args, rest...);
+}
+
+// Writes the begin of a span or an instant (`event`) with its attributes as one group: all in
+// the trace, or all counted lost. Returns what happened to the begin.
+Emitted emit_with_attributes(Site& site, uint32_t generation, format::EventId event, AttributeKeys& keys,
+                             const AttributeArgs& args);
+// One attribute of the innermost open span named by `span` (0: the innermost, whatever its name)
+// of the calling thread or task. `key` is a site of kind attribute.
+void emit_attribute(Site& span, Site& key, const AttributeValue& value);
+// The status of the innermost open span named by `span` (null: the innermost).
+void emit_span_status(Site* span, format::SpanStatus status, std::string_view message);
+
+// A scoped span with attributes at its begin: its end is a plain ScopedSpan's.
+class ScopedSpanWithArgs {
+ public:
+  template <typename MakeArgs>
+  CHRONICLE_INLINE ScopedSpanWithArgs(Site& site, AttributeKeys& keys, MakeArgs&& make_args) : site_(site) {
+    const uint32_t generation = g_generation.load(std::memory_order_acquire);
+    if (generation != 0) [[unlikely]] {
+      if (writer_for(site, generation) == nullptr) return;  // the category is off: no value is computed
+      AttributeArgs args;
+      make_args(args);
+      const Emitted begin = emit_with_attributes(site, generation, format::EventId::span_begin, keys, args);
+      if (begin != Emitted::off) generation_ = generation;
+      begin_dropped_ = begin == Emitted::dropped;
+    }
+  }
+  ~ScopedSpanWithArgs() { end_span(site_, generation_, begin_dropped_); }
+  ScopedSpanWithArgs(const ScopedSpanWithArgs&) = delete;
+  ScopedSpanWithArgs& operator=(const ScopedSpanWithArgs&) = delete;
+
+ private:
+  Site& site_;
+  uint32_t generation_ = 0;
+  bool begin_dropped_ = false;
+};
+
+// A scoped span named at run time. Names are interned by text (per category) in a table of
+// kMaxDynamicNames names for the life of the process; past it, a span is named "<overflow>"
+// (and counted so in the trace).
+inline constexpr size_t kMaxDynamicNames = 4096;
+inline constexpr char kOverflowName[] = "<overflow>";
+// The site named `name` in the category of `category_site`; cached per thread.
+Site& dynamic_site(Site& category_site, std::string_view name);
+
+class ScopedDynamicSpan {
+ public:
+  template <typename Name>
+  CHRONICLE_INLINE ScopedDynamicSpan(Site& category_site, const Name& name) {
+    const uint32_t generation = g_generation.load(std::memory_order_acquire);
+    if (generation != 0) [[unlikely]] {
+      if (writer_for(category_site, generation) == nullptr) return;
+      site_ = &dynamic_site(category_site, std::string_view(name));
+      const Emitted begin = emit_with_name(*site_, generation, format::EventId::span_begin);
+      if (begin != Emitted::off) generation_ = generation;
+      begin_dropped_ = begin == Emitted::dropped;
+    }
+  }
+  ~ScopedDynamicSpan() {
+    if (site_) end_span(*site_, generation_, begin_dropped_);
+  }
+  ScopedDynamicSpan(const ScopedDynamicSpan&) = delete;
+  ScopedDynamicSpan& operator=(const ScopedDynamicSpan&) = delete;
+
+ private:
+  Site* site_ = nullptr;
+  uint32_t generation_ = 0;
+  bool begin_dropped_ = false;
+};
+
+}  // namespace chronicle::detail
+
+namespace chronicle {
+
+// Marks the innermost open span of the calling thread or task (as the trace records it: a span
+// whose category is off is not there) as failed, with `message`. Its end is unchanged.
+void fail_current_span(std::string_view message);
+
+}  // namespace chronicle

@@ -1,0 +1,236 @@
+// Attributes, status and runtime names (chronicle/detail/attributes.hpp).
+#include "chronicle/detail/attributes.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace chronicle {
+namespace detail {
+
+void emit_text_at(ThreadWriter& writer, uint16_t category, format::EventId event, const void* fixed, size_t fixed_size,
+                  const char* text, size_t length, uint64_t ticks);
+
+namespace {
+
+// The status events of fail_current_span and the keys of nothing in particular are of this
+// category (its events are counted there).
+constinit Site g_status_site{"chronicle", "span status", __FILE__, __LINE__,
+                             static_cast<uint8_t>(format::SiteKind::attribute)};
+
+std::mutex& key_mutex() {
+  static std::mutex* mutex = new std::mutex;
+  return *mutex;
+}
+
+// The site of key `index` of a call site's keys, in the category of `span`; created once and
+// kept for the life of the process (the session registry keeps pointers to sites).
+uint32_t key_id(Site& span, AttributeKeys& keys, size_t index, const char* key) {
+  const uint32_t id = keys.ids[index].load(std::memory_order_acquire);
+  if (id != 0) [[likely]]
+    return id;
+  Site* site = nullptr;
+  {
+    std::lock_guard lock(key_mutex());
+    if (const uint32_t raced = keys.ids[index].load(std::memory_order_acquire); raced != 0) return raced;
+    site = new Site{span.category, key, span.file, span.line, static_cast<uint8_t>(format::SiteKind::attribute)};
+  }
+  const uint32_t interned = intern_site(*site);
+  keys.ids[index].store(interned, std::memory_order_release);
+  return interned;
+}
+
+// A string value's bytes as stored: at most kMaxAttributeText, cut at a UTF-8 character's
+// start and marked when longer.
+std::string_view stored_text(std::string_view text, std::string& scratch) {
+  if (text.size() <= format::kMaxAttributeText) return text;
+  size_t keep = format::kMaxAttributeText - (sizeof format::kTruncatedMarker - 1);
+  while (keep > 0 && (static_cast<uint8_t>(text[keep]) & 0xc0) == 0x80) --keep;  // inside a character
+  scratch.assign(text.substr(0, keep));
+  scratch += format::kTruncatedMarker;
+  return scratch;
+}
+
+template <typename Payload>
+void write_fixed(ThreadWriter& writer, uint16_t category, format::EventId event, const Payload& payload,
+                 uint64_t ticks) {
+  uint8_t* out = begin_event(writer, category, static_cast<uint32_t>(event), sizeof payload, ticks);
+  if (!out) return;
+  std::memcpy(out, &payload, sizeof payload);
+  commit_event(writer, category, out + sizeof payload, ticks);
+}
+
+void write_attribute(ThreadWriter& writer, uint16_t category, uint32_t span_site, uint32_t key,
+                     const AttributeValue& value, uint64_t ticks) {
+  switch (value.type) {
+    case format::EventId::attribute_uint:
+      return write_fixed(writer, category, value.type, format::AttributeUintPayload{span_site, key, value.as_uint},
+                         ticks);
+    case format::EventId::attribute_float:
+      return write_fixed(writer, category, value.type, format::AttributeFloatPayload{span_site, key, value.as_float},
+                         ticks);
+    case format::EventId::attribute_bool:
+      return write_fixed(writer, category, value.type,
+                         format::AttributeBoolPayload{span_site, key, static_cast<uint8_t>(value.as_bool)}, ticks);
+    case format::EventId::attribute_string: {
+      std::string scratch;
+      const std::string_view text = stored_text(value.text, scratch);
+      const format::AttributeStringPrefix fixed{span_site, key};
+      return emit_text_at(writer, category, value.type, &fixed, sizeof fixed, text.data(), text.size(), ticks);
+    }
+    default:
+      return write_fixed(writer, category, format::EventId::attribute_int,
+                         format::AttributeIntPayload{span_site, key, value.as_int}, ticks);
+  }
+}
+
+}  // namespace
+
+// The begin, then each attribute at the begin's time. They are events of their own: a ring that
+// fills between them loses (and counts) the attributes that did not fit, never the begin alone
+// with attributes of another span, as an attribute is written only after its span's begin was.
+Emitted emit_with_attributes(Site& site, uint32_t generation, format::EventId event, AttributeKeys& keys,
+                             const AttributeArgs& args) {
+  ThreadWriter* writer = writer_for(site, generation);
+  if (!writer) return Emitted::off;
+  uint32_t ids[kMaxAttributes];
+  for (size_t i = 0; i < args.count; ++i) ids[i] = key_id(site, keys, i, args.keys[i]);
+  uint64_t ticks = read_ticks();
+  const uint32_t span_site = site.id.load(std::memory_order_relaxed);
+  uint8_t* out =
+      begin_event(*writer, site.category_index, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
+  if (!out) return Emitted::dropped;
+  const format::NamePayload payload{span_site};
+  std::memcpy(out, &payload, sizeof payload);
+  commit_event(*writer, site.category_index, out + sizeof payload, ticks);
+  ticks = writer->last_ticks;  // the begin's, never moved back
+  for (size_t i = 0; i < args.count; ++i) {
+    if (ids[i] == 0) continue;
+    write_attribute(*writer, site.category_index, span_site, ids[i], args.values[i], ticks);
+  }
+  return Emitted::written;
+}
+
+void emit_attribute(Site& span, Site& key, const AttributeValue& value) {
+  const uint32_t generation = g_generation.load(std::memory_order_acquire);
+  if (generation == 0) return;
+  ThreadWriter* writer = writer_for(key, generation);
+  if (!writer) return;
+  write_attribute(*writer, key.category_index, span.id.load(std::memory_order_relaxed),
+                  key.id.load(std::memory_order_relaxed), value, read_ticks());
+}
+
+void emit_span_status(Site* span, format::SpanStatus status, std::string_view message) {
+  const uint32_t generation = g_generation.load(std::memory_order_acquire);
+  if (generation == 0) return;
+  Site& site = span ? *span : g_status_site;
+  ThreadWriter* writer = nullptr;
+  if (span) {  // like its end: written even if the span's category was switched off since
+    writer = &t_writer;
+    if (writer->generation != generation && !attach_thread(*writer, generation)) return;
+  } else {
+    writer = writer_for(site, generation);
+    if (!writer) return;
+  }
+  std::string scratch;
+  const std::string_view text = stored_text(message, scratch);
+  const format::SpanStatusPrefix fixed{span ? span->id.load(std::memory_order_relaxed) : 0,
+                                       static_cast<uint8_t>(status)};
+  emit_text_at(*writer, site.category_index, format::EventId::span_status, &fixed, sizeof fixed, text.data(),
+               text.size(), read_ticks());
+}
+
+void mark_span_unwound(Site& site) {
+  emit_span_status(&site, format::SpanStatus::error, "an exception left the span");
+}
+
+// ---- runtime names ------------------------------------------------------------------------
+
+namespace {
+
+struct DynamicNames {
+  std::mutex mutex;
+  std::map<std::pair<std::string, std::string>, Site*> by_text;  // (category, name)
+  std::map<std::string, Site*> overflow;                         // by category
+};
+
+DynamicNames& dynamic_names() {
+  static DynamicNames* names = new DynamicNames;
+  return *names;
+}
+
+uint64_t hash_name(const Site* category_site, std::string_view name) {
+  uint64_t hash = 0xcbf29ce484222325ULL ^ reinterpret_cast<uintptr_t>(category_site);
+  for (const char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+  return hash;
+}
+
+// A thread's recent runtime names: trivially constructed, so the thread_local needs no guard.
+struct DynamicNameSlot {
+  const Site* category_site;
+  uint64_t hash;
+  Site* site;
+  size_t length;
+};
+constexpr size_t kDynamicNameCacheSize = 64;
+thread_local constinit DynamicNameSlot t_dynamic_names[kDynamicNameCacheSize]{};
+
+char* copy_text(std::string_view text) {
+  char* stored = new char[text.size() + 1];  // kept for the process's life, as sites are
+  std::memcpy(stored, text.data(), text.size());
+  stored[text.size()] = '\0';
+  return stored;
+}
+
+Site& intern_dynamic_name(Site& category_site, std::string_view name) {
+  DynamicNames& names = dynamic_names();
+  std::lock_guard lock(names.mutex);
+  const std::string category = category_site.category;
+  auto found = names.by_text.find({category, std::string(name)});
+  if (found != names.by_text.end()) return *found->second;
+  if (names.by_text.size() >= kMaxDynamicNames) {
+    Site*& overflow = names.overflow[category];
+    if (!overflow)
+      overflow = new Site{category_site.category,
+                          kOverflowName,
+                          category_site.file,
+                          category_site.line,
+                          static_cast<uint8_t>(format::SiteKind::span),
+                          category_site.level};
+    return *overflow;
+  }
+  Site* site = new Site{category_site.category,
+                        copy_text(name),
+                        category_site.file,
+                        category_site.line,
+                        static_cast<uint8_t>(format::SiteKind::span),
+                        category_site.level};
+  names.by_text.emplace(std::pair{category, std::string(name)}, site);
+  return *site;
+}
+
+}  // namespace
+
+Site& dynamic_site(Site& category_site, std::string_view name) {
+  const uint64_t hash = hash_name(&category_site, name);
+  DynamicNameSlot& slot = t_dynamic_names[hash % kDynamicNameCacheSize];
+  if (slot.category_site == &category_site && slot.hash == hash && slot.length == name.size() &&
+      std::memcmp(slot.site->name, name.data(), name.size()) == 0) [[likely]]
+    return *slot.site;
+  Site& site = intern_dynamic_name(category_site, name);
+  // An overflowed name is not cached: its slot would always miss on the text.
+  if (site.name != std::string_view(kOverflowName) || name == kOverflowName)
+    slot = DynamicNameSlot{&category_site, hash, &site, name.size()};
+  return site;
+}
+
+}  // namespace detail
+
+void fail_current_span(std::string_view message) {
+  detail::emit_span_status(nullptr, format::SpanStatus::error, message);
+}
+
+}  // namespace chronicle

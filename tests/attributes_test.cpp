@@ -1,0 +1,360 @@
+// Attributes, status and runtime names (issue 43, items 1 to 4): what a trace point says about its
+// span reaches that span, and only it, in the reader's pairing, dump, stats --group-by, the OTLP
+// export and babeltrace2.
+#include <gtest/gtest.h>
+
+#include <chronicle/chronicle.hpp>
+#include <chronicle/coro.hpp>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reader/trace_reader.hpp"
+#include "support.hpp"
+
+namespace chronicle {
+namespace {
+
+using test::run;
+using test::TemporaryDirectory;
+using test::test_config;
+
+const std::string kCli = CHRONICLE_CLI;
+
+// Every span of the trace as the pairing ends it (closed at the end when never ended), by name.
+std::multimap<std::string, reader::PairedSpan> spans_by_name(const reader::Trace& trace) {
+  std::multimap<std::string, reader::PairedSpan> spans;
+  reader::SpanPairing pairing(trace);
+  uint64_t last = 0;
+  auto keep = [&](const reader::PairedSpan& span) {
+    const reader::Site* site = trace.site(span.site_id);
+    spans.emplace(site ? site->name : "?", span);
+  };
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
+    last = std::max(last, event.ticks);
+    if (event.type == format::EventId::span_end && event.span) keep(*event.span);
+    return true;
+  });
+  for (const reader::PairedSpan& span : pairing.close_all(last)) keep(span);
+  return spans;
+}
+
+std::map<std::string, std::string> attribute_texts(const reader::PairedSpan& span) {
+  std::map<std::string, std::string> texts;
+  for (const reader::SpanAttribute& attribute : span.attributes)
+    texts[attribute.key] = reader::attribute_text(attribute);
+  return texts;
+}
+
+const reader::SpanAttribute* attribute(const reader::PairedSpan& span, const std::string& key) {
+  for (const reader::SpanAttribute& found : span.attributes)
+    if (found.key == key) return &found;
+  return nullptr;
+}
+
+int g_evaluations = 0;
+int counted(int value) {
+  ++g_evaluations;
+  return value;
+}
+
+void handle_request(const std::string& route, int64_t user) {
+  CHRONICLE_SPAN("http", "server");
+  CHRONICLE_SPAN_ARGS("http", "request", "http.route", route, "user.id", user, "ratio", 0.25, "cached", true, "big",
+                      std::numeric_limits<uint64_t>::max(), "small", uint32_t{7}, "literal", "text");
+  CHRONICLE_SPAN("http", "inner");
+}
+
+TEST(Attributes, SpanArgsBelongToTheirSpanWithTheirTypes) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  handle_request("/quote", 42);
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  ASSERT_EQ(spans.count("request"), 1u);
+  const reader::PairedSpan& request = spans.find("request")->second;
+  EXPECT_EQ(attribute_texts(request), (std::map<std::string, std::string>{{"http.route", "/quote"},
+                                                                          {"user.id", "42"},
+                                                                          {"ratio", "0.25"},
+                                                                          {"cached", "true"},
+                                                                          {"big", "18446744073709551615"},
+                                                                          {"small", "7"},
+                                                                          {"literal", "text"}}));
+  EXPECT_EQ(attribute(request, "user.id")->type, reader::SpanAttribute::Type::int64);
+  EXPECT_EQ(attribute(request, "big")->type, reader::SpanAttribute::Type::uint64);
+  EXPECT_EQ(attribute(request, "small")->type, reader::SpanAttribute::Type::int64) << "an integer is an int64";
+  EXPECT_EQ(attribute(request, "ratio")->type, reader::SpanAttribute::Type::float64);
+  EXPECT_EQ(attribute(request, "cached")->type, reader::SpanAttribute::Type::boolean);
+  EXPECT_EQ(attribute(request, "literal")->type, reader::SpanAttribute::Type::string);
+  EXPECT_TRUE(spans.find("server")->second.attributes.empty()) << "the enclosing span has none";
+  EXPECT_TRUE(spans.find("inner")->second.attributes.empty()) << "the span inside has none";
+  EXPECT_FALSE(request.failed);
+
+  const auto dump = run(kCli + " dump " + config.output);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("http/request http.route=\"/quote\""), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("http/request user.id=42"), std::string::npos) << dump.out;
+  EXPECT_EQ(dump.err.find("warning"), std::string::npos) << dump.err;
+
+  const std::string database = directory / "trace.db";
+  const auto sqlite = run(kCli + " export --format sqlite -o " + database + " " + config.output);
+  ASSERT_EQ(sqlite.exit_code, 0) << sqlite.err;
+  const auto rows = run("sqlite3 " + database +
+                        " \"SELECT s.name, a.key, a.type, a.value FROM span_attributes a JOIN spans s USING (span) "
+                        "ORDER BY a.key\"");
+  ASSERT_EQ(rows.exit_code, 0) << rows.err;
+  EXPECT_EQ(
+      rows.out,
+      "request|big|uint64|18446744073709551615\nrequest|cached|bool|1\nrequest|http.route|string|/quote\n"
+      "request|literal|string|text\nrequest|ratio|double|0.25\nrequest|small|int64|7\nrequest|user.id|int64|42\n");
+
+  // babeltrace2 reads them as the metadata declares them.
+  const auto babeltrace = run("babeltrace2 " + config.output);
+  ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;
+  EXPECT_EQ(babeltrace.err, "");
+  EXPECT_NE(babeltrace.out.find("attribute_string:"), std::string::npos) << babeltrace.out;
+  EXPECT_NE(babeltrace.out.find("value = \"/quote\""), std::string::npos) << babeltrace.out;
+  EXPECT_NE(babeltrace.out.find("value = 18446744073709551615"), std::string::npos) << babeltrace.out;
+  EXPECT_NE(babeltrace.out.find("value = 42"), std::string::npos) << babeltrace.out;
+}
+
+TEST(Attributes, ValuesAreComputedOnlyWhenTheCategoryIsRecorded) {
+  g_evaluations = 0;
+  { CHRONICLE_SPAN_ARGS("http", "request", "n", counted(1)); }
+  CHRONICLE_INSTANT_ARGS("http", "tick", "n", counted(1));
+  EXPECT_EQ(g_evaluations, 0) << "no session";
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.categories = "other";
+  ASSERT_TRUE(start(config)) << last_error();
+  { CHRONICLE_SPAN_ARGS("http", "request", "n", counted(1)); }
+  CHRONICLE_INSTANT_ARGS("http", "tick", "n", counted(1));
+  EXPECT_EQ(g_evaluations, 0) << "category off";
+  stop();
+  Config on = test_config(directory);
+  on.output = directory / "on";
+  ASSERT_TRUE(start(on)) << last_error();
+  { CHRONICLE_SPAN_ARGS("http", "request", "n", counted(1)); }
+  stop();
+  EXPECT_EQ(g_evaluations, 1);
+}
+
+TEST(Attributes, ALongStringIsCutVisiblyAtACharacter) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  std::string long_text;
+  while (long_text.size() < 1000) long_text += "é";  // two bytes each: a cut must not split one
+  { CHRONICLE_SPAN_ARGS("db", "query", "db.statement", long_text); }
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  ASSERT_EQ(spans.count("query"), 1u);
+  const reader::SpanAttribute* statement = attribute(spans.find("query")->second, "db.statement");
+  ASSERT_NE(statement, nullptr);
+  EXPECT_LE(statement->text.size(), format::kMaxAttributeText);
+  EXPECT_GT(statement->text.size(), format::kMaxAttributeText - 16);
+  const std::string marker = format::kTruncatedMarker;
+  ASSERT_GE(statement->text.size(), marker.size());
+  EXPECT_EQ(statement->text.substr(statement->text.size() - marker.size()), marker);
+  const std::string kept = statement->text.substr(0, statement->text.size() - marker.size());
+  EXPECT_EQ(kept.size() % 2, 0u) << "cut inside a character";
+  EXPECT_EQ(long_text.compare(0, kept.size(), kept), 0);
+}
+
+TEST(SpanStatus, FailCurrentSpanMarksTheInnermostOpenSpanOnly) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    CHRONICLE_SPAN("shop", "checkout");
+    {
+      CHRONICLE_SPAN("shop", "reserve stock");
+      fail_current_span("no stock for item 7");
+    }
+    { CHRONICLE_SPAN("shop", "charge"); }
+  }
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  const reader::PairedSpan& reserve = spans.find("reserve stock")->second;
+  EXPECT_TRUE(reserve.failed);
+  EXPECT_EQ(reserve.status_message, "no stock for item 7");
+  EXPECT_FALSE(spans.find("checkout")->second.failed);
+  EXPECT_FALSE(spans.find("charge")->second.failed);
+
+  const std::string output = directory / "otlp.json";
+  const auto exported = run(kCli + " export --format otlp -o " + output + " " + config.output);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::ifstream in(output);
+  const nlohmann::json request = nlohmann::json::parse(in);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"]) {
+      EXPECT_EQ(scope["scope"]["name"], "shop") << "the category is the instrumentation scope";
+      for (const auto& span : scope["spans"]) by_name[span["name"]] = span;
+    }
+  ASSERT_EQ(by_name.count("reserve stock"), 1u);
+  EXPECT_EQ(by_name["reserve stock"]["status"]["code"], 2);
+  EXPECT_EQ(by_name["reserve stock"]["status"]["message"], "no stock for item 7");
+  EXPECT_FALSE(by_name["checkout"].contains("status"));
+}
+
+void throws_inside_a_span() {
+  CHRONICLE_SPAN("shop", "parse");
+  throw std::runtime_error("bad input");
+}
+
+TEST(SpanStatus, AnExceptionLeavingTheScopeMarksTheSpanFailed) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    CHRONICLE_SPAN("shop", "handler");
+    try {
+      throws_inside_a_span();
+    } catch (const std::exception&) {
+      CHRONICLE_SPAN("shop", "recover");  // inside the handler: no exception is leaving it
+    }
+  }
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  EXPECT_TRUE(spans.find("parse")->second.failed);
+  EXPECT_EQ(spans.find("parse")->second.status_message, "an exception left the span");
+  EXPECT_FALSE(spans.find("recover")->second.failed);
+  EXPECT_FALSE(spans.find("handler")->second.failed) << "the exception was caught inside it";
+}
+
+task<int> priced(thread_pool& pool, int customer) {
+  CHRONICLE_SPAN_ARGS("shop", "price", "customer", customer);
+  co_await pool.schedule();  // the span's task moves to the pool, its attributes stay its own
+  { CHRONICLE_SPAN_ARGS("shop", "lookup", "customer", customer, "hit", customer % 2 == 0); }
+  if (customer == 3) fail_current_span("customer 3 has no price list");
+  co_return customer;
+}
+
+TEST(Attributes, ACoroutinesSpansKeepTheirAttributesAcrossThreads) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    thread_pool pool(2, "attributes-pool");
+    for (int customer = 1; customer <= 4; ++customer) EXPECT_EQ(sync_wait(priced(pool, customer)), customer);
+  }
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  ASSERT_EQ(spans.count("price"), 4u);
+  std::map<std::string, bool> failed_by_customer;
+  for (auto [at, end] = spans.equal_range("price"); at != end; ++at)
+    failed_by_customer[attribute_texts(at->second).at("customer")] = at->second.failed;
+  EXPECT_EQ(failed_by_customer, (std::map<std::string, bool>{{"1", false}, {"2", false}, {"3", true}, {"4", false}}));
+  for (auto [at, end] = spans.equal_range("lookup"); at != end; ++at) {
+    const auto texts = attribute_texts(at->second);
+    EXPECT_EQ(texts.at("hit"), std::stoi(texts.at("customer")) % 2 == 0 ? "true" : "false");
+  }
+
+  // Latency and errors per customer.
+  const auto grouped = run(kCli + " stats --group-by customer --json " + config.output);
+  ASSERT_EQ(grouped.exit_code, 0) << grouped.err;
+  const nlohmann::json groups = nlohmann::json::parse(grouped.out);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> price_groups;  // customer: count, errors
+  for (const auto& group : groups)
+    if (group["name"] == "price") price_groups[group["value"]] = {group["count"], group["errors"]};
+  EXPECT_EQ(price_groups, (std::map<std::string, std::pair<uint64_t, uint64_t>>{
+                              {"1", {1, 0}}, {"2", {1, 0}}, {"3", {1, 1}}, {"4", {1, 0}}}));
+  const auto table = run(kCli + " stats --group-by customer " + config.output);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("Spans by customer"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("shop/price"), std::string::npos) << table.out;
+}
+
+TEST(Attributes, AnInstantsArgsGoWithTheInstant) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    CHRONICLE_SPAN("cache", "get");
+    CHRONICLE_INSTANT_ARGS("cache", "miss", "key", std::string_view("user:7"), "bytes", 512);
+  }
+  stop();
+  reader::Trace trace(config.output);
+  EXPECT_TRUE(spans_by_name(trace).find("get")->second.attributes.empty()) << "the instant's are not the span's";
+  const auto dump = run(kCli + " dump " + config.output);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("cache/miss key=\"user:7\" (of the instant)"), std::string::npos) << dump.out;
+  EXPECT_EQ(dump.err.find("warning"), std::string::npos) << dump.err;
+
+  const std::string output = directory / "otlp.json";
+  ASSERT_EQ(run(kCli + " export --format otlp -o " + output + " " + config.output).exit_code, 0);
+  std::ifstream in(output);
+  const nlohmann::json request = nlohmann::json::parse(in);
+  bool found = false;
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) {
+        if (span["name"] != "get") continue;
+        ASSERT_EQ(span["events"].size(), 1u);
+        std::map<std::string, nlohmann::json> attributes;
+        for (const auto& attribute : span["events"][0]["attributes"]) attributes[attribute["key"]] = attribute["value"];
+        EXPECT_EQ(attributes["key"], nlohmann::json({{"stringValue", "user:7"}}));
+        EXPECT_EQ(attributes["bytes"], nlohmann::json({{"intValue", "512"}}));
+        found = true;
+      }
+  EXPECT_TRUE(found);
+}
+
+TEST(DynamicNames, ASpanIsNamedByItsRuntimeText) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int round = 0; round < 2; ++round)
+    for (const std::string customer : {"acme", "globex", "initech"}) {
+      CHRONICLE_SPAN_DYNAMIC("tenant", "customer " + customer);
+      CHRONICLE_SPAN_DYNAMIC("tenant", std::string_view("inside"));
+    }
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  EXPECT_EQ(spans.count("customer acme"), 2u);
+  EXPECT_EQ(spans.count("customer globex"), 2u);
+  EXPECT_EQ(spans.count("customer initech"), 2u);
+  EXPECT_EQ(spans.count("inside"), 6u);
+  for (auto [at, end] = spans.equal_range("inside"); at != end; ++at) EXPECT_EQ(at->second.depth, 1u);
+  const auto stats = run(kCli + " stats " + config.output);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(stats.err.find("warning"), std::string::npos) << stats.err;
+}
+
+TEST(DynamicNames, PastTheTableNamesAreOverflowNeverMore) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  const size_t names = detail::kMaxDynamicNames + 5;
+  for (size_t i = 0; i < names; ++i) {
+    CHRONICLE_SPAN_DYNAMIC("tenant", "name " + std::to_string(i));
+  }
+  stop();
+  reader::Trace trace(config.output);
+  const auto spans = spans_by_name(trace);
+  EXPECT_EQ(spans.size(), names) << "every span is there";
+  // The table is the process's: other tests in this process may have named spans before.
+  std::set<std::string> distinct;
+  for (const auto& [name, span] : spans) distinct.insert(name);
+  EXPECT_GE(spans.count(detail::kOverflowName), 5u);
+  EXPECT_LE(distinct.size(), detail::kMaxDynamicNames + 1) << "the names kept, and <overflow>";
+  EXPECT_EQ(spans.count("name 0"), 1u);
+  EXPECT_EQ(spans.count("name " + std::to_string(names - 1)), 0u) << "the last names overflowed";
+}
+
+}  // namespace
+}  // namespace chronicle
