@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chronicle/chronicle.hpp>
+#include <chronicle/context.hpp>
 #include <chronicle/coro.hpp>
 #include <cstdint>
 #include <fstream>
@@ -311,6 +312,52 @@ TEST(Attributes, AnInstantsArgsGoWithTheInstant) {
         found = true;
       }
   EXPECT_TRUE(found);
+}
+
+// The names of the spans an OTLP export holds, with OTEL_TRACES_SAMPLER as given ("": unset).
+std::multiset<std::string> exported_span_names(const std::string& trace, const std::string& sampler,
+                                               const TemporaryDirectory& directory) {
+  const std::string output = directory / ("sampled-" + (sampler.empty() ? std::string("unset") : sampler) + ".json");
+  const std::string environment =
+      sampler.empty() ? "env -u OTEL_TRACES_SAMPLER " : "OTEL_TRACES_SAMPLER=" + sampler + " ";
+  const auto exported = run(environment + kCli + " export --format otlp -o " + output + " " + trace);
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  std::ifstream in(output);
+  const nlohmann::json request = nlohmann::json::parse(in);
+  std::multiset<std::string> names;
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) names.insert(span["name"].get<std::string>());
+  return names;
+}
+
+// OpenTelemetry SDKs sample ParentBased by default: a request whose caller did not sample it
+// (trace-flags 00) is not exported; recorded, it stays in the trace for chronicle's own tools.
+TEST(OtelSampler, AnUnsampledRemoteParentsTraceIsNotExportedByDefault) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    ReceiveScope receive("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
+    CHRONICLE_SPAN("rpc", "unsampled work");
+  }
+  {
+    ReceiveScope receive("00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01");
+    CHRONICLE_SPAN("rpc", "sampled work");
+  }
+  stop();
+  const auto by_default = exported_span_names(config.output, "", directory);
+  EXPECT_EQ(by_default.count("sampled work"), 1u);
+  EXPECT_EQ(by_default.count("unsampled work"), 0u);
+  EXPECT_EQ(by_default.count("receive"), 1u) << "the unsampled receive is not exported either";
+  EXPECT_EQ(exported_span_names(config.output, "parentbased_always_on", directory), by_default);
+  const auto always_on = exported_span_names(config.output, "always_on", directory);
+  EXPECT_EQ(always_on.count("unsampled work"), 1u);
+  EXPECT_EQ(always_on.count("receive"), 2u);
+  const auto refused = run("OTEL_TRACES_SAMPLER=traceidratio " + kCli + " export --format otlp -o " +
+                           (directory / "refused.json") + " " + config.output);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("OTEL_TRACES_SAMPLER=traceidratio"), std::string::npos) << refused.err;
 }
 
 TEST(DynamicNames, ASpanIsNamedByItsRuntimeText) {

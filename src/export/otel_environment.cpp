@@ -68,4 +68,12 @@ OtelResource otel_resource_from_environment() {
   return resource;
 }
 
+OtelSampler otel_sampler_from_environment() {
+  const std::string name = variable("OTEL_TRACES_SAMPLER");
+  if (name.empty() || name == "parentbased_always_on") return OtelSampler::parent_based_always_on;
+  if (name == "always_on") return OtelSampler::always_on;
+  throw std::invalid_argument("OTEL_TRACES_SAMPLER=" + name +
+                              ": chronicle exports with parentbased_always_on (the default) or always_on");
+}
+
 }  // namespace chronicle::exports

@@ -25,4 +25,11 @@ struct OtelResource {
 // attributes of OTEL_RESOURCE_ATTRIBUTES. Throws std::invalid_argument for a malformed list.
 OtelResource otel_resource_from_environment();
 
+// Which spans go out, as OTEL_TRACES_SAMPLER names OTel's samplers: "parentbased_always_on" (the
+// SDKs' default, also when unset: a trace whose remote parent said "not sampled", trace-flags 00,
+// is not exported) or "always_on" (every span). Throws std::invalid_argument for another sampler
+// (chronicle records every span: a sampler that drops roots has nothing to decide by here).
+enum class OtelSampler { parent_based_always_on, always_on };
+OtelSampler otel_sampler_from_environment();
+
 }  // namespace chronicle::exports

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -107,6 +108,8 @@ OtlpTraceId trace_id_bytes(uint64_t high, uint64_t low) {
   return bytes;
 }
 
+constexpr uint8_t kSampledTraceFlag = 0x01;  // W3C trace-flags' "sampled" bit
+
 // The scope of spans that no category names: tasks, sends and receives.
 constexpr std::string_view kChronicleScope = "chronicle";
 
@@ -129,6 +132,7 @@ class OtlpSpanProducer {
   void begin_round(const reader::Trace& trace, OtlpSpanSink& sink) {
     sink_ = &sink;
     trace_ = &trace;
+    sampler_ = otel_sampler_from_environment();
     // Trace ids, span ids and parents come from the reader's one rule (reader::SpanPairing).
     if (pairing_)
       pairing_->reread(trace);
@@ -239,7 +243,17 @@ class OtlpSpanProducer {
     span.dropped_events = list.dropped;
   }
 
+  // ParentBased: a trace whose remote parent was not sampled (a receive's or a task's context
+  // with trace-flags 00) is not exported, as an OpenTelemetry SDK would not record it.
+  bool unsampled(uint64_t trace_high, uint64_t trace_low) const {
+    return sampler_ == OtelSampler::parent_based_always_on && unsampled_traces_.count({trace_high, trace_low}) != 0;
+  }
+
   void produce_thread_span(const reader::PairedSpan& span, const EventList& events) {
+    if (unsampled(span.trace_high, span.trace_low)) {
+      ++spans_unsampled_;
+      return;
+    }
     const reader::Site* site = trace_->site(span.site_id);
     const bool message = span.role != reader::SpanRole::span;
     const std::string name = span.role == reader::SpanRole::send      ? "send"
@@ -280,6 +294,11 @@ class OtlpSpanProducer {
 
   void on_event(const reader::Event& event) {
     switch (event.type) {
+      case format::EventId::context_receive:
+      case format::EventId::task_context:
+        if ((event.context_flags & kSampledTraceFlag) == 0)
+          unsampled_traces_.insert({event.trace_high, event.trace_low});
+        break;
       case format::EventId::span_end:
       case format::EventId::context_send:
       case format::EventId::context_receive_end:
@@ -336,6 +355,10 @@ class OtlpSpanProducer {
 
   void produce_task_span(const model::Task& task) {
     static const EventList kNoEvents;
+    if (const auto trace = pairing_->task_trace(task.id); unsampled(trace.first, trace.second)) {
+      ++spans_unsampled_;
+      return;
+    }
     const TaskExtent extent = task_extent(task, *graph_);
     OtlpSpan& out = open_span(task_trace(task.id), pairing_->task_span_id(task.id), task_parent(task),
                               task.display_name(), task_kind(task), extent.begin, extent.end, true);
@@ -377,6 +400,9 @@ class OtlpSpanProducer {
     size_t position = 0;
   };
   std::unordered_map<uint32_t, LastInstant> last_instant_;
+  OtelSampler sampler_ = OtelSampler::parent_based_always_on;
+  std::set<std::pair<uint64_t, uint64_t>> unsampled_traces_;  // by trace id (high, low)
+  uint64_t spans_unsampled_ = 0;
   SpanEvent* last_instant(uint32_t thread_id) {
     const LastInstant& last = last_instant_[thread_id];
     if (last.position == 0) return nullptr;
