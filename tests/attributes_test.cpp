@@ -360,6 +360,33 @@ TEST(OtelSampler, AnUnsampledRemoteParentsTraceIsNotExportedByDefault) {
   EXPECT_NE(refused.err.find("OTEL_TRACES_SAMPLER=traceidratio"), std::string::npos) << refused.err;
 }
 
+// W3C tracestate: what a received message carried goes out as the traceState of every span of
+// its trace (the receive's and its children's), as an OpenTelemetry SDK carries it on.
+TEST(TraceState, AReceivedTracestateGoesOutWithEverySpanOfItsTrace) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    ReceiveScope receive("00-2af7651916cd43dd8448eb211c80319c-d7ad6b7169203331-01", "congo=t61rcWkgMzE,rojo=00f067aa");
+    CHRONICLE_SPAN("rpc", "with state");
+  }
+  { CHRONICLE_SPAN("rpc", "without"); }
+  stop();
+  const std::string output = directory / "state.json";
+  ASSERT_EQ(run(kCli + " export --format otlp -o " + output + " " + config.output).exit_code, 0);
+  std::ifstream in(output);
+  const nlohmann::json request = nlohmann::json::parse(in);
+  std::map<std::string, std::string> state_by_name;
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) state_by_name[span["name"]] = span.value("traceState", "");
+  EXPECT_EQ(state_by_name["receive"], "congo=t61rcWkgMzE,rojo=00f067aa");
+  EXPECT_EQ(state_by_name["with state"], "congo=t61rcWkgMzE,rojo=00f067aa");
+  EXPECT_EQ(state_by_name["without"], "");
+  const auto dump = run(kCli + " dump " + config.output);
+  EXPECT_NE(dump.out.find("tracestate=\"congo=t61rcWkgMzE,rojo=00f067aa\""), std::string::npos) << dump.out;
+}
+
 TEST(DynamicNames, ASpanIsNamedByItsRuntimeText) {
   TemporaryDirectory directory;
   Config config = test_config(directory);

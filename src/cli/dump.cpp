@@ -89,6 +89,8 @@ std::string_view type_name(format::EventId type) {
       return "attribute";
     case format::EventId::span_status:
       return "status";
+    case format::EventId::context_tracestate:
+      return "tracestate";
   }
   return "?";
 }
@@ -98,6 +100,7 @@ std::optional<std::string> category_without_site(format::EventId type) {
   if (type == format::EventId::cpu_sample) return "profile";
   if (type == format::EventId::cpu_switch) return "sched";
   if (type >= format::EventId::task_create && type <= format::EventId::task_context) return "task";
+  if (type == format::EventId::context_tracestate) return "task";
   return std::nullopt;
 }
 
@@ -424,6 +427,9 @@ int run_dump(const DumpOptions& options) {
         case format::EventId::attribute_bool:
         case format::EventId::attribute_string:
           append_attribute(line, reader::attribute_of(trace, event), event);
+          break;
+        case format::EventId::context_tracestate:
+          fmt::format_to(std::back_inserter(line), " span={:016x} tracestate=\"{}\"", event.context_span, event.text);
           break;
         case format::EventId::span_status:
           fmt::format_to(std::back_inserter(line), " status={} message=\"{}\"",

@@ -123,6 +123,10 @@ void append_otlp_json_span(std::string& out, const OtlpSpan& span, std::string& 
   out += "\",\"spanId\":\""sv;
   append_hex64(out, span.span_id);
   out += '"';
+  if (!span.trace_state.empty()) {
+    out += ",\"traceState\":"sv;
+    append_json_string(out, span.trace_state);
+  }
   if (span.parent_span_id != 0) {
     out += ",\"parentSpanId\":\""sv;
     append_hex64(out, span.parent_span_id);

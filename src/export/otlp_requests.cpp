@@ -69,8 +69,8 @@ constexpr uint32_t kStringValue = 1, kBoolValue = 2, kIntValue = 3, kDoubleValue
 // KeyValue
 constexpr uint32_t kKey = 1, kValue = 2;
 // Span
-constexpr uint32_t kTraceId = 1, kSpanId = 2, kParentSpanId = 4, kName = 5, kKind = 6, kStart = 7, kEnd = 8,
-                   kAttributes = 9, kEvents = 11, kDroppedEvents = 12, kLinks = 13, kStatus = 15;
+constexpr uint32_t kTraceId = 1, kSpanId = 2, kTraceState = 3, kParentSpanId = 4, kName = 5, kKind = 6, kStart = 7,
+                   kEnd = 8, kAttributes = 9, kEvents = 11, kDroppedEvents = 12, kLinks = 13, kStatus = 15;
 // Span.Event
 constexpr uint32_t kEventTime = 1, kEventName = 2, kEventAttributes = 3;
 // Span.Link
@@ -99,6 +99,7 @@ class ProtobufEncoder final : public OtlpRequestEncoder {
     out.clear();
     put_trace_id_field(out, pb::kTraceId, span.trace_id);
     put_span_id_field(out, pb::kSpanId, span.span_id);
+    if (!span.trace_state.empty()) put_length_field(out, pb::kTraceState, span.trace_state);
     if (span.parent_span_id != 0) put_span_id_field(out, pb::kParentSpanId, span.parent_span_id);
     put_length_field(out, pb::kName, span.name);
     put_varint_field(out, pb::kKind, static_cast<uint64_t>(span.kind));

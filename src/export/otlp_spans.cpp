@@ -164,6 +164,9 @@ class OtlpSpanProducer {
     events_of_.clear();
     task_events_.clear();
     last_instant_.clear();
+    unsampled_traces_.clear();
+    tracestates_.clear();
+    last_receive_.clear();
   }
 
  private:
@@ -225,6 +228,8 @@ class OtlpSpanProducer {
     span_.status.reset();
     span_.task = task;
     span_.scope = kChronicleScope;
+    span_.trace_state.clear();
+    if (const auto found = tracestates_.find(trace_id); found != tracestates_.end()) span_.trace_state = found->second;
     return span_;
   }
 
@@ -298,6 +303,14 @@ class OtlpSpanProducer {
       case format::EventId::task_context:
         if ((event.context_flags & kSampledTraceFlag) == 0)
           unsampled_traces_.insert({event.trace_high, event.trace_low});
+        if (event.type == format::EventId::context_receive)
+          last_receive_[event.thread_id] = {event.context_span, trace_id_bytes(event.trace_high, event.trace_low)};
+        break;
+      case format::EventId::context_tracestate:
+        // Right after its receive on the same thread: the state of that receive's trace.
+        if (const auto found = last_receive_.find(event.thread_id);
+            found != last_receive_.end() && found->second.first == event.context_span)
+          tracestates_[found->second.second] = std::string(event.text);
         break;
       case format::EventId::span_end:
       case format::EventId::context_send:
@@ -402,6 +415,8 @@ class OtlpSpanProducer {
   std::unordered_map<uint32_t, LastInstant> last_instant_;
   OtelSampler sampler_ = OtelSampler::parent_based_always_on;
   std::set<std::pair<uint64_t, uint64_t>> unsampled_traces_;  // by trace id (high, low)
+  std::map<OtlpTraceId, std::string> tracestates_;            // by trace id: what its receive's message said
+  std::unordered_map<uint32_t, std::pair<uint64_t, OtlpTraceId>> last_receive_;  // by thread: span, trace
   uint64_t spans_unsampled_ = 0;
   SpanEvent* last_instant(uint32_t thread_id) {
     const LastInstant& last = last_instant_[thread_id];

@@ -59,6 +59,7 @@ struct OtlpSpan {
   uint64_t dropped_events = 0;
   std::vector<OtlpLink> links;
   std::optional<OtlpStatus> status;
+  std::string trace_state;  // W3C tracestate, as the trace's remote parent sent it; empty: none
   // The instrumentation scope: a thread span's category; "chronicle" for tasks, sends and receives.
   std::string scope = "chronicle";
   // A task's lifecycle (its links are always written in OTLP/JSON, empty or not), else a span

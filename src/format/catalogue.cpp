@@ -40,6 +40,7 @@ constexpr FieldSpec kContextReceive[] = {{"trace_high", FieldType::u64},
                                          {"span", FieldType::u64},
                                          {"parent", FieldType::u64},
                                          {"flags", FieldType::u8}};
+constexpr FieldSpec kContextTracestate[] = {{"span", FieldType::u64}, {"tracestate", FieldType::string}};
 constexpr FieldSpec kContextReceiveEnd[] = {{"span", FieldType::u64}};
 constexpr FieldSpec kTaskContext[] = {
     {"task", FieldType::u64}, {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"flags", FieldType::u8}};
@@ -194,6 +195,8 @@ CHRONICLE_SAME_FIELD(kAttributeString, AttributeStringPrefix, key_id);
 CHRONICLE_SAME_SIZE(kAttributeString, AttributeStringPrefix);
 CHRONICLE_SAME_FIELD(kSpanStatus, SpanStatusPrefix, status);
 CHRONICLE_SAME_SIZE(kSpanStatus, SpanStatusPrefix);
+CHRONICLE_SAME_FIELD(kContextTracestate, ContextTracestatePrefix, span);
+CHRONICLE_SAME_SIZE(kContextTracestate, ContextTracestatePrefix);
 CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, base);
 CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, start);
 CHRONICLE_SAME_FIELD(kModuleDefinition, ModuleDefinitionPrefix, end);
@@ -233,6 +236,7 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::attribute_bool), "attribute_bool", kAttributeBool},
     EventSpec{kStreamThread, id(EventId::attribute_string), "attribute_string", kAttributeString},
     EventSpec{kStreamThread, id(EventId::span_status), "span_status", kSpanStatus},
+    EventSpec{kStreamThread, id(EventId::context_tracestate), "context_tracestate", kContextTracestate},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::module), "module_definition", kModuleDefinition},

@@ -143,6 +143,10 @@ bool Trace::StreamCursor::next(Event& event) {
     case format::EventId::context_receive_end:
       event.context_span = load<format::ContextReceiveEndPayload>(raw.payload).span;
       break;
+    case format::EventId::context_tracestate:
+      event.context_span = load<format::ContextTracestatePrefix>(raw.payload).span;
+      event.text = text_after(sizeof(format::ContextTracestatePrefix));
+      break;
     case format::EventId::task_context: {
       const auto payload = load<format::TaskContextPayload>(raw.payload);
       event.task = payload.task;

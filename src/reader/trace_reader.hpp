@@ -56,7 +56,7 @@ struct Event {
   int64_t value = 0;        // counter, attribute_int, attribute_bool (0, 1)
   uint64_t value_uint = 0;  // attribute_uint
   double value_float = 0;   // counter_float, attribute_float
-  std::string_view text;    // note, task_resolve, task_label, attribute_string, span_status
+  std::string_view text;    // note, task_resolve, task_label, attribute_string, span_status, context_tracestate
   // attribute_*, span_status: the site of the span (or instant) they belong to; 0: the innermost
   // open span (layout.hpp). For_each_event sets `span` to it when it is open.
   uint32_t span_site = 0;

@@ -147,6 +147,11 @@ void ReceiveScope::open(const std::optional<TraceContext>& sender) {
     const uint64_t parent = continued_ ? detail::load_big_endian(sender->span_id.data()) : 0;
     const format::ContextReceivePayload payload{slot.trace_high, slot.trace_low, slot.span, parent, slot.flags};
     detail::emit_fixed(*writer, format::EventId::context_receive, &payload, sizeof payload);
+    if (!context_.tracestate.empty()) {
+      const format::ContextTracestatePrefix fixed{slot.span};
+      detail::emit_with_text(*writer, detail::g_task_site.category_index, format::EventId::context_tracestate, &fixed,
+                             sizeof fixed, context_.tracestate.data(), context_.tracestate.size());
+    }
     generation_ = writer->generation;
   }
 #endif

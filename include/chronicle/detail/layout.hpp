@@ -131,6 +131,8 @@ enum class EventId : uint32_t {
   attribute_bool = 23,
   attribute_string = 24,
   span_status = 25,
+  // context_tracestate: the W3C tracestate a receive got with its traceparent (format version 5).
+  context_tracestate = 26,
 };
 
 // What a thread did at a context switch (cpu_switch): it came onto a CPU, or it left one while
@@ -242,6 +244,11 @@ struct ContextReceivePayload {
   uint64_t span;
   uint64_t parent;
   uint8_t flags;
+};
+// context_tracestate: right after the context_receive of span `span`: the tracestate its message
+// carried (+ the text), which every span of that trace carries on.
+struct ContextTracestatePrefix {
+  uint64_t span;
 };
 // context_receive_end: the receive span `span` ends.
 struct ContextReceiveEndPayload {
