@@ -14,8 +14,8 @@
 // Attributes: up to 8 key/value pairs; keys are string literals, values an integer (int64; a
 // 64-bit unsigned one is uint64), a floating-point number, a bool or a string (std::string,
 // std::string_view, const char*: copied, cut at 256 bytes with a visible mark). They are
-// computed only when the category is recorded. A span also ends in error when an exception
-// leaves its scope.
+// computed only when the category is recorded. A span with attributes or a runtime name also
+// ends in error when an exception leaves its scope (a plain CHRONICLE_SPAN does not ask: it costs).
 //
 // Verbose trace points take a level (0..254; the macros above are level 0), e.g.
 //   CHRONICLE_SPAN_V("net", "parse header", 2);

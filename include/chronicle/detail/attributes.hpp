@@ -114,7 +114,7 @@ class ScopedSpanWithArgs {
       begin_dropped_ = begin == Emitted::dropped;
     }
   }
-  ~ScopedSpanWithArgs() { end_span(site_, generation_, begin_dropped_); }
+  ~ScopedSpanWithArgs() { end_span<true>(site_, generation_, begin_dropped_); }
   ScopedSpanWithArgs(const ScopedSpanWithArgs&) = delete;
   ScopedSpanWithArgs& operator=(const ScopedSpanWithArgs&) = delete;
 
@@ -146,7 +146,7 @@ class ScopedDynamicSpan {
     }
   }
   ~ScopedDynamicSpan() {
-    if (site_) end_span(*site_, generation_, begin_dropped_);
+    if (site_) end_span<true>(*site_, generation_, begin_dropped_);
   }
   ScopedDynamicSpan(const ScopedDynamicSpan&) = delete;
   ScopedDynamicSpan& operator=(const ScopedDynamicSpan&) = delete;
