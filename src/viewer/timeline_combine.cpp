@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <ranges>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -168,8 +167,9 @@ class IndexCombiner {
     }
     for (auto& prefix : part.busy_prefix_) into.busy_prefix_.push_back(std::move(prefix));
     const auto span_offset = static_cast<uint32_t>(into.whole_spans_.size());
-    for (Lane& lane : into.lanes_ | std::views::drop(lane_offset))
-      for (Column<uint32_t>& column : lane.depth_spans)
+    // An index loop, not views::drop: clang 14 (the fuzz build) does not take libstdc++ 12's ranges.
+    for (size_t lane = lane_offset; lane < into.lanes_.size(); ++lane)
+      for (Column<uint32_t>& column : into.lanes_[lane].depth_spans)
         for (uint32_t& span : column) span += span_offset;
     append_whole_spans(into.whole_spans_, part.whole_spans_, moved_site, lane_offset);
     for (std::string& warning : part.warnings_) into.warnings_.push_back(std::move(warning));
