@@ -166,39 +166,21 @@ bool Trace::StreamCursor::next(Event& event) {
       event.stack_words = after_frames + sizeof event.stack_word_count;
       break;
     }
-    case format::EventId::attribute_int: {
-      const auto payload = load<format::AttributeIntPayload>(raw.payload);
-      event.span_site = payload.span_site;
-      event.name_id = payload.key_id;
-      event.value = payload.value;
-      break;
-    }
-    case format::EventId::attribute_uint: {
-      const auto payload = load<format::AttributeUintPayload>(raw.payload);
-      event.span_site = payload.span_site;
-      event.name_id = payload.key_id;
-      event.value_uint = payload.value;
-      break;
-    }
-    case format::EventId::attribute_float: {
-      const auto payload = load<format::AttributeFloatPayload>(raw.payload);
-      event.span_site = payload.span_site;
-      event.name_id = payload.key_id;
-      event.value_float = payload.value;
-      break;
-    }
-    case format::EventId::attribute_bool: {
-      const auto payload = load<format::AttributeBoolPayload>(raw.payload);
-      event.span_site = payload.span_site;
-      event.name_id = payload.key_id;
-      event.value = payload.value != 0;
-      break;
-    }
+    case format::EventId::attribute_int:
+    case format::EventId::attribute_uint:
+    case format::EventId::attribute_float:
+    case format::EventId::attribute_bool:
     case format::EventId::attribute_string: {
-      const auto payload = load<format::AttributeStringPrefix>(raw.payload);
-      event.span_site = payload.span_site;
-      event.name_id = payload.key_id;
-      event.text = text_after(sizeof payload);
+      // Every attribute begins as a string one does (span, key); its value follows (catalogue.cpp).
+      const auto prefix = load<format::AttributeStringPrefix>(raw.payload);
+      event.span_site = prefix.span_site;
+      event.name_id = prefix.key_id;
+      const uint8_t* value = raw.payload + sizeof prefix;
+      if (type == format::EventId::attribute_int) event.value = load<int64_t>(value);
+      if (type == format::EventId::attribute_uint) event.value_uint = load<uint64_t>(value);
+      if (type == format::EventId::attribute_float) event.value_float = load<double>(value);
+      if (type == format::EventId::attribute_bool) event.value = load<uint8_t>(value) != 0;
+      if (type == format::EventId::attribute_string) event.text = text_after(sizeof prefix);
       break;
     }
     case format::EventId::span_status: {
