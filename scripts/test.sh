@@ -5,13 +5,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh || exit 1
 failed=0
+# Each phase says when it starts, in seconds since the command began, so a slow phase is named.
+phase() { echo "=== [$(date -u +%H:%M:%S), ${SECONDS} s] $*"; }
 # A real Jaeger v2 for tests/jaeger_test.cpp, built once from the Go module proxy into a cache
 # directory later runs reuse (10 to 20 minutes the first time on 2 cores; tests/peers/jaeger).
-echo "=== Jaeger (tests/peers/jaeger/build.sh)"
+phase "Jaeger (tests/peers/jaeger/build.sh)"
 bash tests/peers/jaeger/build.sh || echo "chronicle: no Jaeger: its tests will skip and say why"
 # Every C++ file as clang-format (Debian's, .clang-format) writes it; bench/lttng_tp.h is LTTng's
 # tracepoint-provider macro layout and stays as LTTng documents it.
-echo "=== clang-format"
+phase "clang-format"
 if ! git ls-files '*.cpp' '*.hpp' '*.h' | grep -v '^bench/lttng_tp.h$' | xargs clang-format --dry-run --Werror; then
   echo "clang-format: the files above differ from their formatted text (clang-format -i FILE)"
   failed=1
@@ -24,14 +26,14 @@ run_suite() {  # name, build dir, ctest label regex, all|labels, cmake args...
   if [ "$build" = labels ]; then
     targets=$(echo "$labels" | tr '|' '\n' | sed 's/^/chronicle_tests_/' | tr '\n' ' ')
   fi
-  echo "=== $name: build ($dir)"
+  phase "$name: build ($dir)"
   mkdir -p "$dir"
   if ! TARGETS="$targets" bash scripts/build.sh "$dir" -DCHRONICLE_BUILD_BENCH=OFF "$@" >"$dir/build.log" 2>&1; then
     tail -50 "$dir/build.log"
     failed=1
     return
   fi
-  echo "=== $name: tests"
+  phase "$name: tests"
   (cd "$dir" && ctest --output-on-failure -j2 --timeout 300 -L "$labels") || failed=1
 }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
