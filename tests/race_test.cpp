@@ -161,6 +161,43 @@ TEST(Races, AChildForkedWhileAMetricIsRegisteredSeesItWholeOrNotAtAll) {
                            "after the entry was in the mapping and before the registry knew it";
 }
 
+// ---- fork against the recorder's own threads -----------------------------------------------
+
+// The hook of the collector race: the in-process collector, about to drain the rings, says so
+// (step 1) and stays there until the parent returned from fork (step 2), or a few seconds: a fork
+// that waits for the drain waits for this thread, which then has to go on by itself. Only the
+// first drain stalls. A child copied meanwhile finds g_collector_draining set.
+std::atomic<bool> g_collector_draining{false};
+void pause_collector_until_forked(TestPoint point) {
+  if (point != TestPoint::collector_draining || g_step.load(std::memory_order_acquire) != 0) return;
+  g_collector_draining.store(true);
+  g_step.store(1, std::memory_order_release);
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (g_step.load(std::memory_order_acquire) < 2 && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  g_collector_draining.store(false);
+}
+
+// A drain allocates; an allocator that is not fork-safe (GCC 12's AddressSanitizer takes no lock
+// around fork) leaves a child copied mid-drain with its allocator's lock held forever. The child
+// must be copied between drains (src/recorder/fork_gate.hpp).
+TEST(Races, AForkNeverCopiesTheCollectorHalfwayThroughADrain) {
+  TemporaryDirectory directory;
+  g_step.store(0);
+  recorder::g_test_pause.store(pause_collector_until_forked);
+  ASSERT_TRUE(start(test::test_config(directory))) << last_error();
+  ASSERT_TRUE(wait_for_step(1)) << "the collector never drained";
+  const pid_t child = fork();
+  if (child == 0) syscall(SYS_exit_group, g_collector_draining.load() ? 1 : 0);  // see fork_during
+  g_step.store(2, std::memory_order_release);
+  recorder::g_test_pause.store(nullptr);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  stop();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child was copied while the collector was inside a drain";
+}
+
 // ---- liveness by pid -----------------------------------------------------------------------------
 
 // A session's collector is named by pid; a pid that is alive is not proof that its process

@@ -63,6 +63,7 @@
 #include "format/category_rules.hpp"
 #include "format/clock.hpp"
 #include "recorder/event_cost.hpp"
+#include "recorder/fork_gate.hpp"
 #include "recorder/session_internal.hpp"
 #include "recorder/test_pause.hpp"
 #include "settings/settings.hpp"
@@ -143,6 +144,8 @@ void name_trace_source(const Session& session) {
 
 void run_collector(Session* session) {
   try {
+    // Held while this thread works, let go while it waits (fork_gate.hpp).
+    recorder::ForkGateScope gate;
     collector::SessionMapping mapping(session->file.base, session->file.size);
     collector::CollectorOptions layout;
     layout.compress = session->config.compress;
@@ -157,13 +160,16 @@ void run_collector(Session* session) {
     std::unique_lock lock(session->collector_mutex);
     while (!session->collector_stop && session->crash_signal.load(std::memory_order_acquire) == 0) {
       lock.unlock();
+      recorder::test_pause(recorder::TestPoint::collector_draining);
       const size_t drained = collector.drain();
+      gate.unlock();  // a fork waiting for this drain goes first
       if (drained == 0) {
         collector.wait_for_work(idle_sleep);
         idle_sleep = std::min(idle_sleep * 2, longest);
       } else {
         idle_sleep = std::min(shortest, longest);
       }
+      gate.lock();
       lock.lock();
     }
     lock.unlock();
@@ -196,12 +202,16 @@ uint64_t round_up(uint64_t value, uint64_t to) {
 // one taken while another thread was halfway through an update; the child's lock is the
 // forking thread's, which is the child's only thread. A fork waits for a slow path that holds the
 // lock (at most stop()'s wait for writers, kQuiescenceLimit). Nothing under the lock forks.
+// Before it, the fork closes the gate of the recorder's own threads (fork_gate.hpp): it waits for
+// one drain of the collector or one sample of the control thread at most.
 void hold_registry_across_fork() {
+  recorder::fork_gate().close_for_fork();  // before the registry: fork_gate.hpp's lock order
   registry().mutex.lock();
 }
 
 void release_registry_in_parent() {
   registry().mutex.unlock();
+  recorder::fork_gate().open_after_fork();
 }
 
 // In a child forked without exec: it must not write into its parent's rings, nor keep the
@@ -234,6 +244,7 @@ void forget_sessions_after_fork() {
   if (session_of_its_own) detail::g_generation.store(kForkedChildPending, std::memory_order_relaxed);
   if (g_forked_from_header) detail::g_generation.store(kForkedChildCounted, std::memory_order_relaxed);
   child.mutex.unlock();  // taken by hold_registry_across_fork
+  recorder::fork_gate().open_after_fork();
 }
 
 // Registry mutex held; once per process.

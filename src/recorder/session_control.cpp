@@ -24,6 +24,7 @@
 #include "collector/collector.hpp"
 #include "format/category_rules.hpp"
 #include "format/clock.hpp"
+#include "recorder/fork_gate.hpp"
 #include "recorder/session_internal.hpp"
 #include "recorder/test_pause.hpp"
 
@@ -265,6 +266,8 @@ namespace session_internal {
 void run_control(Session* session) {
   pthread_setname_np(pthread_self(), "chronicle-ctl");
   t_is_session_thread = true;
+  // Held while this thread works, let go while it waits (fork_gate.hpp).
+  recorder::ForkGateScope gate;
   ShmHeader& header = *session->header;
   const auto interval = session->config.self_stats_interval;
   SelfSampler sampler(*session);
@@ -294,7 +297,9 @@ void run_control(Session* session) {
     const auto until_sample =
         interval.count() == 0 ? std::chrono::nanoseconds(std::chrono::hours(1))
                               : std::max<std::chrono::nanoseconds>(next_sample - std::chrono::steady_clock::now(), {});
+    gate.unlock();
     wait_for_change(header.control_requests, seen, until_sample);
+    gate.lock();
     const uint32_t now = header.control_requests.load(std::memory_order_acquire);
     if (now == seen) continue;  // woken for nothing, or for a sample (or FUTEX_WAIT interrupted)
     seen = now;

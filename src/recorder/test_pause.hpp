@@ -12,6 +12,7 @@ enum class TestPoint {
   site_interning,         // a site listed in the registry, its id not yet stored (mutex held)
   metric_registering,     // a metric's entry in the mapping, not yet in the registry (mutex held)
   control_request_taken,  // the control thread copied ctl's request, and has not answered it yet
+  collector_draining,     // the in-process collector is about to drain the rings (fork gate held)
 };
 
 extern std::atomic<void (*)(TestPoint)> g_test_pause;

@@ -1,0 +1,31 @@
+#include "recorder/fork_gate.hpp"
+
+#include <chrono>
+#include <thread>
+
+namespace chronicle::recorder {
+
+void ForkGate::enter() {
+  // A fork waits in the prepare handler for at most one piece of work; a session thread waits
+  // here for the fork itself (microseconds to a few milliseconds), so a short sleep is enough.
+  while (forks_waiting_.load(std::memory_order_acquire) != 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  mutex_.lock();
+}
+
+void ForkGate::close_for_fork() {
+  forks_waiting_.fetch_add(1, std::memory_order_release);
+  mutex_.lock();
+}
+
+void ForkGate::open_after_fork() {
+  mutex_.unlock();
+  forks_waiting_.fetch_sub(1, std::memory_order_release);
+}
+
+ForkGate& fork_gate() {
+  static ForkGate* gate = new ForkGate;
+  return *gate;
+}
+
+}  // namespace chronicle::recorder
