@@ -24,6 +24,14 @@ const TaskSource::Wait* last_wait_before(std::span<const TaskSource::Wait> waits
   return after == waits.begin() ? nullptr : &*(after - 1);
 }
 
+// The last of the task's runs (in order of their beginnings) that began at or before `moment`:
+// one search, not a scan, since a root awaiting its children in turn has a run per child.
+const model::RunInterval* last_run_begun_by(const model::Task& task, uint64_t moment) {
+  const auto after = std::partition_point(task.runs.begin(), task.runs.end(),
+                                          [moment](const model::RunInterval& run) { return run.begin <= moment; });
+  return after == task.runs.begin() ? nullptr : &*(after - 1);
+}
+
 // The wait that decided when `task` went on at `moment`: of the waits of its last suspension
 // before `moment` (those recorded from the beginning of the run in which the last of them was
 // recorded: a when_all records one per child in a row), the one whose task was resolved last,
@@ -38,9 +46,8 @@ DecidingWait deciding_wait(const TaskSource& graph, const model::Task& task, std
                            uint64_t moment) {
   const TaskSource::Wait* last = last_wait_before(waits, moment);
   if (!last) return {};
-  uint64_t suspension_begin = 0;
-  for (const model::RunInterval& run : task.runs)
-    if (run.begin <= last->ticks) suspension_begin = std::max(suspension_begin, run.begin);
+  const model::RunInterval* suspended_in = last_run_begun_by(task, last->ticks);
+  const uint64_t suspension_begin = suspended_in ? suspended_in->begin : 0;
   DecidingWait decided{last, nullptr};
   for (size_t i = static_cast<size_t>(last - waits.data()) + 1; i-- > 0 && waits[i].ticks >= suspension_begin;) {
     const model::Task* awaited = graph.find(waits[i].awaited);
@@ -284,8 +291,7 @@ CriticalPath walk(const std::vector<const TaskSource*>& sources, const std::vect
     // A message read in the run that begins at the moment (an Asio handler is resolved as it is
     // invoked, and reads the message inside) explains that moment too.
     uint64_t run_end = moment;
-    for (const auto& run : task->runs)
-      if (run.begin <= moment && run.end > run_end) run_end = run.end;
+    if (const model::RunInterval* run = last_run_begun_by(*task, moment)) run_end = std::max(run_end, run->end);
     if (const MessageArrivals::Arrival* arrival = messages.first_between(p, current, began, run_end)) {
       // It ran once a message came: the message, and before it its sender, decided when.
       const model::Task* sender = sources[arrival->sender]->find(arrival->sender_task);
