@@ -117,6 +117,22 @@ TEST(Attributes, SpanArgsBelongToTheirSpanWithTheirTypes) {
       "request|big|uint64|18446744073709551615\nrequest|cached|bool|1\nrequest|http.route|string|/quote\n"
       "request|literal|string|text\nrequest|ratio|double|0.25\nrequest|small|int64|7\nrequest|user.id|int64|42\n");
 
+  // Chrome JSON: the span's B carries them as args, and its E the same (viewers match by them).
+  const std::string chrome = directory / "trace.json";
+  ASSERT_EQ(run(kCli + " export --format chrome -o " + chrome + " " + config.output).exit_code, 0);
+  std::ifstream chrome_in(chrome);
+  const nlohmann::json chrome_trace = nlohmann::json::parse(chrome_in);
+  std::vector<nlohmann::json> request_args;
+  for (const auto& event : chrome_trace["traceEvents"])
+    if (event.value("name", "") == "request" && (event["ph"] == "B" || event["ph"] == "E"))
+      request_args.push_back(event.value("args", nlohmann::json::object()));
+  ASSERT_EQ(request_args.size(), 2u);
+  EXPECT_EQ(request_args[0], request_args[1]);
+  EXPECT_EQ(request_args[0]["http.route"], "/quote");
+  EXPECT_EQ(request_args[0]["user.id"], 42);
+  EXPECT_EQ(request_args[0]["cached"], true);
+  EXPECT_EQ(request_args[0]["ratio"], 0.25);
+
   // babeltrace2 reads them as the metadata declares them.
   const auto babeltrace = run("babeltrace2 " + config.output);
   ASSERT_EQ(babeltrace.exit_code, 0) << babeltrace.err;

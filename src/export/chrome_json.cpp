@@ -98,24 +98,88 @@ class ChromeWriter {
   enum class SliceKind { span, run, idle };
   struct OpenSlice {
     SliceKind kind;
-    uint64_t task;       // the running task, for runs; the owning task, for a task's spans
-    uint64_t span;       // the span's sequence (reader::PairedSpan), for spans
-    uint32_t site_id;    // for spans: their category and name are their site's (site_fields)
-    std::string fields;  // for runs and idle time: their category and name (event_fields)
-    std::string args;    // the JSON object, or empty; the E repeats it, as viewers match ends by it
+    uint64_t task;        // the running task, for runs; the owning task, for a task's spans
+    uint64_t span;        // the span's sequence (reader::PairedSpan), for spans
+    uint32_t site_id;     // for spans: their category and name are their site's (site_fields)
+    std::string fields;   // for runs and idle time: their category and name (event_fields)
+    std::string args;     // the JSON object, or empty; the E repeats it, as viewers match ends by it
+    bool written = true;  // false: a span's B held for the attributes that follow its begin
   };
   std::string_view fields_of(const OpenSlice& slice) {
     return slice.kind == SliceKind::span ? site_fields(slice.site_id) : slice.fields;
   }
 
   void begin_slice(uint32_t thread_id, uint64_t ticks, OpenSlice slice) {
+    write_begin(thread_id, ticks, slice);
+    open_[thread_id].push_back(std::move(slice));
+  }
+  void write_begin(uint32_t thread_id, uint64_t ticks, const OpenSlice& slice) {
     std::string& text = open_event('B', fields_of(slice), thread_id, ticks);
     if (!slice.args.empty()) {
       text += ",\"args\":";
       text += slice.args;
     }
     close_event();
-    open_[thread_id].push_back(std::move(slice));
+  }
+
+  // A span's begin is held until its thread's next event other than its own attributes (which
+  // follow it at its time: CHRONICLE_SPAN_ARGS), so that its B carries them and its E repeats
+  // the same args, as viewers match an E to its B by them.
+  struct HeldBegin {
+    uint64_t ticks = 0;
+    uint64_t span = 0;  // the span's sequence; 0: none held
+  };
+  void hold_span_begin(uint32_t thread_id, uint64_t ticks, const reader::PairedSpan& span) {
+    open_[thread_id].push_back({SliceKind::span, span.task, span.sequence, span.site_id, {}, span_args(span), false});
+    held_[thread_id] = {ticks, span.sequence};
+  }
+  // An attribute of the held span: its args again. False for anything else.
+  bool add_to_held(const reader::Event& event) {
+    const auto held = held_.find(event.thread_id);
+    if (held == held_.end() || held->second.span == 0 || !event.span || event.span->sequence != held->second.span ||
+        event.ticks != held->second.ticks || !reader::is_attribute_event(static_cast<uint32_t>(event.type)))
+      return false;
+    for (OpenSlice& slice : open_[event.thread_id])
+      if (slice.kind == SliceKind::span && slice.span == held->second.span) slice.args = span_args(*event.span);
+    return true;
+  }
+  void write_held(uint32_t thread_id) {
+    const auto held = held_.find(thread_id);
+    if (held == held_.end() || held->second.span == 0) return;
+    for (OpenSlice& slice : open_[thread_id])
+      if (!slice.written) {
+        write_begin(thread_id, held->second.ticks, slice);
+        slice.written = true;
+      }
+    held->second.span = 0;
+  }
+
+  // A span's args: its task, and its attributes (CHRONICLE_SPAN_ARGS) as JSON values.
+  static std::string span_args(const reader::PairedSpan& span) {
+    if (span.task == 0 && span.attributes.empty()) return {};
+    std::string args = "{";
+    auto key = [&args](std::string_view name) {
+      if (args.size() > 1) args += ',';
+      append_json_string(args, name);
+      args += ':';
+    };
+    if (span.task != 0) {
+      key("task");
+      append_json_string(args, model::task_id_text(span.task));
+    }
+    for (const reader::SpanAttribute& attribute : span.attributes) {
+      key(attribute.key);
+      using Type = reader::SpanAttribute::Type;
+      const bool number = attribute.type == Type::int64 || attribute.type == Type::uint64 ||
+                          attribute.type == Type::boolean ||
+                          (attribute.type == Type::float64 && std::isfinite(attribute.float_value));
+      if (number)
+        args += reader::attribute_text(attribute);
+      else
+        append_json_string(args, reader::attribute_text(attribute));
+    }
+    args += '}';
+    return args;
   }
   void write_end(uint32_t thread_id, uint64_t ticks, const OpenSlice& slice, bool finished) {
     std::string& text = open_event('E', fields_of(slice), thread_id, ticks);
@@ -196,13 +260,7 @@ class ChromeWriter {
   // A span as a slice on the thread it is on: a task's span has a piece in each of the task's
   // runs, each carrying the task's id.
   void begin_span_slice(uint32_t thread_id, uint64_t ticks, const reader::PairedSpan& span) {
-    std::string args;
-    if (span.task != 0) {
-      args = "{\"task\":";
-      append_json_string(args, model::task_id_text(span.task));
-      args += '}';
-    }
-    begin_slice(thread_id, ticks, {SliceKind::span, span.task, span.sequence, span.site_id, {}, std::move(args)});
+    begin_slice(thread_id, ticks, {SliceKind::span, span.task, span.sequence, span.site_id, {}, span_args(span)});
   }
 
   // A metric counter's value is its running total; other counters' as traced.
@@ -225,9 +283,11 @@ class ChromeWriter {
     analysis::CounterReader counters(*trace_);
     trace_->for_each_event(pairing, [&](const reader::Event& event) {
       progress.count();
+      if (add_to_held(event)) return true;
+      write_held(event.thread_id);
       switch (event.type) {
         case format::EventId::span_begin:
-          begin_span_slice(event.thread_id, event.ticks, *event.span);
+          hold_span_begin(event.thread_id, event.ticks, *event.span);
           break;
         case format::EventId::span_end:
           if (event.span)
@@ -295,6 +355,7 @@ class ChromeWriter {
       }
       return true;
     });
+    for (const auto& entry : held_) write_held(entry.first);
     close_all(graph.last_ticks());
   }
 
@@ -395,6 +456,7 @@ class ChromeWriter {
   std::string unknown_name_;
   std::unordered_map<uint32_t, std::string> site_fields_;
   std::map<uint32_t, std::vector<OpenSlice>> open_;  // per thread, innermost last
+  std::map<uint32_t, HeldBegin> held_;               // per thread: a span's B not yet written
 };
 
 }  // namespace
