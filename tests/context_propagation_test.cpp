@@ -356,6 +356,135 @@ TEST(ContextPropagation, TheReaderJoinsSendsReceivesSpansAndTasksIntoOneTracePer
   EXPECT_NE(dump.out.find("parent=" + span_hex(recorded.sends[0].span_id)), std::string::npos) << dump.out;
 }
 
+// ---- one tree per request on a plain thread (issue 43, item 5) ----------------------------
+
+// Serves `messages` messages, each in a receive scope with a "handle" span.
+void serve(Wire& wire, int messages) {
+  for (int i = 0; i < messages; ++i) {
+    const std::string traceparent = wire.receive();
+    ReceiveScope scope(traceparent);
+    CHRONICLE_SPAN("server", "handle");
+  }
+}
+
+void send_call(Wire& wire, std::vector<std::string>& sent) {
+  std::string traceparent = send_traceparent();
+  sent.push_back(traceparent);
+  wire.send(std::move(traceparent));
+}
+
+task<void> call_from_a_task(Wire& wire, std::vector<std::string>& sent) {
+  CHRONICLE_SPAN("client", "call");
+  send_call(wire, sent);
+  co_return;
+}
+
+// A request on a thread with no context, as a user writes it: a span, work that ends before the
+// first send, a call that sends, and a coroutine that sends. Returns the context in scope at its top.
+TraceContext thread_request(Wire& wire, std::vector<std::string>& sent) {
+  CHRONICLE_SPAN("client", "request");
+  const TraceContext at_top = current_context();
+  { CHRONICLE_SPAN("client", "prepare"); }
+  {
+    CHRONICLE_SPAN("client", "call");
+    send_call(wire, sent);
+  }
+  sync_wait(call_from_a_task(wire, sent));
+  return at_top;
+}
+
+struct RequestTree {
+  std::vector<reader::PairedSpan> requests, prepares, calls, sends, receives, handles;
+};
+
+RequestTree read_request_tree(const reader::Trace& trace, reader::SpanPairing& pairing) {
+  RequestTree tree;
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
+    if (!event.span) return true;
+    const reader::PairedSpan& span = *event.span;
+    if (event.type == format::EventId::context_send) tree.sends.push_back(span);
+    if (event.type == format::EventId::context_receive_end) tree.receives.push_back(span);
+    if (event.type != format::EventId::span_end) return true;
+    const reader::Site* site = trace.site(span.site_id);
+    const std::string name = site ? site->name : "";
+    if (name == "request") tree.requests.push_back(span);
+    if (name == "prepare") tree.prepares.push_back(span);
+    if (name == "call") tree.calls.push_back(span);
+    if (name == "handle") tree.handles.push_back(span);
+    return true;
+  });
+  auto by_begin = [](std::vector<reader::PairedSpan>& spans) {
+    std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+  };
+  for (auto* spans : {&tree.requests, &tree.prepares, &tree.calls, &tree.sends, &tree.receives, &tree.handles})
+    by_begin(*spans);
+  return tree;
+}
+
+// `CHRONICLE_SPAN("client", "request"); write(send_traceparent());` on a thread with no context:
+// the request span is the root of one trace holding everything it started, here and in the
+// server; each request is a trace of its own.
+TEST(ContextPropagation, AThreadsOutermostSpanIsTheRootOfTheTraceItsSendsContinue) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  Wire wire;
+  std::vector<std::string> sent;
+  std::vector<TraceContext> at_top;
+  {
+    std::thread server_thread(serve, std::ref(wire), 2 * kRequests);
+    for (int i = 0; i < kRequests; ++i) at_top.push_back(thread_request(wire, sent));
+    server_thread.join();
+  }
+  EXPECT_FALSE(current_context().valid()) << "no span is open: nothing is in scope";
+  stop();
+
+  reader::Trace trace(config.output);
+  reader::SpanPairing pairing(trace);
+  const RequestTree tree = read_request_tree(trace, pairing);
+  ASSERT_EQ(tree.requests.size(), static_cast<size_t>(kRequests));
+  ASSERT_EQ(tree.prepares.size(), static_cast<size_t>(kRequests));
+  ASSERT_EQ(tree.calls.size(), 2u * kRequests);
+  ASSERT_EQ(tree.sends.size(), 2u * kRequests);
+  ASSERT_EQ(tree.receives.size(), 2u * kRequests);
+  ASSERT_EQ(tree.handles.size(), 2u * kRequests);
+  auto trace_of = [](const reader::PairedSpan& span) { return trace_hex(span.trace_high, span.trace_low); };
+  std::vector<std::string> traces;
+  int linked = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const reader::PairedSpan& request = tree.requests[i];
+    const std::string trace_id = trace_of(request);
+    traces.push_back(trace_id);
+    EXPECT_EQ(request.parent_span_id, 0u) << "the root";
+    EXPECT_EQ(at_top[i].traceparent(), "00-" + trace_id + "-" + span_hex(request.span_id) + "-01")
+        << "current_context() inside the span names the span";
+    EXPECT_EQ(trace_of(tree.prepares[i]), trace_id);
+    EXPECT_EQ(tree.prepares[i].parent_span_id, request.span_id);
+    for (int k = 0; k < 2; ++k) {
+      const size_t n = 2 * i + k;
+      const reader::PairedSpan &call = tree.calls[n], &send = tree.sends[n];
+      const reader::PairedSpan &receive = tree.receives[n], &handle = tree.handles[n];
+      EXPECT_EQ(sent[n], "00-" + trace_of(send) + "-" + span_hex(send.span_id) + "-01");
+      EXPECT_EQ(trace_of(call), trace_id);
+      if (k == 0) {
+        EXPECT_EQ(call.parent_span_id, request.span_id);
+      } else {
+        EXPECT_EQ(call.parent_span_id, pairing.task_span_id(call.task)) << "the coroutine's span";
+        EXPECT_EQ(pairing.task_parent_span(call.task), request.span_id) << "the coroutine, a child of the request";
+      }
+      EXPECT_EQ(send.parent_span_id, call.span_id);
+      EXPECT_EQ(receive.parent_span_id, send.span_id);
+      EXPECT_EQ(trace_of(handle), trace_id);
+      EXPECT_EQ(handle.parent_span_id, receive.span_id);
+      linked += trace_of(send) == trace_id && trace_of(receive) == trace_id;
+    }
+  }
+  EXPECT_EQ(linked, 2 * kRequests) << "sends and receives in their request's trace";
+  std::sort(traces.begin(), traces.end());
+  EXPECT_EQ(std::unique(traces.begin(), traces.end()), traces.end()) << "each request is a trace of its own";
+}
+
 // What a handler posted inside a receive of `sender`'s traceparent sees as its context when it
 // runs, after the receive has closed.
 TraceContext context_in_a_posted_handler(const TraceContext& sender) {

@@ -102,10 +102,12 @@ class Jaeger {
   pid_t pid_ = -1;
 };
 
-// Each trace Jaeger holds for `service`: span names, and the request spans ("request N") in it.
+// Each trace Jaeger holds for `service`: span names, the request spans ("request N") in it, and
+// its roots (the spans that reference no parent).
 struct JaegerTrace {
   std::multiset<std::string> names;
   std::vector<std::string> requests;
+  std::vector<std::string> roots;
 };
 std::vector<JaegerTrace> traces_of(const nlohmann::json& answer) {
   std::vector<JaegerTrace> traces;
@@ -115,6 +117,8 @@ std::vector<JaegerTrace> traces_of(const nlohmann::json& answer) {
       const std::string name = span["operationName"];
       out.names.insert(name);
       if (name.starts_with("request ")) out.requests.push_back(name);
+      const auto references = span.find("references");
+      if (references == span.end() || references->empty()) out.roots.push_back(name);
     }
   }
   return traces;
@@ -141,10 +145,11 @@ TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarte
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   ASSERT_EQ(requests, 40u);
-  // What each request started, under it in its trace: its tasks, its spans, the client's send and
-  // the server's receive of its traceparent, the reply's write, its hops onto the pool and its
-  // price call's sleep.
-  const std::multiset<std::string> per_request = {"send",
+  // What each request started, under it in its trace: the client's request span (the root, on a
+  // thread with no context), its send and the server's receive of its traceparent, the server's
+  // tasks and spans, the reply's write, its hops onto the pool and its price call's sleep.
+  const std::multiset<std::string> per_request = {"quote request",
+                                                  "send",
                                                   "receive",
                                                   "handle request",
                                                   "quote",
@@ -172,6 +177,7 @@ TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarte
     std::multiset<std::string> names = trace.names;
     names.erase(trace.requests.front());
     EXPECT_EQ(names, per_request) << trace.requests.front();
+    EXPECT_EQ(trace.roots, std::vector<std::string>{"quote request"}) << "one tree: " << trace.requests.front();
   }
   EXPECT_EQ(request_traces, 40u);
 }

@@ -61,8 +61,17 @@
     }                                                                                                                 \
   } while (0)
 
-#define CHRONICLE_SPAN_BEGIN_V(category, name, level) \
-  CHRONICLE_DETAIL_NAMED_EVENT(category, name, span, span_begin, level)
+#define CHRONICLE_SPAN_BEGIN_V(category, name, level)                                                        \
+  do {                                                                                                       \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
+    if (chronicle_generation != 0) [[unlikely]] {                                                            \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span, level);                                    \
+      if (::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation,                          \
+                                              ::chronicle::format::EventId::span_begin) ==                   \
+          ::chronicle::detail::Emitted::written)                                                             \
+        ::chronicle::detail::note_span_begun();                                                              \
+    }                                                                                                        \
+  } while (0)
 
 #define CHRONICLE_SPAN_END_V(category, name, level)                                                          \
   do {                                                                                                       \

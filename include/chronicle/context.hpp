@@ -83,14 +83,17 @@ std::optional<std::string> checked_tracestate(std::string_view tracestate, std::
 
 // The context of the work in scope: of the current task (a chronicle::task or Asio handler, which
 // carry one), or of the innermost ReceiveScope; its span id is that task's or receive's span.
-// Outside both, no context is in scope and the result is not valid() (spans alone are not given
-// ids while they run, to keep them small: send_traceparent() makes one for a message).
+// Outside both, a thread's outermost open span (begun outside any task) is the root of a trace:
+// the context is that span's (its trace id and span id, as every export shows them). With none of
+// these, nothing is in scope and the result is not valid().
 TraceContext current_context();
 
-// Records a send (a span of kind CLIENT/PRODUCER, a child of the current span or task) and returns
-// the traceparent to put on the message: the context in scope with the send's span id; outside any
-// context, a new trace that starts at this send. Works with no session running (then nothing is
-// recorded and the context still propagates).
+// Records a send (a span of kind CLIENT/PRODUCER, a child of the innermost open span, or of the
+// current task) and returns the traceparent to put on the message: the context in scope with the
+// send's span id. Outside any task and ReceiveScope, the sends inside a thread's outermost open
+// span all continue that span's trace (one trace per request: `CHRONICLE_SPAN("client",
+// "request")` and the sends in it); with no span open either, a new trace starts at the send.
+// Works with no session running (then nothing is recorded and the context still propagates).
 std::string send_traceparent();
 
 // Work in the scope handles a received message: records the receive (a span of kind

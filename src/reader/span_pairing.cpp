@@ -189,9 +189,11 @@ void SpanPairing::set_context(PairedSpan& span, uint32_t thread_id, uint64_t tas
     std::tie(span.trace_high, span.trace_low) = task_trace(task);
     span.parent_span_id = task_span_id(task);
   } else {
-    // A span with no parent and no context in scope starts a trace of its own.
-    span.trace_high = format::mix_id(span.sequence ^ 0x6a09e667f3bcc908ULL, salt_low_);
-    span.trace_low = format::mix_id(span.sequence, salt_low_ ^ salt_high_ ^ 0xbb67ae8584caa73bULL);
+    // A thread's outermost span, outside any task and context, is the root of a trace: the one
+    // the writer gave the sends and tasks inside it (format::derived_root_trace_id).
+    const format::ContextSalt salt{salt_high_, salt_low_};
+    format::derived_root_trace_id(salt, thread_id, span.begin, span.trace_high, span.trace_low);
+    span.span_id = format::derived_root_span_id(salt, thread_id, span.begin);
     span.parent_span_id = 0;
   }
 }

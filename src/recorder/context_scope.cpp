@@ -1,8 +1,12 @@
 // The trace context in scope (chronicle/detail/context_state.hpp) and the calls that record sends
 // and receives (chronicle/context.hpp). Context events share the "task" category's switch: they
 // are what ties tasks of several processes together.
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -90,6 +94,28 @@ std::string_view interned_tracestate(uint32_t index) {
   return kept ? std::string_view(*kept) : std::string_view{};
 }
 
+bool implicit_thread_context([[maybe_unused]] ContextSlot& out) {
+#ifndef CHRONICLE_DISABLE
+  if (t_context.current != nullptr || t_context.own.set) return false;
+  const ThreadWriter& writer = t_writer;
+  if (writer.open_thread_spans == 0 || writer.generation == 0 ||
+      writer.generation != g_generation.load(std::memory_order_relaxed))
+    return false;
+  const format::ContextSalt salt{g_context_salt_high.load(std::memory_order_relaxed),
+                                 g_context_salt_low.load(std::memory_order_relaxed)};
+  // The thread id the reader sees: the channel's (session_channels.cpp names it by gettid).
+  const auto thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
+  out = ContextSlot{};
+  format::derived_root_trace_id(salt, thread_id, writer.outer_span_ticks, out.trace_high, out.trace_low);
+  out.span = format::derived_root_span_id(salt, thread_id, writer.outer_span_ticks);
+  out.flags = kSampledTraceFlag;
+  out.set = true;
+  return true;
+#else
+  return false;
+#endif
+}
+
 void record_inherited_context([[maybe_unused]] uint64_t task) {
 #ifndef CHRONICLE_DISABLE
   const ContextSlot& scope = current_context_slot();
@@ -101,16 +127,31 @@ void record_inherited_context([[maybe_unused]] uint64_t task) {
 }  // namespace detail
 
 TraceContext current_context() {
-  const detail::ContextSlot& slot = detail::current_context_slot();
-  if (!slot.set) return {};
-  TraceContext context = detail::context_of(slot);
-  context.tracestate = detail::interned_tracestate(slot.tracestate);
+  detail::ContextSlot implicit;
+  const detail::ContextSlot* slot = &detail::current_context_slot();
+  if (!slot->set) {
+    if (!detail::implicit_thread_context(implicit)) return {};
+    slot = &implicit;
+  }
+  TraceContext context = detail::context_of(*slot);
+  context.tracestate = detail::interned_tracestate(slot->tracestate);
   return context;
 }
 
-std::string send_traceparent() {
+namespace {
+// The context a send continues: the one in scope, else the thread's outermost span's; else none.
+std::optional<TraceContext> context_to_continue() {
   const detail::ContextSlot& slot = detail::current_context_slot();
-  const TraceContext send = slot.set ? detail::context_of(slot).child() : TraceContext::new_trace();
+  if (slot.set) return detail::context_of(slot);
+  detail::ContextSlot implicit;
+  if (detail::implicit_thread_context(implicit)) return detail::context_of(implicit);
+  return std::nullopt;
+}
+}  // namespace
+
+std::string send_traceparent() {
+  const std::optional<TraceContext> continued = context_to_continue();
+  const TraceContext send = continued ? continued->child() : TraceContext::new_trace();
 #ifndef CHRONICLE_DISABLE
   if (detail::ThreadWriter* writer = detail::task_writer()) {
     const detail::ContextSlot ids = detail::slot_of(send);

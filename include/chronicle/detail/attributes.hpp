@@ -112,6 +112,7 @@ class ScopedSpanWithArgs {
       const Emitted begin = emit_with_attributes(site, generation, format::EventId::span_begin, keys, args);
       if (begin != Emitted::off) generation_ = generation;
       begin_dropped_ = begin == Emitted::dropped;
+      if (begin == Emitted::written) note_span_begun();
     }
   }
   ~ScopedSpanWithArgs() { end_span<true>(site_, generation_, begin_dropped_); }
@@ -143,6 +144,7 @@ class ScopedDynamicSpan {
       const Emitted begin = emit_with_name(*site_, generation, format::EventId::span_begin);
       if (begin != Emitted::off) generation_ = generation;
       begin_dropped_ = begin == Emitted::dropped;
+      if (begin == Emitted::written) note_span_begun();
     }
   }
   ~ScopedDynamicSpan() {

@@ -55,6 +55,11 @@ inline ContextSlot* exchange_context_slot(ContextSlot* slot) {
   return previous;
 }
 
+// What work outside any task and context continues: the trace of the thread's outermost open
+// span, if one was begun outside any task (format::derived_root_trace_id; nothing is recorded for
+// it). False when there is none: then a send starts a trace of its own.
+bool implicit_thread_context(ContextSlot& out);
+
 // A received tracestate as a small number a slot can carry (0 for an empty one, or when it cannot
 // be kept: see the definition), and back.
 uint32_t intern_tracestate(std::string_view tracestate);

@@ -321,6 +321,23 @@ constexpr void derived_task_trace_id(const ContextSalt& salt, uint64_t task, uin
   low = mix_id(task, salt.low ^ salt.high);
 }
 
+// A thread's outermost span begun outside any task and context starts a trace: the trace of the
+// sends, tasks and receives' replies inside it. The writer derives it at the first send from the
+// thread id and the span's begin time (as written in the span_begin), the reader from the same
+// event, so that nothing more is recorded and the ids agree. Its span id is the span's own.
+constexpr uint64_t root_span_key(uint32_t thread_id, uint64_t begin_ticks) {
+  return mix_id(begin_ticks, 0x9e3779b97f4a7c15ULL * (uint64_t{thread_id} + 1));
+}
+constexpr uint64_t derived_root_span_id(const ContextSalt& salt, uint32_t thread_id, uint64_t begin_ticks) {
+  return mix_id(root_span_key(thread_id, begin_ticks) ^ 0x3c6ef372fe94f82bULL, salt.high);
+}
+constexpr void derived_root_trace_id(const ContextSalt& salt, uint32_t thread_id, uint64_t begin_ticks, uint64_t& high,
+                                     uint64_t& low) {
+  const uint64_t key = root_span_key(thread_id, begin_ticks);
+  high = mix_id(key ^ 0xa54ff53a5f1d36f1ULL, salt.low);
+  low = mix_id(key, salt.low ^ salt.high ^ 0x510e527fade682d1ULL);
+}
+
 // Ids of the events of the strings stream.
 enum class DefinitionId : uint32_t {
   site = 0,

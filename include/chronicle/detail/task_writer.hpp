@@ -283,6 +283,8 @@ CHRONICLE_INLINE void capture_created_task_context(ThreadWriter& writer, uint64_
                                  g_context_salt_low.load(std::memory_order_relaxed)};
   if (scope.set) [[likely]] {
     slot = scope;
+  } else if (writer.open_thread_spans != 0 && t_context.current == nullptr && implicit_thread_context(slot)) {
+    // Inside a thread's outermost span: its trace, as the reader derives from the span around it.
   } else {
     format::derived_task_trace_id(salt, task, slot.trace_high, slot.trace_low);
     slot.flags = kSampledTraceFlag;

@@ -10,6 +10,7 @@
 #include <exception>
 #include <type_traits>
 
+#include "chronicle/detail/context_state.hpp"
 #include "chronicle/detail/layout.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -56,6 +57,10 @@ struct ThreadWriter {
   uint32_t releases_seen;                   // without a channel: the session's channel releases when it looked
   uint64_t discarded_published;             // the channel's discard count its last closed packet carries
   format::CategoryCounts* category_counts;  // the channel's row (layout.hpp); null without a channel
+  // Spans of this thread open outside any task (begun written, not yet ended), and the begin
+  // time of the outermost: the root of the trace its sends start (implicit_thread_context).
+  uint32_t open_thread_spans;
+  uint64_t outer_span_ticks;
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
@@ -282,6 +287,17 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
   return Emitted::written;
 }
 
+// A span begun (written) on this thread: outside any task, it may be the root of a trace
+// (format::derived_root_trace_id), whose begin time is the one just written.
+CHRONICLE_INLINE void note_span_begun() {
+  if (t_context.current != nullptr) return;  // a task's span: the task carries its context
+  ThreadWriter& writer = t_writer;
+  if (writer.open_thread_spans++ == 0) writer.outer_span_ticks = writer.last_ticks;
+}
+CHRONICLE_INLINE void note_span_ending(ThreadWriter& writer) {
+  if (t_context.current == nullptr && writer.open_thread_spans != 0) --writer.open_thread_spans;
+}
+
 // Counts one more discarded event on this thread's channel without writing anything: the end of
 // a span whose begin was dropped, so that the discarded count covers both halves.
 void count_discarded(uint32_t generation, uint16_t category);
@@ -291,6 +307,7 @@ void count_discarded(uint32_t generation, uint16_t category);
 // if the site's category was switched off since the begin, which must not stay open.
 CHRONICLE_INLINE void emit_span_end(Site& site, uint32_t generation) {
   ThreadWriter& writer = t_writer;
+  note_span_ending(writer);
   if (writer.generation != generation) [[unlikely]] {
     if (!attach_thread(writer, generation)) return;  // the session ended, or no channel (counted)
   }
@@ -365,6 +382,7 @@ class ScopedSpan {
       const Emitted begin = emit_with_name(site, generation, format::EventId::span_begin);
       if (begin != Emitted::off) generation_ = generation;
       begin_dropped_ = begin == Emitted::dropped;
+      if (begin == Emitted::written) note_span_begun();
     }
   }
   CHRONICLE_INLINE ~ScopedSpan() { end_span<false>(site_, generation_, begin_dropped_); }
