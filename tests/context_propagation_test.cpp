@@ -485,6 +485,39 @@ TEST(ContextPropagation, AThreadsOutermostSpanIsTheRootOfTheTraceItsSendsContinu
   EXPECT_EQ(std::unique(traces.begin(), traces.end()), traces.end()) << "each request is a trace of its own";
 }
 
+// A span left open across a restart of the session belongs to the old one: in the new session the
+// thread's next outermost span is the root of its sends, as the new trace shows it.
+TEST(ContextPropagation, ASpanOpenAcrossARestartIsNotTheRootOfTheNextSessionsSends) {
+  TemporaryDirectory first, second;
+  ASSERT_TRUE(start(test_config(first))) << last_error();
+  std::optional<detail::ScopedSpan> across;
+  static constinit detail::Site across_site{"client", "across", __FILE__, __LINE__,
+                                            static_cast<uint8_t>(format::SiteKind::span)};
+  across.emplace(across_site);
+  stop();
+  Config config = test_config(second);
+  ASSERT_TRUE(start(config)) << last_error();
+  Wire wire;
+  std::vector<std::string> sent;
+  {
+    std::thread server_thread(serve, std::ref(wire), 2);
+    thread_request(wire, sent);
+    server_thread.join();
+  }
+  across.reset();
+  stop();
+  reader::Trace trace(config.output);
+  reader::SpanPairing pairing(trace);
+  const RequestTree tree = read_request_tree(trace, pairing);
+  ASSERT_EQ(tree.requests.size(), 1u);
+  ASSERT_EQ(tree.sends.size(), 2u);
+  const reader::PairedSpan& request = tree.requests[0];
+  EXPECT_EQ(request.parent_span_id, 0u);
+  for (const reader::PairedSpan& send : tree.sends) {
+    EXPECT_EQ(trace_hex(send.trace_high, send.trace_low), trace_hex(request.trace_high, request.trace_low));
+  }
+}
+
 // What a handler posted inside a receive of `sender`'s traceparent sees as its context when it
 // runs, after the receive has closed.
 TraceContext context_in_a_posted_handler(const TraceContext& sender) {

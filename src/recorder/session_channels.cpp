@@ -51,6 +51,10 @@ void reset_writer(ThreadWriter& writer) {
   writer.releases_seen = 0;
   writer.discarded_published = 0;
   writer.category_counts = nullptr;
+  // Spans open in another session are not roots of this one's traces (the reader of this
+  // session's trace never sees their begins).
+  writer.open_thread_spans = 0;
+  writer.outer_span_ticks = 0;
 }
 
 ChannelDescriptor& channel(Session& session, uint32_t index) {
