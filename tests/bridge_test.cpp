@@ -377,5 +377,44 @@ TEST(Bridge, ASleepWaitsOnItsNamedTimerOnTheCriticalPath) {
   EXPECT_FALSE(says_suspended_between_runs(path)) << testing::PrintToString(states);
 }
 
+task<void> naps(thread_pool& pool, int count) {
+  co_await pool.schedule();
+  for (int i = 0; i < count; ++i) co_await pool.sleep_for(0ns);
+}
+
+// A sleep whose timer fires while the sleeper is still arming it does not suspend the sleeper,
+// which goes on at once: the timer's end must be recorded before that, or the trace shows the
+// sleeper going on while its timer still runs (and the critical path says the sleep was released
+// before it finished). Deadlines already passed make the timer thread fire at once, racing the
+// arming; each sleep's end must come before the sleeper's next step (its next run, its next
+// wait, or its end).
+TEST(Bridge, ASleeperNeverGoesOnBeforeItsTimersEndIsRecorded) {
+  thread_pool pool(1);
+  constexpr int kSleeps = 300;
+  const auto graph = record([&] { sync_wait(naps(pool, kSleeps).named("naps")); });
+  const model::Task& napper = only_task_named(graph, "naps");
+  ASSERT_TRUE(napper.resolved.has_value());
+  std::vector<uint64_t> waits;
+  std::vector<const model::Task*> timers;
+  for (const model::Edge& edge : graph.edges()) {
+    const model::Task* awaited = graph.find(edge.to);
+    if (edge.kind != model::EdgeKind::waits_on || edge.from != napper.id || !awaited ||
+        awaited->kind != format::TaskKind::timer)
+      continue;
+    waits.push_back(edge.ticks);
+    timers.push_back(awaited);
+  }
+  ASSERT_EQ(waits.size(), static_cast<size_t>(kSleeps));
+  int early = 0;
+  for (size_t i = 0; i < waits.size(); ++i) {
+    uint64_t next_step = i + 1 < waits.size() ? waits[i + 1] : *napper.resolved;
+    for (const model::RunInterval& run : napper.runs)
+      if (run.begin >= waits[i]) next_step = std::min(next_step, run.begin);
+    ASSERT_TRUE(timers[i]->resolved.has_value());
+    early += *timers[i]->resolved > next_step;
+  }
+  EXPECT_EQ(early, 0) << "sleeps whose sleeper went on before their timer's end was recorded, of " << kSleeps;
+}
+
 }  // namespace
 }  // namespace chronicle

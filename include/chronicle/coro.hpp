@@ -682,18 +682,22 @@ class thread_pool::SleepEntry final : public detail::TimerEntry {
 
  private:
   enum class State : uint8_t { arming, waiting, fired, cancelled };
+  // The timer's end is recorded under the lock, before the state changes: a sleeper still being
+  // armed goes on as soon as finish_arming() sees the entry settled, and the trace must not show
+  // it going on before its timer ended (the critical path would call the sleep "released before
+  // it finished").
   void settle(State outcome) noexcept {
     bool post_sleeper = false;
     {
       std::lock_guard lock(mutex_);
       if (state_ != State::arming && state_ != State::waiting) return;
       post_sleeper = state_ == State::waiting;
+      if (outcome == State::fired)
+        resolve_task(timer_, TaskOutcome::ok, {}, timer_);
+      else
+        resolve_task(timer_, TaskOutcome::cancelled, {}, 0);
       state_ = outcome;
     }
-    if (outcome == State::fired)
-      resolve_task(timer_, TaskOutcome::ok, {}, timer_);
-    else
-      resolve_task(timer_, TaskOutcome::cancelled, {}, 0);
     if (post_sleeper) pool_.post(untraced(sleeper_));
   }
 
