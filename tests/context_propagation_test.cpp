@@ -267,9 +267,10 @@ task<void> client_request(Wire& wire, std::vector<std::string>& sent) {
   co_return;
 }
 
-void server(Wire& wire) {
+// Serves `messages` messages, each in a receive scope with a "handle" span.
+void serve(Wire& wire, int messages) {
   set_thread_name("server");
-  for (int i = 0; i < kRequests; ++i) {
+  for (int i = 0; i < messages; ++i) {
     const std::string traceparent = wire.receive();
     ReceiveScope scope(traceparent);
     CHRONICLE_SPAN("server", "handle");
@@ -311,7 +312,7 @@ TEST(ContextPropagation, TheReaderJoinsSendsReceivesSpansAndTasksIntoOneTracePer
   Wire wire;
   std::vector<std::string> sent;
   {
-    std::thread server_thread(server, std::ref(wire));
+    std::thread server_thread(serve, std::ref(wire), kRequests);
     for (int i = 0; i < kRequests; ++i) sync_wait(client_request(wire, sent));
     server_thread.join();
   }
@@ -357,15 +358,6 @@ TEST(ContextPropagation, TheReaderJoinsSendsReceivesSpansAndTasksIntoOneTracePer
 }
 
 // ---- one tree per request on a plain thread (issue 43, item 5) ----------------------------
-
-// Serves `messages` messages, each in a receive scope with a "handle" span.
-void serve(Wire& wire, int messages) {
-  for (int i = 0; i < messages; ++i) {
-    const std::string traceparent = wire.receive();
-    ReceiveScope scope(traceparent);
-    CHRONICLE_SPAN("server", "handle");
-  }
-}
 
 void send_call(Wire& wire, std::vector<std::string>& sent) {
   std::string traceparent = send_traceparent();
