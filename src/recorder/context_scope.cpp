@@ -6,7 +6,6 @@
 
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -138,20 +137,10 @@ TraceContext current_context() {
   return context;
 }
 
-namespace {
-// The context a send continues: the one in scope, else the thread's outermost span's; else none.
-std::optional<TraceContext> context_to_continue() {
-  const detail::ContextSlot& slot = detail::current_context_slot();
-  if (slot.set) return detail::context_of(slot);
-  detail::ContextSlot implicit;
-  if (detail::implicit_thread_context(implicit)) return detail::context_of(implicit);
-  return std::nullopt;
-}
-}  // namespace
-
 std::string send_traceparent() {
-  const std::optional<TraceContext> continued = context_to_continue();
-  const TraceContext send = continued ? continued->child() : TraceContext::new_trace();
+  // The context in scope, else the thread's outermost span's (current_context); else a new trace.
+  const TraceContext in_scope = current_context();
+  const TraceContext send = in_scope.valid() ? in_scope.child() : TraceContext::new_trace();
 #ifndef CHRONICLE_DISABLE
   if (detail::ThreadWriter* writer = detail::task_writer()) {
     const detail::ContextSlot ids = detail::slot_of(send);
