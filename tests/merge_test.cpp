@@ -900,7 +900,7 @@ TEST_F(MergeOtlp, OneRequestPerLineWithNumericTimesMakesOneProcess) {
   ASSERT_EQ(conversion.processes.size(), 1u);
   EXPECT_EQ(conversion.processes[0].spans, 3u);
   const auto events = test::read_all(reader::Trace(conversion.processes[0].directory));
-  EXPECT_EQ(events.size(), 6u);
+  EXPECT_EQ(events.size(), 9u);  // each span: its identity (span_context), its begin and its end
 }
 
 // A file that is not OTLP/JSON is refused with its name and the reason (exit 2), and leaves no
@@ -998,6 +998,76 @@ TEST_F(MergeOtlp, AnInputPastTheSizeOrNestingCapIsRefused) {
     EXPECT_NE(result.err.find(reason), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+}
+
+// Two requests served at once: their spans overlap in time, so that nesting by time would give
+// one request's spans to the other. Every span keeps its own trace id, span id, parent and kind,
+// and its attributes, status and events, through merge and chronicle's OTLP export.
+TEST_F(MergeOtlp, EveryInputSpanKeepsItsIdsParentKindAttributesStatusAndEvents) {
+  const std::string a = "0af7651916cd43dd8448eb211c80319c", b = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const int64_t t = kEpoch;
+  const std::vector<OtlpSpanText> spans = {
+      {a, "1000000000000001", "a00000000000000a", "GET /a", 2, t, t + 1'000'000},
+      {b, "2000000000000002", "b00000000000000b", "GET /b", 2, t + 100'000, t + 1'100'000},
+      {a, "1000000000000003", "1000000000000001", "reply", 1, t + 200'000, t + 900'000},
+      {b, "2000000000000004", "2000000000000002", "reply", 1, t + 300'000, t + 800'000},
+      {a, "1000000000000005", "1000000000000003", "encode", 1, t + 400'000, t + 500'000},
+      {b, "2000000000000006", "2000000000000004", "GET /price", 3, t + 550'000, t + 700'000},
+  };
+  nlohmann::json request = nlohmann::json::parse(otlp_request("shop", "shop-host", 12, spans));
+  auto& list = request["resourceSpans"][0]["scopeSpans"][0]["spans"];
+  list[2]["attributes"] = nlohmann::json::parse(R"([
+      {"key": "http.route", "value": {"stringValue": "/a"}},
+      {"key": "user.id", "value": {"intValue": "42"}},
+      {"key": "ratio", "value": {"doubleValue": 0.5}},
+      {"key": "cached", "value": {"boolValue": true}}])");
+  list[2]["events"] = nlohmann::json::parse(R"([{"timeUnixNano": ")" + std::to_string(t + 250'000) +
+                                            R"(", "name": "retry", "attributes":
+      [{"key": "attempt", "value": {"intValue": 2}}]}])");
+  list[3]["status"] = {{"code", 2}, {"message", "boom"}};
+  const std::string file = output_ / "two-requests.json";
+  std::ofstream(file) << request.dump();
+
+  const std::string out = output_ / "merged";
+  const auto merged = run(kCli + " merge " + file + " -o " + out);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  const std::string exported = output_ / "out.json";
+  const auto result = run(kCli + " export --format otlp -o " + exported + " " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+
+  std::map<std::string, nlohmann::json> by_id;
+  const nlohmann::json document = nlohmann::json::parse(slurp(exported));
+  for (const auto& resource : document["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) by_id[span["spanId"].get<std::string>()] = span;
+  auto attribute = [](const nlohmann::json& span, const std::string& key) {
+    for (const auto& pair : span.value("attributes", nlohmann::json::array()))
+      if (pair["key"] == key) return pair["value"];
+    return nlohmann::json();
+  };
+  for (const OtlpSpanText& span : spans) {
+    SCOPED_TRACE(span.span_id);
+    ASSERT_TRUE(by_id.count(span.span_id)) << "no exported span has the input's id";
+    const nlohmann::json& out_span = by_id[span.span_id];
+    EXPECT_EQ(out_span["traceId"], span.trace_id);
+    EXPECT_EQ(out_span.value("parentSpanId", ""), span.parent);
+    EXPECT_EQ(out_span["name"], span.name);
+    EXPECT_EQ(out_span["kind"], span.kind);
+    EXPECT_EQ(out_span["startTimeUnixNano"], std::to_string(span.start_ns));
+    EXPECT_EQ(out_span["endTimeUnixNano"], std::to_string(span.end_ns));
+  }
+  const nlohmann::json& reply = by_id["1000000000000003"];
+  EXPECT_EQ(attribute(reply, "http.route"), (nlohmann::json{{"stringValue", "/a"}}));
+  EXPECT_EQ(attribute(reply, "user.id"), (nlohmann::json{{"intValue", "42"}}));
+  EXPECT_EQ(attribute(reply, "ratio"), (nlohmann::json{{"doubleValue", 0.5}}));
+  EXPECT_EQ(attribute(reply, "cached"), (nlohmann::json{{"boolValue", true}}));
+  ASSERT_EQ(reply.value("events", nlohmann::json::array()).size(), 1u) << reply.dump();
+  EXPECT_EQ(reply["events"][0]["name"], "retry");
+  EXPECT_EQ(reply["events"][0]["timeUnixNano"], std::to_string(t + 250'000));
+  EXPECT_EQ(attribute(reply["events"][0], "attempt"), (nlohmann::json{{"intValue", "2"}}));
+  EXPECT_EQ(by_id["2000000000000004"]["status"], (nlohmann::json{{"code", 2}, {"message", "boom"}}));
+  // Nothing else: each input span is one exported span.
+  EXPECT_EQ(by_id.size(), spans.size()) << slurp(exported);
 }
 
 // A service name too long for a file name makes a trace all the same.

@@ -91,6 +91,8 @@ std::string_view type_name(format::EventId type) {
       return "status";
     case format::EventId::context_tracestate:
       return "tracestate";
+    case format::EventId::span_context:
+      return "span_context";
   }
   return "?";
 }
@@ -234,8 +236,20 @@ void append_attribute(std::string& line, const reader::SpanAttribute& attribute,
 
 // A send or receive: its trace, its span and its parent (for a receive, the sender's span).
 void append_context(std::string& line, const reader::Event& event) {
+  if (event.type == format::EventId::span_context) {
+    fmt::format_to(std::back_inserter(line), " trace={:016x}{:016x} span={:016x} parent={:016x} kind={}",
+                   event.trace_high, event.trace_low, event.context_span, event.context_parent,
+                   format::otlp_span_kind_name(event.span_kind));
+    return;
+  }
+  if (!event.span && event.type == format::EventId::context_send) {
+    fmt::format_to(std::back_inserter(line), " trace={:016x}{:016x} span={:016x} (the span around it, of that id)",
+                   event.trace_high, event.trace_low, event.context_span);
+    return;
+  }
   if (!event.span) {
-    fmt::format_to(std::back_inserter(line), " span={:016x} unmatched (no receive of that span is open)",
+    fmt::format_to(std::back_inserter(line),
+                   " span={:016x} (no receive of that span is open, or its span of that id stands for it)",
                    event.context_span);
     return;
   }
@@ -406,6 +420,7 @@ int run_dump(const DumpOptions& options) {
         case format::EventId::context_send:
         case format::EventId::context_receive:
         case format::EventId::context_receive_end:
+        case format::EventId::span_context:
           append_context(line, event);
           break;
         case format::EventId::task_context:

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -64,10 +65,12 @@ class AttributeList {
   void add_int(std::string_view key, int64_t value) { next(key, OtlpAttribute::Type::integer).number = value; }
   void add_bool(std::string_view key, bool value) { next(key, OtlpAttribute::Type::boolean).number = value; }
   void add_real(std::string_view key, double value) { next(key, OtlpAttribute::Type::real).real = value; }
-  // The program's own (CHRONICLE_SPAN_ARGS): OTLP has no unsigned integers, so a uint64 past
-  // int64's range is its decimal text.
+  // The program's own (CHRONICLE_SPAN_ARGS, or another service's merged from OTLP): OTLP has no
+  // unsigned integers, so a uint64 past int64's range is its decimal text. It replaces one of the
+  // same key set before (a merged span's own thread.id over its lane's): OTLP's keys are unique.
   void add(const reader::SpanAttribute& attribute) {
     using Type = reader::SpanAttribute::Type;
+    forget(attribute.key);
     switch (attribute.type) {
       case Type::int64:
         return add_int(attribute.key, attribute.int_value);
@@ -85,6 +88,15 @@ class AttributeList {
   }
 
  private:
+  void forget(std::string_view key) {
+    for (size_t i = 0; i < used_; ++i)
+      if (list_[i].key == key) {
+        std::rotate(list_.begin() + static_cast<std::ptrdiff_t>(i), list_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                    list_.begin() + static_cast<std::ptrdiff_t>(used_));
+        --used_;
+        return;
+      }
+  }
   OtlpAttribute& next(std::string_view key, OtlpAttribute::Type type) {
     if (used_ == list_.size()) list_.emplace_back();
     OtlpAttribute& attribute = list_[used_++];
@@ -201,9 +213,9 @@ class OtlpSpanProducer {
   // A task's parent: the span it was created inside, when that is in its trace.
   uint64_t task_parent(const model::Task& task) const { return pairing_->task_parent_span(task.id); }
 
-  // A receive's parent is the send in the other process: only when the export holds it (a merged
-  // trace, or several processes of one run); otherwise a link names it, so no parent dangles.
+  // The kind another service gave its span (merged from OTLP), else its role's.
   int thread_span_kind(const reader::PairedSpan& span) const {
+    if (span.kind != 0) return span.kind;
     return span.role == reader::SpanRole::send      ? kSpanKindClient
            : span.role == reader::SpanRole::receive ? kSpanKindServer
                                                     : kSpanKindInternal;

@@ -41,6 +41,13 @@ constexpr FieldSpec kContextReceive[] = {{"trace_high", FieldType::u64},
                                          {"parent", FieldType::u64},
                                          {"flags", FieldType::u8}};
 constexpr FieldSpec kContextTracestate[] = {{"span", FieldType::u64}, {"tracestate", FieldType::string}};
+constexpr std::string_view kOtlpSpanKindNames[] = {"unspecified", "internal", "server",
+                                                   "client",      "producer", "consumer"};
+constexpr FieldSpec kSpanContext[] = {{"trace_high", FieldType::u64},
+                                      {"trace_low", FieldType::u64},
+                                      {"span", FieldType::u64},
+                                      {"parent", FieldType::u64},
+                                      {"kind", FieldType::u8, kOtlpSpanKindNames}};
 constexpr FieldSpec kContextReceiveEnd[] = {{"span", FieldType::u64}};
 constexpr FieldSpec kTaskContext[] = {
     {"task", FieldType::u64}, {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"flags", FieldType::u8}};
@@ -166,6 +173,12 @@ CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, span);
 CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, parent);
 CHRONICLE_SAME_FIELD(kContextReceive, ContextReceivePayload, flags);
 CHRONICLE_SAME_SIZE(kContextReceive, ContextReceivePayload);
+CHRONICLE_SAME_FIELD(kSpanContext, SpanContextPayload, trace_high);
+CHRONICLE_SAME_FIELD(kSpanContext, SpanContextPayload, trace_low);
+CHRONICLE_SAME_FIELD(kSpanContext, SpanContextPayload, span);
+CHRONICLE_SAME_FIELD(kSpanContext, SpanContextPayload, parent);
+CHRONICLE_SAME_FIELD(kSpanContext, SpanContextPayload, kind);
+CHRONICLE_SAME_SIZE(kSpanContext, SpanContextPayload);
 CHRONICLE_SAME_FIELD(kContextReceiveEnd, ContextReceiveEndPayload, span);
 CHRONICLE_SAME_SIZE(kContextReceiveEnd, ContextReceiveEndPayload);
 CHRONICLE_SAME_FIELD(kTaskContext, TaskContextPayload, task);
@@ -237,6 +250,7 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::attribute_string), "attribute_string", kAttributeString},
     EventSpec{kStreamThread, id(EventId::span_status), "span_status", kSpanStatus},
     EventSpec{kStreamThread, id(EventId::context_tracestate), "context_tracestate", kContextTracestate},
+    EventSpec{kStreamThread, id(EventId::span_context), "span_context", kSpanContext},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::module), "module_definition", kModuleDefinition},
@@ -301,6 +315,10 @@ std::string_view task_outcome_name(TaskOutcome outcome) {
 std::string_view cpu_state_name(CpuState state) {
   const auto index = static_cast<size_t>(state);
   return index < std::size(kCpuStateNames) ? kCpuStateNames[index] : "?";
+}
+
+std::string_view otlp_span_kind_name(uint8_t kind) {
+  return kind < std::size(kOtlpSpanKindNames) ? kOtlpSpanKindNames[kind] : "?";
 }
 
 std::string_view field_type_name(FieldType type) {

@@ -75,5 +75,7 @@ inline constexpr size_t field_size(FieldType type) {
 std::string_view task_kind_name(TaskKind kind);
 std::string_view task_outcome_name(TaskOutcome outcome);
 std::string_view cpu_state_name(CpuState state);
+// OTLP's SpanKind as span_context's metadata names it ("?" out of range).
+std::string_view otlp_span_kind_name(uint8_t kind);
 
 }  // namespace chronicle::format

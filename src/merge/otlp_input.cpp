@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -17,8 +18,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "format/attribute_text.hpp"
 #include "format/input_error.hpp"
 #include "format/trace_writer.hpp"
+#include "merge/otlp_input_spans.hpp"
 #include "merge/trace_merge.hpp"
 #include "reader/trace_directory.hpp"
 
@@ -27,31 +30,11 @@ namespace {
 
 using nlohmann::json;
 
-// OTLP's SpanKind values.
-constexpr int kKindServer = 2;
-constexpr int kKindClient = 3;
-constexpr int kKindProducer = 4;
-constexpr int kKindConsumer = 5;
-
-constexpr uint8_t kSampled = 1;  // the W3C flag: the span was recorded
-
-struct Span {
-  uint64_t trace_high = 0;
-  uint64_t trace_low = 0;
-  uint64_t id = 0;
-  uint64_t parent = 0;
-  int kind = 0;
-  std::string name;
-  std::string scope;
-  uint64_t start = 0;
-  uint64_t end = 0;
-};
-
 struct Resource {
   std::string service;
   std::string host;
   int32_t pid = 0;
-  std::vector<Span> spans;
+  std::vector<InputSpan> spans;
 };
 
 using ResourceKey = std::tuple<std::string, std::string, int32_t>;
@@ -211,6 +194,79 @@ std::string attribute(const json& resource, std::string_view key) {
   return "";
 }
 
+// An attribute's value as its event stores it; an array, a list of key/values or bytes as their
+// JSON text. Strings are cut as the recorder cuts them (format::stored_attribute_text).
+InputAttribute attribute_value(std::string key, const json& value) {
+  InputAttribute out;
+  out.key = std::move(key);
+  auto set_text = [&](const std::string& text) {
+    std::string scratch;
+    out.text.assign(format::stored_attribute_text(text, scratch));
+  };
+  if (const auto text = value.find("stringValue"); text != value.end() && text->is_string()) {
+    set_text(text->get<std::string>());
+  } else if (const auto boolean = value.find("boolValue"); boolean != value.end() && boolean->is_boolean()) {
+    out.type = format::EventId::attribute_bool;
+    out.bits = boolean->get<bool>() ? 1 : 0;
+  } else if (const auto real = value.find("doubleValue"); real != value.end() && real->is_number()) {
+    out.type = format::EventId::attribute_float;
+    out.bits = std::bit_cast<uint64_t>(real->get<double>());
+  } else if (const auto integer = value.find("intValue"); integer != value.end()) {
+    // The JSON encoding's int64 is a string of digits, or a number.
+    try {
+      const int64_t number = integer->is_string() ? std::stoll(integer->get<std::string>()) : integer->get<int64_t>();
+      out.type = format::EventId::attribute_int;
+      out.bits = static_cast<uint64_t>(number);
+    } catch (const std::exception&) {
+      set_text(integer->dump());
+    }
+  } else {
+    set_text(value.dump());
+  }
+  return out;
+}
+
+std::vector<InputAttribute> attributes_of(const json& owner) {
+  std::vector<InputAttribute> out;
+  const json* attributes = array_at(owner, "attributes");
+  if (!attributes || !attributes->is_array()) return out;
+  for (const json& pair : *attributes) {
+    if (!pair.is_object() || text_at(pair, "key").empty()) continue;
+    const auto value = pair.find("value");
+    if (value == pair.end() || !value->is_object()) continue;
+    out.push_back(attribute_value(text_at(pair, "key"), *value));
+  }
+  return out;
+}
+
+// A span's events, by time, each within its span (a time outside it is moved to its nearer end).
+std::vector<InputEvent> events_of(const json& span, uint64_t start, uint64_t end) {
+  std::vector<InputEvent> out;
+  const json* events = array_at(span, "events");
+  if (!events || !events->is_array()) return out;
+  for (const json& event : *events) {
+    if (!event.is_object()) continue;
+    InputEvent& added = out.emplace_back();
+    added.time = std::clamp(unix_nanos(event, "timeUnixNano").value_or(start), start, end);
+    added.name = text_at(event, "name");
+    if (added.name.empty()) added.name = "(unnamed)";
+    added.attributes = attributes_of(event);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const InputEvent& a, const InputEvent& b) { return a.time < b.time; });
+  return out;
+}
+
+// OTLP's status: code 2 (STATUS_CODE_ERROR) is a failure, with its message.
+void read_status(const json& span, InputSpan& out) {
+  const auto status = span.find("status");
+  if (status == span.end() || !status->is_object()) return;
+  const auto code = status->find("code");
+  if (code == status->end()) return;
+  out.failed = (code->is_number_integer() && code->get<int>() == 2) ||
+               (code->is_string() && code->get<std::string>() == "STATUS_CODE_ERROR");
+  if (out.failed) out.status_message = text_at(*status, "message");
+}
+
 class SpanReader {
  public:
   SpanReader(std::string file, OtlpConversion& conversion) : file_(std::move(file)), conversion_(conversion) {}
@@ -282,7 +338,7 @@ class SpanReader {
   }
 
   void read_span(const json& span, size_t line, const std::string& scope, Resource& into) {
-    Span out;
+    InputSpan out;
     const auto trace = hex_id(span.value("traceId", json()), 32);
     if (!trace) return leave_out(line, span, "traceId is not 32 hex digits (not all zero)");
     const auto id = hex_id(span.value("spanId", json()), 16);
@@ -308,6 +364,10 @@ class SpanReader {
     out.scope = scope;
     out.start = *start;
     out.end = *end;
+    out.attributes = attributes_of(span);
+    out.events = events_of(span, out.start, out.end);
+    read_status(span, out);
+    out.trace_state = text_at(span, "traceState");
     into.spans.push_back(std::move(out));
   }
 
@@ -334,86 +394,9 @@ std::array<uint8_t, 16> resource_uuid(const std::string& content_digest, const R
   return uuid;
 }
 
-// Writes the events of one span, its beginning or its end, on its lane.
-class SpanEvents {
- public:
-  explicit SpanEvents(format::TraceWriter& writer, uint64_t base_ns) : writer_(writer), base_(base_ns) {}
-
-  void begin(uint32_t lane, const Span& span) {
-    const uint64_t at = span.start - base_;
-    if (is_receive(span))
-      writer_.add(lane, format::EventId::context_receive, at,
-                  {span.trace_high, span.trace_low, span.id, span.parent, uint64_t{kSampled}});
-    if (named(span)) writer_.add(lane, format::EventId::span_begin, at, {uint64_t{site(span)}});
-    if (is_send(span))
-      writer_.add(lane, format::EventId::context_send, at,
-                  {span.trace_high, span.trace_low, span.id, uint64_t{kSampled}});
-  }
-
-  void end(uint32_t lane, const Span& span) {
-    const uint64_t at = span.end - base_;
-    if (named(span)) writer_.add(lane, format::EventId::span_end, at, {uint64_t{site(span)}});
-    if (is_receive(span)) writer_.add(lane, format::EventId::context_receive_end, at, {span.id});
-  }
-
- private:
-  static bool is_receive(const Span& span) { return span.kind == kKindServer || span.kind == kKindConsumer; }
-  static bool is_send(const Span& span) { return span.kind == kKindClient || span.kind == kKindProducer; }
-  // A receive or send alone reads back as a span named "receive" or an instant "send": one of
-  // those needs no span of its own (chronicle's own export round-trips as it was).
-  static bool named(const Span& span) {
-    if (is_receive(span)) return span.name != "receive";
-    if (is_send(span)) return span.name != "send" || span.end != span.start;
-    return true;
-  }
-  uint32_t site(const Span& span) { return writer_.define_site(format::SiteKind::span, span.scope, span.name); }
-
-  format::TraceWriter& writer_;
-  uint64_t base_;
-};
-
-// Puts spans on lanes (the trace's threads) so that each lane's spans nest, as a thread's spans
-// do: a span goes on its parent's lane when the parent holds it, else on the first lane whose
-// innermost open span holds it, else on a new lane.
-void write_lanes(std::vector<Span>& spans, format::TraceWriter& writer, uint64_t base_ns) {
-  std::stable_sort(spans.begin(), spans.end(),
-                   [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
-  SpanEvents events(writer, base_ns);
-  std::vector<std::vector<const Span*>> lanes;  // the open spans of each lane, innermost last
-  std::map<uint64_t, size_t> lane_of;           // by span id
-  auto close_until = [&](size_t lane, uint64_t time) {
-    auto& open = lanes[lane];
-    while (!open.empty() && open.back()->end <= time) {
-      events.end(static_cast<uint32_t>(lane + 1), *open.back());
-      open.pop_back();
-    }
-  };
-  auto holds = [&](size_t lane, const Span& span) {
-    close_until(lane, span.start);
-    return lanes[lane].empty() || lanes[lane].back()->end >= span.end;
-  };
-  for (const Span& span : spans) {
-    std::optional<size_t> chosen;
-    if (const auto parent = lane_of.find(span.parent);
-        span.parent != 0 && parent != lane_of.end() && holds(parent->second, span) && !lanes[parent->second].empty())
-      chosen = parent->second;
-    for (size_t lane = 0; !chosen && lane < lanes.size(); ++lane)
-      if (holds(lane, span)) chosen = lane;
-    if (!chosen) {
-      lanes.emplace_back();
-      chosen = lanes.size() - 1;
-      writer.define_thread(static_cast<uint32_t>(*chosen + 1), fmt::format("otlp lane {}", *chosen + 1));
-    }
-    lanes[*chosen].push_back(&span);
-    lane_of[span.id] = *chosen;
-    events.begin(static_cast<uint32_t>(*chosen + 1), span);
-  }
-  for (size_t lane = 0; lane < lanes.size(); ++lane) close_until(lane, ~uint64_t{0});
-}
-
 OtlpProcess write_resource(Resource& resource, const std::string& digest, const std::string& directory) {
   uint64_t base = ~uint64_t{0};
-  for (const Span& span : resource.spans) base = std::min(base, span.start);
+  for (const InputSpan& span : resource.spans) base = std::min(base, span.start);
   format::TraceDescription description;
   description.uuid = resource_uuid(digest, resource);
   // Ticks are nanoseconds since the first span began; the wall-clock reference places them, as a
@@ -423,7 +406,7 @@ OtlpProcess write_resource(Resource& resource, const std::string& digest, const 
   description.process_name = resource.service;
   description.hostname = resource.host;
   format::TraceWriter writer(description);
-  write_lanes(resource.spans, writer, base);
+  write_span_lanes(resource.spans, writer, base);
   writer.write(directory);
   return {directory, resource.service, resource.host, resource.pid, resource.spans.size()};
 }

@@ -212,6 +212,7 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::context_receive:
     case EventId::context_receive_end:
     case EventId::context_tracestate:
+    case EventId::span_context:
     case EventId::task_context:
       break;  // links between processes: chronicle merge pairs them
     case EventId::cpu_sample:

@@ -71,6 +71,12 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
   switch (event.type) {
     case format::EventId::span_begin:
       return begin(event);
+    case format::EventId::span_context: {
+      Event& pending = pending_identity_[event.thread_id];
+      pending = event;
+      pending.text = {};  // it names no text; keep no view into the trace's bytes
+      return nullptr;
+    }
     case format::EventId::span_end:
       return end(event);
     case format::EventId::task_run_begin:
@@ -137,8 +143,24 @@ const PairedSpan* SpanPairing::begin(const Event& event) {
   span.begin = event.ticks;
   span.end = event.ticks;
   set_context(span, event.thread_id, task);
+  if (Event* identity = pending_identity_.find(event.thread_id);
+      identity && identity->type == format::EventId::span_context) {
+    take_identity(span, *identity, task);
+    identity->type = format::EventId::span_begin;  // taken
+  }
   stack.push_back(span);
   return &stack.back();
+}
+
+void SpanPairing::take_identity(PairedSpan& span, const Event& identity, uint64_t task) {
+  span.trace_high = identity.trace_high;
+  span.trace_low = identity.trace_low;
+  span.parent_span_id = identity.context_parent;
+  span.kind = identity.span_kind;
+  if (identity.context_span == 0) return;
+  span.span_id = identity.context_span;
+  auto& receives = task != 0 ? task_receives_[task] : thread_receives_[span.thread_id];
+  if (!receives.empty() && receives.back().span_id == span.span_id) receives.back().named_by_span = true;
 }
 
 std::pair<uint64_t, uint64_t> SpanPairing::task_trace(uint64_t task) const {
@@ -211,6 +233,9 @@ const PairedSpan* SpanPairing::send(const Event& event) {
   span.trace_high = event.trace_high;
   span.trace_low = event.trace_low;
   span.span_id = event.context_span;
+  if (const PairedSpan* around = innermost_on(event.thread_id);
+      around && around->span_id == span.span_id && around->trace_low == span.trace_low)
+    return nullptr;  // the send of the span around it, which stands for it
   // Its parent is what is around it, if the message went out in that trace.
   PairedSpan around;
   around.sequence = span.sequence;
@@ -251,11 +276,13 @@ const PairedSpan* SpanPairing::receive_end(const Event& event) {
     return false;
   };
   const uint64_t task = running_task(event.thread_id);
+  bool closed = false;
   if (task != 0) {
-    if (auto found = task_receives_.find(task); found != task_receives_.end() && close(found->second)) return &current_;
+    if (auto found = task_receives_.find(task); found != task_receives_.end()) closed = close(found->second);
   }
-  if (std::vector<PairedSpan>* stack = thread_receives_.find(event.thread_id); stack && close(*stack)) return &current_;
-  return nullptr;
+  if (!closed)
+    if (std::vector<PairedSpan>* stack = thread_receives_.find(event.thread_id); stack) closed = close(*stack);
+  return closed && !current_.named_by_span ? &current_ : nullptr;
 }
 
 std::vector<PairedSpan> SpanPairing::close_all_receives(uint64_t last_ticks) {
@@ -263,6 +290,7 @@ std::vector<PairedSpan> SpanPairing::close_all_receives(uint64_t last_ticks) {
   auto close_stacks = [&](auto& stacks) {
     for (auto& [owner, stack] : stacks)
       for (PairedSpan& span : stack) {
+        if (span.named_by_span) continue;
         span.end = std::max(span.begin, last_ticks);
         span.end_thread_id = span.thread_id;
         closed.push_back(span);

@@ -16,6 +16,11 @@
 // sender's trace whose parent is the sender's span; a send (context_send) is an instant span,
 // a child of the innermost span, receive or task around it when that is in the trace it sent
 // (else the root of the new trace it started).
+//
+// A span_context event names the next span_begin of its thread outright (another service's span,
+// merged from OTLP): its trace, id, parent and kind replace the derived ones. A span so named with
+// the id of the receive open around it is that receive, named: the receive ends as no span of its
+// own. A send inside a span of its own id is that span's (a CLIENT span): no instant span of its own.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +75,8 @@ struct PairedSpan {
   std::vector<SpanAttribute> attributes;
   bool failed = false;
   std::string status_message;
+  uint8_t kind = 0;            // OTLP's SpanKind a span_context gave it; 0: its role's
+  bool named_by_span = false;  // a receive a span of its own id names (the span stands for it)
 };
 
 struct PairingProblems {
@@ -178,6 +185,7 @@ class SpanPairing {
   const PairedSpan* send(const Event& event);
   const PairedSpan* attribute(const Event& event);
   PairedSpan* target_of(const Event& event);
+  void take_identity(PairedSpan& span, const Event& identity, uint64_t task);
 
   void learn_sites();
 
@@ -190,6 +198,7 @@ class SpanPairing {
     uint64_t ticks = 0;
   };
   ByThread<LastInstant> last_instant_;  // an instant's attributes follow it at its time
+  ByThread<Event> pending_identity_;    // a span_context the thread's next span_begin takes
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
   ByThread<std::vector<PairedSpan>> thread_receives_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;

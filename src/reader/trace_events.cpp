@@ -140,6 +140,15 @@ bool Trace::StreamCursor::next(Event& event) {
       event.context_flags = payload.flags;
       break;
     }
+    case format::EventId::span_context: {
+      const auto payload = load<format::SpanContextPayload>(raw.payload);
+      event.trace_high = payload.trace_high;
+      event.trace_low = payload.trace_low;
+      event.context_span = payload.span;
+      event.context_parent = payload.parent;
+      event.span_kind = payload.kind;
+      break;
+    }
     case format::EventId::context_receive_end:
       event.context_span = load<format::ContextReceiveEndPayload>(raw.payload).span;
       break;

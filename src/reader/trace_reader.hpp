@@ -70,8 +70,10 @@ struct Event {
   uint64_t trace_high = 0;  // the W3C trace id, as two big-endian halves
   uint64_t trace_low = 0;
   uint64_t context_span = 0;    // send: the send's span id; receive, receive_end: the receive's
-  uint64_t context_parent = 0;  // receive: the sender's span id (0: the message carried none)
+  uint64_t context_parent = 0;  // receive: the sender's span id (0: the message carried none);
+                                // span_context: the span's parent
   uint8_t context_flags = 0;
+  uint8_t span_kind = 0;  // span_context: OTLP's SpanKind
   // The sampler's events (written by the session's control thread about other threads):
   // cpu_sample, cpu_switch name the thread they are about.
   uint32_t sampled_pid = 0;

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "format/attribute_text.hpp"
+
 namespace chronicle {
 namespace detail {
 
@@ -43,17 +45,6 @@ uint32_t key_id(Site& span, AttributeKeys& keys, size_t index, const char* key) 
   return interned;
 }
 
-// A string value's bytes as stored: at most kMaxAttributeText, cut at a UTF-8 character's
-// start and marked when longer.
-std::string_view stored_text(std::string_view text, std::string& scratch) {
-  if (text.size() <= format::kMaxAttributeText) return text;
-  size_t keep = format::kMaxAttributeText - (sizeof format::kTruncatedMarker - 1);
-  while (keep > 0 && (static_cast<uint8_t>(text[keep]) & 0xc0) == 0x80) --keep;  // inside a character
-  scratch.assign(text.substr(0, keep));
-  scratch += format::kTruncatedMarker;
-  return scratch;
-}
-
 template <typename Payload>
 void write_fixed(ThreadWriter& writer, uint16_t category, format::EventId event, const Payload& payload,
                  uint64_t ticks) {
@@ -77,7 +68,7 @@ void write_attribute(ThreadWriter& writer, uint16_t category, uint32_t span_site
                          format::AttributeBoolPayload{span_site, key, static_cast<uint8_t>(value.as_bool)}, ticks);
     case format::EventId::attribute_string: {
       std::string scratch;
-      const std::string_view text = stored_text(value.text, scratch);
+      const std::string_view text = format::stored_attribute_text(value.text, scratch);
       const format::AttributeStringPrefix fixed{span_site, key};
       return emit_text_at(writer, category, value.type, &fixed, sizeof fixed, text.data(), text.size(), ticks);
     }
@@ -136,7 +127,7 @@ void emit_span_status(Site* span, format::SpanStatus status, std::string_view me
     if (!writer) return;
   }
   std::string scratch;
-  const std::string_view text = stored_text(message, scratch);
+  const std::string_view text = format::stored_attribute_text(message, scratch);
   const format::SpanStatusPrefix fixed{span ? span->id.load(std::memory_order_relaxed) : 0,
                                        static_cast<uint8_t>(status)};
   emit_text_at(*writer, site.category_index, format::EventId::span_status, &fixed, sizeof fixed, text.data(),

@@ -133,6 +133,10 @@ enum class EventId : uint32_t {
   span_status = 25,
   // context_tracestate: the W3C tracestate a receive got with its traceparent (format version 5).
   context_tracestate = 26,
+  // span_context: the identity of the span_begin that follows it on the thread, at the same time:
+  // a span of another service, as its OTLP/JSON had it (format version 5; written by `merge`,
+  // never by the recorder). SpanPairing gives it to that span instead of the ids it derives.
+  span_context = 27,
 };
 
 // What a thread did at a context switch (cpu_switch): it came onto a CPU, or it left one while
@@ -244,6 +248,17 @@ struct ContextReceivePayload {
   uint64_t span;
   uint64_t parent;
   uint8_t flags;
+};
+// span_context: the next span_begin of the thread is span `span` (0: the id the reader derives) of
+// trace `trace`, a child of `parent` (0: a root), of OTLP's SpanKind `kind` (0: unspecified). A
+// span whose id is that of the receive open around it is that receive, named; a send inside a
+// span of its own id is that span's (a CLIENT span).
+struct SpanContextPayload {
+  uint64_t trace_high;
+  uint64_t trace_low;
+  uint64_t span;
+  uint64_t parent;
+  uint8_t kind;
 };
 // context_tracestate: right after the context_receive of span `span`: the tracestate its message
 // carried (+ the text), which every span of that trace carries on.
