@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <chronicle/chronicle.hpp>
 #include <chronicle/context.hpp>
@@ -1068,6 +1069,64 @@ TEST_F(MergeOtlp, EveryInputSpanKeepsItsIdsParentKindAttributesStatusAndEvents) 
   EXPECT_EQ(by_id["2000000000000004"]["status"], (nlohmann::json{{"code", 2}, {"message", "boom"}}));
   // Nothing else: each input span is one exported span.
   EXPECT_EQ(by_id.size(), spans.size()) << slurp(exported);
+}
+
+// A service whose clock reads 5 s ahead and whose times are whole milliseconds (the OpenTelemetry
+// JS SDK's Date.now()) exchanges requests both ways with a chronicle program, each leg a fraction
+// of a millisecond. Truncated, its receives seem to come before their sends: merge detects the
+// resolution, allows for it in each message, and the true offset lies within the bound it prints.
+TEST_F(MergeOtlp, MillisecondTimesAreAllowedForInTheAlignmentAndItsBound) {
+  constexpr int kRequests = 20;
+  constexpr int64_t kAhead = 5'000'000'000;
+  const std::string trace_hex = "5bf92f3577b34da6a3ce929d0e0e4736";
+  const std::string program = output_ / "program";
+  {
+    Config config;
+    config.output = program;
+    config.shm_dir = output_.path();
+    config.buffer_size = 1 << 20;
+    ASSERT_TRUE(start(config)) << last_error();
+    for (int i = 0; i < kRequests; ++i) {
+      CHRONICLE_SPAN("client", "request");
+      (void)send_traceparent();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ReceiveScope answer(fmt::format("00-{}-{:016x}-01", trace_hex, 0x5000 + i));
+    }
+    stop();
+  }
+  // The other service's spans: each request received a third of the way from its send to the
+  // answer's receive, the answer sent at two thirds; its clock 5 s ahead, cut to whole ms.
+  const reader::Trace recorded(program);
+  std::vector<reader::MessageEnd> sends, receives;
+  reader::for_each_message_end(recorded,
+                               [&](const reader::MessageEnd& end) { (end.send ? sends : receives).push_back(end); });
+  ASSERT_EQ(sends.size(), size_t{kRequests});
+  ASSERT_EQ(receives.size(), size_t{kRequests});
+  auto their_clock = [&](int64_t true_ns) { return (true_ns + kAhead) / 1'000'000 * 1'000'000; };
+  std::vector<OtlpSpanText> spans;
+  for (int i = 0; i < kRequests; ++i) {
+    const int64_t sent = recorded.to_unix_ns(sends[i].ticks), answered = recorded.to_unix_ns(receives[i].ticks);
+    const int64_t received = sent + (answered - sent) / 3, replied = sent + 2 * (answered - sent) / 3;
+    const std::string send_trace = hex16(sends[i].key.trace_high) + hex16(sends[i].key.trace_low);
+    spans.push_back({send_trace, hex16(0x4000 + i), hex16(sends[i].key.send_span), "GET /quote", 2,
+                     their_clock(received), their_clock(replied) + 1'000'000});
+    spans.push_back({trace_hex, hex16(0x5000 + i), hex16(0x4000 + i), "POST /answer", 3, their_clock(replied),
+                     their_clock(replied) + 1'000'000});
+  }
+  const std::string file = output_ / "service.json";
+  std::ofstream(file) << otlp_request("quotes-js", "js-host", 99, spans);
+
+  const std::string out = output_ / "merged";
+  const auto result = run(kCli + " merge " + program + " " + file + " -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_NE(result.out.find("whole milliseconds"), std::string::npos) << result.out;
+  const reader::Trace service(out + "/js-host-99-quotes-js");
+  ASSERT_TRUE(service.description().correction) << result.out;
+  const format::ClockCorrection& correction = *service.description().correction;
+  EXPECT_EQ(correction.method.find("wall clock"), std::string::npos) << result.out;
+  EXPECT_LE(std::abs(correction.offset_ns + kAhead), correction.bound_ns) << result.out;
+  // 40 ms of messages cannot tell a drift from the resolution: offset only.
+  EXPECT_NE(correction.method.find("offset only"), std::string::npos) << result.out;
 }
 
 // A service name too long for a file name makes a trace all the same.

@@ -48,7 +48,10 @@ void print_hosts(const merge::MergePlan& plan) {
     const merge::HostAlignment& alignment = host.alignment;
     const std::string traces = fmt::format("{} trace{}", host.traces.size(), host.traces.size() == 1 ? "" : "s");
     if (alignment.source == merge::HostAlignment::Source::reference) {
-      fmt::print("host {} ({}): the reference clock (its wall clock)\n", host.name, traces);
+      fmt::print("host {} ({}): the reference clock (its wall clock){}\n", host.name, traces,
+                 host.time_resolution_ns == 0
+                     ? ""
+                     : fmt::format("; its times are {} (detected)", merge::resolution_text(host.time_resolution_ns)));
       continue;
     }
     const std::string& parent = plan.hosts[alignment.parent].name;

@@ -76,6 +76,7 @@ constexpr std::string_view kPacketsUndecodable = "chronicle_packets_undecodable"
 constexpr std::string_view kPacketsUnwritten = "chronicle_packets_unwritten";
 constexpr std::string_view kEventsUnwritten = "chronicle_events_unwritten";
 constexpr std::string_view kBytesUnwritten = "chronicle_bytes_unwritten";
+constexpr std::string_view kTimeResolution = "chronicle_time_resolution_ns";
 
 std::string string_value(std::string_view text, std::string_view key) {
   auto value = find_value(text, key);
@@ -235,6 +236,8 @@ std::string make_metadata(const TraceDescription& trace) {
                                    std::pair{kEventsUnwritten, trace.losses.events_unwritten},
                                    std::pair{kBytesUnwritten, trace.losses.bytes_unwritten}})
     out += fmt::format("  {} = {};\n", key, static_cast<int64_t>(count));
+  if (trace.time_resolution_ns != 0)
+    out += fmt::format("  {} = {};\n", kTimeResolution, static_cast<int64_t>(trace.time_resolution_ns));
   if (trace.correction)
     for (const auto& [key, value] : correction_fields(*trace.correction))
       out += fmt::format("  {} = {};\n", key, value);
@@ -331,6 +334,7 @@ TraceDescription parse_metadata(std::string_view text) {
   trace.losses.events_unwritten = optional_count(text, kEventsUnwritten);
   trace.losses.bytes_unwritten = optional_count(text, kBytesUnwritten);
   trace.correction = parse_correction(text);
+  trace.time_resolution_ns = optional_count(text, kTimeResolution);
   const int64_t frequency = integer_value(text, "freq");
   if (frequency <= 0) throw std::runtime_error(fmt::format("metadata clock frequency {} is not positive", frequency));
   trace.clock.frequency_hz = static_cast<uint64_t>(frequency);

@@ -50,6 +50,10 @@ struct TraceDescription {
   BufferPolicy policy = BufferPolicy::stream;
   TraceLosses losses;
   std::optional<ClockCorrection> correction;  // only in merged traces
+  // The granularity of the trace's times when coarser than its clock's tick: a time t happened
+  // within (t - resolution, t + resolution). 0: the clock's own (a recorded trace). An OTLP input
+  // whose times are whole milliseconds has 1,000,000.
+  uint64_t time_resolution_ns = 0;
 };
 
 // The CTF clock's offset: wall time = offset_s + (offset + ticks) / frequency.

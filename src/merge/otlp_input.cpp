@@ -394,6 +394,26 @@ std::array<uint8_t, 16> resource_uuid(const std::string& content_digest, const R
   return uuid;
 }
 
+// The resolution of the service's clock: whole milliseconds (the OpenTelemetry JS SDK's
+// Date.now()) or microseconds when every time of at least 8 is one (a chance of 1e-24 for times
+// of nanoseconds), else 0: nanoseconds.
+uint64_t detected_resolution(const std::vector<InputSpan>& spans) {
+  size_t times = 0;
+  bool milliseconds = true, microseconds = true;
+  auto consider = [&](uint64_t time) {
+    ++times;
+    milliseconds &= time % 1'000'000 == 0;
+    microseconds &= time % 1'000 == 0;
+  };
+  for (const InputSpan& span : spans) {
+    consider(span.start);
+    consider(span.end);
+    for (const InputEvent& event : span.events) consider(event.time);
+  }
+  if (times < 8) return 0;
+  return milliseconds ? 1'000'000 : microseconds ? 1'000 : 0;
+}
+
 OtlpProcess write_resource(Resource& resource, const std::string& digest, const std::string& directory) {
   uint64_t base = ~uint64_t{0};
   for (const InputSpan& span : resource.spans) base = std::min(base, span.start);
@@ -405,6 +425,7 @@ OtlpProcess write_resource(Resource& resource, const std::string& digest, const 
   description.pid = resource.pid;
   description.process_name = resource.service;
   description.hostname = resource.host;
+  description.time_resolution_ns = detected_resolution(resource.spans);
   format::TraceWriter writer(description);
   write_span_lanes(resource.spans, writer, base);
   writer.write(directory);

@@ -21,8 +21,12 @@ namespace {
 constexpr uint8_t kSampled = 1;  // the W3C flag: the span was recorded
 constexpr int kLastOtlpKind = 5;
 
-bool is_receive(const InputSpan& span) { return span.kind == kOtlpKindServer || span.kind == kOtlpKindConsumer; }
-bool is_send(const InputSpan& span) { return span.kind == kOtlpKindClient || span.kind == kOtlpKindProducer; }
+bool is_receive(const InputSpan& span) {
+  return span.kind == kOtlpKindServer || span.kind == kOtlpKindConsumer;
+}
+bool is_send(const InputSpan& span) {
+  return span.kind == kOtlpKindClient || span.kind == kOtlpKindProducer;
+}
 
 // A receive or send alone reads back as a span named "receive" or an instant "send": one of those
 // needs no span of its own (chronicle's own export round-trips as it was).
@@ -116,7 +120,8 @@ class LaneWriter {
              (events[open.next_event].time < limit || (inclusive && events[open.next_event].time == limit)))
         due.emplace_back(&events[open.next_event++], open.span);
     }
-    std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first->time < b.first->time; });
+    std::stable_sort(due.begin(), due.end(),
+                     [](const auto& a, const auto& b) { return a.first->time < b.first->time; });
     for (const auto& [event, span] : due) {
       const uint64_t at = event->time - base_;
       const uint32_t site = writer_.define_site(format::SiteKind::instant, span->scope, event->name);

@@ -201,6 +201,12 @@ std::vector<reader::Trace> open_traces(const std::vector<std::string>& directori
   return traces;
 }
 
+std::string resolution_text(uint64_t resolution_ns) {
+  if (resolution_ns == 1'000'000) return "whole milliseconds";
+  if (resolution_ns == 1'000) return "whole microseconds";
+  return fmt::format("multiples of {} ns", resolution_ns);
+}
+
 MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector<MessagePair>& pairs) {
   refuse_duplicates(traces);
   MergePlan plan;
@@ -210,7 +216,9 @@ MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector
     const std::string& name = traces[index].description().hostname;
     const auto [found, added] = host_of_name.emplace(name, plan.hosts.size());
     if (added) plan.hosts.push_back(Host{name, {}, {}});
-    plan.hosts[found->second].traces.push_back(index);
+    Host& host = plan.hosts[found->second];
+    host.traces.push_back(index);
+    host.time_resolution_ns = std::max(host.time_resolution_ns, traces[index].description().time_resolution_ns);
     host_of_trace.push_back(found->second);
   }
   std::vector<HostMessage> messages;
@@ -220,11 +228,20 @@ MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector
           fmt::format("message pair names trace {} of {}", std::max(pair.sender, pair.receiver), traces.size()));
     const size_t sender = host_of_trace[pair.sender], receiver = host_of_trace[pair.receiver];
     if (sender == receiver) continue;  // one host, one clock: nothing to learn
-    messages.push_back({sender, pair.send_ns, receiver, pair.receive_ns});
+    // A time of coarse resolution r happened within r of what it says: the send as early, the
+    // receive as late as that allows, so that no line the truth follows is ruled out.
+    const auto widen = [&](size_t host) { return static_cast<int64_t>(plan.hosts[host].time_resolution_ns); };
+    messages.push_back({sender, pair.send_ns - widen(sender), receiver, pair.receive_ns + widen(receiver)});
     ++plan.pairs;
   }
   const std::vector<HostAlignment> alignments = align_hosts(plan.hosts.size(), messages);
-  for (size_t host = 0; host < plan.hosts.size(); ++host) plan.hosts[host].alignment = alignments[host];
+  for (size_t host = 0; host < plan.hosts.size(); ++host) {
+    plan.hosts[host].alignment = alignments[host];
+    if (const uint64_t resolution = plan.hosts[host].time_resolution_ns; resolution != 0)
+      plan.hosts[host].alignment.reason +=
+          fmt::format("; its times are {} (detected), each allowed that much either way in the fit and its bound",
+                      resolution_text(resolution));
+  }
   std::set<std::string> taken;
   for (size_t index = 0; index < traces.size(); ++index) {
     PlannedTrace planned;

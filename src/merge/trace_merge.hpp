@@ -20,10 +20,14 @@ namespace chronicle::merge {
 
 // One clock per host: the traces recorded on it (hostname: the metadata has no boot id, so two
 // boots of one host count as one).
+// "whole milliseconds" for 1,000,000 ns: how a time resolution is said.
+std::string resolution_text(uint64_t resolution_ns);
+
 struct Host {
   std::string name;
   std::vector<size_t> traces;  // indices into the merged traces
   HostAlignment alignment;
+  uint64_t time_resolution_ns = 0;  // the coarsest of its traces' (TraceDescription); 0: ns
 };
 
 struct PlannedTrace {
