@@ -1108,10 +1108,11 @@ TEST_F(MergeOtlp, MillisecondTimesAreAllowedForInTheAlignmentAndItsBound) {
     const int64_t sent = recorded.to_unix_ns(sends[i].ticks), answered = recorded.to_unix_ns(receives[i].ticks);
     const int64_t received = sent + (answered - sent) / 3, replied = sent + 2 * (answered - sent) / 3;
     const std::string send_trace = hex16(sends[i].key.trace_high) + hex16(sends[i].key.trace_low);
+    // Ends as the JS SDK has them: the start's whole ms plus a finer duration.
     spans.push_back({send_trace, hex16(0x4000 + i), hex16(sends[i].key.send_span), "GET /quote", 2,
-                     their_clock(received), their_clock(replied) + 1'000'000});
+                     their_clock(received), their_clock(received) + (answered - sent) + 1'234});
     spans.push_back({trace_hex, hex16(0x5000 + i), hex16(0x4000 + i), "POST /answer", 3, their_clock(replied),
-                     their_clock(replied) + 1'000'000});
+                     their_clock(replied) + 1'234});
   }
   const std::string file = output_ / "service.json";
   std::ofstream(file) << otlp_request("quotes-js", "js-host", 99, spans);
@@ -1139,6 +1140,45 @@ TEST_F(MergeOtlp, ALongServiceNameIsShortenedToAFileName) {
   const auto result = run(kCli + " merge " + file + " -o " + (output_ / "out"));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("(service " + service + ", 1 span)"), std::string::npos) << result.out;
+}
+
+// Two machines that share a hostname have two clocks: their traces name their boot ids, and
+// merge aligns one on the other by their messages instead of taking them for one host.
+TEST(MergeHosts, TwoMachinesOfOneHostnameAreTwoClocks) {
+  TemporaryDirectory directory;
+  constexpr int kMessages = 10;
+  auto record = [&](const std::string& name, auto&& message) {
+    Config config;
+    config.output = directory / name;
+    config.shm_dir = directory.path();
+    ASSERT_TRUE(start(config)) << last_error();
+    for (int i = 0; i < kMessages; ++i) message(i);
+    stop();
+  };
+  std::vector<std::string> wire;
+  record("sender", [&](int) { wire.push_back(send_traceparent()); });
+  record("receiver", [&](int i) { ReceiveScope scope(wire[static_cast<size_t>(i)]); });
+  const std::string boot_id = reader::Trace(directory / "sender").description().host_id;
+  ASSERT_FALSE(boot_id.empty()) << "the recorder wrote no boot id";
+  EXPECT_EQ(reader::Trace(directory / "receiver").description().host_id, boot_id);
+  // The receiver as if recorded on another machine of the same name (another boot).
+  const std::string metadata_path = directory / "receiver/metadata";
+  std::string metadata = slurp(metadata_path);
+  const size_t at = metadata.find(boot_id);
+  ASSERT_NE(at, std::string::npos);
+  metadata.replace(at, boot_id.size(), "0f0f0f0f-1111-2222-3333-444444444444");
+  std::ofstream(metadata_path, std::ios::trunc) << metadata;
+
+  std::vector<reader::Trace> traces;
+  traces.emplace_back(directory / "sender");
+  traces.emplace_back(directory / "receiver");
+  const merge::MergePlan plan = merge::plan_merge(traces, merge::find_message_pairs(traces));
+  ASSERT_EQ(plan.hosts.size(), 2u);
+  EXPECT_EQ(plan.pairs, uint64_t{kMessages});
+  EXPECT_EQ(plan.hosts[1].alignment.pairs, uint64_t{kMessages});
+  const std::string hostname = traces[0].description().hostname;
+  EXPECT_EQ(plan.hosts[0].name, hostname + " (host id " + boot_id.substr(0, 8) + ")");
+  EXPECT_EQ(plan.hosts[1].name, hostname + " (host id 0f0f0f0f)");
 }
 
 // Two sessions in small packets, a message now and then from the first to the second among many

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "collector/collector.hpp"
@@ -489,6 +490,23 @@ void Collector::write_strings() {
   write_trace_file("strings", copy.data(), copy.size(), true);
 }
 
+namespace {
+
+// The kernel's id of this boot: one clock for every trace recorded on this machine until it
+// reboots, whatever the hostname says (and the same across network namespaces). "" when the
+// file cannot be read.
+const std::string& boot_id() {
+  static const std::string id = [] {
+    std::ifstream file("/proc/sys/kernel/random/boot_id");
+    std::string text;
+    std::getline(file, text);
+    return text.size() <= 64 ? text : std::string();
+  }();
+  return id;
+}
+
+}  // namespace
+
 void Collector::write_metadata(bool refine_clock) {
   const ShmHeader& header = mapping_.header();
   format::TraceDescription trace;
@@ -498,6 +516,7 @@ void Collector::write_metadata(bool refine_clock) {
   trace.pid = header.pid;
   trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
   trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));
+  trace.host_id = boot_id();
   trace.policy = header.policy;
   trace.losses = stats_.losses();
   const std::string text = format::make_metadata(trace);

@@ -54,6 +54,9 @@ struct TraceDescription {
   // within (t - resolution, t + resolution). 0: the clock's own (a recorded trace). An OTLP input
   // whose times are whole milliseconds has 1,000,000.
   uint64_t time_resolution_ns = 0;
+  // What tells this host's clock from another's of the same hostname: the kernel's boot id for a
+  // recorded trace, OpenTelemetry's host.id for an OTLP input; "" when unknown (older traces).
+  std::string host_id;
 };
 
 // The CTF clock's offset: wall time = offset_s + (offset + ticks) / frequency.

@@ -33,11 +33,12 @@ using nlohmann::json;
 struct Resource {
   std::string service;
   std::string host;
+  std::string host_id;  // OpenTelemetry's host.id (a machine id): tells hosts of one name apart
   int32_t pid = 0;
   std::vector<InputSpan> spans;
 };
 
-using ResourceKey = std::tuple<std::string, std::string, int32_t>;
+using ResourceKey = std::tuple<std::string, std::string, std::string, int32_t>;
 
 [[noreturn]] void refuse(const std::string& file, size_t line, const std::string& what) {
   throw format::InputError(line == 0 ? fmt::format("{}: {}", file, what)
@@ -307,9 +308,11 @@ class SpanReader {
     }
     if (service.empty()) service = "unknown_service";  // OpenTelemetry's name for a service without one
     if (host.empty()) host = "otlp";
-    Resource& found = resources_[{service, host, pid}];
+    const std::string host_id = attribute(resource, "host.id");
+    Resource& found = resources_[{service, host, host_id, pid}];
     found.service = service;
     found.host = host;
+    found.host_id = host_id;
     found.pid = pid;
     return found;
   }
@@ -385,7 +388,8 @@ uint64_t fnv1a(std::string_view text, uint64_t basis) {
 
 // The same file's same resource gets the same uuid, so that merge refuses it given twice.
 std::array<uint8_t, 16> resource_uuid(const std::string& content_digest, const Resource& resource) {
-  const std::string key = fmt::format("{}\n{}\n{}\n{}", content_digest, resource.service, resource.host, resource.pid);
+  std::string key = fmt::format("{}\n{}\n{}\n{}", content_digest, resource.service, resource.host, resource.pid);
+  if (!resource.host_id.empty()) key += "\n" + resource.host_id;
   std::array<uint8_t, 16> uuid{};
   const uint64_t halves[2] = {fnv1a(key, 0xcbf29ce484222325ULL), fnv1a(key, 0x84222325cbf29ce4ULL)};
   for (int i = 0; i < 16; ++i) uuid[i] = static_cast<uint8_t>(halves[i / 8] >> (56 - 8 * (i % 8)));
@@ -394,24 +398,17 @@ std::array<uint8_t, 16> resource_uuid(const std::string& content_digest, const R
   return uuid;
 }
 
-// The resolution of the service's clock: whole milliseconds (the OpenTelemetry JS SDK's
-// Date.now()) or microseconds when every time of at least 8 is one (a chance of 1e-24 for times
-// of nanoseconds), else 0: nanoseconds.
+// The resolution of the service's clock: whole milliseconds or microseconds when every start of
+// at least 8 spans is one (a chance of 1e-24 for times of nanoseconds), else 0: nanoseconds. The
+// starts decide: the OpenTelemetry JS SDK takes a span's start from Date.now() (whole ms) and its
+// end from a finer clock counted from that start, so every time of the span shares the start's
+// error.
 uint64_t detected_resolution(const std::vector<InputSpan>& spans) {
-  size_t times = 0;
-  bool milliseconds = true, microseconds = true;
-  auto consider = [&](uint64_t time) {
-    ++times;
-    milliseconds &= time % 1'000'000 == 0;
-    microseconds &= time % 1'000 == 0;
+  if (spans.size() < 8) return 0;
+  const auto all_starts = [&](uint64_t unit) {
+    return std::all_of(spans.begin(), spans.end(), [unit](const InputSpan& span) { return span.start % unit == 0; });
   };
-  for (const InputSpan& span : spans) {
-    consider(span.start);
-    consider(span.end);
-    for (const InputEvent& event : span.events) consider(event.time);
-  }
-  if (times < 8) return 0;
-  return milliseconds ? 1'000'000 : microseconds ? 1'000 : 0;
+  return all_starts(1'000'000) ? 1'000'000 : all_starts(1'000) ? 1'000 : 0;
 }
 
 OtlpProcess write_resource(Resource& resource, const std::string& digest, const std::string& directory) {
@@ -426,6 +423,7 @@ OtlpProcess write_resource(Resource& resource, const std::string& digest, const 
   description.process_name = resource.service;
   description.hostname = resource.host;
   description.time_resolution_ns = detected_resolution(resource.spans);
+  description.host_id = resource.host_id;
   format::TraceWriter writer(description);
   write_span_lanes(resource.spans, writer, base);
   writer.write(directory);

@@ -207,20 +207,38 @@ std::string resolution_text(uint64_t resolution_ns) {
   return fmt::format("multiples of {} ns", resolution_ns);
 }
 
+namespace {
+
+// Hosts of one hostname are told apart by their ids: "web (host id 3f2a9c1e)", "web (no host id)".
+void name_hosts_apart(std::vector<Host>& hosts, const std::map<std::pair<std::string, std::string>, size_t>& keys) {
+  std::map<std::string, size_t> of_name;
+  for (const auto& [key, index] : keys) ++of_name[key.first];
+  for (const auto& [key, index] : keys)
+    if (of_name[key.first] > 1)
+      hosts[index].name =
+          fmt::format("{} ({})", key.first, key.second.empty() ? "no host id" : "host id " + key.second.substr(0, 8));
+}
+
+}  // namespace
+
 MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector<MessagePair>& pairs) {
   refuse_duplicates(traces);
   MergePlan plan;
-  std::map<std::string, size_t> host_of_name;
+  // A host is a hostname and the id of its clock (a boot id): two machines of one hostname are
+  // two clocks; a trace that names no id is a host of its own beside those that do.
+  std::map<std::pair<std::string, std::string>, size_t> host_of_key;
   std::vector<size_t> host_of_trace;
   for (size_t index = 0; index < traces.size(); ++index) {
-    const std::string& name = traces[index].description().hostname;
-    const auto [found, added] = host_of_name.emplace(name, plan.hosts.size());
+    const format::TraceDescription& description = traces[index].description();
+    const std::string& name = description.hostname;
+    const auto [found, added] = host_of_key.emplace(std::pair{name, description.host_id}, plan.hosts.size());
     if (added) plan.hosts.push_back(Host{name, {}, {}});
     Host& host = plan.hosts[found->second];
     host.traces.push_back(index);
     host.time_resolution_ns = std::max(host.time_resolution_ns, traces[index].description().time_resolution_ns);
     host_of_trace.push_back(found->second);
   }
+  name_hosts_apart(plan.hosts, host_of_key);
   std::vector<HostMessage> messages;
   for (const MessagePair& pair : pairs) {
     if (pair.sender >= traces.size() || pair.receiver >= traces.size())
