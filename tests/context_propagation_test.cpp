@@ -74,6 +74,65 @@ TEST(ContextPropagation, AReceiveScopeContinuesTheSendersTraceAndEndsWithTheScop
   EXPECT_FALSE(current_context().valid());
 }
 
+// A NewTraceScope inside a request's context starts a trace of its own: its spans and sends are
+// that trace, rooted at the scope, and the request's context is back when it ends.
+TEST(ContextPropagation, ANewTraceScopeStartsATraceOfItsOwnInsideAnother) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  const TraceContext sender = TraceContext::new_trace();
+  std::optional<TraceContext> job_sent, request_sent;
+  TraceContext job_context;
+  {
+    ReceiveScope request(sender.traceparent());
+    {
+      NewTraceScope job;
+      job_context = job.context();
+      EXPECT_FALSE(job.continued());
+      EXPECT_NE(job_context.trace_id, sender.trace_id);
+      EXPECT_EQ(current_context(), job_context);
+      CHRONICLE_SPAN("job", "step");
+      job_sent = TraceContext::parse(send_traceparent());
+    }
+    EXPECT_EQ(current_context().trace_id, sender.trace_id) << "the request's context is back";
+    request_sent = TraceContext::parse(send_traceparent());
+  }
+  {
+    NewTraceScope unsampled(false);
+    EXPECT_FALSE(current_context().sampled());
+  }
+  stop();
+  ASSERT_TRUE(job_sent && request_sent);
+  EXPECT_EQ(job_sent->trace_id, job_context.trace_id);
+  EXPECT_EQ(request_sent->trace_id, sender.trace_id);
+
+  // Read back: the job's receive is a root; its span and send are its children, in its trace.
+  reader::Trace trace(config.output);
+  reader::SpanPairing pairing(trace);
+  const std::string job_trace = job_context.trace_id_hex(), job_span = job_context.span_id_hex();
+  int roots = 0, steps = 0, sends = 0;
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
+    if (!event.span) return true;
+    const reader::PairedSpan& span = *event.span;
+    if (trace_hex(span.trace_high, span.trace_low) != job_trace) return true;
+    if (span.role == reader::SpanRole::receive && event.type == format::EventId::context_receive_end) {
+      ++roots;
+      EXPECT_EQ(span_hex(span.span_id), job_span);
+      EXPECT_EQ(span.parent_span_id, 0u);
+    } else if (span.role == reader::SpanRole::span && event.type == format::EventId::span_end) {
+      ++steps;
+      EXPECT_EQ(span_hex(span.parent_span_id), job_span);
+    } else if (span.role == reader::SpanRole::send) {
+      ++sends;
+      EXPECT_EQ(span_hex(span.span_id), job_sent->span_id_hex());
+    }
+    return true;
+  });
+  EXPECT_EQ(roots, 1);
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(sends, 1);
+}
+
 TEST(ContextPropagation, AMalformedTraceparentStartsANewTraceAndSaysWhy) {
   ReceiveScope scope("00-not-a-traceparent");
   EXPECT_FALSE(scope.continued());

@@ -69,10 +69,15 @@ TEST(OtelJsPeer, EachRequestIsOneTreeWithTheServicesOwnSpansAlignedWithinTheBoun
             0);
   ASSERT_TRUE(wait_for_file(port_file)) << slurp(directory / "service.log");
   const int port = std::stoi(slurp(port_file));
+  httplib::Client service("127.0.0.1", port);
+  // The service leaves when told, on every path out of the test.
+  struct Shutdown {
+    httplib::Client& service;
+    ~Shutdown() { service.Post("/shutdown"); }
+  } shutdown_on_exit{service};
   const std::string program = directory / "program";
   const auto recorded = run(kCli + " record -q -o " + program + " -- " + kClient + " " + std::to_string(port) + " " +
                             std::to_string(kRequests));
-  httplib::Client service("127.0.0.1", port);
   const auto bye = service.Post("/shutdown");
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err << recorded.out;
   ASSERT_TRUE(bye && bye->status == 200) << slurp(directory / "service.log");

@@ -113,8 +113,14 @@ class ReceiveScope {
   bool continued() const { return continued_; }
   std::string_view why() const { return why_; }
 
+ protected:
+  struct NewTrace {
+    bool sampled;
+  };
+  explicit ReceiveScope(NewTrace start);
+
  private:
-  void open(const std::optional<TraceContext>& sender);
+  void open(const std::optional<TraceContext>& sender, bool sampled = true);
   TraceContext context_;
   bool continued_ = false;
   std::string_view why_;
@@ -124,6 +130,16 @@ class ReceiveScope {
   const void* owning_thread_ = nullptr;
   alignas(8) unsigned char saved_slot_[48] = {};  // the slot as it was (detail::ContextSlot)
   uint32_t generation_ = 0;                       // the session it recorded the receive in; 0: none
+};
+
+// Work in the scope is a trace of its own, whatever context is around it (a background job begun
+// while serving a request, a batch step, a request a thread makes inside another's span): its
+// spans, sends and tasks belong to a new trace whose root is the scope, recorded as a receive
+// with no parent (a SERVER span with no parent in the exports). When it ends, the context around
+// it is back. To continue a trace that came with a message instead: ReceiveScope.
+class NewTraceScope : public ReceiveScope {
+ public:
+  explicit NewTraceScope(bool sampled = true) : ReceiveScope(NewTrace{sampled}) {}
 };
 
 // Header maps (std::map<std::string, std::string>, httplib::Headers, ...): `inject` records a send

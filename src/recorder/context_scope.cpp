@@ -162,9 +162,14 @@ ReceiveScope::ReceiveScope(const TraceContext& sender) {
   open(sender.valid() ? std::optional<TraceContext>(sender) : std::nullopt);
 }
 
-void ReceiveScope::open(const std::optional<TraceContext>& sender) {
+ReceiveScope::ReceiveScope(NewTrace start) {
+  why_ = "a new trace was asked for";
+  open(std::nullopt, start.sampled);
+}
+
+void ReceiveScope::open(const std::optional<TraceContext>& sender, bool sampled) {
   continued_ = sender.has_value();
-  context_ = continued_ ? sender->child() : TraceContext::new_trace();
+  context_ = continued_ ? sender->child() : TraceContext::new_trace(sampled);
   detail::ContextSlot& slot = detail::current_context_slot();
   slot_ = &slot;
   if (&slot == &detail::t_context.own) owning_thread_ = &detail::t_context;
