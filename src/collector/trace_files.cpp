@@ -8,11 +8,13 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "collector/collector.hpp"
 #include "compression/ctfz.hpp"
@@ -494,15 +496,18 @@ namespace {
 
 // The kernel's id of this boot: one clock for every trace recorded on this machine until it
 // reboots, whatever the hostname says (and the same across network namespaces). "" when the
-// file cannot be read.
-const std::string& boot_id() {
-  static const std::string id = [] {
+// file cannot be read. Kept in a char array, which no exit handler destroys: a collector may
+// write its last metadata while the process exits.
+std::string_view boot_id() {
+  static const std::array<char, 65> id = [] {
+    std::array<char, 65> text{};
     std::ifstream file("/proc/sys/kernel/random/boot_id");
-    std::string text;
-    std::getline(file, text);
-    return text.size() <= 64 ? text : std::string();
+    std::string line;
+    std::getline(file, line);
+    if (line.size() < text.size()) std::copy(line.begin(), line.end(), text.begin());
+    return text;
   }();
-  return id;
+  return std::string_view(id.data());
 }
 
 }  // namespace
@@ -516,7 +521,7 @@ void Collector::write_metadata(bool refine_clock) {
   trace.pid = header.pid;
   trace.process_name.assign(header.process_name, strnlen(header.process_name, sizeof header.process_name));
   trace.hostname.assign(header.hostname, strnlen(header.hostname, sizeof header.hostname));
-  trace.host_id = boot_id();
+  trace.host_id.assign(boot_id());
   trace.policy = header.policy;
   trace.losses = stats_.losses();
   const std::string text = format::make_metadata(trace);
