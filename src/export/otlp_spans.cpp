@@ -25,9 +25,9 @@ std::string otlp_hex(const OtlpTraceId& trace_id) {
 
 namespace {
 
-constexpr int kSpanKindInternal = 1;
-constexpr int kSpanKindServer = 2;
-constexpr int kSpanKindClient = 3;
+constexpr int kSpanKindInternal = static_cast<int>(format::OtlpSpanKind::internal);
+constexpr int kSpanKindServer = static_cast<int>(format::OtlpSpanKind::server);
+constexpr int kSpanKindClient = static_cast<int>(format::OtlpSpanKind::client);
 constexpr int kStatusCodeError = 2;
 // As OpenTelemetry SDKs do by default, a span keeps a bounded number of events and counts the rest.
 constexpr size_t kMaxEventsPerSpan = 1000;

@@ -43,6 +43,7 @@ constexpr FieldSpec kContextReceive[] = {{"trace_high", FieldType::u64},
 constexpr FieldSpec kContextTracestate[] = {{"span", FieldType::u64}, {"tracestate", FieldType::string}};
 constexpr std::string_view kOtlpSpanKindNames[] = {"unspecified", "internal", "server",
                                                    "client",      "producer", "consumer"};
+static_assert(std::size(kOtlpSpanKindNames) == static_cast<size_t>(OtlpSpanKind::consumer) + 1);
 constexpr FieldSpec kSpanContext[] = {{"trace_high", FieldType::u64},
                                       {"trace_low", FieldType::u64},
                                       {"span", FieldType::u64},

@@ -11,11 +11,11 @@
 
 namespace chronicle::merge {
 
-// OTLP's SpanKind values.
-inline constexpr int kOtlpKindServer = 2;
-inline constexpr int kOtlpKindClient = 3;
-inline constexpr int kOtlpKindProducer = 4;
-inline constexpr int kOtlpKindConsumer = 5;
+// OTLP's SpanKind values (format::OtlpSpanKind, which span_context records).
+inline constexpr int kOtlpKindServer = static_cast<int>(format::OtlpSpanKind::server);
+inline constexpr int kOtlpKindClient = static_cast<int>(format::OtlpSpanKind::client);
+inline constexpr int kOtlpKindProducer = static_cast<int>(format::OtlpSpanKind::producer);
+inline constexpr int kOtlpKindConsumer = static_cast<int>(format::OtlpSpanKind::consumer);
 
 // An attribute as its event stores it: the attribute_* event, the value's bits (an int64 as its
 // two's complement, a double as its bits, a bool 0 or 1) or its text.

@@ -19,7 +19,7 @@ namespace chronicle::merge {
 namespace {
 
 constexpr uint8_t kSampled = 1;  // the W3C flag: the span was recorded
-constexpr int kLastOtlpKind = 5;
+constexpr int kLastOtlpKind = static_cast<int>(format::OtlpSpanKind::consumer);
 
 bool is_receive(const InputSpan& span) {
   return span.kind == kOtlpKindServer || span.kind == kOtlpKindConsumer;

@@ -72,9 +72,7 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
     case format::EventId::span_begin:
       return begin(event);
     case format::EventId::span_context: {
-      Event& pending = pending_identity_[event.thread_id];
-      pending = event;
-      pending.text = {};  // it names no text; keep no view into the trace's bytes
+      pending_identity_[event.thread_id] = event;
       return nullptr;
     }
     case format::EventId::span_end:
@@ -143,10 +141,9 @@ const PairedSpan* SpanPairing::begin(const Event& event) {
   span.begin = event.ticks;
   span.end = event.ticks;
   set_context(span, event.thread_id, task);
-  if (Event* identity = pending_identity_.find(event.thread_id);
-      identity && identity->type == format::EventId::span_context) {
-    take_identity(span, *identity, task);
-    identity->type = format::EventId::span_begin;  // taken
+  if (std::optional<Event>* identity = pending_identity_.find(event.thread_id); identity && *identity) {
+    take_identity(span, **identity, task);
+    identity->reset();
   }
   stack.push_back(span);
   return &stack.back();

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -197,8 +198,8 @@ class SpanPairing {
     uint32_t key = 0;
     uint64_t ticks = 0;
   };
-  ByThread<LastInstant> last_instant_;  // an instant's attributes follow it at its time
-  ByThread<Event> pending_identity_;    // a span_context the thread's next span_begin takes
+  ByThread<LastInstant> last_instant_;               // an instant's attributes follow it at its time
+  ByThread<std::optional<Event>> pending_identity_;  // a span_context the thread's next span_begin takes
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
   ByThread<std::vector<PairedSpan>> thread_receives_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;

@@ -253,6 +253,7 @@ struct ContextReceivePayload {
 // trace `trace`, a child of `parent` (0: a root), of OTLP's SpanKind `kind` (0: unspecified). A
 // span whose id is that of the receive open around it is that receive, named; a send inside a
 // span of its own id is that span's (a CLIENT span).
+enum class OtlpSpanKind : uint8_t { unspecified = 0, internal = 1, server = 2, client = 3, producer = 4, consumer = 5 };
 struct SpanContextPayload {
   uint64_t trace_high;
   uint64_t trace_low;
