@@ -492,7 +492,9 @@ class RecordInTheBackground {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ~RecordInTheBackground() {
-    run("pkill -KILL -f " + (directory_ / "committed-"));
+    // Only the writers: record's own command line and its shell's name the same paths, and a
+    // record killed here would leave its /dev/shm directory behind.
+    run("pkill -KILL -f '^" + std::string(COMMITTED_WRITER) + " " + (directory_ / "committed-") + "'");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (pid_ > 0 && kill(pid_, 0) == 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -1,0 +1,1 @@
+// The library the tests' precompiled header is made for (CMakeLists.txt, CHRONICLE_TEST_PCH).
