@@ -132,18 +132,14 @@ LineFit one_sided(const std::vector<Sample>& below, const std::vector<Sample>& a
   return fit;
 }
 
-// The offset-only fit (D = 0) for points whose span bounds no drift; nullopt when no constant
-// offset respects them.
-std::optional<LineFit> offset_only(const std::vector<Sample>& below, const std::vector<Sample>& above, LineFit fit) {
+// The offset that a line of no drift (D = 0) respecting every point has at the middle of its
+// range; nullopt when no constant offset respects them all.
+std::optional<Real> constant_offset(const std::vector<Sample>& below, const std::vector<Sample>& above) {
   Real lowest = -INFINITY, highest = INFINITY;
   for (const Sample& s : below) lowest = std::max(lowest, s.v);
   for (const Sample& s : above) highest = std::min(highest, s.v);
   if (lowest > highest) return std::nullopt;
-  fit.kind = LineFit::Kind::drift_undetermined;
-  fit.line.offset_ns = static_cast<double>((lowest + highest) / 2);
-  fit.line.drift = 0;
-  fit.bound_ns = static_cast<double>((highest - lowest) / 2);
-  return fit;
+  return (lowest + highest) / 2;
 }
 
 }  // namespace
@@ -163,7 +159,8 @@ ClockLine compose(const ClockLine& outer, const ClockLine& inner) {
   return line;
 }
 
-LineFit fit_between(const std::vector<TimePoint>& below, const std::vector<TimePoint>& above) {
+LineFit fit_between(const std::vector<TimePoint>& below, const std::vector<TimePoint>& above,
+                    const std::optional<TimeSpan>& over) {
   LineFit fit;
   if (below.empty() && above.empty()) return fit;
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
@@ -194,16 +191,20 @@ LineFit fit_between(const std::vector<TimePoint>& below, const std::vector<TimeP
   }
   const bool drift_unbounded = std::any_of(
       polygon.begin(), polygon.end(), [](const Vertex& p) { return std::fabs(p.d) >= kMaxDriftPpb * (1 - 1e-9L); });
-  if (drift_unbounded) {
-    if (auto offset = offset_only(low, high, fit)) return *offset;
+  // The line is asked for where the points are and where the events it moves are.
+  Real from = static_cast<Real>(first - fit.line.pivot_ns) * 1e-9L;
+  Real to = static_cast<Real>(last - fit.line.pivot_ns) * 1e-9L;
+  if (over) {
+    from = std::min(from, static_cast<Real>(over->first_ns - fit.line.pivot_ns) * 1e-9L);
+    to = std::max(to, static_cast<Real>(over->last_ns - fit.line.pivot_ns) * 1e-9L);
   }
-  const Vertex centre = centroid(polygon);
-  const Real span_first = static_cast<Real>(first - fit.line.pivot_ns) * 1e-9L;
-  const Real span_last = static_cast<Real>(last - fit.line.pivot_ns) * 1e-9L;
-  fit.kind = drift_unbounded ? LineFit::Kind::drift_undetermined : LineFit::Kind::fitted;
-  fit.line.offset_ns = static_cast<double>(centre.a);
-  fit.line.drift = static_cast<double>(centre.d * 1e-9L);
-  fit.bound_ns = static_cast<double>(largest_deviation(polygon, centre, span_first, span_last));
+  const std::optional<Real> constant = constant_offset(low, high);
+  fit.drift_needed = !constant;
+  const Vertex estimate = constant ? Vertex{*constant, 0} : centroid(polygon);
+  fit.kind = constant || drift_unbounded ? LineFit::Kind::drift_undetermined : LineFit::Kind::fitted;
+  fit.line.offset_ns = static_cast<double>(estimate.a);
+  fit.line.drift = static_cast<double>(estimate.d * 1e-9L);
+  fit.bound_ns = static_cast<double>(largest_deviation(polygon, estimate, from, to));
   return fit;
 }
 
@@ -216,7 +217,8 @@ struct Edge {
 };
 
 // The fit that puts host `joining`'s clock on host `member`'s.
-Edge fit_edge(size_t member, size_t joining, const std::vector<HostMessage>& messages) {
+Edge fit_edge(size_t member, size_t joining, const std::vector<HostMessage>& messages,
+              const std::optional<TimeSpan>& joining_span) {
   std::vector<TimePoint> below, above;
   Edge edge;
   for (const HostMessage& message : messages) {
@@ -229,19 +231,20 @@ Edge fit_edge(size_t member, size_t joining, const std::vector<HostMessage>& mes
       ++edge.received;
     }
   }
-  edge.fit = fit_between(below, above);
+  edge.fit = fit_between(below, above, joining_span);
   return edge;
 }
 
 // How much an edge's kind of fit is worth: lower is better; nullopt: not usable to join the tree.
 std::optional<int> fit_class(const LineFit& fit) {
   switch (fit.kind) {
+    // Both bound every line of drift within kMaxDrift the pairs leave possible: the bounds
+    // compare.
     case LineFit::Kind::fitted:
-      return 0;
     case LineFit::Kind::drift_undetermined:
-      return 1;
+      return 0;
     case LineFit::Kind::one_sided:
-      return 2;
+      return 1;
     default:
       return std::nullopt;
   }
@@ -254,8 +257,15 @@ std::string describe_join(const Edge& edge, bool moved) {
       return fmt::format("{} message pairs ({} each way at least): offset and drift fitted", pairs,
                          std::min(edge.sent, edge.received));
     case LineFit::Kind::drift_undetermined:
-      return fmt::format("{} message pairs over too short a time to bound the drift: offset only, assuming no drift",
-                         pairs);
+      return edge.fit.drift_needed
+                 ? fmt::format(
+                       "{} message pairs over too short a time to bound the drift: offset and drift fitted, "
+                       "the bound allowing any drift up to {} ppm",
+                       pairs, kMaxDrift * 1e6)
+                 : fmt::format(
+                       "{} message pairs, a constant offset respecting them all: offset only (no drift "
+                       "fitted to their delays), the bound allowing every drift they leave possible",
+                       pairs);
     default:
       return fmt::format("{} messages one way only: a one-sided bound, no estimate; {}", pairs,
                          moved ? "the wall clock put receives before their sends, moved to the one-sided limit"
@@ -265,7 +275,8 @@ std::string describe_join(const Edge& edge, bool moved) {
 
 }  // namespace
 
-std::vector<HostAlignment> align_hosts(size_t host_count, const std::vector<HostMessage>& messages) {
+std::vector<HostAlignment> align_hosts(size_t host_count, const std::vector<HostMessage>& messages,
+                                       const std::vector<std::optional<TimeSpan>>& spans) {
   std::vector<HostAlignment> hosts(host_count);
   if (host_count == 0) return hosts;
   std::vector<bool> joined(host_count, false);
@@ -279,7 +290,8 @@ std::vector<HostAlignment> align_hosts(size_t host_count, const std::vector<Host
     for (const auto& key : {std::pair{message.sender, message.receiver}, std::pair{message.receiver, message.sender}})
       edges.emplace(key, Edge{});
   }
-  for (auto& [key, edge] : edges) edge = fit_edge(key.first, key.second, messages);
+  for (auto& [key, edge] : edges)
+    edge = fit_edge(key.first, key.second, messages, key.second < spans.size() ? spans[key.second] : std::nullopt);
 
   // Dijkstra's order: each host joins by the path with the best worst kind of fit, then the
   // smallest total bound (bounds add up along a path), then the most pairs on its last link.

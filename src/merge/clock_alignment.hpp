@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct ClockLine {
 // The line that applies `inner` and then `outer`.
 ClockLine compose(const ClockLine& outer, const ClockLine& inner);
 
+// A stretch of time on one clock: where a host's events are.
+struct TimeSpan {
+  int64_t first_ns = 0;
+  int64_t last_ns = 0;
+};
+
 struct TimePoint {
   int64_t x_ns = 0;
   int64_t y_ns = 0;
@@ -37,25 +44,32 @@ struct LineFit {
   enum class Kind {
     none,                // no points at all
     fitted,              // offset and drift, with a bound
-    drift_undetermined,  // the points span too short a time to bound the drift: offset only
+    drift_undetermined,  // the points do not determine a drift (a constant offset respects them
+                         // all: offset only), or span too short a time to bound it
     one_sided,           // points on one side only: a limit, no estimate (the line is the identity
                          // moved just enough to respect the limit)
     infeasible,          // no line respects every point (a clock jumped, or pairs are mismatched)
   };
   Kind kind = Kind::none;
   ClockLine line;
-  // The largest distance, over the points' time span, between `line` and any line that respects
+  // The largest distance, over the points' time span and the span asked for (where the events
+  // the line moves are), between `line` and any line of drift within kMaxDrift that respects
   // every point: the true clock relation (a line that does) is within it. kUnknownBound unless
   // fitted or drift_undetermined.
   double bound_ns = kUnknownBound;
-  int64_t first_ns = 0;  // the points' span of x
+  bool drift_needed = false;  // no constant offset respects every point
+  int64_t first_ns = 0;       // the points' span of x
   int64_t last_ns = 0;
 };
 
 // The largest drift a clock may have (1000 ppm); fits assume no more.
 inline constexpr double kMaxDrift = 1e-3;
 
-LineFit fit_between(const std::vector<TimePoint>& below, const std::vector<TimePoint>& above);
+// The drift is fitted only when the points determine it: when no constant offset respects them
+// all. Else the offset only (a drift fitted to delays, not to the clocks, would be extrapolated
+// over the whole trace), its bound still allowing every drift the points leave possible.
+LineFit fit_between(const std::vector<TimePoint>& below, const std::vector<TimePoint>& above,
+                    const std::optional<TimeSpan>& over = std::nullopt);
 
 // A message between hosts (indices into the host list), each time on its host's clock.
 struct HostMessage {
@@ -77,9 +91,12 @@ struct HostAlignment {
 };
 
 // Aligns hosts 0..host_count-1 on host 0, over a tree of host pairs grown from it. Each host
-// joins by the best path to host 0: through fitted lines only if it can, else offset-only ones,
-// else one-sided limits; among those, the smallest total bound (bounds add up along the path),
+// joins by the best path to host 0: through lines with a bound (fitted or offset-only) if it
+// can, else one-sided limits; among those, the smallest total bound (bounds add up along the path),
 // then the most pairs on its last link. A host with no usable path keeps its wall clock.
-std::vector<HostAlignment> align_hosts(size_t host_count, const std::vector<HostMessage>& messages);
+// A host's bound holds over its span in `spans` (by host, on its own clock; none: where its
+// messages are) as well as where its messages are.
+std::vector<HostAlignment> align_hosts(size_t host_count, const std::vector<HostMessage>& messages,
+                                       const std::vector<std::optional<TimeSpan>>& spans = {});
 
 }  // namespace chronicle::merge

@@ -14,12 +14,14 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <vector>
 
+#include "chronicle/detail/layout.hpp"
 #include "compression/ctfz.hpp"
 #include "format/input_error.hpp"
 #include "reader/run_on_threads.hpp"
@@ -210,6 +212,31 @@ std::string resolution_text(uint64_t resolution_ns) {
 namespace {
 
 // Hosts of one hostname are told apart by their ids: "web (host id 3f2a9c1e)", "web (no host id)".
+// Where a trace's events are, on its host's clock: from its packets' first begin to their last
+// end; none for a trace of no packet.
+std::optional<TimeSpan> time_span(const reader::Trace& trace) {
+  uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream)
+    trace.for_each_packet(stream, [&](const uint8_t* packet, uint64_t) {
+      const auto* header = reinterpret_cast<const format::PacketHeader*>(packet);
+      first = std::min(first, header->timestamp_begin);
+      last = std::max(last, header->timestamp_end.load(std::memory_order_relaxed));
+    });
+  if (first > last) return std::nullopt;
+  return TimeSpan{trace.to_unix_ns(first), trace.to_unix_ns(last)};
+}
+
+// The union of `span` and `more`.
+void widen_span(std::optional<TimeSpan>& span, const std::optional<TimeSpan>& more) {
+  if (!more) return;
+  if (!span) {
+    span = more;
+    return;
+  }
+  span->first_ns = std::min(span->first_ns, more->first_ns);
+  span->last_ns = std::max(span->last_ns, more->last_ns);
+}
+
 void name_hosts_apart(std::vector<Host>& hosts, const std::map<std::pair<std::string, std::string>, size_t>& keys) {
   std::map<std::string, size_t> of_name;
   for (const auto& [key, index] : keys) ++of_name[key.first];
@@ -252,7 +279,11 @@ MergePlan plan_merge(const std::vector<reader::Trace>& traces, const std::vector
     messages.push_back({sender, pair.send_ns - widen(sender), receiver, pair.receive_ns + widen(receiver)});
     ++plan.pairs;
   }
-  const std::vector<HostAlignment> alignments = align_hosts(plan.hosts.size(), messages);
+  // Each host's bound holds over the whole of its traces, not only where its messages are.
+  std::vector<std::optional<TimeSpan>> spans(plan.hosts.size());
+  for (size_t index = 0; index < traces.size(); ++index)
+    widen_span(spans[host_of_trace[index]], time_span(traces[index]));
+  const std::vector<HostAlignment> alignments = align_hosts(plan.hosts.size(), messages, spans);
   for (size_t host = 0; host < plan.hosts.size(); ++host) {
     plan.hosts[host].alignment = alignments[host];
     if (const uint64_t resolution = plan.hosts[host].time_resolution_ns; resolution != 0)
