@@ -598,10 +598,7 @@ TEST(IndexSpill, AViewThatMayNotFitSaysSoFirst) {
 
 // ---- where the index is kept (issue 40) -----------------------------------------------------
 
-std::string slurp(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(file), {});
-}
+using test::slurp;
 
 // A trace that another user owns: its owner may plant links at any name in it, for the next
 // pids too. The index goes to the caller's own cache, and nothing is written through a link.

@@ -337,12 +337,7 @@ TEST(MergeMetadata, TheClockIsReplacedAndTheCorrectionRecordedOnce) {
 
 // --- the command, on recorded traces ----------------------------------------------------------
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test::slurp;
 
 // A copy of `trace` that says it was recorded on `hostname` with a wall clock `shift_ns` off.
 void copy_as_other_host(const std::string& trace, const std::string& copy, const std::string& hostname,

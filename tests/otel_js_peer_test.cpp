@@ -30,10 +30,7 @@ const std::string kClient = JS_PEER_CLIENT;
 const std::string kOtlpDirectory = OTLP_CHECK_DIR;
 constexpr int kRequests = 10;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using test::slurp;
 
 // Waits, with a generous limit, for `path` to hold something.
 bool wait_for_file(const std::string& path) {

@@ -99,10 +99,7 @@ class Process {
   std::optional<int> exit_code_;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using test::slurp;
 
 // The receiver process, logging to LOG; `port` 0 takes an ephemeral one.
 class Receiver {

@@ -118,6 +118,18 @@ struct CommandResult {
   std::string err;  // standard error
 };
 
+// A file's bytes; empty when it cannot be read.
+inline std::string slurp(const std::string& path) {
+  std::string text;
+  if (FILE* file = std::fopen(path.c_str(), "rb")) {
+    std::array<char, 4096> buffer;
+    size_t n;
+    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) text.append(buffer.data(), n);
+    std::fclose(file);
+  }
+  return text;
+}
+
 // Runs a shell command line, capturing both outputs.
 inline CommandResult run(const std::string& command) {
   TemporaryDirectory scratch;
@@ -125,16 +137,6 @@ inline CommandResult run(const std::string& command) {
   CommandResult result;
   const int status = std::system(full.c_str());
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto slurp = [](const std::string& path) {
-    std::string text;
-    if (FILE* file = std::fopen(path.c_str(), "r")) {
-      std::array<char, 4096> buffer;
-      size_t n;
-      while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) text.append(buffer.data(), n);
-      std::fclose(file);
-    }
-    return text;
-  };
   result.out = slurp(scratch / "out");
   result.err = slurp(scratch / "err");
   return result;

@@ -45,12 +45,7 @@ std::string quoted(const std::string& text) {
   return "'" + text + "'";
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test::slurp;
 
 // A process started with its own process group, killed with its group if still running when
 // it goes out of scope (a failed assertion included).
