@@ -169,8 +169,6 @@ LineFit fit_between(const std::vector<TimePoint>& below, const std::vector<TimeP
       first = std::min(first, point.x_ns);
       last = std::max(last, point.x_ns);
     }
-  fit.first_ns = first;
-  fit.last_ns = last;
   fit.line.pivot_ns = first + (last - first) / 2;
   const std::vector<Sample> low = half_hull(samples(below, fit.line.pivot_ns), true);
   const std::vector<Sample> high = half_hull(samples(above, fit.line.pivot_ns), false);

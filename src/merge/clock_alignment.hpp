@@ -58,8 +58,6 @@ struct LineFit {
   // fitted or drift_undetermined.
   double bound_ns = kUnknownBound;
   bool drift_needed = false;  // no constant offset respects every point
-  int64_t first_ns = 0;       // the points' span of x
-  int64_t last_ns = 0;
 };
 
 // The largest drift a clock may have (1000 ppm); fits assume no more.

@@ -211,7 +211,6 @@ std::string resolution_text(uint64_t resolution_ns) {
 
 namespace {
 
-// Hosts of one hostname are told apart by their ids: "web (host id 3f2a9c1e)", "web (no host id)".
 // Where a trace's events are, on its host's clock: from its packets' first begin to their last
 // end; none for a trace of no packet.
 std::optional<TimeSpan> time_span(const reader::Trace& trace) {
@@ -237,6 +236,7 @@ void widen_span(std::optional<TimeSpan>& span, const std::optional<TimeSpan>& mo
   span->last_ns = std::max(span->last_ns, more->last_ns);
 }
 
+// Hosts of one hostname are told apart by their ids: "web (host id 3f2a9c1e)", "web (no host id)".
 void name_hosts_apart(std::vector<Host>& hosts, const std::map<std::pair<std::string, std::string>, size_t>& keys) {
   std::map<std::string, size_t> of_name;
   for (const auto& [key, index] : keys) ++of_name[key.first];
