@@ -52,6 +52,22 @@ if [ ! -d "$otlp_dir/node_modules/@opentelemetry/otlp-transformer" ] ||
   echo "chronicle: npm ci in tests/otlp"
   (cd "$otlp_dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
 fi
+# The OpenTelemetry Python SDK (PyPI, every package pinned in tests/otlp/requirements.txt), in a
+# virtual environment in tests/otlp/python: it traces the peer test's second service
+# (tests/otlp/py_service.py), a service chronicle did not trace.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+fi
+python_dir="$otlp_dir/python"
+if [ ! -x "$python_dir/bin/python3" ] || [ "$otlp_dir/requirements.txt" -nt "$python_dir/installed" ]; then
+  echo "chronicle: pip install into tests/otlp/python"
+  rm -rf "$python_dir"
+  python3 -m venv "$python_dir"
+  "$python_dir/bin/pip" install -q --disable-pip-version-check --no-input -r "$otlp_dir/requirements.txt"
+  touch "$python_dir/installed"
+fi
 # speedscope's own Chrome trace importer, pinned in tests/speedscope/package-lock.json: the export
 # tests import the Chrome JSON with it and fail on any warning (a mis-nested slice).
 speedscope_dir="$(dirname "$0")/../tests/speedscope"

@@ -1,5 +1,5 @@
 // A service traced by the official OpenTelemetry JS SDK, not by chronicle: the peer of
-// tests/otel_js_peer_test.cpp. It answers GET /quote?id=N: a SERVER span continuing the caller's
+// tests/otel_peer_test.cpp. It answers GET /quote?id=N: a SERVER span continuing the caller's
 // W3C traceparent, an INTERNAL "price lookup" span with attributes, and a CLIENT span for a
 // POST /audit back to the caller's own server (port in the x-audit-port header), carrying that
 // span's traceparent. Its spans' starts are whole milliseconds (the SDK's Date.now()). POST

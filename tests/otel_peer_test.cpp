@@ -1,9 +1,10 @@
-// chronicle beside a service it did not trace: tests/otlp/js_service.js, traced by the official
-// OpenTelemetry JS SDK, and tests/programs/js_peer_client.cpp, traced by chronicle, call each other
-// over HTTP with W3C traceparent headers. After `chronicle merge` of the program's trace with the
-// service's OTLP/JSON spans, each request is one tree holding both sides, the service's spans keep
-// their own ids and parents, and its clock (the same machine's, so the truth is an offset of 0)
-// lies within the bound merge states, although the SDK's starts are whole milliseconds.
+// chronicle beside services it did not trace: tests/otlp/js_service.js, traced by the official
+// OpenTelemetry JS SDK, and tests/otlp/py_service.py, traced by the official Python SDK, each with
+// tests/programs/otel_peer_client.cpp, traced by chronicle, calling each other over HTTP with W3C
+// traceparent headers. After `chronicle merge` of the program's trace with the service's
+// OTLP/JSON spans, each request is one tree holding both sides, the service's spans keep their
+// own ids and parents, and its clock (the same machine's, so the truth is an offset of 0) lies
+// within the bound merge states, although the JS SDK's starts are whole milliseconds.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -26,7 +28,7 @@ using test::run;
 using test::TemporaryDirectory;
 
 const std::string kCli = CHRONICLE_CLI;
-const std::string kClient = JS_PEER_CLIENT;
+const std::string kClient = OTEL_PEER_CLIENT;
 const std::string kOtlpDirectory = OTLP_CHECK_DIR;
 constexpr int kRequests = 10;
 
@@ -55,12 +57,35 @@ Spans read_spans(const std::string& file) {
   return spans;
 }
 
-TEST(OtelJsPeer, EachRequestIsOneTreeWithTheServicesOwnSpansAlignedWithinTheBound) {
-  ASSERT_TRUE(std::filesystem::exists(kOtlpDirectory + "/node_modules/@opentelemetry/sdk-trace-base"))
-      << "the OpenTelemetry JS SDK is not installed: run scripts/install-deps.sh";
+// A service traced by an OpenTelemetry SDK: how it starts, and what its spans are named after.
+struct Peer {
+  std::string name;
+  std::string sdk;       // a file the SDK's installation has (scripts/install-deps.sh)
+  std::string start;     // the command, in OTLP_CHECK_DIR, before its arguments OUT PORT_FILE
+  std::string host_dir;  // the service's trace in the merged directory
+  bool whole_milliseconds;
+};
+
+std::ostream& operator<<(std::ostream& out, const Peer& peer) {
+  return out << peer.name;
+}
+
+class OtelPeer : public ::testing::TestWithParam<Peer> {};
+
+INSTANTIATE_TEST_SUITE_P(Sdks, OtelPeer,
+                         ::testing::Values(Peer{"js", "node_modules/@opentelemetry/sdk-trace-base",
+                                                "node js_service.js", "js-host-0-quotes-js", true},
+                                           Peer{"python", "python/installed", "python/bin/python3 py_service.py",
+                                                "py-host-0-quotes-py", false}),
+                         [](const ::testing::TestParamInfo<Peer>& info) { return info.param.name; });
+
+TEST_P(OtelPeer, EachRequestIsOneTreeWithTheServicesOwnSpansAlignedWithinTheBound) {
+  const Peer& peer = GetParam();
+  ASSERT_TRUE(std::filesystem::exists(kOtlpDirectory + "/" + peer.sdk))
+      << "the OpenTelemetry " << peer.name << " SDK is not installed: run scripts/install-deps.sh";
   TemporaryDirectory directory;
   const std::string spans_file = directory / "service.json", port_file = directory / "port";
-  ASSERT_EQ(run("cd " + kOtlpDirectory + " && node js_service.js " + spans_file + " " + port_file + " > " +
+  ASSERT_EQ(run("cd " + kOtlpDirectory + " && " + peer.start + " " + spans_file + " " + port_file + " > " +
                 (directory / "service.log") + " 2>&1 &")
                 .exit_code,
             0);
@@ -83,7 +108,7 @@ TEST(OtelJsPeer, EachRequestIsOneTreeWithTheServicesOwnSpansAlignedWithinTheBoun
   const std::string merged = directory / "merged";
   const auto merge = run(kCli + " merge " + program + " " + spans_file + " -o " + merged);
   ASSERT_EQ(merge.exit_code, 0) << merge.err << merge.out;
-  EXPECT_NE(merge.out.find("whole milliseconds"), std::string::npos) << merge.out;
+  EXPECT_EQ(merge.out.find("whole milliseconds") != std::string::npos, peer.whole_milliseconds) << merge.out;
   const std::string exported = directory / "merged.json";
   const auto exporting = run(kCli + " export --format otlp -o " + exported + " " + merged);
   ASSERT_EQ(exporting.exit_code, 0) << exporting.err;
@@ -129,7 +154,7 @@ TEST(OtelJsPeer, EachRequestIsOneTreeWithTheServicesOwnSpansAlignedWithinTheBoun
   }
 
   // The truth is one clock: the service's correction is within its bound of 0.
-  const reader::Trace service_trace(merged + "/js-host-0-quotes-js");
+  const reader::Trace service_trace(merged + "/" + peer.host_dir);
   ASSERT_TRUE(service_trace.description().correction) << merge.out;
   const auto& correction = *service_trace.description().correction;
   ASSERT_GE(correction.bound_ns, 0) << merge.out;

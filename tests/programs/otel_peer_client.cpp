@@ -1,10 +1,10 @@
-// A chronicle-traced C++ program talking to a service traced by the OpenTelemetry JS SDK
-// (tests/otlp/js_service.js) over HTTP with W3C traceparent headers, both ways. For each of
-// REQUESTS requests it asks for a quote inside its span "client/quote request"; while serving it,
-// the service posts an audit record back to this program's own server, which continues the
-// service's trace (ReceiveScope) in a span "audit/record audit". Traced through the environment
-// (chronicle record).
-//   js_peer_client SERVICE_PORT REQUESTS
+// A chronicle-traced C++ program talking to a service traced by an OpenTelemetry SDK
+// (tests/otlp/js_service.js or py_service.py) over HTTP with W3C traceparent headers, both ways.
+// For each of REQUESTS requests it asks for a quote inside its span "client/quote request"; while
+// serving it, the service posts an audit record back to this program's own server, which
+// continues the service's trace (ReceiveScope) in a span "audit/record audit". Traced through the
+// environment (chronicle record).
+//   otel_peer_client SERVICE_PORT REQUESTS
 #include <httplib.h>
 
 #include <chronicle/chronicle.hpp>
@@ -17,7 +17,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: js_peer_client SERVICE_PORT REQUESTS\n");
+    std::fprintf(stderr, "usage: otel_peer_client SERVICE_PORT REQUESTS\n");
     return 2;
   }
   const int service_port = std::atoi(argv[1]);
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   });
   const int audit_port = audits.bind_to_any_port("127.0.0.1");
   if (audit_port <= 0) {
-    std::fprintf(stderr, "js_peer_client: cannot listen on 127.0.0.1\n");
+    std::fprintf(stderr, "otel_peer_client: cannot listen on 127.0.0.1\n");
     return 1;
   }
   std::thread listening([&] { audits.listen_after_bind(); });
