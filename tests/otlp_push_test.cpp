@@ -13,11 +13,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -169,11 +171,8 @@ Received read_log(const std::string& log) {
   return received;
 }
 
-// The span ids of the trace's OTLP/JSON file export, sorted.
-std::vector<std::string> exported_span_ids(const std::string& trace, const TemporaryDirectory& scratch) {
-  const std::string file = scratch / "export.otlp.json";
-  const auto result = run(kCli + " export " + trace + " --format otlp --force -o " + file);
-  EXPECT_EQ(result.exit_code, 0) << result.err;
+// The span ids of an OTLP/JSON file, sorted.
+std::vector<std::string> span_ids_in(const std::string& file) {
   std::vector<std::string> ids;
   const auto request = nlohmann::json::parse(slurp(file));
   for (const auto& resource : request["resourceSpans"])
@@ -181,6 +180,14 @@ std::vector<std::string> exported_span_ids(const std::string& trace, const Tempo
       for (const auto& span : scope["spans"]) ids.push_back(span["spanId"].get<std::string>());
   std::sort(ids.begin(), ids.end());
   return ids;
+}
+
+// The span ids of the trace's OTLP/JSON file export, sorted.
+std::vector<std::string> exported_span_ids(const std::string& trace, const TemporaryDirectory& scratch) {
+  const std::string file = scratch / "export.otlp.json";
+  const auto result = run(kCli + " export " + trace + " --format otlp --force -o " + file);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return span_ids_in(file);
 }
 
 // What names a span and places it in its trace, from the trace's OTLP/JSON file export: span
@@ -280,6 +287,39 @@ TEST_F(OtlpPush, EveryProcessOfARecordRunArrives) {
   std::set<std::string> services;
   for (const auto& [id, item] : received.spans) services.insert(item["service"].get<std::string>());
   EXPECT_EQ(services.size(), 2u);
+}
+
+// Other services' spans merged from OTLP input are theirs to export (they did): a push of the
+// merged trace sends chronicle's own spans and says it left the others out, unless asked.
+TEST_F(OtlpPush, AMergedTraceSendsOnlyItsOwnSpansUnlessAsked) {
+  const std::string other = scratch_ / "other-services.otlp.json";  // two services, as OTLP/JSON
+  auto result = run(kCli + " export " + two_processes() + " --format otlp -o " + other);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string merged = scratch_ / "merged";
+  result = run(kCli + " merge " + echo_trace() + " " + other + " -o " + merged);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto others = span_ids_in(other);
+  const auto everything = exported_span_ids(merged, scratch_);
+  ASSERT_FALSE(others.empty());
+  std::vector<std::string> own;
+  std::set_difference(everything.begin(), everything.end(), others.begin(), others.end(), std::back_inserter(own));
+  ASSERT_EQ(own.size() + others.size(), everything.size()) << "the merged trace holds every span of its inputs";
+
+  Receiver receiver(scratch_, log_, {});
+  const int port = receiver.port();
+  ASSERT_NE(port, 0) << receiver.output();
+  result = run(kCli + " export " + merged + " --otlp-endpoint " + endpoint(port));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("not sending the spans of 2 services merged from OTLP input"), std::string::npos)
+      << result.err;
+  EXPECT_EQ(ids_of(read_log(log_)), own);
+
+  const std::string log_with_others = scratch_ / "with-others.ndjson";
+  Receiver asked(scratch_, log_with_others, {});
+  result =
+      run(kCli + " export " + merged + " --otlp-endpoint " + endpoint(asked.port()) + " --otlp-include-merged-input");
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ids_of(read_log(log_with_others)), everything) << "each span once, under the id its service gave it";
 }
 
 // The protobuf encoder says what the JSON one says: decoded by the official definitions, each

@@ -1,6 +1,7 @@
 #include "cli/otlp_push_cli.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include "cli/common.hpp"
 #include "export/otel_environment.hpp"
 #include "export/otlp_push.hpp"
+#include "format/metadata.hpp"
 
 namespace chronicle::cli {
 namespace {
@@ -142,6 +144,25 @@ int finish_live_otlp_push(exports::OtlpLivePush& live, const std::string& direct
   return exit_code;
 }
 
+// Removes the traces merge made of other services' OTLP spans, and says so: those services
+// pushed their spans themselves, and a second copy under the same ids is not another span.
+void leave_out_merged_input(std::vector<reader::Trace>& traces) {
+  std::vector<std::string> services;
+  std::vector<reader::Trace> kept;  // (a Trace moves, but is not move-assigned)
+  for (reader::Trace& trace : traces) {
+    if (trace.description().source == format::kSourceOtlp)
+      services.push_back(trace.description().process_name);
+    else
+      kept.push_back(std::move(trace));
+  }
+  traces = std::move(kept);
+  if (services.empty()) return;
+  tell(
+      "chronicle: not sending the spans of {} merged from OTLP input ({}): each service exports its own; "
+      "--otlp-include-merged-input sends them too\n",
+      plural(services.size(), "service"), fmt::join(services, ", "));
+}
+
 int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& options) {
   exports::OtlpPushOptions push = otlp_push_options(directory, options);
   const bool resend = !options.resend.empty();
@@ -156,8 +177,9 @@ int run_otlp_push(const std::string& directory, const OtlpPushCliOptions& option
   if (resend) {
     result = exports::resend_otlp_spool(push);
   } else {
-    const std::vector<reader::Trace> traces = exports::open_traces(directory);
+    std::vector<reader::Trace> traces = exports::open_traces(directory);
     for (const auto& trace : traces) warn_about_damage(trace);
+    if (!options.include_merged_input) leave_out_merged_input(traces);
     result = exports::push_otlp(traces, push);
   }
   if (show_progress) fmt::print(stderr, "\r\033[K");
@@ -188,9 +210,13 @@ void add_otlp_push_options(CLI::App& command, OtlpPushCliOptions& options, bool 
       ->check(CLI::Range(0.001, 3600.0));
   command.add_option("--otlp-spool", options.spool,
                      "Where batches go when the collector is down (default: DIR.otlp-spool next to the trace)");
-  if (with_resend)
+  if (with_resend) {
     command.add_option("--otlp-resend", options.resend,
                        "Send the batches a failed push spooled in this directory (instead of a trace)");
+    command.add_flag("--otlp-include-merged-input", options.include_merged_input,
+                     "Also send the spans of other services that merge read as OTLP input (not by default: "
+                     "each service exports its own)");
+  }
 }
 
 }  // namespace chronicle::cli

@@ -20,6 +20,9 @@ struct OtlpPushCliOptions {
   std::string service_name;                                  // --service-name: over OTEL_SERVICE_NAME
   std::string spool;
   std::string resend;  // export only
+  // export only: also push the spans other services gave merge as OTLP input (not by default:
+  // they sent them to their own collector; a backend would hold each twice under one id)
+  bool include_merged_input = false;
   size_t batch_spans = 2048;
   double retry_seconds = 30;
   double timeout_seconds = 0;  // 0 until given or resolved: 10
@@ -34,7 +37,7 @@ struct OtlpPushCliOptions {
 void resolve_otlp_environment(OtlpPushCliOptions& options);
 
 // --otlp-endpoint, --otlp-protocol, --otlp-batch-spans, --otlp-retry-seconds, --otlp-timeout,
-// --otlp-spool, and --otlp-resend when `with_resend`.
+// --otlp-spool, and --otlp-resend and --otlp-include-merged-input when `with_resend` (export).
 void add_otlp_push_options(CLI::App& command, OtlpPushCliOptions& options, bool with_resend);
 
 // Pushes the traces in `directory` (or resends options.resend), prints the counts and says what

@@ -184,7 +184,10 @@ class OtlpSpanProducer {
  private:
   void produce_resource() {
     const auto& description = trace_->description();
-    const OtelResource settings = otel_resource_from_environment();
+    // Another service's spans (merged from OTLP input) keep the name that service gave itself:
+    // this environment describes chronicle's own process.
+    const OtelResource settings =
+        description.source == format::kSourceOtlp ? OtelResource{} : otel_resource_from_environment();
     OtlpResource resource;
     {
       AttributeList attributes(resource.attributes);

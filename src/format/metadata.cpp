@@ -78,6 +78,7 @@ constexpr std::string_view kEventsUnwritten = "chronicle_events_unwritten";
 constexpr std::string_view kBytesUnwritten = "chronicle_bytes_unwritten";
 constexpr std::string_view kTimeResolution = "chronicle_time_resolution_ns";
 constexpr std::string_view kHostId = "chronicle_host_id";
+constexpr std::string_view kSource = "chronicle_source";
 
 std::string string_value(std::string_view text, std::string_view key) {
   auto value = find_value(text, key);
@@ -238,6 +239,7 @@ std::string make_metadata(const TraceDescription& trace) {
                                    std::pair{kBytesUnwritten, trace.losses.bytes_unwritten}})
     out += fmt::format("  {} = {};\n", key, static_cast<int64_t>(count));
   if (!trace.host_id.empty()) out += fmt::format("  {} = \"{}\";\n", kHostId, quoted(trace.host_id));
+  if (!trace.source.empty()) out += fmt::format("  {} = \"{}\";\n", kSource, quoted(trace.source));
   if (trace.time_resolution_ns != 0)
     out += fmt::format("  {} = {};\n", kTimeResolution, static_cast<int64_t>(trace.time_resolution_ns));
   if (trace.correction)
@@ -338,6 +340,7 @@ TraceDescription parse_metadata(std::string_view text) {
   trace.correction = parse_correction(text);
   trace.time_resolution_ns = optional_count(text, kTimeResolution);
   trace.host_id = string_value(text, kHostId);
+  trace.source = string_value(text, kSource);
   const int64_t frequency = integer_value(text, "freq");
   if (frequency <= 0) throw std::runtime_error(fmt::format("metadata clock frequency {} is not positive", frequency));
   trace.clock.frequency_hz = static_cast<uint64_t>(frequency);

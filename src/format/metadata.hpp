@@ -57,7 +57,11 @@ struct TraceDescription {
   // What tells this host's clock from another's of the same hostname: the kernel's boot id for a
   // recorded trace, OpenTelemetry's host.id for an OTLP input; "" when unknown (older traces).
   std::string host_id;
+  // Where the trace's events come from when chronicle did not record them: kSourceOtlp for
+  // another service's spans that merge read from OTLP input. "" for a recorded trace.
+  std::string source;
 };
+inline constexpr std::string_view kSourceOtlp = "otlp";
 
 // The CTF clock's offset: wall time = offset_s + (offset + ticks) / frequency.
 struct ClockOffset {

@@ -424,6 +424,7 @@ OtlpProcess write_resource(Resource& resource, const std::string& digest, const 
   description.hostname = resource.host;
   description.time_resolution_ns = detected_resolution(resource.spans);
   description.host_id = resource.host_id;
+  description.source = std::string(format::kSourceOtlp);
   format::TraceWriter writer(description);
   write_span_lanes(resource.spans, writer, base);
   writer.write(directory);
