@@ -9,6 +9,7 @@
 //   CHRONICLE_SPAN_ARGS("http", "request", "http.route", route, "user.id", id);  // with attributes
 //   CHRONICLE_INSTANT_ARGS("cache", "miss", "key", key);                         // the same, an instant
 //   CHRONICLE_SPAN_DYNAMIC("rpc", method_name);  // a span named at run time (a string)
+//   CHRONICLE_SPAN_ATTRIBUTE("http", "http.response.status_code", status);  // set before the end
 //   chronicle::fail_current_span("no stock");    // the innermost open span ends in error
 //
 // Attributes: up to 8 key/value pairs; keys are string literals, values an integer (int64; a
@@ -121,20 +122,32 @@
         }                                                                                  \
   }
 
-#define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...)                                                 \
-  do {                                                                                                       \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
-    if (chronicle_generation != 0) [[unlikely]] {                                                            \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, instant, level);                                 \
-      static constinit ::chronicle::detail::AttributeKeys chronicle_keys{};                                  \
-      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                           \
-        ::chronicle::detail::AttributeArgs chronicle_args;                                                   \
-        ::chronicle::detail::add_attributes(chronicle_args, __VA_ARGS__);                                    \
-        ::chronicle::detail::emit_with_attributes(chronicle_site, chronicle_generation,                      \
-                                                  ::chronicle::format::EventId::instant, chronicle_keys,     \
-                                                  chronicle_args);                                           \
-      }                                                                                                      \
-    }                                                                                                        \
+#define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...)                                                           \
+  do {                                                                                                                 \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);           \
+    if (chronicle_generation != 0) [[unlikely]] {                                                                      \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, instant, level);                                           \
+      static constinit ::chronicle::detail::AttributeKeys chronicle_keys{};                                            \
+      if (auto* chronicle_writer = ::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {            \
+        ::chronicle::detail::AttributeArgs chronicle_args;                                                             \
+        ::chronicle::detail::add_attributes(chronicle_args, __VA_ARGS__);                                              \
+        ::chronicle::detail::emit_with_attributes(                                                                     \
+            *chronicle_writer, chronicle_site, ::chronicle::format::EventId::instant, chronicle_keys, chronicle_args); \
+      }                                                                                                                \
+    }                                                                                                                  \
+  } while (0)
+
+// An attribute of the innermost open span of the calling thread or task (as the trace records
+// it), set before its end: `key` a string literal, `value` as in CHRONICLE_SPAN_ARGS, computed
+// only when `category` is recorded.
+#define CHRONICLE_SPAN_ATTRIBUTE_V(category, level, key, value)                                                    \
+  do {                                                                                                             \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);       \
+    if (chronicle_generation != 0) [[unlikely]] {                                                                  \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, key, attribute, level);                                      \
+      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                                   \
+        ::chronicle::detail::emit_attribute(nullptr, chronicle_site, ::chronicle::detail::attribute_value(value)); \
+    }                                                                                                              \
   } while (0)
 
 // `name`: a std::string, std::string_view or C string, read only when the category is recorded.
@@ -148,6 +161,7 @@
 #define CHRONICLE_SPAN_ARGS(category, name, ...) CHRONICLE_SPAN_ARGS_V(category, name, 0, __VA_ARGS__)
 #define CHRONICLE_INSTANT_ARGS(category, name, ...) CHRONICLE_INSTANT_ARGS_V(category, name, 0, __VA_ARGS__)
 #define CHRONICLE_SPAN_DYNAMIC(category, name) CHRONICLE_SPAN_DYNAMIC_V(category, name, 0)
+#define CHRONICLE_SPAN_ATTRIBUTE(category, key, value) CHRONICLE_SPAN_ATTRIBUTE_V(category, 0, key, value)
 #define CHRONICLE_SPAN_BEGIN(category, name) CHRONICLE_SPAN_BEGIN_V(category, name, 0)
 #define CHRONICLE_SPAN_END(category, name) CHRONICLE_SPAN_END_V(category, name, 0)
 #define CHRONICLE_INSTANT(category, name) CHRONICLE_INSTANT_V(category, name, 0)
@@ -175,6 +189,8 @@
 #define CHRONICLE_SPAN_ARGS_V(category, name, level, ...) static_assert(true)
 #define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...) static_assert(true)
 #define CHRONICLE_SPAN_DYNAMIC_V(category, name, level) static_assert(true)
+#define CHRONICLE_SPAN_ATTRIBUTE(category, key, value) static_assert(true)
+#define CHRONICLE_SPAN_ATTRIBUTE_V(category, level, key, value) static_assert(true)
 
 #include <string_view>
 

@@ -68,7 +68,7 @@ void write_attribute(ThreadWriter& writer, uint16_t category, uint32_t span_site
                          format::AttributeBoolPayload{span_site, key, static_cast<uint8_t>(value.as_bool)}, ticks);
     case format::EventId::attribute_string: {
       std::string scratch;
-      const std::string_view text = format::stored_attribute_text(value.text, scratch);
+      const std::string_view text = format::stored_attribute_text(value.text(), scratch);
       const format::AttributeStringPrefix fixed{span_site, key};
       return emit_text_at(writer, category, value.type, &fixed, sizeof fixed, text.data(), text.size(), ticks);
     }
@@ -80,37 +80,125 @@ void write_attribute(ThreadWriter& writer, uint16_t category, uint32_t span_site
 
 }  // namespace
 
-// The begin, then each attribute at the begin's time. They are events of their own: a ring that
-// fills between them loses (and counts) the attributes that did not fit, never the begin alone
-// with attributes of another span, as an attribute is written only after its span's begin was.
-Emitted emit_with_attributes(Site& site, uint32_t generation, format::EventId event, AttributeKeys& keys,
-                             const AttributeArgs& args) {
-  ThreadWriter* writer = writer_for(site, generation);
-  if (!writer) return Emitted::off;
-  uint32_t ids[kMaxAttributes];
-  for (size_t i = 0; i < args.count; ++i) ids[i] = key_id(site, keys, i, args.keys[i]);
+namespace {
+
+// The most one begin with its attributes may write as one group (EventGroup's limit); a group
+// with longer strings is written event by event.
+constexpr size_t kAttributeGroupBytes = 1024 - format::kPacketHeaderSize;
+using AttributeGroup = EventGroup<kAttributeGroupBytes>;
+
+// The bytes of attribute `value`'s event at most (an extended header).
+CHRONICLE_INLINE size_t attribute_event_bytes(const AttributeValue& value) {
+  switch (value.type) {
+    case format::EventId::attribute_uint:
+      return format::kExtendedHeaderSize + sizeof(format::AttributeUintPayload);
+    case format::EventId::attribute_float:
+      return format::kExtendedHeaderSize + sizeof(format::AttributeFloatPayload);
+    case format::EventId::attribute_bool:
+      return format::kExtendedHeaderSize + sizeof(format::AttributeBoolPayload);
+    case format::EventId::attribute_string:
+      return format::kExtendedHeaderSize + sizeof(format::AttributeStringPrefix) +
+             format::split_attribute_text(value.text()).size() + 1;
+    default:
+      return format::kExtendedHeaderSize + sizeof(format::AttributeIntPayload);
+  }
+}
+
+template <typename Payload>
+CHRONICLE_INLINE void add_fixed(AttributeGroup& group, format::EventId event, const Payload& payload) {
+  if (uint8_t* out = group.add(static_cast<uint32_t>(event), sizeof payload))
+    std::memcpy(out, &payload, sizeof payload);
+}
+
+[[gnu::noinline]] void add_string(AttributeGroup& group, uint32_t span_site, uint32_t key, std::string_view text) {
+  const format::StoredAttributeText stored = format::split_attribute_text(text);
+  const format::AttributeStringPrefix fixed{span_site, key};
+  uint8_t* out = group.add(static_cast<uint32_t>(format::EventId::attribute_string), sizeof fixed + stored.size() + 1);
+  if (!out) return;
+  std::memcpy(out, &fixed, sizeof fixed);
+  uint8_t* text_out = out + sizeof fixed;
+  std::memcpy(text_out, stored.kept.data(), stored.kept.size());
+  // An embedded NUL would end the CTF string early; keep the event's size honest.
+  std::replace(text_out, text_out + stored.kept.size(), uint8_t{'\0'}, uint8_t{' '});
+  if (stored.cut)
+    std::memcpy(text_out + stored.kept.size(), format::kTruncatedMarker, sizeof format::kTruncatedMarker - 1);
+  text_out[stored.size()] = '\0';
+}
+
+CHRONICLE_INLINE void add_attribute(AttributeGroup& group, uint32_t span_site, uint32_t key,
+                                    const AttributeValue& value) {
+  switch (value.type) {
+    case format::EventId::attribute_uint:
+      return add_fixed(group, value.type, format::AttributeUintPayload{span_site, key, value.as_uint});
+    case format::EventId::attribute_float:
+      return add_fixed(group, value.type, format::AttributeFloatPayload{span_site, key, value.as_float});
+    case format::EventId::attribute_bool:
+      return add_fixed(group, value.type,
+                       format::AttributeBoolPayload{span_site, key, static_cast<uint8_t>(value.as_bool)});
+    case format::EventId::attribute_string:
+      return add_string(group, span_site, key, value.text());
+    default:
+      return add_fixed(group, format::EventId::attribute_int,
+                       format::AttributeIntPayload{span_site, key, value.as_int});
+  }
+}
+
+// Strings too long for one group: the begin, then each attribute at the begin's time, as events
+// of their own. A ring that fills between them loses (and counts) the attributes that did not
+// fit, never the begin alone with attributes of another span, as an attribute is written only
+// after its span's begin was.
+Emitted emit_one_by_one(ThreadWriter& writer, Site& site, format::EventId event, const uint32_t* ids,
+                        const AttributeArgs& args) {
   uint64_t ticks = read_ticks();
   const uint32_t span_site = site.id.load(std::memory_order_relaxed);
   uint8_t* out =
-      begin_event(*writer, site.category_index, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
+      begin_event(writer, site.category_index, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
   if (!out) return Emitted::dropped;
   const format::NamePayload payload{span_site};
   std::memcpy(out, &payload, sizeof payload);
-  commit_event(*writer, site.category_index, out + sizeof payload, ticks);
-  ticks = writer->last_ticks;  // the begin's, never moved back
+  commit_event(writer, site.category_index, out + sizeof payload, ticks);
+  ticks = writer.last_ticks;  // the begin's, never moved back
   for (size_t i = 0; i < args.count; ++i) {
     if (ids[i] == 0) continue;
-    write_attribute(*writer, site.category_index, span_site, ids[i], args.values[i], ticks);
+    write_attribute(writer, site.category_index, span_site, ids[i], args.values[i], ticks);
   }
   return Emitted::written;
 }
 
-void emit_attribute(Site& span, Site& key, const AttributeValue& value) {
+}  // namespace
+
+// The begin and its attributes as one group, at one time: one entry into the trace point, one
+// commit; a reader sees all of them or none, and a loss counts each.
+Emitted emit_with_attributes(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
+                             const AttributeArgs& args) {
+  uint32_t ids[kMaxAttributes];
+  size_t bytes = format::kExtendedHeaderSize + sizeof(format::NamePayload);
+  for (size_t i = 0; i < args.count; ++i) {
+    ids[i] = key_id(site, keys, i, args.keys[i]);
+    if (ids[i] != 0) bytes += attribute_event_bytes(args.values[i]);
+  }
+  if (bytes > kAttributeGroupBytes) [[unlikely]]
+    return emit_one_by_one(writer, site, event, ids, args);
+  const uint32_t span_site = site.id.load(std::memory_order_relaxed);
+  AttributeGroup group(&writer, site.category_index, read_ticks(), bytes);
+  uint8_t* begin = group.add(static_cast<uint32_t>(event), sizeof(format::NamePayload));
+  if (begin) {
+    const format::NamePayload payload{span_site};
+    std::memcpy(begin, &payload, sizeof payload);
+  }
+  for (size_t i = 0; i < args.count; ++i) {
+    if (ids[i] != 0) add_attribute(group, span_site, ids[i], args.values[i]);
+  }
+  group.commit();
+  return begin ? Emitted::written : Emitted::dropped;
+}
+
+void emit_attribute(Site* span, Site& key, const AttributeValue& value) {
   const uint32_t generation = g_generation.load(std::memory_order_acquire);
   if (generation == 0) return;
   ThreadWriter* writer = writer_for(key, generation);
   if (!writer) return;
-  write_attribute(*writer, key.category_index, span.id.load(std::memory_order_relaxed),
+  write_attribute(*writer, key.category_index, span ? span->id.load(std::memory_order_relaxed) : 0,
                   key.id.load(std::memory_order_relaxed), value, read_ticks());
 }
 
@@ -153,10 +241,28 @@ DynamicNames& dynamic_names() {
   return *names;
 }
 
+// A word at a time: this runs on every runtime-named span.
 uint64_t hash_name(const Site* category_site, std::string_view name) {
-  uint64_t hash = 0xcbf29ce484222325ULL ^ reinterpret_cast<uintptr_t>(category_site);
-  for (const char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
-  return hash;
+  constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ULL;
+  uint64_t hash = reinterpret_cast<uintptr_t>(category_site) ^ (name.size() * kMultiplier);
+  size_t at = 0;
+  for (; at + sizeof(uint64_t) <= name.size(); at += sizeof(uint64_t)) {
+    uint64_t word;
+    std::memcpy(&word, name.data() + at, sizeof word);
+    hash = (hash ^ word) * kMultiplier;
+    hash ^= hash >> 32;
+  }
+  if (at < name.size()) {
+    // The last 8 bytes in one load where the name is that long: a copy of fewer bytes into a
+    // word stalls the load that follows it (no store forwarding).
+    uint64_t tail = 0;
+    if (name.size() >= sizeof tail)
+      std::memcpy(&tail, name.data() + name.size() - sizeof tail, sizeof tail);
+    else
+      for (size_t i = at; i < name.size(); ++i) tail = tail << 8 | static_cast<uint8_t>(name[i]);
+    hash = (hash ^ tail) * kMultiplier;
+  }
+  return hash ^ (hash >> 29);
 }
 
 // A thread's recent runtime names: trivially constructed, so the thread_local needs no guard.

@@ -369,6 +369,7 @@ bool start(const Config& config) {
   std::string process_name = recorder::read_process_name();
   std::strncpy(header.process_name, process_name.c_str(), sizeof header.process_name - 1);
   gethostname(header.hostname, sizeof header.hostname - 1);
+  probe_exception_count();
   const bool use_tsc = recorder::tsc_is_usable();
   detail::g_clock_is_tsc.store(use_tsc, std::memory_order_relaxed);
   header.clock = recorder::calibrate_clock(use_tsc);

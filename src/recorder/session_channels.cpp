@@ -303,6 +303,7 @@ bool attach_thread(ThreadWriter& writer, uint32_t generation) {
   // Nested drops count as "no channel" until the channel is whole.
   reset_writer(writer);
   writer.generation = generation;
+  writer.exceptions_in_flight = exception_count_of_this_thread();
   const uint32_t index = claim_channel(*session);
   if (index == kNoChannel) {
     // Events of this thread are counted as lost in switch_packet (pos == end == nullptr) until

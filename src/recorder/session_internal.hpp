@@ -194,6 +194,10 @@ Session* session_of(uint32_t generation);
 void close_channel(Session& session, ThreadWriter& writer);
 void close_thread_channel(void*);
 
+// exception_count.cpp
+void probe_exception_count();
+const unsigned* exception_count_of_this_thread();  // for ThreadWriter::exceptions_in_flight
+
 // session_interning.cpp
 void write_definition(Session& session, format::DefinitionId id, const std::string& payload);
 template <typename T>

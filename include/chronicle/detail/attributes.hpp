@@ -19,16 +19,21 @@ namespace chronicle::detail {
 inline constexpr size_t kMaxAttributes = 8;
 
 // One value as the trace stores it. Text is not copied here: it is copied into the event.
+// Trivially constructible, so that the 8 slots of AttributeArgs cost nothing until filled.
 struct AttributeValue {
-  format::EventId type = format::EventId::attribute_int;
+  struct TextRef {
+    const char* data;
+    size_t size;
+  };
+  format::EventId type;
   union {
     int64_t as_int;
     uint64_t as_uint;
     double as_float;
     bool as_bool;
+    TextRef as_text;
   };
-  std::string_view text;
-  AttributeValue() : as_int(0) {}
+  std::string_view text() const { return {as_text.data, as_text.size}; }
 };
 
 // Integers are int64 but for 64-bit unsigned ones (which may not fit); anything with a string
@@ -51,10 +56,12 @@ AttributeValue attribute_value(const Value& value) {
     out.as_float = static_cast<double>(value);
   } else if constexpr (std::is_convertible_v<const Value&, std::string_view>) {
     out.type = format::EventId::attribute_string;
+    out.as_text = {nullptr, 0};
     if constexpr (std::is_pointer_v<Plain>) {
       if (value == nullptr) return out;
     }
-    out.text = std::string_view(value);
+    const std::string_view text(value);
+    out.as_text = {text.data(), text.size()};
   } else {
     static_assert(std::is_same_v<Plain, void>,
                   "an attribute's value is an integer, a floating-point number, a bool or a string");
@@ -90,12 +97,13 @@ CHRONICLE_INLINE void add_attributes(AttributeArgs& args, const char (&key)[N], 
 }
 
 // Writes the begin of a span or an instant (`event`) with its attributes as one group: all in
-// the trace, or all counted lost. Returns what happened to the begin.
-Emitted emit_with_attributes(Site& site, uint32_t generation, format::EventId event, AttributeKeys& keys,
+// the trace, or all counted lost. `writer`: what writer_for(site) returned. Returns what happened
+// to the begin.
+Emitted emit_with_attributes(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
                              const AttributeArgs& args);
-// One attribute of the innermost open span named by `span` (0: the innermost, whatever its name)
-// of the calling thread or task. `key` is a site of kind attribute.
-void emit_attribute(Site& span, Site& key, const AttributeValue& value);
+// One attribute of the innermost open span named by `span` (null: the innermost, whatever its
+// name) of the calling thread or task. `key` is a site of kind attribute that writer_for() took.
+void emit_attribute(Site* span, Site& key, const AttributeValue& value);
 // The status of the innermost open span named by `span` (null: the innermost).
 void emit_span_status(Site* span, format::SpanStatus status, std::string_view message);
 
@@ -106,23 +114,20 @@ class ScopedSpanWithArgs {
   CHRONICLE_INLINE ScopedSpanWithArgs(Site& site, AttributeKeys& keys, MakeArgs&& make_args) : site_(site) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
-      if (writer_for(site, generation) == nullptr) return;  // the category is off: no value is computed
+      ThreadWriter* writer = writer_for(site, generation);
+      if (writer == nullptr) return;  // the category is off: no value is computed
       AttributeArgs args;
       make_args(args);
-      const Emitted begin = emit_with_attributes(site, generation, format::EventId::span_begin, keys, args);
-      if (begin != Emitted::off) generation_ = generation;
-      begin_dropped_ = begin == Emitted::dropped;
-      if (begin == Emitted::written) note_span_begun();
+      begun_.record(emit_with_attributes(*writer, site, format::EventId::span_begin, keys, args), generation);
     }
   }
-  ~ScopedSpanWithArgs() { end_span<true>(site_, generation_, begin_dropped_); }
+  ~ScopedSpanWithArgs() { end_span(site_, begun_); }
   ScopedSpanWithArgs(const ScopedSpanWithArgs&) = delete;
   ScopedSpanWithArgs& operator=(const ScopedSpanWithArgs&) = delete;
 
  private:
   Site& site_;
-  uint32_t generation_ = 0;
-  bool begin_dropped_ = false;
+  SpanBegun begun_;
 };
 
 // A scoped span named at run time. Names are interned by text (per category) in a table of
@@ -141,22 +146,18 @@ class ScopedDynamicSpan {
     if (generation != 0) [[unlikely]] {
       if (writer_for(category_site, generation) == nullptr) return;
       site_ = &dynamic_site(category_site, std::string_view(name));
-      const Emitted begin = emit_with_name(*site_, generation, format::EventId::span_begin);
-      if (begin != Emitted::off) generation_ = generation;
-      begin_dropped_ = begin == Emitted::dropped;
-      if (begin == Emitted::written) note_span_begun();
+      begun_.record(emit_with_name(*site_, generation, format::EventId::span_begin), generation);
     }
   }
   ~ScopedDynamicSpan() {
-    if (site_) end_span<true>(*site_, generation_, begin_dropped_);
+    if (site_) end_span(*site_, begun_);
   }
   ScopedDynamicSpan(const ScopedDynamicSpan&) = delete;
   ScopedDynamicSpan& operator=(const ScopedDynamicSpan&) = delete;
 
  private:
   Site* site_ = nullptr;
-  uint32_t generation_ = 0;
-  bool begin_dropped_ = false;
+  SpanBegun begun_;
 };
 
 }  // namespace chronicle::detail

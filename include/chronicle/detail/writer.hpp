@@ -61,6 +61,10 @@ struct ThreadWriter {
   // time of the outermost: the root of the trace its sends start (implicit_thread_context).
   uint32_t open_thread_spans;
   uint64_t outer_span_ticks;
+  // The C++ runtime's count of this thread's exceptions in flight (what std::uncaught_exceptions
+  // returns, read without a call into another shared object), or null where its place is not
+  // known (src/recorder/exception_count.cpp). Kept across sessions: it lives as long as the thread.
+  const unsigned* exceptions_in_flight;
 };
 
 // 0 when no session runs; otherwise the running session's generation. Trace points test this
@@ -195,8 +199,12 @@ class EventGroup {
 
  public:
   // `writer` may be null for a group that writes nothing (tracing off): it is used at the first add().
-  CHRONICLE_INLINE EventGroup(ThreadWriter* writer, uint16_t category, uint64_t ticks)
-      : writer_(writer), category_(category), ticks_(ticks) {}
+  // `max_bytes` (at most kMaxBytes): the most this group writes, when the caller knows it better.
+  CHRONICLE_INLINE EventGroup(ThreadWriter* writer, uint16_t category, uint64_t ticks, size_t max_bytes = kMaxBytes)
+      : writer_(writer),
+        category_(category),
+        ticks_(ticks),
+        max_bytes_(max_bytes < kMaxBytes ? max_bytes : kMaxBytes) {}
   EventGroup(const EventGroup&) = delete;
   EventGroup& operator=(const EventGroup&) = delete;
   CHRONICLE_INLINE ~EventGroup() {
@@ -248,15 +256,15 @@ class EventGroup {
     }
     if (ticks_ < writer_->last_ticks) ticks_ = writer_->last_ticks;  // a thread's times never go back
     first_compact_ = ticks_ - writer_->last_ticks <= format::kCompactTimestampMask;
-    if (kMaxBytes > static_cast<size_t>(writer_->end - writer_->pos)) [[unlikely]] {
-      if (!switch_packet(*writer_, category_, ticks_, kMaxBytes)) {  // counts this event
+    if (max_bytes_ > static_cast<size_t>(writer_->end - writer_->pos)) [[unlikely]] {
+      if (!switch_packet(*writer_, category_, ticks_, max_bytes_)) {  // counts this event
         state_ = State::no_room;  // still inside the trace point: the others are counted at commit()
         return;
       }
       first_compact_ = true;  // a new packet starts at this instant
     }
     pos_ = writer_->pos;
-    room_end_ = pos_ + kMaxBytes;
+    room_end_ = pos_ + max_bytes_;
     state_ = State::open;
   }
 
@@ -268,6 +276,7 @@ class EventGroup {
   uint32_t written_ = 0;
   uint32_t dropped_ = 0;
   uint64_t ticks_;
+  size_t max_bytes_;
   uint8_t* pos_ = nullptr;
   uint8_t* room_end_ = nullptr;
 };
@@ -355,22 +364,42 @@ void emit_with_text(ThreadWriter& writer, uint16_t category, format::EventId eve
 // (C++ gives a destructor no access to the exception in flight, so its what() is not known.)
 void mark_span_unwound(Site& site);
 
-// The end of a scoped span begun at `site` (generation 0: not recorded). With
-// `kMarksExceptions`, an exception leaving the scope marks the span failed first: asking costs a
-// call into the C++ runtime (std::uncaught_exceptions, ~7 ns here: a thread-local of another
-// shared object), so the plain CHRONICLE_SPAN, at the clock's floor, does not ask.
-template <bool kMarksExceptions>
-CHRONICLE_INLINE void end_span(Site& site, uint32_t generation, bool begin_dropped) {
-  if (generation != 0) [[unlikely]] {
-    if (begin_dropped) {
-      count_discarded(generation, site.category_index);
+// std::uncaught_exceptions(), in two loads where the runtime's count was found.
+CHRONICLE_INLINE unsigned exceptions_in_flight(const ThreadWriter& writer) {
+  if (writer.exceptions_in_flight != nullptr) [[likely]]
+    return *writer.exceptions_in_flight;
+  return static_cast<unsigned>(std::uncaught_exceptions());
+}
+
+// What the end of a scoped span needs to know of its begin.
+struct SpanBegun {
+  uint32_t generation = 0;  // 0: not recorded
+  bool dropped = false;     // its end is not written either, but counted as discarded
+  // Exceptions in flight at the begin: a span that begins and ends inside a destructor run by
+  // unwinding is not failed by the exception passing by.
+  unsigned exceptions = 0;
+
+  CHRONICLE_INLINE void record(Emitted begin, uint32_t session) {
+    if (begin != Emitted::off) generation = session;
+    dropped = begin == Emitted::dropped;
+    if (begin == Emitted::written) {
+      note_span_begun();
+      exceptions = exceptions_in_flight(t_writer);
+    }
+  }
+};
+
+// The end of a scoped span begun at `site`. An exception leaving the scope marks the span
+// failed first.
+CHRONICLE_INLINE void end_span(Site& site, const SpanBegun& begun) {
+  if (begun.generation != 0) [[unlikely]] {
+    if (begun.dropped) {
+      count_discarded(begun.generation, site.category_index);
       return;
     }
-    if constexpr (kMarksExceptions) {
-      if (std::uncaught_exceptions() != 0) [[unlikely]]
-        mark_span_unwound(site);
-    }
-    emit_span_end(site, generation);
+    if (exceptions_in_flight(t_writer) > begun.exceptions) [[unlikely]]
+      mark_span_unwound(site);
+    emit_span_end(site, begun.generation);
   }
 }
 
@@ -378,21 +407,16 @@ class ScopedSpan {
  public:
   CHRONICLE_INLINE explicit ScopedSpan(Site& site) : site_(site) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
-    if (generation != 0) [[unlikely]] {
-      const Emitted begin = emit_with_name(site, generation, format::EventId::span_begin);
-      if (begin != Emitted::off) generation_ = generation;
-      begin_dropped_ = begin == Emitted::dropped;
-      if (begin == Emitted::written) note_span_begun();
-    }
+    if (generation != 0) [[unlikely]]
+      begun_.record(emit_with_name(site, generation, format::EventId::span_begin), generation);
   }
-  CHRONICLE_INLINE ~ScopedSpan() { end_span<false>(site_, generation_, begin_dropped_); }
+  CHRONICLE_INLINE ~ScopedSpan() { end_span(site_, begun_); }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
 
  private:
   Site& site_;
-  uint32_t generation_ = 0;
-  bool begin_dropped_ = false;  // its end is not written either, but counted as discarded
+  SpanBegun begun_;
 };
 
 }  // namespace chronicle::detail
