@@ -942,6 +942,38 @@ void viewer_open_connections_at_close(int64_t count) {
   CHRONICLE_COUNTER("echo", "open connections", count);
 }
 
+// What a span says of itself (attributes, and its status when it failed) is in its details and
+// found by search, from a fresh index and from the cached one alike.
+TEST(ViewerAttributes, DetailsShowThemAndSearchFindsTheirSpans) {
+  TemporaryDirectory directory;
+  const Config config = test::test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  for (const char* customer : {"acme", "globex", "initech"}) {
+    CHRONICLE_SPAN_ARGS("shop", "checkout", "customer", customer, "items", 3);
+    if (std::string_view(customer) == "globex") fail_current_span("card declined");
+  }
+  { CHRONICLE_SPAN("shop", "idle"); }
+  stop();
+  for (const bool from_cache : {false, true}) {
+    SCOPED_TRACE(from_cache ? "from the cache" : "built");
+    const viewer::OpenedIndex opened = viewer::open_index(config.output);
+    ASSERT_EQ(opened.from_cache, from_cache) << opened.cache_problem;
+    const TimelineIndex& index = opened.index;
+    const auto hits = index.search("globex", 10);
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].text, "shop/checkout (customer = globex)");
+    const nlohmann::json details = viewer::span_details_json(index, hits[0].lane, hits[0].depth, hits[0].index);
+    EXPECT_EQ(details["attributes"],
+              nlohmann::json::array({"customer = globex", "items = 3", "status = error: card declined"}));
+    EXPECT_EQ(index.search("card declined", 10).size(), 1u);
+    EXPECT_EQ(index.search("customer =", 10).size(), 3u);
+    const auto idle = index.search("shop/idle", 10);
+    ASSERT_EQ(idle.size(), 1u);
+    EXPECT_EQ(viewer::span_details_json(index, idle[0].lane, idle[0].depth, idle[0].index)["attributes"],
+              nlohmann::json::array());
+  }
+}
+
 TEST(ViewerCounters, OneTrackPerNameWhateverTheCallSiteOrThread) {
   TemporaryDirectory directory;
   const Config config = test::test_config(directory);

@@ -31,7 +31,7 @@ using index_files::for_each_trace_file;
 using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 8;  // 8: whole spans and each lane's busy intervals
+constexpr uint32_t kFormatVersion = 9;  // 8: whole spans and each lane's busy intervals; 9: their attributes
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -490,6 +490,8 @@ struct IndexCache::Fields {
     a.column(index.whole_spans_.parents);
     a.column(index.whole_spans_.reach);
     a.column(index.whole_spans_.running);
+    a.column(index.whole_spans_.attribute_spans);
+    transfer_strings(a, index.whole_spans_.attribute_texts);
   }
 
   template <class A, class L>

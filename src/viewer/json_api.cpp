@@ -314,6 +314,11 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
                    {"running_ns", whole.running[k]},
                    {"began_on", fmt::format("{} ({})", index.lanes()[whole.lanes[k]].name,
                                             index.lanes()[whole.lanes[k]].thread_id)}};
+    json attributes = json::array();
+    const auto [first, last] = whole.attributes_of(k);
+    for (size_t a = first; a < last && attributes.size() < kMaxListed; ++a)
+      attributes.push_back(std::string(whole.attribute_texts[a]));
+    out["attributes"] = std::move(attributes);
   }
   out["thread"] = fmt::format("{} ({})", where.name, where.thread_id);
   out["fields"] = {{"category", site ? site->category : ""},

@@ -191,6 +191,10 @@ class IndexCombiner {
                                                                       : part.parents[k] + span_offset);
       into.running.push_back(part.running[k]);
     }
+    for (size_t a = 0; a < part.attribute_spans.size(); ++a) {
+      into.attribute_spans.push_back(part.attribute_spans[a] + span_offset);
+      into.attribute_texts.add(part.attribute_texts[a]);
+    }
   }
 
   // `part`'s stacks and functions after `into`'s (a function of both processes has an id in each).

@@ -288,6 +288,7 @@ class IndexBuilder {
           if (event.span) {
             if (const auto found = whole_of_sequence.find(event.span->sequence); found != whole_of_sequence.end()) {
               whole.ends[found->second] = index_.to_ns(event.ticks);
+              add_attribute_texts(whole, found->second, *event.span);
               whole_of_sequence.erase(found);
             }
           }
@@ -410,6 +411,35 @@ class IndexBuilder {
   }
 
   // In order of begin (spans appended process after process are not), parents kept, and the reach.
+  static void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span) {
+    for (const reader::SpanAttribute& attribute : span.attributes) {
+      whole.attribute_spans.push_back(k);
+      whole.attribute_texts.add(fmt::format("{} = {}", attribute.key, reader::attribute_text(attribute)));
+    }
+    if (span.failed) {
+      whole.attribute_spans.push_back(k);
+      whole.attribute_texts.add(fmt::format("status = error: {}", span.status_message));
+    }
+  }
+
+  // The attribute texts in order of span (stable: a span's keep their order).
+  static void sort_attribute_texts(WholeSpans& spans) {
+    const size_t count = spans.attribute_spans.size();
+    if (std::is_sorted(spans.attribute_spans.begin(), spans.attribute_spans.end())) return;
+    std::vector<uint32_t> order(count);
+    for (uint32_t a = 0; a < count; ++a) order[a] = a;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return spans.attribute_spans[a] < spans.attribute_spans[b]; });
+    Column<uint32_t> sorted_spans;
+    StringColumn sorted_texts;
+    for (const uint32_t a : order) {
+      sorted_spans.push_back(spans.attribute_spans[a]);
+      sorted_texts.add(spans.attribute_texts[a]);
+    }
+    spans.attribute_spans = std::move(sorted_spans);
+    spans.attribute_texts = std::move(sorted_texts);
+  }
+
   static void finish_whole_spans(TimelineIndex& index) {
     WholeSpans& spans = index.whole_spans_;
     const size_t count = spans.size();
@@ -430,6 +460,9 @@ class IndexBuilder {
                                                                            : place[spans.parents[k]]);
         sorted.running.push_back(spans.running[k]);
       }
+      for (uint32_t& span : spans.attribute_spans) span = place[span];
+      sorted.attribute_spans = std::move(spans.attribute_spans);
+      sorted.attribute_texts = std::move(spans.attribute_texts);
       spans = std::move(sorted);
       for (Lane& lane : index.lanes_)
         for (Column<uint32_t>& column : lane.depth_spans)
@@ -450,6 +483,7 @@ class IndexBuilder {
       if ((k + 1) % WholeSpans::kReachBlock == 0 || k + 1 == count) reach.push_back(latest);
     }
     spans.reach = std::move(reach);
+    sort_attribute_texts(spans);
     for (Column<uint64_t>* column : {&spans.begins, &spans.ends, &spans.running}) column->shrink_to_fit();
     for (Column<uint32_t>* column : {&spans.sites, &spans.lanes, &spans.parents}) column->shrink_to_fit();
   }

@@ -96,7 +96,13 @@ struct WholeSpans {
   // a word per block, not per span, of what an index of many spans holds.
   static constexpr size_t kReachBlock = 64;
   Column<uint64_t> reach;
+  // What the spans say of themselves (their attributes, then an error status), as "key = value"
+  // texts: text a is of span attribute_spans[a]; in order of span once the index is built.
+  Column<uint32_t> attribute_spans;
+  StringColumn attribute_texts;
   size_t size() const { return begins.size(); }
+  // The texts [first, last) of span k.
+  std::pair<size_t, size_t> attributes_of(uint32_t k) const;
   // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
   std::pair<size_t, size_t> candidates(uint64_t begin, uint64_t end) const;
 };

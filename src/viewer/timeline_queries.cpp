@@ -2,6 +2,8 @@
 // search, range stats.
 #include "viewer/timeline_index.hpp"
 
+#include <fmt/format.h>
+
 #include "analysis/sample_stacks.hpp"
 #include "viewer/drawn_key.hpp"
 
@@ -409,12 +411,24 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   for (const auto& candidate : sites_)
     if (candidate.id != 0 && contains_folded(site_name(candidate.id), needle))
       any_site = site_matches[candidate.id] = true;
-  if (!any_site) return hits;
+  // Spans whose attributes match ("user.id = acme", "status = error: …"): the first text that does.
+  constexpr uint32_t kNoText = UINT32_MAX;
+  std::unordered_map<uint32_t, uint32_t> text_of_span;
+  const WholeSpans& whole = whole_spans_;
+  for (uint32_t a = 0; a < std::min(whole.attribute_spans.size(), whole.attribute_texts.size()); ++a)
+    if (contains_folded(whole.attribute_texts[a], needle)) text_of_span.emplace(whole.attribute_spans[a], a);
+  if (!any_site && text_of_span.empty()) return hits;
   for (uint32_t lane = 0; lane < lanes_.size() && hits.size() < limit; ++lane)
     for (uint32_t depth = 0; depth < lanes_[lane].depths.size() && hits.size() < limit; ++depth) {
       const IntervalRow& row = lanes_[lane].depths[depth];
+      const Column<uint32_t>* spans =
+          depth < lanes_[lane].depth_spans.size() ? &lanes_[lane].depth_spans[depth] : nullptr;
       for (uint32_t k = 0; k < row.size() && hits.size() < limit; ++k) {
-        if (row.items[k] >= site_matches.size() || !site_matches[row.items[k]]) continue;
+        const bool by_name = row.items[k] < site_matches.size() && site_matches[row.items[k]];
+        uint32_t text = kNoText;
+        if (!by_name && spans && k < spans->size())
+          if (const auto found = text_of_span.find((*spans)[k]); found != text_of_span.end()) text = found->second;
+        if (!by_name && text == kNoText) continue;
         SearchHit hit;
         hit.kind = SearchHit::Kind::span;
         hit.lane = lane;
@@ -423,10 +437,18 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
         hit.begin = row.begins[k];
         hit.end = row.ends[k];
         hit.text = site_name(row.items[k]);
+        if (text != kNoText) hit.text += fmt::format(" ({})", whole.attribute_texts[text]);
         hits.push_back(std::move(hit));
       }
     }
   return hits;
+}
+
+std::pair<size_t, size_t> WholeSpans::attributes_of(uint32_t k) const {
+  const auto [first, last] = std::equal_range(attribute_spans.begin(), attribute_spans.end(), k);
+  const size_t texts = attribute_texts.size();  // as many as spans, unless a cache file says otherwise
+  return {std::min(static_cast<size_t>(first - attribute_spans.begin()), texts),
+          std::min(static_cast<size_t>(last - attribute_spans.begin()), texts)};
 }
 
 std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {

@@ -79,6 +79,7 @@ export interface SpanDetails extends SpanRef {
   kind: 'span'; duration: number; thread: string; fields: Record<string, unknown>;
   span?: { begin: number; end: number; wall_ns: number; running_ns: number; began_on: string };
   parent: SpanRef | null; children: SpanRef[]; children_count: number; notes: Note[];
+  attributes?: string[];  // "key = value" (CHRONICLE_SPAN_ARGS, another service's OTLP attributes), then "status = error: …"
 }
 export type SearchHit = (TaskRef & { kind: 'task'; text: string }) | (SpanRef & { kind: 'span'; text: string });
 export interface RangeStats {

@@ -529,6 +529,8 @@ function showSpan(details: SpanDetails) {
                               ['running (its pieces on threads)', formatDuration(details.span.running_ns)],
                               ['span', `${formatDuration(details.span.begin)} … ${formatDuration(details.span.end)}, began on ${details.span.began_on}`]] as [string, string][] : []),
           ['thread', details.thread], ...Object.entries(details.fields).map(readableField)]) +
+    (details.attributes && details.attributes.length > 0
+      ? `<h3>Attributes</h3>${list(details.attributes.map(escapeHtml))}` : '') +
     `<h3>Parent</h3><p>${spanLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(spanLink), details.children_count)}` +
     `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`))}`;
