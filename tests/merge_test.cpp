@@ -177,7 +177,6 @@ TEST(ClockAlignment, NoPairsFallBackToTheWallClock) {
 }
 
 TEST(ClockAlignment, HostsWhosePairsDoNotLeadToTheReferenceKeepTheirWallClocks) {
-  const SyntheticClock reference;
   std::vector<HostMessage> messages;
   exchange(messages, 1, SyntheticClock{1e6, 0}, 2, SyntheticClock{-1e6, 0}, 100, 1'000'000'000, 51);
   const auto hosts = merge::align_hosts(3, messages);
