@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -180,6 +181,91 @@ TEST(Jaeger, TheQuoteServicePushedLiveIsOneTracePerRequestWithEverythingItStarte
     EXPECT_EQ(trace.roots, std::vector<std::string>{"quote request"}) << "one tree: " << trace.requests.front();
   }
   EXPECT_EQ(request_traces, 40u);
+}
+
+// A service traced by the official OpenTelemetry Python or JS SDK (tests/otlp/py_service.py,
+// js_service.js, exporting with the SDK's own OTLP/HTTP exporter) and a chronicle-traced program
+// (`record --otlp-endpoint`) call each other, both pushing to one Jaeger: each request is one trace there,
+// both services' spans in it, the program's request its only root, the service's SERVER span
+// under the program's send, and the service's attributes kept.
+struct OtelService {
+  std::string sdk;    // a file of the SDK's installation (scripts/install-deps.sh)
+  std::string start;  // the command in tests/otlp, before its arguments OUT PORT_FILE
+  std::string name;   // its service.name
+};
+
+class JaegerWithAService : public ::testing::TestWithParam<OtelService> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Sdks, JaegerWithAService,
+    ::testing::Values(OtelService{"python/installed", "python/bin/python3 py_service.py", "quotes-py"},
+                      OtelService{"node_modules/@opentelemetry/exporter-trace-otlp-http", "node js_service.js",
+                                  "quotes-js"}),
+    [](const ::testing::TestParamInfo<OtelService>& info) {
+      return info.param.name == "quotes-py" ? std::string("python") : std::string("js");
+    });
+
+TEST_P(JaegerWithAService, ItsSpansAndAChronicleProgramsShareOneTreePerRequest) {
+  const OtelService& peer = GetParam();
+  const Jaeger jaeger;
+  if (!jaeger.why_not_ready().empty()) GTEST_SKIP() << jaeger.why_not_ready();
+  ASSERT_TRUE(std::filesystem::exists(std::string(OTLP_CHECK_DIR) + "/" + peer.sdk))
+      << "the OpenTelemetry SDK of " << peer.name << " is not installed: run scripts/install-deps.sh";
+  TemporaryDirectory directory;
+  const std::string port_file = directory / "port", log = directory / "service.log";
+  ASSERT_EQ(run(std::string("cd ") + OTLP_CHECK_DIR + " && OTEL_EXPORTER_OTLP_ENDPOINT=" + jaeger.otlp_endpoint() +
+                " " + peer.start + " " + (directory / "spans.json") + " " + port_file + " > " + log + " 2>&1 &")
+                .exit_code,
+            0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(port_file) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(std::filesystem::exists(port_file)) << run("cat " + log).out;
+  const int port = std::stoi(run("cat " + port_file).out);
+  httplib::Client service("127.0.0.1", port);
+  struct Shutdown {  // the service leaves on every path out of the test
+    httplib::Client& service;
+    ~Shutdown() { service.Post("/shutdown"); }
+  } shutdown_on_exit{service};
+  constexpr size_t kRequests = 10;
+  const auto recorded = run(kCli + " record -q --otlp-endpoint " + jaeger.otlp_endpoint() + " -o " +
+                            (directory / "trace") + " -- " + OTEL_PEER_CLIENT + " " +
+                            std::to_string(port) + " " + std::to_string(kRequests));
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err << recorded.out;
+
+  const std::multiset<std::string> per_request = {"quote request", "send",    "GET /quote",  "price lookup",
+                                                  "POST /audit",   "receive", "record audit"};
+  nlohmann::json answer;
+  size_t whole = 0;
+  while (std::chrono::steady_clock::now() < until + std::chrono::seconds(60) && whole < kRequests) {
+    if (const auto got = jaeger.get("/api/traces?service=otel_peer_client&limit=10000")) {
+      answer = *got;
+      whole = 0;
+      for (const JaegerTrace& trace : traces_of(answer)) whole += trace.names == per_request;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const std::vector<JaegerTrace> traces = traces_of(answer);
+  ASSERT_EQ(traces.size(), kRequests);
+  for (const JaegerTrace& trace : traces) {
+    EXPECT_EQ(trace.names, per_request);
+    EXPECT_EQ(trace.roots, std::vector<std::string>{"quote request"}) << "one tree per request";
+  }
+  for (const auto& trace : answer["data"]) {
+    std::map<std::string, nlohmann::json> by_name;
+    std::set<std::string> services;
+    for (const auto& span : trace["spans"]) {
+      by_name[span["operationName"]] = span;
+      services.insert(trace["processes"][span["processID"].get<std::string>()]["serviceName"].get<std::string>());
+    }
+    EXPECT_EQ(services, (std::set<std::string>{"otel_peer_client", peer.name}));
+    const auto& server = by_name["GET /quote"];
+    ASSERT_FALSE(server["references"].empty());
+    EXPECT_EQ(server["references"][0]["spanID"], by_name["send"]["spanID"]) << "the server under the client's send";
+    std::map<std::string, std::string> tags;
+    for (const auto& tag : by_name["price lookup"]["tags"]) tags[tag["key"]] = tag["value"].dump();
+    EXPECT_EQ(tags["price.currency"], "\"EUR\"");
+  }
 }
 
 // OpenTelemetry's exporter environment, as an SRE sets it for every service: `record --otlp`

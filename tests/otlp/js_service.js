@@ -6,6 +6,9 @@
 // /shutdown writes every finished span as one OTLP/JSON request (the SDK's own serializer) to
 // OUT and exits.
 //
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, the SDK's own OTLP/HTTP exporter also sends each span there
+// as it ends (the jaeger test).
+//
 // usage: node js_service.js OUT PORT_FILE
 'use strict';
 const fs = require('fs');
@@ -22,9 +25,14 @@ if (!out || !portFile) {
   process.exit(2);
 }
 const exporter = new InMemorySpanExporter();
+const processors = [new SimpleSpanProcessor(exporter)];
+if (process.env.OTEL_EXPORTER_OTLP_ENDPOINT) {
+  const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http');
+  processors.push(new SimpleSpanProcessor(new OTLPTraceExporter()));
+}
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({ 'service.name': 'quotes-js', 'host.name': 'js-host' }),
-  spanProcessors: [new SimpleSpanProcessor(exporter)],
+  spanProcessors: processors,
 });
 const tracer = provider.getTracer('quotes-js-http');
 const propagator = new W3CTraceContextPropagator();
@@ -69,9 +77,11 @@ function quote(request, response) {
 
 const server = http.createServer((request, response) => {
   if (request.method === 'POST' && request.url === '/shutdown') {
-    fs.writeFileSync(out, Buffer.from(JsonTraceSerializer.serializeRequest(exporter.getFinishedSpans())));
-    response.end('bye');
-    server.close();
+    provider.forceFlush().finally(() => {
+      fs.writeFileSync(out, Buffer.from(JsonTraceSerializer.serializeRequest(exporter.getFinishedSpans())));
+      response.end('bye');
+      server.close();
+    });
     return;
   }
   if (request.method === 'GET' && request.url.startsWith('/quote')) return quote(request, response);

@@ -7,8 +7,12 @@
 # and protobuf's JSON mapping writes it, with the ids in hex as OTLP/JSON has them (the mapping
 # would write base64).
 #
+# With OTEL_EXPORTER_OTLP_ENDPOINT set, the SDK's own OTLP/HTTP exporter also sends each span there
+# as it ends (the jaeger test).
+#
 # usage: python3 py_service.py OUT PORT_FILE
 import base64
+import os
 import http.client
 import http.server
 import json
@@ -34,6 +38,10 @@ OUT, PORT_FILE = sys.argv[1:]
 exporter = InMemorySpanExporter()
 provider = TracerProvider(resource=Resource.create({"service.name": "quotes-py", "host.name": "py-host"}))
 provider.add_span_processor(SimpleSpanProcessor(exporter))
+if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
 tracer = provider.get_tracer("quotes-py-http")
 propagator = TraceContextTextMapPropagator()
 
