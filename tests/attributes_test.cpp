@@ -372,6 +372,40 @@ TEST(Attributes, AnInstantsArgsGoWithTheInstant) {
   EXPECT_TRUE(found);
 }
 
+task<int> tagged_task(int customer) {
+  CHRONICLE_SPAN_ATTRIBUTE("shop", "customer", customer);  // no span open in the task: the task's own
+  co_return customer;
+}
+
+// An attribute set in a coroutine that holds no span open belongs to its task: the task's OTLP
+// span carries it, and no tool calls it an attribute without a span.
+TEST(Attributes, OneSetInATaskWithNoSpanOpenIsTheTasksOwn) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_EQ(sync_wait(tagged_task(7)), 7);
+  stop();
+  const auto dump = run(kCli + " dump " + config.output);
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_EQ(dump.err.find("warning"), std::string::npos) << dump.err;
+  const std::string output = directory / "otlp.json";
+  ASSERT_EQ(run(kCli + " export --format otlp -o " + output + " " + config.output).exit_code, 0);
+  std::ifstream in(output);
+  const nlohmann::json request = nlohmann::json::parse(in);
+  std::vector<std::string> carriers;  // the functions of the tasks whose span has "customer"
+  for (const auto& resource : request["resourceSpans"])
+    for (const auto& scope : resource["scopeSpans"])
+      for (const auto& span : scope["spans"]) {
+        std::map<std::string, nlohmann::json> attributes;
+        for (const auto& attribute : span["attributes"]) attributes[attribute["key"]] = attribute["value"];
+        if (!attributes.contains("customer")) continue;
+        EXPECT_EQ(attributes["customer"], nlohmann::json({{"intValue", "7"}}));
+        carriers.push_back(attributes["chronicle.task.function"].value("stringValue", "(not a task)"));
+      }
+  ASSERT_EQ(carriers.size(), 1u);
+  EXPECT_NE(carriers[0].find("tagged_task"), std::string::npos) << carriers[0];
+}
+
 // The names of the spans an OTLP export holds, with OTEL_TRACES_SAMPLER as given ("": unset).
 std::multiset<std::string> exported_span_names(const std::string& trace, const std::string& sampler,
                                                const TemporaryDirectory& directory) {

@@ -402,6 +402,8 @@ class OtlpSpanProducer {
       if (task.resolved && !task.outcome_text.empty()) attributes.add("chronicle.task.outcome_text", task.outcome_text);
       attributes.add_int("chronicle.task.busy_ns", unix_ns(task.busy_ticks()) - unix_ns(0));
       attributes.add_int("chronicle.task.runs", static_cast<int64_t>(task.runs.size()));
+      if (const auto* own = pairing_->task_attributes(task.id))
+        for (const reader::SpanAttribute& attribute : *own) attributes.add(attribute);
     }
     const auto events = task_events_.find(task.id);
     set_events(out, events != task_events_.end() ? events->second : kNoEvents);

@@ -343,6 +343,12 @@ PairedSpan* SpanPairing::target_of(const Event& event) {
 const PairedSpan* SpanPairing::attribute(const Event& event) {
   PairedSpan* span = target_of(event);
   if (!span) {
+    // The innermost of whatever is open, in a task that holds none: the task's own.
+    const uint64_t task = event.span_site == 0 ? running_task(event.thread_id) : 0;
+    if (task != 0 && event.type != format::EventId::span_status) {
+      task_attributes_[task].push_back(attribute_of(*trace_, event));
+      return nullptr;
+    }
     const Site* site = event.span_site ? trace_->site(event.span_site) : nullptr;
     if (!site || site->kind != format::SiteKind::instant) ++problems_.orphan_attributes;
     return nullptr;
@@ -354,6 +360,11 @@ const PairedSpan* SpanPairing::attribute(const Event& event) {
     span->attributes.push_back(attribute_of(*trace_, event));
   }
   return span;
+}
+
+const std::vector<SpanAttribute>* SpanPairing::task_attributes(uint64_t task) const {
+  const auto found = task_attributes_.find(task);
+  return found == task_attributes_.end() ? nullptr : &found->second;
 }
 
 bool is_attribute_event(uint32_t type) {

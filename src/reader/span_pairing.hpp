@@ -161,6 +161,9 @@ class SpanPairing {
   // The spans `task` holds open, outermost first (nullptr when none): what continues when it
   // runs again.
   const std::vector<PairedSpan>* open_in_task(uint64_t task) const;
+  // The attributes set in `task` while it held no span open (CHRONICLE_SPAN_ATTRIBUTE in a
+  // coroutine): the task's own, in order (nullptr when none).
+  const std::vector<SpanAttribute>* task_attributes(uint64_t task) const;
 
   // Ends what is still open at `last_ticks` (ended = false), innermost first per owner, and
   // counts them as unclosed.
@@ -201,6 +204,7 @@ class SpanPairing {
   ByThread<LastInstant> last_instant_;               // an instant's attributes follow it at its time
   ByThread<std::optional<Event>> pending_identity_;  // a span_context the thread's next span_begin takes
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_open_;
+  std::unordered_map<uint64_t, std::vector<SpanAttribute>> task_attributes_;
   ByThread<std::vector<PairedSpan>> thread_receives_;
   std::unordered_map<uint64_t, std::vector<PairedSpan>> task_receives_;
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> task_traces_;
