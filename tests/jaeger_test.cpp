@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <set>
 #include <string>
 #include <thread>
@@ -194,16 +195,20 @@ struct OtelService {
   std::string name;   // its service.name
 };
 
+std::ostream& operator<<(std::ostream& out, const OtelService& service) {
+  return out << service.name;
+}
+
 class JaegerWithAService : public ::testing::TestWithParam<OtelService> {};
 
-INSTANTIATE_TEST_SUITE_P(
-    Sdks, JaegerWithAService,
-    ::testing::Values(OtelService{"python/installed", "python/bin/python3 py_service.py", "quotes-py"},
-                      OtelService{"node_modules/@opentelemetry/exporter-trace-otlp-http", "node js_service.js",
-                                  "quotes-js"}),
-    [](const ::testing::TestParamInfo<OtelService>& info) {
-      return info.param.name == "quotes-py" ? std::string("python") : std::string("js");
-    });
+INSTANTIATE_TEST_SUITE_P(Sdks, JaegerWithAService,
+                         ::testing::Values(OtelService{"python/installed", "python/bin/python3 py_service.py",
+                                                       "quotes-py"},
+                                           OtelService{"node_modules/@opentelemetry/exporter-trace-otlp-http",
+                                                       "node js_service.js", "quotes-js"}),
+                         [](const ::testing::TestParamInfo<OtelService>& info) {
+                           return info.param.name == "quotes-py" ? std::string("python") : std::string("js");
+                         });
 
 TEST_P(JaegerWithAService, ItsSpansAndAChronicleProgramsShareOneTreePerRequest) {
   const OtelService& peer = GetParam();
@@ -228,9 +233,9 @@ TEST_P(JaegerWithAService, ItsSpansAndAChronicleProgramsShareOneTreePerRequest) 
     ~Shutdown() { service.Post("/shutdown"); }
   } shutdown_on_exit{service};
   constexpr size_t kRequests = 10;
-  const auto recorded = run(kCli + " record -q --otlp-endpoint " + jaeger.otlp_endpoint() + " -o " +
-                            (directory / "trace") + " -- " + OTEL_PEER_CLIENT + " " +
-                            std::to_string(port) + " " + std::to_string(kRequests));
+  const auto recorded =
+      run(kCli + " record -q --otlp-endpoint " + jaeger.otlp_endpoint() + " -o " + (directory / "trace") + " -- " +
+          OTEL_PEER_CLIENT + " " + std::to_string(port) + " " + std::to_string(kRequests));
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err << recorded.out;
 
   const std::multiset<std::string> per_request = {"quote request", "send",    "GET /quote",  "price lookup",
