@@ -87,8 +87,9 @@ namespace {
 constexpr size_t kAttributeGroupBytes = 1024 - format::kPacketHeaderSize;
 using AttributeGroup = EventGroup<kAttributeGroupBytes>;
 
-// The bytes of attribute `value`'s event at most (an extended header).
-CHRONICLE_INLINE size_t attribute_event_bytes(const AttributeValue& value) {
+// The bytes of attribute `value`'s event at most (an extended header); a string's text as
+// stored is `text` (split_attribute_text, taken once by the caller).
+CHRONICLE_INLINE size_t attribute_event_bytes(const AttributeValue& value, const format::StoredAttributeText& text) {
   switch (value.type) {
     case format::EventId::attribute_uint:
       return format::kExtendedHeaderSize + sizeof(format::AttributeUintPayload);
@@ -97,8 +98,7 @@ CHRONICLE_INLINE size_t attribute_event_bytes(const AttributeValue& value) {
     case format::EventId::attribute_bool:
       return format::kExtendedHeaderSize + sizeof(format::AttributeBoolPayload);
     case format::EventId::attribute_string:
-      return format::kExtendedHeaderSize + sizeof(format::AttributeStringPrefix) +
-             format::split_attribute_text(value.text()).size() + 1;
+      return format::kExtendedHeaderSize + sizeof(format::AttributeStringPrefix) + text.size() + 1;
     default:
       return format::kExtendedHeaderSize + sizeof(format::AttributeIntPayload);
   }
@@ -110,8 +110,8 @@ CHRONICLE_INLINE void add_fixed(AttributeGroup& group, format::EventId event, co
     std::memcpy(out, &payload, sizeof payload);
 }
 
-[[gnu::noinline]] void add_string(AttributeGroup& group, uint32_t span_site, uint32_t key, std::string_view text) {
-  const format::StoredAttributeText stored = format::split_attribute_text(text);
+[[gnu::noinline]] void add_string(AttributeGroup& group, uint32_t span_site, uint32_t key,
+                                  const format::StoredAttributeText& stored) {
   const format::AttributeStringPrefix fixed{span_site, key};
   uint8_t* out = group.add(static_cast<uint32_t>(format::EventId::attribute_string), sizeof fixed + stored.size() + 1);
   if (!out) return;
@@ -126,7 +126,7 @@ CHRONICLE_INLINE void add_fixed(AttributeGroup& group, format::EventId event, co
 }
 
 CHRONICLE_INLINE void add_attribute(AttributeGroup& group, uint32_t span_site, uint32_t key,
-                                    const AttributeValue& value) {
+                                    const AttributeValue& value, const format::StoredAttributeText& text) {
   switch (value.type) {
     case format::EventId::attribute_uint:
       return add_fixed(group, value.type, format::AttributeUintPayload{span_site, key, value.as_uint});
@@ -136,7 +136,7 @@ CHRONICLE_INLINE void add_attribute(AttributeGroup& group, uint32_t span_site, u
       return add_fixed(group, value.type,
                        format::AttributeBoolPayload{span_site, key, static_cast<uint8_t>(value.as_bool)});
     case format::EventId::attribute_string:
-      return add_string(group, span_site, key, value.text());
+      return add_string(group, span_site, key, text);
     default:
       return add_fixed(group, format::EventId::attribute_int,
                        format::AttributeIntPayload{span_site, key, value.as_int});
@@ -172,10 +172,13 @@ Emitted emit_one_by_one(ThreadWriter& writer, Site& site, format::EventId event,
 Emitted emit_with_attributes(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
                              const AttributeArgs& args) {
   uint32_t ids[kMaxAttributes];
+  format::StoredAttributeText texts[kMaxAttributes];  // strings' stored texts, split once
   size_t bytes = format::kExtendedHeaderSize + sizeof(format::NamePayload);
   for (size_t i = 0; i < args.count; ++i) {
     ids[i] = key_id(site, keys, i, args.keys[i]);
-    if (ids[i] != 0) bytes += attribute_event_bytes(args.values[i]);
+    if (args.values[i].type == format::EventId::attribute_string)
+      texts[i] = format::split_attribute_text(args.values[i].text());
+    if (ids[i] != 0) bytes += attribute_event_bytes(args.values[i], texts[i]);
   }
   if (bytes > kAttributeGroupBytes) [[unlikely]]
     return emit_one_by_one(writer, site, event, ids, args);
@@ -187,7 +190,7 @@ Emitted emit_with_attributes(ThreadWriter& writer, Site& site, format::EventId e
     std::memcpy(begin, &payload, sizeof payload);
   }
   for (size_t i = 0; i < args.count; ++i) {
-    if (ids[i] != 0) add_attribute(group, span_site, ids[i], args.values[i]);
+    if (ids[i] != 0) add_attribute(group, span_site, ids[i], args.values[i], texts[i]);
   }
   group.commit();
   return begin ? Emitted::written : Emitted::dropped;
