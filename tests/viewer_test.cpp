@@ -971,6 +971,23 @@ TEST(ViewerAttributes, DetailsShowThemAndSearchFindsTheirSpans) {
     ASSERT_EQ(idle.size(), 1u);
     EXPECT_EQ(viewer::span_details_json(index, idle[0].lane, idle[0].depth, idle[0].index)["attributes"],
               nlohmann::json::array());
+    // A window asked with a search text marks each span one of whose attributes matches, so that
+    // the page outlines it (and dims the others when it shows only matches).
+    std::map<std::string, int> marked;
+    const auto spans = index.search("shop/", 10);
+    ASSERT_EQ(spans.size(), 4u);
+    for (const auto& span : spans) {  // each in a window of its own, so that none is merged in a block
+      const auto details = viewer::span_details_json(index, span.lane, span.depth, span.index);
+      const std::string what = details["attributes"].empty() ? "idle" : std::string(details["attributes"][0]);
+      const nlohmann::json window = viewer::window_json(index, span.begin, span.end, 1000, {}, "GLOBEX");
+      for (const auto& lane : window["lanes"])
+        for (const auto& drawn : lane["spans"]) {
+          ASSERT_EQ(drawn.size(), 6u) << drawn;
+          if (lane["lane"] == span.lane && drawn[2] == span.depth && drawn[3] == span.index) marked[what] = drawn[5];
+        }
+    }
+    for (const auto& lane : viewer::window_json(index, 0, index.duration(), 1000)["lanes"])
+      for (const auto& span : lane["spans"]) EXPECT_EQ(span.size(), 5u) << "nothing to mark without a text";
   }
 }
 

@@ -165,7 +165,9 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   return window_json(index, begin, end, width, TaskRowQuery{});
 }
 
-json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& asked) {
+json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& asked,
+                 const std::string& match) {
+  const std::string needle = fold_case(match);
   TaskRowQuery rows = asked;
   rows.last = static_cast<uint32_t>(std::min<uint64_t>(rows.last, uint64_t{rows.first} + kMaxWindowTaskRows));
   const Window window = index.window(begin, end, width, rows);
@@ -191,6 +193,8 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
       if (!room()) break;
       const IntervalRow& row = lane.depths[span.row];
       spans.push_back({row.begins[span.index], row.ends[span.index], span.row, span.index, row.items[span.index]});
+      if (!needle.empty())
+        spans.back().push_back(index.span_attribute_contains(view.lane, span.row, span.index, needle) ? 1 : 0);
       sites.insert(row.items[span.index]);
     }
     json blocks = json::array();

@@ -25,8 +25,11 @@ nlohmann::json level_of_detail_json();
 nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width);
 // Only the task rows `rows` asks for: `tasks.rows` says how many rows there are once its
 // collapsed subtrees are taken out.
+// With a search text (`match`, not empty), each span says in a sixth field (1 or 0) whether one
+// of its attributes contains it (case-insensitive): the page outlines what search finds by
+// attribute as it does by name, and can dim the rest.
 nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width,
-                           const TaskRowQuery& rows);
+                           const TaskRowQuery& rows, const std::string& match = {});
 // Throws std::out_of_range for indexes that name nothing.
 nlohmann::json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span);
 nlohmann::json task_details_json(const TimelineIndex& index, uint32_t task);

@@ -107,6 +107,9 @@ struct WholeSpans {
   std::pair<size_t, size_t> candidates(uint64_t begin, uint64_t end) const;
 };
 
+// `text` in lower case, as search compares it.
+std::string fold_case(std::string_view text);
+
 struct Marker {  // an instant or a note
   uint64_t time = 0;
   uint32_t site = 0;
@@ -462,8 +465,12 @@ class TimelineIndex {
   Window window(uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows,
                 double min_pixels = kMinPixels) const;
 
-  // Tasks whose label or name, and spans whose name, contain `text` (case-insensitive).
+  // Tasks whose label or name, and spans whose name or one of whose attributes, contain `text`
+  // (case-insensitive).
   std::vector<SearchHit> search(const std::string& text, size_t limit) const;
+  // Whether one of the attributes of the span drawn at (lane, depth, index) contains `needle`,
+  // which is in lower case (fold_case).
+  bool span_attribute_contains(uint32_t lane, uint32_t depth, uint32_t index, const std::string& needle) const;
   RangeStats range_stats(uint64_t begin, uint64_t end) const;
   // A series broken down by the threads that wrote it, over the samples in [begin, end].
   std::vector<CounterShare> counter_breakdown(uint32_t counter, uint64_t begin, uint64_t end) const;

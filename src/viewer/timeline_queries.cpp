@@ -15,20 +15,21 @@
 #include <unordered_map>
 
 namespace chronicle::viewer {
+
+std::string fold_case(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 namespace {
 
 // Past this many spans in a range, stats give per-thread totals only: a per-name breakdown
 // would visit every span, and range stats must answer as fast as a pan.
 constexpr uint64_t kMaxSpansToBreakDown = 2'000'000;
 
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool contains_folded(std::string_view haystack, const std::string& needle_lower) {
-  return lowercase(haystack).find(needle_lower) != std::string::npos;
+  return fold_case(haystack).find(needle_lower) != std::string::npos;
 }
 
 }  // namespace
@@ -393,7 +394,7 @@ std::vector<CounterShare> TimelineIndex::counter_breakdown(uint32_t counter, uin
 
 std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit) const {
   std::vector<SearchHit> hits;
-  const std::string needle = lowercase(text);
+  const std::string needle = fold_case(text);
   if (needle.empty()) return hits;
   for (uint32_t k = 0; k < task_lines_.size() && hits.size() < limit; ++k) {
     if (!contains_folded(task_label(k), needle) && !contains_folded(task_name(k), needle)) continue;
@@ -442,6 +443,17 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
       }
     }
   return hits;
+}
+
+bool TimelineIndex::span_attribute_contains(uint32_t lane, uint32_t depth, uint32_t index,
+                                            const std::string& needle) const {
+  if (lane >= lanes_.size() || depth >= lanes_[lane].depth_spans.size()) return false;
+  const Column<uint32_t>& spans = lanes_[lane].depth_spans[depth];
+  if (index >= spans.size()) return false;
+  const auto [first, last] = whole_spans_.attributes_of(spans[index]);
+  for (size_t a = first; a < last; ++a)
+    if (contains_folded(whole_spans_.attribute_texts[a], needle)) return true;
+  return false;
 }
 
 std::pair<size_t, size_t> WholeSpans::attributes_of(uint32_t k) const {

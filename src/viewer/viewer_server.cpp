@@ -21,6 +21,8 @@ namespace {
 using nlohmann::json;
 
 constexpr uint32_t kMaxWidth = 16384;
+// A search text longer than this names nothing a person typed.
+constexpr size_t kMaxMatchBytes = 1024;
 constexpr size_t kMaxSearchHits = 500;
 
 // The page asks in doubles: negative or fractional times are clamped and rounded.
@@ -218,7 +220,10 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
                const uint64_t begin = time_parameter(request, "begin", 0);
                const uint64_t end = time_parameter(request, "end", trace->duration());
                const uint32_t width = std::clamp<uint32_t>(count_parameter(request, "width"), 1, kMaxWidth);
-               return window_json(*trace, begin, end, width, task_row_query(request));
+               // match=TEXT: the search text, whose spans found by an attribute are marked.
+               const std::string match = request.has_param("match") ? request.get_param_value("match") : "";
+               if (match.size() > kMaxMatchBytes) throw std::invalid_argument("match is too long");
+               return window_json(*trace, begin, end, width, task_row_query(request), match);
              }));
   server.Get("/api/span", json_handler([trace](const httplib::Request& request) {
                return span_details_json(*trace, count_parameter(request, "lane"), count_parameter(request, "depth"),

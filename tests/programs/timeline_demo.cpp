@@ -38,7 +38,10 @@ void run_job(int worker, long round, bool slow) {
   {
     chronicle::TaskRunScope part_run(part);
     CHRONICLE_SPAN("demo", "compute");
-    if (slow) spin_for(std::chrono::microseconds(3));
+    if (slow) {  // the small trace: an attribute to search for (the large ones stay as they were)
+      CHRONICLE_SPAN_ATTRIBUTE("demo", "worker", worker);
+      spin_for(std::chrono::microseconds(3));
+    }
   }
   if (round % 17 == 3)
     chronicle::resolve_task(part, TaskOutcome::failed, "checksum mismatch");

@@ -556,6 +556,25 @@ try {
     await page.screenshot({ path: join(artifacts, 'demo-search.png') });
   });
 
+  await step('search finds spans by an attribute, outlines them, and "only matches" dims the rest', async () => {
+    await page.fill('#search', 'worker = 1');
+    await page.press('#search', 'Enter');
+    await page.waitForFunction(() => document.getElementById('details-title')?.textContent === 'demo/compute');
+    await settled(page);
+    await page.waitForFunction(() => Number(document.body.dataset.spansMatched) > 0);
+    assert.equal(await numberOf(page, 'spansFilteredOut'), 0, 'nothing is faint until asked');
+    await page.check('#only-matches');
+    await page.waitForFunction(() => Number(document.body.dataset.spansFilteredOut) > 0);
+    const drawn = await numberOf(page, 'spansDrawn'), matched = await numberOf(page, 'spansMatched');
+    assert.ok(matched < drawn, `some spans match (${matched} of ${drawn})`);
+    assert.ok(await numberOf(page, 'spansFilteredOut') >= drawn - matched - 1, 'the others are faint (the selected one stays)');
+    await page.screenshot({ path: join(artifacts, 'demo-search-attribute.png') });
+    await page.uncheck('#only-matches');
+    await page.fill('#search', '');
+    await page.press('#search', 'Enter');
+    await page.waitForFunction(() => document.body.dataset.spansMatched === '0');
+  });
+
   await step('shift+drag gives the stats of a range', async () => {
     await page.keyboard.down('Shift');
     await page.mouse.move(box.x + 300, box.y + 100);

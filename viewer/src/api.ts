@@ -21,7 +21,9 @@ export interface Summary {
 }
 
 // [begin, end, depth, index, site]
-export type SpanTuple = [number, number, number, number, number];
+// [begin, end, depth, index, site, attribute matched]: the last only when the window was asked
+// with a search text (1: one of the span's attributes contains it).
+export type SpanTuple = [number, number, number, number, number, number?];
 // [begin, end, depth, merged count]
 export type BlockTuple = [number, number, number, number];
 // [begin, end, merged count]
@@ -116,7 +118,8 @@ export interface Backend {
   // Whether flame() can aggregate samples (the server can; a self-contained page has no stacks).
   readonly flamesOfSamples: boolean;
   summary(): Promise<Summary>;
-  window(begin: number, end: number, width: number, rows?: TaskRows): Promise<WindowAnswer>;
+  // `match`: the search text, whose spans found by an attribute the answer marks.
+  window(begin: number, end: number, width: number, rows?: TaskRows, match?: string): Promise<WindowAnswer>;
   span(lane: number, depth: number, index: number): Promise<SpanDetails>;
   task(index: number): Promise<TaskDetails>;
   search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
@@ -135,9 +138,10 @@ async function getJson<T>(path: string): Promise<T> {
 export class HttpBackend implements Backend {
   readonly flamesOfSamples = true;
   summary() { return getJson<Summary>('api/summary'); }
-  window(begin: number, end: number, width: number, rows?: TaskRows) {
+  window(begin: number, end: number, width: number, rows?: TaskRows, match?: string) {
     const taskRows = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}` : '';
-    return getJson<WindowAnswer>(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(end)}&width=${Math.round(width)}${taskRows}`);
+    const marks = match ? `&match=${encodeURIComponent(match)}` : '';
+    return getJson<WindowAnswer>(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(end)}&width=${Math.round(width)}${taskRows}${marks}`);
   }
   span(lane: number, depth: number, index: number) { return getJson<SpanDetails>(`api/span?lane=${lane}&depth=${depth}&index=${index}`); }
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }

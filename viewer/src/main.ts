@@ -35,6 +35,7 @@ const spacer = document.getElementById('spacer') as HTMLDivElement;
 const panel = document.getElementById('panel') as HTMLDivElement;
 const statusText = document.getElementById('status') as HTMLSpanElement;
 const searchBox = document.getElementById('search') as HTMLInputElement;
+const onlyMatches = document.getElementById('only-matches') as HTMLInputElement;
 const context = canvas.getContext('2d')!;
 
 const embedded = (window as unknown as { CHRONICLE_DATA?: EmbeddedTrace }).CHRONICLE_DATA;
@@ -118,7 +119,8 @@ function requestWindow() {
   fetchTimer = window.setTimeout(async () => {
     const asked = performance.now();
     const rows = visibleTaskRows(layout, taskRowCount, scroller.scrollTop, scroller.clientHeight);
-    const answer = await backend.window(view.begin, view.end, width(), { first: rows[0], last: rows[1], collapsed: [...collapsedTasks.keys()] });
+    const answer = await backend.window(view.begin, view.end, width(), { first: rows[0], last: rows[1], collapsed: [...collapsedTasks.keys()] },
+      highlight || undefined);
     if (number !== requested) return;
     hooks.publishFetchTime(performance.now() - asked);
     data = answer;
@@ -178,6 +180,10 @@ function drawLabel(text: string, x0: number, x1: number, y: number, height: numb
 }
 
 function matches(name: string | undefined) { return highlight !== '' && !!name && name.toLowerCase().includes(highlight); }
+// "Only matches": what the search text does not match is drawn faint (spans, runs and the busy
+// blocks, which may hide matches, in the thread lanes).
+function filtering() { return highlight !== '' && onlyMatches.checked; }
+const FILTERED_OUT_ALPHA = 0.2;
 
 function render() {
   const renderStarted = performance.now();
@@ -260,9 +266,10 @@ function drawLanes(answer: WindowAnswer) {
       const name = answer.tasks.names[task] ?? '';
       const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
       const y = bodyTop + depth * SPAN_ROW + 1;
+      const isSelected = selection?.kind === 'task' && selection.index === task;
+      context.globalAlpha = filtering() && !isSelected && !matches(name) ? FILTERED_OUT_ALPHA : 1;
       context.fillStyle = KIND_COLOURS[kind] ?? KIND_COLOURS[0];
       context.fillRect(x0, y, x1 - x0, SPAN_ROW - 2);
-      const isSelected = selection?.kind === 'task' && selection.index === task;
       if (isSelected || matches(name)) {
         context.strokeStyle = isSelected ? '#000' : '#f0c000';
         context.lineWidth = 2;
@@ -270,32 +277,40 @@ function drawLanes(answer: WindowAnswer) {
       }
       context.fillStyle = '#111';
       drawLabel(`${name} · ${kindName(kind)}`, x0, x1, y, SPAN_ROW - 2);
+      context.globalAlpha = 1;
       hitBoxes.push([x0, x1, y, y + SPAN_ROW - 2, { kind: 'task', index: task }, 'run']);
       hover.rect(x0, x1, y, y + SPAN_ROW - 2, () => tips.runTip(name, kindName(kind), b, e, `${info.name} (${info.thread_id})`, depth));
       counts.laneRuns[lane.lane]++;
       counts.runs++;
     }
     context.fillStyle = BLOCK_COLOUR;
+    context.globalAlpha = filtering() ? FILTERED_OUT_ALPHA : 1;
     for (const [b, e, depth, count] of lane.blocks) {
       const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
       context.fillRect(x0, spansTop + depth * SPAN_ROW + 1, x1 - x0, SPAN_ROW - 2);
       hover.rect(x0, x1, spansTop + depth * SPAN_ROW + 1, spansTop + (depth + 1) * SPAN_ROW - 1, () => tips.spanBlockTip(b, e, count, depth));
       counts.blocks += count;
     }
-    for (const [b, e, depth, index, site] of lane.spans) {
+    context.globalAlpha = 1;
+    for (const [b, e, depth, index, site, byAttribute] of lane.spans) {
       const name = answer.names[site] ?? '?';
       const x0 = xOf(b), x1 = Math.max(xOf(e), x0 + 1);
       const y = spansTop + depth * SPAN_ROW + 1;
       const isSelected = selection?.kind === 'span' && selection.lane === lane.lane && selection.depth === depth && selection.index === index;
+      const matched = matches(name) || byAttribute === 1;
+      if (matched) counts.spansMatched++;
+      context.globalAlpha = filtering() && !matched && !isSelected ? FILTERED_OUT_ALPHA : 1;
+      if (context.globalAlpha < 1) counts.spansFilteredOut++;
       context.fillStyle = colourOf(name);
       context.fillRect(x0, y, x1 - x0, SPAN_ROW - 2);
-      if (matches(name) || isSelected) {
+      if (matched || isSelected) {
         context.strokeStyle = isSelected ? '#000' : '#f0c000';
         context.lineWidth = 2;
         context.strokeRect(x0 + 1, y + 1, x1 - x0 - 2, SPAN_ROW - 4);
       }
       context.fillStyle = '#111';
       drawLabel(name, x0, x1, y, SPAN_ROW - 2);
+      context.globalAlpha = 1;
       hitBoxes.push([x0, x1, y, y + SPAN_ROW - 2, { kind: 'span', lane: lane.lane, depth, index }]);
       hover.rect(x0, x1, y, y + SPAN_ROW - 2, () => tips.spanTip(name, b, e, depth, `${info.name} (${info.thread_id})`));
       counts.spans++;
@@ -627,7 +642,7 @@ panel.addEventListener('click', event => {
 
 async function search(text: string) {
   highlight = text.trim().toLowerCase();
-  draw();
+  requestWindow();  // the window's spans found by an attribute come marked
   if (!highlight) return;
   const answer = await backend.search(text.trim());
   hooks.publishPanel(panel, 'search');
@@ -642,6 +657,8 @@ async function search(text: string) {
   else await select({ kind: 'span', lane: first.lane, depth: first.depth, index: first.index }, true);
   panel.insertAdjacentHTML('afterbegin', `<h3>${answer.hits.length} matches for “${escapeHtml(text)}”</h3>${list(answer.hits.slice(0, 20).map(link), answer.hits.length)}<hr>`);
 }
+
+onlyMatches.addEventListener('change', () => draw());
 
 searchBox.addEventListener('keydown', event => {
   if (event.key === 'Enter') void search(searchBox.value);

@@ -10,11 +10,14 @@ export interface DrawCounts {
   arrows: number; arrowsShown: number; createdArrowsShown: number; arrowsHighlighted: number; labels: number; taskLabels: number; counters: number;
   offCpu: number;  // stretches of threads off their CPU drawn (merged ones count once)
   samples: number;  // stack samples drawn as ticks (merged ones count each)
+  spansMatched: number;  // spans the search text matches, by name or by an attribute
+  spansFilteredOut: number;  // spans drawn faint ("only matches")
 }
 export function noCounts(): DrawCounts {
   return { groups: 0, headers: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, runs: 0, laneRuns: [], taskLines: 0, taskRuns: 0,
            taskBlocks: 0, tasksShown: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0, labels: 0,
-           taskLabels: 0, counters: 0, offCpu: 0, samples: 0 };
+           taskLabels: 0, counters: 0, offCpu: 0, samples: 0,
+           spansMatched: 0, spansFilteredOut: 0 };
 }
 
 const facts = () => document.body.dataset;
@@ -47,6 +50,8 @@ export function publishDrawCounts(counts: DrawCounts) {
   body.countersDrawn = String(counts.counters);
   body.offCpuDrawn = String(counts.offCpu);
   body.samplesDrawn = String(counts.samples);
+  body.spansMatched = String(counts.spansMatched);
+  body.spansFilteredOut = String(counts.spansFilteredOut);
   body.taskLinesDrawn = String(counts.taskLines);
   body.taskBlocksDrawn = String(counts.taskBlocks);
   body.tasksShown = String(counts.tasksShown);
