@@ -991,6 +991,32 @@ TEST(ViewerAttributes, DetailsShowThemAndSearchFindsTheirSpans) {
   }
 }
 
+chronicle::task<int> tenant_task(int n) {
+  CHRONICLE_SPAN_ATTRIBUTE("shop", "tenant", "acme");  // no span open in the task: the task's own
+  co_return n;
+}
+
+// A task's own attributes (set while it holds no span open) are in its details, as a span's are
+// in its, and search finds the task by them; from a fresh index and a cached one.
+TEST(ViewerAttributes, ATasksOwnAreInItsDetailsAndSearchFindsIt) {
+  TemporaryDirectory directory;
+  const Config config = test::test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_EQ(sync_wait(tenant_task(3)), 3);
+  stop();
+  for (const bool from_cache : {false, true}) {
+    SCOPED_TRACE(from_cache ? "from the cache" : "built");
+    const viewer::OpenedIndex opened = viewer::open_index(config.output);
+    ASSERT_EQ(opened.from_cache, from_cache) << opened.cache_problem;
+    const auto hits = opened.index.search("tenant = ACME", 10);
+    ASSERT_EQ(hits.size(), 1u);
+    ASSERT_EQ(hits[0].kind, viewer::SearchHit::Kind::task);
+    EXPECT_NE(hits[0].text.find("(tenant = acme)"), std::string::npos) << hits[0].text;
+    const nlohmann::json details = viewer::task_details_json(opened.index, hits[0].task);
+    EXPECT_EQ(details["attributes"], nlohmann::json::array({"tenant = acme"}));
+  }
+}
+
 TEST(ViewerCounters, OneTrackPerNameWhateverTheCallSiteOrThread) {
   TemporaryDirectory directory;
   const Config config = test::test_config(directory);

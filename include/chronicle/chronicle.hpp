@@ -16,7 +16,7 @@
 // 64-bit unsigned one is uint64), a floating-point number, a bool or a string (std::string,
 // std::string_view, const char*: copied, cut at 256 bytes with a visible mark). They are
 // computed only when the category is recorded. A span with attributes or a runtime name also
-// ends in error when an exception leaves its scope (a plain CHRONICLE_SPAN does not ask: it costs).
+// ends in error when an exception leaves its scope, as a plain CHRONICLE_SPAN does.
 //
 // Verbose trace points take a level (0..254; the macros above are level 0), e.g.
 //   CHRONICLE_SPAN_V("net", "parse header", 2);

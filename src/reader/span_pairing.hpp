@@ -164,6 +164,9 @@ class SpanPairing {
   // The attributes set in `task` while it held no span open (CHRONICLE_SPAN_ATTRIBUTE in a
   // coroutine): the task's own, in order (nullptr when none).
   const std::vector<SpanAttribute>* task_attributes(uint64_t task) const;
+  const std::unordered_map<uint64_t, std::vector<SpanAttribute>>& all_task_attributes() const {
+    return task_attributes_;
+  }
 
   // Ends what is still open at `last_ticks` (ended = false), innermost first per owner, and
   // counts them as unclosed.

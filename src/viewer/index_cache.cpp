@@ -31,7 +31,8 @@ using index_files::for_each_trace_file;
 using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-constexpr uint32_t kFormatVersion = 9;  // 8: whole spans and each lane's busy intervals; 9: their attributes
+// 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes
+constexpr uint32_t kFormatVersion = 10;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -460,6 +461,8 @@ struct IndexCache::Fields {
     a.column(index.task_lines_);
     transfer_strings(a, index.task_names_);
     transfer_strings(a, index.task_labels_);
+    a.column(index.task_attribute_tasks_);
+    transfer_strings(a, index.task_attribute_texts_);
     a.column(index.task_tree_.row_task);
     a.column(index.task_tree_.row);
     a.column(index.task_tree_.subtree);

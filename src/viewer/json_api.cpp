@@ -396,6 +396,10 @@ json task_details_json(const TimelineIndex& index, uint32_t task_number) {
   static constexpr std::string_view kStates[] = {"ok", "failed", "cancelled", "unresolved"};
   out["outcome"] = kStates[static_cast<int>(line_state(index, task_number))];
   out["outcome_text"] = task.outcome_text;
+  json attributes = json::array();
+  for (auto [a, last] = index.task_attributes_of(task_number); a < last && attributes.size() < kMaxListed; ++a)
+    attributes.push_back(std::string(index.task_attribute_text(a)));
+  out["attributes"] = std::move(attributes);
   out["thread"] = task.created ? json(thread_text(index, process, task.created_on_thread)) : json(nullptr);
   out["fields"] = {{"id", model::task_id_text(task.id)},
                    {"kind", format::task_kind_name(task.kind)},
@@ -509,6 +513,9 @@ json embedded_tasks_json(const TimelineIndex& index) {
       notes.push_back(
           {index.to_ns(process, note.ticks), strings.add(std::string(marker_type(note.type))), strings.add(note.text)});
     }
+    json attributes = json::array();
+    for (auto [a, last] = index.task_attributes_of(k); a < last && attributes.size() < kMaxListed; ++a)
+      attributes.push_back(strings.add(std::string(index.task_attribute_text(a))));
     const bool resolved_by_other = task.resolver != 0 && task.resolver != task.id;
     facts.push_back(
         {model::task_id_text(task.id), strings.add(std::string(format::task_kind_name(task.kind))),
@@ -518,7 +525,7 @@ json embedded_tasks_json(const TimelineIndex& index) {
          strings.add(task.outcome_text),
          task.created ? json(strings.add(thread_text(index, process, task.created_on_thread))) : json(nullptr),
          task.seen_created ? 1 : 0, index.duration_ns(process, task.busy_ticks()), std::move(runs), std::move(waits[k]),
-         std::move(notes), task.notes.size()});
+         std::move(notes), task.notes.size(), std::move(attributes)});
   }
   return {{"lines", std::move(lines)},
           {"facts", std::move(facts)},

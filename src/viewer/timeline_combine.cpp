@@ -237,6 +237,10 @@ class IndexCombiner {
       into.task_names_.add(part.task_names_[k]);
       into.task_labels_.add(part.task_labels_[k]);
     }
+    for (size_t a = 0; a < part.task_attribute_tasks_.size(); ++a) {
+      into.task_attribute_tasks_.push_back(part.task_attribute_tasks_[a] + task_offset);
+      into.task_attribute_texts_.add(part.task_attribute_texts_[a]);
+    }
     for (size_t k = 1; k < part.run_first_.size(); ++k) into.run_first_.push_back(part.run_first_[k] + run_offset);
     into.run_begins_.insert_at_end(part.run_begins_.begin(), part.run_begins_.end());
     into.run_ends_.insert_at_end(part.run_ends_.begin(), part.run_ends_.end());

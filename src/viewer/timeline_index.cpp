@@ -320,6 +320,9 @@ class IndexBuilder {
     for (uint64_t& end : whole.ends)
       if (end == kOpen) end = last;
     finish_whole_spans(index_);
+    for (const auto& [task, attributes] : pairing.all_task_attributes())
+      for (const reader::SpanAttribute& attribute : attributes)
+        task_attribute_texts_[task].push_back(attribute_text_of(attribute));
     for (Lane& lane : index_.lanes_) {
       for (IntervalRow& row : lane.depths) row.shrink_to_fit();
       for (Column<uint32_t>& column : lane.depth_spans) column.shrink_to_fit();
@@ -352,7 +355,13 @@ class IndexBuilder {
         index_.run_ends_.push_back(std::max(index_.to_ns(run.end), index_.to_ns(run.begin)));
       }
       index_.run_first_.push_back(static_cast<uint32_t>(index_.run_begins_.size()));
+      if (const auto own = task_attribute_texts_.find(task.id); own != task_attribute_texts_.end())
+        for (const std::string& text : own->second) {
+          index_.task_attribute_tasks_.push_back(k);
+          index_.task_attribute_texts_.add(text);
+        }
     }
+    task_attribute_texts_.clear();
     lay_out_tasks(index_);
     index_.run_begins_.shrink_to_fit();
     index_.run_ends_.shrink_to_fit();
@@ -411,10 +420,15 @@ class IndexBuilder {
   }
 
   // In order of begin (spans appended process after process are not), parents kept, and the reach.
+  // What details show and search looks in: "key = value", as dump prints an attribute.
+  static std::string attribute_text_of(const reader::SpanAttribute& attribute) {
+    return fmt::format("{} = {}", attribute.key, reader::attribute_text(attribute));
+  }
+
   static void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span) {
     for (const reader::SpanAttribute& attribute : span.attributes) {
       whole.attribute_spans.push_back(k);
-      whole.attribute_texts.add(fmt::format("{} = {}", attribute.key, reader::attribute_text(attribute)));
+      whole.attribute_texts.add(attribute_text_of(attribute));
     }
     if (span.failed) {
       whole.attribute_spans.push_back(k);
@@ -627,6 +641,9 @@ class IndexBuilder {
   size_t next_stream_ = 0;
   std::optional<reader::Trace::StreamCursor> stream_cursor_;
   uint64_t stream_events_ = 0;
+  // The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id, until the
+  // tasks are indexed.
+  std::unordered_map<uint64_t, std::vector<std::string>> task_attribute_texts_;
 };
 
 namespace index_internal {

@@ -444,6 +444,9 @@ class TimelineIndex {
   std::string_view task_name(uint32_t index) const { return task_names_[index]; }
   std::string_view task_label(uint32_t index) const { return task_labels_[index]; }
   std::string_view task_display_name(uint32_t index) const;
+  // The texts ("key = value") [first, last) of task `index`'s own attributes (task_attribute_text).
+  std::pair<size_t, size_t> task_attributes_of(uint32_t index) const;
+  std::string_view task_attribute_text(size_t a) const { return task_attribute_texts_[a]; }
   std::optional<uint32_t> task_index(size_t process, model::TaskId id) const;
   // A process's ticks as ns on the timeline.
   uint64_t to_ns(size_t process, uint64_t ticks) const;
@@ -526,6 +529,9 @@ class TimelineIndex {
   Column<TaskLine> task_lines_;
   StringColumn task_names_;
   StringColumn task_labels_;
+  // Text a of the tasks' own attributes is task task_attribute_tasks_[a]'s; in order of task.
+  Column<uint32_t> task_attribute_tasks_;
+  StringColumn task_attribute_texts_;
   TaskTree task_tree_;
   // Every task's runs in ns, task after task: task k's are [run_first_[k], run_first_[k + 1]).
   Column<uint32_t> run_first_;

@@ -184,6 +184,13 @@ const std::vector<model::TaskGraph>& TimelineIndex::graphs() const {
   return graphs_;
 }
 
+std::pair<size_t, size_t> TimelineIndex::task_attributes_of(uint32_t index) const {
+  const auto [first, last] = std::equal_range(task_attribute_tasks_.begin(), task_attribute_tasks_.end(), index);
+  const size_t texts = task_attribute_texts_.size();
+  return {std::min(static_cast<size_t>(first - task_attribute_tasks_.begin()), texts),
+          std::min(static_cast<size_t>(last - task_attribute_tasks_.begin()), texts)};
+}
+
 std::string_view TimelineIndex::task_display_name(uint32_t index) const {
   const std::string_view label = task_label(index);
   return label.empty() ? task_name(index) : label;
@@ -397,13 +404,19 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   const std::string needle = fold_case(text);
   if (needle.empty()) return hits;
   for (uint32_t k = 0; k < task_lines_.size() && hits.size() < limit; ++k) {
-    if (!contains_folded(task_label(k), needle) && !contains_folded(task_name(k), needle)) continue;
+    const bool by_name = contains_folded(task_label(k), needle) || contains_folded(task_name(k), needle);
+    std::optional<size_t> by_attribute;  // the first of its own attributes that matches
+    if (!by_name)
+      for (auto [a, last] = task_attributes_of(k); a < last && !by_attribute; ++a)
+        if (contains_folded(task_attribute_texts_[a], needle)) by_attribute = a;
+    if (!by_name && !by_attribute) continue;
     SearchHit hit;
     hit.kind = SearchHit::Kind::task;
     hit.task = k;
     hit.begin = task_lines_[k].begin;
     hit.end = task_lines_[k].end;
     hit.text = task_display_name(k);
+    if (by_attribute) hit.text += fmt::format(" ({})", task_attribute_texts_[*by_attribute]);
     hits.push_back(std::move(hit));
   }
   std::sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) { return a.begin < b.begin; });

@@ -70,6 +70,7 @@ export interface Note { time: number; type: string; text: string }
 export interface TaskDetails extends TaskRef {
   kind: 'task'; task_kind: string; name: string; label: string; created: number | null; resolved: number | null;
   duration: number; outcome: string; outcome_text: string; thread: string | null; fields: Record<string, unknown>;
+  attributes?: string[];  // its own, "key = value" (CHRONICLE_SPAN_ATTRIBUTE while it holds no span open)
   runs: { thread: string; begin: number; end: number; ended: boolean }[]; notes: Note[]; notes_count: number;
   parent: TaskRef | null; children: TaskRef[]; children_count: number; descendants: number;  // in its subtree
   waits_on: TaskRef[]; waited_by: TaskRef[]; resolved_by: TaskRef | null; resolves: TaskRef[];

@@ -7,9 +7,9 @@
 //  outcome text (string), creating thread (string), seen created (0/1), busy ns,
 //  runs [thread (string), begin, end, ended (0/1)] in order of their beginning,
 //  waits [time, awaited task, ...] flattened in time order, notes [time, type, text] (strings),
-//  notes count]
+//  notes count, its own attributes ("key = value", strings)]
 export type TaskFacts = [string, number, number | null, number | null, number, number, number, number | null, number,
-  number, [number, number, number, number][], number[], [number, number, number][], number];
+  number, [number, number, number, number][], number[], [number, number, number][], number, number[]];
 
 // What the task did during a step (src/analysis/critical_path.hpp's StepState).
 export type StepState = 'ran' | 'queued' | 'waiting' | 'blocked';

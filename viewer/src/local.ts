@@ -278,6 +278,7 @@ export class LocalBackend implements Backend {
       created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : line[1], duration: line[1] - line[0],
       outcome: kStates[line[3]], outcome_text: this.text(f[6]), thread: f[7] === null ? null : this.text(f[7]),
       fields: { id: f[0], kind: this.text(f[1]), busy_ns: f[9], seen_created: f[8] === 1 },
+      attributes: (f[14] ?? []).map(a => this.text(a)),
       runs, notes, notes_count: f[13],
       parent: f[4] >= 0 ? this.taskRef(f[4]) : null,
       children: children.slice(0, kMaxListed).map(k => this.taskRef(k)), children_count: children.length, descendants: line[8],
@@ -294,8 +295,13 @@ export class LocalBackend implements Backend {
     const hits: SearchHit[] = [];
     this.trace.tasks.lines.forEach((t, k) => {
       const display = this.display(k);
-      if (hits.length < 100 && (display.toLowerCase().includes(needle) || this.text(t[5]).toLowerCase().includes(needle)))
+      if (hits.length >= 100) return;
+      if (display.toLowerCase().includes(needle) || this.text(t[5]).toLowerCase().includes(needle)) {
         hits.push({ kind: 'task', text: display, ...this.taskRef(k) });
+        return;
+      }
+      const attribute = (this.trace.tasks.facts[k][14] ?? []).map(a => this.text(a)).find(a => a.toLowerCase().includes(needle));
+      if (attribute !== undefined) hits.push({ kind: 'task', text: `${display} (${attribute})`, ...this.taskRef(k) });
     });
     this.trace.lanes.forEach((lane, l) => lane.depths.forEach((row, depth) => row.forEach((s, k) => {
       const name = this.trace.names[s[2]] ?? '';

@@ -522,6 +522,8 @@ function showTask(details: TaskDetails) {
           ['resolved', details.resolved === null ? 'never' : formatDuration(details.resolved)],
           ['duration', formatDuration(details.duration)], ['outcome', details.outcome + (details.outcome_text ? `: ${details.outcome_text}` : '')],
           ['created on', details.thread], ...Object.entries(details.fields).filter(([k]) => k !== 'id' && k !== 'kind').map(readableField)]) +
+    (details.attributes && details.attributes.length > 0
+      ? `<h3>Attributes</h3>${list(details.attributes.map(escapeHtml))}` : '') +
     `<h3>Runs</h3>${list(details.runs.map(r => `${escapeHtml(r.thread)}: ${formatDuration(r.begin)} for ${formatDuration(r.end - r.begin)}${r.ended ? '' : ' (never ended)'}`))}` +
     `<h3>Parent</h3><p>${taskLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(c => taskLink(c)), details.children_count)}` +
