@@ -117,24 +117,20 @@
   static constinit ::chronicle::detail::AttributeKeys CHRONICLE_UNIQUE(chronicle_keys_){}; \
   ::chronicle::detail::ScopedSpanWithArgs CHRONICLE_UNIQUE(chronicle_span_) {              \
     CHRONICLE_UNIQUE(chronicle_site_), CHRONICLE_UNIQUE(chronicle_keys_),                  \
-        [&](::chronicle::detail::AttributeArgs& chronicle_args) {                          \
-          ::chronicle::detail::add_attributes(chronicle_args, __VA_ARGS__);                \
-        }                                                                                  \
+        [&](auto&& chronicle_emit) { return chronicle_emit(__VA_ARGS__); }                 \
   }
 
-#define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...)                                                           \
-  do {                                                                                                                 \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);           \
-    if (chronicle_generation != 0) [[unlikely]] {                                                                      \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, instant, level);                                           \
-      static constinit ::chronicle::detail::AttributeKeys chronicle_keys{};                                            \
-      if (auto* chronicle_writer = ::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {            \
-        ::chronicle::detail::AttributeArgs chronicle_args;                                                             \
-        ::chronicle::detail::add_attributes(chronicle_args, __VA_ARGS__);                                              \
-        ::chronicle::detail::emit_with_attributes(                                                                     \
-            *chronicle_writer, chronicle_site, ::chronicle::format::EventId::instant, chronicle_keys, chronicle_args); \
-      }                                                                                                                \
-    }                                                                                                                  \
+#define CHRONICLE_INSTANT_ARGS_V(category, name, level, ...)                                                        \
+  do {                                                                                                              \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);        \
+    if (chronicle_generation != 0) [[unlikely]] {                                                                   \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, instant, level);                                        \
+      static constinit ::chronicle::detail::AttributeKeys chronicle_keys{};                                         \
+      if (auto* chronicle_writer = ::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {         \
+        ::chronicle::detail::emit_begin_with_attributes(                                                            \
+            *chronicle_writer, chronicle_site, ::chronicle::format::EventId::instant, chronicle_keys, __VA_ARGS__); \
+      }                                                                                                             \
+    }                                                                                                               \
   } while (0)
 
 // An attribute of the innermost open span of the calling thread or task (as the trace records

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "chronicle/detail/writer.hpp"
 
@@ -101,6 +103,124 @@ CHRONICLE_INLINE void add_attributes(AttributeArgs& args, const char (&key)[N], 
 // to the begin.
 Emitted emit_with_attributes(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
                              const AttributeArgs& args);
+
+// Values of a fixed size (numbers, bools, enums): their events' bytes are known when compiled,
+// so a trace point whose values are all such is written by code of its own types (one function
+// per list of types, shared by every site with that list), with no loop over types, text to
+// measure or AttributeArgs to fill. The bytes are emit_with_attributes' exactly.
+template <typename Value>
+concept FixedSizeAttribute =
+    std::is_arithmetic_v<std::remove_cvref_t<Value>> || std::is_enum_v<std::remove_cvref_t<Value>>;
+
+// The value as the trace stores it: the type attribute_value() gives it.
+template <FixedSizeAttribute Value>
+CHRONICLE_INLINE auto stored_value(const Value& value) {
+  using Plain = std::remove_cvref_t<Value>;
+  if constexpr (std::is_same_v<Plain, bool>)
+    return value;
+  else if constexpr (std::is_integral_v<Plain> && std::is_unsigned_v<Plain> && sizeof(Plain) == 8)
+    return static_cast<uint64_t>(value);
+  else if constexpr (std::is_integral_v<Plain> || std::is_enum_v<Plain>)
+    return static_cast<int64_t>(value);
+  else
+    return static_cast<double>(value);
+}
+
+template <typename Stored>
+struct FixedAttributeEvent;
+template <>
+struct FixedAttributeEvent<int64_t> {
+  using Payload = format::AttributeIntPayload;
+  static constexpr format::EventId id = format::EventId::attribute_int;
+};
+template <>
+struct FixedAttributeEvent<uint64_t> {
+  using Payload = format::AttributeUintPayload;
+  static constexpr format::EventId id = format::EventId::attribute_uint;
+};
+template <>
+struct FixedAttributeEvent<double> {
+  using Payload = format::AttributeFloatPayload;
+  static constexpr format::EventId id = format::EventId::attribute_float;
+};
+template <>
+struct FixedAttributeEvent<bool> {
+  using Payload = format::AttributeBoolPayload;
+  static constexpr format::EventId id = format::EventId::attribute_bool;
+};
+
+template <typename Group, typename Stored>
+CHRONICLE_INLINE void add_fixed_attribute(Group& group, uint32_t span_site, uint32_t key, Stored value) {
+  using Event = FixedAttributeEvent<Stored>;
+  const typename Event::Payload payload{span_site, key, value};
+  if (uint8_t* out = group.add(static_cast<uint32_t>(Event::id), sizeof payload))
+    std::memcpy(out, &payload, sizeof payload);
+}
+
+template <typename... Stored>
+[[gnu::noinline]] Emitted emit_with_fixed_attributes(ThreadWriter& writer, Site& site, format::EventId event,
+                                                     AttributeKeys& keys, const char* const* names, Stored... values) {
+  constexpr size_t kCount = sizeof...(Stored);
+  uint32_t ids[kCount];
+  for (size_t i = 0; i < kCount; ++i) {
+    ids[i] = keys.ids[i].load(std::memory_order_acquire);
+    if (ids[i] == 0) [[unlikely]] {  // a key not interned yet (or that cannot be): the general way
+      AttributeArgs args;
+      size_t k = 0;
+      ((args.keys[k] = names[k], args.values[k] = attribute_value(values), ++k), ...);
+      args.count = kCount;
+      return emit_with_attributes(writer, site, event, keys, args);
+    }
+  }
+  constexpr size_t kBytes =
+      format::kExtendedHeaderSize + sizeof(format::NamePayload) +
+      (0 + ... + (format::kExtendedHeaderSize + sizeof(typename FixedAttributeEvent<Stored>::Payload)));
+  const uint32_t span_site = site.id.load(std::memory_order_relaxed);
+  EventGroup<kBytes> group(&writer, site.category_index, read_ticks());
+  uint8_t* begin = group.add(static_cast<uint32_t>(event), sizeof(format::NamePayload));
+  if (begin) {
+    const format::NamePayload payload{span_site};
+    std::memcpy(begin, &payload, sizeof payload);
+  }
+  size_t k = 0;
+  (add_fixed_attribute(group, span_site, ids[k++], values), ...);
+  group.commit();
+  return begin ? Emitted::written : Emitted::dropped;
+}
+
+template <typename Pairs, size_t... I>
+CHRONICLE_INLINE Emitted emit_fixed_pairs(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
+                                          const Pairs& pairs, std::index_sequence<I...>) {
+  static constexpr size_t kCount = sizeof...(I);
+  static_assert((std::is_array_v<std::remove_cvref_t<std::tuple_element_t<2 * I, Pairs>>> && ...),
+                "attribute keys are string literals");
+  const char* const names[kCount] = {std::get<2 * I>(pairs)...};
+  return emit_with_fixed_attributes(writer, site, event, keys, names, stored_value(std::get<2 * I + 1>(pairs))...);
+}
+
+template <size_t I, typename... Pairs>
+constexpr bool values_of_fixed_size() {
+  if constexpr (I >= sizeof...(Pairs))
+    return true;
+  else
+    return FixedSizeAttribute<std::tuple_element_t<I, std::tuple<Pairs...>>> && values_of_fixed_size<I + 2, Pairs...>();
+}
+
+// The begin of a span or an instant with attributes given as key, value, key, value...
+template <typename... Pairs>
+CHRONICLE_INLINE Emitted emit_begin_with_attributes(ThreadWriter& writer, Site& site, format::EventId event,
+                                                    AttributeKeys& keys, const Pairs&... pairs) {
+  if constexpr (values_of_fixed_size<1, Pairs...>()) {
+    static_assert(sizeof...(Pairs) % 2 == 0, "attributes come as key, value pairs");
+    static_assert(sizeof...(Pairs) / 2 <= kMaxAttributes, "at most 8 attributes per trace point");
+    return emit_fixed_pairs(writer, site, event, keys, std::forward_as_tuple(pairs...),
+                            std::make_index_sequence<sizeof...(Pairs) / 2>{});
+  } else {
+    AttributeArgs args;
+    add_attributes(args, pairs...);
+    return emit_with_attributes(writer, site, event, keys, args);
+  }
+}
 // One attribute of the innermost open span named by `span` (null: the innermost, whatever its
 // name) of the calling thread or task. `key` is a site of kind attribute that writer_for() took.
 void emit_attribute(Site* span, Site& key, const AttributeValue& value);
@@ -116,9 +236,10 @@ class ScopedSpanWithArgs {
     if (generation != 0) [[unlikely]] {
       ThreadWriter* writer = writer_for(site, generation);
       if (writer == nullptr) return;  // the category is off: no value is computed
-      AttributeArgs args;
-      make_args(args);
-      begun_.record(emit_with_attributes(*writer, site, format::EventId::span_begin, keys, args), generation);
+      begun_.record(make_args([&](const auto&... pairs) {
+                      return emit_begin_with_attributes(*writer, site, format::EventId::span_begin, keys, pairs...);
+                    }),
+                    generation);
     }
   }
   ~ScopedSpanWithArgs() { end_span(site_, begun_); }
@@ -135,7 +256,8 @@ class ScopedSpanWithArgs {
 // (and counted so in the trace).
 inline constexpr size_t kMaxDynamicNames = 4096;
 inline constexpr char kOverflowName[] = "<overflow>";
-// The site named `name` in the category of `category_site`; cached per thread.
+// The site named `name` in the category of `category_site`, interned (past kMaxDynamicNames
+// names, "<overflow>"); cached per thread.
 Site& dynamic_site(Site& category_site, std::string_view name);
 
 class ScopedDynamicSpan {
@@ -144,9 +266,16 @@ class ScopedDynamicSpan {
   CHRONICLE_INLINE ScopedDynamicSpan(Site& category_site, const Name& name) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
-      if (writer_for(category_site, generation) == nullptr) return;
-      site_ = &dynamic_site(category_site, std::string_view(name));
-      begun_.record(emit_with_name(*site_, generation, format::EventId::span_begin), generation);
+      ThreadWriter* writer = writer_for(category_site, generation);
+      if (writer == nullptr) return;
+      // Of the category just checked; interned by dynamic_site() unless a signal handler found this
+      // thread inside the registry (counted there). Acquire: the site's category index is set
+      // before its id is (by whichever thread interned it).
+      Site& site = dynamic_site(category_site, std::string_view(name));
+      if (site.id.load(std::memory_order_acquire) == 0) [[unlikely]]
+        return;
+      site_ = &site;
+      begun_.record(emit_name_by(writer, site, format::EventId::span_begin), generation);
     }
   }
   ~ScopedDynamicSpan() {

@@ -283,9 +283,9 @@ class EventGroup {
 
 enum class Emitted : uint8_t { off, written, dropped };
 
-CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format::EventId event) {
-  ThreadWriter* writer = writer_for(site, generation);
-  if (!writer) return Emitted::off;
+// `event` of `site` by `writer`, which writer_for() gave for a site of the same category; `site`
+// is interned.
+CHRONICLE_INLINE Emitted emit_name_by(ThreadWriter* writer, Site& site, format::EventId event) {
   uint64_t ticks = read_ticks();
   uint8_t* out =
       begin_event(*writer, site.category_index, static_cast<uint32_t>(event), sizeof(format::NamePayload), ticks);
@@ -294,6 +294,12 @@ CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format:
   std::memcpy(out, &payload, sizeof payload);
   commit_event(*writer, site.category_index, out + sizeof payload, ticks);
   return Emitted::written;
+}
+
+CHRONICLE_INLINE Emitted emit_with_name(Site& site, uint32_t generation, format::EventId event) {
+  ThreadWriter* writer = writer_for(site, generation);
+  if (!writer) return Emitted::off;
+  return emit_name_by(writer, site, event);
 }
 
 // A span begun (written) on this thread: outside any task, it may be the root of a trace
