@@ -28,6 +28,14 @@ namespace {
 // would visit every span, and range stats must answer as fast as a pan.
 constexpr uint64_t kMaxSpansToBreakDown = 2'000'000;
 
+// The texts [first, last) of `owner`, whose owners are `owners` in order; clamped to the `texts`
+// there are (as many as owners, unless a cache file says otherwise).
+std::pair<size_t, size_t> texts_of(const Column<uint32_t>& owners, size_t texts, uint32_t owner) {
+  const auto [first, last] = std::equal_range(owners.begin(), owners.end(), owner);
+  return {std::min(static_cast<size_t>(first - owners.begin()), texts),
+          std::min(static_cast<size_t>(last - owners.begin()), texts)};
+}
+
 bool contains_folded(std::string_view haystack, const std::string& needle_lower) {
   return fold_case(haystack).find(needle_lower) != std::string::npos;
 }
@@ -185,10 +193,7 @@ const std::vector<model::TaskGraph>& TimelineIndex::graphs() const {
 }
 
 std::pair<size_t, size_t> TimelineIndex::task_attributes_of(uint32_t index) const {
-  const auto [first, last] = std::equal_range(task_attribute_tasks_.begin(), task_attribute_tasks_.end(), index);
-  const size_t texts = task_attribute_texts_.size();
-  return {std::min(static_cast<size_t>(first - task_attribute_tasks_.begin()), texts),
-          std::min(static_cast<size_t>(last - task_attribute_tasks_.begin()), texts)};
+  return texts_of(task_attribute_tasks_, task_attribute_texts_.size(), index);
 }
 
 std::string_view TimelineIndex::task_display_name(uint32_t index) const {
@@ -470,10 +475,7 @@ bool TimelineIndex::span_attribute_contains(uint32_t lane, uint32_t depth, uint3
 }
 
 std::pair<size_t, size_t> WholeSpans::attributes_of(uint32_t k) const {
-  const auto [first, last] = std::equal_range(attribute_spans.begin(), attribute_spans.end(), k);
-  const size_t texts = attribute_texts.size();  // as many as spans, unless a cache file says otherwise
-  return {std::min(static_cast<size_t>(first - attribute_spans.begin()), texts),
-          std::min(static_cast<size_t>(last - attribute_spans.begin()), texts)};
+  return texts_of(attribute_spans, attribute_texts.size(), k);
 }
 
 std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {
