@@ -82,9 +82,6 @@ void write_attribute(ThreadWriter& writer, uint16_t category, uint32_t span_site
 
 namespace {
 
-// The most one begin with its attributes may write as one group (EventGroup's limit); a group
-// with longer strings is written event by event.
-constexpr size_t kAttributeGroupBytes = 1024 - format::kPacketHeaderSize;
 using AttributeGroup = EventGroup<kAttributeGroupBytes>;
 
 // The bytes of attribute `value`'s event at most (an extended header); a string's text as

@@ -104,116 +104,188 @@ CHRONICLE_INLINE void add_attributes(AttributeArgs& args, const char (&key)[N], 
 Emitted emit_with_attributes(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
                              const AttributeArgs& args);
 
-// Values of a fixed size (numbers, bools, enums): their events' bytes are known when compiled,
-// so a trace point whose values are all such is written by code of its own types (one function
-// per list of types, shared by every site with that list), with no loop over types, text to
-// measure or AttributeArgs to fill. The bytes are emit_with_attributes' exactly.
+// The most one begin with its attributes may write as one group (EventGroup's limit); a group
+// with longer strings is written event by event.
+inline constexpr size_t kAttributeGroupBytes = 1024 - format::kPacketHeaderSize;
+
+// Every value type a trace point can be given is written by code of its own types (one function
+// per list of types, shared by every site with that list), with no loop over types or
+// AttributeArgs to fill: numbers, bools and enums of a size known when compiled, strings of the
+// size they have. The bytes are emit_with_attributes' exactly; what that path alone handles (a
+// key not interned yet, a string the trace cuts, a group past its limit) goes there.
 template <typename Value>
 concept FixedSizeAttribute =
     std::is_arithmetic_v<std::remove_cvref_t<Value>> || std::is_enum_v<std::remove_cvref_t<Value>>;
+template <typename Value>
+concept TextAttribute = !FixedSizeAttribute<Value> && std::is_convertible_v<const Value&, std::string_view>;
+template <typename Value>
+concept TypedAttribute = FixedSizeAttribute<Value> || TextAttribute<Value>;
 
 // The value as the trace stores it: the type attribute_value() gives it.
-template <FixedSizeAttribute Value>
+template <TypedAttribute Value>
 CHRONICLE_INLINE auto stored_value(const Value& value) {
   using Plain = std::remove_cvref_t<Value>;
-  if constexpr (std::is_same_v<Plain, bool>)
+  if constexpr (TextAttribute<Value>) {
+    if constexpr (std::is_pointer_v<Plain>)
+      return value == nullptr ? std::string_view() : std::string_view(value);
+    else
+      return std::string_view(value);
+  } else if constexpr (std::is_same_v<Plain, bool>) {
     return value;
-  else if constexpr (std::is_integral_v<Plain> && std::is_unsigned_v<Plain> && sizeof(Plain) == 8)
+  } else if constexpr (std::is_integral_v<Plain> && std::is_unsigned_v<Plain> && sizeof(Plain) == 8) {
     return static_cast<uint64_t>(value);
-  else if constexpr (std::is_integral_v<Plain> || std::is_enum_v<Plain>)
+  } else if constexpr (std::is_integral_v<Plain> || std::is_enum_v<Plain>) {
     return static_cast<int64_t>(value);
-  else
+  } else {
     return static_cast<double>(value);
+  }
 }
 
 template <typename Stored>
-struct FixedAttributeEvent;
+struct TypedAttributeEvent;
 template <>
-struct FixedAttributeEvent<int64_t> {
+struct TypedAttributeEvent<int64_t> {
   using Payload = format::AttributeIntPayload;
   static constexpr format::EventId id = format::EventId::attribute_int;
 };
 template <>
-struct FixedAttributeEvent<uint64_t> {
+struct TypedAttributeEvent<uint64_t> {
   using Payload = format::AttributeUintPayload;
   static constexpr format::EventId id = format::EventId::attribute_uint;
 };
 template <>
-struct FixedAttributeEvent<double> {
+struct TypedAttributeEvent<double> {
   using Payload = format::AttributeFloatPayload;
   static constexpr format::EventId id = format::EventId::attribute_float;
 };
 template <>
-struct FixedAttributeEvent<bool> {
+struct TypedAttributeEvent<bool> {
   using Payload = format::AttributeBoolPayload;
   static constexpr format::EventId id = format::EventId::attribute_bool;
 };
+template <>
+struct TypedAttributeEvent<std::string_view> {
+  using Payload = format::AttributeStringPrefix;  // + the text and its NUL
+  static constexpr format::EventId id = format::EventId::attribute_string;
+};
 
-template <typename Group, typename Stored>
-CHRONICLE_INLINE void add_fixed_attribute(Group& group, uint32_t span_site, uint32_t key, Stored value) {
-  using Event = FixedAttributeEvent<Stored>;
-  const typename Event::Payload payload{span_site, key, value};
-  if (uint8_t* out = group.add(static_cast<uint32_t>(Event::id), sizeof payload))
-    std::memcpy(out, &payload, sizeof payload);
+// The bytes of a value's event beyond its header and fixed payload: a string's text and NUL.
+CHRONICLE_INLINE size_t text_bytes(std::string_view text) {
+  return text.size() + 1;
+}
+template <typename Stored>
+CHRONICLE_INLINE size_t text_bytes(Stored) {
+  return 0;
+}
+CHRONICLE_INLINE bool stored_whole(std::string_view text) {
+  return text.size() <= format::kMaxAttributeText;
+}
+template <typename Stored>
+CHRONICLE_INLINE bool stored_whole(Stored) {
+  return true;
 }
 
-template <typename... Stored>
-[[gnu::noinline]] Emitted emit_with_fixed_attributes(ThreadWriter& writer, Site& site, format::EventId event,
-                                                     AttributeKeys& keys, const char* const* names, Stored... values) {
-  constexpr size_t kCount = sizeof...(Stored);
-  uint32_t ids[kCount];
-  for (size_t i = 0; i < kCount; ++i) {
-    ids[i] = keys.ids[i].load(std::memory_order_acquire);
-    if (ids[i] == 0) [[unlikely]] {  // a key not interned yet (or that cannot be): the general way
-      AttributeArgs args;
-      size_t k = 0;
-      ((args.keys[k] = names[k], args.values[k] = attribute_value(values), ++k), ...);
-      args.count = kCount;
-      return emit_with_attributes(writer, site, event, keys, args);
-    }
+template <typename Group, typename Stored>
+CHRONICLE_INLINE void add_typed_attribute(Group& group, uint32_t span_site, uint32_t key, Stored value) {
+  using Event = TypedAttributeEvent<Stored>;
+  if constexpr (std::is_same_v<Stored, std::string_view>) {
+    const format::AttributeStringPrefix prefix{span_site, key};
+    uint8_t* out = group.add(static_cast<uint32_t>(Event::id), sizeof prefix + value.size() + 1);
+    if (!out) return;
+    std::memcpy(out, &prefix, sizeof prefix);
+    uint8_t* text = out + sizeof prefix;
+    if (!value.empty()) std::memcpy(text, value.data(), value.size());
+    // An embedded NUL would end the CTF string early; keep the event's size honest.
+    if (!value.empty() && std::memchr(text, '\0', value.size()) != nullptr) [[unlikely]]
+      for (size_t i = 0; i < value.size(); ++i)
+        if (text[i] == '\0') text[i] = ' ';
+    text[value.size()] = '\0';
+  } else {
+    const typename Event::Payload payload{span_site, key, value};
+    if (uint8_t* out = group.add(static_cast<uint32_t>(Event::id), sizeof payload))
+      std::memcpy(out, &payload, sizeof payload);
   }
-  constexpr size_t kBytes =
-      format::kExtendedHeaderSize + sizeof(format::NamePayload) +
-      (0 + ... + (format::kExtendedHeaderSize + sizeof(typename FixedAttributeEvent<Stored>::Payload)));
+}
+
+template <typename Group, typename... Stored>
+CHRONICLE_INLINE Emitted write_typed_group(Group& group, Site& site, format::EventId event, const uint32_t* ids,
+                                           Stored... values) {
   const uint32_t span_site = site.id.load(std::memory_order_relaxed);
-  EventGroup<kBytes> group(&writer, site.category_index, read_ticks());
   uint8_t* begin = group.add(static_cast<uint32_t>(event), sizeof(format::NamePayload));
   if (begin) {
     const format::NamePayload payload{span_site};
     std::memcpy(begin, &payload, sizeof payload);
   }
   size_t k = 0;
-  (add_fixed_attribute(group, span_site, ids[k++], values), ...);
+  (add_typed_attribute(group, span_site, ids[k++], values), ...);
   group.commit();
   return begin ? Emitted::written : Emitted::dropped;
 }
 
+template <typename... Stored>
+[[gnu::noinline]] Emitted emit_with_typed_attributes(ThreadWriter& writer, Site& site, format::EventId event,
+                                                     AttributeKeys& keys, const char* const* names, Stored... values) {
+  constexpr size_t kCount = sizeof...(Stored);
+  constexpr bool kHasText = (std::is_same_v<Stored, std::string_view> || ...);
+  constexpr size_t kFixedBytes =
+      format::kExtendedHeaderSize + sizeof(format::NamePayload) +
+      (0 + ... + (format::kExtendedHeaderSize + sizeof(typename TypedAttributeEvent<Stored>::Payload)));
+  // What only emit_with_attributes handles: a key not interned yet (or that cannot be), a text
+  // the trace cuts, a group past its limit.
+  auto general_way = [&] {
+    AttributeArgs args;
+    size_t k = 0;
+    ((args.keys[k] = names[k], args.values[k] = attribute_value(values), ++k), ...);
+    args.count = kCount;
+    return emit_with_attributes(writer, site, event, keys, args);
+  };
+  [[maybe_unused]] size_t bytes = kFixedBytes;
+  if constexpr (kHasText) {
+    bytes += (0 + ... + text_bytes(values));
+    if (bytes > kAttributeGroupBytes || !(stored_whole(values) && ...)) [[unlikely]]
+      return general_way();
+  }
+  uint32_t ids[kCount];
+  for (size_t i = 0; i < kCount; ++i) {
+    ids[i] = keys.ids[i].load(std::memory_order_acquire);
+    if (ids[i] == 0) [[unlikely]]
+      return general_way();
+  }
+  if constexpr (kHasText) {
+    EventGroup<kAttributeGroupBytes> group(&writer, site.category_index, read_ticks(), bytes);
+    return write_typed_group(group, site, event, ids, values...);
+  } else {
+    EventGroup<kFixedBytes> group(&writer, site.category_index, read_ticks());
+    return write_typed_group(group, site, event, ids, values...);
+  }
+}
+
 template <typename Pairs, size_t... I>
-CHRONICLE_INLINE Emitted emit_fixed_pairs(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
+CHRONICLE_INLINE Emitted emit_typed_pairs(ThreadWriter& writer, Site& site, format::EventId event, AttributeKeys& keys,
                                           const Pairs& pairs, std::index_sequence<I...>) {
   static constexpr size_t kCount = sizeof...(I);
   static_assert((std::is_array_v<std::remove_cvref_t<std::tuple_element_t<2 * I, Pairs>>> && ...),
                 "attribute keys are string literals");
   const char* const names[kCount] = {std::get<2 * I>(pairs)...};
-  return emit_with_fixed_attributes(writer, site, event, keys, names, stored_value(std::get<2 * I + 1>(pairs))...);
+  return emit_with_typed_attributes(writer, site, event, keys, names, stored_value(std::get<2 * I + 1>(pairs))...);
 }
 
 template <size_t I, typename... Pairs>
-constexpr bool values_of_fixed_size() {
+constexpr bool values_typed() {
   if constexpr (I >= sizeof...(Pairs))
     return true;
   else
-    return FixedSizeAttribute<std::tuple_element_t<I, std::tuple<Pairs...>>> && values_of_fixed_size<I + 2, Pairs...>();
+    return TypedAttribute<std::tuple_element_t<I, std::tuple<Pairs...>>> && values_typed<I + 2, Pairs...>();
 }
 
 // The begin of a span or an instant with attributes given as key, value, key, value...
 template <typename... Pairs>
 CHRONICLE_INLINE Emitted emit_begin_with_attributes(ThreadWriter& writer, Site& site, format::EventId event,
                                                     AttributeKeys& keys, const Pairs&... pairs) {
-  if constexpr (values_of_fixed_size<1, Pairs...>()) {
+  if constexpr (values_typed<1, Pairs...>()) {
     static_assert(sizeof...(Pairs) % 2 == 0, "attributes come as key, value pairs");
     static_assert(sizeof...(Pairs) / 2 <= kMaxAttributes, "at most 8 attributes per trace point");
-    return emit_fixed_pairs(writer, site, event, keys, std::forward_as_tuple(pairs...),
+    return emit_typed_pairs(writer, site, event, keys, std::forward_as_tuple(pairs...),
                             std::make_index_sequence<sizeof...(Pairs) / 2>{});
   } else {
     AttributeArgs args;
