@@ -4,9 +4,10 @@
 // function divided by kCalls is its cost (the first call's interning is in it, spread over all).
 //
 //   valgrind --tool=callgrind --callgrind-out-file=cg.out build-bench/bench/instructions_per_span
-//   callgrind_annotate --inclusive=yes cg.out | grep -E 'instructions_per_span.cpp:[a-z_]+_span '
+//   callgrind_annotate --inclusive=yes cg.out | grep -E 'instructions_per_span.cpp:[a-z_]+_(span|point|points) '
 //
-// Divide each count by kCalls (20,000).
+// Divide each count by kCalls (20,000). bench/site_size.sh does both and adds each function's
+// bytes of text (nm -S, with its .cold part): what one site of each kind costs a program.
 #include <chronicle/chronicle.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +28,22 @@ extern "C" {
 [[gnu::noinline]] void dynamic_span(const std::string& name) {
   CHRONICLE_SPAN_DYNAMIC("bench", name);
 }
+[[gnu::noinline]] void instant_point() {
+  CHRONICLE_INSTANT("bench", "instant");
+}
+[[gnu::noinline]] void counter_point(int64_t value) {
+  CHRONICLE_COUNTER("bench", "counter", value);
+}
+[[gnu::noinline]] void note_point(int value) {
+  CHRONICLE_NOTE("bench", "value {}", value);
+}
+// What issue 44 measured as a lambda's worth of trace points: a span, a counter, a note, an instant.
+[[gnu::noinline]] void four_points(int64_t value) {
+  CHRONICLE_SPAN("bench", "four");
+  CHRONICLE_COUNTER("bench", "four counter", value);
+  CHRONICLE_NOTE("bench", "four {}", value);
+  CHRONICLE_INSTANT("bench", "four instant");
+}
 }
 
 int main() {
@@ -44,6 +61,10 @@ int main() {
     two_int_span(call);
     string_span(route);
     dynamic_span(name);
+    instant_point();
+    counter_point(call);
+    note_point(call);
+    four_points(call);
   }
   chronicle::stop();
   std::filesystem::remove_all(config.output);

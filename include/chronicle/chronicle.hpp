@@ -40,6 +40,16 @@
 #include "chronicle/detail/attributes.hpp"
 #include "chronicle/detail/writer.hpp"
 
+namespace chronicle::detail {
+// A note's text, formatted out of line (src/recorder/trace_points.cpp) and cut to 1024 bytes.
+void emit_note_vformat(Site& site, uint32_t generation, fmt::string_view format, fmt::format_args args);
+template <typename... Args>
+CHRONICLE_INLINE void emit_formatted_note(Site& site, uint32_t generation, fmt::format_string<Args...> format,
+                                          Args&&... args) {
+  emit_note_vformat(site, generation, format, fmt::make_format_args(args...));
+}
+}  // namespace chronicle::detail
+
 #define CHRONICLE_DETAIL_SITE(variable, category, name, kind, level)                                           \
   static_assert((level) >= 0 && (level) <= ::chronicle::format::kMaxLevel, "a trace point's level is 0..254"); \
   static constinit ::chronicle::detail::Site variable {                                                        \
@@ -53,13 +63,14 @@
     CHRONICLE_UNIQUE(chronicle_site_)                                                    \
   }
 
-#define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event, level)                                              \
-  do {                                                                                                                \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);          \
-    if (chronicle_generation != 0) [[unlikely]] {                                                                     \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind, level);                                             \
-      ::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation, ::chronicle::format::EventId::event); \
-    }                                                                                                                 \
+#define CHRONICLE_DETAIL_NAMED_EVENT(category, name, kind, event, level)                                     \
+  do {                                                                                                       \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
+    if (chronicle_generation != 0) [[unlikely]] {                                                            \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, name, kind, level);                                    \
+      ::chronicle::detail::emit_named_event(chronicle_site, chronicle_generation,                            \
+                                            ::chronicle::format::EventId::event);                            \
+    }                                                                                                        \
   } while (0)
 
 #define CHRONICLE_SPAN_BEGIN_V(category, name, level)                                                        \
@@ -67,10 +78,7 @@
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                            \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span, level);                                    \
-      if (::chronicle::detail::emit_with_name(chronicle_site, chronicle_generation,                          \
-                                              ::chronicle::format::EventId::span_begin) ==                   \
-          ::chronicle::detail::Emitted::written)                                                             \
-        ::chronicle::detail::note_span_begun();                                                              \
+      ::chronicle::detail::emit_span_begin_event(chronicle_site, chronicle_generation);                      \
     }                                                                                                        \
   } while (0)
 
@@ -79,8 +87,7 @@
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                            \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, span, level);                                    \
-      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                             \
-        ::chronicle::detail::emit_span_end(chronicle_site, chronicle_generation);                            \
+      ::chronicle::detail::emit_span_end_event(chronicle_site, chronicle_generation);                        \
     }                                                                                                        \
   } while (0)
 
@@ -91,25 +98,21 @@
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
     if (chronicle_generation != 0) [[unlikely]] {                                                            \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, counter, level);                                 \
-      ::chronicle::detail::emit_counter(chronicle_site, chronicle_generation, (value));                      \
+      ::chronicle::detail::emit_counter_at(chronicle_site, chronicle_generation, (value));                   \
     }                                                                                                        \
   } while (0)
 
 // The format string is the note's interned name; the formatted text is stored with the event.
-#define CHRONICLE_NOTE_V(category, level, format_string, ...)                                                   \
-  do {                                                                                                          \
-    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);    \
-    if (chronicle_generation != 0) [[unlikely]] {                                                               \
-      CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note, level);                              \
-      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {                              \
-        char chronicle_text[1024];                                                                              \
-        const auto chronicle_result = ::fmt::format_to_n(chronicle_text, sizeof chronicle_text,                 \
-                                                         FMT_STRING(format_string) __VA_OPT__(, ) __VA_ARGS__); \
-        ::chronicle::detail::emit_note(                                                                         \
-            chronicle_site, chronicle_generation, chronicle_text,                                               \
-            chronicle_result.size < sizeof chronicle_text ? chronicle_result.size : sizeof chronicle_text);     \
-      }                                                                                                         \
-    }                                                                                                           \
+// The arguments are evaluated only when the category is recorded, and formatted out of line.
+#define CHRONICLE_NOTE_V(category, level, format_string, ...)                                                \
+  do {                                                                                                       \
+    const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire); \
+    if (chronicle_generation != 0) [[unlikely]] {                                                            \
+      CHRONICLE_DETAIL_SITE(chronicle_site, category, format_string, note, level);                           \
+      if (::chronicle::detail::recorded_writer(chronicle_site, chronicle_generation))                        \
+        ::chronicle::detail::emit_formatted_note(chronicle_site, chronicle_generation,                       \
+                                                 FMT_STRING(format_string) __VA_OPT__(, ) __VA_ARGS__);      \
+    }                                                                                                        \
   } while (0)
 
 #define CHRONICLE_SPAN_ARGS_V(category, name, level, ...)                                  \
@@ -126,7 +129,7 @@
     if (chronicle_generation != 0) [[unlikely]] {                                                                   \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, name, instant, level);                                        \
       static constinit ::chronicle::detail::AttributeKeys chronicle_keys{};                                         \
-      if (auto* chronicle_writer = ::chronicle::detail::writer_for(chronicle_site, chronicle_generation)) {         \
+      if (auto* chronicle_writer = ::chronicle::detail::recorded_writer(chronicle_site, chronicle_generation)) {    \
         ::chronicle::detail::emit_begin_with_attributes(                                                            \
             *chronicle_writer, chronicle_site, ::chronicle::format::EventId::instant, chronicle_keys, __VA_ARGS__); \
       }                                                                                                             \
@@ -141,7 +144,7 @@
     const uint32_t chronicle_generation = ::chronicle::detail::g_generation.load(std::memory_order_acquire);       \
     if (chronicle_generation != 0) [[unlikely]] {                                                                  \
       CHRONICLE_DETAIL_SITE(chronicle_site, category, key, attribute, level);                                      \
-      if (::chronicle::detail::writer_for(chronicle_site, chronicle_generation))                                   \
+      if (::chronicle::detail::recorded_writer(chronicle_site, chronicle_generation))                              \
         ::chronicle::detail::emit_attribute(nullptr, chronicle_site, ::chronicle::detail::attribute_value(value)); \
     }                                                                                                              \
   } while (0)

@@ -90,7 +90,7 @@ CHRONICLE_INLINE void trace_metric_change([[maybe_unused]] Site* site, [[maybe_u
 #ifndef CHRONICLE_DISABLE
   const uint32_t generation = g_generation.load(std::memory_order_relaxed);
   if (generation != 0) [[unlikely]]
-    emit_counter(*site, generation, value);
+    emit_counter_at(*site, generation, value);
 #endif
 }
 

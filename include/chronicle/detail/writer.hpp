@@ -357,6 +357,25 @@ CHRONICLE_INLINE void emit_counter(Site& site, uint32_t generation, Value value)
   }
 }
 
+// The enabled paths of the trace point macros, out of line (src/recorder/trace_points.cpp, which
+// compiles the inline code above once): a site holds the load of the generation, a test and a
+// call, some bytes of text instead of a kilobyte. `generation` is the nonzero one the site loaded.
+ThreadWriter* recorded_writer(Site& site, uint32_t generation);  // writer_for()
+void emit_named_event(Site& site, uint32_t generation, format::EventId event);
+void emit_span_begin_event(Site& site, uint32_t generation);  // CHRONICLE_SPAN_BEGIN
+void emit_span_end_event(Site& site, uint32_t generation);    // CHRONICLE_SPAN_END
+void emit_counter_value(Site& site, uint32_t generation, int64_t value);
+void emit_counter_value(Site& site, uint32_t generation, double value);
+
+// A counter's value as its event stores it: a floating-point number as a double, else an int64.
+template <typename Value>
+CHRONICLE_INLINE void emit_counter_at(Site& site, uint32_t generation, Value value) {
+  if constexpr (std::is_floating_point_v<Value>)
+    emit_counter_value(site, generation, static_cast<double>(value));
+  else
+    emit_counter_value(site, generation, static_cast<int64_t>(value));
+}
+
 // Free text: truncated to what one packet holds.
 void emit_note(Site& site, uint32_t generation, const char* text, size_t length);
 
@@ -395,18 +414,17 @@ struct SpanBegun {
   }
 };
 
-// The end of a scoped span begun at `site`. An exception leaving the scope marks the span
-// failed first.
+// A scoped span's begin and end, out of line: every trace point's site holds only the load of
+// the generation, a test and a call, so a program with thousands of trace points pays bytes of
+// text for each, not a kilobyte (src/recorder/trace_points.cpp has the bodies: the inline code
+// above). The end marks the span failed first when an exception is leaving its scope.
+SpanBegun begin_scoped_span(Site& site, uint32_t generation);
+SpanBegun span_begun(Emitted begin, uint32_t generation);  // SpanBegun::record()
+void end_scoped_span(Site& site, SpanBegun begun);
+
 CHRONICLE_INLINE void end_span(Site& site, const SpanBegun& begun) {
-  if (begun.generation != 0) [[unlikely]] {
-    if (begun.dropped) {
-      count_discarded(begun.generation, site.category_index);
-      return;
-    }
-    if (exceptions_in_flight(t_writer) > begun.exceptions) [[unlikely]]
-      mark_span_unwound(site);
-    emit_span_end(site, begun.generation);
-  }
+  if (begun.generation != 0) [[unlikely]]
+    end_scoped_span(site, begun);
 }
 
 class ScopedSpan {
@@ -414,7 +432,7 @@ class ScopedSpan {
   CHRONICLE_INLINE explicit ScopedSpan(Site& site) : site_(site) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]]
-      begun_.record(emit_with_name(site, generation, format::EventId::span_begin), generation);
+      begun_ = begin_scoped_span(site, generation);
   }
   CHRONICLE_INLINE ~ScopedSpan() { end_span(site_, begun_); }
   ScopedSpan(const ScopedSpan&) = delete;
