@@ -78,9 +78,10 @@ int main(int argc, char** argv) {
   const double total = seconds_of(usage.ru_utime) + seconds_of(usage.ru_stime);
   std::fprintf(stderr,
                "cputime: wall=%.3f self_user=%.2f self_sys=%.2f children_user=%.2f children_sys=%.2f "
-               "tree_user=%.3f tree_sys=%.3f tree_total=%.3f\n",
+               "tree_user=%.3f tree_sys=%.3f tree_total=%.3f tree_voluntary_switches=%ld "
+               "tree_involuntary_switches=%ld\n",
                wall, own.utime, own.stime, own.cutime, own.cstime, seconds_of(usage.ru_utime),
-               seconds_of(usage.ru_stime), total);
+               seconds_of(usage.ru_stime), total, usage.ru_nvcsw, usage.ru_nivcsw);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

@@ -363,6 +363,29 @@ TEST(RecordSettings, ASignalEndsTheWaitForProcessesLeftRunning) {
   EXPECT_EQ(test::read_all(read).size(), kExampleEvents) << err;
 }
 
+// A writer flat out into small rings: record loses events to it, and when it does it says so and
+// why, whether or not its stderr is a terminal (issue 44: `record --compress` lost events under a
+// busy machine's load and said only how many). When nothing is lost it says nothing of the kind.
+TEST(RecordSettings, SaysWhyItFellBehindWhenTheRingsOverflowed) {
+  TemporaryDirectory directory;
+  for (const std::string compress : {"", "--compress "}) {
+    SCOPED_TRACE(compress);
+    const std::string trace = directory / ("trace" + std::to_string(compress.size()));
+    const auto result =
+        run(kCli + " record " + compress + "--buffer-size 256K -o " + trace + " -- " + kFlatOut + " 2 2000000");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    reader::Trace read(trace);
+    const bool lost = read.events_discarded() > 0;
+    ::testing::Test::RecordProperty(compress.empty() ? "lost_plain" : "lost_compressed", lost ? "yes" : "no");
+    const bool said = contains(result.err, "record fell behind the program; at the worst, falling behind: ");
+    EXPECT_EQ(said, lost) << result.err;
+    if (lost) {
+      EXPECT_TRUE(contains(result.err, "% of a core: copying") || contains(result.err, "the machine is busy"))
+          << result.err;
+    }
+  }
+}
+
 TEST(RecordSettings, AFullDiskLeavesAReadableTraceAndSaysWhatWasLost) {
   TemporaryDirectory directory;
   const std::string disk = directory / "disk";

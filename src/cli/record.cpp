@@ -25,6 +25,7 @@
 
 #include "chronicle/config.hpp"
 #include "cli/common.hpp"
+#include "cli/keeping_up.hpp"
 #include "cli/otlp_push_cli.hpp"
 #include "cli/record_trigger.hpp"
 #include "collector/collector.hpp"
@@ -139,6 +140,7 @@ void check_settings(RecordOptions& options) {
     options.layout.max_size = recorder::parse_size(options.max_size);
   }
   options.layout.compress = options.compress;
+  options.layout.counts_process_cpu = true;  // every thread of record is the tracing's cost
   const size_t buffer_size = recorder::parse_size(options.buffer_size);
   size_t packet_size = Config{}.packet_size;
   if (const char* text = std::getenv(recorder::kEnvPacketSize); text && *text) packet_size = recorder::parse_size(text);
@@ -265,7 +267,7 @@ size_t collect_round(std::map<std::string, TrackedSession>& sessions, const Reco
 
 void print_summary(const RecordOptions& options, const std::string& program, const Children& children,
                    const std::map<std::string, TrackedSession>& sessions, const std::vector<std::string>& failures,
-                   size_t writers_left) {
+                   size_t writers_left, const std::string& fell_behind) {
   const auto sum = totals(sessions);
   tell("chronicle: {}\n", describe_status(program, children.status));
   if (sessions.empty()) {
@@ -275,6 +277,7 @@ void print_summary(const RecordOptions& options, const std::string& program, con
          human_bytes(sum.bytes), human_count(sum.discarded), sessions.size(), sessions.size() == 1 ? "" : "es");
     if (const std::string losses = format::describe_losses(sum.losses()); !losses.empty())
       tell("chronicle: lost: {}\n", losses);
+    if (!fell_behind.empty()) tell("chronicle: record fell behind the program; at the worst, {}\n", fell_behind);
     if (sum.chunks > 0)
       tell("chronicle: {} chunk{}{}\n", sum.chunks, sum.chunks == 1 ? "" : "s",
            sum.chunks_removed == 0 ? std::string()
@@ -322,6 +325,7 @@ struct Recording {
   std::vector<std::string> failures;
   Children children;
   size_t writers_left = 0;  // sessions still written to when record stopped waiting
+  std::string fell_behind;  // KeepingUp::worst(): "" when record kept up
 };
 
 // Runs the program with the environment that sends its sessions' mappings to `shm_dir`.
@@ -381,6 +385,7 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
                         exports::OtlpLivePush* live, TriggerWatcher* triggers) {
   const bool progress = stderr_is_terminal() && !options.quiet;
   auto last_progress = std::chrono::steady_clock::now();
+  KeepingUp keeping_up(options.compress);
   auto idle_sleep = std::chrono::microseconds(500);
   while (true) {
     const int signal = g_forward_signal;
@@ -406,28 +411,33 @@ void collect_until_done(const RecordOptions& options, const std::string& shm_dir
       break;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (progress && now - last_progress > std::chrono::milliseconds(250)) {
+    if (now - last_progress > std::chrono::milliseconds(250)) {
       last_progress = now;
       const auto sum = totals(run.sessions);
-      tell("\rchronicle: recording: {} events, {}, {} discarded   ", human_count(sum.events), human_bytes(sum.bytes),
-           human_count(sum.discarded));
+      const std::string behind = keeping_up.update(sum.discarded);
+      if (progress)
+        tell("\r\033[Kchronicle: recording: {} events, {}, {} discarded{}{}   ", human_count(sum.events),
+             human_bytes(sum.bytes), human_count(sum.discarded), behind.empty() ? "" : "; ", behind);
     }
-    // Sleep rather than spin when there was nothing to copy, backing off up to 10 ms.
-    if (work == 0) {
-      // On the first live session's futex: its writers wake us when a ring passes half full.
-      TrackedSession* first_live = nullptr;
-      for (auto& [path, session] : run.sessions)
-        if (!session.done && !first_live) first_live = &session;
-      if (first_live)
-        first_live->collector->wait_for_work(idle_sleep);
-      else
-        std::this_thread::sleep_for(idle_sleep);
-      idle_sleep = std::min(idle_sleep * 2, std::chrono::microseconds(10'000));
-    } else {
-      idle_sleep = std::chrono::microseconds(500);
-    }
+    // Sleep rather than spin when there was nothing to copy, backing off up to 10 ms; after a
+    // drain that found work, sleep the whole 10 ms: a busy program is drained in batches, and its
+    // writers wake us when a ring passes a quarter full (ring_protocol.md, step 13). On a machine
+    // the program keeps busy, each wake-up of this process takes a core from the program.
+    constexpr std::chrono::microseconds kLongestSleep(10'000);
+    // On the first live session's futex.
+    TrackedSession* first_live = nullptr;
+    for (auto& [path, session] : run.sessions)
+      if (!session.done && !first_live) first_live = &session;
+    const auto sleep = work == 0 ? idle_sleep : kLongestSleep;
+    if (first_live)
+      first_live->collector->wait_for_work(sleep);
+    else
+      std::this_thread::sleep_for(sleep);
+    idle_sleep = work == 0 ? std::min(idle_sleep * 2, kLongestSleep) : std::chrono::microseconds(500);
   }
   if (progress) tell("\r\033[K");
+  keeping_up.update(totals(run.sessions).discarded);  // what the last interval lost
+  run.fell_behind = keeping_up.worst();
   if (triggers) triggers->finish(live_mappings(run));
 }
 
@@ -510,7 +520,7 @@ int run_record(RecordOptions& options) {
   collect_until_done(options, shm_dir, run, live.get(), triggers.get());
   keep_shm_dir = options.keep_shm && !run.sessions.empty();
   if (run.sessions.empty()) remove_output_if_empty();
-  print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left);
+  print_summary(options, program, run.children, run.sessions, run.failures, run.writers_left, run.fell_behind);
   int exit_code = kExitFailure;
   if (!run.failures.empty())
     exit_code = kExitFailure;

@@ -27,12 +27,10 @@ bool drain_until_done(collector::SessionMapping& mapping, collector::Collector& 
     const size_t work = collector.drain();
     if (mapping.finished() || !mapping.writer_alive()) return false;
     if (g_stop_attach) return true;
-    if (work == 0) {
-      collector.wait_for_work(idle_sleep);
-      idle_sleep = std::min(idle_sleep * 2, std::chrono::microseconds(10'000));
-    } else {
-      idle_sleep = std::chrono::microseconds(500);
-    }
+    // As record's own loop: backing off when idle, batches when busy (writers wake us at a quarter).
+    constexpr std::chrono::microseconds kLongestSleep(10'000);
+    collector.wait_for_work(work == 0 ? idle_sleep : kLongestSleep);
+    idle_sleep = work == 0 ? std::min(idle_sleep * 2, kLongestSleep) : std::chrono::microseconds(500);
   }
 }
 

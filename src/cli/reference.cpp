@@ -209,8 +209,9 @@ docs/profiling.md.
 
     {"top", R"ref(
 top is a live view of a running program, read from its mappings: its trace session's events/s,
-bytes/s, discards and the tracing's estimated CPU overhead (events x the per-event cost the
-library measured at start: an upper bound, see docs/control.md), per category with its state, and
+bytes/s, discards and the tracing's CPU overhead (the trace points' estimated as events x the
+per-event cost the library measured at start, plus the collector's measured; see docs/control.md,
+"The overhead estimate"), per category with its state, and
 its metrics with rates and quantiles. It needs either a trace session or metrics, works standalone
 and under record, redraws in place on a terminal (`s` changes the order, `q` quits) and prints
 tables to a pipe (--once, --iterations N). It finds a process's session as snapshot does.

@@ -98,11 +98,14 @@ nlohmann::json distribution_json(const analysis::Distribution& d) {
           {"p90_ns", d.p90},  {"p99_ns", d.p99},     {"max_ns", d.max}};
 }
 
-// The tracing's own cost, from the session's counters (docs/control.md, "The monitor's own
-// figures"): the events it counted x the per-event cost it measured at start.
+// The tracing's own cost, from the session's counters (docs/control.md, "The overhead
+// estimate"): the events it counted x the per-event cost it measured at start (the trace points'
+// part, an estimate), and the CPU its own threads took (measured; absent from older traces).
 struct TracingCost {
   double events = 0, event_cost_ns = 0;
-  double cpu_ns() const { return events * event_cost_ns; }
+  std::optional<double> threads_cpu_ns;
+  double trace_points_ns() const { return events * event_cost_ns; }
+  double cpu_ns() const { return trace_points_ns() + threads_cpu_ns.value_or(0); }
 };
 
 std::optional<TracingCost> tracing_cost(const analysis::Profile& p) {
@@ -112,6 +115,7 @@ std::optional<TracingCost> tracing_cost(const analysis::Profile& p) {
     if (counter.category != "chronicle") continue;
     if (counter.name == "events") cost.events = counter.last, events = true;
     if (counter.name == "event cost ns") cost.event_cost_ns = counter.last, per_event = true;
+    if (counter.name == "tracing threads CPU ns") cost.threads_cpu_ns = counter.last;
   }
   return events && per_event ? std::optional(cost) : std::nullopt;
 }
@@ -168,8 +172,12 @@ nlohmann::json profile_json(const analysis::Profile& p) {
                              {"windows", windows}};
   }
   if (const auto cost = tracing_cost(p))
-    out["tracing_cost"] = {
-        {"events", cost->events}, {"event_cost_ns", cost->event_cost_ns}, {"cpu_ns", cost->cpu_ns()}};
+    out["tracing_cost"] = {{"events", cost->events},
+                           {"event_cost_ns", cost->event_cost_ns},
+                           {"trace_points_cpu_ns", cost->trace_points_ns()},
+                           {"threads_cpu_ns", cost->threads_cpu_ns ? nlohmann::json(*cost->threads_cpu_ns) : nullptr},
+                           {"cpu_ns", cost->cpu_ns()},
+                           {"estimate", true}};
   for (const auto& counter : p.counters)
     out["counters"].push_back({{"category", counter.category},
                                {"name", counter.name},
@@ -216,17 +224,25 @@ void print_flight_windows(const analysis::FlightWindows& flight, bool verbose) {
   for (const std::string& line : flight.details) fmt::print(stderr, "  {}\n", line);
 }
 
+void print_tracing_cost(const analysis::Profile& p, const TracingCost& cost) {
+  const auto text = [](double ns) { return duration_text(static_cast<uint64_t>(ns)); };
+  const std::string threads =
+      cost.threads_cpu_ns
+          ? fmt::format(" + {} measured in its own threads (collector, control)", text(*cost.threads_cpu_ns))
+          : std::string();
+  fmt::print(
+      "the tracing itself, an estimate: {} events written by the session's last count x {:.1f} ns{} = {} of CPU "
+      "({:.3f}% of one core over the trace). The per-event cost is measured at start on a hot loop: a busy "
+      "program's trace points cost more (docs/performance.md, \"The monitor's own figures\")\n",
+      human_count(static_cast<uint64_t>(cost.events)), cost.event_cost_ns, threads, text(cost.cpu_ns()),
+      p.duration > 0 ? 100.0 * cost.cpu_ns() / static_cast<double>(p.duration) : 0.0);
+}
+
 void print_profile(const analysis::Profile& p, size_t top, bool verbose) {
   fmt::print("# {} (host {}, pid {}, {})\n", p.directory, p.hostname, p.pid, p.process_name);
   fmt::print("{} events in {}: {:.0f} events/s, {:.2f} bytes/event, {} discarded\n", human_count(p.events),
              duration_text(p.duration), p.events_per_second(), p.bytes_per_event(), human_count(p.discarded));
-  if (const auto cost = tracing_cost(p))
-    fmt::print(
-        "the tracing itself: {} events written by the session's last count x {:.1f} ns = {} of CPU ({:.3f}% of "
-        "one core over the trace; an upper bound)\n",
-        human_count(static_cast<uint64_t>(cost->events)), cost->event_cost_ns,
-        duration_text(static_cast<uint64_t>(cost->cpu_ns())),
-        p.duration > 0 ? 100.0 * cost->cpu_ns() / static_cast<double>(p.duration) : 0.0);
+  if (const auto cost = tracing_cost(p)) print_tracing_cost(p, *cost);
   if (!p.spans.empty()) {
     fmt::print(
         "\nSpans by self time{} (WALL: begin to end, suspension included; RUNNING: the parts on threads; "

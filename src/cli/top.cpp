@@ -43,6 +43,7 @@ struct TraceActivity {
   uint64_t bytes = 0;  // committed to the rings, packet headers included
   uint64_t discarded = 0;
   uint64_t event_cost_ps = 0;
+  uint64_t collector_cpu_ns = 0;  // measured by the collector (the program's thread, or record)
   uint32_t threads = 0;
   std::vector<collector::CategoryView> categories;
 };
@@ -57,6 +58,7 @@ std::optional<TraceActivity> trace_activity(int pid) {
       activity.when = std::chrono::steady_clock::now();
       activity.process_name = mapping.header().process_name;
       activity.event_cost_ps = mapping.event_cost_ps();
+      activity.collector_cpu_ns = mapping.header().collector_cpu_ns.load(std::memory_order_relaxed);
       activity.categories = mapping.categories();
       const uint32_t channels = mapping.channel_count();
       activity.threads = channels;
@@ -92,7 +94,8 @@ std::string number(double value) {
   return std::isnan(value) ? "-" : fmt::format("{:.6g}", value);
 }
 
-// The tracing's CPU time over an interval, as % of one core: events x the measured cost.
+// The trace points' CPU time over an interval, as % of one core: events x the cost measured at
+// start (an estimate: docs/control.md).
 double overhead_percent(uint64_t events, uint64_t cost_ps, double seconds) {
   return seconds > 0 ? 100.0 * static_cast<double>(events) * static_cast<double>(cost_ps) / 1e12 / seconds : 0;
 }
@@ -121,13 +124,20 @@ void print_trace(std::string& out, const std::string& sort, const TraceActivity&
                     static_cast<double>(category.bytes - std::min(bytes_then, category.bytes)) / seconds,
                     category.discarded, overhead_percent(new_events, after.event_cost_ps, seconds)});
   }
+  const double trace_points = overhead_percent(events, after.event_cost_ps, seconds);
+  const double collector = seconds > 0
+                               ? 100.0 *
+                                     static_cast<double>(after.collector_cpu_ns -
+                                                         std::min(before.collector_cpu_ns, after.collector_cpu_ns)) /
+                                     1e9 / seconds
+                               : 0;
   fmt::format_to(std::back_inserter(out),
-                 "trace session: {} threads, {} events/s, {}/s written, {} events discarded, est. CPU overhead {:.2f}% "
-                 "({:.1f} ns/event)\n",
+                 "trace session: {} threads, {} events/s, {}/s written, {} events discarded, CPU overhead {:.2f}% "
+                 "(trace points {:.2f}%, estimated at {:.1f} ns/event; collector {:.2f}%, measured)\n",
                  after.threads, human_count(static_cast<uint64_t>(static_cast<double>(events) / seconds)),
                  human_bytes(static_cast<uint64_t>(static_cast<double>(after.bytes - before.bytes) / seconds)),
-                 human_count(after.discarded), overhead_percent(events, after.event_cost_ps, seconds),
-                 static_cast<double>(after.event_cost_ps) / 1000.0);
+                 human_count(after.discarded), trace_points + collector, trace_points,
+                 static_cast<double>(after.event_cost_ps) / 1000.0, collector);
   if (sort == "rate" || sort == "value")
     std::stable_sort(rows.begin(), rows.end(), [](const CategoryRow& a, const CategoryRow& b) {
       return a.events_per_second > b.events_per_second;

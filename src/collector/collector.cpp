@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -93,12 +94,17 @@ void Collector::wait_for_work(std::chrono::microseconds timeout) {
   ShmHeader& header = mapping_.header();
   header.collector_waiting.store(1, std::memory_order_seq_cst);
   const uint32_t requests = header.drain_requests.load(std::memory_order_acquire);
-  // A writer that filled its ring before it could see us waiting did not wake us: look first.
+  // A writer that passed a quarter of its ring before it could see us waiting did not wake us:
+  // look first, with the writer's own condition (step 13), so that a ring that is merely not empty
+  // waits for the batch a busy program's drains are made of.
   bool pending = false;
   if (header.policy == format::BufferPolicy::stream) {
     const uint32_t channels = mapping_.channel_count();
-    for (uint32_t channel = 0; channel < channels && !pending; ++channel)
-      pending = mapping_.packets_committed(channel) > consumed_[channel];
+    const uint64_t ring = mapping_.geometry().packets_per_channel;
+    for (uint32_t channel = 0; channel < channels && !pending; ++channel) {
+      const uint64_t committed = mapping_.packets_committed(channel);
+      pending = 4 * (committed - std::min(committed, consumed_[channel])) >= ring;
+    }
   }
   if (!pending) {
     shm::wait_for_drain_request(header, requests, timeout);
@@ -299,7 +305,19 @@ size_t Collector::drain() {
   if (chunk_number_ > 0 && chunk_is_full()) rotate();
   // The packets copied into units not yet written are not in the files either.
   complete_below_ = std::max(complete_below_, std::min(bound, pending_units_begin()));
+  if (copied != 0) store_cpu_time();
   return copied;
+}
+
+// The monitor's measured part of the tracing's cost: after each drain that copied something (a
+// system call a drain, when its work is some packets).
+void Collector::store_cpu_time() {
+  timespec cpu{};
+  if (clock_gettime(options_.counts_process_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &cpu) != 0)
+    return;
+  mapping_.header().collector_cpu_ns.store(
+      static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(cpu.tv_nsec),
+      std::memory_order_relaxed);
 }
 
 // Cuts the channel's open packet when its events past the last cut have waited

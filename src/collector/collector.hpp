@@ -109,6 +109,10 @@ struct CollectorOptions {
   // stream whose file already holds that sequence number (written by the collector that died
   // before it handed the slot back) is not written again.
   bool append = false;
+  // Whose CPU time drain() stores in the session's header (ShmHeader::collector_cpu_ns): the
+  // calling thread's (a collector thread inside the program), or, for a process that exists to
+  // collect (`chronicle record`), the whole process's.
+  bool counts_process_cpu = false;
 };
 inline constexpr size_t kCompressedUnitBytes = size_t{1} << 20;
 inline constexpr std::chrono::seconds kCompressedUnitAge{1};
@@ -264,6 +268,7 @@ class Collector {
 
   SessionMapping& mapping_;
   std::string output_dir_;
+  void store_cpu_time();
   CollectorOptions options_;
   std::string files_dir_;      // output_dir_, or its current chunk
   uint64_t chunk_number_ = 0;  // 0: not rotating

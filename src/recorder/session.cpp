@@ -152,8 +152,12 @@ void run_collector(Session* session) {
     layout.unit_writer = session->unit_writer;
     collector::Collector collector(mapping, session->config.output, layout);
     name_trace_source(*session);
-    // Idle polls back off from 0.5 ms to the configured interval, so a busy program is drained
-    // promptly and an idle one costs next to nothing.
+    // Idle polls back off from 0.5 ms to the configured interval, so that a program's first
+    // events after a quiet spell are drained promptly and an idle program costs next to nothing.
+    // A busy program is drained in batches: after a drain that found work the collector waits the
+    // whole interval, woken early by a writer whose ring passes a quarter full (ring_protocol.md,
+    // step 13), so that on a machine the program keeps busy it takes a core from the program's
+    // threads a hundred times a second, not thousands.
     const std::chrono::microseconds shortest(500);
     const std::chrono::microseconds longest = session->config.drain_interval;
     std::chrono::microseconds idle_sleep = std::min(shortest, longest);
@@ -167,6 +171,7 @@ void run_collector(Session* session) {
         collector.wait_for_work(idle_sleep);
         idle_sleep = std::min(idle_sleep * 2, longest);
       } else {
+        collector.wait_for_work(longest);
         idle_sleep = std::min(shortest, longest);
       }
       gate.lock();

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -175,10 +176,12 @@ Site& self_counter_site(const std::string& name) {
 
 // Writes the session's figures as counters, each a total since the session began: per category
 // "events/C", "bytes/C", "discarded/C" (when they changed since the last sample), and for the
-// process "events", "bytes", "discarded", "event cost ns" (measured at start) and "CPU overhead %"
-// (the events since the last sample x
-// the per-event cost measured at start, over the time since it: % of one core). They obey the
-// "chronicle" category like any trace point.
+// process "events", "bytes", "discarded", "event cost ns" (measured at start), "tracing threads
+// CPU ns" (measured: the collector's, a thread of the program or all of `record`, and this
+// control thread's) and "CPU overhead %": over the time since the last sample, the events
+// written since x the per-event cost (an estimate of the trace points' part) plus what the
+// tracing's own threads took, as % of one core. They obey the "chronicle" category like any
+// trace point.
 class SelfSampler {
  public:
   explicit SelfSampler(Session& session) : session_(session), last_ns_(recorder::read_monotonic_ns()) {}
@@ -198,22 +201,35 @@ class SelfSampler {
     const uint64_t now_ns = recorder::read_monotonic_ns();
     const double elapsed_ps = static_cast<double>(std::max<uint64_t>(now_ns - last_ns_, 1)) * 1000.0;
     const collector::SessionTotals totals = collector::session_totals(categories, *session_.header);
+    const uint64_t threads_cpu_ns = tracing_threads_cpu_ns();
     const double busy_ps =
-        static_cast<double>(totals.events - last_events_) * static_cast<double>(session_.header->event_cost_ps);
+        static_cast<double>(totals.events - last_events_) * static_cast<double>(session_.header->event_cost_ps) +
+        static_cast<double>(threads_cpu_ns - std::min(threads_cpu_ns, last_threads_cpu_ns_)) * 1000.0;
     last_events_ = totals.events;
+    last_threads_cpu_ns_ = threads_cpu_ns;
     last_ns_ = now_ns;
     detail::emit_counter(self_counter_site("events"), generation, totals.events);
     detail::emit_counter(self_counter_site("bytes"), generation, totals.bytes);
     detail::emit_counter(self_counter_site("discarded"), generation, totals.discarded);
     detail::emit_counter(self_counter_site("CPU overhead %"), generation, 100.0 * busy_ps / elapsed_ps);
+    detail::emit_counter(self_counter_site("tracing threads CPU ns"), generation, threads_cpu_ns);
     detail::emit_counter(self_counter_site("event cost ns"), generation,
                          static_cast<double>(session_.header->event_cost_ps) / 1000.0);
   }
 
  private:
   Session& session_;
+  // The collector's CPU time as it stored it, and this (control) thread's own.
+  uint64_t tracing_threads_cpu_ns() const {
+    timespec own{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
+    return session_.header->collector_cpu_ns.load(std::memory_order_relaxed) +
+           static_cast<uint64_t>(own.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(own.tv_nsec);
+  }
+
   std::map<std::string, std::array<uint64_t, 3>> written_;
   uint64_t last_events_ = 0;
+  uint64_t last_threads_cpu_ns_ = 0;
   uint64_t last_ns_;
 };
 

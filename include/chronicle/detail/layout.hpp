@@ -389,7 +389,7 @@ inline constexpr uint64_t kShmMagic = 0x31304c434e524843ULL;  // "CHRNCL01"
 // 4: counts per channel and category, and the measured cost of an event. 5: ctl's requests are
 // numbered from control_numbers and taken by the program (its number compare-exchanged to 0);
 // the control block and the rings' collector are held by locks on the file, not by pid.
-inline constexpr uint32_t kShmVersion = 5;
+inline constexpr uint32_t kShmVersion = 6;
 inline constexpr size_t kShmHeaderSize = 4096;
 inline constexpr size_t kMaxCategories = 256;
 
@@ -554,6 +554,10 @@ struct ShmHeader {
   ControlRequest control_request;
   char control_answer[kControlAnswerSize];
   std::atomic<uint32_t> control_numbers;  // the last request number ctl handed out
+  // The CPU time the collector draining this session has taken since it began (the program's
+  // collector thread's, or the whole `chronicle record` process's), as it last stored it after a
+  // drain (relaxed: a figure for the monitor); 0: no collector yet, or the flight policy's.
+  std::atomic<uint64_t> collector_cpu_ns;
 };
 static_assert(sizeof(ShmHeader) <= kShmHeaderSize);
 
