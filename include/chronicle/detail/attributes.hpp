@@ -306,13 +306,12 @@ class ScopedSpanWithArgs {
   CHRONICLE_INLINE ScopedSpanWithArgs(Site& site, AttributeKeys& keys, MakeArgs&& make_args) : site_(site) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
-      ThreadWriter* writer = recorded_writer(site, generation);
+      ThreadWriter* writer = writer_for(site, generation);
       if (writer == nullptr) return;  // the category is off: no value is computed
-      begun_ =
-          span_begun(make_args([&](const auto&... pairs) {
-                       return emit_begin_with_attributes(*writer, site, format::EventId::span_begin, keys, pairs...);
-                     }),
-                     generation);
+      begun_.record(make_args([&](const auto&... pairs) {
+                      return emit_begin_with_attributes(*writer, site, format::EventId::span_begin, keys, pairs...);
+                    }),
+                    generation);
     }
   }
   ~ScopedSpanWithArgs() { end_span(site_, begun_); }
@@ -333,33 +332,33 @@ inline constexpr char kOverflowName[] = "<overflow>";
 // names, "<overflow>"); cached per thread.
 Site& dynamic_site(Site& category_site, std::string_view name);
 
-struct DynamicSpanBegun {
-  Site* site = nullptr;  // null: not begun
-  SpanBegun begun;
-};
-// The begin of a span named `name`, in the category of `category_site`, which recorded_writer()
-// gave `writer` for.
-DynamicSpanBegun begin_dynamic_span(ThreadWriter& writer, Site& category_site, uint32_t generation,
-                                    std::string_view name);
-
 class ScopedDynamicSpan {
  public:
   template <typename Name>
   CHRONICLE_INLINE ScopedDynamicSpan(Site& category_site, const Name& name) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
-      if (ThreadWriter* writer = recorded_writer(category_site, generation))
-        begun_ = begin_dynamic_span(*writer, category_site, generation, std::string_view(name));
+      ThreadWriter* writer = writer_for(category_site, generation);
+      if (writer == nullptr) return;
+      // Of the category just checked; interned by dynamic_site() unless a signal handler found this
+      // thread inside the registry (counted there). Acquire: the site's category index is set
+      // before its id is (by whichever thread interned it).
+      Site& site = dynamic_site(category_site, std::string_view(name));
+      if (site.id.load(std::memory_order_acquire) == 0) [[unlikely]]
+        return;
+      site_ = &site;
+      begun_.record(emit_name_by(writer, site, format::EventId::span_begin), generation);
     }
   }
   ~ScopedDynamicSpan() {
-    if (begun_.site) end_span(*begun_.site, begun_.begun);
+    if (site_) end_span(*site_, begun_);
   }
   ScopedDynamicSpan(const ScopedDynamicSpan&) = delete;
   ScopedDynamicSpan& operator=(const ScopedDynamicSpan&) = delete;
 
  private:
-  DynamicSpanBegun begun_;
+  Site* site_ = nullptr;
+  SpanBegun begun_;
 };
 
 }  // namespace chronicle::detail
