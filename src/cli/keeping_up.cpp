@@ -4,14 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "format/clock.hpp"
+
 namespace chronicle::cli {
 namespace {
-
-uint64_t process_cpu_ns() {
-  timespec cpu{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  return static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(cpu.tv_nsec);
-}
 
 // Past this share of one core, record's own work is what held the rings up; below it, record
 // was not given the CPU it asked for.
@@ -20,11 +16,13 @@ constexpr double kBusyShare = 0.85;
 }  // namespace
 
 KeepingUp::KeepingUp(bool compress)
-    : compress_(compress), last_when_(std::chrono::steady_clock::now()), last_cpu_ns_(process_cpu_ns()) {}
+    : compress_(compress),
+      last_when_(std::chrono::steady_clock::now()),
+      last_cpu_ns_(recorder::read_clock_ns(CLOCK_PROCESS_CPUTIME_ID)) {}
 
 std::string KeepingUp::update(uint64_t discarded) {
   const auto now = std::chrono::steady_clock::now();
-  const uint64_t cpu_ns = process_cpu_ns();
+  const uint64_t cpu_ns = recorder::read_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   const double seconds = std::chrono::duration<double>(now - last_when_).count();
   const double share = seconds > 0 ? static_cast<double>(cpu_ns - last_cpu_ns_) / 1e9 / seconds : 0;
   const uint64_t lost = discarded - std::min(discarded, last_discarded_);

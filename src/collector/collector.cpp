@@ -312,11 +312,8 @@ size_t Collector::drain() {
 // The monitor's measured part of the tracing's cost: after each drain that copied something (a
 // system call a drain, when its work is some packets).
 void Collector::store_cpu_time() {
-  timespec cpu{};
-  if (clock_gettime(options_.counts_process_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &cpu) != 0)
-    return;
   mapping_.header().collector_cpu_ns.store(
-      static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(cpu.tv_nsec),
+      recorder::read_clock_ns(options_.counts_process_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID),
       std::memory_order_relaxed);
 }
 

@@ -11,13 +11,14 @@
 #endif
 
 namespace chronicle::recorder {
-namespace {
 
 uint64_t read_clock_ns(clockid_t id) {
   timespec now{};
   clock_gettime(id, &now);
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(now.tv_nsec);
 }
+
+namespace {
 
 uint64_t read_tsc() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,6 +1,10 @@
 // Trace timestamps: the invariant TSC where the CPU has one, CLOCK_MONOTONIC otherwise.
 #pragma once
 
+#include <time.h>
+
+#include <cstdint>
+
 #include "chronicle/detail/layout.hpp"
 
 namespace chronicle::recorder {
@@ -10,6 +14,8 @@ bool tsc_is_usable();
 // Takes the reference points and estimates the tick frequency (a few milliseconds).
 format::ClockCalibration calibrate_clock(bool use_tsc);
 
+// Clock `id` now (CLOCK_MONOTONIC, a CPU-time clock...), in nanoseconds.
+uint64_t read_clock_ns(clockid_t id);
 uint64_t read_realtime_ns();
 uint64_t read_monotonic_ns();
 

@@ -221,10 +221,8 @@ class SelfSampler {
   Session& session_;
   // The collector's CPU time as it stored it, and this (control) thread's own.
   uint64_t tracing_threads_cpu_ns() const {
-    timespec own{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &own);
     return session_.header->collector_cpu_ns.load(std::memory_order_relaxed) +
-           static_cast<uint64_t>(own.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(own.tv_nsec);
+           recorder::read_clock_ns(CLOCK_THREAD_CPUTIME_ID);
   }
 
   std::map<std::string, std::array<uint64_t, 3>> written_;
