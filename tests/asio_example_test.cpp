@@ -3,11 +3,14 @@
 // processes, merged, the critical path of a client's read crosses into the server.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -118,6 +121,74 @@ TEST(AsioExample, EveryAcceptedConnectionHasItsAcceptReadWriteChain) {
     EXPECT_EQ(children_named(graph, task, "socket.async_send in async_write").size(), 1u);
   }
   EXPECT_EQ(connects, kConnections);
+}
+
+// A handler's invocation (its operation resolved without text, its run beginning, one instant) is
+// one event in the files, 21 bytes instead of 34 (issue 44), and still two in every tool: the
+// reader, record's count, and babeltrace2, which reads the one event with both halves' fields.
+TEST(AsioExample, AHandlersResolutionAndRunBeginAreOneEventInTheFilesAndTwoInEveryTool) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -o " + (directory / "trace") + " -- " + kEchoExample + " 2 50");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  reader::Trace trace(directory / "trace");
+  ASSERT_EQ(trace.events_discarded(), 0u);
+  const auto events = test::read_all(trace);
+
+  // In the files: no quiet resolution followed, at its instant, by the same task's run's beginning.
+  uint64_t stored = 0, split_invocations = 0, invocations = 0;
+  for (const auto& stream : trace.streams())
+    for (const auto& file : stream.files) {
+      const std::string bytes = test::slurp(file);
+      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+      format::RawEvent previous;
+      uint64_t previous_task = 0;
+      for (size_t offset = 0; offset < bytes.size();) {
+        const auto size = format::framed_packet_size(data + offset, bytes.size() - offset);
+        ASSERT_TRUE(size) << file << " at " << offset;
+        const auto& header = *reinterpret_cast<const format::PacketHeader*>(data + offset);
+        format::PacketDecoder decoder(data + offset, format::content_bytes(header));
+        for (format::RawEvent raw; decoder.next(raw); previous = raw) {
+          ++stored;
+          const auto id = static_cast<format::EventId>(raw.spec->id);
+          invocations += id == format::EventId::task_invoke;
+          uint64_t task = 0;
+          if (raw.payload_size >= sizeof task) std::memcpy(&task, raw.payload, sizeof task);
+          if (id == format::EventId::task_run_begin && previous.spec &&
+              previous.spec->id == static_cast<uint32_t>(format::EventId::task_resolve) &&
+              previous.payload_size == sizeof(format::TaskResolvePrefix) + 1 && previous.ticks == raw.ticks &&
+              previous_task == task)
+            ++split_invocations;
+          previous_task = task;
+        }
+        offset += *size;
+      }
+    }
+  EXPECT_EQ(split_invocations, 0u) << "of " << stored << " events in the files, " << split_invocations
+                                   << " invocations took two";
+  EXPECT_GT(invocations, 200u);  // 2 x 50 round trips, two handlers on each side
+  EXPECT_EQ(events.size(), stored + invocations);
+
+  // Read back as the two events, at one time, and counted as two by record and babeltrace2.
+  uint64_t resolves_then_runs = 0;
+  for (size_t i = 1; i < events.size(); ++i)
+    resolves_then_runs += events[i].type == format::EventId::task_run_begin &&
+                          events[i - 1].type == format::EventId::task_resolve && events[i - 1].text.empty() &&
+                          events[i - 1].task == events[i].task && events[i - 1].ticks == events[i].ticks;
+  EXPECT_GE(resolves_then_runs, invocations);
+  std::smatch counted;
+  ASSERT_TRUE(std::regex_search(result.err, counted, std::regex(R"(trace in .*: ([0-9,]+) events)"))) << result.err;
+  std::string digits = counted[1];
+  std::erase(digits, ',');
+  EXPECT_EQ(std::stoull(digits), events.size()) << result.err;
+  const auto babeltrace = run("babeltrace2 " + (directory / "trace") +
+                              " | grep -v -e site_definition -e thread_definition -e module_definition");
+  ASSERT_EQ(babeltrace.err, "");
+  const auto lines = static_cast<uint64_t>(std::count(babeltrace.out.begin(), babeltrace.out.end(), '\n'));
+  EXPECT_EQ(lines, stored);
+  size_t at = 0;
+  uint64_t invoke_lines = 0;
+  while ((at = babeltrace.out.find("task_invoke:", at)) != std::string::npos) ++invoke_lines, ++at;
+  EXPECT_EQ(invoke_lines, invocations);
 }
 
 TEST(AsioExample, DumpTasksPrintsTheGraph) {

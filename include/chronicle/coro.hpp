@@ -565,8 +565,7 @@ class resumption {
   void record_run() const {
 #ifndef CHRONICLE_DISABLE
     detail::TaskEventBatch batch;
-    batch.resolve_quiet(task_, current_task(), TaskOutcome::ok);
-    batch.task_event(format::EventId::task_run_begin, task_);
+    batch.invoke(task_, current_task(), TaskOutcome::ok);
     batch.task_event(format::EventId::task_run_end, task_);
 #endif
   }

@@ -93,6 +93,8 @@ std::string_view type_name(format::EventId type) {
       return "tracestate";
     case format::EventId::span_context:
       return "span_context";
+    case format::EventId::task_invoke:  // the reader hands it out as the two events it stands for
+      return "task_invoke";
   }
   return "?";
 }
@@ -102,7 +104,7 @@ std::optional<std::string> category_without_site(format::EventId type) {
   if (type == format::EventId::cpu_sample) return "profile";
   if (type == format::EventId::cpu_switch) return "sched";
   if (type >= format::EventId::task_create && type <= format::EventId::task_context) return "task";
-  if (type == format::EventId::context_tracestate) return "task";
+  if (type == format::EventId::context_tracestate || type == format::EventId::task_invoke) return "task";
   return std::nullopt;
 }
 

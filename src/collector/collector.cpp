@@ -357,7 +357,10 @@ void Collector::cut_open_packet(uint32_t channel) {
   uint64_t events = 0;
   try {
     format::PacketDecoder decoder(part, part_content);
-    for (format::RawEvent event; decoder.next(event); ++events) last_ticks = event.ticks;
+    for (format::RawEvent event; decoder.next(event);) {
+      last_ticks = event.ticks;
+      events += format::events_of(*event.spec);
+    }
   } catch (const format::DecodeError&) {
     return;  // damaged: left for the packet's close, which writes it whole
   }

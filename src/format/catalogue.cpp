@@ -32,6 +32,11 @@ constexpr FieldSpec kTaskResolve[] = {{"task", FieldType::u64},
                                       {"resolver", FieldType::u64},
                                       {"outcome", FieldType::u8, kTaskOutcomeNames},
                                       {"text", FieldType::string}};
+// task_invoke: task_resolve's fixed fields (its text is empty), then the run of the same task.
+constexpr FieldSpec kTaskInvoke[] = {
+    {"task", FieldType::u64}, {"resolver", FieldType::u64}, {"outcome", FieldType::u8, kTaskOutcomeNames}};
+constexpr EventId kTaskInvokeStandsFor[] = {EventId::task_resolve, EventId::task_run_begin};
+static_assert(std::size(kTaskInvokeStandsFor) == kTaskInvokeEvents);
 constexpr FieldSpec kTaskLabel[] = {{"task", FieldType::u64}, {"text", FieldType::string}};
 constexpr FieldSpec kContextSend[] = {
     {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"span", FieldType::u64}, {"flags", FieldType::u8}};
@@ -161,6 +166,10 @@ CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, task);
 CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, resolver);
 CHRONICLE_SAME_FIELD(kTaskResolve, TaskResolvePrefix, outcome);
 CHRONICLE_SAME_SIZE(kTaskResolve, TaskResolvePrefix);
+CHRONICLE_SAME_FIELD(kTaskInvoke, TaskInvokePayload, task);
+CHRONICLE_SAME_FIELD(kTaskInvoke, TaskInvokePayload, resolver);
+CHRONICLE_SAME_FIELD(kTaskInvoke, TaskInvokePayload, outcome);
+CHRONICLE_SAME_SIZE(kTaskInvoke, TaskInvokePayload);
 CHRONICLE_SAME_FIELD(kTaskLabel, TaskLabelPrefix, task);
 CHRONICLE_SAME_SIZE(kTaskLabel, TaskLabelPrefix);
 CHRONICLE_SAME_FIELD(kContextSend, ContextSendPayload, trace_high);
@@ -252,6 +261,7 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::span_status), "span_status", kSpanStatus},
     EventSpec{kStreamThread, id(EventId::context_tracestate), "context_tracestate", kContextTracestate},
     EventSpec{kStreamThread, id(EventId::span_context), "span_context", kSpanContext},
+    EventSpec{kStreamThread, id(EventId::task_invoke), "task_invoke", kTaskInvoke, -1, kTaskInvokeStandsFor},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::module), "module_definition", kModuleDefinition},

@@ -28,7 +28,30 @@ struct EventSpec {
   std::string_view name;
   std::span<const FieldSpec> fields;
   int32_t fixed_payload_size = -1;  // bytes when no field is a string or a sequence, else -1 (set by the catalogue)
+  // A compound event (one header for events of one instant): the events every chronicle tool
+  // reads it back as, in order, and counts it as. Empty for an event that stands for itself.
+  std::span<const EventId> stands_for = {};
 };
+
+// How many events a stored event counts as: the writer's counts, the collector's, the reader's
+// and the discards all count these, so that a compound event changes no figure a user sees.
+constexpr uint32_t events_of(const EventSpec& spec) {
+  return spec.stands_for.empty() ? 1 : static_cast<uint32_t>(spec.stands_for.size());
+}
+
+// Bit `id` for an event id (bit 31 for ids from 31 on, which no sound thread packet holds): what
+// events_decode collects, so that a reader can later visit only the packets holding some types.
+constexpr uint32_t event_type_bit(uint32_t id) {
+  return uint32_t{1} << (id < 31 ? id : 31);
+}
+
+// The bits of the events a reader reads back from one stored event of `spec`: its own, and for a
+// compound event those of the events it stands for.
+constexpr uint32_t read_type_bits(const EventSpec& spec) {
+  uint32_t bits = event_type_bit(spec.id);
+  for (const EventId part : spec.stands_for) bits |= event_type_bit(static_cast<uint32_t>(part));
+  return bits;
+}
 
 std::span<const EventSpec> catalogue();
 const EventSpec* find_event(uint32_t stream_id, uint32_t id);

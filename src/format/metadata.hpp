@@ -89,8 +89,9 @@ std::string with_clock(std::string_view metadata, const ClockCalibration& clock,
 std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
 
 // 2: span_end names the span it closes; 3: context events; 4: samples, context switches, modules;
-// 5: attributes and span status.
-inline constexpr int kFormatVersion = 5;
+// 5: attributes and span status; 6: task_invoke (a task's resolution and run's beginning in one
+// event).
+inline constexpr int kFormatVersion = 6;
 // Version 2 traces differ only by having no context events, so this build reads them too.
 inline constexpr int kOldestReadableFormatVersion = 2;
 // The stream file that counts the events of threads that got no channel (two empty packets).

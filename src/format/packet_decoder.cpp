@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace chronicle::format {
@@ -77,7 +78,7 @@ std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes
     }
     if (header_size + size > left) return std::nullopt;
     cursor += header_size + size;
-    ++events;
+    events += events_of(*spec);
   }
   return events;
 }
@@ -160,6 +161,24 @@ const CompactEventBytes& compact_event_bytes() {
 
 }  // namespace
 
+namespace {
+
+// A packet holding a compound event holds, for a reader, the events it stands for.
+uint32_t with_compounds_expanded(uint32_t types) {
+  static const auto compounds = [] {
+    std::vector<std::pair<uint32_t, uint32_t>> bits;  // the compound's bit, what a reader reads of it
+    for (const EventSpec& spec : catalogue())
+      if (spec.stream_id == kStreamThread && !spec.stands_for.empty())
+        bits.emplace_back(event_type_bit(spec.id), read_type_bits(spec));
+    return bits;
+  }();
+  for (const auto& [compound, expanded] : compounds)
+    if ((types & compound) != 0) types |= expanded;
+  return types;
+}
+
+}  // namespace
+
 bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_types) {
   const uint32_t stream_id = reinterpret_cast<const PacketHeader*>(packet)->stream_id;
   // No stream but these two has events: the decoder fails at the first one.
@@ -186,7 +205,7 @@ bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_
     if (!size) return false;
     cursor += event.size + *size;
   }
-  event_types |= types;
+  event_types |= with_compounds_expanded(types);
   return true;
 }
 

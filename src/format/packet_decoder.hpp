@@ -61,21 +61,15 @@ uint64_t content_bytes(const PacketHeader& header);
 std::optional<uint64_t> framed_packet_size(const uint8_t* packet, size_t available);
 
 // The number of events in a packet's content, walking only their sizes (no timestamps): what
-// the collector needs to count as it copies. Returns nullopt if the content does not walk to
-// its exact end (damage).
+// the collector needs to count as it copies. A compound event counts as the events it stands
+// for. Returns nullopt if the content does not walk to its exact end (damage).
 std::optional<uint64_t> count_events(const uint8_t* packet, size_t content_bytes);
-
-// Bit `id` for an event id (bit 31 for ids from 31 on, which no sound thread packet holds): what
-// events_decode collects, so that a reader can later visit only the packets holding some types.
-constexpr uint32_t event_type_bit(uint32_t id) {
-  return uint32_t{1} << (id < 31 ? id : 31);
-}
 
 // True when PacketDecoder::next would decode every event of the packet to the end of its content
 // without throwing: the same checks (header cut short, time going backwards, unknown id, payload
 // past the content), without building the events, so that checking a whole trace costs less than
-// reading it. Adds event_type_bit of each event's id to `event_types`. The reason for a false is
-// the decoder's to give.
+// reading it. Adds event_type_bit of each event's id to `event_types` (and of the events a
+// compound one stands for). The reason for a false is the decoder's to give.
 bool events_decode(const uint8_t* packet, size_t content_bytes, uint32_t& event_types);
 
 }  // namespace chronicle::format

@@ -215,6 +215,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::span_context:
     case EventId::task_context:
       break;  // links between processes: chronicle merge pairs them
+    case EventId::task_invoke:
+      break;  // never read back as itself: the reader hands out the two events it stands for
     case EventId::cpu_sample:
     case EventId::cpu_switch:
       break;  // about other threads (the sampler's): the profile reads them

@@ -41,17 +41,28 @@ bool Trace::StreamCursor::next_packet() {
 
 bool Trace::StreamCursor::next(Event& event) {
   format::RawEvent raw;
-  while (true) {
-    if (packet_) {
-      try {
-        if (packet_->next(raw)) break;
-      } catch (const format::DecodeError& error) {
-        throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
+  if (compound_part_ != 0) {
+    raw = compound_;
+  } else {
+    while (true) {
+      if (packet_) {
+        try {
+          if (packet_->next(raw)) break;
+        } catch (const format::DecodeError& error) {
+          throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
+        }
       }
+      if (!next_packet()) return false;
     }
-    if (!next_packet()) return false;
   }
-  const auto type = static_cast<format::EventId>(raw.spec->id);
+  // A compound event is read as the events it stands for, one per call, in their order.
+  const auto stored = static_cast<format::EventId>(raw.spec->id);
+  const auto& parts = raw.spec->stands_for;
+  const auto type = parts.empty() ? stored : parts[compound_part_];
+  if (!parts.empty()) {
+    compound_ = raw;
+    compound_part_ = (compound_part_ + 1) % parts.size();
+  }
   event.type = type;
   event.ticks = raw.ticks;
   event.thread_id = trace_.streams_[index_].thread_id;
@@ -71,7 +82,7 @@ bool Trace::StreamCursor::next(Event& event) {
   auto text_after = [&raw](size_t fixed) {
     return std::string_view(reinterpret_cast<const char*>(raw.payload + fixed), raw.payload_size - fixed - 1);
   };
-  switch (type) {
+  switch (stored) {
     case format::EventId::span_begin:
     case format::EventId::span_end:
     case format::EventId::instant:
@@ -117,6 +128,15 @@ bool Trace::StreamCursor::next(Event& event) {
       event.related_task = payload.resolver;
       event.outcome = static_cast<format::TaskOutcome>(payload.outcome);
       event.text = text_after(sizeof(format::TaskResolvePrefix));
+      break;
+    }
+    case format::EventId::task_invoke: {
+      const auto payload = load<format::TaskInvokePayload>(raw.payload);
+      event.task = payload.task;
+      if (type == format::EventId::task_resolve) {
+        event.related_task = payload.resolver;
+        event.outcome = static_cast<format::TaskOutcome>(payload.outcome);
+      }
       break;
     }
     case format::EventId::task_label:

@@ -356,7 +356,7 @@ std::string Trace::content_problem(const uint8_t* packet, uint64_t offset, uint3
   try {
     format::PacketDecoder decoder(packet, format::content_bytes(header));
     format::RawEvent event;
-    while (decoder.next(event)) event_types |= format::event_type_bit(event.spec->id);
+    while (decoder.next(event)) event_types |= format::read_type_bits(*event.spec);
   } catch (const format::DecodeError& error) {
     return fmt::format("{} (at offset {})", error.what(), offset + error.offset());
   }

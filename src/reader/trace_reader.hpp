@@ -343,6 +343,9 @@ class Trace::StreamCursor {
   uint32_t packet_file_ = 0;
   std::optional<format::PacketDecoder> packet_;
   std::shared_ptr<ReadPosition> position_;  // the unit being read (a .ctfz), the pages let go
+  // A compound event being read back as the events it stands for: the next one's index (0: none).
+  format::RawEvent compound_;
+  size_t compound_part_ = 0;
 };
 
 }  // namespace chronicle::reader

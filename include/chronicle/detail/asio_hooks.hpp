@@ -100,6 +100,7 @@ struct EventBatch {
   void task_event(format::EventId, TaskId) noexcept {}
   void wait(TaskId, TaskId) noexcept {}
   void resolve_quiet(TaskId, TaskId, TaskOutcome) noexcept {}
+  void invoke(TaskId, TaskId, TaskOutcome) noexcept {}
   bool active() const noexcept { return false; }
 };
 #endif
@@ -529,8 +530,7 @@ class Completion {
     if (text.empty()) {
       // The resolution and the run's beginning are one instant: one clock read.
       EventBatch batch;
-      batch.resolve_quiet(task_, current_task(), outcome);
-      batch.task_event(format::EventId::task_run_begin, task_);
+      batch.invoke(task_, current_task(), outcome);
     } else {
       resolve_task(task_, outcome, text);
       begin_task_run(task_);
@@ -546,8 +546,10 @@ class Completion {
 #ifndef CHRONICLE_DISABLE
     if (!text.empty()) resolve_task(task_, outcome, text);
     EventBatch batch;
-    if (text.empty()) batch.resolve_quiet(task_, current_task(), outcome);
-    batch.task_event(format::EventId::task_run_begin, task_);
+    if (text.empty())
+      batch.invoke(task_, current_task(), outcome);
+    else
+      batch.task_event(format::EventId::task_run_begin, task_);
     batch.task_event(format::EventId::task_run_end, task_);
     if (!below_) {
       batch.task_event(format::EventId::task_run_begin, resumes_->task());

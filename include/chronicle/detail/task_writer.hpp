@@ -216,6 +216,20 @@ class TaskEventBatch {
     const QuietResolve payload{{task, resolver, static_cast<uint8_t>(outcome)}, 0};
     write(format::EventId::task_resolve, &payload, sizeof payload);
   }
+  // resolve_quiet(task, ...) and then task_event(task_run_begin, task), as one compound event
+  // (task_invoke) when the batch writes a group.
+  CHRONICLE_INLINE void invoke(uint64_t task, uint64_t resolver, format::TaskOutcome outcome) {
+    if (!active() || task == 0) return;
+    if (mode_ != Mode::group) [[unlikely]] {
+      resolve_quiet(task, resolver, outcome);
+      task_event(format::EventId::task_run_begin, task);
+      return;
+    }
+    const format::TaskInvokePayload payload{task, resolver, static_cast<uint8_t>(outcome)};
+    if (uint8_t* out = group_.add(static_cast<uint32_t>(format::EventId::task_invoke), sizeof payload,
+                                  format::kTaskInvokeEvents)) [[likely]]
+      std::memcpy(out, &payload, sizeof payload);
+  }
 
  private:
   // The most a batch writes: kMaxEvents of the largest task event, each with a full header.

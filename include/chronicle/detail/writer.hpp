@@ -213,19 +213,23 @@ class EventGroup {
   }
 
   // Writes the event's header and returns where its `payload_size` bytes go, or nullptr when
-  // the event is dropped (counted).
-  CHRONICLE_INLINE uint8_t* add(uint32_t event_id, size_t payload_size) {
+  // the event is dropped (counted). `events`: how many events it counts as (a compound event's,
+  // format::events_of), written or lost.
+  CHRONICLE_INLINE uint8_t* add(uint32_t event_id, size_t payload_size, uint32_t events = 1) {
     if (state_ == State::idle) {
       open();
-      if (state_ != State::open) return nullptr;  // this event's loss is counted by open()
+      if (state_ != State::open) {  // open() counted one event's loss; the rest are the commit's
+        if (state_ != State::stopped) dropped_ += events - 1;
+        return nullptr;
+      }
     } else if (state_ != State::open || pos_ + format::kExtendedHeaderSize + payload_size > room_end_) [[unlikely]] {
-      ++dropped_;
+      dropped_ += events;
       return nullptr;
     }
     const bool compact = event_id < format::kExtendedId && (written_ > 0 || first_compact_);
     uint8_t* payload = format::write_event_header(pos_, compact, event_id, ticks_);
     pos_ = payload + payload_size;
-    ++written_;
+    written_ += events;
     return payload;
   }
 
