@@ -602,15 +602,13 @@ TEST_F(BadInput, ContentLargerThanPacket) {
 
 TEST_F(BadInput, UnknownEventId) {
   const std::string trace = copy();
-  const uint8_t id = 29;
-  patch(trace + "/" + stream_, format::kPacketHeaderSize, &id, 1);
-  expect_skipped(trace, trace + "/" + stream_ + ": offset 0", "unknown event id 29");
+  ASSERT_TRUE(test::write_unknown_event(trace + "/" + stream_, format::kPacketHeaderSize));
+  expect_skipped(trace, trace + "/" + stream_ + ": offset 0", "unknown event id 99");
 }
 
 TEST_F(BadInput, StatsJsonListsTheSkippedPackets) {
   const std::string trace = copy();
-  const uint8_t id = 29;
-  patch(trace + "/" + stream_, format::kPacketHeaderSize, &id, 1);
+  ASSERT_TRUE(test::write_unknown_event(trace + "/" + stream_, format::kPacketHeaderSize));
   const auto result = run(kCli + " stats --json " + trace);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto damage = nlohmann::json::parse(result.out)["damage"];
@@ -619,7 +617,7 @@ TEST_F(BadInput, StatsJsonListsTheSkippedPackets) {
   EXPECT_EQ(damage[0]["offset"], 0);
   EXPECT_GT(damage[0]["bytes"].get<uint64_t>(), 0u);
   EXPECT_TRUE(damage[0]["events_lost"].is_null()) << "unknown for a packet that does not decode";
-  EXPECT_NE(damage[0]["reason"].get<std::string>().find("unknown event id 29"), std::string::npos);
+  EXPECT_NE(damage[0]["reason"].get<std::string>().find("unknown event id 99"), std::string::npos);
 }
 
 TEST_F(BadInput, NothingReadableLeft) {

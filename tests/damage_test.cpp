@@ -108,9 +108,7 @@ class Damage : public ::testing::Test {
 TEST_F(Damage, AnUnknownEventIdCostsOnlyItsPacket) {
   const PacketPlace& victim = packets_[packets_.size() / 2];
   const uint64_t event_offset = victim.event_offsets[victim.event_offsets.size() / 2];
-  uint8_t first_byte = read_file(stream_)[event_offset];
-  first_byte = static_cast<uint8_t>((first_byte & ~0x1f) | 29);  // id 29: no such event
-  overwrite(stream_, event_offset, &first_byte, 1);
+  ASSERT_TRUE(test::write_unknown_event(stream_, event_offset));
 
   const reader::Trace trace(trace_);
   EXPECT_EQ(test::read_all(trace).size(), total_events_ - victim.event_offsets.size());
@@ -123,7 +121,7 @@ TEST_F(Damage, AnUnknownEventIdCostsOnlyItsPacket) {
   EXPECT_EQ(damage.offset, victim.offset);
   EXPECT_EQ(damage.bytes, victim.size);
   EXPECT_FALSE(damage.events_lost.has_value()) << "a packet that does not decode has no count";
-  EXPECT_NE(damage.reason.find("unknown event id 29"), std::string::npos) << damage.reason;
+  EXPECT_NE(damage.reason.find("unknown event id 99"), std::string::npos) << damage.reason;
   EXPECT_NE(damage.reason.find(std::to_string(event_offset)), std::string::npos) << damage.reason;
 }
 
@@ -320,9 +318,7 @@ TEST(DamageOnThreads, ALargeTraceSaysWhatOneThreadWouldInTheSameOrder) {
   const std::vector<PacketPlace> third = packets_of(streams[2]);
   const std::vector<PacketPlace> fourth = packets_of(streams[3]);
   const auto break_event = [](const std::string& path, const PacketPlace& victim) {
-    uint8_t first_byte = read_file(path)[victim.event_offsets.front()];
-    first_byte = static_cast<uint8_t>((first_byte & ~0x1f) | 29);
-    overwrite(path, victim.event_offsets.front(), &first_byte, 1);
+    ASSERT_TRUE(test::write_unknown_event(path, victim.event_offsets.front()));
   };
   break_event(streams[0], first[first.size() / 2]);
   break_event(streams[2], third[1]);
@@ -377,11 +373,7 @@ TEST(DamageOnThreads, OneLargeStreamIsCheckedOnThreadsAsOneThreadWould) {
   const std::vector<PacketPlace> packets = packets_of(stream);
   ASSERT_GE(packets.size(), 8u);
   const std::vector<size_t> broken = {3, packets.size() * 3 / 4};
-  for (const size_t k : broken) {
-    uint8_t first_byte = read_file(stream)[packets[k].event_offsets.front()];
-    first_byte = static_cast<uint8_t>((first_byte & ~0x1f) | 29);
-    overwrite(stream, packets[k].event_offsets.front(), &first_byte, 1);
-  }
+  for (const size_t k : broken) ASSERT_TRUE(test::write_unknown_event(stream, packets[k].event_offsets.front()));
   const uint64_t discarded = 1000;
   overwrite(stream, packets[packets.size() - 2].offset + offsetof(format::PacketHeader, events_discarded), &discarded,
             sizeof discarded);

@@ -119,6 +119,22 @@ struct CommandResult {
 };
 
 // A file's bytes; empty when it cannot be read.
+// Makes the event at `offset` of the stream file `path` one of id kUnknownEventId, which no format
+// version declares: every compact id names an event, so it takes an extended header (13 bytes,
+// over the event's own and what follows), whose time is the latest there is so that no other
+// check fails before the id does. False when the file could not be written.
+inline constexpr uint32_t kUnknownEventId = 99;
+inline bool write_unknown_event(const std::string& path, uint64_t offset) {
+  std::array<uint8_t, format::kExtendedHeaderSize> header{};
+  const uint64_t ticks = ~uint64_t{0};
+  format::write_event_header(header.data(), false, kUnknownEventId, ticks);
+  std::FILE* file = std::fopen(path.c_str(), "r+b");
+  if (!file) return false;
+  const bool written = std::fseek(file, static_cast<long>(offset), SEEK_SET) == 0 &&
+                       std::fwrite(header.data(), 1, header.size(), file) == header.size();
+  return std::fclose(file) == 0 && written;
+}
+
 inline std::string slurp(const std::string& path) {
   std::string text;
   if (FILE* file = std::fopen(path.c_str(), "rb")) {

@@ -2,6 +2,7 @@
 // events and as the task graph; and the graph builder on input that makes no sense.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chronicle/chronicle.hpp>
 #include <chronicle/coro.hpp>
 #include <chronicle/task.hpp>
@@ -182,6 +183,88 @@ task<std::string> labelled_child() {
 
 task<std::string> labelled_parent() {
   co_return co_await labelled_child().named("B.read");
+}
+
+task<int> leaf_ok() {
+  co_return 1;
+}
+task<int> middle_ok() {
+  co_return co_await leaf_ok() + 1;
+}
+task<int> top_ok() {
+  co_return co_await middle_ok() + 1;
+}
+
+// The ids of the events as the files store them, stream after stream.
+std::vector<EventId> stored_events(const reader::Trace& trace) {
+  std::vector<EventId> ids;
+  for (const auto& stream : trace.streams())
+    for (const auto& file : stream.files) {
+      const std::string bytes = test::slurp(file);
+      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+      for (size_t offset = 0; offset < bytes.size();) {
+        const auto size = format::framed_packet_size(data + offset, bytes.size() - offset);
+        if (!size) throw std::runtime_error(file + ": a packet that frames nothing");
+        format::PacketDecoder decoder(
+            data + offset, format::content_bytes(*reinterpret_cast<const format::PacketHeader*>(data + offset)));
+        for (format::RawEvent raw; decoder.next(raw);) ids.push_back(static_cast<EventId>(raw.spec->id));
+        offset += *size;
+      }
+    }
+  return ids;
+}
+
+// A coroutine starting the child it awaits (its wait, its run's end, the child's run's beginning)
+// and a child ending into it (its success, its run's end, the parent's run's beginning) are one
+// event each in the files (20 bytes where three took 44 and 46: issue 44), and the three events
+// each stands for in every tool.
+TEST(Coroutines, AHandOverAndAReturnAreOneEventEachInTheFilesAndThreeWhenRead) {
+  TemporaryDirectory directory;
+  const Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  EXPECT_EQ(sync_wait(top_ok()), 3);
+  stop();
+
+  reader::Trace trace(config.output);
+  const auto stored = stored_events(trace);
+  EXPECT_EQ(std::count(stored.begin(), stored.end(), EventId::task_hand_over), 2) << "top -> middle -> leaf";
+  EXPECT_EQ(std::count(stored.begin(), stored.end(), EventId::task_return), 2) << "leaf -> middle -> top";
+  EXPECT_EQ(std::count(stored.begin(), stored.end(), EventId::task_wait), 1) << "only the sync_wait call's";
+
+  const auto events = task_events(trace);
+  std::vector<uint64_t> created;
+  for (const auto& event : events)
+    if (event.type == EventId::task_create) created.push_back(event.task);
+  ASSERT_EQ(created.size(), 4u);
+  // 1: top, 2: middle, 3: leaf, 4: the sync_wait call's own task.
+  const std::vector<uint64_t> ids = {0, created[0], created[2], created[3], created[1]};
+  const Expected expected[] = {
+      {EventId::task_create, 1, 0},    {EventId::task_create, 4, 0},    {EventId::task_run_begin, 4, 0},
+      {EventId::task_wait, 4, 1},      {EventId::task_run_begin, 1, 0}, {EventId::task_create, 2, 1},
+      {EventId::task_wait, 1, 2},      {EventId::task_run_end, 1, 0},   {EventId::task_run_begin, 2, 0},
+      {EventId::task_create, 3, 2},    {EventId::task_wait, 2, 3},      {EventId::task_run_end, 2, 0},
+      {EventId::task_run_begin, 3, 0}, {EventId::task_resolve, 3, 3},   {EventId::task_run_end, 3, 0},
+      {EventId::task_run_begin, 2, 0}, {EventId::task_resolve, 2, 2},   {EventId::task_run_end, 2, 0},
+      {EventId::task_run_begin, 1, 0}, {EventId::task_resolve, 1, 1},   {EventId::task_run_end, 1, 0},
+      {EventId::task_resolve, 4, 4},   {EventId::task_run_end, 4, 0},
+  };
+  ASSERT_EQ(events.size(), std::size(expected));
+  for (size_t i = 0; i < events.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(events[i].type, expected[i].type);
+    EXPECT_EQ(events[i].task, ids[expected[i].task]);
+    EXPECT_EQ(events[i].related_task, ids[expected[i].related]);
+    if (events[i].type == EventId::task_resolve) {
+      EXPECT_EQ(events[i].outcome, format::TaskOutcome::ok);
+      EXPECT_EQ(events[i].text, "");
+    }
+  }
+  for (const size_t first : {6, 10, 13, 16}) {  // the four switches, each at one instant
+    EXPECT_EQ(events[first].ticks, events[first + 1].ticks) << first;
+    EXPECT_EQ(events[first].ticks, events[first + 2].ticks) << first;
+  }
+  EXPECT_EQ(trace.events_discarded(), 0u);
+  EXPECT_TRUE(model::build_task_graph(trace).problems().empty());
 }
 
 TEST(Coroutines, AnExplicitLabelNamesTheTask) {

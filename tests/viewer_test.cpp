@@ -918,14 +918,8 @@ TEST(ViewerWarnings, ADamagedPacketIsNamedInTheSummary) {
   for (const auto& entry : std::filesystem::directory_iterator(directory / "trace"))
     if (entry.path().filename().string().rfind("thread-", 0) == 0) victim = entry.path().string();
   ASSERT_FALSE(victim.empty());
-  // The first event's id byte (just after the first packet's header) becomes 29: no such event.
-  std::FILE* file = std::fopen(victim.c_str(), "r+b");
-  ASSERT_NE(file, nullptr);
-  std::fseek(file, static_cast<long>(format::kPacketHeaderSize), SEEK_SET);
-  const int first = std::fgetc(file);
-  std::fseek(file, static_cast<long>(format::kPacketHeaderSize), SEEK_SET);
-  std::fputc((first & ~0x1f) | 29, file);
-  std::fclose(file);
+  // The first event (just after the first packet's header) becomes one of no such id.
+  ASSERT_TRUE(test::write_unknown_event(victim, format::kPacketHeaderSize));
   const reader::Trace damaged(directory / "trace");
   const TimelineIndex index = TimelineIndex::build(damaged);
   const auto warnings = viewer::summary_json(index, "t")["warnings"];

@@ -191,9 +191,7 @@ class TaskPromiseBase {
   void hand_over_to(TaskPromiseBase& child) {
 #ifndef CHRONICLE_DISABLE
     detail::TaskEventBatch batch;
-    batch.wait(id_, child.id_);
-    batch.task_event(format::EventId::task_run_end, id_);
-    batch.task_event(format::EventId::task_run_begin, child.id_);
+    batch.hand_over(id_, child.id_);
     child.run_begin_recorded_ = batch.active() && child.id_ != 0;
 #endif
     child.awaiting_ = this;
@@ -216,12 +214,14 @@ class TaskPromiseBase {
   void finish() noexcept {
 #ifndef CHRONICLE_DISABLE
     detail::TaskEventBatch batch;
-    if (succeeded_) batch.resolve_quiet(id_, id_, TaskOutcome::ok);
-    batch.task_event(format::EventId::task_run_end, id_);
-    if (awaiting_) {
-      batch.task_event(format::EventId::task_run_begin, awaiting_->id_);
-      awaiting_->run_begin_recorded_ = batch.active() && awaiting_->id_ != 0;
+    if (succeeded_ && awaiting_) {
+      batch.return_to(id_, awaiting_->id_);
+    } else {
+      if (succeeded_) batch.resolve_quiet(id_, id_, TaskOutcome::ok);
+      batch.task_event(format::EventId::task_run_end, id_);
+      if (awaiting_) batch.task_event(format::EventId::task_run_begin, awaiting_->id_);
     }
+    if (awaiting_) awaiting_->run_begin_recorded_ = batch.active() && awaiting_->id_ != 0;
 #endif
     exchange_current_task(previous_current_);
     detail::exchange_context_slot(previous_context_);

@@ -93,8 +93,12 @@ std::string_view type_name(format::EventId type) {
       return "tracestate";
     case format::EventId::span_context:
       return "span_context";
-    case format::EventId::task_invoke:  // the reader hands it out as the two events it stands for
+    case format::EventId::task_invoke:  // compound events: the reader hands out the events they stand for
       return "task_invoke";
+    case format::EventId::task_hand_over:
+      return "task_hand_over";
+    case format::EventId::task_return:
+      return "task_return";
   }
   return "?";
 }
@@ -104,7 +108,7 @@ std::optional<std::string> category_without_site(format::EventId type) {
   if (type == format::EventId::cpu_sample) return "profile";
   if (type == format::EventId::cpu_switch) return "sched";
   if (type >= format::EventId::task_create && type <= format::EventId::task_context) return "task";
-  if (type == format::EventId::context_tracestate || type == format::EventId::task_invoke) return "task";
+  if (type == format::EventId::context_tracestate || type >= format::EventId::task_invoke) return "task";
   return std::nullopt;
 }
 

@@ -37,6 +37,12 @@ constexpr FieldSpec kTaskInvoke[] = {
     {"task", FieldType::u64}, {"resolver", FieldType::u64}, {"outcome", FieldType::u8, kTaskOutcomeNames}};
 constexpr EventId kTaskInvokeStandsFor[] = {EventId::task_resolve, EventId::task_run_begin};
 static_assert(std::size(kTaskInvokeStandsFor) == kTaskInvokeEvents);
+// task_hand_over, task_return: a task's run ends into another's at one instant.
+constexpr FieldSpec kTaskSwitch[] = {{"task", FieldType::u64}, {"next", FieldType::u64}};
+constexpr EventId kTaskHandOverStandsFor[] = {EventId::task_wait, EventId::task_run_end, EventId::task_run_begin};
+static_assert(std::size(kTaskHandOverStandsFor) == kTaskHandOverEvents);
+constexpr EventId kTaskReturnStandsFor[] = {EventId::task_resolve, EventId::task_run_end, EventId::task_run_begin};
+static_assert(std::size(kTaskReturnStandsFor) == kTaskReturnEvents);
 constexpr FieldSpec kTaskLabel[] = {{"task", FieldType::u64}, {"text", FieldType::string}};
 constexpr FieldSpec kContextSend[] = {
     {"trace_high", FieldType::u64}, {"trace_low", FieldType::u64}, {"span", FieldType::u64}, {"flags", FieldType::u8}};
@@ -170,6 +176,9 @@ CHRONICLE_SAME_FIELD(kTaskInvoke, TaskInvokePayload, task);
 CHRONICLE_SAME_FIELD(kTaskInvoke, TaskInvokePayload, resolver);
 CHRONICLE_SAME_FIELD(kTaskInvoke, TaskInvokePayload, outcome);
 CHRONICLE_SAME_SIZE(kTaskInvoke, TaskInvokePayload);
+CHRONICLE_SAME_FIELD(kTaskSwitch, TaskSwitchPayload, task);
+CHRONICLE_SAME_FIELD(kTaskSwitch, TaskSwitchPayload, next);
+CHRONICLE_SAME_SIZE(kTaskSwitch, TaskSwitchPayload);
 CHRONICLE_SAME_FIELD(kTaskLabel, TaskLabelPrefix, task);
 CHRONICLE_SAME_SIZE(kTaskLabel, TaskLabelPrefix);
 CHRONICLE_SAME_FIELD(kContextSend, ContextSendPayload, trace_high);
@@ -262,6 +271,8 @@ constexpr std::array kCatalogue = with_sizes(std::array{
     EventSpec{kStreamThread, id(EventId::context_tracestate), "context_tracestate", kContextTracestate},
     EventSpec{kStreamThread, id(EventId::span_context), "span_context", kSpanContext},
     EventSpec{kStreamThread, id(EventId::task_invoke), "task_invoke", kTaskInvoke, -1, kTaskInvokeStandsFor},
+    EventSpec{kStreamThread, id(EventId::task_hand_over), "task_hand_over", kTaskSwitch, -1, kTaskHandOverStandsFor},
+    EventSpec{kStreamThread, id(EventId::task_return), "task_return", kTaskSwitch, -1, kTaskReturnStandsFor},
     EventSpec{kStreamStrings, id(DefinitionId::site), "site_definition", kSiteDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::thread), "thread_definition", kThreadDefinition},
     EventSpec{kStreamStrings, id(DefinitionId::module), "module_definition", kModuleDefinition},

@@ -216,7 +216,9 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::task_context:
       break;  // links between processes: chronicle merge pairs them
     case EventId::task_invoke:
-      break;  // never read back as itself: the reader hands out the two events it stands for
+    case EventId::task_hand_over:
+    case EventId::task_return:
+      break;  // compound: never read back as itself, the reader hands out the events it stands for
     case EventId::cpu_sample:
     case EventId::cpu_switch:
       break;  // about other threads (the sampler's): the profile reads them

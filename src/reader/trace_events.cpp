@@ -58,7 +58,8 @@ bool Trace::StreamCursor::next(Event& event) {
   // A compound event is read as the events it stands for, one per call, in their order.
   const auto stored = static_cast<format::EventId>(raw.spec->id);
   const auto& parts = raw.spec->stands_for;
-  const auto type = parts.empty() ? stored : parts[compound_part_];
+  const size_t part = compound_part_;
+  const auto type = parts.empty() ? stored : parts[part];
   if (!parts.empty()) {
     compound_ = raw;
     compound_part_ = (compound_part_ + 1) % parts.size();
@@ -137,6 +138,15 @@ bool Trace::StreamCursor::next(Event& event) {
         event.related_task = payload.resolver;
         event.outcome = static_cast<format::TaskOutcome>(payload.outcome);
       }
+      break;
+    }
+    case format::EventId::task_hand_over:
+    case format::EventId::task_return: {
+      // Wait or resolve, then the run's end: the task's; the run's beginning: the next one's.
+      const auto payload = load<format::TaskSwitchPayload>(raw.payload);
+      event.task = type == format::EventId::task_run_begin ? payload.next : payload.task;
+      if (type == format::EventId::task_wait) event.related_task = payload.next;
+      if (type == format::EventId::task_resolve) event.related_task = payload.task;  // ok, by itself
       break;
     }
     case format::EventId::task_label:

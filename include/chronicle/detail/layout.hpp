@@ -142,9 +142,18 @@ enum class EventId : uint32_t {
   // (format version 6). Every chronicle tool reads it back as the task_resolve and then the
   // task_run_begin it stands for (the catalogue's stands_for), and counts it as those two.
   task_invoke = 28,
+  // task_hand_over: `task` waits on `next` and its run ends, and `next`'s run begins (a coroutine
+  // starting the child it awaits): task_wait, task_run_end, task_run_begin (format version 6).
+  task_hand_over = 29,
+  // task_return: `task` resolved itself ok and its run ended, and `next`'s run begins (a coroutine
+  // ending into the one that awaited it): task_resolve, task_run_end, task_run_begin (version 6).
+  task_return = 30,
 };
-// The events a task_invoke counts as (the catalogue checks it against what it stands for).
+// The events a task_invoke, a task_hand_over and a task_return count as (the catalogue checks them
+// against what each stands for).
 inline constexpr uint32_t kTaskInvokeEvents = 2;
+inline constexpr uint32_t kTaskHandOverEvents = 3;
+inline constexpr uint32_t kTaskReturnEvents = 3;
 
 // What a thread did at a context switch (cpu_switch): it came onto a CPU, or it left one while
 // still runnable (preempted) or because it waited for something (blocked: sleep, I/O, a lock).
@@ -207,6 +216,10 @@ struct TaskInvokePayload {  // task_resolve's fields without the text, then the 
   uint64_t task;
   uint64_t resolver;
   uint8_t outcome;  // TaskOutcome
+};
+struct TaskSwitchPayload {  // task_hand_over, task_return: a task's run ends into `next`'s
+  uint64_t task;
+  uint64_t next;
 };
 struct TaskLabelPrefix {  // + the label
   uint64_t task;

@@ -230,6 +230,24 @@ class TaskEventBatch {
                                   format::kTaskInvokeEvents)) [[likely]]
       std::memcpy(out, &payload, sizeof payload);
   }
+  // wait(task, next), task_event(task_run_end, task) and task_event(task_run_begin, next): one
+  // task_hand_over when the batch writes a group and both tasks are recorded.
+  CHRONICLE_INLINE void hand_over(uint64_t task, uint64_t next) {
+    if (!switch_in_one(format::EventId::task_hand_over, format::kTaskHandOverEvents, task, next)) {
+      wait(task, next);
+      task_event(format::EventId::task_run_end, task);
+      task_event(format::EventId::task_run_begin, next);
+    }
+  }
+  // resolve_quiet(task, task, ok), task_event(task_run_end, task) and task_event(task_run_begin,
+  // next): one task_return when the batch writes a group and both tasks are recorded.
+  CHRONICLE_INLINE void return_to(uint64_t task, uint64_t next) {
+    if (!switch_in_one(format::EventId::task_return, format::kTaskReturnEvents, task, next)) {
+      resolve_quiet(task, task, format::TaskOutcome::ok);
+      task_event(format::EventId::task_run_end, task);
+      task_event(format::EventId::task_run_begin, next);
+    }
+  }
 
  private:
   // The most a batch writes: kMaxEvents of the largest task event, each with a full header.
@@ -255,6 +273,16 @@ class TaskEventBatch {
   CHRONICLE_INLINE TaskEventBatch(uint32_t generation, ThreadWriter* writer)
       : mode_(mode_for(generation, writer)),
         group_(writer, writer ? g_task_site.category_index : 0, writer ? read_ticks() : 0) {}
+
+  // Writes a task_hand_over or task_return; false (nothing written) when it cannot stand for the
+  // three events (a task not recorded, no group).
+  CHRONICLE_INLINE bool switch_in_one(format::EventId event, uint32_t events, uint64_t task, uint64_t next) {
+    if (mode_ != Mode::group || task == 0 || next == 0) return false;
+    const format::TaskSwitchPayload payload{task, next};
+    if (uint8_t* out = group_.add(static_cast<uint32_t>(event), sizeof payload, events)) [[likely]]
+      std::memcpy(out, &payload, sizeof payload);
+    return true;
+  }
 
   CHRONICLE_INLINE void write(format::EventId event, const void* payload, size_t size) {
     if (mode_ == Mode::group) [[likely]] {
