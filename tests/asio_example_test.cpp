@@ -136,33 +136,23 @@ TEST(AsioExample, AHandlersResolutionAndRunBeginAreOneEventInTheFilesAndTwoInEve
 
   // In the files: no quiet resolution followed, at its instant, by the same task's run's beginning.
   uint64_t stored = 0, split_invocations = 0, invocations = 0;
-  for (const auto& stream : trace.streams())
-    for (const auto& file : stream.files) {
-      const std::string bytes = test::slurp(file);
-      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-      format::RawEvent previous;
-      uint64_t previous_task = 0;
-      for (size_t offset = 0; offset < bytes.size();) {
-        const auto size = format::framed_packet_size(data + offset, bytes.size() - offset);
-        ASSERT_TRUE(size) << file << " at " << offset;
-        const auto& header = *reinterpret_cast<const format::PacketHeader*>(data + offset);
-        format::PacketDecoder decoder(data + offset, format::content_bytes(header));
-        for (format::RawEvent raw; decoder.next(raw); previous = raw) {
-          ++stored;
-          const auto id = static_cast<format::EventId>(raw.spec->id);
-          invocations += id == format::EventId::task_invoke;
-          uint64_t task = 0;
-          if (raw.payload_size >= sizeof task) std::memcpy(&task, raw.payload, sizeof task);
-          if (id == format::EventId::task_run_begin && previous.spec &&
-              previous.spec->id == static_cast<uint32_t>(format::EventId::task_resolve) &&
-              previous.payload_size == sizeof(format::TaskResolvePrefix) + 1 && previous.ticks == raw.ticks &&
-              previous_task == task)
-            ++split_invocations;
-          previous_task = task;
-        }
-        offset += *size;
-      }
-    }
+  format::RawEvent previous;
+  uint64_t previous_task = 0;
+  test::for_each_stored_event(trace, [&](const format::RawEvent& raw, bool file_begins) {
+    if (file_begins) previous = {}, previous_task = 0;
+    ++stored;
+    const auto id = static_cast<format::EventId>(raw.spec->id);
+    invocations += id == format::EventId::task_invoke;
+    uint64_t task = 0;
+    if (raw.payload_size >= sizeof task) std::memcpy(&task, raw.payload, sizeof task);
+    if (id == format::EventId::task_run_begin && previous.spec &&
+        previous.spec->id == static_cast<uint32_t>(format::EventId::task_resolve) &&
+        previous.payload_size == sizeof(format::TaskResolvePrefix) + 1 && previous.ticks == raw.ticks &&
+        previous_task == task)
+      ++split_invocations;
+    previous = raw;
+    previous_task = task;
+  });
   EXPECT_EQ(split_invocations, 0u) << "of " << stored << " events in the files, " << split_invocations
                                    << " invocations took two";
   EXPECT_GT(invocations, 200u);  // 2 x 50 round trips, two handlers on each side

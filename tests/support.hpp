@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,6 +145,27 @@ inline std::string slurp(const std::string& path) {
     std::fclose(file);
   }
   return text;
+}
+
+// Visits every event as the stream files of `trace` store it (a compound event as one), file after
+// file, with `file_begins` true for a file's first event. Throws std::runtime_error at a packet
+// that frames nothing.
+template <typename Visit>
+void for_each_stored_event(const reader::Trace& trace, Visit visit) {
+  for (const auto& stream : trace.streams())
+    for (const auto& file : stream.files) {
+      const std::string bytes = slurp(file);
+      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+      bool file_begins = true;
+      for (size_t offset = 0; offset < bytes.size();) {
+        const auto size = format::framed_packet_size(data + offset, bytes.size() - offset);
+        if (!size) throw std::runtime_error(file + ": a packet that frames nothing at " + std::to_string(offset));
+        const auto& header = *reinterpret_cast<const format::PacketHeader*>(data + offset);
+        format::PacketDecoder decoder(data + offset, format::content_bytes(header));
+        for (format::RawEvent raw; decoder.next(raw); file_begins = false) visit(raw, file_begins);
+        offset += *size;
+      }
+    }
 }
 
 // Runs a shell command line, capturing both outputs.

@@ -59,6 +59,17 @@ struct Expected {
   int related;  // parent, awaited or resolver
 };
 
+// The ids of a chain's tasks as Expected numbers them, learnt from the creations in order: the
+// outermost coroutine (made by the call), the sync_wait call's own task (the test's thread runs no
+// task), the middle one, the innermost. Empty unless there are exactly those four.
+std::vector<uint64_t> chain_ids(const std::vector<reader::Event>& events) {
+  std::vector<uint64_t> created;
+  for (const auto& event : events)
+    if (event.type == EventId::task_create) created.push_back(event.task);
+  if (created.size() != 4) return {};
+  return {0, created[0], created[2], created[3], created[1]};
+}
+
 TEST(Coroutines, AChainThatFailsGivesExactlyTheExpectedEventsAndGraph) {
   TemporaryDirectory directory;
   const Config config = test_config(directory);
@@ -68,13 +79,9 @@ TEST(Coroutines, AChainThatFailsGivesExactlyTheExpectedEventsAndGraph) {
 
   reader::Trace trace(config.output);
   const auto events = task_events(trace);
-  // Ids are learnt from the creations, in order: a (made by the call chain_a()), the
-  // sync_wait call's own task (the test's thread runs no task), b, c.
-  std::vector<uint64_t> created;
-  for (const auto& event : events)
-    if (event.type == EventId::task_create) created.push_back(event.task);
-  ASSERT_EQ(created.size(), 4u);
-  const std::vector<uint64_t> ids = {0, created[0], created[2], created[3], created[1]};
+  // 1: a (made by the call chain_a()), 2: b, 3: c, 4: the sync_wait call's own task.
+  const std::vector<uint64_t> ids = chain_ids(events);
+  ASSERT_EQ(ids.size(), 5u) << "four tasks created";
   // The call's task begins to run and waits on a, which starts, at one instant; it ends when a
   // has ended.
   const Expected expected[] = {
@@ -195,25 +202,6 @@ task<int> top_ok() {
   co_return co_await middle_ok() + 1;
 }
 
-// The ids of the events as the files store them, stream after stream.
-std::vector<EventId> stored_events(const reader::Trace& trace) {
-  std::vector<EventId> ids;
-  for (const auto& stream : trace.streams())
-    for (const auto& file : stream.files) {
-      const std::string bytes = test::slurp(file);
-      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-      for (size_t offset = 0; offset < bytes.size();) {
-        const auto size = format::framed_packet_size(data + offset, bytes.size() - offset);
-        if (!size) throw std::runtime_error(file + ": a packet that frames nothing");
-        format::PacketDecoder decoder(
-            data + offset, format::content_bytes(*reinterpret_cast<const format::PacketHeader*>(data + offset)));
-        for (format::RawEvent raw; decoder.next(raw);) ids.push_back(static_cast<EventId>(raw.spec->id));
-        offset += *size;
-      }
-    }
-  return ids;
-}
-
 // A coroutine starting the child it awaits (its wait, its run's end, the child's run's beginning)
 // and a child ending into it (its success, its run's end, the parent's run's beginning) are one
 // event each in the files (20 bytes where three took 44 and 46: issue 44), and the three events
@@ -226,18 +214,17 @@ TEST(Coroutines, AHandOverAndAReturnAreOneEventEachInTheFilesAndThreeWhenRead) {
   stop();
 
   reader::Trace trace(config.output);
-  const auto stored = stored_events(trace);
+  std::vector<EventId> stored;
+  test::for_each_stored_event(
+      trace, [&](const format::RawEvent& raw, bool) { stored.push_back(static_cast<EventId>(raw.spec->id)); });
   EXPECT_EQ(std::count(stored.begin(), stored.end(), EventId::task_hand_over), 2) << "top -> middle -> leaf";
   EXPECT_EQ(std::count(stored.begin(), stored.end(), EventId::task_return), 2) << "leaf -> middle -> top";
   EXPECT_EQ(std::count(stored.begin(), stored.end(), EventId::task_wait), 1) << "only the sync_wait call's";
 
   const auto events = task_events(trace);
-  std::vector<uint64_t> created;
-  for (const auto& event : events)
-    if (event.type == EventId::task_create) created.push_back(event.task);
-  ASSERT_EQ(created.size(), 4u);
   // 1: top, 2: middle, 3: leaf, 4: the sync_wait call's own task.
-  const std::vector<uint64_t> ids = {0, created[0], created[2], created[3], created[1]};
+  const std::vector<uint64_t> ids = chain_ids(events);
+  ASSERT_EQ(ids.size(), 5u) << "four tasks created";
   const Expected expected[] = {
       {EventId::task_create, 1, 0},    {EventId::task_create, 4, 0},    {EventId::task_run_begin, 4, 0},
       {EventId::task_wait, 4, 1},      {EventId::task_run_begin, 1, 0}, {EventId::task_create, 2, 1},
