@@ -80,25 +80,33 @@ TEST(Races, ANestedDropCountedDuringStopNeverTouchesAnUnmappedSession) {
 
 // ---- fork against the registries' locks ---------------------------------------------------
 
-// The hook of the fork races: the thread that reached `g_fork_point` (holding its registry's lock,
-// halfway through an update) says so (step 1) and stays there until the parent returned from
-// fork (step 2), or a few seconds: a fork that holds the lock across itself waits for this
-// thread, which then has to go on by itself.
+// The hook of the fork races: the first thread that reaches `g_fork_point` (holding a registry's
+// lock halfway through an update, or a recorder thread at a step of its life) says so (step 1)
+// and stays there until the parent returned from fork (step 2), or a few seconds: a fork that
+// waits for this thread waits for it, and it then has to go on by itself. A child copied
+// meanwhile finds g_thread_paused set.
 std::atomic<TestPoint> g_fork_point{TestPoint::site_interning};
+std::atomic<bool> g_thread_paused{false};
 void pause_until_forked(TestPoint point) {
-  if (point != g_fork_point.load()) return;
+  if (point != g_fork_point.load() || g_step.load(std::memory_order_acquire) != 0) return;
+  g_thread_paused.store(true);
   g_step.store(1, std::memory_order_release);
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (g_step.load(std::memory_order_acquire) < 2 && std::chrono::steady_clock::now() < limit)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  g_thread_paused.store(false);
+}
+
+void pause_at(TestPoint point) {
+  g_step.store(0);
+  g_fork_point.store(point);
+  recorder::g_test_pause.store(pause_until_forked);
 }
 
 // Forks while another thread, stalled at `point`, is halfway through `update`; the child's exit
 // status is `child_verdict()`: 0 when its copy of the registry is whole.
 int fork_during(TestPoint point, void (*update)(), int (*child_verdict)()) {
-  g_step.store(0);
-  g_fork_point.store(point);
-  recorder::g_test_pause.store(pause_until_forked);
+  pause_at(point);
   std::thread updating(update);
   if (!wait_for_step(1)) {
     updating.join();
@@ -163,19 +171,20 @@ TEST(Races, AChildForkedWhileAMetricIsRegisteredSeesItWholeOrNotAtAll) {
 
 // ---- fork against the recorder's own threads -----------------------------------------------
 
-// The hook of the collector race: the in-process collector, about to drain the rings, says so
-// (step 1) and stays there until the parent returned from fork (step 2), or a few seconds: a fork
-// that waits for the drain waits for this thread, which then has to go on by itself. Only the
-// first drain stalls. A child copied meanwhile finds g_collector_draining set.
-std::atomic<bool> g_collector_draining{false};
-void pause_collector_until_forked(TestPoint point) {
-  if (point != TestPoint::collector_draining || g_step.load(std::memory_order_acquire) != 0) return;
-  g_collector_draining.store(true);
-  g_step.store(1, std::memory_order_release);
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (g_step.load(std::memory_order_acquire) < 2 && std::chrono::steady_clock::now() < limit)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  g_collector_draining.store(false);
+// Forks once a recorder thread is paused (step 1); the child's exit code says whether it was
+// copied while that thread was paused (1) or not (0).
+int fork_while_paused() {
+  if (!wait_for_step(1)) {
+    recorder::g_test_pause.store(nullptr);
+    return -1;
+  }
+  const pid_t child = fork();
+  if (child == 0) syscall(SYS_exit_group, g_thread_paused.load() ? 1 : 0);  // see fork_during
+  g_step.store(2, std::memory_order_release);
+  recorder::g_test_pause.store(nullptr);
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
 }
 
 // A drain allocates; an allocator that is not fork-safe (GCC 12's AddressSanitizer takes no lock
@@ -183,19 +192,46 @@ void pause_collector_until_forked(TestPoint point) {
 // must be copied between drains (src/recorder/fork_gate.hpp).
 TEST(Races, AForkNeverCopiesTheCollectorHalfwayThroughADrain) {
   TemporaryDirectory directory;
-  g_step.store(0);
-  recorder::g_test_pause.store(pause_collector_until_forked);
+  pause_at(TestPoint::collector_draining);
   ASSERT_TRUE(start(test::test_config(directory))) << last_error();
-  ASSERT_TRUE(wait_for_step(1)) << "the collector never drained";
-  const pid_t child = fork();
-  if (child == 0) syscall(SYS_exit_group, g_collector_draining.load() ? 1 : 0);  // see fork_during
-  g_step.store(2, std::memory_order_release);
-  recorder::g_test_pause.store(nullptr);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const int verdict = fork_while_paused();
   stop();
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child was copied while the collector was inside a drain";
+  EXPECT_EQ(verdict, 0) << "1: the child was copied while the collector was inside a drain";
+}
+
+// The same for a recorder thread that is still being set up (the sanitizer's allocations before
+// its first step): a CI run under load hung in such a child's first malloc (fork_gate.hpp, step 4).
+TEST(Races, AForkWaitsForARecorderThreadThatIsStillStarting) {
+  TemporaryDirectory directory;
+  pause_at(TestPoint::recorder_thread_starting);
+  ASSERT_TRUE(start(test::test_config(directory))) << last_error();
+  const int verdict = fork_while_paused();
+  stop();
+  EXPECT_EQ(verdict, 0) << "1: the child was copied while a recorder thread was starting";
+}
+
+// And for one that has ended and is being torn down while stop() joins it on another thread.
+TEST(Races, AForkWaitsUntilAnEndedRecorderThreadIsJoined) {
+  TemporaryDirectory directory;
+  ASSERT_TRUE(start(test::test_config(directory))) << last_error();
+  pause_at(TestPoint::recorder_thread_ending);
+  std::thread stopper([] { stop(); });
+  const int verdict = fork_while_paused();
+  stopper.join();
+  EXPECT_EQ(verdict, 0) << "1: the child was copied while a recorder thread was ending";
+}
+
+// And for the sampler thread, whose rounds allocate (names, modules, the records it keeps).
+TEST(Races, AForkNeverCopiesTheSamplerHalfwayThroughARound) {
+  TemporaryDirectory directory;
+  Config config = test::test_config(directory);
+  config.sample_frequency = 999;
+  config.sample_method = SampleMethod::timer;  // where perf events are refused too
+  pause_at(TestPoint::sampler_draining);
+  ASSERT_TRUE(start(config)) << last_error();
+  const int verdict = fork_while_paused();
+  stop();
+  EXPECT_EQ(verdict, 0) << "1: the child was copied while the sampler was inside a round";
 }
 
 // ---- liveness by pid -----------------------------------------------------------------------------

@@ -13,9 +13,23 @@ void ForkGate::enter() {
   mutex_.lock();
 }
 
+namespace {
+
+// A thread sets itself up, or is joined once ended, in microseconds.
+void wait_until_zero(const std::atomic<uint32_t>& count) {
+  while (count.load(std::memory_order_acquire) != 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+}  // namespace
+
 void ForkGate::close_for_fork() {
   forks_waiting_.fetch_add(1, std::memory_order_release);
   mutex_.lock();
+  wait_until_zero(threads_ending_);
+}
+
+void ForkGate::wait_for_starting_threads() {
+  wait_until_zero(threads_starting_);
 }
 
 void ForkGate::open_after_fork() {

@@ -142,10 +142,25 @@ void name_trace_source(const Session& session) {
   }
 }
 
+// After an error the collector thread waits for stop(), as a working one does: a thread that
+// ended by itself would leave forks waiting for its join (fork_gate.hpp, step 5).
+void wait_until_told_to_stop(Session& session, recorder::ForkGateScope& gate) {
+  gate.unlock();
+  for (;;) {
+    // Loaded before the flag: a stop() that sets it later bumps the word, and the wait returns.
+    const uint32_t seen = session.header->drain_requests.load(std::memory_order_acquire);
+    {
+      std::lock_guard lock(session.collector_mutex);
+      if (session.collector_stop) return;
+    }
+    shm::wait_for_drain_request(*session.header, seen, std::chrono::seconds(1));
+  }
+}
+
 void run_collector(Session* session) {
+  // Held while this thread works, let go while it waits (fork_gate.hpp).
+  recorder::ForkGateScope gate;
   try {
-    // Held while this thread works, let go while it waits (fork_gate.hpp).
-    recorder::ForkGateScope gate;
     collector::SessionMapping mapping(session->file.base, session->file.size);
     collector::CollectorOptions layout;
     layout.compress = session->config.compress;
@@ -186,9 +201,13 @@ void run_collector(Session* session) {
               nullptr, 0);
     }
   } catch (const std::exception& error) {
-    std::lock_guard lock(session->collector_mutex);
-    session->collector_error = error.what();
+    if (!gate.held()) gate.lock();
+    {
+      std::lock_guard lock(session->collector_mutex);
+      session->collector_error = error.what();
+    }
     fmt::print(stderr, "chronicle: collector: {}\n", error.what());
+    wait_until_told_to_stop(*session, gate);
   }
 }
 
@@ -212,6 +231,7 @@ uint64_t round_up(uint64_t value, uint64_t to) {
 void hold_registry_across_fork() {
   recorder::fork_gate().close_for_fork();  // before the registry: fork_gate.hpp's lock order
   registry().mutex.lock();
+  recorder::fork_gate().wait_for_starting_threads();  // none is created meanwhile: step 5
 }
 
 void release_registry_in_parent() {
@@ -427,17 +447,17 @@ bool start(const Config& config) {
   Session* raw = session.get();
   reg.session = std::move(session);
   reg.current.store(raw, std::memory_order_release);
-  if (!config.output.empty()) raw->collector_thread = std::thread(run_collector, raw);
+  if (!config.output.empty()) raw->collector_thread = recorder::start_recorder_thread(run_collector, raw);
   if (raw->stack_sampler) {
     try {
-      raw->sampler_thread = std::thread(run_sampler, raw);
+      raw->sampler_thread = recorder::start_recorder_thread(run_sampler, raw);
       raw->sampler_started = true;
     } catch (const std::system_error& error) {
       fmt::print(stderr, "chronicle: no sampler thread ({}): no samples\n", error.what());
     }
   }
   try {
-    raw->control_thread = std::thread(run_control, raw);
+    raw->control_thread = recorder::start_recorder_thread(run_control, raw);
     raw->has_control_thread.store(true, std::memory_order_release);
   } catch (const std::system_error& error) {  // no thread to spare: tracing goes on, ctl gets no answer
     fmt::print(stderr, "chronicle: no control thread ({}): `chronicle ctl` cannot change this session\n", error.what());
@@ -480,7 +500,7 @@ void stop() {
       session->collector_stop = true;
     }
     collector::request_drain(*session->header);
-    session->collector_thread.join();
+    recorder::join_recorder_thread(session->collector_thread);
   }
   if (!session->config.keep_shm && (!session->config.output.empty() || session->remove_mapping_at_stop))
     ::unlink(session->file.path.c_str());

@@ -278,10 +278,10 @@ void hand_over_control_packet(Session& session) {
 namespace session_internal {
 
 void run_control(Session* session) {
-  pthread_setname_np(pthread_self(), "chronicle-ctl");
-  t_is_session_thread = true;
   // Held while this thread works, let go while it waits (fork_gate.hpp).
   recorder::ForkGateScope gate;
+  pthread_setname_np(pthread_self(), "chronicle-ctl");
+  t_is_session_thread = true;
   ShmHeader& header = *session->header;
   const auto interval = session->config.self_stats_interval;
   SelfSampler sampler(*session);
@@ -329,7 +329,7 @@ void end_control_thread(Session& session) {
   session.control_stop.store(true, std::memory_order_release);
   session.header->control_requests.fetch_add(1, std::memory_order_release);
   wake_all(session.header->control_requests);
-  session.control_thread.join();
+  recorder::join_recorder_thread(session.control_thread);
 }
 
 }  // namespace session_internal

@@ -24,6 +24,7 @@
 
 #include "chronicle/detail/writer.hpp"
 #include "format/clock.hpp"
+#include "recorder/fork_gate.hpp"
 #include "recorder/modules.hpp"
 #include "recorder/session_internal.hpp"
 #include "sampler/perf_sampler.hpp"
@@ -206,6 +207,8 @@ class SampleWriter {
 namespace session_internal {
 
 void run_sampler(Session* session) {
+  // Held while this thread works, let go while it waits (fork_gate.hpp): a round allocates.
+  recorder::ForkGateScope gate;
   pthread_setname_np(pthread_self(), "chronicle-smp");
   t_is_session_thread = true;
   // The channel first, so that its first packet begins before the first record it will hold.
@@ -217,8 +220,11 @@ void run_sampler(Session* session) {
   session->sampler_wake.notify_all();
   while (!session->sampler_stop) {
     lock.unlock();
+    recorder::test_pause(recorder::TestPoint::sampler_draining);
     writer.drain(false);
+    gate.unlock();
     session->stack_sampler->wait(kSamplerPeriod);
+    gate.lock();
     lock.lock();
   }
   lock.unlock();
@@ -289,7 +295,7 @@ void end_sampler_thread(Session& session) {
       session.sampler_stop = true;
     }
     session.stack_sampler->interrupt();
-    session.sampler_thread.join();
+    recorder::join_recorder_thread(session.sampler_thread);
   }
   session.stack_sampler.reset();  // its rings, descriptors, timers: a retired session keeps nothing
 }
