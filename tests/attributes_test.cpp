@@ -501,6 +501,30 @@ TEST(DynamicNames, ASpanIsNamedByItsRuntimeText) {
   EXPECT_EQ(stats.err.find("warning"), std::string::npos) << stats.err;
 }
 
+// A call site tries the name it found last before it hashes the name: a name changed in place
+// (one buffer, one length), or another name in that slot of the thread's table since (100 names
+// of one length in 64 slots), is still named by its own text. Before the overflow test below:
+// the table of names is the process's.
+TEST(DynamicNames, ACallSiteGivenChangingNamesNamesEachSpanByItsOwnText) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  std::string name = "order 000";
+  std::vector<std::string> given;
+  for (int i = 0; i < 400; ++i) {
+    const std::string digits = std::to_string(1000 + (i / 2 * 37) % 100).substr(1);  // each twice in a row
+    name.replace(name.size() - 3, 3, digits);
+    given.push_back(name);
+    CHRONICLE_SPAN_DYNAMIC("tenant", name);
+  }
+  stop();
+  reader::Trace trace(config.output);
+  std::vector<std::string> named;
+  for (const auto& event : test::read_all(trace))
+    if (event.type == format::EventId::span_begin) named.push_back(trace.site(event.name_id)->name);
+  EXPECT_EQ(named, given);
+}
+
 TEST(DynamicNames, PastTheTableNamesAreOverflowNeverMore) {
   TemporaryDirectory directory;
   Config config = test_config(directory);

@@ -150,10 +150,12 @@ CHRONICLE_INLINE void emit_formatted_note(Site& site, uint32_t generation, fmt::
   } while (0)
 
 // `name`: a std::string, std::string_view or C string, read only when the category is recorded.
-#define CHRONICLE_SPAN_DYNAMIC_V(category, name, level)                                         \
-  CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, "<dynamic>", span, level); \
-  ::chronicle::detail::ScopedDynamicSpan CHRONICLE_UNIQUE(chronicle_span_) {                    \
-    CHRONICLE_UNIQUE(chronicle_site_), name                                                     \
+#define CHRONICLE_SPAN_DYNAMIC_V(category, name, level)                                                        \
+  CHRONICLE_DETAIL_SITE(CHRONICLE_UNIQUE(chronicle_site_), category, "<dynamic>", span, level);                \
+  static thread_local constinit ::chronicle::detail::DynamicNameSlot* CHRONICLE_UNIQUE(chronicle_last_name_) = \
+      nullptr;                                                                                                 \
+  ::chronicle::detail::ScopedDynamicSpan CHRONICLE_UNIQUE(chronicle_span_) {                                   \
+    CHRONICLE_UNIQUE(chronicle_site_), CHRONICLE_UNIQUE(chronicle_last_name_), name                            \
   }
 
 #define CHRONICLE_SPAN(category, name) CHRONICLE_SPAN_V(category, name, 0)

@@ -281,12 +281,6 @@ bool same_text(const char* a, const char* b, size_t n) {
 }
 
 // A thread's recent runtime names: trivially constructed, so the thread_local needs no guard.
-struct DynamicNameSlot {
-  const Site* category_site;
-  uint64_t hash;
-  Site* site;
-  size_t length;
-};
 constexpr size_t kDynamicNameCacheSize = 64;
 thread_local constinit DynamicNameSlot t_dynamic_names[kDynamicNameCacheSize]{};
 
@@ -326,17 +320,25 @@ Site& intern_dynamic_name(Site& category_site, std::string_view name) {
 
 }  // namespace
 
-Site& dynamic_site(Site& category_site, std::string_view name) {
+Site& dynamic_site(Site& category_site, std::string_view name, DynamicNameSlot*& last) {
+  // The call site's last slot holds its name unless another name took that slot since.
+  if (last != nullptr && last->category_site == &category_site && last->length == name.size() &&
+      same_text(last->site->name, name.data(), name.size())) [[likely]]
+    return *last->site;
   const uint64_t hash = hash_name(&category_site, name);
   DynamicNameSlot& slot = t_dynamic_names[hash % kDynamicNameCacheSize];
   if (slot.category_site == &category_site && slot.hash == hash && slot.length == name.size() &&
-      same_text(slot.site->name, name.data(), name.size())) [[likely]]
+      same_text(slot.site->name, name.data(), name.size())) [[likely]] {
+    last = &slot;
     return *slot.site;
+  }
   Site& site = intern_dynamic_name(category_site, name);
   if (site.id.load(std::memory_order_acquire) == 0 && intern_site(site) == 0) return site;  // not cached
   // An overflowed name is not cached: its slot would always miss on the text.
-  if (site.name != std::string_view(kOverflowName) || name == kOverflowName)
+  if (site.name != std::string_view(kOverflowName) || name == kOverflowName) {
     slot = DynamicNameSlot{&category_site, hash, &site, name.size()};
+    last = &slot;
+  }
   return site;
 }
 

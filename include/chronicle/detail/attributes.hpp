@@ -185,12 +185,22 @@ CHRONICLE_INLINE bool stored_whole(Stored) {
   return true;
 }
 
-template <typename Group, typename Stored>
+// Writes one attribute's event into `group`: with add() (checked: the group may have dropped its
+// begin), or with add_within_room() once the begin was written (kChecked false).
+template <bool kChecked, typename Group>
+CHRONICLE_INLINE uint8_t* add_to_group(Group& group, format::EventId id, size_t payload_size) {
+  if constexpr (kChecked)
+    return group.add(static_cast<uint32_t>(id), payload_size);
+  else
+    return group.add_within_room(static_cast<uint32_t>(id), payload_size);
+}
+
+template <bool kChecked, typename Group, typename Stored>
 CHRONICLE_INLINE void add_typed_attribute(Group& group, uint32_t span_site, uint32_t key, Stored value) {
   using Event = TypedAttributeEvent<Stored>;
   if constexpr (std::is_same_v<Stored, std::string_view>) {
     const format::AttributeStringPrefix prefix{span_site, key};
-    uint8_t* out = group.add(static_cast<uint32_t>(Event::id), sizeof prefix + value.size() + 1);
+    uint8_t* out = add_to_group<kChecked>(group, Event::id, sizeof prefix + value.size() + 1);
     if (!out) return;
     std::memcpy(out, &prefix, sizeof prefix);
     uint8_t* text = out + sizeof prefix;
@@ -202,36 +212,45 @@ CHRONICLE_INLINE void add_typed_attribute(Group& group, uint32_t span_site, uint
     text[value.size()] = '\0';
   } else {
     const typename Event::Payload payload{span_site, key, value};
-    if (uint8_t* out = group.add(static_cast<uint32_t>(Event::id), sizeof payload))
+    if (uint8_t* out = add_to_group<kChecked>(group, Event::id, sizeof payload))
       std::memcpy(out, &payload, sizeof payload);
   }
 }
 
+// The group's room is made for the begin and every attribute (its max_bytes), so once the begin
+// is written the attributes are too; when it is not, each is counted as the group drops it.
 template <typename Group, typename... Stored>
 CHRONICLE_INLINE Emitted write_typed_group(Group& group, Site& site, format::EventId event, const uint32_t* ids,
                                            Stored... values) {
   const uint32_t span_site = site.id.load(std::memory_order_relaxed);
   uint8_t* begin = group.add(static_cast<uint32_t>(event), sizeof(format::NamePayload));
-  if (begin) {
+  size_t k = 0;
+  if (begin) [[likely]] {
     const format::NamePayload payload{span_site};
     std::memcpy(begin, &payload, sizeof payload);
+    (add_typed_attribute<false>(group, span_site, ids[k++], values), ...);
+  } else {
+    (add_typed_attribute<true>(group, span_site, ids[k++], values), ...);
   }
-  size_t k = 0;
-  (add_typed_attribute(group, span_site, ids[k++], values), ...);
   group.commit();
   return begin ? Emitted::written : Emitted::dropped;
 }
 
 template <typename... Stored>
-[[gnu::noinline]] Emitted emit_with_typed_attributes(ThreadWriter& writer, Site& site, format::EventId event,
-                                                     AttributeKeys& keys, const char* const* names, Stored... values) {
+constexpr size_t kTypedGroupBytes =
+    format::kExtendedHeaderSize + sizeof(format::NamePayload) +
+    (0 + ... + (format::kExtendedHeaderSize + sizeof(typename TypedAttributeEvent<Stored>::Payload)));
+
+// Every case of a typed list, through an EventGroup: a nested trace point, a packet to switch, a
+// stopped session, a text; and, through emit_with_attributes, what only it handles (a key not
+// interned yet or that cannot be, a text the trace cuts, a group past its limit).
+template <typename... Stored>
+[[gnu::noinline]] Emitted emit_typed_attributes_in_group(ThreadWriter& writer, Site& site, format::EventId event,
+                                                         AttributeKeys& keys, const char* const* names, uint64_t ticks,
+                                                         Stored... values) {
   constexpr size_t kCount = sizeof...(Stored);
   constexpr bool kHasText = (std::is_same_v<Stored, std::string_view> || ...);
-  constexpr size_t kFixedBytes =
-      format::kExtendedHeaderSize + sizeof(format::NamePayload) +
-      (0 + ... + (format::kExtendedHeaderSize + sizeof(typename TypedAttributeEvent<Stored>::Payload)));
-  // What only emit_with_attributes handles: a key not interned yet (or that cannot be), a text
-  // the trace cuts, a group past its limit.
+  constexpr size_t kFixedBytes = kTypedGroupBytes<Stored...>;
   auto general_way = [&] {
     AttributeArgs args;
     size_t k = 0;
@@ -252,12 +271,62 @@ template <typename... Stored>
       return general_way();
   }
   if constexpr (kHasText) {
-    EventGroup<kAttributeGroupBytes> group(&writer, site.category_index, read_ticks(), bytes);
+    EventGroup<kAttributeGroupBytes> group(&writer, site.category_index, ticks, bytes);
     return write_typed_group(group, site, event, ids, values...);
   } else {
-    EventGroup<kFixedBytes> group(&writer, site.category_index, read_ticks());
+    EventGroup<kFixedBytes> group(&writer, site.category_index, ticks);
     return write_typed_group(group, site, event, ids, values...);
   }
+}
+
+// What a span or an instant (kEvent) with number attributes writes nearly every time, once the
+// caller saw its keys interned: its packet has room for the group. Written as an EventGroup
+// writes it (the same bytes), with no call on the way, so with no register to save, and with its
+// arguments in registers for up to two values; anything else goes to the function above, which
+// starts over (nothing is written before the room is known; the keys need no names there).
+template <format::EventId kEvent, FixedSizeAttribute... Stored>
+[[gnu::noinline]] Emitted emit_with_interned_numbers(ThreadWriter& writer, Site& site, AttributeKeys& keys,
+                                                     uint64_t ticks, Stored... values) {
+  constexpr size_t kCount = sizeof...(Stored);
+  // enter_trace_point() without its count of a nested event: the function above counts it.
+  if (writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint) [[unlikely]]
+    return emit_typed_attributes_in_group(writer, site, kEvent, keys, nullptr, ticks, values...);
+  writer.state.store(kWritingEvents, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // Inside the trace point: a signal handler's events no longer move `pos` under this check.
+  if (g_generation.load(std::memory_order_relaxed) != writer.generation ||
+      static_cast<size_t>(writer.end - writer.pos) < kTypedGroupBytes<Stored...>) [[unlikely]] {
+    leave_trace_point(writer);
+    return emit_typed_attributes_in_group(writer, site, kEvent, keys, nullptr, ticks, values...);
+  }
+  if (ticks < writer.last_ticks) ticks = writer.last_ticks;  // a thread's times never go back
+  const uint32_t span_site = site.id.load(std::memory_order_relaxed);
+  constexpr auto kBeginId = static_cast<uint32_t>(kEvent);
+  uint8_t* at = format::write_event_header(
+      writer.pos, format::takes_compact_header(kBeginId, ticks - writer.last_ticks), kBeginId, ticks);
+  const format::NamePayload name{span_site};
+  std::memcpy(at, &name, sizeof name);
+  at += sizeof name;
+  size_t k = 0;
+  auto add = [&](auto value) {
+    using Event = TypedAttributeEvent<decltype(value)>;
+    static_assert(static_cast<uint32_t>(Event::id) < format::kExtendedId, "attributes take compact headers");
+    at = format::write_event_header(at, true, static_cast<uint32_t>(Event::id), ticks);
+    // Relaxed: the caller's acquire load saw each id already.
+    const typename Event::Payload payload{span_site, keys.ids[k++].load(std::memory_order_relaxed), value};
+    std::memcpy(at, &payload, sizeof payload);
+    at += sizeof payload;
+  };
+  (add(values), ...);
+  commit_events(writer, site.category_index, at, ticks, 1 + kCount);
+  return Emitted::written;
+}
+
+template <size_t kCount>
+CHRONICLE_INLINE bool keys_interned(const AttributeKeys& keys) {
+  for (size_t i = 0; i < kCount; ++i)
+    if (keys.ids[i].load(std::memory_order_acquire) == 0) return false;
+  return true;
 }
 
 template <typename Pairs, size_t... I>
@@ -266,8 +335,19 @@ CHRONICLE_INLINE Emitted emit_typed_pairs(ThreadWriter& writer, Site& site, form
   static constexpr size_t kCount = sizeof...(I);
   static_assert((std::is_array_v<std::remove_cvref_t<std::tuple_element_t<2 * I, Pairs>>> && ...),
                 "attribute keys are string literals");
+  if constexpr ((FixedSizeAttribute<std::tuple_element_t<2 * I + 1, Pairs>> && ...)) {
+    if (keys_interned<kCount>(keys)) [[likely]] {
+      if (event == format::EventId::span_begin)
+        return emit_with_interned_numbers<format::EventId::span_begin>(writer, site, keys, read_ticks(),
+                                                                       stored_value(std::get<2 * I + 1>(pairs))...);
+      if (event == format::EventId::instant)
+        return emit_with_interned_numbers<format::EventId::instant>(writer, site, keys, read_ticks(),
+                                                                    stored_value(std::get<2 * I + 1>(pairs))...);
+    }
+  }
   const char* const names[kCount] = {std::get<2 * I>(pairs)...};
-  return emit_with_typed_attributes(writer, site, event, keys, names, stored_value(std::get<2 * I + 1>(pairs))...);
+  return emit_typed_attributes_in_group(writer, site, event, keys, names, read_ticks(),
+                                        stored_value(std::get<2 * I + 1>(pairs))...);
 }
 
 template <size_t I, typename... Pairs>
@@ -314,7 +394,7 @@ class ScopedSpanWithArgs {
                     generation);
     }
   }
-  ~ScopedSpanWithArgs() { end_span(site_, begun_); }
+  CHRONICLE_INLINE ~ScopedSpanWithArgs() { end_span(site_, begun_); }
   ScopedSpanWithArgs(const ScopedSpanWithArgs&) = delete;
   ScopedSpanWithArgs& operator=(const ScopedSpanWithArgs&) = delete;
 
@@ -328,14 +408,22 @@ class ScopedSpanWithArgs {
 // (and counted so in the trace).
 inline constexpr size_t kMaxDynamicNames = 4096;
 inline constexpr char kOverflowName[] = "<overflow>";
+// A thread's cached runtime name: one of its table's slots (src/recorder/attributes.cpp).
+struct DynamicNameSlot {
+  const Site* category_site;
+  uint64_t hash;
+  Site* site;
+  size_t length;
+};
 // The site named `name` in the category of `category_site`, interned (past kMaxDynamicNames
-// names, "<overflow>"); cached per thread.
-Site& dynamic_site(Site& category_site, std::string_view name);
+// names, "<overflow>"); cached per thread. `last`: the slot this call site found last on this
+// thread, tried before the name is hashed (a site is mostly given the same few names).
+Site& dynamic_site(Site& category_site, std::string_view name, DynamicNameSlot*& last);
 
 class ScopedDynamicSpan {
  public:
   template <typename Name>
-  CHRONICLE_INLINE ScopedDynamicSpan(Site& category_site, const Name& name) {
+  CHRONICLE_INLINE ScopedDynamicSpan(Site& category_site, DynamicNameSlot*& last, const Name& name) {
     const uint32_t generation = g_generation.load(std::memory_order_acquire);
     if (generation != 0) [[unlikely]] {
       ThreadWriter* writer = writer_for(category_site, generation);
@@ -343,14 +431,14 @@ class ScopedDynamicSpan {
       // Of the category just checked; interned by dynamic_site() unless a signal handler found this
       // thread inside the registry (counted there). Acquire: the site's category index is set
       // before its id is (by whichever thread interned it).
-      Site& site = dynamic_site(category_site, std::string_view(name));
+      Site& site = dynamic_site(category_site, std::string_view(name), last);
       if (site.id.load(std::memory_order_acquire) == 0) [[unlikely]]
         return;
       site_ = &site;
       begun_.record(emit_name_by(writer, site, format::EventId::span_begin), generation);
     }
   }
-  ~ScopedDynamicSpan() {
+  CHRONICLE_INLINE ~ScopedDynamicSpan() {
     if (site_) end_span(*site_, begun_);
   }
   ScopedDynamicSpan(const ScopedDynamicSpan&) = delete;

@@ -233,6 +233,16 @@ class EventGroup {
     return payload;
   }
 
+  // add() for an event the group's room was made for, after an add() that returned non-null: the
+  // group is open and `max_bytes` counted this event (with an extended header), so neither is
+  // checked again. Its header is compact when its id allows (no time passed since the first).
+  CHRONICLE_INLINE uint8_t* add_within_room(uint32_t event_id, size_t payload_size) {
+    uint8_t* payload = format::write_event_header(pos_, event_id < format::kExtendedId, event_id, ticks_);
+    pos_ = payload + payload_size;
+    ++written_;
+    return payload;
+  }
+
   // Publishes what was added and counts what was dropped; the group is done.
   CHRONICLE_INLINE void commit() {
     if (state_ == State::open) [[likely]] {
