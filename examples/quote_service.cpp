@@ -10,6 +10,10 @@
 //   chronicle stats --critical-path handle_request quote-trace
 //   chronicle export --format otlp quote-trace
 //
+// It prints the outcomes, then what the clients measured: requests per second and the latency of
+// a request, send to reply (p50, p99), the figures bench/service_rounds.sh compares traced and
+// untraced.
+//
 // In one process: the server listens on 127.0.0.1 (a port the system chooses), and `clients`
 // client threads send `requests` requests in all, one connection each. A request is a line
 // "<traceparent> quote <id>": request i asks for quote i. Quote i times out when i % 10 == 3 (the
@@ -26,7 +30,10 @@
 #include <chronicle/coro.hpp>
 #include <chronicle/metrics.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -280,6 +287,21 @@ chronicle::task<void> join_all(chronicle::async_scope& requests) {
   co_await requests.join();
 }
 
+// The latency at quantile q (0 < q <= 1) of the sorted latencies: the least value with at least
+// q of them at or below it.
+double quantile_ms(const std::vector<std::chrono::nanoseconds>& sorted, double q) {
+  const size_t rank = static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(sorted.size()))));
+  return std::chrono::duration<double, std::milli>(sorted[std::min(rank, sorted.size()) - 1]).count();
+}
+
+void print_load(std::vector<std::chrono::nanoseconds> latencies, std::chrono::steady_clock::duration elapsed) {
+  std::sort(latencies.begin(), latencies.end());
+  const double seconds = std::chrono::duration<double>(elapsed).count();
+  std::printf("%zu requests in %.3f s: %.1f requests/s; latency p50 %.3f ms, p99 %.3f ms\n", latencies.size(), seconds,
+              static_cast<double>(latencies.size()) / seconds, quantile_ms(latencies, 0.50),
+              quantile_ms(latencies, 0.99));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -305,16 +327,21 @@ int main(int argc, char** argv) {
   });
 
   std::atomic<int> next{0}, ok{0}, unavailable{0}, timed_out{0};
+  std::vector<std::chrono::nanoseconds> latencies(static_cast<size_t>(requests));
   std::vector<std::thread> client_threads;
+  const auto start = std::chrono::steady_clock::now();
   for (int c = 0; c < clients; ++c)
     client_threads.emplace_back([&, c] {
       chronicle::set_thread_name("client-" + std::to_string(c));
       for (int id = next++; id < requests; id = next++) {
+        const auto sent = std::chrono::steady_clock::now();
         const std::string reply = ask(port, id);
+        latencies[static_cast<size_t>(id)] = std::chrono::steady_clock::now() - sent;
         (reply.starts_with("ok ") ? ok : reply == "timeout" ? timed_out : unavailable)++;
       }
     });
   for (std::thread& client : client_threads) client.join();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
 
   chronicle::sync_wait(join_all(in_flight));
   asio::post(network, [&] { server.stop(); });
@@ -322,5 +349,6 @@ int main(int argc, char** argv) {
   audit.close();
   std::printf("%d requests: %d ok, %d unavailable, %d timed out; %zu audit records\n", requests, ok.load(),
               unavailable.load(), timed_out.load(), audit.written());
+  print_load(std::move(latencies), elapsed);
   return ok + unavailable + timed_out == requests ? 0 : 1;
 }
