@@ -5,6 +5,7 @@
 # the heap and pages their sessions left, hence one process each.
 #
 #   BUILD=build-bench bench/tasks_rounds.sh      # the build holding bench/tasks_bench (Release)
+#   RING_MIB=64 bench/tasks_rounds.sh            # traced runs with rings of 64 MiB (default: Config's, 4 MiB)
 #   BEFORE=OLD/bench/tasks_bench bench/tasks_rounds.sh
 #       also an older tasks_bench, run right after this one in each round on the same benchmarks
 #       (those of its names that it has), and what changed from it: the median of the rounds'
