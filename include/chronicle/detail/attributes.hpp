@@ -280,45 +280,27 @@ template <typename... Stored>
 }
 
 // What a span or an instant (kEvent) with number attributes writes nearly every time, once the
-// caller saw its keys interned: its packet has room for the group. Written as an EventGroup
-// writes it (the same bytes), with no call on the way, so with no register to save, and with its
-// arguments in registers for up to two values; anything else goes to the function above, which
-// starts over (nothing is written before the room is known; the keys need no names there).
+// caller saw its keys interned: its packet has room for the group. The group opens with one
+// check and no call (open_if_room), so with no register to save and with its arguments in
+// registers for up to two values; anything else goes to the function above, which starts over
+// (nothing was written; the keys need no names there).
 template <format::EventId kEvent, FixedSizeAttribute... Stored>
 [[gnu::noinline]] Emitted emit_with_interned_numbers(ThreadWriter& writer, Site& site, AttributeKeys& keys,
                                                      uint64_t ticks, Stored... values) {
-  constexpr size_t kCount = sizeof...(Stored);
-  // enter_trace_point() without its count of a nested event: the function above counts it.
-  if (writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint) [[unlikely]]
+  EventGroup<kTypedGroupBytes<Stored...>> group(&writer, site.category_index, ticks);
+  if (!group.open_if_room()) [[unlikely]]
     return emit_typed_attributes_in_group(writer, site, kEvent, keys, nullptr, ticks, values...);
-  writer.state.store(kWritingEvents, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  // Inside the trace point: a signal handler's events no longer move `pos` under this check.
-  if (g_generation.load(std::memory_order_relaxed) != writer.generation ||
-      static_cast<size_t>(writer.end - writer.pos) < kTypedGroupBytes<Stored...>) [[unlikely]] {
-    leave_trace_point(writer);
-    return emit_typed_attributes_in_group(writer, site, kEvent, keys, nullptr, ticks, values...);
-  }
-  if (ticks < writer.last_ticks) ticks = writer.last_ticks;  // a thread's times never go back
   const uint32_t span_site = site.id.load(std::memory_order_relaxed);
-  constexpr auto kBeginId = static_cast<uint32_t>(kEvent);
-  uint8_t* at = format::write_event_header(
-      writer.pos, format::takes_compact_header(kBeginId, ticks - writer.last_ticks), kBeginId, ticks);
   const format::NamePayload name{span_site};
-  std::memcpy(at, &name, sizeof name);
-  at += sizeof name;
+  std::memcpy(group.add_within_room(static_cast<uint32_t>(kEvent), sizeof name), &name, sizeof name);
   size_t k = 0;
   auto add = [&](auto value) {
     using Event = TypedAttributeEvent<decltype(value)>;
-    static_assert(static_cast<uint32_t>(Event::id) < format::kExtendedId, "attributes take compact headers");
-    at = format::write_event_header(at, true, static_cast<uint32_t>(Event::id), ticks);
     // Relaxed: the caller's acquire load saw each id already.
     const typename Event::Payload payload{span_site, keys.ids[k++].load(std::memory_order_relaxed), value};
-    std::memcpy(at, &payload, sizeof payload);
-    at += sizeof payload;
+    std::memcpy(group.add_within_room(static_cast<uint32_t>(Event::id), sizeof payload), &payload, sizeof payload);
   };
   (add(values), ...);
-  commit_events(writer, site.category_index, at, ticks, 1 + kCount);
   return Emitted::written;
 }
 

@@ -233,11 +233,41 @@ class EventGroup {
     return payload;
   }
 
-  // add() for an event the group's room was made for, after an add() that returned non-null: the
-  // group is open and `max_bytes` counted this event (with an extended header), so neither is
-  // checked again. Its header is compact when its id allows (no time passed since the first).
+  // Opens the group only when nothing stands in the way: the thread is outside any trace point,
+  // its session is the current one and its packet has room for `max_bytes`. Otherwise it writes
+  // and counts nothing, leaves the group done, and returns false: the caller starts over with a
+  // group that add()s, whose open() switches packets and counts what it must drop. For writers
+  // that know every event of the group up front (add_within_room only): their common case
+  // without a call.
+  CHRONICLE_INLINE bool open_if_room() {
+    ThreadWriter& writer = *writer_;
+    state_ = State::done;
+    if (writer.state.load(std::memory_order_relaxed) != kOutsideTracePoint) [[unlikely]]
+      return false;
+    writer.state.store(kWritingEvents, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    // Inside the trace point: a signal handler's events no longer move `pos` under this check.
+    if (g_generation.load(std::memory_order_relaxed) != writer.generation ||
+        max_bytes_ > static_cast<size_t>(writer.end - writer.pos)) [[unlikely]] {
+      leave_trace_point(writer);
+      return false;
+    }
+    generation_ = writer.generation;
+    if (ticks_ < writer.last_ticks) ticks_ = writer.last_ticks;  // a thread's times never go back
+    first_compact_ = ticks_ - writer.last_ticks <= format::kCompactTimestampMask;
+    pos_ = writer.pos;
+    room_end_ = pos_ + max_bytes_;
+    state_ = State::open;
+    return true;
+  }
+
+  // add() for an event the group's room was made for, after an add() that returned non-null or
+  // open_if_room() that returned true: the group is open and `max_bytes` counted this event (with
+  // an extended header), so neither is checked again. Its header is compact when its id allows
+  // and, for the group's first event, when the time since the thread's last event does.
   CHRONICLE_INLINE uint8_t* add_within_room(uint32_t event_id, size_t payload_size) {
-    uint8_t* payload = format::write_event_header(pos_, event_id < format::kExtendedId, event_id, ticks_);
+    const bool compact = event_id < format::kExtendedId && (written_ > 0 || first_compact_);
+    uint8_t* payload = format::write_event_header(pos_, compact, event_id, ticks_);
     pos_ = payload + payload_size;
     ++written_;
     return payload;
