@@ -353,6 +353,26 @@ try {
     await page.screenshot({ path: join(artifacts, 'demo-zoomed.png') });
   });
 
+  await step('times have the digits their zoom needs: ruler labels and the window\'s ends differ at 1 us and 200 ns', async () => {
+    const before = await page.evaluate(() => window.chronicleViewer.view());
+    // Near the trace's end, where a time in milliseconds needs six decimals to show nanoseconds.
+    const middle = await page.evaluate(() => Math.floor(window.chronicleViewer.summary().duration * 0.9));
+    assert.ok(middle > 1e6, `the trace lasts past its first millisecond (${middle} ns at 0.9 of it)`);
+    for (const length of [1000, 200]) {
+      await page.evaluate(({ begin, end }) => window.chronicleViewer.setView(begin, end), { begin: middle, end: middle + length });
+      await settled(page);
+      const labels = JSON.parse(await attribute(page, 'rulerLabels'));
+      assert.ok(labels.length >= 3, `the ruler has ticks at a ${length} ns window: ${labels}`);
+      assert.equal(new Set(labels).size, labels.length, `the ruler's labels at a ${length} ns window are distinct: ${labels}`);
+      const status = await page.evaluate(() => document.getElementById('status').textContent);
+      const [from, to] = status.split(' (')[0].split(' … ');
+      assert.notEqual(from, to, `the window's ends print apart: ${status}`);
+    }
+    await page.screenshot({ path: join(artifacts, 'demo-200ns.png') });
+    await page.evaluate(({ begin, end }) => window.chronicleViewer.setView(begin, end), before);
+    await settled(page);
+  });
+
   await step('drag pans, and A/D/W/S keys pan and zoom', async () => {
     const begin = await numberOf(page, 'viewBegin');
     const loaded = await numberOf(page, 'windowsLoaded');

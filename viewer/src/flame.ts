@@ -7,7 +7,8 @@
 // --sample) makes the frames of the samples' call stacks instead, by function, outermost on top,
 // each as wide as its samples.
 import type { Backend, FlameAnswer, FlameMode, FlameSource } from './api';
-import { formatDuration, hideTip, showTip, Tip } from './tooltip';
+import { hideTip, showTip, Tip } from './tooltip';
+import { formatDuration, formatTime } from './time_format';
 import * as hooks from './test_hooks';
 
 const FRAME_HEIGHT = 17;
@@ -125,7 +126,7 @@ export class FlamePane {
     this.shown = { begin, end, label };
     hooks.publishFlameLoading();
     this.open();
-    this.title.textContent = `${label ?? `${formatDuration(begin)} … ${formatDuration(end)}`} · loading…`;
+    this.title.textContent = `${label ?? `${formatTime(begin)} … ${formatTime(end)}`} · loading…`;
     this.samplesLabel.hidden = !this.hasSamples();
     if (this.samplesLabel.hidden) this.source = 'spans';
     const answer = await this.backend.flame(begin, end, this.byThread, this.source, this.mode);
@@ -134,7 +135,7 @@ export class FlamePane {
     this.children = answer.frames.map(() => []);
     answer.frames.forEach(([parent], k) => { if (parent >= 0) this.children[parent].push(k); });
     this.zoom = 0;
-    this.title.textContent = `${label ?? `range ${formatDuration(answer.begin)} … ${formatDuration(answer.end)}`} · ` +
+    this.title.textContent = `${label ?? `range ${formatTime(answer.begin)} … ${formatTime(answer.end)}`} · ` +
       `${this.amount(answer.frames[0][2])}${answer.source === 'samples' ? '' : ` of ${answer.source}` +
         (answer.mode === 'running' ? ' (running time: pieces on threads)' : ' (wall time: begin to end, suspension included)')} in ` +
       `${answer.frames.length - 1 - (answer.threads?.length ?? 0)} call paths` +

@@ -5,6 +5,7 @@ import { ArrowTuple, Backend, CounterBreakdown, HttpBackend, RangeStats, SearchH
 import { EmbeddedTrace, LocalBackend } from './local';
 import { FlamePane } from './flame';
 import * as tips from './tooltip';
+import { formatDuration, formatNumber, formatTime } from './time_format';
 import { readUrlState, writeUrlState } from './url_state';
 import * as hooks from './test_hooks';
 import { CollapsedTask, ShownRows } from './task_rows';
@@ -59,14 +60,6 @@ let critical = new Set<number>();  // the selected task's critical path
 let taskHits: TaskHits = { lines: [], solid: [], toggles: [], arrows: [] };
 // Header controls drawn on the canvas: [x0, x1, y0, y1, what a click does].
 let controls: [number, number, number, number, () => void][] = [];
-
-function formatDuration(ns: number): string {
-  const magnitude = Math.abs(ns);
-  if (magnitude < 1e3) return `${ns.toFixed(0)} ns`;
-  if (magnitude < 1e6) return `${(ns / 1e3).toPrecision(4)} µs`;
-  if (magnitude < 1e9) return `${(ns / 1e6).toPrecision(4)} ms`;
-  return `${(ns / 1e9).toPrecision(5)} s`;
-}
 
 function colourOf(name: string): string {
   let hash = 2166136261;
@@ -381,7 +374,7 @@ function drawCounters(answer: WindowAnswer) {
     context.fillRect(0, y0, width(), LANE_HEADER);
     context.fillStyle = '#333';
     const writers = info.lanes.length > 1 ? `${info.lanes.length} threads` : summary.lanes[info.lane]?.name ?? '';
-    context.fillText(`${info.name} (${writers}) · ${info.min} … ${info.max}`, 4, y0 + LANE_HEADER / 2);
+    context.fillText(`${info.name} (${writers}) · ${formatNumber(info.min)} … ${formatNumber(info.max)}`, 4, y0 + LANE_HEADER / 2);
     hitBoxes.push([0, width(), y0, bottom, { kind: 'counter', index: series.counter }]);
     hover.rect(0, width(), top, bottom, time => tips.counterTip(info.name, series.points, time));
     const range = info.max - info.min || 1;
@@ -441,15 +434,19 @@ function drawRuler() {
   context.strokeStyle = '#999';
   context.fillStyle = '#333';
   context.lineWidth = 1;
-  const step = niceStep(((view.end - view.begin) / w) * 100);
+  // Times are whole nanoseconds: no tick closer than one.
+  const step = Math.max(niceStep(((view.end - view.begin) / w) * 100), 1);
+  const labels: string[] = [];
   context.beginPath();
   for (let t = Math.ceil(view.begin / step) * step; t <= view.end; t += step) {
     const x = Math.round(xOf(t)) + 0.5;
     context.moveTo(x, RULER_HEIGHT - 8);
     context.lineTo(x, RULER_HEIGHT);
-    context.fillText(formatDuration(t), x + 3, 8);
+    labels.push(formatTime(t, step));
+    context.fillText(labels[labels.length - 1], x + 3, 8);
   }
   context.stroke();
+  hooks.publishRulerLabels(labels);
   context.beginPath();
   context.moveTo(0, RULER_HEIGHT - 0.5);
   context.lineTo(w, RULER_HEIGHT - 0.5);
@@ -474,7 +471,8 @@ function publishState() {
   // Not before the link the page was opened with is restored: that would write over it.
   if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
                                     groups: [...tracks.collapsed], subtrees: [...collapsedTasks.keys()] });
-  statusText.textContent = `${formatDuration(view.begin)} … ${formatDuration(view.end)} (${formatDuration(view.end - view.begin)} shown)`;
+  const resolution = niceStep(Math.max((view.end - view.begin) / 1000, 1));
+  statusText.textContent = `${formatTime(view.begin, resolution)} … ${formatTime(view.end, resolution)} (${formatDuration(view.end - view.begin)} shown)`;
 }
 
 function orderedRange(range: View): View {
@@ -518,44 +516,44 @@ function showTask(details: TaskDetails) {
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.display)}</h3>` +
     rows([...((summary.processes?.length ?? 1) > 1 ? [['process', details.group ?? '']] as [string, unknown][] : []),
           ['id', details.id], ['kind', details.task_kind], ['name', details.name], ['label', details.label || '—'],
-          ['created', details.created === null ? 'before the trace' : formatDuration(details.created)],
-          ['resolved', details.resolved === null ? 'never' : formatDuration(details.resolved)],
+          ['created', details.created === null ? 'before the trace' : formatTime(details.created)],
+          ['resolved', details.resolved === null ? 'never' : formatTime(details.resolved)],
           ['duration', formatDuration(details.duration)], ['outcome', details.outcome + (details.outcome_text ? `: ${details.outcome_text}` : '')],
           ['created on', details.thread], ...Object.entries(details.fields).filter(([k]) => k !== 'id' && k !== 'kind').map(readableField)]) +
     (details.attributes && details.attributes.length > 0
       ? `<h3>Attributes</h3>${list(details.attributes.map(escapeHtml))}` : '') +
-    `<h3>Runs</h3>${list(details.runs.map(r => `${escapeHtml(r.thread)}: ${formatDuration(r.begin)} for ${formatDuration(r.end - r.begin)}${r.ended ? '' : ' (never ended)'}`))}` +
+    `<h3>Runs</h3>${list(details.runs.map(r => `${escapeHtml(r.thread)}: ${formatTime(r.begin)} for ${formatDuration(r.end - r.begin)}${r.ended ? '' : ' (never ended)'}`))}` +
     `<h3>Parent</h3><p>${taskLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(c => taskLink(c)), details.children_count)}` +
-    `<h3>Waits on</h3>${list(details.waits_on.map(c => taskLink(c, ` at ${formatDuration(c.time ?? 0)}`)))}` +
-    `<h3>Waited on by</h3>${list(details.waited_by.map(c => taskLink(c, ` at ${formatDuration(c.time ?? 0)}`)))}` +
+    `<h3>Waits on</h3>${list(details.waits_on.map(c => taskLink(c, ` at ${formatTime(c.time ?? 0)}`)))}` +
+    `<h3>Waited on by</h3>${list(details.waited_by.map(c => taskLink(c, ` at ${formatTime(c.time ?? 0)}`)))}` +
     `<h3>Resolved by</h3><p>${taskLink(details.resolved_by)}</p>` +
     `<h3>Resolves</h3>${list(details.resolves.map(c => taskLink(c)))}` +
     `<h3>Critical path</h3><p style="color:#777">${escapeHtml(details.critical_path.method)}</p>` +
-    list(details.critical_path.steps.map((s) => `${(s.contributed / 1e6).toFixed(3)} ms ` + taskLink(s, '', details) +
+    list(details.critical_path.steps.map((s) => `${formatDuration(s.contributed)} ` + taskLink(s, '', details) +
       ` <span class="step-state step-${s.state}">${s.state}</span> ${escapeHtml(s.what)}`)) +
-    `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`), details.notes_count)}`;
+    `<h3>Notes</h3>${list(details.notes.map(n => `${formatTime(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`), details.notes_count)}`;
 }
 
 function showSpan(details: SpanDetails) {
   hooks.publishPanel(panel, 'span');
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(details.name)}</h3>` +
-    rows([['begin', formatDuration(details.begin)], ['end', formatDuration(details.end)],
+    rows([['begin', formatTime(details.begin)], ['end', formatTime(details.end)],
           [details.span && details.span.running_ns !== details.duration ? 'this piece (in one run)' : 'duration', formatDuration(details.duration)],
           ...(details.span ? [['wall (begin to end, suspension included)', formatDuration(details.span.wall_ns)],
                               ['running (its pieces on threads)', formatDuration(details.span.running_ns)],
-                              ['span', `${formatDuration(details.span.begin)} … ${formatDuration(details.span.end)}, began on ${details.span.began_on}`]] as [string, string][] : []),
+                              ['span', `${formatTime(details.span.begin)} … ${formatTime(details.span.end)}, began on ${details.span.began_on}`]] as [string, string][] : []),
           ['thread', details.thread], ...Object.entries(details.fields).map(readableField)]) +
     (details.attributes && details.attributes.length > 0
       ? `<h3>Attributes</h3>${list(details.attributes.map(escapeHtml))}` : '') +
     `<h3>Parent</h3><p>${spanLink(details.parent)}</p>` +
     `<h3>Children</h3>${list(details.children.map(spanLink), details.children_count)}` +
-    `<h3>Notes</h3>${list(details.notes.map(n => `${formatDuration(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`))}`;
+    `<h3>Notes</h3>${list(details.notes.map(n => `${formatTime(n.time)} ${escapeHtml(n.type)}: ${escapeHtml(n.text)}`))}`;
 }
 
 function showStats(stats: RangeStats) {
   hooks.publishPanel(panel, 'stats');
-  panel.innerHTML = `<h3 id="details-title">Range ${formatDuration(stats.begin)} … ${formatDuration(stats.end)}</h3>` +
+  panel.innerHTML = `<h3 id="details-title">Range ${formatTime(stats.begin)} … ${formatTime(stats.end)}</h3>` +
     rows([['length', formatDuration(stats.end - stats.begin)], ['tasks alive', stats.tasks.overlapping], ['created', stats.tasks.created],
           ['resolved', stats.tasks.resolved], ['failed', stats.tasks.failed], ['cancelled', stats.tasks.cancelled]]) +
     `<h3>Threads</h3>${list(stats.lanes.map(l => `${escapeHtml(l.name)}: ${l.spans} span ${l.spans === 1 ? 'piece' : 'pieces'}, busy (in a span of its own or a task run) ${formatDuration(l.busy_ns)} (${((l.busy_ns / Math.max(stats.end - stats.begin, 1)) * 100).toFixed(1)}%), idle ${formatDuration(l.idle_ns)}${l.blocked_ns || l.runnable_ns ? `, off CPU: blocked ${formatDuration(l.blocked_ns ?? 0)}, waiting for a CPU ${formatDuration(l.runnable_ns ?? 0)}` : ''}${l.samples ? `, ${l.samples.toLocaleString()} samples` : ''}`))}` +
@@ -621,10 +619,10 @@ function showCounter(breakdown: CounterBreakdown) {
   hooks.publishPanel(panel, 'counter', { counterThreads: String(breakdown.threads.length) });
   const added = breakdown.kind === 'counter';
   panel.innerHTML = `<h3 id="details-title">${escapeHtml(info.name)}</h3>` +
-    rows([['kind', info.kind], ['min', info.min], ['max', info.max], ['samples', info.samples.toLocaleString()]]) +
-    `<h3>By thread, ${formatDuration(breakdown.begin)} … ${formatDuration(breakdown.end)}</h3>` +
-    list(breakdown.threads.map(t => `${escapeHtml(t.name)} (${t.thread_id}): ${t.samples} samples` +
-      (t.samples ? (added ? `, added ${t.added}` : `, ${t.min} … ${t.max}, last ${t.last}`) : '')));
+    rows([['kind', info.kind], ['min', formatNumber(info.min)], ['max', formatNumber(info.max)], ['samples', formatNumber(info.samples)]]) +
+    `<h3>By thread, ${formatTime(breakdown.begin)} … ${formatTime(breakdown.end)}</h3>` +
+    list(breakdown.threads.map(t => `${escapeHtml(t.name)} (${t.thread_id}): ${formatNumber(t.samples)} samples` +
+      (t.samples ? (added ? `, added ${formatNumber(t.added)}` : `, ${formatNumber(t.min)} … ${formatNumber(t.max)}, last ${formatNumber(t.last)}`) : '')));
 }
 
 function revealRange(begin: number, end: number, y: number) {

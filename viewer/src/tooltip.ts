@@ -3,6 +3,7 @@
 // drawn item's place with a function that describes it; the description is built only when the
 // pointer is over the item.
 import { publishTip } from './test_hooks';
+import { formatDuration, formatNumber, formatTime } from './time_format';
 
 export interface Tip {
   kind: string;   // span, block, run, run-block, task, arrow, message, counter, idle, off-cpu, frame
@@ -91,26 +92,18 @@ export function hideTip() {
   if (element) { element.hidden = true; publishTip(element, null); }
 }
 
-export function formatDuration(ns: number): string {
-  const magnitude = Math.abs(ns);
-  if (magnitude < 1e3) return `${ns.toFixed(0)} ns`;
-  if (magnitude < 1e6) return `${(ns / 1e3).toPrecision(4)} µs`;
-  if (magnitude < 1e9) return `${(ns / 1e6).toPrecision(4)} ms`;
-  return `${(ns / 1e9).toPrecision(5)} s`;
-}
-
 // ---- descriptions of what the timeline draws ----
 
 const STATES = ['ok', 'failed', 'cancelled', 'unresolved'];
 
 export function spanTip(name: string, begin: number, end: number, depth: number, thread: string): Tip {
   // What is drawn is a piece: a task's span has one per run (its details give its wall time).
-  return { kind: 'span', title: name, rows: [['duration (this piece)', formatDuration(end - begin)], ['begin', formatDuration(begin)], ['thread', thread], ['depth', String(depth)]] };
+  return { kind: 'span', title: name, rows: [['duration (this piece)', formatDuration(end - begin)], ['begin', formatTime(begin)], ['thread', thread], ['depth', String(depth)]] };
 }
 
 export function spanBlockTip(begin: number, end: number, count: number, depth: number): Tip {
   return { kind: 'block', title: `${count.toLocaleString()} ${count === 1 ? 'span' : 'spans'} merged`,
-           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
+           rows: [['from', formatTime(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
 }
 
 // A thread off its CPU (recorded with --sched): state 1 runnable (preempted), 2 blocked, -1 merged.
@@ -118,53 +111,53 @@ export function offCpuTip(begin: number, end: number, count: number, state: numb
   const what = state === 2 ? 'blocked (waiting for something: sleep, I/O, a lock)'
     : state === 1 ? 'runnable, waiting for a CPU (preempted)' : 'off CPU, blocked and waiting for a CPU';
   return { kind: 'off-cpu', title: count > 1 ? `${what}, ${count} stretches merged` : what,
-           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
+           rows: [['from', formatTime(begin)], ['for', formatDuration(end - begin)]] };
 }
 
 // Stack samples on a lane: `count` of them from `first` to `last`.
 export function samplesTip(first: number, last: number, count: number): Tip {
   return { kind: 'samples', title: count > 1 ? `${count.toLocaleString()} stack samples` : 'a stack sample',
-           rows: count > 1 ? [['from', formatDuration(first)], ['to', formatDuration(last)], ['flame graph', 'shift+drag, then "samples"']]
-             : [['at', formatDuration(first)], ['flame graph', 'shift+drag, then "samples"']] };
+           rows: count > 1 ? [['from', formatTime(first)], ['to', formatTime(last)], ['flame graph', 'shift+drag, then "samples"']]
+             : [['at', formatTime(first)], ['flame graph', 'shift+drag, then "samples"']] };
 }
 
 export function idleTip(begin: number, end: number, count: number): Tip {
   return { kind: 'idle', title: count > 1 ? `idle (${count} periods merged)` : 'idle (loop suspended)',
-           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)]] };
+           rows: [['from', formatTime(begin)], ['for', formatDuration(end - begin)]] };
 }
 
 // A task's line in the tasks group; `run`: the part of it under the pointer where it ran (runs
 // less than a pixel apart are drawn, and told, as one).
 export function taskTip(name: string, kind: string, begin: number, end: number, state: number, descendants: number, run?: [number, number]): Tip {
-  const rows: [string, string][] = [['kind', kind], ['outcome', STATES[state] ?? '?'], ['created', formatDuration(begin)], ['lasted', formatDuration(end - begin)]];
+  const rows: [string, string][] = [['kind', kind], ['outcome', STATES[state] ?? '?'], ['created', formatTime(begin)], ['lasted', formatDuration(end - begin)]];
   if (descendants > 0) rows.push(['subtree', `${descendants.toLocaleString()} ${descendants === 1 ? 'task' : 'tasks'}`]);
-  if (run) rows.push(['running', `${formatDuration(run[0])} for ${formatDuration(run[1] - run[0])}`]);
+  if (run) rows.push(['running', `${formatTime(run[0])} for ${formatDuration(run[1] - run[0])}`]);
   return { kind: 'task', title: name || 'task', rows };
 }
 
 // A task's run in a thread lane.
 export function runTip(name: string, kind: string, begin: number, end: number, thread: string, depth: number): Tip {
-  return { kind: 'run', title: name || 'task', rows: [['ran', formatDuration(end - begin)], ['from', formatDuration(begin)], ['task kind', kind],
+  return { kind: 'run', title: name || 'task', rows: [['ran', formatDuration(end - begin)], ['from', formatTime(begin)], ['task kind', kind],
                                                       ['thread', thread], ...(depth > 0 ? [['inside', `${depth} other ${depth === 1 ? 'run' : 'runs'}`] as [string, string]] : [])] };
 }
 
 export function runBlockTip(begin: number, end: number, count: number, depth: number): Tip {
   return { kind: 'run-block', title: `${count.toLocaleString()} task ${count === 1 ? 'run' : 'runs'} merged`,
-           rows: [['from', formatDuration(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
+           rows: [['from', formatTime(begin)], ['for', formatDuration(end - begin)], ['depth', String(depth)], ['', 'zoom in to see them apart']] };
 }
 
 const ARROW_VERBS = ['waits on', 'resolved', 'created'];
 
 export function arrowTip(kind: number, from: string, to: string, fromTime: number, toTime: number, merged: number): Tip {
-  const times: [string, string][] = kind === 2 ? [['at', formatDuration(fromTime)]]
-    : [['at', formatDuration(fromTime)], ['to', formatDuration(toTime)], ['after', formatDuration(toTime - fromTime)]];
+  const times: [string, string][] = kind === 2 ? [['at', formatTime(fromTime)]]
+    : [['at', formatTime(fromTime)], ['to', formatTime(toTime)], ['after', formatDuration(toTime - fromTime)]];
   return { kind: 'arrow', title: `${from} ${ARROW_VERBS[kind] ?? '→'} ${to}`,
            rows: [...times, ...(merged > 1 ? [['merged', `${merged} arrows drawn here`] as [string, string]] : [])] };
 }
 
 export function messageTip(from: string, to: string, sent: number, received: number, merged: number): Tip {
   return { kind: 'message', title: `message ${from} → ${to}`,
-           rows: [['sent', formatDuration(sent)], ['received', formatDuration(received)], ['in flight', formatDuration(received - sent)],
+           rows: [['sent', formatTime(sent)], ['received', formatTime(received)], ['in flight', formatDuration(received - sent)],
                   ...(merged > 1 ? [['merged', `${merged} messages drawn here`] as [string, string]] : [])] };
 }
 
@@ -174,8 +167,8 @@ export function counterTip(name: string, points: [number, number, number, number
   let low = 0, high = points.length;
   while (low < high) { const mid = (low + high) >> 1; if (points[mid][0] <= time) low = mid + 1; else high = mid; }
   const point = points[low - 1];
-  if (!point) return { kind: 'counter', title: name, rows: [['at', formatDuration(time)], ['value', 'no sample yet']] };
-  const rows: [string, string][] = [['at', formatDuration(time)], ['value', String(point[3])]];
-  if (point[1] !== point[2]) rows.push(['range here', `${point[1]} … ${point[2]}`]);
+  if (!point) return { kind: 'counter', title: name, rows: [['at', formatTime(time)], ['value', 'no sample yet']] };
+  const rows: [string, string][] = [['at', formatTime(time)], ['value', formatNumber(point[3])]];
+  if (point[1] !== point[2]) rows.push(['range here', `${formatNumber(point[1])} … ${formatNumber(point[2])}`]);
   return { kind: 'counter', title: name, rows };
 }
