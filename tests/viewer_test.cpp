@@ -489,8 +489,14 @@ TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {
   for (const auto& step : steps) through_part |= step["display"] == "part";
   EXPECT_TRUE(through_part);
 
-  const auto spans = index_->search("demo/parse", 5);
+  uint64_t total = 0;
+  const auto spans = index_->search("demo/parse", 5, &total);
   ASSERT_EQ(spans.size(), 5u);
+  // Counted past the limit: as many as a search with no limit lists.
+  const auto every = index_->search("demo/parse", SIZE_MAX);
+  EXPECT_GT(every.size(), 5u);
+  EXPECT_EQ(total, every.size());
+  EXPECT_EQ(viewer::search_json(*index_, "demo/parse", 5)["total"], every.size());
   const nlohmann::json parse = viewer::span_details_json(*index_, spans[0].lane, spans[0].depth, spans[0].index);
   EXPECT_EQ(parse["name"], "demo/parse");
   EXPECT_EQ(parse["parent"]["name"], "demo/prepare");

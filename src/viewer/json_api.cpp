@@ -536,7 +536,8 @@ json embedded_tasks_json(const TimelineIndex& index) {
 
 json search_json(const TimelineIndex& index, const std::string& text, size_t limit) {
   json hits = json::array();
-  for (const SearchHit& hit : index.search(text, limit)) {
+  uint64_t total = 0;
+  for (const SearchHit& hit : index.search(text, limit, &total)) {
     if (hit.kind == SearchHit::Kind::task) {
       json ref = task_ref(index, hit.task);
       ref["kind"] = "task";
@@ -549,7 +550,7 @@ json search_json(const TimelineIndex& index, const std::string& text, size_t lim
       hits.push_back(std::move(ref));
     }
   }
-  return {{"query", text}, {"hits", std::move(hits)}};
+  return {{"query", text}, {"hits", std::move(hits)}, {"total", total}};
 }
 
 json counter_json(const TimelineIndex& index, uint32_t counter, uint64_t begin, uint64_t end) {

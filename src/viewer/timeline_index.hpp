@@ -469,8 +469,9 @@ class TimelineIndex {
                 double min_pixels = kMinPixels) const;
 
   // Tasks whose label or name, and spans whose name or one of whose attributes, contain `text`
-  // (case-insensitive).
-  std::vector<SearchHit> search(const std::string& text, size_t limit) const;
+  // (case-insensitive): the first `limit`. With `total`, every match is counted into it, those
+  // past the limit included.
+  std::vector<SearchHit> search(const std::string& text, size_t limit, uint64_t* total = nullptr) const;
   // Whether one of the attributes of the span drawn at (lane, depth, index) contains `needle`,
   // which is in lower case (fold_case).
   bool span_attribute_contains(uint32_t lane, uint32_t depth, uint32_t index, const std::string& needle) const;

@@ -404,17 +404,25 @@ std::vector<CounterShare> TimelineIndex::counter_breakdown(uint32_t counter, uin
   return shares;
 }
 
-std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit) const {
+std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t limit, uint64_t* total) const {
   std::vector<SearchHit> hits;
+  uint64_t matched = 0;
+  // Past the limit the scan goes on only to count.
+  const auto wanted = [&] { return hits.size() < limit || total != nullptr; };
+  const auto finish = [&] {
+    if (total) *total = matched;
+    return std::move(hits);
+  };
   const std::string needle = fold_case(text);
-  if (needle.empty()) return hits;
-  for (uint32_t k = 0; k < task_lines_.size() && hits.size() < limit; ++k) {
+  if (needle.empty()) return finish();
+  for (uint32_t k = 0; k < task_lines_.size() && wanted(); ++k) {
     const bool by_name = contains_folded(task_label(k), needle) || contains_folded(task_name(k), needle);
     std::optional<size_t> by_attribute;  // the first of its own attributes that matches
     if (!by_name)
       for (auto [a, last] = task_attributes_of(k); a < last && !by_attribute; ++a)
         if (contains_folded(task_attribute_texts_[a], needle)) by_attribute = a;
     if (!by_name && !by_attribute) continue;
+    if (++matched > limit) continue;
     SearchHit hit;
     hit.kind = SearchHit::Kind::task;
     hit.task = k;
@@ -436,18 +444,19 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
   const WholeSpans& whole = whole_spans_;
   for (uint32_t a = 0; a < std::min(whole.attribute_spans.size(), whole.attribute_texts.size()); ++a)
     if (contains_folded(whole.attribute_texts[a], needle)) text_of_span.emplace(whole.attribute_spans[a], a);
-  if (!any_site && text_of_span.empty()) return hits;
-  for (uint32_t lane = 0; lane < lanes_.size() && hits.size() < limit; ++lane)
-    for (uint32_t depth = 0; depth < lanes_[lane].depths.size() && hits.size() < limit; ++depth) {
+  if (!any_site && text_of_span.empty()) return finish();
+  for (uint32_t lane = 0; lane < lanes_.size() && wanted(); ++lane)
+    for (uint32_t depth = 0; depth < lanes_[lane].depths.size() && wanted(); ++depth) {
       const IntervalRow& row = lanes_[lane].depths[depth];
       const Column<uint32_t>* spans =
           depth < lanes_[lane].depth_spans.size() ? &lanes_[lane].depth_spans[depth] : nullptr;
-      for (uint32_t k = 0; k < row.size() && hits.size() < limit; ++k) {
+      for (uint32_t k = 0; k < row.size() && wanted(); ++k) {
         const bool by_name = row.items[k] < site_matches.size() && site_matches[row.items[k]];
         uint32_t text = kNoText;
         if (!by_name && spans && k < spans->size())
           if (const auto found = text_of_span.find((*spans)[k]); found != text_of_span.end()) text = found->second;
         if (!by_name && text == kNoText) continue;
+        if (++matched > limit) continue;
         SearchHit hit;
         hit.kind = SearchHit::Kind::span;
         hit.lane = lane;
@@ -460,7 +469,7 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
         hits.push_back(std::move(hit));
       }
     }
-  return hits;
+  return finish();
 }
 
 bool TimelineIndex::span_attribute_contains(uint32_t lane, uint32_t depth, uint32_t index,

@@ -595,6 +595,55 @@ try {
     await page.waitForFunction(() => document.body.dataset.spansMatched === '0');
   });
 
+  await step('search counts every match, past the ones it lists', async () => {
+    const every = await page.evaluate(async () => (await (await fetch('api/search?q=demo%2Fparse&limit=500')).json()).hits.length);
+    assert.ok(every > 100 && every < 500, `the demo has more parse spans than a search lists (${every})`);
+    await page.fill('#search', 'demo/parse');
+    await page.press('#search', 'Enter');
+    await page.waitForFunction(() => /for “demo\/parse”/.test(document.querySelector('#panel h3')?.textContent ?? ''));
+    const title = await page.evaluate(() => document.querySelector('#panel h3').textContent);
+    assert.equal(title, `${every.toLocaleString('en-US')} matches for “demo/parse”, the first 100 listed`);
+    await page.fill('#search', '');
+    await page.press('#search', 'Enter');
+  });
+
+  await step('Esc clears the selection and the details panel', async () => {
+    await page.fill('#search', 'job 2.77');
+    await page.press('#search', 'Enter');
+    await page.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 2.77');
+    await page.locator('#timeline').focus();
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => window.chronicleViewer.selection() === null);
+    const panel = await page.evaluate(() => ({ text: document.getElementById('panel').textContent, task: document.getElementById('panel').dataset.task }));
+    assert.match(panel.text, /^Click a span or a task for its details/, `the panel is cleared: ${panel.text.slice(0, 80)}`);
+    assert.equal(panel.task, undefined, 'the panel names no task');
+    await page.fill('#search', '');
+  });
+
+  await step('shift+wheel scrolls the lanes, and a fragment edited in the open tab moves the view', async () => {
+    const before = await page.evaluate(() => window.chronicleViewer.view());
+    await page.evaluate(() => { document.getElementById('scroller').scrollTop = 0; });
+    await page.mouse.move(box.x + 400, box.y + 150);
+    await page.keyboard.down('Shift');
+    await page.mouse.wheel(0, 300);
+    await page.keyboard.up('Shift');
+    await page.waitForFunction(() => document.getElementById('scroller').scrollTop > 0);
+    const after = await page.evaluate(() => window.chronicleViewer.view());
+    assert.deepEqual(after, before, 'shift+wheel does not zoom');
+    await page.evaluate(() => { document.getElementById('scroller').scrollTop = 0; });
+
+    const duration = await page.evaluate(() => window.chronicleViewer.summary().duration);
+    const wanted = { begin: Math.round(duration * 0.25), end: Math.round(duration * 0.5) };
+    await page.evaluate(({ begin, end }) => { location.hash = `#t0=${begin}&t1=${end}`; }, wanted);
+    await page.waitForFunction(({ begin, end }) => {
+      const view = window.chronicleViewer.view();
+      return Math.abs(view.begin - begin) < 1 && Math.abs(view.end - end) < 1;
+    }, wanted);
+    await settled(page);
+    await page.evaluate(({ begin, end }) => window.chronicleViewer.setView(begin, end), before);
+    await settled(page);
+  });
+
   await step('shift+drag gives the stats of a range', async () => {
     await page.keyboard.down('Shift');
     await page.mouse.move(box.x + 300, box.y + 100);

@@ -93,6 +93,9 @@ export interface RangeStats {
   tasks: { overlapping: number; created: number; resolved: number; failed: number; cancelled: number };
 }
 
+// The first hits (at most 100 unless asked) and how many matched in all.
+export interface SearchAnswer { query: string; hits: SearchHit[]; total: number }
+
 // The flame graph of the spans in a range (src/analysis/flame_graph.hpp): frames depth-first,
 // each [parent (-1: the root), name (index into `names`, -1: the root), total ns, self ns, count],
 // a frame's children largest first. `source`: what was aggregated, "spans", or "samples" (the call
@@ -123,7 +126,7 @@ export interface Backend {
   window(begin: number, end: number, width: number, rows?: TaskRows, match?: string): Promise<WindowAnswer>;
   span(lane: number, depth: number, index: number): Promise<SpanDetails>;
   task(index: number): Promise<TaskDetails>;
-  search(text: string): Promise<{ query: string; hits: SearchHit[] }>;
+  search(text: string): Promise<SearchAnswer>;
   stats(begin: number, end: number): Promise<RangeStats>;
   flame(begin: number, end: number, byThread?: boolean, source?: FlameSource, mode?: FlameMode): Promise<FlameAnswer>;
   counter(index: number, begin: number, end: number): Promise<CounterBreakdown>;
@@ -146,7 +149,7 @@ export class HttpBackend implements Backend {
   }
   span(lane: number, depth: number, index: number) { return getJson<SpanDetails>(`api/span?lane=${lane}&depth=${depth}&index=${index}`); }
   task(index: number) { return getJson<TaskDetails>(`api/task?index=${index}`); }
-  search(text: string) { return getJson<{ query: string; hits: SearchHit[] }>(`api/search?q=${encodeURIComponent(text)}`); }
+  search(text: string) { return getJson<SearchAnswer>(`api/search?q=${encodeURIComponent(text)}`); }
   stats(begin: number, end: number) { return getJson<RangeStats>(`api/stats?begin=${Math.floor(begin)}&end=${Math.ceil(end)}`); }
   flame(begin: number, end: number, byThread = false, source: FlameSource = 'spans', mode: FlameMode = 'wall') {
     return getJson<FlameAnswer>(`api/flame?begin=${Math.floor(begin)}&end=${Math.ceil(end)}${byThread ? '&by=thread' : ''}` +

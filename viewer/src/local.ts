@@ -293,21 +293,22 @@ export class LocalBackend implements Backend {
   async search(text: string) {
     const needle = text.toLowerCase();
     const hits: SearchHit[] = [];
+    let total = 0;  // every match, those past the first 100 included
+    const found = (hit: () => SearchHit) => { if (total++ < 100) hits.push(hit()); };
     this.trace.tasks.lines.forEach((t, k) => {
       const display = this.display(k);
-      if (hits.length >= 100) return;
       if (display.toLowerCase().includes(needle) || this.text(t[5]).toLowerCase().includes(needle)) {
-        hits.push({ kind: 'task', text: display, ...this.taskRef(k) });
+        found(() => ({ kind: 'task', text: display, ...this.taskRef(k) }));
         return;
       }
       const attribute = (this.trace.tasks.facts[k][14] ?? []).map(a => this.text(a)).find(a => a.toLowerCase().includes(needle));
-      if (attribute !== undefined) hits.push({ kind: 'task', text: `${display} (${attribute})`, ...this.taskRef(k) });
+      if (attribute !== undefined) found(() => ({ kind: 'task', text: `${display} (${attribute})`, ...this.taskRef(k) }));
     });
     this.trace.lanes.forEach((lane, l) => lane.depths.forEach((row, depth) => row.forEach((s, k) => {
       const name = this.trace.names[s[2]] ?? '';
-      if (hits.length < 100 && name.toLowerCase().includes(needle)) hits.push({ kind: 'span', text: name, ...this.spanRef(l, depth, k) });
+      if (name.toLowerCase().includes(needle)) found(() => ({ kind: 'span', text: name, ...this.spanRef(l, depth, k) }));
     })));
-    return { query: text, hits };
+    return { query: text, hits, total };
   }
 
   async flame(from: number, to: number, byThread = false, _source: FlameSource = 'spans', mode: FlameMode = 'wall'): Promise<FlameAnswer> {

@@ -34,6 +34,7 @@ const canvas = document.getElementById('timeline') as HTMLCanvasElement;
 const scroller = document.getElementById('scroller') as HTMLDivElement;
 const spacer = document.getElementById('spacer') as HTMLDivElement;
 const panel = document.getElementById('panel') as HTMLDivElement;
+const panelHint = panel.innerHTML;  // what the panel says with nothing selected
 const statusText = document.getElementById('status') as HTMLSpanElement;
 const searchBox = document.getElementById('search') as HTMLInputElement;
 const onlyMatches = document.getElementById('only-matches') as HTMLInputElement;
@@ -570,6 +571,17 @@ function showRange(range: View) {
   void flame.show(range.begin, range.end);
 }
 
+// Nothing selected, no range: the panel says how to select again.
+function clearSelection() {
+  selection = null;
+  critical = new Set();
+  rangeSelection = null;
+  for (const key of Object.keys(panel.dataset)) delete panel.dataset[key];
+  panel.innerHTML = panelHint;
+  hooks.publishPanel(panel, 'none');
+  draw();
+}
+
 async function select(target: Selection, reveal = false, scrollToTask = false) {
   selection = target;
   critical = new Set();
@@ -649,13 +661,20 @@ async function search(text: string) {
   const link = (hit: SearchHit) => hit.kind === 'task'
     ? taskLink(hit)
     : spanLink(hit);
-  panel.innerHTML = `<h3 id="details-title">${answer.hits.length} matches for “${escapeHtml(text)}”</h3>${list(answer.hits.map(link))}`;
+  const found = matchesTitle(answer.total, answer.hits.length, text);
+  panel.innerHTML = `<h3 id="details-title">${found}</h3>${list(answer.hits.map(link))}`;
   const first = answer.hits[0];
   if (!first) return;
   // Jump to the first match and open it.
   if (first.kind === 'task') await select({ kind: 'task', index: first.index }, true);
   else await select({ kind: 'span', lane: first.lane, depth: first.depth, index: first.index }, true);
-  panel.insertAdjacentHTML('afterbegin', `<h3>${answer.hits.length} matches for “${escapeHtml(text)}”</h3>${list(answer.hits.slice(0, 20).map(link), answer.hits.length)}<hr>`);
+  panel.insertAdjacentHTML('afterbegin', `<h3>${found}</h3>${list(answer.hits.slice(0, 20).map(link), answer.hits.length)}<hr>`);
+}
+
+// "111 matches for “x”, the first 100 listed": the count is exact, the list may be cut.
+function matchesTitle(total: number, listed: number, text: string) {
+  const counted = `${formatNumber(total)} ${total === 1 ? 'match' : 'matches'} for “${escapeHtml(text)}”`;
+  return listed < total ? `${counted}, the first ${formatNumber(listed)} listed` : counted;
 }
 
 onlyMatches.addEventListener('change', () => draw());
@@ -738,11 +757,16 @@ function followArrow(arrow: ArrowTuple) {
   void select({ kind: 'task', index: target }, true);
 }
 
+// The wheel zooms around the pointer; shift+wheel scrolls the lanes and tasks (Chromium turns a
+// shifted wheel into a horizontal one, so either delta is taken); a sideways swipe of a trackpad
+// (horizontal delta, no vertical) pans.
 canvas.addEventListener('wheel', event => {
-  if (event.shiftKey) return;  // shift+wheel scrolls the lanes
   event.preventDefault();
-  const delta = event.deltaMode === 1 ? event.deltaY * 16 : event.deltaY;
-  zoomAround(event.offsetX, Math.exp(delta * 0.002));
+  const scale = event.deltaMode === 1 ? 16 : event.deltaMode === 2 ? scroller.clientHeight : 1;
+  const dx = event.deltaX * scale, dy = event.deltaY * scale;
+  if (event.shiftKey) scroller.scrollTop += dy !== 0 ? dy : dx;
+  else if (dy === 0 && dx !== 0) pan((dx / width()) * (view.end - view.begin));
+  else zoomAround(event.offsetX, Math.exp(dy * 0.002));
 }, { passive: false });
 
 // W/S zoom and A/D pan, as Perfetto and Tracy do; zoom around the pointer when it is over the timeline.
@@ -761,7 +785,7 @@ window.addEventListener('keydown', event => {
   else if (key === 's') zoomAround(anchor, 1.25);
   else if (key === 'a') pan(-(view.end - view.begin) * 0.1);
   else if (key === 'd') pan((view.end - view.begin) * 0.1);
-  else if (key === 'escape') { selection = null; critical = new Set(); rangeSelection = null; draw(); }
+  else if (key === 'escape') clearSelection();
   else return;
   event.preventDefault();
 });
@@ -853,6 +877,23 @@ async function restoreFromUrl() {
   if (state.selection) void select(state.selection, false, true).catch(() => { selection = null; draw(); });
   linkRestored = true;
   draw();
+}
+
+// A fragment edited in the open tab (the page's own rewrites use replaceState, which fires no
+// hashchange) applies at once: what it leaves out is cleared, as a fresh open would have it.
+window.addEventListener('hashchange', () => { void followEditedUrl(); });
+async function followEditedUrl() {
+  const state = readUrlState();
+  tracks.collapsed.clear();
+  collapsedTasks.clear();
+  taskRowCount = summary.task_rows;
+  relayout();
+  restoreCollapsedGroups(state.groups ?? []);
+  await restoreCollapsedSubtrees(state.subtrees ?? []);
+  setView(state.window?.begin ?? 0, state.window?.end ?? Math.max(summary.duration, MIN_ZOOM_NS));
+  clearSelection();
+  if (state.range) showRange(state.range);
+  if (state.selection) void select(state.selection, false, true).catch(() => { selection = null; draw(); });
 }
 
 // Only the keys of groups this trace has (a link may come from another trace, or be mangled).
