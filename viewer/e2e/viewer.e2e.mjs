@@ -256,7 +256,9 @@ try {
     assert.equal(await numberOf(page, 'offCpuDrawn'), 0, 'a trace without --sched has none');
     assert.equal(await numberOf(page, 'samplesDrawn'), 0, 'a trace without --sample has none');
     const directory = join(work, 'sched');
-    execFileSync(chronicle, ['record', '-q', '--sched', '--sample', '-o', directory, '--', timelineDemo, '150', '3'], { stdio: 'inherit' });
+    // The demo takes a few ms of CPU: at the default 999 samples per second of CPU a run got none
+    // (seen under load), so 9,999.
+    execFileSync(chronicle, ['record', '-q', '--sched', '--sample=9999', '-o', directory, '--', timelineDemo, '150', '3'], { stdio: 'inherit' });
     const schedPage = await browser.newPage();
     schedPage.setDefaultTimeout(60000);
     await schedPage.goto(await serve(directory));
@@ -552,15 +554,25 @@ try {
     await settled(page);
     const back = await tops();
     assert.ok(back['process:0/tasks'] < back['process:0/counters'], 'and back below them');
-    // A counter is one track per name; a click on it breaks it down by the threads that wrote it.
+    // chronicle's own counters are a group of their own, collapsed on opening: the program's
+    // counters are drawn, not the monitor's, until its header is clicked.
     const summary = await page.evaluate(() => window.chronicleViewer.summary());
-    const counterTop = await page.evaluate(() => window.chronicleViewer.layout().counterTop[0]);
+    const own = summary.counters.filter(c => c.name.startsWith('chronicle/')).length;
+    assert.ok(own > 0 && own < summary.counters.length, `the demo has both kinds of counters (${own} of ${summary.counters.length} are chronicle's)`);
+    const monitor = (await page.evaluate(() => window.chronicleViewer.layout().headers)).find(h => h.key === 'process:0/monitor');
+    assert.ok(monitor?.collapsed, 'chronicle\'s own counters start collapsed');
+    assert.equal(await numberOf(page, 'countersDrawn'), summary.counters.length - own, 'only the program\'s counters are drawn');
+    await clickHeader('process:0/monitor');
+    assert.equal(await numberOf(page, 'countersDrawn'), summary.counters.length, 'opened, every counter is drawn');
+    await clickHeader('process:0/monitor');
+    // A counter is one track per name; a click on it breaks it down by the threads that wrote it.
+    const first = summary.counters.findIndex(c => !c.name.startsWith('chronicle/'));
+    const counterTop = await page.evaluate(k => window.chronicleViewer.layout().counterTop[k], first);
     assert.equal(new Set(summary.counters.map(c => c.name)).size, summary.counters.length, 'one track per counter name');
-    assert.equal(await numberOf(page, 'countersDrawn'), summary.counters.length);
     await page.mouse.click(box.x + 300, box.y + counterTop + 30);
     await page.waitForFunction(() => document.getElementById('panel').dataset.kind === 'counter');
-    await page.waitForFunction(() => location.hash.includes('sel=counter:0'));
-    assert.equal(Number(await page.evaluate(() => document.getElementById('panel').dataset.counterThreads)), summary.counters[0].lanes.length,
+    await page.waitForFunction(k => location.hash.includes(`sel=counter:${k}`), first);
+    assert.equal(Number(await page.evaluate(() => document.getElementById('panel').dataset.counterThreads)), summary.counters[first].lanes.length,
                  'the breakdown lists every thread that wrote it');
     await page.screenshot({ path: join(artifacts, 'demo-counter-breakdown.png') });
     await clickHeader('process:0/tasks');
@@ -830,7 +842,8 @@ try {
     // in the middle of this short trace).
     const counter = await hoverAt(() => {
       const viewer = window.chronicleViewer, view = viewer.view(), counters = viewer.summary().counters;
-      const busiest = counters.reduce((best, c, k) => (c.samples > counters[best].samples ? k : best), 0);
+      const program = counters.map((c, k) => k).filter(k => !counters[k].name.startsWith('chronicle/'));  // the others are collapsed
+      const busiest = program.reduce((best, k) => (counters[k].samples > counters[best].samples ? k : best), program[0]);
       return { ...viewer.counterPoint(busiest, (view.begin + view.end) / 2), name: counters[busiest].name };
     });
     await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'counter', counter.name);

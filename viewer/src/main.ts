@@ -11,7 +11,7 @@ import * as hooks from './test_hooks';
 import { CollapsedTask, ShownRows } from './task_rows';
 import { arrowAt, drawTaskRows, TaskHits } from './tasks_view';
 import {
-  computeLayout, COUNTER_TRACK, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
+  computeLayout, COUNTER_TRACK, defaultCollapsed, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
 } from './tracks';
 
 const KIND_COLOURS = ['#9aa5b1', '#5b8def', '#c58af9', '#4fb8a8', '#e7b416', '#ef8354'];  // unknown, coroutine, promise, handler, timer, io
@@ -471,7 +471,7 @@ function publishState() {
   hooks.publishView(view, data, windowsLoaded);
   // Not before the link the page was opened with is restored: that would write over it.
   if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
-                                    groups: [...tracks.collapsed], subtrees: [...collapsedTasks.keys()] });
+                                    groups: [...tracks.collapsed], defaultGroups: defaultCollapsed(summary), subtrees: [...collapsedTasks.keys()] });
   const resolution = niceStep(Math.max((view.end - view.begin) / 1000, 1));
   statusText.textContent = `${formatTime(view.begin, resolution)} … ${formatTime(view.end, resolution)} (${formatDuration(view.end - view.begin)} shown)`;
 }
@@ -870,7 +870,7 @@ hooks.installHook('chronicleFlame', flame.hook());
 // come back; a selected task's row is scrolled to (only the rows on screen are asked for).
 async function restoreFromUrl() {
   const state = readUrlState();
-  restoreCollapsedGroups(state.groups ?? []);
+  restoreCollapsedGroups(state.groups);
   await restoreCollapsedSubtrees(state.subtrees ?? []);
   if (state.window) setView(state.window.begin, state.window.end);
   if (state.range) showRange(state.range);
@@ -884,11 +884,9 @@ async function restoreFromUrl() {
 window.addEventListener('hashchange', () => { void followEditedUrl(); });
 async function followEditedUrl() {
   const state = readUrlState();
-  tracks.collapsed.clear();
   collapsedTasks.clear();
   taskRowCount = summary.task_rows;
-  relayout();
-  restoreCollapsedGroups(state.groups ?? []);
+  restoreCollapsedGroups(state.groups);
   await restoreCollapsedSubtrees(state.subtrees ?? []);
   setView(state.window?.begin ?? 0, state.window?.end ?? Math.max(summary.duration, MIN_ZOOM_NS));
   clearSelection();
@@ -896,12 +894,12 @@ async function followEditedUrl() {
   if (state.selection) void select(state.selection, false, true).catch(() => { selection = null; draw(); });
 }
 
-// Only the keys of groups this trace has (a link may come from another trace, or be mangled).
-function restoreCollapsedGroups(keys: string[]) {
+// The groups a link collapses, all of them (undefined: the trace's defaults); only the keys of
+// groups this trace has (a link may come from another trace, or be mangled).
+function restoreCollapsedGroups(keys: string[] | undefined) {
   const all = computeLayout(summary, { collapsed: new Set(), order: tracks.order }, taskRowCount).headers.map(h => h.key);
-  const known = keys.filter(key => all.includes(key));
-  if (known.length === 0) return;
-  for (const key of known) tracks.collapsed.add(key);
+  tracks.collapsed.clear();
+  for (const key of keys ?? defaultCollapsed(summary)) if (all.includes(key)) tracks.collapsed.add(key);
   relayout();
 }
 

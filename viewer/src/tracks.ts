@@ -1,4 +1,5 @@
-// Tracks in groups: per process (host · process), its threads, its tasks and its counters, each
+// Tracks in groups: per process (host · process), its threads, its tasks, its counters and
+// chronicle's own counters (the monitor's: `chronicle/...`, collapsed on opening), each
 // group under a header that collapses it on a click and moves it up or down among its process's
 // groups (▲ ▼ on the header). The tasks group comes right after the threads, before the
 // counters, unless moved. Each process's tasks are a run of the task rows (tree order within
@@ -13,7 +14,10 @@ export const COUNTER_TRACK = 40;
 export const TASK_ROW = 14;
 export const SECTION_GAP = 6;
 
-export type SectionKind = 'threads' | 'tasks' | 'counters';
+export type SectionKind = 'threads' | 'tasks' | 'counters' | 'monitor';
+
+// chronicle's own counters (events, bytes, losses, its CPU): a group apart from the program's.
+export const isMonitorCounter = (name: string) => name.startsWith('chronicle/');
 
 export interface Header {
   key: string;             // "process:N" or "process:N/threads" ...: what collapsed/moved refer to
@@ -47,14 +51,14 @@ export function laneHeight(summary: Summary, lane: number) {
 // The processes in the order their lanes come, with their lanes, counters and tasks (as
 // summary.processes has them; without it, all the tasks are the first process's).
 export function processes(summary: Summary) {
-  const out: { name: string; lanes: number[]; counters: number[]; tasks: number; firstTask: number }[] = [];
+  const out: { name: string; lanes: number[]; counters: number[]; monitor: number[]; tasks: number; firstTask: number }[] = [];
   const byName = new Map<string, number>();
   summary.lanes.forEach((lane, k) => {
     const name = lane.group ?? '';
-    if (!byName.has(name)) { byName.set(name, out.length); out.push({ name, lanes: [], counters: [], tasks: 0, firstTask: 0 }); }
+    if (!byName.has(name)) { byName.set(name, out.length); out.push({ name, lanes: [], counters: [], monitor: [], tasks: 0, firstTask: 0 }); }
     out[byName.get(name)!].lanes.push(k);
   });
-  if (out.length === 0) out.push({ name: '', lanes: [], counters: [], tasks: 0, firstTask: 0 });
+  if (out.length === 0) out.push({ name: '', lanes: [], counters: [], monitor: [], tasks: 0, firstTask: 0 });
   if (summary.processes) {
     for (const process of summary.processes) {
       const found = out[byName.get(process.group) ?? -1];
@@ -65,13 +69,18 @@ export function processes(summary: Summary) {
   }
   summary.counters.forEach((counter, k) => {
     const process = byName.get(summary.lanes[counter.lane]?.group ?? '') ?? 0;
-    out[process]?.counters.push(k);
+    (isMonitorCounter(counter.name) ? out[process]?.monitor : out[process]?.counters)?.push(k);
   });
   return out;
 }
 
 export function sectionOrder(state: TrackState, process: number): SectionKind[] {
-  return state.order.get(process) ?? ['threads', 'tasks', 'counters'];
+  return state.order.get(process) ?? ['threads', 'tasks', 'counters', 'monitor'];
+}
+
+// The groups collapsed when a trace opens: each process's monitor counters.
+export function defaultCollapsed(summary: Summary): string[] {
+  return processes(summary).flatMap((process, p) => (process.monitor.length > 0 ? [`process:${p}/monitor`] : []));
 }
 
 export function moveSection(state: TrackState, process: number, section: SectionKind, by: -1 | 1) {
@@ -105,13 +114,14 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       if (processCollapsed) return;
     }
     const sections = sectionOrder(state, p).filter(kind =>
-      kind === 'threads' ? process.lanes.length > 0 : kind === 'tasks' ? process.tasks > 0 : process.counters.length > 0);
+      kind === 'threads' ? process.lanes.length > 0 : kind === 'tasks' ? process.tasks > 0 : process[kind].length > 0);
     sections.forEach((kind, k) => {
       const key = `${processKey}/${kind}`;
       const collapsed = state.collapsed.has(key);
       const label = kind === 'threads' ? `threads · ${process.lanes.length}`
         : kind === 'tasks' ? `tasks · ${process.tasks.toLocaleString()} in tree order · arrows: created (grey), waits (blue), resolutions (green)`
-        : `counters · ${process.counters.length}`;
+        : kind === 'counters' ? `counters · ${process.counters.length}`
+        : `chronicle's own counters · ${process.monitor.length}`;
       layout.headers.push({ key, top: y, label, collapsed, level: 1, up: k > 0, down: k + 1 < sections.length });
       y += LANE_HEADER;
       if (collapsed) return;
@@ -122,7 +132,7 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
         layout.taskGroups.push({ process: p, first, last, top: y });
         y += (last - first) * TASK_ROW + SECTION_GAP;
       } else {
-        for (const counter of process.counters) { layout.counterTop[counter] = y; y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP; }
+        for (const counter of process[kind]) { layout.counterTop[counter] = y; y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP; }
       }
     });
   });

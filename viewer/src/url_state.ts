@@ -1,8 +1,9 @@
 // The URL holds what is shown, so that a view can be shared as a link:
 //   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX | sel=counter:INDEX &r0=BEGIN&r1=END
-//    &cg=0/threads,1&ct=12,40
+//    &cg=0/threads,1,0/monitor&ct=12,40
 // (ns since the trace's first event: the window, the selected item, the selected range; the
-// collapsed track groups, their keys without "process:", and the collapsed task subtrees, by
+// collapsed track groups, their keys without "process:", all of them: without `cg` a trace opens
+// with its default ones collapsed, chronicle's own counters; and the collapsed task subtrees, by
 // task index). A link may be stale or mangled: what cannot be read is left out, never thrown.
 // Opening such a link restores them; moving about rewrites the fragment in place
 // (history.replaceState: the back button is not filled with every frame).
@@ -16,6 +17,7 @@ export interface UrlState {
   selection?: SelectionRef;
   range?: { begin: number; end: number };
   groups?: string[];    // collapsed track groups, as tracks.ts keys them ("process:0/threads")
+  defaultGroups?: string[];  // those collapsed on opening: an empty `cg` is written when they are open
   subtrees?: number[];  // task indexes whose subtrees are collapsed
 }
 
@@ -44,7 +46,7 @@ function pair(fields: URLSearchParams, first: string, second: string) {
   return { begin, end };
 }
 
-const GROUP_KEY = /^\d+(\/(threads|tasks|counters))?$/;
+const GROUP_KEY = /^\d+(\/(threads|tasks|counters|monitor))?$/;
 
 // "0/threads,1" -> ["process:0/threads", "process:1"]: well-formed keys, each once, sorted.
 export function parseGroups(text: string): string[] {
@@ -65,8 +67,8 @@ export function readUrlState(hash = location.hash): UrlState {
   const state: UrlState = { window: pair(fields, 't0', 't1'), range: pair(fields, 'r0', 'r1') };
   const selection = parseSelection(fields.get('sel') ?? '');
   if (selection) state.selection = selection;
-  const groups = parseGroups(fields.get('cg') ?? '');
-  if (groups.length) state.groups = groups;
+  // A link with `cg` says every collapsed group (none when empty); without it, the trace's defaults.
+  if (fields.has('cg')) state.groups = parseGroups(fields.get('cg') ?? '');
   const subtrees = parseSubtrees(fields.get('ct') ?? '');
   if (subtrees.length) state.subtrees = subtrees;
   return state;
@@ -78,7 +80,7 @@ export function urlFragment(state: UrlState): string {
   if (state.selection) fields.push(`sel=${selectionText(state.selection)}`);
   if (state.range) fields.push(`r0=${Math.round(state.range.begin)}`, `r1=${Math.round(state.range.end)}`);
   const groups = groupsText(state.groups ?? []);
-  if (groups) fields.push(`cg=${groups}`);
+  if (groups || (state.groups && state.defaultGroups?.length)) fields.push(`cg=${groups}`);
   if (state.subtrees?.length) fields.push(`ct=${[...state.subtrees].sort((a, b) => a - b).join(',')}`);
   return fields.length ? `#${fields.join('&')}` : '';
 }
