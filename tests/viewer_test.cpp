@@ -879,6 +879,16 @@ TEST_F(ViewerTest, TheServerAnswersWhatTheIndexSays) {
   const auto summary_json = nlohmann::json::parse(summary->body);
   EXPECT_EQ(summary_json["tasks"], index_->task_lines().size());
   EXPECT_EQ(summary_json["lanes"].size(), index_->lanes().size());
+  // Each lane counts the task runs on its thread, as the task graph has them.
+  uint64_t lanes_with_runs = 0;
+  for (size_t lane = 0; lane < index_->lanes().size(); ++lane) {
+    uint64_t runs = 0;
+    for (uint32_t k = 0; k < index_->task_lines().size(); ++k)
+      for (const auto& run : index_->task(k).runs) runs += run.thread_id == index_->lanes()[lane].thread_id;
+    EXPECT_EQ(summary_json["lanes"][lane]["runs"], runs) << index_->lanes()[lane].name;
+    lanes_with_runs += runs > 0;
+  }
+  EXPECT_GT(lanes_with_runs, 0u);
   for (const auto& [begin, end, width] : windows()) {
     const auto answer = client.Get("/api/window?begin=" + std::to_string(begin) + "&end=" + std::to_string(end) +
                                    "&width=" + std::to_string(width));

@@ -99,16 +99,20 @@ LineState line_state(const TimelineIndex& index, uint32_t task) {
 
 json summary_json(const TimelineIndex& index, const std::string& title) {
   json lanes = json::array();
-  for (const Lane& lane : index.lanes())
+  for (const Lane& lane : index.lanes()) {
+    uint64_t runs = 0;
+    for (const IntervalRow& depth : lane.runs) runs += depth.size();
     lanes.push_back({{"thread_id", lane.thread_id},
                      {"name", lane.name},
                      {"group", lane.group},
                      {"depths", lane.depths.size()},
                      {"run_depths", lane.runs.size()},
+                     {"runs", runs},
                      {"spans", lane.span_count},
                      {"idle", lane.idle.size()},
                      {"off_cpu", lane.off_cpu.size()},
                      {"samples", lane.samples.size()}});
+  }
   json counters = json::array();
   for (const CounterSeries& series : index.counters())
     counters.push_back({{"name", series.name},

@@ -234,6 +234,16 @@ try {
     const runs = JSON.parse((await attribute(page, 'laneRunsShown')) ?? 'null');
     assert.ok(Array.isArray(runs) && runs.length === 3, `task runs per lane: ${runs}`);
     assert.equal(runs.filter(count => count > 0).length, 2, `task runs per lane: ${runs}`);
+    // Each lane's header counts its task runs and its spans (the server's lane has runs only).
+    const labels = JSON.parse((await attribute(page, 'laneLabels')) ?? '[]');
+    const lanes = await page.evaluate(() => window.chronicleViewer.summary().lanes);
+    assert.deepEqual(labels, lanes.map(lane => `${lane.name} (${lane.thread_id})` +
+      (lane.runs ? ` · ${lane.runs.toLocaleString('en-US')} task ${lane.runs === 1 ? 'run' : 'runs'}` : '') +
+      ` · ${lane.spans.toLocaleString('en-US')} ${lane.spans === 1 ? 'span' : 'spans'}`));
+    assert.equal(lanes.filter(lane => lane.runs > 0).length, 2, 'the client and the server run tasks');
+    // With nothing selected the panel explains the colours: a swatch per task kind, outcome,
+    // off-CPU state, and the busy, idle, sample and message marks.
+    assert.equal(await page.locator('#legend .swatch').count(), 6 + 4 + 3 + 4);
     assert.ok(model.created > 0, 'the echo example creates tasks from tasks');
     // Each one that reaches the rows on screen (counted against the model's tree above).
     assert.ok(await numberOf(page, 'createdArrowsShown') > 0, 'created-by arrows are drawn');

@@ -1,7 +1,7 @@
 // The chronicle viewer: a canvas timeline of one trace, or of several processes' traces on one
 // timeline (their lanes under a header per process, arrows for the messages between them). It keeps only the window it shows, as
 // the server aggregated it for the canvas's width, and asks again after every pan or zoom.
-import { ArrowTuple, Backend, CounterBreakdown, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
+import { ArrowTuple, Backend, LaneInfo, CounterBreakdown, HttpBackend, RangeStats, SearchHit, SpanDetails, Summary, TaskDetails, TaskRef, WindowAnswer } from './api';
 import { EmbeddedTrace, LocalBackend } from './local';
 import { FlamePane } from './flame';
 import * as tips from './tooltip';
@@ -9,7 +9,7 @@ import { formatDuration, formatNumber, formatTime } from './time_format';
 import { readUrlState, writeUrlState } from './url_state';
 import * as hooks from './test_hooks';
 import { CollapsedTask, ShownRows } from './task_rows';
-import { arrowAt, drawTaskRows, TaskHits } from './tasks_view';
+import { arrowAt, drawTaskRows, STATE_COLOURS, TaskHits } from './tasks_view';
 import {
   computeLayout, COUNTER_TRACK, defaultCollapsed, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
 } from './tracks';
@@ -34,7 +34,9 @@ const canvas = document.getElementById('timeline') as HTMLCanvasElement;
 const scroller = document.getElementById('scroller') as HTMLDivElement;
 const spacer = document.getElementById('spacer') as HTMLDivElement;
 const panel = document.getElementById('panel') as HTMLDivElement;
-const panelHint = panel.innerHTML;  // what the panel says with nothing selected
+// What the panel says with nothing selected: how to select, and what the colours mean.
+const panelHint = panel.innerHTML + legendHtml();
+panel.innerHTML = panelHint;
 const statusText = document.getElementById('status') as HTMLSpanElement;
 const searchBox = document.getElementById('search') as HTMLInputElement;
 const onlyMatches = document.getElementById('only-matches') as HTMLInputElement;
@@ -66,6 +68,25 @@ function colourOf(name: string): string {
   let hash = 2166136261;
   for (let k = 0; k < name.length; ++k) hash = Math.imul(hash ^ name.charCodeAt(k), 16777619);
   return `hsl(${(hash >>> 0) % 360}, 55%, 62%)`;
+}
+
+// "server (4212) · 6,426 task runs · 0 spans": what a lane holds, runs included.
+function laneLabel(info: LaneInfo) {
+  const runs = info.runs ? ` · ${formatNumber(info.runs)} task ${info.runs === 1 ? 'run' : 'runs'}` : '';
+  return `${info.name} (${info.thread_id})${runs} · ${formatNumber(info.spans)} ${info.spans === 1 ? 'span' : 'spans'}`;
+}
+
+// The colours the timeline uses, by what they mean (the same constants draw them).
+function legendHtml() {
+  const swatch = (colour: string, text: string) =>
+    `<span class="legend-item"><span class="swatch" style="background:${colour}"></span>${escapeHtml(text)}</span>`;
+  const kinds = ['unknown', 'coroutine', 'promise', 'handler', 'timer', 'io'];
+  return '<div id="legend"><h3>Colours</h3>' +
+    `<p>Task runs, by the task's kind: ${kinds.map((kind, k) => swatch(KIND_COLOURS[k], kind)).join(' ')}</p>` +
+    `<p>Task lines, by outcome: ${['ok', 'failed', 'cancelled', 'unresolved'].map((state, k) => swatch(STATE_COLOURS[k], state)).join(' ')}</p>` +
+    `<p>A thread off its CPU (the strip at a lane's foot): ${swatch(OFF_CPU_BLOCKED, 'blocked')} ${swatch(OFF_CPU_RUNNABLE, 'waiting for a CPU')} ${swatch(OFF_CPU_MERGED, 'both, merged')}</p>` +
+    `<p>${swatch(BLOCK_COLOUR, 'busy: spans or runs too small to tell apart')} ${swatch('rgba(120, 150, 200, 0.35)', 'idle: the event loop waiting')} ${swatch(SAMPLE_COLOUR, 'a stack sample')} ${swatch(MESSAGE_COLOUR, 'a message between processes')}</p>` +
+    '<p>Spans are coloured by their name.</p></div>';
 }
 
 function width() { return canvas.clientWidth; }
@@ -151,6 +172,7 @@ function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
 // ---- drawing ----
 
 let counts: hooks.DrawCounts = hooks.noCounts();
+let laneLabels: string[] = [];  // the lane headers drawn, as the page published them
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
 let hitBoxes: [number, number, number, number, Selection, 'run'?][] = [];
 // What is drawn where, for tooltips (tooltip.ts): described from the answer, on hover only.
@@ -187,6 +209,7 @@ function render() {
   context.font = '11px system-ui, sans-serif';
   context.textBaseline = 'middle';
   counts = hooks.noCounts();
+  laneLabels = [];
   hitBoxes = [];
   hover.clear();
   controls = [];
@@ -223,7 +246,9 @@ function drawLanes(answer: WindowAnswer) {
     context.fillStyle = '#eef0f3';
     context.fillRect(0, y0, width(), LANE_HEADER);
     context.fillStyle = '#333';
-    context.fillText(`${info.name} (${info.thread_id}) · ${info.spans.toLocaleString()} spans`, 4, y0 + LANE_HEADER / 2);
+    const label = laneLabel(info);
+    context.fillText(label, 4, y0 + LANE_HEADER / 2);
+    laneLabels.push(label);
     // Idle (the loop suspended): shaded behind the runs and spans.
     context.fillStyle = 'rgba(120, 150, 200, 0.18)';
     for (const [b, e, count] of lane.idle) {
@@ -467,6 +492,7 @@ function drawRangeSelection(height: number) {
 statusText.textContent = '';
 function publishState() {
   hooks.publishDrawCounts(counts);
+  hooks.publishLaneLabels(laneLabels);
   hooks.publishTaskRows(taskRowCount, askedRows);
   hooks.publishView(view, data, windowsLoaded);
   // Not before the link the page was opened with is restored: that would write over it.

@@ -28,6 +28,9 @@ export function publishReady() { facts().ready = 'true'; }
 // Whether the answer for the view shown has come (false from the moment a window is asked for).
 export function publishSettled(settled: boolean) { facts().settled = String(settled); }
 
+// The lane headers as last drawn, top to bottom.
+export function publishLaneLabels(labels: string[]) { facts().laneLabels = JSON.stringify(labels); }
+
 // The ruler's labels as last drawn, left to right.
 export function publishRulerLabels(labels: string[]) { facts().rulerLabels = JSON.stringify(labels); }
 
