@@ -31,6 +31,7 @@
 #include "starved_server.hpp"
 #include "support.hpp"
 #include "task_graph_equality.hpp"
+#include "undrained_session.hpp"
 #include "viewer/assets.hpp"
 #include "viewer/index_cache.hpp"
 #include "viewer/json_api.hpp"
@@ -1402,6 +1403,39 @@ TEST(ViewerOffCpu, ALaneShowsWhenItsThreadSleptAsBlocked) {
     if (answer["lane"] == *lane)
       for (const auto& stretch : answer["off_cpu"]) blocked += stretch[3] == 2 ? 1 : 0;
   EXPECT_GE(blocked, 10u) << "each sleep, apart at this width";
+}
+
+// Losses on the timeline (issue 45, item 6): the lane of the thread that lost events marks where,
+// and the marks count every lost event, in the index, in what the page gets and after the index
+// cache's round trip.
+TEST(ViewerLosses, TheLaneOfTheThreadThatLostEventsMarksWhereAndCountsEachOne) {
+  TemporaryDirectory directory;
+  const auto writer = static_cast<uint32_t>(::gettid());
+  const reader::Trace trace = test::record_with_no_collector(directory, [] {
+    for (int i = 0; i < 50'000; ++i) CHRONICLE_COUNTER("lost", "n", i);
+  });
+  ASSERT_GT(trace.events_discarded(), 0u);
+  const TimelineIndex index = TimelineIndex::build(trace);
+  uint64_t marked = 0;
+  for (const viewer::Lane& lane : index.lanes()) {
+    for (size_t k = 0; k < lane.lost.size(); ++k) {
+      EXPECT_LE(lane.lost.begins[k], lane.lost.ends[k]);
+      EXPECT_EQ(lane.thread_id, writer) << "only the writing thread lost events";
+      marked += lane.lost.items[k];
+    }
+  }
+  EXPECT_EQ(marked, trace.events_discarded());
+  const auto lost_in = [](const nlohmann::json& summary) {
+    uint64_t total = 0;
+    for (const auto& lane : summary["lanes"])
+      for (const auto& mark : lane["lost"]) total += mark[2].get<uint64_t>();
+    return total;
+  };
+  EXPECT_EQ(lost_in(viewer::summary_json(index, "t")), trace.events_discarded());
+  const auto first = viewer::open_index(directory / "trace");
+  const auto cached = viewer::open_index(directory / "trace");
+  ASSERT_TRUE(cached.from_cache) << cached.cache_problem;
+  EXPECT_EQ(viewer::summary_json(cached.index, "t"), viewer::summary_json(index, "t"));
 }
 
 }  // namespace

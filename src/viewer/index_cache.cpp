@@ -32,7 +32,7 @@ using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
 // 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes
-constexpr uint32_t kFormatVersion = 10;
+constexpr uint32_t kFormatVersion = 11;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -507,6 +507,7 @@ struct IndexCache::Fields {
     viewer::transfer(a, lane.idle);
     viewer::transfer(a, lane.off_cpu);
     viewer::transfer(a, lane.samples);
+    viewer::transfer(a, lane.lost);
     viewer::transfer(a, lane.busy);
     a.sequence(lane.depth_spans, [&](auto& column) { a.column(column); });
     a.column(lane.markers.times);

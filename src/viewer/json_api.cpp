@@ -97,6 +97,25 @@ LineState line_state(const TimelineIndex& index, uint32_t task) {
   return LineState::ok;
 }
 
+namespace {
+
+// Where a lane lost events, [begin, end, count], at most kMaxLostMarks of them: past that,
+// consecutive ones are merged (their counts summed), so the counts still add up to the lane's.
+constexpr size_t kMaxLostMarks = 1000;
+json lost_json(const IntervalRow& lost) {
+  json marks = json::array();
+  const size_t per_mark = (lost.size() + kMaxLostMarks - 1) / kMaxLostMarks;
+  for (size_t first = 0; first < lost.size(); first += per_mark) {
+    const size_t last = std::min(first + per_mark, lost.size());
+    uint64_t count = 0;
+    for (size_t k = first; k < last; ++k) count += lost.items[k];
+    marks.push_back({lost.begins[first], lost.ends[last - 1], count});
+  }
+  return marks;
+}
+
+}  // namespace
+
 json summary_json(const TimelineIndex& index, const std::string& title) {
   json lanes = json::array();
   for (const Lane& lane : index.lanes()) {
@@ -111,7 +130,8 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                      {"spans", lane.span_count},
                      {"idle", lane.idle.size()},
                      {"off_cpu", lane.off_cpu.size()},
-                     {"samples", lane.samples.size()}});
+                     {"samples", lane.samples.size()},
+                     {"lost", lost_json(lane.lost)}});
   }
   json counters = json::array();
   for (const CounterSeries& series : index.counters())

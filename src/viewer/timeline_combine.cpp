@@ -112,6 +112,7 @@ class IndexCombiner {
       shift_row(lane.idle, offset);
       shift_row(lane.off_cpu, offset);
       shift_row(lane.samples, offset);
+      shift_row(lane.lost, offset);
       shift_row(lane.busy, offset);
       for (uint64_t& time : lane.markers.times) time += offset;
     }

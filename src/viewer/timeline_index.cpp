@@ -107,6 +107,7 @@ class IndexBuilder {
     index_idle();
     index_off_cpu();
     index_samples();
+    index_lost();
     for (auto& counter : index_.counters_) finish_counter(counter);
     index_busy_prefix();
     return std::move(index_);
@@ -555,6 +556,33 @@ class IndexBuilder {
       auto lane = lane_of_thread.find(idle[k].thread_id);
       if (lane == lane_of_thread.end()) continue;
       index_.lanes_[lane->second].idle.add(index_.to_ns(idle[k].begin), index_.to_ns(idle[k].end), k);
+    }
+  }
+
+  // Where each lane's thread lost events: each growth of its packets' cumulative count of
+  // discarded events (the first packet's count counts from zero), between the packet before it
+  // and the packet that counted it.
+  void index_lost() {
+    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
+    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    for (size_t stream = 0; stream < trace_.streams().size(); ++stream) {
+      const auto lane = lane_of_thread.find(trace_.streams()[stream].thread_id);
+      if (lane == lane_of_thread.end() || trace_.streams()[stream].events_discarded == 0) continue;
+      IntervalRow& lost = index_.lanes_[lane->second].lost;
+      uint64_t counted = 0;
+      std::optional<uint64_t> previous_end;
+      trace_.for_each_packet(stream, [&](const uint8_t* packet, uint64_t) {
+        const auto& header = *reinterpret_cast<const format::PacketHeader*>(packet);
+        const uint64_t begin = index_.to_ns(header.timestamp_begin);
+        const uint64_t discarded = header.events_discarded.load(std::memory_order_relaxed);
+        for (uint64_t more = discarded > counted ? discarded - counted : 0; more > 0;) {
+          const auto item = static_cast<uint32_t>(std::min<uint64_t>(more, UINT32_MAX));
+          lost.add(std::min(previous_end.value_or(begin), begin), begin, item);
+          more -= item;
+        }
+        counted = std::max(counted, discarded);
+        previous_end = index_.to_ns(header.timestamp_end.load(std::memory_order_relaxed));
+      });
     }
   }
 

@@ -143,6 +143,11 @@ struct Lane {  // one thread stream
   IntervalRow idle;     // loop suspended; items index TaskGraph::idle()
   IntervalRow off_cpu;  // the thread off its CPU (record --sched); items are format::CpuState
   IntervalRow samples;  // record --sample: each an instant; items index TimelineIndex::sample_stacks()
+  // Where the thread lost events (its ring was full, or a flight ring overwrote them): from the
+  // end of the packet before to the beginning of the one whose count of discarded events grew;
+  // items are how many (a count past 2^32 - 1 takes several entries). They add up to the stream's
+  // events_discarded.
+  IntervalRow lost;
   // When the thread was busy, as `stats` counts it: inside an outermost span of its own or a task
   // run (depths[0] and runs, merged); items 0.
   IntervalRow busy;

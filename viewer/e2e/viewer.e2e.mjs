@@ -11,7 +11,7 @@
 //
 //   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -242,8 +242,8 @@ try {
       ` · ${lane.spans.toLocaleString('en-US')} ${lane.spans === 1 ? 'span' : 'spans'}`));
     assert.equal(lanes.filter(lane => lane.runs > 0).length, 2, 'the client and the server run tasks');
     // With nothing selected the panel explains the colours: a swatch per task kind, outcome,
-    // off-CPU state, and the busy, idle, sample and message marks.
-    assert.equal(await page.locator('#legend .swatch').count(), 6 + 4 + 3 + 4);
+    // off-CPU state, and the lost, busy, idle, sample and message marks.
+    assert.equal(await page.locator('#legend .swatch').count(), 6 + 4 + 3 + 5);
     assert.ok(model.created > 0, 'the echo example creates tasks from tasks');
     // Each one that reaches the rows on screen (counted against the model's tree above).
     assert.ok(await numberOf(page, 'createdArrowsShown') > 0, 'created-by arrows are drawn');
@@ -1019,6 +1019,55 @@ try {
     const laneNames = answer => answer.threads.map(([frame, lane]) => [answer.names[answer.frames[frame][1]], lane]).sort();
     assert.deepEqual(laneNames(localByThread), laneNames(servedByThread), 'the same threads, named and placed alike');
     await offline.screenshot({ path: join(artifacts, 'demo-html.png') });
+  });
+
+  await step('lost events are marked on the lane of the thread that lost them, with the count on hover', async () => {
+    // A demo trace whose largest stream says it lost 1,234 events before its middle packet: its
+    // packets' cumulative events_discarded (offset 72 of each packet, CTF's packet context) set
+    // from that packet on, as a writer whose ring was full would have left them.
+    const lossy = record('lossy', timelineDemo, '150', '3');
+    const packetsOf = bytes => {
+      const offsets = [];
+      for (let at = 0; at + 88 <= bytes.length;) {
+        offsets.push(at);
+        const size = Number(bytes.readBigUInt64LE(at + 56) / 8n);
+        if (size <= 0) break;
+        at += size;
+      }
+      return offsets;
+    };
+    const streams = readdirSync(lossy).filter(name => name.startsWith('thread-')).map(name => {
+      const bytes = readFileSync(join(lossy, name));
+      return { name, bytes, packets: packetsOf(bytes) };
+    }).sort((a, b) => b.bytes.length - a.bytes.length);
+    const lossyStream = streams[0];
+    const from = Math.floor(lossyStream.packets.length / 2);
+    for (const at of lossyStream.packets.slice(from)) lossyStream.bytes.writeBigUInt64LE(1234n, at + 72);
+    writeFileSync(join(lossy, lossyStream.name), lossyStream.bytes);
+    const thread = Number(lossyStream.name.slice('thread-'.length));
+
+    const lost = await browser.newPage();
+    lost.setDefaultTimeout(60000);
+    await lost.goto(await serve(lossy));
+    await settled(lost);
+    const lanes = await lost.evaluate(() => window.chronicleViewer.summary().lanes);
+    const marked = lanes.map(lane => (lane.lost ?? []).reduce((sum, mark) => sum + mark[2], 0));
+    assert.deepEqual(marked, lanes.map(lane => (lane.thread_id === thread ? 1234 : 0)), 'the marks count 1,234 on that lane alone');
+    assert.equal(await numberOf(lost, 'lostDrawn'), 1234, 'the whole trace in view: every lost event is on a mark drawn');
+    assert.ok(await numberOf(lost, 'lostMarksDrawn') >= 1);
+    // Hovering the mark tells how many.
+    const lane = lanes.findIndex(l => l.thread_id === thread);
+    const point = await lost.evaluate(k => {
+      const viewer = window.chronicleViewer, view = viewer.view(), mark = viewer.summary().lanes[k].lost[0];
+      const canvas = document.getElementById('timeline'), rect = canvas.getBoundingClientRect();
+      const x = ((mark[0] - view.begin) / (view.end - view.begin)) * canvas.clientWidth;
+      return { x: rect.left + x + 2, y: rect.top + viewer.layout().laneTop[k] + 8 - document.getElementById('scroller').scrollTop };
+    }, lane);
+    await lost.mouse.move(point.x, point.y);
+    await lost.waitForFunction(() => document.getElementById('tooltip')?.dataset.kind === 'lost');
+    assert.equal(await lost.evaluate(() => document.getElementById('tooltip').dataset.title), '1,234 events lost');
+    await lost.screenshot({ path: join(artifacts, 'demo-lost-events.png') });
+    await lost.close();
   });
 
   await step('a merged trace of two processes: a group each, and the messages between them', async () => {

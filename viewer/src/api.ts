@@ -6,7 +6,9 @@
 // `run_depths`: rows of task runs (nested runs go deeper), drawn above the spans.
 // `off_cpu`: stretches when the thread was off its CPU (a trace recorded with --sched); `samples`:
 // its stack samples (--sample).
-export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; runs?: number; spans: number; idle: number; off_cpu?: number; samples?: number }
+export interface LaneInfo { thread_id: number; name: string; group?: string; depths: number; run_depths?: number; runs?: number; spans: number;
+  lost?: [number, number, number][];  // where the thread lost events: [begin, end, count]
+  idle: number; off_cpu?: number; samples?: number }
 // One series: every call site and thread of a name; `lanes` lists the threads that wrote it.
 export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {

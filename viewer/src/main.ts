@@ -24,6 +24,8 @@ const OFF_CPU_RUNNABLE = '#e8a33d';
 const OFF_CPU_MERGED = '#a98a5c';
 const SAMPLE_TICK = 3;  // px: the samples' ticks at the foot of a lane's header
 const SAMPLE_COLOUR = '#7a2e8f';
+const LOST_COLOUR = '#d62020';
+const LOST_MARK_MIN = 3;  // px
 const MIN_ZOOM_NS = 100;
 
 interface View { begin: number; end: number }
@@ -85,7 +87,7 @@ function legendHtml() {
     `<p>Task runs, by the task's kind: ${kinds.map((kind, k) => swatch(KIND_COLOURS[k], kind)).join(' ')}</p>` +
     `<p>Task lines, by outcome: ${['ok', 'failed', 'cancelled', 'unresolved'].map((state, k) => swatch(STATE_COLOURS[k], state)).join(' ')}</p>` +
     `<p>A thread off its CPU (the strip at a lane's foot): ${swatch(OFF_CPU_BLOCKED, 'blocked')} ${swatch(OFF_CPU_RUNNABLE, 'waiting for a CPU')} ${swatch(OFF_CPU_MERGED, 'both, merged')}</p>` +
-    `<p>${swatch(BLOCK_COLOUR, 'busy: spans or runs too small to tell apart')} ${swatch('rgba(120, 150, 200, 0.35)', 'idle: the event loop waiting')} ${swatch(SAMPLE_COLOUR, 'a stack sample')} ${swatch(MESSAGE_COLOUR, 'a message between processes')}</p>` +
+    `<p>${swatch(LOST_COLOUR, 'events lost (on the lane\'s header: hover for how many)')} ${swatch(BLOCK_COLOUR, 'busy: spans or runs too small to tell apart')} ${swatch('rgba(120, 150, 200, 0.35)', 'idle: the event loop waiting')} ${swatch(SAMPLE_COLOUR, 'a stack sample')} ${swatch(MESSAGE_COLOUR, 'a message between processes')}</p>` +
     '<p>Spans are coloured by their name.</p></div>';
 }
 
@@ -249,6 +251,22 @@ function drawLanes(answer: WindowAnswer) {
     const label = laneLabel(info);
     context.fillText(label, 4, y0 + LANE_HEADER / 2);
     laneLabels.push(label);
+    // Where the thread lost events: a red mark across its header, as wide as the gap between the
+    // packets that counted them (at least a few pixels).
+    for (const [b, e, count] of info.lost ?? []) {
+      if (e < view.begin || b > view.end) continue;
+      const x0 = Math.max(xOf(b), 0), x1 = Math.min(Math.max(xOf(e), x0 + LOST_MARK_MIN), width());
+      context.fillStyle = LOST_COLOUR;
+      context.fillRect(x0, y0 + LANE_HEADER - 4, x1 - x0, 4);
+      context.beginPath();
+      context.moveTo(x0, y0);
+      context.lineTo(x0 + 6, y0);
+      context.lineTo(x0 + 3, y0 + 6);
+      context.fill();
+      hover.rect(x0 - 2, Math.max(x1, x0 + 6) + 2, y0, y0 + LANE_HEADER, () => tips.lostTip(b, e, count));
+      counts.lost += count;
+      counts.lostMarks++;
+    }
     // Idle (the loop suspended): shaded behind the runs and spans.
     context.fillStyle = 'rgba(120, 150, 200, 0.18)';
     for (const [b, e, count] of lane.idle) {

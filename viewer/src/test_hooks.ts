@@ -12,12 +12,13 @@ export interface DrawCounts {
   samples: number;  // stack samples drawn as ticks (merged ones count each)
   spansMatched: number;  // spans the search text matches, by name or by an attribute
   spansFilteredOut: number;  // spans drawn faint ("only matches")
+  lost: number; lostMarks: number;  // events lost, as the marks drawn on lane headers count them
 }
 export function noCounts(): DrawCounts {
   return { groups: 0, headers: 0, messages: 0, messagesShown: 0, lanes: 0, spans: 0, blocks: 0, runs: 0, laneRuns: [], taskLines: 0, taskRuns: 0,
            taskBlocks: 0, tasksShown: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0, labels: 0,
            taskLabels: 0, counters: 0, offCpu: 0, samples: 0,
-           spansMatched: 0, spansFilteredOut: 0 };
+           spansMatched: 0, spansFilteredOut: 0, lost: 0, lostMarks: 0 };
 }
 
 const facts = () => document.body.dataset;
@@ -58,6 +59,8 @@ export function publishDrawCounts(counts: DrawCounts) {
   body.samplesDrawn = String(counts.samples);
   body.spansMatched = String(counts.spansMatched);
   body.spansFilteredOut = String(counts.spansFilteredOut);
+  body.lostDrawn = String(counts.lost);
+  body.lostMarksDrawn = String(counts.lostMarks);
   body.taskLinesDrawn = String(counts.taskLines);
   body.taskBlocksDrawn = String(counts.taskBlocks);
   body.tasksShown = String(counts.tasksShown);

@@ -114,6 +114,13 @@ export function offCpuTip(begin: number, end: number, count: number, state: numb
            rows: [['from', formatTime(begin)], ['for', formatDuration(end - begin)]] };
 }
 
+// Events a thread lost between two of its packets (its ring was full, or overwritten in flight).
+export function lostTip(begin: number, end: number, count: number): Tip {
+  return { kind: 'lost', title: `${formatNumber(count)} ${count === 1 ? 'event' : 'events'} lost`,
+           rows: [...(end > begin ? [['between', formatTime(begin)], ['and', formatTime(end)]] : [['at', formatTime(begin)]]) as [string, string][],
+                  ['why', 'the thread\'s ring was full (its collector behind), or a flight ring wrote over them']] };
+}
+
 // Stack samples on a lane: `count` of them from `first` to `last`.
 export function samplesTip(first: number, last: number, count: number): Tip {
   return { kind: 'samples', title: count > 1 ? `${count.toLocaleString()} stack samples` : 'a stack sample',
