@@ -97,17 +97,19 @@ function modelArrows(tasks, rows) {
 // The echo example as a --server and a --client process, recorded apart, then merged. Without the
 // sessions' own counters: their control threads' lanes would push the tasks checked below out of
 // the window.
-async function recordTwoProcessesAndMerge() {
+// An echo server and its client, each recorded, merged: `messages` per connection, two
+// connections; the traces in WORK/PREFIXserver, PREFIXclient and PREFIXmerged.
+async function recordTwoProcessesAndMerge(messages = 5, prefix = '') {
   process.env.CHRONICLE_SELF_STATS_INTERVAL = '0';
   try {
-    return await recordTwoProcessesAndMergeQuietly();
+    return await recordTwoProcessesAndMergeQuietly(messages, prefix);
   } finally {
     delete process.env.CHRONICLE_SELF_STATS_INTERVAL;
   }
 }
 
-async function recordTwoProcessesAndMergeQuietly() {
-  const server = spawn(chronicle, ['record', '-q', '-o', join(work, 'server'), '--', echoExample, '--server', '0', '2'],
+async function recordTwoProcessesAndMergeQuietly(messages, prefix) {
+  const server = spawn(chronicle, ['record', '-q', '-o', join(work, `${prefix}server`), '--', echoExample, '--server', '0', '2'],
                        { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(server);
   const ended = new Promise(resolve => server.on('exit', resolve));
@@ -120,10 +122,10 @@ async function recordTwoProcessesAndMergeQuietly() {
     });
     ended.then(code => reject(new Error(`the echo server exited with ${code} before listening: ${output}`)));
   });
-  record('client', echoExample, '--client', '127.0.0.1', port, '2', '5');
+  record(`${prefix}client`, echoExample, '--client', '127.0.0.1', port, '2', String(messages));
   assert.equal(await ended, 0, 'the recorded echo server ends once its connections are done');
-  const merged = join(work, 'merged');
-  execFileSync(chronicle, ['merge', join(work, 'client'), join(work, 'server'), '-o', merged], { stdio: 'inherit' });
+  const merged = join(work, `${prefix}merged`);
+  execFileSync(chronicle, ['merge', join(work, `${prefix}client`), join(work, `${prefix}server`), '-o', merged], { stdio: 'inherit' });
   return merged;
 }
 
@@ -1068,6 +1070,26 @@ try {
     assert.equal(await lost.evaluate(() => document.getElementById('tooltip').dataset.title), '1,234 events lost');
     await lost.screenshot({ path: join(artifacts, 'demo-lost-events.png') });
     await lost.close();
+  });
+
+  await step('a merged trace of large processes opens with their lanes on the first screen, their tasks collapsed', async () => {
+    const merged = await recordTwoProcessesAndMerge(150, 'large-');
+    const two = await browser.newPage();
+    two.setDefaultTimeout(60000);
+    await two.goto(await serve(merged));
+    await settled(two);
+    const summary = await two.evaluate(() => window.chronicleViewer.summary());
+    assert.ok(summary.processes.every(process => process.tasks > 200), `both processes have many tasks: ${summary.processes.map(p => p.tasks)}`);
+    const layout = await two.evaluate(() => window.chronicleViewer.layout());
+    for (const process of [0, 1])
+      assert.ok(layout.headers.find(h => h.key === `process:${process}/tasks`)?.collapsed, `process ${process}'s tasks start collapsed`);
+    const screen = await two.evaluate(() => document.getElementById('scroller').clientHeight);
+    for (const [lane, top] of layout.laneTop.entries())
+      assert.ok(top !== undefined && top + 30 < screen, `lane ${lane} is on the first screen (${top} of ${screen} px)`);
+    assert.equal(await numberOf(two, 'lanesDrawn'), summary.lanes.length);
+    assert.equal(await numberOf(two, 'messagesShown'), summary.messages, 'an arrow per message, every one on the screen');
+    await two.screenshot({ path: join(artifacts, 'merged-large.png') });
+    await two.close();
   });
 
   await step('a merged trace of two processes: a group each, and the messages between them', async () => {

@@ -78,9 +78,18 @@ export function sectionOrder(state: TrackState, process: number): SectionKind[] 
   return state.order.get(process) ?? ['threads', 'tasks', 'counters', 'monitor'];
 }
 
-// The groups collapsed when a trace opens: each process's monitor counters.
+// In a view of several processes, a process's tasks open with the view only up to this many:
+// more would push the next process's lanes (and the messages between them) off the first screen.
+export const MERGED_TASKS_OPEN_LIMIT = 200;
+
+// The groups collapsed when a trace opens: each process's monitor counters, and in a view of
+// several processes, the tasks of those with many.
 export function defaultCollapsed(summary: Summary): string[] {
-  return processes(summary).flatMap((process, p) => (process.monitor.length > 0 ? [`process:${p}/monitor`] : []));
+  const all = processes(summary);
+  return all.flatMap((process, p) => [
+    ...(process.monitor.length > 0 ? [`process:${p}/monitor`] : []),
+    ...(all.length > 1 && process.tasks > MERGED_TASKS_OPEN_LIMIT ? [`process:${p}/tasks`] : []),
+  ]);
 }
 
 export function moveSection(state: TrackState, process: number, section: SectionKind, by: -1 | 1) {
