@@ -1072,7 +1072,7 @@ try {
     await lost.close();
   });
 
-  await step('a merged trace of large processes opens with their lanes on the first screen, their tasks collapsed', async () => {
+  await step('a merged trace of large processes opens with every lane first, on the first screen, their tasks collapsed', async () => {
     const merged = await recordTwoProcessesAndMerge(150, 'large-');
     const two = await browser.newPage();
     two.setDefaultTimeout(60000);
@@ -1088,6 +1088,11 @@ try {
       assert.ok(top !== undefined && top + 30 < screen, `lane ${lane} is on the first screen (${top} of ${screen} px)`);
     assert.equal(await numberOf(two, 'lanesDrawn'), summary.lanes.length);
     assert.equal(await numberOf(two, 'messagesShown'), summary.messages, 'an arrow per message, every one on the screen');
+    // Every process's lanes come first, one process after the other: between the first lane and
+    // the last, only the processes' and their threads' headers (the messages cross nothing else).
+    const tops = layout.laneTop.filter(top => top !== undefined);
+    const between = layout.headers.filter(h => h.top > Math.min(...tops) && h.top < Math.max(...tops)).map(h => h.key);
+    assert.ok(between.every(key => /^process:\d+(\/threads)?$/.test(key)), `headers between the lanes: ${between}`);
     await two.screenshot({ path: join(artifacts, 'merged-large.png') });
     await two.close();
   });

@@ -1,5 +1,6 @@
 // Tracks in groups: per process (host · process), its threads, its tasks, its counters and
 // chronicle's own counters (the monitor's: `chronicle/...`, collapsed on opening), each
+// (with several processes, every process's threads come first; computeLayout), each
 // group under a header that collapses it on a click and moves it up or down among its process's
 // groups (▲ ▼ on the header). The tasks group comes right after the threads, before the
 // counters, unless moved. Each process's tasks are a run of the task rows (tree order within
@@ -114,37 +115,55 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       if (firstRows[q] > firstRows[p] && firstRows[q] < last) last = firstRows[q];
     return [firstRows[p], last];
   };
-  all.forEach((process, p) => {
-    const processKey = `process:${p}`;
-    const processCollapsed = state.collapsed.has(processKey);
-    if (all.length > 1) {
-      layout.headers.push({ key: processKey, top: y, label: process.name, collapsed: processCollapsed, level: 0, up: false, down: false });
-      y += LANE_HEADER;
-      if (processCollapsed) return;
-    }
-    const sections = sectionOrder(state, p).filter(kind =>
-      kind === 'threads' ? process.lanes.length > 0 : kind === 'tasks' ? process.tasks > 0 : process[kind].length > 0);
-    sections.forEach((kind, k) => {
-      const key = `${processKey}/${kind}`;
-      const collapsed = state.collapsed.has(key);
-      const label = kind === 'threads' ? `threads · ${process.lanes.length}`
-        : kind === 'tasks' ? `tasks · ${process.tasks.toLocaleString()} in tree order · arrows: created (grey), waits (blue), resolutions (green)`
-        : kind === 'counters' ? `counters · ${process.counters.length}`
-        : `chronicle's own counters · ${process.monitor.length}`;
-      layout.headers.push({ key, top: y, label, collapsed, level: 1, up: k > 0, down: k + 1 < sections.length });
-      y += LANE_HEADER;
-      if (collapsed) return;
-      if (kind === 'threads') {
-        for (const lane of process.lanes) { layout.laneTop[lane] = y; y += laneHeight(summary, lane); }
-      } else if (kind === 'tasks') {
-        const [first, last] = rowsOf(p);
-        layout.taskGroups.push({ process: p, first, last, top: y });
-        y += (last - first) * TASK_ROW + SECTION_GAP;
-      } else {
-        for (const counter of process[kind]) { layout.counterTop[counter] = y; y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP; }
-      }
-    });
+  // One process: its groups in their order. Several: every process's threads first, each under
+  // its process's header, so that the messages between their lanes cross no other rows; then
+  // each process's other groups, under headers that name the process. Only the others move.
+  const several = all.length > 1;
+  const sectionsOf = (p: number) => sectionOrder(state, p).filter(kind => {
+    const process = all[p];
+    return kind === 'threads' ? process.lanes.length > 0 : kind === 'tasks' ? process.tasks > 0 : process[kind].length > 0;
   });
+  const placeSection = (p: number, kind: SectionKind, movable: SectionKind[]) => {
+    const process = all[p];
+    const key = `process:${p}/${kind}`;
+    const collapsed = state.collapsed.has(key);
+    const label = kind === 'threads' ? `threads · ${process.lanes.length}`
+      : kind === 'tasks' ? `tasks · ${process.tasks.toLocaleString()} in tree order · arrows: created (grey), waits (blue), resolutions (green)`
+      : kind === 'counters' ? `counters · ${process.counters.length}`
+      : `chronicle's own counters · ${process.monitor.length}`;
+    const at = movable.indexOf(kind);
+    layout.headers.push({ key, top: y, label: several && kind !== 'threads' ? `${process.name} · ${label}` : label, collapsed, level: 1,
+                          up: at > 0, down: at >= 0 && at + 1 < movable.length });
+    y += LANE_HEADER;
+    if (collapsed) return;
+    if (kind === 'threads') {
+      for (const lane of process.lanes) { layout.laneTop[lane] = y; y += laneHeight(summary, lane); }
+    } else if (kind === 'tasks') {
+      const [first, last] = rowsOf(p);
+      layout.taskGroups.push({ process: p, first, last, top: y });
+      y += (last - first) * TASK_ROW + SECTION_GAP;
+    } else {
+      for (const counter of process[kind]) { layout.counterTop[counter] = y; y += LANE_HEADER + COUNTER_TRACK + SECTION_GAP; }
+    }
+  };
+  const collapsedProcess = (p: number) => several && state.collapsed.has(`process:${p}`);
+  all.forEach((process, p) => {
+    if (several) {
+      layout.headers.push({ key: `process:${p}`, top: y, label: process.name, collapsed: collapsedProcess(p), level: 0, up: false, down: false });
+      y += LANE_HEADER;
+      if (collapsedProcess(p)) return;
+      if (sectionsOf(p).includes('threads')) placeSection(p, 'threads', []);
+      return;
+    }
+    const sections = sectionsOf(p);
+    for (const kind of sections) placeSection(p, kind, sections);
+  });
+  if (several)
+    all.forEach((_, p) => {
+      if (collapsedProcess(p)) return;
+      const others = sectionsOf(p).filter(kind => kind !== 'threads');
+      for (const kind of others) placeSection(p, kind, others);
+    });
   layout.height = y;
   return layout;
 }
