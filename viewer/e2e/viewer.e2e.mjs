@@ -651,7 +651,10 @@ try {
     await page.keyboard.down('Shift');
     await page.mouse.wheel(0, 300);
     await page.keyboard.up('Shift');
-    await page.waitForFunction(() => document.getElementById('scroller').scrollTop > 0);
+    await page.waitForFunction(() => document.getElementById('scroller').scrollTop > 0, null, { timeout: 20000 }).catch(async () => {
+      const scroller = await page.evaluate(() => { const s = document.getElementById('scroller'); return [s.scrollTop, s.scrollHeight, s.clientHeight]; });
+      throw new Error(`shift+wheel did not scroll the lanes (scrollTop, scrollHeight, clientHeight: ${scroller})`);
+    });
     const after = await page.evaluate(() => window.chronicleViewer.view());
     assert.deepEqual(after, before, 'shift+wheel does not zoom');
     await page.evaluate(() => { document.getElementById('scroller').scrollTop = 0; });
@@ -662,7 +665,10 @@ try {
     await page.waitForFunction(({ begin, end }) => {
       const view = window.chronicleViewer.view();
       return Math.abs(view.begin - begin) < 1 && Math.abs(view.end - end) < 1;
-    }, wanted);
+    }, wanted, { timeout: 20000 }).catch(async () => {
+      const seen = await page.evaluate(() => ({ view: window.chronicleViewer.view(), hash: location.hash }));
+      throw new Error(`the edited fragment did not move the view to ${JSON.stringify(wanted)}: ${JSON.stringify(seen)}`);
+    });
     await settled(page);
     await page.evaluate(({ begin, end }) => window.chronicleViewer.setView(begin, end), before);
     await settled(page);

@@ -924,10 +924,12 @@ async function restoreFromUrl() {
 }
 
 // A fragment edited in the open tab (the page's own rewrites use replaceState, which fires no
-// hashchange) applies at once: what it leaves out is cleared, as a fresh open would have it.
-window.addEventListener('hashchange', () => { void followEditedUrl(); });
-async function followEditedUrl() {
-  const state = readUrlState();
+// hashchange) applies at once: what it leaves out is cleared, as a fresh open would have it. The
+// fragment is the event's: a rewrite of the page's own, due before the event came, may have put
+// the old one back in the address meanwhile (the next rewrite puts the new one).
+window.addEventListener('hashchange', event => { void followEditedUrl(new URL(event.newURL).hash); });
+async function followEditedUrl(hash: string) {
+  const state = readUrlState(hash);
   collapsedTasks.clear();
   taskRowCount = summary.task_rows;
   restoreCollapsedGroups(state.groups);
