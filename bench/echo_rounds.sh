@@ -93,27 +93,27 @@ for label in labels:
         if not runs: continue
         print(f"{label:8} {mode:16} {spread([r['wall'] for r in runs]):>24} {spread([r['cpu'] for r in runs]):>24} "
               f"{spread([r['vol'] for r in runs], '{:.0f}'):>26} {spread([r['invol'] for r in runs], '{:.0f}'):>22}")
+def traced_against_untraced():
+    """Each traced mode's runs beside the untraced runs of the same label (paired by round)."""
+    for label in labels:
+        base = by.get((label, "untraced"), {})
+        for mode in modes[1:]:
+            runs = by.get((label, mode), {})
+            if runs: yield label, mode, base, runs
 print("\nover the untraced run of the same round (paired), % min / median / max; events and losses of the last round")
-for label in labels:
-    base = by.get((label, "untraced"), {})
-    for mode in modes[1:]:
-        runs = by.get((label, mode), {})
-        if not runs: continue
-        wall = [100 * (runs[k]["wall"] / base[k]["wall"] - 1) for k in runs if k in base]
-        cpu = [100 * (runs[k]["cpu"] / base[k]["cpu"] - 1) for k in runs if k in base]
-        last = runs[max(runs)]
-        print(f"{label:8} {mode:16} wall {spread(wall, '{:+.1f}')}   CPU {spread(cpu, '{:+.1f}')}   "
-              f"events {last['events']}, lost {last['lost']}")
+for label, mode, base, runs in traced_against_untraced():
+    wall = [100 * (runs[k]["wall"] / base[k]["wall"] - 1) for k in runs if k in base]
+    cpu = [100 * (runs[k]["cpu"] / base[k]["cpu"] - 1) for k in runs if k in base]
+    last = runs[max(runs)]
+    print(f"{label:8} {mode:16} wall {spread(wall, '{:+.1f}')}   CPU {spread(cpu, '{:+.1f}')}   "
+          f"events {last['events']}, lost {last['lost']}")
 print("\nthe trace's own estimate of the tracing's CPU (stats tracing_cost) against the added CPU measured (paired)")
-for label in labels:
-    base = by.get((label, "untraced"), {})
-    for mode in modes[1:]:
-        runs = by.get((label, mode), {})
-        pairs = [(runs[k]["est"], 1000 * (runs[k]["cpu"] - base[k]["cpu"])) for k in runs if k in base and runs[k]["est"] is not None]
-        if not pairs: continue
-        ratios = [measured / est for est, measured in pairs if est > 0]
-        print(f"{label:8} {mode:16} estimate ms {spread([p[0] for p in pairs], '{:.0f}')}   measured ms "
-              f"{spread([p[1] for p in pairs], '{:.0f}')}   measured / estimate {spread(ratios, '{:.2f}') if ratios else '-'}")
+for label, mode, base, runs in traced_against_untraced():
+    pairs = [(runs[k]["est"], 1000 * (runs[k]["cpu"] - base[k]["cpu"])) for k in runs if k in base and runs[k]["est"] is not None]
+    if not pairs: continue
+    ratios = [measured / est for est, measured in pairs if est > 0]
+    print(f"{label:8} {mode:16} estimate ms {spread([p[0] for p in pairs], '{:.0f}')}   measured ms "
+          f"{spread([p[1] for p in pairs], '{:.0f}')}   measured / estimate {spread(ratios, '{:.2f}') if ratios else '-'}")
 if any(r["load"] for runs in by.values() for r in runs.values()):
     print("\nthe example's load, as its clients measured it")
     print(f"{'':8} {'mode':16} {'requests/s':>26} {'p50 ms':>24} {'p99 ms':>26}")
@@ -124,13 +124,10 @@ if any(r["load"] for runs in by.values() for r in runs.values()):
             print(f"{label:8} {mode:16} {spread([r[0] for r in runs], '{:.1f}'):>26} "
                   f"{spread([r[1] for r in runs]):>24} {spread([r[2] for r in runs]):>26}")
     print("\nover the untraced run of the same round (paired), % min / median / max")
-    for label in labels:
-        base = by.get((label, "untraced"), {})
-        for mode in modes[1:]:
-            runs = by.get((label, mode), {})
-            keys = [k for k in runs if k in base and runs[k]["load"] and base[k]["load"]]
-            if not keys: continue
-            change = lambda i: [100 * (runs[k]["load"][i] / base[k]["load"][i] - 1) for k in keys]
-            print(f"{label:8} {mode:16} requests/s {spread(change(0), '{:+.1f}')}   p50 {spread(change(1), '{:+.1f}')}   "
-                  f"p99 {spread(change(2), '{:+.1f}')}")
+    for label, mode, base, runs in traced_against_untraced():
+        keys = [k for k in runs if k in base and runs[k]["load"] and base[k]["load"]]
+        if not keys: continue
+        change = lambda i: [100 * (runs[k]["load"][i] / base[k]["load"][i] - 1) for k in keys]
+        print(f"{label:8} {mode:16} requests/s {spread(change(0), '{:+.1f}')}   p50 {spread(change(1), '{:+.1f}')}   "
+              f"p99 {spread(change(2), '{:+.1f}')}")
 PY
