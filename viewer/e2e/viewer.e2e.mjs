@@ -409,6 +409,28 @@ try {
     await settled(page);
   });
 
+  await step('the thread lanes stay on screen while the tasks scroll under them, to their end', async () => {
+    await page.evaluate(() => window.chronicleViewer.scrollTo(0));
+    await settled(page);
+    const before = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/threads'));
+    const lanes = await numberOf(page, 'lanesDrawn');
+    assert.ok(lanes > 0, 'lanes are drawn');
+    const height = await page.evaluate(() => window.chronicleViewer.layout().height);
+    await page.evaluate(h => window.chronicleViewer.scrollTo(h), height);
+    // The rows on screen below the lanes reach the last task row once the page asked for them.
+    await page.waitForFunction(() => Number(document.body.dataset.taskRowsAsked.split('-')[1]) === Number(document.body.dataset.taskRows));
+    await settled(page);
+    const scroller = await page.evaluate(() => { const s = document.getElementById('scroller'); return { top: s.scrollTop, height: s.scrollHeight, client: s.clientHeight }; });
+    assert.ok(scroller.top > 0 && scroller.top + scroller.client >= scroller.height - 1, `scrolled to the end: ${JSON.stringify(scroller)}`);
+    const after = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/threads'));
+    assert.equal(after.y, before.y, 'the threads header stays where it was');
+    assert.equal(await numberOf(page, 'lanesDrawn'), lanes, 'every lane is still drawn');
+    await page.screenshot({ path: join(artifacts, 'demo-pinned-lanes.png') });
+    await page.evaluate(() => window.chronicleViewer.scrollTo(0));
+    await page.waitForFunction(() => document.body.dataset.taskRowsAsked.startsWith('0-'));
+    await settled(page);
+  });
+
   await step('clicking a task run in a thread lane selects its task and scrolls to its row', async () => {
     await settled(page);
     const run = await page.evaluate(() => {

@@ -11,7 +11,7 @@ import * as hooks from './test_hooks';
 import { CollapsedTask, ShownRows } from './task_rows';
 import { arrowAt, drawTaskRows, STATE_COLOURS, TaskHits } from './tasks_view';
 import {
-  computeLayout, COUNTER_TRACK, defaultCollapsed, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
+  computeLayout, COUNTER_TRACK, defaultCollapsed, Header, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
 } from './tracks';
 
 const KIND_COLOURS = ['#9aa5b1', '#5b8def', '#c58af9', '#4fb8a8', '#e7b416', '#ef8354'];  // unknown, coroutine, promise, handler, timer, io
@@ -105,6 +105,23 @@ function shownRows() { return new ShownRows(summary.task_rows, collapsedTasks.va
 // The top of a shown task row, in its process's tasks group (0 when the group is closed).
 function taskY(row: number) { return taskRowY(layout, row) ?? 0; }
 
+// The thread lanes stay on screen while the rest scrolls under them, when they come first (an
+// open threads group; every process's in a merged trace) and take at most this share of it.
+const PIN_SHARE = 0.45;
+// Where the pinned lanes end on the canvas (RULER_HEIGHT: nothing pinned). Page y above it shows
+// the layout as it is; below, the layout scrolled by scrollTop.
+function pinnedEnd() {
+  const end = layout.lanesEnd;
+  return end > RULER_HEIGHT && end - RULER_HEIGHT <= PIN_SHARE * scroller.clientHeight ? end : RULER_HEIGHT;
+}
+function toLayoutY(canvasY: number) { return canvasY < pinnedEnd() ? canvasY : canvasY + scroller.scrollTop; }
+function toCanvasY(layoutY: number) { return layoutY < pinnedEnd() ? layoutY : layoutY - scroller.scrollTop; }
+// The task rows the screen shows: those of the scrolled part, below the pinned lanes.
+function rowsOnScreen() {
+  const pinned = pinnedEnd();
+  return visibleTaskRows(layout, taskRowCount, scroller.scrollTop + pinned, scroller.clientHeight - pinned);
+}
+
 function resize() {
   const ratio = window.devicePixelRatio || 1;
   const cssWidth = scroller.clientWidth;
@@ -135,7 +152,7 @@ function requestWindow() {
   hooks.publishSettled(false);
   fetchTimer = window.setTimeout(async () => {
     const asked = performance.now();
-    const rows = visibleTaskRows(layout, taskRowCount, scroller.scrollTop, scroller.clientHeight);
+    const rows = rowsOnScreen();
     const answer = await backend.window(view.begin, view.end, width(), { first: rows[0], last: rows[1], collapsed: [...collapsedTasks.keys()] },
       highlight || undefined);
     if (number !== requested) return;
@@ -216,16 +233,38 @@ function render() {
   hover.clear();
   controls = [];
   taskHits = { lines: [], solid: [], toggles: [], arrows: [] };
+  // The scrolled part, below the pinned lanes (or the ruler); then the pinned lanes, their headers
+  // and the messages between them, unscrolled.
+  const pinned = pinnedEnd();
   context.save();
+  context.beginPath();
+  context.rect(0, pinned, w, Math.max(h - pinned, 0));
+  context.clip();
   context.translate(0, -top);
   if (data) {
-    drawHeaders();
-    drawLanes(data);
-    drawMessages(data);
+    drawHeaders(header => pinned === RULER_HEIGHT || header.top >= pinned);
+    if (pinned === RULER_HEIGHT) {
+      drawLanes(data);
+      drawMessages(data);
+    }
     drawCounters(data);
     drawTasks(data);
   }
   context.restore();
+  if (data && pinned > RULER_HEIGHT) {
+    context.save();
+    context.beginPath();
+    context.rect(0, 0, w, pinned);
+    context.clip();
+    drawHeaders(header => header.top < pinned);
+    drawLanes(data);
+    drawMessages(data);
+    context.restore();
+    if (top > 0) {  // the scrolled part goes under them
+      context.fillStyle = 'rgba(0, 0, 0, 0.25)';
+      context.fillRect(0, pinned - 1, w, 2);
+    }
+  }
   drawRangeSelection(h);
   drawRuler();
   publishState();
@@ -356,8 +395,9 @@ function drawLanes(answer: WindowAnswer) {
 }
 
 // Group headers: a click on one collapses or opens it; ▲ ▼ move a group among its process's.
-function drawHeaders() {
+function drawHeaders(which: (header: Header) => boolean) {
   for (const header of layout.headers) {
+    if (!which(header)) continue;
     const y = header.top, w = width();
     context.fillStyle = header.level === 0 ? '#c9d1dc' : '#dde3ea';
     context.fillRect(0, y, w, LANE_HEADER);
@@ -640,7 +680,7 @@ async function select(target: Selection, reveal = false, scrollToTask = false) {
     if (reveal) revealTask(details);
     else if (scrollToTask) {
       const row = shownRows().shownRow(details.row);
-      if (!shownRows().isHidden(details.row) && taskRowY(layout, row) !== undefined) scroller.scrollTop = Math.max(0, taskY(row) - scroller.clientHeight / 2);
+      if (!shownRows().isHidden(details.row) && taskRowY(layout, row) !== undefined) scroller.scrollTop = Math.max(0, taskY(row) - (scroller.clientHeight + pinnedEnd()) / 2);
     }
     draw();
   } else if (target.kind === 'counter') {
@@ -684,7 +724,7 @@ function showCounter(breakdown: CounterBreakdown) {
 function revealRange(begin: number, end: number, y: number) {
   const length = Math.max(end - begin, MIN_ZOOM_NS * 10);
   setView(begin - length * 0.5, end + length * 0.5);
-  scroller.scrollTop = Math.max(0, y - 80);
+  if (y >= pinnedEnd()) scroller.scrollTop = Math.max(0, y - pinnedEnd() - 80);
 }
 
 panel.addEventListener('click', event => {
@@ -762,7 +802,7 @@ window.addEventListener('mouseup', event => {
   }
   if (finished.moved) return;
   const rect = canvas.getBoundingClientRect();
-  const x = event.clientX - rect.left, y = event.clientY - rect.top + scroller.scrollTop;
+  const x = event.clientX - rect.left, y = toLayoutY(event.clientY - rect.top);
   rangeSelection = null;
   const inside = (box: readonly unknown[]) => {
     const [x0, x1, y0, y1] = box as number[];
@@ -817,7 +857,7 @@ canvas.addEventListener('wheel', event => {
 let pointerX: number | null = null;
 canvas.addEventListener('mousemove', event => {
   pointerX = event.offsetX;
-  const tip = drag ? null : hover.find(event.offsetX, event.offsetY + scroller.scrollTop, timeAt(event.offsetX));
+  const tip = drag ? null : hover.find(event.offsetX, toLayoutY(event.offsetY), timeAt(event.offsetX));
   if (tip && event.offsetY > RULER_HEIGHT) tips.showTip(tip, event.clientX, event.clientY); else tips.hideTip();
 });
 canvas.addEventListener('mouseleave', () => { pointerX = null; tips.hideTip(); });
@@ -835,7 +875,7 @@ window.addEventListener('keydown', event => {
 });
 // Scrolling asks for the task rows that come into view (the server answers only those).
 scroller.addEventListener('scroll', () => {
-  const rows = visibleTaskRows(layout, taskRowCount, scroller.scrollTop, scroller.clientHeight);
+  const rows = rowsOnScreen();
   if (Math.abs(rows[0] - askedRows[0]) > 10 || Math.abs(rows[1] - askedRows[1]) > 10) requestWindow();
   else draw();
 });
@@ -859,13 +899,13 @@ hooks.installHook('chronicleViewer', {
     const rect = canvas.getBoundingClientRect();
     const x0 = Math.max(xOf(span[0]), 0), x1 = Math.min(Math.max(xOf(span[1]), xOf(span[0]) + 1), width());
     const row = (summary.lanes[lane].run_depths ?? 0) + depth;
-    return { x: rect.left + (x0 + x1) / 2, y: rect.top + laneTop + LANE_HEADER + row * SPAN_ROW + SPAN_ROW / 2 - scroller.scrollTop };
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(laneTop + LANE_HEADER + row * SPAN_ROW + SPAN_ROW / 2) };
   },
   counterPoint(counter: number, time: number) {
     const counterTop = layout.counterTop[counter];
     if (counterTop === undefined) return null;
     const rect = canvas.getBoundingClientRect();
-    return { x: rect.left + xOf(time), y: rect.top + counterTop + LANE_HEADER + COUNTER_TRACK / 2 - scroller.scrollTop };
+    return { x: rect.left + xOf(time), y: rect.top + toCanvasY(counterTop + LANE_HEADER + COUNTER_TRACK / 2) };
   },
   taskHits: () => taskHits,
   collapsed: () => [...collapsedTasks.keys()],
@@ -875,14 +915,14 @@ hooks.installHook('chronicleViewer', {
     const header = layout.headers.find(h => h.key === key);
     if (!header) return null;
     const rect = canvas.getBoundingClientRect();
-    return { x: rect.left + 60, y: rect.top + header.top + LANE_HEADER / 2 - scroller.scrollTop };
+    return { x: rect.left + 60, y: rect.top + toCanvasY(header.top + LANE_HEADER / 2) };
   },
   layout: () => layout,
   // A task run drawn in a thread lane and on screen (client coordinates), to click it.
   runPoint() {
     const rect = canvas.getBoundingClientRect();
     for (const [x0, x1, y0, y1, target, what] of hitBoxes) {
-      const x = (Math.max(x0, 0) + Math.min(x1, width())) / 2, y = (y0 + y1) / 2 - scroller.scrollTop;
+      const x = (Math.max(x0, 0) + Math.min(x1, width())) / 2, y = toCanvasY((y0 + y1) / 2);
       if (what === 'run' && target?.kind === 'task' && x1 - x0 >= 4 && y > RULER_HEIGHT && y < canvas.clientHeight) return { x: rect.left + x, y: rect.top + y, task: target.index };
     }
     return null;
@@ -894,7 +934,7 @@ hooks.installHook('chronicleViewer', {
     if (!line) return null;
     const rect = canvas.getBoundingClientRect();
     const x0 = Math.max(xOf(line[0]), 0), x1 = Math.min(Math.max(xOf(line[1]), xOf(line[0]) + 2), width());
-    return { x: rect.left + (x0 + x1) / 2, y: rect.top + taskY(line[2]) + TASK_ROW / 2 - scroller.scrollTop };
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(taskY(line[2]) + TASK_ROW / 2) };
   },
 });
 

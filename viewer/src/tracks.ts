@@ -37,6 +37,10 @@ export interface Layout {
   // The task groups laid out (open), in row order: shown rows [first, last) from `top`.
   taskGroups: { process: number; first: number; last: number; top: number }[];
   height: number;
+  // Where the leading block of thread lanes ends (their headers included): the groups above it
+  // can stay on screen while the rest scrolls (main.ts pins them when they fit). RULER_HEIGHT
+  // when no open threads group comes first.
+  lanesEnd: number;
 }
 
 export interface TrackState {
@@ -104,7 +108,7 @@ export function moveSection(state: TrackState, process: number, section: Section
 // `shownRow`: a tree row -> the row it is shown on (ShownRows.shownRow: collapsed subtrees out),
 // to find where each process's rows begin once some are collapsed.
 export function computeLayout(summary: Summary, state: TrackState, taskRows: number, shownRow: (row: number) => number = row => row): Layout {
-  const layout: Layout = { headers: [], laneTop: summary.lanes.map(() => undefined), counterTop: summary.counters.map(() => undefined), taskGroups: [], height: 0 };
+  const layout: Layout = { headers: [], laneTop: summary.lanes.map(() => undefined), counterTop: summary.counters.map(() => undefined), taskGroups: [], height: 0, lanesEnd: RULER_HEIGHT };
   let y = RULER_HEIGHT;
   const all = processes(summary);
   // A process's first tree row holds one of its roots: never hidden.
@@ -156,8 +160,12 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       return;
     }
     const sections = sectionsOf(p);
-    for (const kind of sections) placeSection(p, kind, sections);
+    sections.forEach((kind, k) => {
+      placeSection(p, kind, sections);
+      if (k === 0 && kind === 'threads' && !state.collapsed.has(`process:${p}/threads`)) layout.lanesEnd = y;
+    });
   });
+  if (several && layout.laneTop.some(top => top !== undefined)) layout.lanesEnd = y;
   if (several)
     all.forEach((_, p) => {
       if (collapsedProcess(p)) return;
