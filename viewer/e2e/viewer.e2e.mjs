@@ -446,7 +446,7 @@ try {
     await page.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), run.task);
     await page.waitForFunction(task => {
       const viewer = window.chronicleViewer, point = viewer.taskPoint(task);
-      return document.body.dataset.settled === 'true' && point && point.y > 0 && point.y < window.innerHeight;
+      return document.body.dataset.settled === 'true' && point && !point.hidden && point.y > 0 && point.y < window.innerHeight;
     }, run.task);
   });
 
@@ -457,7 +457,7 @@ try {
       for (const line of viewer.data().tasks.lines) {
         const p = viewer.taskPoint(line[3]);
         // On the canvas below the ruler (not on the bar above it), clear of a toggle at the left edge.
-        if (p && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14) return { ...p, task: line[3] };
+        if (p && !p.hidden && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14) return { ...p, task: line[3] };
       }
       return null;
     });
@@ -486,7 +486,9 @@ try {
         for (const { x0, y0, x1, y1, arrow } of hits.arrows) {
           if (arrow[1] !== task && arrow[2] !== task) continue;
           const x = (x0 + x1) / 2, y = (y0 + y1) / 2;
-          if (Math.hypot(x1 - x0, y1 - y0) < 12 || x < 5 || x > canvas.clientWidth - 5 || y - top < 40 || y - top > canvas.clientHeight - 5) continue;
+          // On screen, below the lanes pinned above the tasks (the tasks scroll under them).
+          const below = Math.max(40, viewer.pinnedEnd() + 5);
+          if (Math.hypot(x1 - x0, y1 - y0) < 12 || x < 5 || x > canvas.clientWidth - 5 || y - top < below || y - top > canvas.clientHeight - 5) continue;
           const on = ([a, b, c, d]) => x >= a - 2 && x <= b + 2 && y >= c - 2 && y <= d + 2;
           const distance = other => {
             const dx = other.x1 - other.x0, dy = other.y1 - other.y0, length2 = dx * dx + dy * dy;
@@ -507,7 +509,7 @@ try {
       const viewer = window.chronicleViewer, data = viewer.data(), rect = document.getElementById('timeline').getBoundingClientRect();
       for (const line of data.tasks.lines) {
         const p = viewer.taskPoint(line[3]);
-        const onRows = p && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14;  // as in the step above
+        const onRows = p && !p.hidden && p.y > rect.top + 40 && p.y < rect.bottom - 10 && p.x > rect.left + 14;  // as in the step above
         if (onRows && data.arrows.some(a => a[1] === line[3] || a[2] === line[3]) && window.clearArrowOf(line[3])) return { ...p, task: line[3] };
       }
       return null;
@@ -874,7 +876,7 @@ try {
     await settled(page);
     const task = await hoverAt(() => {
       const viewer = window.chronicleViewer;
-      const line = viewer.data().tasks.lines.find(l => viewer.taskPoint(l[3]));
+      const line = viewer.data().tasks.lines.find(l => viewer.taskPoint(l[3]) && !viewer.taskPoint(l[3]).hidden);
       return line ? { ...viewer.taskPoint(line[3]), name: viewer.data().tasks.names[line[3]] } : null;
     });
     await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'task', task.name);
@@ -955,7 +957,7 @@ try {
     assert.ok(last >= firstRows, `the last row (${last}) is not among the first rows asked for (up to ${firstRows})`);
     await far.waitForFunction(index => {
       const point = window.chronicleViewer.taskPoint(index);
-      return document.body.dataset.settled === 'true' && point && point.y > 40 && point.y < window.innerHeight;
+      return document.body.dataset.settled === 'true' && point && !point.hidden && point.y > 40 && point.y < window.innerHeight;
     }, deep);
     assert.ok(await far.evaluate(() => document.getElementById('scroller').scrollTop) > 0, 'the rows scrolled');
     await far.screenshot({ path: join(artifacts, 'demo-link-deep-task.png') });
@@ -1171,7 +1173,7 @@ try {
       const rowOf = new Map(data.tasks.lines.filter(l => open(l[2])).map(l => [l[3], l[2]]));
       for (const line of data.tasks.lines) {
         const p = viewer.taskPoint(line[3]);
-        if (!p || p.y < 40 || p.y > window.innerHeight - 10 || !rowOf.has(line[3])) continue;
+        if (!p || p.hidden || p.y < 40 || p.y > window.innerHeight - 10 || !rowOf.has(line[3])) continue;
         const details = await (await fetch(`/api/task?index=${line[3]}`)).json();
         const steps = details.critical_path.steps.filter(s => s.index !== line[3] && rowOf.has(s.index));
         const drawn = new Map(steps.map(s => [s.index, s.process]));

@@ -116,6 +116,8 @@ function pinnedEnd() {
 }
 function toLayoutY(canvasY: number) { return canvasY < pinnedEnd() ? canvasY : canvasY + scroller.scrollTop; }
 function toCanvasY(layoutY: number) { return layoutY < pinnedEnd() ? layoutY : layoutY - scroller.scrollTop; }
+// Whether a layout y of the scrolled part lies under the pinned lanes (hidden there).
+function underPinned(layoutY: number) { return layoutY >= pinnedEnd() && toCanvasY(layoutY) < pinnedEnd(); }
 // The task rows the screen shows: those of the scrolled part, below the pinned lanes.
 function rowsOnScreen() {
   const pinned = pinnedEnd();
@@ -899,13 +901,15 @@ hooks.installHook('chronicleViewer', {
     const rect = canvas.getBoundingClientRect();
     const x0 = Math.max(xOf(span[0]), 0), x1 = Math.min(Math.max(xOf(span[1]), xOf(span[0]) + 1), width());
     const row = (summary.lanes[lane].run_depths ?? 0) + depth;
-    return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(laneTop + LANE_HEADER + row * SPAN_ROW + SPAN_ROW / 2) };
+    const y = laneTop + LANE_HEADER + row * SPAN_ROW + SPAN_ROW / 2;
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(y), hidden: underPinned(y) };
   },
   counterPoint(counter: number, time: number) {
     const counterTop = layout.counterTop[counter];
     if (counterTop === undefined) return null;
     const rect = canvas.getBoundingClientRect();
-    return { x: rect.left + xOf(time), y: rect.top + toCanvasY(counterTop + LANE_HEADER + COUNTER_TRACK / 2) };
+    const y = counterTop + LANE_HEADER + COUNTER_TRACK / 2;
+    return { x: rect.left + xOf(time), y: rect.top + toCanvasY(y), hidden: underPinned(y) };
   },
   taskHits: () => taskHits,
   collapsed: () => [...collapsedTasks.keys()],
@@ -915,7 +919,8 @@ hooks.installHook('chronicleViewer', {
     const header = layout.headers.find(h => h.key === key);
     if (!header) return null;
     const rect = canvas.getBoundingClientRect();
-    return { x: rect.left + 60, y: rect.top + toCanvasY(header.top + LANE_HEADER / 2) };
+    const y = header.top + LANE_HEADER / 2;
+    return { x: rect.left + 60, y: rect.top + toCanvasY(y), hidden: underPinned(y) };
   },
   layout: () => layout,
   // A task run drawn in a thread lane and on screen (client coordinates), to click it.
@@ -928,13 +933,17 @@ hooks.installHook('chronicleViewer', {
     return null;
   },
   scrollTo(y: number) { scroller.scrollTop = y; },
+  // Where the pinned lanes end on the canvas (the ruler's height when none are pinned). The
+  // points above say `hidden` when they lie under them.
+  pinnedEnd,
   // Where a task's line is on the page (client coordinates), to click it.
   taskPoint(index: number) {
     const line = data?.tasks.lines.find(l => l[3] === index);
     if (!line) return null;
     const rect = canvas.getBoundingClientRect();
     const x0 = Math.max(xOf(line[0]), 0), x1 = Math.min(Math.max(xOf(line[1]), xOf(line[0]) + 2), width());
-    return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(taskY(line[2]) + TASK_ROW / 2) };
+    const y = taskY(line[2]) + TASK_ROW / 2;
+    return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(y), hidden: underPinned(y) };
   },
 });
 
