@@ -143,7 +143,8 @@ struct Lane {  // one thread stream
   IntervalRow idle;     // loop suspended; items index TaskGraph::idle()
   IntervalRow off_cpu;  // the thread off its CPU (record --sched); items are format::CpuState
   IntervalRow samples;  // record --sample: each an instant; items index TimelineIndex::sample_stacks()
-  // Where the thread lost events (its ring was full, or a flight ring overwrote them): from the
+  // Where the thread lost events (counted as discarded: its ring had no room; what a flight ring
+  // writes over is not a loss but the window's start): from the
   // end of the packet before to the beginning of the one whose count of discarded events grew;
   // items are how many (a count past 2^32 - 1 takes several entries). They add up to the stream's
   // events_discarded.

@@ -114,11 +114,11 @@ export function offCpuTip(begin: number, end: number, count: number, state: numb
            rows: [['from', formatTime(begin)], ['for', formatDuration(end - begin)]] };
 }
 
-// Events a thread lost between two of its packets (its ring was full, or overwritten in flight).
+// Events a thread could not write between two of its packets (counted as discarded).
 export function lostTip(begin: number, end: number, count: number): Tip {
   return { kind: 'lost', title: `${formatNumber(count)} ${count === 1 ? 'event' : 'events'} lost`,
            rows: [...(end > begin ? [['between', formatTime(begin)], ['and', formatTime(end)]] : [['at', formatTime(begin)]]) as [string, string][],
-                  ['why', 'the thread\'s ring was full (its collector behind), or a flight ring wrote over them']] };
+                  ['why', 'the thread\'s ring had no room for them (its collector behind)']] };
 }
 
 // Stack samples on a lane: `count` of them from `first` to `last`.
