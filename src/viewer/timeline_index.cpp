@@ -370,8 +370,7 @@ class IndexBuilder {
 
   // Each thread's task runs, nested: a run goes on the first depth free when it begins.
   void index_lane_runs() {
-    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
-    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    const std::unordered_map<uint32_t, uint32_t> lane_of_thread = lanes_by_thread();
     struct Run {
       uint64_t begin, end;
       uint32_t task;
@@ -549,8 +548,7 @@ class IndexBuilder {
   }
 
   void index_idle() {
-    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
-    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    const std::unordered_map<uint32_t, uint32_t> lane_of_thread = lanes_by_thread();
     const auto& idle = index_.graphs_.front().idle();
     for (uint32_t k = 0; k < idle.size(); ++k) {
       auto lane = lane_of_thread.find(idle[k].thread_id);
@@ -559,12 +557,18 @@ class IndexBuilder {
     }
   }
 
+  // Each thread's lane (its first, when a thread has several streams).
+  std::unordered_map<uint32_t, uint32_t> lanes_by_thread() const {
+    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
+    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    return lane_of_thread;
+  }
+
   // Where each lane's thread lost events: each growth of its packets' cumulative count of
   // discarded events (the first packet's count counts from zero), between the packet before it
   // and the packet that counted it.
   void index_lost() {
-    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
-    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    const std::unordered_map<uint32_t, uint32_t> lane_of_thread = lanes_by_thread();
     for (size_t stream = 0; stream < trace_.streams().size(); ++stream) {
       const auto lane = lane_of_thread.find(trace_.streams()[stream].thread_id);
       if (lane == lane_of_thread.end() || trace_.streams()[stream].events_discarded == 0) continue;
@@ -604,8 +608,7 @@ class IndexBuilder {
     if (trace_.modules().empty()) return;
     analysis::SampleStacks symbolised(trace_);
     const auto pid = static_cast<uint32_t>(trace_.description().pid);
-    std::unordered_map<uint32_t, uint32_t> lane_of_thread;
-    for (uint32_t k = 0; k < index_.lanes_.size(); ++k) lane_of_thread.try_emplace(index_.lanes_[k].thread_id, k);
+    const std::unordered_map<uint32_t, uint32_t> lane_of_thread = lanes_by_thread();
     std::map<std::vector<uint32_t>, uint32_t> stack_ids;
     std::vector<uint32_t> outermost_first;
     SampleStackTable& table = index_.sample_stacks_;

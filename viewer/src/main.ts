@@ -194,6 +194,7 @@ function pan(ns: number) { setView(view.begin + ns, view.end + ns); }
 
 let counts: hooks.DrawCounts = hooks.noCounts();
 let laneLabels: string[] = [];  // the lane headers drawn, as the page published them
+let defaultGroups: string[] = [];  // the groups collapsed when the trace opens (tracks.defaultCollapsed)
 // Where things were drawn, for clicks: [x0, x1, y0, y1, selection].
 let hitBoxes: [number, number, number, number, Selection, 'run'?][] = [];
 // What is drawn where, for tooltips (tooltip.ts): described from the answer, on hover only.
@@ -557,7 +558,7 @@ function publishState() {
   hooks.publishView(view, data, windowsLoaded);
   // Not before the link the page was opened with is restored: that would write over it.
   if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
-                                    groups: [...tracks.collapsed], defaultGroups: defaultCollapsed(summary), subtrees: [...collapsedTasks.keys()] });
+                                    groups: [...tracks.collapsed], defaultGroups, subtrees: [...collapsedTasks.keys()] });
   const resolution = niceStep(Math.max((view.end - view.begin) / 1000, 1));
   statusText.textContent = `${formatTime(view.begin, resolution)} … ${formatTime(view.end, resolution)} (${formatDuration(view.end - view.begin)} shown)`;
 }
@@ -994,7 +995,7 @@ async function followEditedUrl(hash: string) {
 function restoreCollapsedGroups(keys: string[] | undefined) {
   const all = computeLayout(summary, { collapsed: new Set(), order: tracks.order }, taskRowCount).headers.map(h => h.key);
   tracks.collapsed.clear();
-  for (const key of keys ?? defaultCollapsed(summary)) if (all.includes(key)) tracks.collapsed.add(key);
+  for (const key of keys ?? defaultGroups) if (all.includes(key)) tracks.collapsed.add(key);
   relayout();
 }
 
@@ -1018,6 +1019,7 @@ async function start() {
   (document.getElementById('title') as HTMLSpanElement).textContent = summary.title;
   showWarnings(summary.warnings ?? []);
   taskRowCount = summary.task_rows;
+  defaultGroups = defaultCollapsed(summary);
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
   relayout();
   await restoreFromUrl();

@@ -255,9 +255,7 @@ class EventGroup {
     generation_ = writer.generation;
     if (ticks_ < writer.last_ticks) ticks_ = writer.last_ticks;  // a thread's times never go back
     first_compact_ = ticks_ - writer.last_ticks <= format::kCompactTimestampMask;
-    pos_ = writer.pos;
-    room_end_ = pos_ + max_bytes_;
-    state_ = State::open;
+    take_room();
     return true;
   }
 
@@ -307,6 +305,11 @@ class EventGroup {
       }
       first_compact_ = true;  // a new packet starts at this instant
     }
+    take_room();
+  }
+
+  // The group's room starts at the packet's end: it is open.
+  CHRONICLE_INLINE void take_room() {
     pos_ = writer_->pos;
     room_end_ = pos_ + max_bytes_;
     state_ = State::open;
