@@ -403,6 +403,127 @@ TEST_F(ViewerTest, AWindowAnswersTheRowsAskedForWithCollapsedSubtreesLeftOut) {
   EXPECT_EQ(nlohmann::json::parse(answer->body)["tasks"]["rows"], 360);
 }
 
+// Tasks by time, the packing alone: a chain of handlers, each created by the one before while
+// it still runs, takes two rows, not one per handler.
+TEST(TasksByTime, AChainOfHandlersTakesTwoRows) {
+  std::vector<viewer::TaskSpan> chain;
+  for (uint32_t k = 0; k < 1000; ++k) chain.push_back({10 * k, 10 * k + 15, k == 0 ? viewer::kNoTask : k - 1, k});
+  const std::vector<uint32_t> rows = viewer::pack_tasks_by_time(chain);
+  for (uint32_t k = 0; k < rows.size(); ++k) EXPECT_EQ(rows[k], k % 2) << "handler " << k;
+}
+
+// Rows are as many as tasks ever alive at once (the fewest that can hold them), and no two
+// tasks on a row share an instant.
+TEST(TasksByTime, RowsAreAsManyAsTasksAliveAtOnceAndTasksOnARowNeverMeet) {
+  std::vector<viewer::TaskSpan> tasks;
+  uint64_t state = 12345;
+  auto next = [&](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  for (uint32_t k = 0; k < 5000; ++k) {
+    const uint64_t begin = next(100000);
+    tasks.push_back({begin, begin + next(k % 50 == 0 ? 20000 : 300),
+                     k > 0 && next(3) > 0 ? static_cast<uint32_t>(next(k)) : viewer::kNoTask, k});
+  }
+  const std::vector<uint32_t> rows = viewer::pack_tasks_by_time(tasks);
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> by_row;
+  for (uint32_t k = 0; k < tasks.size(); ++k) by_row[rows[k]].emplace_back(tasks[k].begin, tasks[k].end);
+  for (auto& [row, spans] : by_row) {
+    std::sort(spans.begin(), spans.end());
+    for (size_t k = 1; k < spans.size(); ++k) EXPECT_LT(spans[k - 1].second, spans[k].first) << "row " << row;
+  }
+  // The most alive at one instant: at some task's begin.
+  size_t most = 0;
+  for (const viewer::TaskSpan& at : tasks)
+    most = std::max<size_t>(most, std::count_if(tasks.begin(), tasks.end(), [&](const viewer::TaskSpan& other) {
+                              return other.begin <= at.begin && other.end >= at.begin;
+                            }));
+  EXPECT_EQ(by_row.size(), most);
+  EXPECT_EQ(by_row.rbegin()->first + 1, most) << "rows from 0, none skipped";
+}
+
+// A child goes on the free row nearest its parent's, the one after it on a tie; a task with no
+// parent on the first free row.
+TEST(TasksByTime, AChildGoesOnTheFreeRowNearestItsParents) {
+  // Rows 0..5 taken by six long tasks; those on rows 1 and 4 end; a child of row 5's task comes.
+  std::vector<viewer::TaskSpan> tasks;
+  for (uint32_t k = 0; k < 6; ++k) tasks.push_back({k, k == 1 || k == 4 ? uint64_t{10} : 1000, viewer::kNoTask, k});
+  tasks.push_back({20, 30, 5, 6});                // nearest free to row 5: 4
+  tasks.push_back({21, 30, viewer::kNoTask, 7});  // no parent: the first free, 1
+  tasks.push_back({22, 30, 2, 8});                // none free: a new row
+  const std::vector<uint32_t> rows = viewer::pack_tasks_by_time(tasks);
+  EXPECT_EQ(rows[6], 4u);
+  EXPECT_EQ(rows[7], 1u);
+  EXPECT_EQ(rows[8], 6u);
+  // Rows 1 and 3 free, the parent on row 2: the one after it.
+  std::vector<viewer::TaskSpan> tie;
+  for (uint32_t k = 0; k < 5; ++k) tie.push_back({k, k == 1 || k == 3 ? uint64_t{10} : 1000, viewer::kNoTask, k});
+  tie.push_back({20, 30, 2, 5});
+  EXPECT_EQ(viewer::pack_tasks_by_time(tie)[5], 3u);
+}
+
+// A task alive from its creation (or first run) to its resolution (or the trace's end), and
+// to its last run's end when that is later.
+std::pair<uint64_t, uint64_t> alive(const TimelineIndex& index, const model::Task& task) {
+  const uint64_t begin = task.created         ? index.to_ns(*task.created)
+                         : !task.runs.empty() ? index.to_ns(task.runs.front().begin)
+                                              : 0;
+  uint64_t end = task.resolved ? index.to_ns(*task.resolved) : index.duration();
+  if (!task.runs.empty()) end = std::max(end, index.to_ns(task.runs.back().end));
+  return {begin, std::max(begin, end)};
+}
+
+// By time, a window accounts for every task alive in it exactly once, on its row: drawn alone
+// or in a block of its row; the rows and the HTTP answer agree with the index.
+TEST_F(ViewerTest, TasksByTimeAccountForEveryTaskAliveInTheWindowOnItsRow) {
+  const viewer::TaskTimeRows& by_time = index_->task_time_rows();
+  ASSERT_EQ(by_time.row.size(), graph_->tasks().size());
+  EXPECT_LT(by_time.count(), graph_->tasks().size() / 4) << "rows are reused";
+  size_t blocks_seen = 0;
+  for (const auto& [begin, end, width] : windows()) {
+    SCOPED_TRACE(::testing::Message() << "window " << begin << ".." << end << " at " << width << " px");
+    viewer::TaskRowQuery query;
+    query.by_time = true;
+    const viewer::Window window = index_->window(begin, end, width, query);
+    EXPECT_EQ(window.task_rows_shown, by_time.count());
+    std::map<uint32_t, uint64_t> expected;  // row -> tasks alive in the window
+    for (uint32_t k = 0; k < graph_->tasks().size(); ++k) {
+      const auto [b, e] = alive(*index_, graph_->tasks()[k]);
+      if (b <= end && e >= begin) ++expected[by_time.row[k]];
+    }
+    std::map<uint32_t, uint64_t> shown;
+    std::set<uint32_t> tasks_drawn;
+    for (const viewer::TaskInView& task : window.tasks) {
+      EXPECT_EQ(task.row, by_time.row[task.task]);
+      EXPECT_TRUE(tasks_drawn.insert(task.task).second) << "task " << task.task << " drawn once";
+      ++shown[task.row];
+    }
+    for (const viewer::TaskBlock& block : window.task_blocks) {
+      EXPECT_GT(block.count, 1u) << "a task alone is drawn as itself";
+      EXPECT_LE(block.failed + block.cancelled, block.count);
+      shown[block.row] += block.count;
+      ++blocks_seen;
+    }
+    EXPECT_EQ(shown, expected);
+  }
+  EXPECT_GT(blocks_seen, 0u) << "the whole trace at 97 px merges tasks";
+  // The HTTP API answers the same for the same question; `by` is time or tree.
+  viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);
+  httplib::Client client("127.0.0.1", server.port());
+  const uint64_t duration = index_->duration();
+  viewer::TaskRowQuery query{0, 40, {}, true};
+  const auto answer =
+      client.Get("/api/window?begin=0&end=" + std::to_string(duration) + "&width=300&rows=0-40&by=time");
+  ASSERT_TRUE(answer);
+  ASSERT_EQ(answer->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(answer->body), viewer::window_json(*index_, 0, duration, 300, query));
+  EXPECT_FALSE(nlohmann::json::parse(answer->body)["tasks"]["blocks"].empty());
+  const auto wrong = client.Get("/api/window?begin=0&end=10&width=300&by=age");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 400);
+}
+
 // A task line's thick parts are its runs: merged where less than a pixel apart, they cover
 // every run in the window and nothing else.
 TEST_F(ViewerTest, TaskLinesCarryTheirRuns) {

@@ -31,8 +31,9 @@ using index_files::for_each_trace_file;
 using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
-// 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes
-constexpr uint32_t kFormatVersion = 11;
+// 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes;
+// 11: lost events; 12: tasks by time
+constexpr uint32_t kFormatVersion = 12;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -467,6 +468,14 @@ struct IndexCache::Fields {
     a.column(index.task_tree_.row);
     a.column(index.task_tree_.subtree);
     a.column(index.task_tree_.depth);
+    a.column(index.task_time_rows_.row);
+    a.column(index.task_time_rows_.first);
+    a.column(index.task_time_rows_.order);
+    a.column(index.task_time_rows_.begins);
+    a.column(index.task_time_rows_.ends);
+    a.column(index.task_time_rows_.failed_before);
+    a.column(index.task_time_rows_.cancelled_before);
+    a.column(index.task_time_rows_.process_first);
     a.column(index.run_first_);
     a.column(index.run_begins_);
     a.column(index.run_ends_);
@@ -557,6 +566,18 @@ struct IndexCache::Fields {
                        index.task_arrow_first_.size() == tasks + 1 && index.wait_first_.back() == index.waits_.size() &&
                        index.task_arrow_first_.back() == index.task_arrow_list_.size();
     if (!whole) throw IndexCacheDamaged("its task lookup does not match its tasks");
+    check_time_rows(index.task_time_rows_, tasks, index.task_processes_.size());
+  }
+
+  // The sizes agree and each row's tasks lie within `order` (task indexes are checked where read).
+  static void check_time_rows(const TaskTimeRows& rows, size_t tasks, size_t processes) {
+    bool whole = rows.row.size() == tasks && rows.order.size() == tasks && rows.begins.size() == tasks &&
+                 rows.ends.size() == tasks && rows.failed_before.size() == tasks + 1 &&
+                 rows.cancelled_before.size() == tasks + 1 && !rows.first.empty() && rows.first.back() == tasks &&
+                 rows.process_first.size() == processes + 1 && rows.process_first.back() == rows.count();
+    for (size_t k = 0; whole && k < rows.count(); ++k) whole = rows.first[k] <= rows.first[k + 1];
+    for (size_t p = 0; whole && p < processes; ++p) whole = rows.process_first[p] <= rows.process_first[p + 1];
+    if (!whole) throw IndexCacheDamaged("its tasks by time do not match its tasks");
   }
 };
 

@@ -31,7 +31,8 @@ json task_ref(const TimelineIndex& index, uint32_t task) {
           {"display", index.task_display_name(task)},
           {"begin", line.begin},
           {"end", line.end},
-          {"row", line.row}};
+          {"row", line.row},
+          {"time_row", task < index.task_time_rows().row.size() ? index.task_time_rows().row[task] : 0}};
 }
 
 json task_ref_by_id(const TimelineIndex& index, size_t process, model::TaskId id) {
@@ -142,15 +143,22 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                         {"min", series.min},
                         {"max", series.max},
                         {"samples", series.values.size()}});
-  // Each process's tasks are the tree rows [first_task, first_task + tasks).
+  // Each process's tasks are the tree rows [first_task, first_task + tasks), and by time the rows
+  // [first_time_row, first_time_row + time_rows).
   json processes = json::array();
+  const TaskTimeRows& by_time = index.task_time_rows();
   for (size_t process = 0; process < index.task_processes().size(); ++process) {
     const TaskProcess& each = index.task_processes()[process];
     const uint32_t next = process + 1 < index.task_processes().size() ? index.task_processes()[process + 1].first_task
                                                                       : index.task_row_count();
+    const uint32_t first_time_row = process < by_time.process_first.size() ? by_time.process_first[process] : 0;
+    const uint32_t next_time_row =
+        process + 1 < by_time.process_first.size() ? by_time.process_first[process + 1] : first_time_row;
     processes.push_back({{"group", each.group},
                          {"first_task", each.first_task},
                          {"tasks", next - each.first_task},
+                         {"first_time_row", first_time_row},
+                         {"time_rows", next_time_row - first_time_row},
                          {"first_lane", each.first_lane}});
   }
   size_t waits = 0;
@@ -166,6 +174,7 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
           {"lanes", std::move(lanes)},
           {"tasks", index.task_lines().size()},
           {"task_rows", index.task_row_count()},
+          {"time_rows", by_time.count()},
           {"processes", std::move(processes)},
           {"task_kinds", task_kind_names()},
           {"created_arrows", created},
@@ -278,6 +287,10 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
                      where.row});
     name_task(task);
   }
+  // [begin, end, row, count, failed, cancelled]
+  json task_blocks = json::array();
+  for (const TaskBlock& block : window.task_blocks)
+    task_blocks.push_back({block.begin, block.end, block.row, block.count, block.failed, block.cancelled});
   json arrows = json::array();
   const bool arrows_cut = window.arrows.size() > kMaxWindowArrows;
   for (const ArrowInView& view : window.arrows) {
@@ -306,7 +319,7 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
           {"names", std::move(names)},
           {"tasks",
            {{"lines", std::move(lines)},
-            {"blocks", json::array()},
+            {"blocks", std::move(task_blocks)},
             {"names", std::move(task_names)},
             {"rows", window.task_rows_shown},
             {"first_row", std::min(window.task_rows_shown, rows.first)},

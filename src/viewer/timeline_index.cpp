@@ -417,6 +417,19 @@ class IndexBuilder {
     }
     index.task_tree_ = layout_task_tree(parents);
     for (uint32_t k = 0; k < parents.size(); ++k) index.task_lines_[k].row = index.task_tree_.row[k];
+    std::vector<TaskSpan> spans(parents.size());
+    std::vector<TaskEnding> endings(parents.size(), TaskEnding::other);
+    for (uint32_t k = 0; k < parents.size(); ++k) {
+      const TaskLine& line = index.task_lines_[k];
+      // A run may outlast its task's resolution (the handler returning): the row holds it too.
+      const auto ends = index.run_ends(k);
+      spans[k] = {line.begin, ends.empty() ? line.end : std::max(line.end, ends.back()), parents[k], line.row};
+      if (line.resolved && line.outcome == format::TaskOutcome::failed) endings[k] = TaskEnding::failed;
+      if (line.resolved && line.outcome == format::TaskOutcome::cancelled) endings[k] = TaskEnding::cancelled;
+    }
+    std::vector<uint32_t> process_first_tasks;
+    for (const TaskProcess& process : index.task_processes_) process_first_tasks.push_back(process.first_task);
+    index.task_time_rows_ = build_task_time_rows(spans, endings, process_first_tasks);
   }
 
   // In order of begin (spans appended process after process are not), parents kept, and the reach.

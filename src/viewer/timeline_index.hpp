@@ -29,6 +29,7 @@
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
 #include "viewer/column.hpp"
+#include "viewer/task_time_rows.hpp"
 #include "viewer/task_tree.hpp"
 
 namespace chronicle::viewer {
@@ -282,10 +283,23 @@ inline constexpr size_t kCounterPointsPerPixel = 2;  // past this, a counter's w
 // Which task rows a window answers for: the rows [first, last) as shown once the subtrees of
 // `collapsed` (task indexes) are taken out. The row count can be large; the page asks for the
 // rows on its screen.
+// With `by_time` the rows are the tasks by time (task_time_rows.hpp) and nothing is collapsed.
 struct TaskRowQuery {
   uint32_t first = 0;
   uint32_t last = std::numeric_limits<uint32_t>::max();
   std::vector<uint32_t> collapsed;
+  bool by_time = false;
+};
+
+// Tasks by time too narrow to draw one by one, merged on their row (a task alone in its pixels
+// is drawn as a TaskInView).
+struct TaskBlock {
+  uint32_t row = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t count = 0;
+  uint32_t failed = 0;
+  uint32_t cancelled = 0;
 };
 
 struct CounterWindow {
@@ -299,8 +313,9 @@ struct Window {
   uint64_t end = 0;
   uint32_t width = 0;
   std::vector<LaneWindow> lanes;
-  std::vector<TaskInView> tasks;  // in row order
-  uint32_t task_rows_shown = 0;   // rows once the collapsed subtrees are taken out
+  std::vector<TaskInView> tasks;       // in row order
+  std::vector<TaskBlock> task_blocks;  // tasks by time only
+  uint32_t task_rows_shown = 0;        // rows once the collapsed subtrees are taken out (or by time)
   // Per process (TimelineIndex::task_processes), the shown row its tasks begin on: a process's
   // tasks are rows [its, the next one's).
   std::vector<uint32_t> process_first_rows;
@@ -413,6 +428,8 @@ class TimelineIndex {
   const Column<TaskLine>& task_lines() const { return task_lines_; }  // by task index
   const TaskTree& task_tree() const { return task_tree_; }
   uint32_t task_row_count() const { return static_cast<uint32_t>(task_tree_.row_task.size()); }
+  // The tasks by time (task_time_rows.hpp): the other layout of the task rows.
+  const TaskTimeRows& task_time_rows() const { return task_time_rows_; }
   // A task's runs in ns, by beginning.
   std::span<const uint64_t> run_begins(uint32_t task) const;
   std::span<const uint64_t> run_ends(uint32_t task) const;
@@ -500,8 +517,15 @@ class TimelineIndex {
  private:
   void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
                     Window& out) const;
+  void window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, const TaskRowQuery& rows,
+                            Window& out) const;
+  // A task's runs in [begin, end], merged where less than `gap` apart.
+  std::vector<std::pair<uint64_t, uint64_t>> runs_in_view(uint32_t task, uint64_t begin, uint64_t end,
+                                                          double gap) const;
+  // `rows_of`: an arrow's rows as shown, none when it has nowhere to go.
+  using ArrowRows = std::function<std::optional<std::pair<uint32_t, uint32_t>>(const Arrow&)>;
   void window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
-                     const ShownRows& shown, const TaskRowQuery& rows, Window& out) const;
+                     const ArrowRows& rows_of, const TaskRowQuery& rows, Window& out) const;
   void window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
                        Window& out) const;
 
@@ -540,6 +564,7 @@ class TimelineIndex {
   Column<uint32_t> task_attribute_tasks_;
   StringColumn task_attribute_texts_;
   TaskTree task_tree_;
+  TaskTimeRows task_time_rows_;
   // Every task's runs in ns, task after task: task k's are [run_first_[k], run_first_[k + 1]).
   Column<uint32_t> run_first_;
   Column<uint64_t> run_begins_;
@@ -584,5 +609,9 @@ struct TimelineIndex::GraphLoader {
 // For tests and the HTML export: which merged blocks and single intervals a row shows.
 void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
                     double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks);
+// The same over a row given as its intervals' begins and ends (in order, not overlapping).
+void visible_in_row(std::span<const uint64_t> begins, std::span<const uint64_t> ends, uint32_t row_number,
+                    uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
+                    std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks);
 
 }  // namespace chronicle::viewer

@@ -44,9 +44,13 @@ bool contains_folded(std::string_view haystack, const std::string& needle_lower)
 
 void visible_in_row(const IntervalRow& row, uint32_t row_number, uint64_t begin, uint64_t end, double ns_per_pixel,
                     double min_pixels, std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks) {
-  const auto& begins = row.begins;
-  const auto& ends = row.ends;
-  const size_t count = row.size();
+  visible_in_row(row.begins, row.ends, row_number, begin, end, ns_per_pixel, min_pixels, wide, blocks);
+}
+
+void visible_in_row(std::span<const uint64_t> begins, std::span<const uint64_t> ends, uint32_t row_number,
+                    uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
+                    std::vector<VisibleInterval>& wide, std::vector<BusyBlock>& blocks) {
+  const size_t count = std::min(begins.size(), ends.size());
   const double min_ns = min_pixels * ns_per_pixel;
   auto is_wide = [&](size_t k) { return static_cast<double>(ends[k] - begins[k]) >= min_ns; };
   // The end of the pixel column after the one holding `time`: a block takes in every interval
@@ -252,19 +256,40 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     visible_in_row(lane.samples, 0, begin, end, ns_per_pixel, std::max(min_pixels, 1.0), no_wide_samples, view.samples);
     out.lanes.push_back(std::move(view));
   }
-  const ShownRows shown(task_tree_, rows.collapsed);
-  out.task_rows_shown = shown.count();
-  // Tree row first_task holds one of the process's roots (parents are within a process): never hidden.
-  for (const TaskProcess& process : task_processes_)
-    out.process_first_rows.push_back(process.first_task < task_row_count() ? shown.shown_row(process.first_task)
-                                                                           : out.task_rows_shown);
-  window_tasks(begin, end, ns_per_pixel, shown, rows, out);
+  const ShownRows shown(task_tree_, rows.by_time ? std::vector<uint32_t>{} : rows.collapsed);
+  ArrowRows rows_of;
+  if (rows.by_time) {
+    const TaskTimeRows& by_time = task_time_rows_;
+    out.task_rows_shown = by_time.count();
+    for (size_t p = 0; p < task_processes_.size(); ++p)
+      out.process_first_rows.push_back(p < by_time.process_first.size() ? by_time.process_first[p] : by_time.count());
+    window_tasks_by_time(begin, end, ns_per_pixel, rows, out);
+    rows_of = [&by_time](const Arrow& arrow) -> std::optional<std::pair<uint32_t, uint32_t>> {
+      if (arrow.from_task >= by_time.row.size() || arrow.to_task >= by_time.row.size()) return std::nullopt;
+      return std::pair(by_time.row[arrow.from_task], by_time.row[arrow.to_task]);
+    };
+  } else {
+    out.task_rows_shown = shown.count();
+    // Tree row first_task holds one of the process's roots (parents are within a process): never hidden.
+    for (const TaskProcess& process : task_processes_)
+      out.process_first_rows.push_back(process.first_task < task_row_count() ? shown.shown_row(process.first_task)
+                                                                             : out.task_rows_shown);
+    window_tasks(begin, end, ns_per_pixel, shown, rows, out);
+    rows_of = [&](const Arrow& arrow) -> std::optional<std::pair<uint32_t, uint32_t>> {
+      const uint32_t from_tree_row = task_lines_[arrow.from_task].row;
+      const uint32_t to_tree_row = task_lines_[arrow.to_task].row;
+      const uint32_t from_row = shown.shown_row(from_tree_row);
+      const uint32_t to_row = shown.shown_row(to_tree_row);
+      if (from_row == to_row && from_tree_row != to_tree_row) return std::nullopt;  // both in one collapsed subtree
+      return std::pair(from_row, to_row);
+    };
+  }
   auto column = [&](uint64_t time) {
     return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
                                             -1.0, static_cast<double>(width) + 1) +
                                  1);
   };
-  window_arrows(begin, end, column, shown, rows, out);
+  window_arrows(begin, end, column, rows_of, rows, out);
   window_messages(begin, end, column, out);
 
   for (uint32_t counter = 0; counter < counters_.size(); ++counter) {
@@ -309,25 +334,65 @@ void TimelineIndex::window_tasks(uint64_t begin, uint64_t end, double ns_per_pix
     const uint32_t task = task_tree_.row_task[tree_rows[k]];
     const TaskLine& line = task_lines_[task];
     if (line.end < begin || line.begin > end) continue;
-    TaskInView view{task, rows.first + static_cast<uint32_t>(k), {}};
-    const auto begins = run_begins(task);
-    const auto ends = run_ends(task);
-    size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
-    while (i < begins.size() && begins[i] <= end) {
-      std::pair<uint64_t, uint64_t> piece{begins[i], ends[i]};
-      size_t next = i + 1;
-      while (next < begins.size()) {
-        const auto reach = static_cast<uint64_t>(static_cast<double>(piece.second) + gap);
-        const auto past =
-            static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
-        if (past == next) break;
-        piece.second = std::max(piece.second, ends[past - 1]);
-        next = past;
-      }
-      view.runs.push_back(piece);
-      i = next;
+    out.tasks.push_back({task, rows.first + static_cast<uint32_t>(k), runs_in_view(task, begin, end, gap)});
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> TimelineIndex::runs_in_view(uint32_t task, uint64_t begin, uint64_t end,
+                                                                       double gap) const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  const auto begins = run_begins(task);
+  const auto ends = run_ends(task);
+  size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+  while (i < begins.size() && begins[i] <= end) {
+    std::pair<uint64_t, uint64_t> piece{begins[i], ends[i]};
+    size_t next = i + 1;
+    while (next < begins.size()) {
+      const auto reach = static_cast<uint64_t>(static_cast<double>(piece.second) + gap);
+      const auto past =
+          static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+      if (past == next) break;
+      piece.second = std::max(piece.second, ends[past - 1]);
+      next = past;
     }
-    out.tasks.push_back(std::move(view));
+    out.push_back(piece);
+    i = next;
+  }
+  return out;
+}
+
+// Each row's tasks by the level of detail of spans: those a pixel wide or more drawn alone with
+// their runs, the narrower merged into blocks, a block of one drawn as its task.
+void TimelineIndex::window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, const TaskRowQuery& rows,
+                                         Window& out) const {
+  const TaskTimeRows& by_time = task_time_rows_;
+  const double gap = std::max(ns_per_pixel, 1.0);
+  const uint32_t last = std::min(rows.last, by_time.count());
+  std::vector<VisibleInterval> wide;
+  std::vector<BusyBlock> blocks;
+  for (uint32_t row = rows.first; row < last; ++row) {
+    const uint32_t first = by_time.first[row];
+    const uint32_t count = by_time.first[row + 1] - first;
+    wide.clear();
+    blocks.clear();
+    visible_in_row(std::span(by_time.begins).subspan(first, count), std::span(by_time.ends).subspan(first, count), row,
+                   begin, end, ns_per_pixel, kMinPixels, wide, blocks);
+    auto add_task = [&](uint32_t position) {
+      const uint32_t task = by_time.order[position];
+      if (task < task_lines_.size()) out.tasks.push_back({task, row, runs_in_view(task, begin, end, gap)});
+    };
+    for (const VisibleInterval& one : wide) add_task(first + one.index);
+    for (const BusyBlock& block : blocks) {
+      if (block.count == 1) {
+        add_task(first + block.first);
+        continue;
+      }
+      const uint32_t from = first + block.first;
+      const uint32_t to = from + block.count;
+      out.task_blocks.push_back({row, block.begin, block.end, block.count,
+                                 by_time.failed_before[to] - by_time.failed_before[from],
+                                 by_time.cancelled_before[to] - by_time.cancelled_before[from]});
+    }
   }
 }
 
@@ -335,7 +400,7 @@ void TimelineIndex::window_tasks(uint64_t begin, uint64_t end, double ns_per_pix
 // the same pixel columns and rows with the same kind are merged. An arrow inside a collapsed
 // subtree has nowhere to go and is left out.
 void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
-                                  const ShownRows& shown, const TaskRowQuery& rows, Window& out) const {
+                                  const ArrowRows& rows_of, const TaskRowQuery& rows, Window& out) const {
   std::unordered_map<DrawnKey, uint32_t, DrawnKeyHash> drawn;
   for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
     const auto& bucket = arrows_by_length_[length_class];
@@ -348,12 +413,10 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::funct
     for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
       const Arrow& arrow = arrows_[*it];
       if (arrow.to_time < begin) continue;
-      const uint32_t from_tree_row = task_lines_[arrow.from_task].row;
-      const uint32_t to_tree_row = task_lines_[arrow.to_task].row;
-      const uint32_t from_row = shown.shown_row(from_tree_row);
-      const uint32_t to_row = shown.shown_row(to_tree_row);
+      const auto shown_rows = rows_of(arrow);
+      if (!shown_rows) continue;
+      const auto [from_row, to_row] = *shown_rows;
       if (std::max(from_row, to_row) < rows.first || std::min(from_row, to_row) >= rows.last) continue;
-      if (from_row == to_row && from_tree_row != to_tree_row) continue;  // both in one collapsed subtree
       const DrawnKey key = DrawnKey::of(column(arrow.from_time), column(arrow.to_time), from_row, to_row,
                                         static_cast<uint32_t>(arrow.kind));
       auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));

@@ -38,9 +38,15 @@ uint32_t count_parameter(const httplib::Request& request, const char* name) {
   return static_cast<uint32_t>(std::stoul(request.get_param_value(name)));
 }
 
-// rows=FIRST-LAST (shown rows, LAST excluded) and collapsed=TASK,TASK,... (task indexes).
+// rows=FIRST-LAST (shown rows, LAST excluded) and collapsed=TASK,TASK,... (task indexes);
+// by=time: the rows are the tasks by time (by=tree, or none: in tree order).
 TaskRowQuery task_row_query(const httplib::Request& request) {
   TaskRowQuery query;
+  if (request.has_param("by")) {
+    const std::string by = request.get_param_value("by");
+    if (by != "time" && by != "tree") throw std::invalid_argument("by: \"time\" or \"tree\", not \"" + by + "\"");
+    query.by_time = by == "time";
+  }
   if (request.has_param("rows")) {
     const std::string rows = request.get_param_value("rows");
     const size_t dash = rows.find('-');
