@@ -264,9 +264,10 @@ a span self-time query) with their real output: docs/export.md.
     {"view", R"ref(
 view starts a local web viewer of a trace (127.0.0.1, a free port unless --port N) and prints its
 address; the page is TypeScript built with the project and served from the binary, so it works
-offline. Lanes per thread with the task runs and the spans stacked by depth, the tasks in tree
-order (a row per task right after its creator, a line from creation to resolution, thick where it
-ran, coloured by outcome; subtrees collapse) with arrows for created-by, waits and resolutions (a
+offline. Lanes per thread with the task runs and the spans stacked by depth, the tasks by time
+(packed rows, each reused once its task has ended, so any window shows the tasks alive in it) or as
+a tree (a row per task right after its creator; subtrees collapse), each a line from creation to
+resolution, thick where it ran, coloured by outcome, with arrows for created-by, waits and resolutions (a
 click follows one), counters as charts, idle time shaded, when each thread was off its CPU
 (blocked or waiting for one, record --sched) along its lane's foot and its stack samples as ticks
 (record --sample), the tracks in groups per process that collapse and move; drag to pan, wheel to

@@ -539,7 +539,7 @@ json embedded_tasks_json(const TimelineIndex& index) {
     const TaskLine& line = index.task_lines()[k];
     lines.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, k)), strings.add(task.label),
                      strings.add(task.name), task_kind_number(index, k), index.task_tree().depth[k],
-                     index.task_tree().subtree[k] - 1});
+                     index.task_tree().subtree[k] - 1, index.task_time_rows().row[k]});
     json runs = json::array();
     for (const auto& run : task.runs)
       runs.push_back({strings.add(thread_text(index, process, run.thread_id)), index.to_ns(process, run.begin),

@@ -3,7 +3,7 @@
 // spans drawn alone, the same busy blocks, runs merged alike, the same arrows and messages merged
 // per pixel, counters downsampled alike, the same caps. Records each program (and, given the echo
 // example, a server and a client merged), asks `chronicle view` for windows at several zooms,
-// task row ranges and collapsed subtrees, and compares with the page's own answers (its
+// task row ranges, collapsed subtrees and the tasks by time, and compares with the page's own answers (its
 // src/local.ts bundled by esbuild, run in node on the data `view --html` embedded). The page
 // embeds no stack samples: the server's `samples` must be empty here.
 //   node html_windows.check.mjs CHRONICLE VIEWER_DIR PROGRAM...
@@ -20,7 +20,7 @@ const work = mkdtempSync(join(tmpdir(), 'chronicle-html-windows-'));
 let server;
 // Over every trace: spans alone, busy blocks, downsampled counters and messages were compared. (Merged arrows are not
 // in these traces: their rule is compared only where it merges nothing.)
-const seen = { items: 0, blocks: 0, downsampled: 0, mergedArrows: 0, messages: 0, mergedMessages: 0 };
+const seen = { items: 0, blocks: 0, downsampled: 0, mergedArrows: 0, messages: 0, mergedMessages: 0, taskBlocks: 0 };
 try {
   const esbuild = createRequire(join(viewerDir, 'package.json'))('esbuild');
   const bundle = join(work, 'local.mjs');
@@ -38,6 +38,7 @@ try {
   assert.ok(seen.items > 0 && seen.blocks > 0, `spans drawn alone (${seen.items}) and busy blocks (${seen.blocks}) were compared`);
   assert.ok(seen.mergedMessages > 0, `messages merged per pixel were compared (${seen.mergedMessages} of ${seen.messages})`);
   assert.ok(seen.downsampled > 0, `downsampled counters were compared (${seen.downsampled})`);
+  assert.ok(seen.taskBlocks > 0, `tasks by time merged into blocks were compared (${seen.taskBlocks})`);
 } finally {
   server?.kill('SIGTERM');
   rmSync(work, { recursive: true, force: true });
@@ -71,6 +72,7 @@ function windowsOf(summary, data) {
       out.push({ begin, end, width });
       out.push({ begin, end, width, rows: { first: 0, last: 40, collapsed: [] } });
       out.push({ begin, end, width, rows: { first: 3, last: 3000, collapsed: parents } });
+      out.push({ begin, end, width, rows: { first: 0, last: 3000, collapsed: [], by: 'time' } });
     }
   return out;
 }
@@ -158,7 +160,7 @@ async function compare(LocalBackend, trace, program) {
 
   let items = 0, blocks = 0;
   for (const { begin, end, width, rows } of windowsOf(data.summary, data)) {
-    const query = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}` : '';
+    const query = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}${rows.by ? `&by=${rows.by}` : ''}` : '';
     const served = await (await fetch(`${base}api/window?begin=${begin}&end=${end}&width=${width}${query}`)).json();
     for (const lane of served.lanes) {
       assert.deepStrictEqual(lane.samples, [], 'the example has no stack samples (the page embeds none)');
@@ -169,6 +171,7 @@ async function compare(LocalBackend, trace, program) {
     assert.equal(difference, null, `${program}: window ${begin}-${end} at ${width} px, rows ${JSON.stringify(rows)}: ${difference}`);
     seen.downsampled += served.counters.filter((counter) => counter.downsampled).length;
     seen.mergedArrows += served.arrows.filter((arrow) => arrow[7] > 1).length;
+    seen.taskBlocks += served.tasks.blocks.length;
     seen.messages += served.messages.length;
     seen.mergedMessages += served.messages.filter((message) => message[4] > 1).length;
     for (const lane of served.lanes) {

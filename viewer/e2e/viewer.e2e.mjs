@@ -45,11 +45,22 @@ function modelTasks(directory) {
   const pending = [];
   for (const line of text.split('\n').slice(1)) {
     const head = line.match(/^(t[\d?.]+) /);
-    if (head) { tasks.push({ id: head[1], parent: null, waits: [], resolver: null }); continue; }
+    if (head) { tasks.push({ id: head[1], parent: null, waits: [], resolver: null, created: null, resolved: null, runs: [] }); continue; }
     const task = tasks[tasks.length - 1];
     if (!task) continue;
     const created = line.match(/^  created\s.* by (t[\d?.]+) "/);
     if (created) task.parent = created[1];
+    const createdAt = line.match(/^  created\s+\+([\d.]+) ms/);
+    if (createdAt) task.created = msToNs(createdAt[1]);
+    const resolvedAt = line.match(/^  resolved\s+\S+ at \+([\d.]+) ms/);
+    if (resolvedAt) task.resolved = msToNs(resolvedAt[1]);
+    // A run's length is printed to 3 or 4 digits: kept as [begin, shortest end, longest end].
+    const ran = line.match(/^  ran\s.*: \+([\d.]+) ms for ([\d.]+) (ns|us|ms|s)\b/);
+    if (ran) {
+      const begin = msToNs(ran[1]), digits = ran[2].includes('.') ? ran[2].split('.')[1].length : 0;
+      const unit = { ns: 1, us: 1e3, ms: 1e6, s: 1e9 }[ran[3]], half = (unit / 10 ** digits) / 2;
+      task.runs.push([begin, begin + Number(ran[2]) * unit - half, begin + Number(ran[2]) * unit + half]);
+    }
     const waits = line.match(/^  waits on\s+(t[\d?.]+)/);
     if (waits) task.waits.push(waits[1]);
     const resolved = line.match(/^  resolved\s.* by (t[\d?.]+) "/);
@@ -63,6 +74,21 @@ function modelTasks(directory) {
   }
   pending.length = 0;
   return tasks;
+}
+
+function msToNs(text) { return Math.round(Number(text) * 1e6); }
+
+// The tasks alive in [begin, end] by the model, as the viewer counts them (src/viewer/
+// task_time_rows.hpp): from creation (or the first run) to the resolution (or the trace's end),
+// or to the last run's end when later. A run's end is known to its printed digits: `fewest`
+// counts with the earliest ends it can have, `most` with the latest.
+function aliveInWindow(tasks, duration, begin, end) {
+  const count = (which) => tasks.filter(task => {
+    const from = task.created ?? (task.runs.length ? task.runs[0][0] : 0);
+    const until = Math.max(task.resolved ?? duration, ...task.runs.map(run => run[which]));
+    return from <= end && until >= begin;
+  }).length;
+  return { fewest: count(1), most: count(2) };
 }
 
 // Tree order worked out here from the model: a task's row right after its creator's, its
@@ -225,7 +251,7 @@ try {
   await step('the echo example: lanes, tasks and arrows drawn match the model', async () => {
     const page = await browser.newPage();
     page.setDefaultTimeout(60000);
-    await page.goto(await serve(echoTrace));
+    await page.goto(`${await serve(echoTrace)}#to=tree`);
     const model = modelCounts(echoTrace);
     const { tasks, rows } = await checkDrawnMatchesModel(page, model, 3, echoTrace);
     assert.ok(checkTreeOrder(tasks, rows) > 0, 'some tasks have children');
@@ -253,11 +279,51 @@ try {
     await page.close();
   });
 
+  await step('tasks by time: at a window in the middle of the echo trace, the tasks alive there are drawn on the first screen', async () => {
+    const middle = await browser.newPage();
+    middle.setDefaultTimeout(60000);
+    const base = await serve(echoTrace);
+    const summary = await (await fetch(`${base}api/summary`)).json();
+    // A tenth of the trace around the middle task by creation (the trace's middle can be a gap).
+    const tasks = modelTasks(echoTrace);
+    const creations = tasks.map(task => task.created).filter(time => time !== null).sort((a, b) => a - b);
+    const begin = Math.max(0, creations[creations.length >> 1] - Math.round(summary.duration / 20));
+    const end = begin + Math.round(summary.duration / 10);
+    await middle.goto(`${base}#t0=${begin}&t1=${end}`);
+    await settled(middle);
+    assert.equal(await middle.evaluate(() => window.chronicleViewer.taskOrder()), 'time', 'tasks are by time unless the link says otherwise');
+    const alive = aliveInWindow(tasks, summary.duration, begin, end);
+    assert.ok(alive.fewest >= 10, `tasks alive in the middle window: ${alive.fewest}`);
+    const shown = await numberOf(middle, 'tasksShown');
+    assert.ok(shown >= alive.fewest && shown <= alive.most, `tasks drawn ${shown}, alive by the model ${alive.fewest}..${alive.most}`);
+    assert.ok(summary.time_rows < summary.tasks / 20, `rows reused: ${summary.time_rows} rows for ${summary.tasks} tasks`);
+    // Every one of them on the first screen, below the pinned lanes.
+    const height = await middle.evaluate(() => document.getElementById('timeline').getBoundingClientRect().bottom);
+    const points = await middle.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => window.chronicleViewer.taskPoint(l[3])));
+    assert.ok(points.length > 0 && points.every(point => point && !point.hidden && point.y < height), 'every task line drawn is on screen');
+    await middle.screenshot({ path: join(artifacts, 'echo-middle-by-time.png') });
+    // The switch: as a tree (the link says so), and back.
+    const tasksHeader = 'process:0/tasks';
+    const toTree = await middle.evaluate(key => window.chronicleViewer.taskOrderSwitchPoint(key), tasksHeader);
+    assert.ok(toTree && !toTree.hidden, 'the tasks header has its switch on screen');
+    await middle.mouse.click(toTree.x, toTree.y);
+    await settled(middle);
+    assert.equal(await middle.evaluate(() => window.chronicleViewer.taskOrder()), 'tree');
+    await middle.waitForFunction(() => (document.body.dataset.url ?? '').includes('to=tree'));
+    assert.equal(await numberOf(middle, 'taskRows'), summary.tasks, 'as a tree, a row per task');
+    const toTime = await middle.evaluate(key => window.chronicleViewer.taskOrderSwitchPoint(key), tasksHeader);
+    await middle.mouse.click(toTime.x, toTime.y);
+    await settled(middle);
+    assert.equal(await middle.evaluate(() => window.chronicleViewer.taskOrder()), 'time');
+    assert.equal(await numberOf(middle, 'tasksShown'), shown, 'back by time, the same tasks drawn');
+    await middle.close();
+  });
+
   const page = await browser.newPage();
     page.setDefaultTimeout(60000);
   page.on('pageerror', error => results.push(`page error: ${error.message}`));
   await step('the demo trace: lanes, tasks and arrows drawn match the model', async () => {
-    await page.goto(await serve(demoTrace));
+    await page.goto(`${await serve(demoTrace)}#to=tree`);
     const model = modelCounts(demoTrace);
     assert.ok(model.arrows > 0);
     await checkDrawnMatchesModel(page, model, 4, demoTrace);
@@ -941,14 +1007,15 @@ try {
     assert.deepEqual(await ranged.evaluate(() => window.chronicleViewer.rangeSelection()), { begin: r0, end: r1 });
     await ranged.close();
 
-    // The task on the last row: far below the rows a page asks for first, it is scrolled to and drawn.
+    // The task on the last row of the tree: far below the rows a page asks for first, it is
+    // scrolled to and drawn.
     const summary = await page.evaluate(() => window.chronicleViewer.summary());
     const last = summary.task_rows - 1;
     const deep = await page.evaluate(({ row, end }) => fetch(`api/window?begin=0&end=${end}&width=1000&rows=${row}-${row + 1}&collapsed=`)
       .then(r => r.json()).then(answer => answer.tasks.lines[0][3]), { row: last, end: summary.duration });
     const far = await browser.newPage();
     far.setDefaultTimeout(60000);
-    await far.goto(`${link.split('#')[0]}#sel=task:${deep}`);
+    await far.goto(`${link.split('#')[0]}#sel=task:${deep}&to=tree`);
     await settled(far);
     await far.waitForFunction(index => document.getElementById('panel').dataset.task === String(index), deep);
     // The rows a page at the top asks for (tracks.ts, visibleTaskRows: 14 px rows, 20 rows of
@@ -985,7 +1052,7 @@ try {
     linked.setDefaultTimeout(60000);
     const errors = [];
     linked.on('pageerror', error => errors.push(error.message));
-    await linked.goto(`${base}#t0=0&t1=${summary.duration}&cg=0/threads,9/tasks,x/y&ct=${task},${summary.tasks + 5},zz,-3`);
+    await linked.goto(`${base}#t0=0&t1=${summary.duration}&cg=0/threads,9/tasks,x/y&ct=${task},${summary.tasks + 5},zz,-3&to=tree`);
     await settled(linked);
     assert.equal(await numberOf(linked, 'lanesDrawn'), 0, 'the threads group, collapsed by the link: no lane drawn');
     const collapsedGroups = await linked.evaluate(() => window.chronicleViewer.layout().headers.filter(h => h.collapsed).map(h => h.key));
@@ -1005,7 +1072,7 @@ try {
     const other = await linked.evaluate(t => window.chronicleViewer.data().tasks.lines.find(l => l[7] > 0 && l[3] !== t)?.[3], task);
     assert.ok(other !== undefined, 'another task with children in view');
     await linked.evaluate(t => window.chronicleViewer.toggleSubtree(t), other);
-    await linked.waitForFunction(t => location.hash.endsWith(`&ct=${t}`), other);
+    await linked.waitForFunction(t => location.hash.endsWith(`&ct=${t}&to=tree`), other);
     const header = await linked.evaluate(() => window.chronicleViewer.headerPoint('process:0/tasks'));
     await linked.mouse.click(header.x, header.y);
     await linked.waitForFunction(t => location.hash.includes(`cg=0/tasks,0/threads&ct=${t}`), other);
@@ -1028,8 +1095,16 @@ try {
     execFileSync(chronicle, ['view', '--html', html, demoTrace], { stdio: 'inherit' });
     const offline = await browser.newPage();
     offline.setDefaultTimeout(60000);
-    await offline.goto(`file://${html}`);
+    await offline.goto(`file://${html}#to=tree`);
     await checkDrawnMatchesModel(offline, modelCounts(demoTrace), 4, demoTrace);
+    // By time too, from the rows the page carries (the server's: html_windows.check.mjs).
+    await offline.evaluate(() => window.chronicleViewer.setTaskOrder('time'));
+    await settled(offline);
+    const offlineSummary = await offline.evaluate(() => window.chronicleViewer.summary());
+    assert.equal(await numberOf(offline, 'taskRows'), offlineSummary.time_rows, 'by time, the rows are the packed ones');
+    assert.ok(await numberOf(offline, 'tasksShown') > 0, 'tasks are drawn by time');
+    await offline.evaluate(() => window.chronicleViewer.setTaskOrder('tree'));
+    await settled(offline);
     await offline.fill('#search', 'job 0.5');
     await offline.press('#search', 'Enter');
     await offline.waitForFunction(() => document.getElementById('details-title')?.textContent === 'job 0.5');
@@ -1146,7 +1221,8 @@ try {
     assert.equal(layout.taskGroups.length, 2, 'a tasks group per process');
     for (const group of layout.taskGroups) {
       const process = group.process;  // the lanes and the traces come in the same order
-      assert.equal(group.last - group.first, summary.processes[process].tasks, `the rows of process ${process}'s group`);
+      assert.equal(group.last - group.first, summary.processes[process].time_rows, `the rows of process ${process}'s group (by time)`);
+      assert.ok(summary.processes[process].time_rows <= summary.processes[process].tasks, `process ${process}'s rows are reused`);
       assert.ok(layout.headers.some(h => h.key === `process:${process}/tasks`), `a tasks header for process ${process}`);
     }
     // The rows drawn, scrolled to each group: those asked for in it, each a task of its process.
@@ -1157,9 +1233,12 @@ try {
       const inGroup = Math.max(0, Math.min(last, group.last) - Math.max(first, group.first));
       assert.ok(inGroup > 0, `rows of process ${group.process} asked for once scrolled to it`);
       const lines = await two.evaluate(() => window.chronicleViewer.data().tasks.lines.map(l => [l[2], l[3]]));
+      const blockRows = await two.evaluate(() => window.chronicleViewer.data().tasks.blocks.map(b => b[2]));
       const own = summary.processes[group.process];
       const drawn = lines.filter(([row]) => row >= group.first && row < group.last);
-      assert.equal(drawn.length, inGroup, `every row asked for of process ${group.process} drawn`);
+      // At the whole trace, each row by time has tasks to draw (alone or merged).
+      const rowsDrawn = new Set([...drawn.map(([row]) => row), ...blockRows.filter(row => row >= group.first && row < group.last)]);
+      assert.equal(rowsDrawn.size, inGroup, `every row asked for of process ${group.process} drawn`);
       for (const [row, task] of drawn)
         assert.ok(task >= own.first_task && task < own.first_task + own.tasks, `row ${row}: task ${task} is process ${group.process}'s`);
     }

@@ -13,13 +13,15 @@ export interface LaneInfo { thread_id: number; name: string; group?: string; dep
 export interface CounterInfo { name: string; kind: string; lane: number; lanes: number[]; min: number; max: number; samples: number }
 export interface Summary {
   title: string; duration: number; origin_unix_ns: number; events: number;
-  lanes: LaneInfo[]; tasks: number; task_rows: number; wait_arrows: number; resolve_arrows: number;
+  // `time_rows`: the rows of the tasks by time (each reused once its task has ended).
+  lanes: LaneInfo[]; tasks: number; task_rows: number; time_rows?: number; wait_arrows: number; resolve_arrows: number;
   created_arrows?: number; task_kinds?: string[];
   messages?: number;  // sent in one process, received in another
   counters: CounterInfo[];
   warnings?: string[];  // what was lost or skipped: shown above the timeline
-  // Per trace: its group (as its lanes') and its tasks, the tree rows [first_task, first_task + tasks).
-  processes?: { group: string; first_task: number; tasks: number; first_lane: number }[];
+  // Per trace: its group (as its lanes') and its tasks, the tree rows [first_task, first_task + tasks)
+  // and by time the rows [first_time_row, first_time_row + time_rows).
+  processes?: { group: string; first_task: number; tasks: number; first_time_row?: number; time_rows?: number; first_lane: number }[];
 }
 
 // [begin, end, depth, index, site]
@@ -39,7 +41,7 @@ export type SampleTuple = [number, number, number];
 export type TaskLineTuple = [number, number, number, number, number, number, number, number, number[], number];
 // A task run on a thread: [begin, end, nesting depth, task index, kind]
 export type RunTuple = [number, number, number, number, number];
-// [begin, end, row, count, failed, cancelled]
+// Tasks by time too narrow to draw apart, merged on their row: [begin, end, row, count, failed, cancelled]
 export type TaskBlockTuple = [number, number, number, number, number, number];
 // [kind: 0 wait, 1 resolve, 2 created, from task, to task, from time, to time, from row, to row (as shown), merged]
 export type ArrowTuple = [number, number, number, number, number, number, number, number];
@@ -50,8 +52,8 @@ export type CounterPointTuple = [number, number, number, number];
 
 export interface LaneWindow { lane: number; spans: SpanTuple[]; blocks: BlockTuple[]; runs?: RunTuple[]; run_blocks?: BlockTuple[]; idle: IdleTuple[]; off_cpu?: OffCpuTuple[]; samples?: SampleTuple[] }
 // Which task rows to answer for: shown rows [first, last) once the subtrees of `collapsed` (task
-// indexes) are taken out.
-export interface TaskRows { first: number; last: number; collapsed: number[] }
+// indexes) are taken out; `by` 'time': the rows of the tasks by time (nothing collapses).
+export interface TaskRows { first: number; last: number; collapsed: number[]; by?: 'time' | 'tree' }
 export interface WindowAnswer {
   begin: number; end: number; width: number;
   lanes: LaneWindow[];
@@ -66,7 +68,8 @@ export interface WindowAnswer {
   more?: { rows: boolean; arrows: boolean; messages: boolean; lane_items: boolean };
 }
 
-export interface TaskRef { index: number; process?: number; group?: string; id: string; display: string; begin: number; end: number; row: number; time?: number; via?: string }
+// `row`: in the tree; `time_row`: by time.
+export interface TaskRef { index: number; process?: number; group?: string; id: string; display: string; begin: number; end: number; row: number; time_row?: number; time?: number; via?: string }
 export interface SpanRef { lane: number; depth: number; index: number; name: string; begin: number; end: number }
 export interface Note { time: number; type: string; text: string }
 export interface TaskDetails extends TaskRef {
@@ -145,7 +148,7 @@ export class HttpBackend implements Backend {
   readonly flamesOfSamples = true;
   summary() { return getJson<Summary>('api/summary'); }
   window(begin: number, end: number, width: number, rows?: TaskRows, match?: string) {
-    const taskRows = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}` : '';
+    const taskRows = rows ? `&rows=${rows.first}-${rows.last}&collapsed=${rows.collapsed.join(',')}${rows.by === 'time' ? '&by=time' : ''}` : '';
     const marks = match ? `&match=${encodeURIComponent(match)}` : '';
     return getJson<WindowAnswer>(`api/window?begin=${Math.floor(begin)}&end=${Math.ceil(end)}&width=${Math.round(width)}${taskRows}${marks}`);
   }

@@ -1,6 +1,6 @@
 // Level of detail for the self-contained page (`view --html`), which has no server to ask: the
-// same rules, step for step, as the server's (src/viewer/timeline_index.cpp: visible_in_row,
-// window_tasks, window_arrows, window_messages, the counters in TimelineIndex::window; the caps
+// same rules, step for step, as the server's (src/viewer/timeline_queries.cpp: visible_in_row,
+// window_tasks, window_tasks_by_time, window_arrows, window_messages, the counters in TimelineIndex::window; the caps
 // in src/viewer/json_api.cpp). The numbers (minimum width, caps) come from the C++ in the page's
 // data (`level_of_detail`), and viewer/e2e/html_windows.check.mjs holds every answer to the
 // server's `/api/window` on the same traces: change both sides together.
@@ -50,10 +50,10 @@ export function scaleOf(begin: number, end: number, width: number): Scale {
 }
 
 // visible_in_row: intervals at least `minPixels` wide alone (`wide`), the others merged into
-// busy blocks (`block`) that take in every interval beginning before the end of the pixel
-// column after the one their end is in.
+// busy blocks (`block`, with the index of its first interval) that take in every interval
+// beginning before the end of the pixel column after the one their end is in.
 export function visibleInRow(row: IntervalRow, scale: Scale, minPixels: number,
-                             wide: (k: number) => void, block: (begin: number, end: number, count: number) => void) {
+                             wide: (k: number) => void, block: (begin: number, end: number, count: number, first: number) => void) {
   const { begins, ends } = row;
   const { begin, end, nsPerPixel } = scale;
   const count = begins.length;
@@ -84,7 +84,7 @@ export function visibleInRow(row: IntervalRow, scale: Scale, minPixels: number,
       blockEnd = ends[last];
       next = past;
     }
-    block(blockBegin, blockEnd, blockCount);
+    block(blockBegin, blockEnd, blockCount, i);
     i = next;
   }
 }

@@ -6,7 +6,7 @@
 // facts once (src/viewer/json_api.cpp, embedded_tasks_json), never a path per task.
 import type {
   ArrowTuple, Backend, BlockTuple, CounterBreakdown, FlameAnswer, FlameMode, FlameSource, IdleTuple, MessageTuple, OffCpuTuple, Note, RangeStats, RunTuple, SearchHit,
-  SpanDetails, SpanRef, SpanTuple, Summary, TaskDetails, TaskLineTuple, TaskRef, TaskRows, WindowAnswer,
+  SpanDetails, SpanRef, SpanTuple, Summary, TaskBlockTuple, TaskDetails, TaskLineTuple, TaskRef, TaskRows, WindowAnswer,
 } from './api';
 import { criticalPath, TaskFacts } from './critical_path';
 import { aggregateFlame, aggregateWholeFlame, WholeSpanTuple } from './flame_model';
@@ -14,8 +14,8 @@ import { ShownRows } from './task_rows';
 import { bitWidth, columnOf, counterPoints, DetailRules, IntervalRow, intervalRow, lowerBound, runsInView, Scale, scaleOf, visibleInRow } from './level_of_detail';
 
 export interface EmbeddedTasks {
-  // begin, end, row (tree order), state, label, name (strings), kind, depth, descendants
-  lines: [number, number, number, number, number, number, number, number, number][];
+  // begin, end, row (tree order), state, label, name (strings), kind, depth, descendants, row by time
+  lines: [number, number, number, number, number, number, number, number, number, number][];
   facts: TaskFacts[];
   strings: string[];
   first: number;  // the trace's first event
@@ -40,6 +40,9 @@ export interface EmbeddedTrace {
 interface DetailRows {
   lanes: { depths: IntervalRow[]; runs: IntervalRow[]; idle: IntervalRow; offCpu: IntervalRow }[];
   taskRuns: IntervalRow[];
+  // The tasks by time (src/viewer/task_time_rows.hpp), row by row: each alive to its resolution
+  // or its last run's end, whichever is later; `tasks`: the task indexes of `row`'s intervals.
+  timeRows: { tasks: number[]; row: IntervalRow }[];
   arrowsByLength: number[][];  // arrow indexes by the bit width of their length, each by begin
   arrowBegins: number[][];     // the arrows' begins, bucket by bucket
   counters: { times: number[]; values: number[] }[];
@@ -74,7 +77,7 @@ export class LocalBackend implements Backend {
     const line = this.trace.tasks.lines[task];
     const processes = this.trace.summary.processes ?? [];
     const process = Math.max(0, processes.findIndex(p => task >= p.first_task && task < p.first_task + p.tasks));
-    return { index: task, process, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2] };
+    return { index: task, process, id: this.trace.tasks.facts[task][0], display: this.display(task), begin: line[0], end: line[1], row: line[2], time_row: line[9] };
   }
 
   private taskReferrers(): Referrers {
@@ -108,28 +111,52 @@ export class LocalBackend implements Backend {
     };
     const lanes = this.trace.lanes.map((_, lane) => this.laneWindow(lane, scale, room, names, taskNames));
     const tasks = this.trace.tasks.lines;
-    const shown = new ShownRows(this.rowTask.length, (rows?.collapsed ?? []).map(k => ({ row: tasks[k][2], descendants: tasks[k][8] })));
+    const byTime = rows?.by === 'time';
+    const shown = new ShownRows(this.rowTask.length, byTime ? [] : (rows?.collapsed ?? []).map(k => ({ row: tasks[k][2], descendants: tasks[k][8] })));
     const askedLast = rows?.last ?? 0xffffffff;
     const first = rows?.first ?? 0;
     const last = Math.min(askedLast, first + rules.max_task_rows);
     const lines: TaskLineTuple[] = [];
-    shown.treeRows(first, last).forEach((treeRow, k) => {
-      const task = this.rowTask[treeRow], t = tasks[task];
-      if (t[1] < scale.begin || t[0] > scale.end) return;
-      const runs = this.detailRows().taskRuns[task];
-      lines.push([t[0], t[1], first + k, task, t[3], t[6], t[7], t[8], runsInView(runs.begins, runs.ends, scale), t[2]]);
+    const blocks: TaskBlockTuple[] = [];
+    const addLine = (task: number, row: number) => {
+      const t = tasks[task], runs = this.detailRows().taskRuns[task];
+      lines.push([t[0], t[1], row, task, t[3], t[6], t[7], t[8], runsInView(runs.begins, runs.ends, scale), t[2]]);
       taskNames[task] = this.display(task);
-    });
-    const processRows = (this.trace.summary.processes ?? []).map(p => (p.first_task < tasks.length ? shown.shownRow(p.first_task) : shown.count));
-    const arrows = this.arrowsInView(scale, shown, first, last);
+    };
+    let rowCount = shown.count;
+    let processRows = (this.trace.summary.processes ?? []).map(p => (p.first_task < tasks.length ? shown.shownRow(p.first_task) : shown.count));
+    let rowOf = (task: number) => shown.shownRow(tasks[task][2]);
+    if (byTime) {
+      const timeRows = this.detailRows().timeRows;
+      rowCount = timeRows.length;
+      processRows = (this.trace.summary.processes ?? []).map(p => p.first_time_row ?? 0);
+      rowOf = task => tasks[task][9];
+      for (let row = first; row < Math.min(last, rowCount); ++row) {
+        const { tasks: order, row: intervals } = timeRows[row];
+        const merged: [number, number, number, number][] = [];
+        visibleInRow(intervals, scale, rules.min_pixels, k => addLine(order[k], row), (b, e, count, k) => merged.push([b, e, count, k]));
+        for (const [b, e, count, k] of merged) {
+          if (count === 1) { addLine(order[k], row); continue; }
+          const states = order.slice(k, k + count).map(task => tasks[task][3]);
+          blocks.push([b, e, row, count, states.filter(state => state === 1).length, states.filter(state => state === 2).length]);
+        }
+      }
+    } else {
+      shown.treeRows(first, last).forEach((treeRow, k) => {
+        const task = this.rowTask[treeRow], t = tasks[task];
+        if (t[1] < scale.begin || t[0] > scale.end) return;
+        addLine(task, first + k);
+      });
+    }
+    const arrows = this.arrowsInView(scale, rowOf, byTime, first, last);
     const messages = this.messagesInView(scale);
     const counters = this.detailRows().counters.map((series, counter) =>
       ({ counter, ...counterPoints(series.times, series.values, scale, rules.counter_points_per_pixel) }));
     return {
       begin: scale.begin, end: scale.end, width: scale.width, lanes, names,
-      tasks: { lines, blocks: [], names: taskNames, rows: shown.count, first_row: Math.min(shown.count, first), process_rows: processRows },
+      tasks: { lines, blocks, names: taskNames, rows: rowCount, first_row: Math.min(rowCount, first), process_rows: processRows },
       arrows: arrows.slice(0, rules.max_arrows), messages: messages.slice(0, rules.max_messages), counters,
-      more: { rows: askedLast > last && shown.count > last, arrows: arrows.length > rules.max_arrows,
+      more: { rows: askedLast > last && rowCount > last, arrows: arrows.length > rules.max_arrows,
               messages: messages.length > rules.max_messages, lane_items: items.cut },
     };
   }
@@ -175,8 +202,9 @@ export class LocalBackend implements Backend {
     return { lane: laneNumber, spans, blocks, runs, run_blocks: keptRunBlocks, idle, off_cpu: offCpu };
   }
 
-  // window_arrows: by length class, those at the same pixel columns, rows and kind merged.
-  private arrowsInView(scale: Scale, shown: ShownRows, first: number, last: number): ArrowTuple[] {
+  // window_arrows: by length class, those at the same pixel columns, rows and kind merged;
+  // `rowOf`: a task's row as shown.
+  private arrowsInView(scale: Scale, rowOf: (task: number) => number, byTime: boolean, first: number, last: number): ArrowTuple[] {
     const tasks = this.trace.tasks.lines;
     const arrows: ArrowTuple[] = [];
     const drawn = new Map<string, number>();
@@ -187,10 +215,9 @@ export class LocalBackend implements Backend {
       for (let i = lowerBound(arrowBegins[lengthClass], earliest); i < bucket.length && this.trace.arrows[bucket[i]][3] <= scale.end; ++i) {
         const a = this.trace.arrows[bucket[i]];
         if (a[4] < scale.begin) continue;
-        const fromTreeRow = tasks[a[1]][2], toTreeRow = tasks[a[2]][2];
-        const fromRow = shown.shownRow(fromTreeRow), toRow = shown.shownRow(toTreeRow);
+        const fromRow = rowOf(a[1]), toRow = rowOf(a[2]);
         if (Math.max(fromRow, toRow) < first || Math.min(fromRow, toRow) >= last) continue;
-        if (fromRow === toRow && fromTreeRow !== toTreeRow) continue;  // both in one collapsed subtree
+        if (!byTime && fromRow === toRow && tasks[a[1]][2] !== tasks[a[2]][2]) continue;  // both in one collapsed subtree
         const key = `${columnOf(scale, a[3])},${columnOf(scale, a[4])},${fromRow},${toRow},${a[0]}`;
         const at = drawn.get(key);
         if (at === undefined) { drawn.set(key, arrows.length); arrows.push([a[0], a[1], a[2], a[3], a[4], fromRow, toRow, 1]); }
@@ -216,9 +243,25 @@ export class LocalBackend implements Backend {
     return messages;
   }
 
+  private timeRowsOf(taskRuns: IntervalRow[]): DetailRows['timeRows'] {
+    const out: DetailRows['timeRows'] = Array.from({ length: this.trace.summary.time_rows ?? 0 }, () => ({ tasks: [], row: { begins: [], ends: [] } }));
+    const lines = this.trace.tasks.lines;
+    const byBegin = lines.map((_, k) => k).sort((a, b) => lines[a][0] - lines[b][0]);
+    for (const task of byBegin) {
+      const [begin, end] = lines[task], runEnds = taskRuns[task].ends;
+      const row = out[lines[task][9]];
+      if (!row) continue;
+      row.tasks.push(task);
+      row.row.begins.push(begin);
+      row.row.ends.push(Math.max(begin, end, runEnds.length ? runEnds[runEnds.length - 1] : 0));
+    }
+    return out;
+  }
+
   // The rows the level of detail searches, as the server's index holds them: built once.
   private detailRows(): DetailRows {
     if (this.detail) return this.detail;
+    const taskRuns = this.trace.tasks.facts.map(f => ({ begins: f[10].map(r => r[1]), ends: f[10].map(r => Math.max(r[1], r[2])) }));
     const bucketOf = (a: [number, number, number, number, number]) => bitWidth(a[4] - a[3]);
     const arrowsByLength: number[][] = Array.from({ length: 65 }, () => []);
     this.trace.arrows.forEach((a, k) => arrowsByLength[bucketOf(a)].push(k));
@@ -229,7 +272,8 @@ export class LocalBackend implements Backend {
         depths: lane.depths.map(intervalRow), runs: (lane.runs ?? []).map(intervalRow),
         idle: intervalRow(lane.idle), offCpu: intervalRow(lane.off_cpu ?? []),
       })),
-      taskRuns: this.trace.tasks.facts.map(f => ({ begins: f[10].map(r => r[1]), ends: f[10].map(r => Math.max(r[1], r[2])) })),
+      taskRuns,
+      timeRows: this.timeRowsOf(taskRuns),
       arrowsByLength,
       arrowBegins: arrowsByLength.map(bucket => bucket.map(k => this.trace.arrows[k][3])),
       counters: this.trace.counters.map(samples => ({ times: samples.map(s => s[0]), values: samples.map(s => s[1]) })),

@@ -11,7 +11,8 @@ import * as hooks from './test_hooks';
 import { CollapsedTask, ShownRows } from './task_rows';
 import { arrowAt, drawTaskRows, STATE_COLOURS, TaskHits } from './tasks_view';
 import {
-  computeLayout, COUNTER_TRACK, defaultCollapsed, Header, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, taskRowY, TrackState, visibleTaskRows,
+  computeLayout, COUNTER_TRACK, defaultCollapsed, Header, Layout, LANE_HEADER, moveSection, RULER_HEIGHT, SectionKind, SPAN_ROW, TASK_ROW, TaskOrder, taskRowY, TrackState,
+  visibleTaskRows,
 } from './tracks';
 
 const KIND_COLOURS = ['#9aa5b1', '#5b8def', '#c58af9', '#4fb8a8', '#e7b416', '#ef8354'];  // unknown, coroutine, promise, handler, timer, io
@@ -58,13 +59,15 @@ let requested = 0;   // the latest window request's number: older answers are dr
 let windowsLoaded = 0;
 let linkRestored = false;
 const tracks: TrackState = { collapsed: new Set(), order: new Map() };
-const collapsedTasks = new Map<number, CollapsedTask>();  // by task index
-let taskRowCount = 0;            // task rows once the collapsed subtrees are out
+const collapsedTasks = new Map<number, CollapsedTask>();  // by task index (the tree order's)
+let taskOrder: TaskOrder = 'time';
+let taskRowCount = 0;            // task rows: by time, or in the tree once the collapsed subtrees are out
 let askedRows: [number, number] = [0, 0];  // the task rows the last request asked for
 let critical = new Set<number>();  // the selected task's critical path
 let taskHits: TaskHits = { lines: [], solid: [], toggles: [], arrows: [] };
 // Header controls drawn on the canvas: [x0, x1, y0, y1, what a click does].
 let controls: [number, number, number, number, () => void][] = [];
+const switchPoints = new Map<string, [number, number]>();  // a tasks header's key -> its switch, as drawn
 
 function colourOf(name: string): string {
   let hash = 2166136261;
@@ -97,11 +100,26 @@ function timeAt(x: number) { return view.begin + (x / width()) * (view.end - vie
 
 function relayout() {
   const shown = shownRows();
-  layout = computeLayout(summary, tracks, taskRowCount, row => shown.shownRow(row));
+  layout = computeLayout(summary, tracks, taskRowCount,
+                         process => taskOrder === 'time' ? process.firstTimeRow : shown.shownRow(process.firstTask), taskOrder);
   resize();
 }
 
 function shownRows() { return new ShownRows(summary.task_rows, collapsedTasks.values()); }
+function countTaskRows() { taskRowCount = taskOrder === 'time' ? summary.time_rows ?? 0 : shownRows().count; }
+// The row a task is shown on; null when it is in a collapsed subtree.
+function taskRowOf(task: TaskRef): number | null {
+  if (taskOrder === 'time') return task.time_row ?? null;
+  return shownRows().isHidden(task.row) ? null : shownRows().shownRow(task.row);
+}
+// Tasks by time, or as the tree (where subtrees collapse): the rows change, the window stays.
+function setTaskOrder(order: TaskOrder) {
+  if (order === taskOrder) return;
+  taskOrder = order;
+  countTaskRows();
+  scroller.scrollTop = 0;
+  relayout();
+}
 // The top of a shown task row, in its process's tasks group (0 when the group is closed).
 function taskY(row: number) { return taskRowY(layout, row) ?? 0; }
 
@@ -155,8 +173,8 @@ function requestWindow() {
   fetchTimer = window.setTimeout(async () => {
     const asked = performance.now();
     const rows = rowsOnScreen();
-    const answer = await backend.window(view.begin, view.end, width(), { first: rows[0], last: rows[1], collapsed: [...collapsedTasks.keys()] },
-      highlight || undefined);
+    const answer = await backend.window(view.begin, view.end, width(),
+      { first: rows[0], last: rows[1], collapsed: taskOrder === 'tree' ? [...collapsedTasks.keys()] : [], by: taskOrder }, highlight || undefined);
     if (number !== requested) return;
     hooks.publishFetchTime(performance.now() - asked);
     data = answer;
@@ -235,6 +253,7 @@ function render() {
   hitBoxes = [];
   hover.clear();
   controls = [];
+  switchPoints.clear();
   taskHits = { lines: [], solid: [], toggles: [], arrows: [] };
   // The scrolled part, below the pinned lanes (or the ruler); then the pinned lanes, their headers
   // and the messages between them, unscrolled.
@@ -416,6 +435,15 @@ function drawHeaders(which: (header: Header) => boolean) {
     const move = (by: -1 | 1) => () => { moveSection(tracks, Number(process), section as SectionKind, by); relayout(); };
     if (header.down) { context.fillText('▼', w - 18, y + LANE_HEADER / 2); controls.push([w - 22, w - 4, y, y + LANE_HEADER, move(1)]); }
     if (header.up) { context.fillText('▲', w - 36, y + LANE_HEADER / 2); controls.push([w - 40, w - 22, y, y + LANE_HEADER, move(-1)]); }
+    if (section === 'tasks') {
+      // The switch between the tasks by time and as the tree.
+      const other = taskOrder === 'time' ? 'as a tree' : 'by time';
+      const text = `⇄ ${other}`, x1 = w - 44, x0 = x1 - context.measureText(text).width - 8;
+      context.fillStyle = '#1f5fbf';
+      context.fillText(text, x0 + 4, y + LANE_HEADER / 2);
+      controls.push([x0, x1, y, y + LANE_HEADER, () => setTaskOrder(taskOrder === 'time' ? 'tree' : 'time')]);
+      switchPoints.set(header.key, [(x0 + x1) / 2, y + LANE_HEADER / 2]);
+    }
     controls.push([0, w - 40, y, y + LANE_HEADER, toggle]);
     counts.headers++;
     if (header.level === 0) counts.groups++;
@@ -489,15 +517,17 @@ function drawTasks(whole: WindowAnswer) {
   // The rows of a closed group (between two open ones) are left out, and so are their arrows
   // (an arrow joins two tasks of one process).
   const open = (row: number) => taskRowY(layout, row) !== undefined;
-  const answer = { ...whole, tasks: { ...whole.tasks, lines: whole.tasks.lines.filter(line => open(line[2])) },
+  const answer = { ...whole, tasks: { ...whole.tasks, lines: whole.tasks.lines.filter(line => open(line[2])),
+                                      blocks: whole.tasks.blocks.filter(block => open(block[2])) },
                    arrows: whole.arrows.filter(arrow => open(arrow[5]) && open(arrow[6])) };
   const drawn = drawTaskRows({
     context, width: width(), xOf, rowY: taskY, selectedTask: selection?.kind === 'task' ? selection.index : null,
-    critical, collapsed: new Set(collapsedTasks.keys()), matches, drawLabel, kindName, hover,
+    critical, collapsed: new Set(collapsedTasks.keys()), toggles: taskOrder === 'tree', matches, drawLabel, kindName, hover,
   }, answer);
   taskHits = drawn.hits;
   counts.taskLines = drawn.counts.lines;
-  counts.tasksShown = drawn.counts.lines;
+  counts.taskBlocks = drawn.counts.blocks;
+  counts.tasksShown = drawn.counts.lines + drawn.counts.blockTasks;
   counts.taskRuns = drawn.counts.runs;
   counts.taskLabels = drawn.counts.labels;
   counts.toggles = drawn.counts.toggles;
@@ -558,7 +588,7 @@ function publishState() {
   hooks.publishView(view, data, windowsLoaded);
   // Not before the link the page was opened with is restored: that would write over it.
   if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
-                                    groups: [...tracks.collapsed], defaultGroups, subtrees: [...collapsedTasks.keys()] });
+                                    groups: [...tracks.collapsed], defaultGroups, subtrees: [...collapsedTasks.keys()], taskOrder });
   const resolution = niceStep(Math.max((view.end - view.begin) / 1000, 1));
   statusText.textContent = `${formatTime(view.begin, resolution)} … ${formatTime(view.end, resolution)} (${formatDuration(view.end - view.begin)} shown)`;
 }
@@ -682,8 +712,8 @@ async function select(target: Selection, reveal = false, scrollToTask = false) {
     showTask(details);
     if (reveal) revealTask(details);
     else if (scrollToTask) {
-      const row = shownRows().shownRow(details.row);
-      if (!shownRows().isHidden(details.row) && taskRowY(layout, row) !== undefined) scroller.scrollTop = Math.max(0, taskY(row) - (scroller.clientHeight + pinnedEnd()) / 2);
+      const row = taskRowOf(details);
+      if (row !== null && taskRowY(layout, row) !== undefined) scroller.scrollTop = Math.max(0, taskY(row) - (scroller.clientHeight + pinnedEnd()) / 2);
     }
     draw();
   } else if (target.kind === 'counter') {
@@ -700,16 +730,17 @@ async function select(target: Selection, reveal = false, scrollToTask = false) {
   }
 }
 
-// Shows a task's line: its subtree's collapsed ancestors opened, the tasks group open, the
-// window around the line and the rows scrolled to it.
+// Shows a task's line: in the tree its subtree's collapsed ancestors opened, the tasks group
+// open, the window around the line and the rows scrolled to it.
 function revealTask(details: TaskDetails) {
   let opened = false;
-  for (const [task, collapsed] of collapsedTasks)
-    if (details.row > collapsed.row && details.row <= collapsed.row + collapsed.descendants) { collapsedTasks.delete(task); opened = true; }
+  if (taskOrder === 'tree')
+    for (const [task, collapsed] of collapsedTasks)
+      if (details.row > collapsed.row && details.row <= collapsed.row + collapsed.descendants) { collapsedTasks.delete(task); opened = true; }
   for (const header of layout.headers)
     if (header.collapsed && (header.key === `process:${details.process ?? 0}` || header.key === `process:${details.process ?? 0}/tasks`)) { tracks.collapsed.delete(header.key); opened = true; }
-  if (opened) { taskRowCount = shownRows().count; relayout(); }
-  revealRange(details.begin, details.end, taskY(shownRows().shownRow(details.row)));
+  if (opened) { countTaskRows(); relayout(); }
+  revealRange(details.begin, details.end, taskY(taskRowOf(details) ?? 0));
 }
 
 // A counter's track: one per series, and here the threads that wrote it in the window (the breakdown).
@@ -819,7 +850,9 @@ window.addEventListener('mouseup', event => {
   // A run in a thread lane also scrolls the tasks to its task's row (the window stays).
   if (hit) { void select(hit[4], false, hit[5] === 'run'); return; }
   // In the tasks: a task where it is drawn solid, else an arrow passing by, else the task whose row it is.
-  const solid = taskHits.solid.find(inside);
+  // Tasks by time sit side by side on a row: of the boxes around the point, the nearest's centre wins.
+  const centre = (box: readonly number[]) => Math.abs((box[0] + box[1]) / 2 - x);
+  const solid = taskHits.solid.filter(inside).sort((a, b) => centre(a) - centre(b))[0];
   if (solid) { void select({ kind: 'task', index: solid[4] }); return; }
   const arrow = arrowAt(taskHits, x, y);
   if (arrow) { followArrow(arrow); return; }
@@ -915,6 +948,15 @@ hooks.installHook('chronicleViewer', {
   taskHits: () => taskHits,
   collapsed: () => [...collapsedTasks.keys()],
   toggleSubtree,
+  taskOrder: () => taskOrder,
+  setTaskOrder,
+  // Where the tasks group's switch between by time and as a tree is (client coordinates).
+  taskOrderSwitchPoint(key: string) {
+    const point = switchPoints.get(key);
+    if (!point) return null;
+    const rect = canvas.getBoundingClientRect();
+    return { x: rect.left + point[0], y: rect.top + toCanvasY(point[1]), hidden: underPinned(point[1]) };
+  },
   // Where a track group's header is on the page (client coordinates), to click it.
   headerPoint(key: string) {
     const header = layout.headers.find(h => h.key === key);
@@ -964,6 +1006,7 @@ hooks.installHook('chronicleFlame', flame.hook());
 // come back; a selected task's row is scrolled to (only the rows on screen are asked for).
 async function restoreFromUrl() {
   const state = readUrlState();
+  setTaskOrder(state.taskOrder ?? 'time');
   restoreCollapsedGroups(state.groups);
   await restoreCollapsedSubtrees(state.subtrees ?? []);
   if (state.window) setView(state.window.begin, state.window.end);
@@ -981,7 +1024,8 @@ window.addEventListener('hashchange', event => { void followEditedUrl(new URL(ev
 async function followEditedUrl(hash: string) {
   const state = readUrlState(hash);
   collapsedTasks.clear();
-  taskRowCount = summary.task_rows;
+  taskOrder = state.taskOrder ?? 'time';
+  countTaskRows();
   restoreCollapsedGroups(state.groups);
   await restoreCollapsedSubtrees(state.subtrees ?? []);
   setView(state.window?.begin ?? 0, state.window?.end ?? Math.max(summary.duration, MIN_ZOOM_NS));
@@ -1009,7 +1053,7 @@ async function restoreCollapsedSubtrees(tasks: number[]) {
       collapsedTasks.set(candidates[k], { row: answer.value.row, descendants: answer.value.descendants });
   });
   if (collapsedTasks.size === 0) return;
-  taskRowCount = shownRows().count;
+  countTaskRows();
   relayout();
 }
 
@@ -1018,7 +1062,7 @@ async function start() {
   document.title = `chronicle · ${summary.title}`;
   (document.getElementById('title') as HTMLSpanElement).textContent = summary.title;
   showWarnings(summary.warnings ?? []);
-  taskRowCount = summary.task_rows;
+  countTaskRows();
   defaultGroups = defaultCollapsed(summary);
   view = { begin: 0, end: Math.max(summary.duration, MIN_ZOOM_NS) };
   relayout();

@@ -1,11 +1,13 @@
-// The tasks group, as the original Lwt viewer drew it: a row per task in tree order, a thin line
-// from its creation to its resolution, thick where it ran, coloured by outcome, a toggle on the
-// tasks that created others; and the arrows between tasks: created-by (faint grey), waits-on
+// The tasks group, as the original Lwt viewer drew it: each task on its row (by time, rows
+// reused once their task has ended, or a row per task in tree order), a thin line from its
+// creation to its resolution, thick where it ran, coloured by outcome, in the tree a toggle on
+// the tasks that created others; by time, tasks too narrow to tell apart as one bar per row
+// (red when one of them failed); and the arrows between tasks: created-by (faint grey), waits-on
 // (blue), resolved-by (green). Arrows long on screen fade (the short ones nearby are the detail
 // worth seeing); the selected task's arrows are drawn strong, and the tasks on its critical path
 // outlined.
 import type { ArrowTuple, WindowAnswer } from './api';
-import { arrowTip, HoverTargets, taskTip } from './tooltip';
+import { arrowTip, HoverTargets, taskBlockTip, taskTip } from './tooltip';
 import { TASK_ROW } from './tracks';
 
 export const STATE_COLOURS = ['#3a9d5d', '#d64545', '#e0a030', '#8a8a8a'];  // ok, failed, cancelled, unresolved
@@ -22,6 +24,7 @@ export interface TaskScene {
   selectedTask: number | null;
   critical: Set<number>;                // tasks on the selected task's critical path
   collapsed: Set<number>;
+  toggles: boolean;                     // subtrees can collapse (the tree order)
   matches(name: string): boolean;
   drawLabel(text: string, x0: number, x1: number, y: number, height: number): boolean;
   kindName(kind: number): string;
@@ -29,7 +32,7 @@ export interface TaskScene {
 }
 
 export interface TaskCounts {
-  lines: number; runs: number; labels: number; toggles: number; critical: number;
+  lines: number; blocks: number; blockTasks: number; runs: number; labels: number; toggles: number; critical: number;
   arrows: number; arrowsShown: number; createdArrowsShown: number; arrowsHighlighted: number;
 }
 
@@ -43,7 +46,7 @@ export interface TaskHits {
 }
 
 export function drawTaskRows(scene: TaskScene, answer: WindowAnswer): { counts: TaskCounts; hits: TaskHits } {
-  const counts: TaskCounts = { lines: 0, runs: 0, labels: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0 };
+  const counts: TaskCounts = { lines: 0, blocks: 0, blockTasks: 0, runs: 0, labels: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0 };
   const hits: TaskHits = { lines: [], solid: [], toggles: [], arrows: [] };
   const { context } = scene;
   const { hover } = scene;
@@ -72,7 +75,7 @@ export function drawTaskRows(scene: TaskScene, answer: WindowAnswer): { counts: 
       context.strokeRect(x0 - 1, y + 1, x1 - x0 + 2, TASK_ROW - 2);
       if (critical) counts.critical++;
     }
-    if (descendants > 0) {
+    if (descendants > 0 && scene.toggles) {
       // The toggle sits just before the line's beginning, or at the left edge when that is off screen.
       const tx = Math.max(Math.min(x0 - 11, scene.width - 10), 1);
       context.fillStyle = '#444';
@@ -89,8 +92,24 @@ export function drawTaskRows(scene: TaskScene, answer: WindowAnswer): { counts: 
     hover.area(x0 - 2, x1 + 2, y, y + TASK_ROW, tip());
     counts.lines++;
   }
+  drawTaskBlocks(scene, answer, counts);
   drawArrows(scene, answer, counts, hits);
   return { counts, hits };
+}
+
+function drawTaskBlocks(scene: TaskScene, answer: WindowAnswer, counts: TaskCounts) {
+  const { context } = scene;
+  for (const [b, e, row, count, failed, cancelled] of answer.tasks.blocks) {
+    const y = scene.rowY(row);
+    const x0 = scene.xOf(b), x1 = Math.max(scene.xOf(e), x0 + 1);
+    context.fillStyle = STATE_COLOURS[failed > 0 ? 1 : cancelled > 0 ? 2 : 0];
+    context.globalAlpha = 0.6;
+    context.fillRect(x0, y + 4, x1 - x0, TASK_ROW - 8);
+    context.globalAlpha = 1;
+    scene.hover.rect(x0, x1, y, y + TASK_ROW, () => taskBlockTip(b, e, count, failed, cancelled));
+    counts.blocks++;
+    counts.blockTasks += count;
+  }
 }
 
 function drawArrows(scene: TaskScene, answer: WindowAnswer, counts: TaskCounts, hits: TaskHits) {

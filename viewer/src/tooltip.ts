@@ -142,6 +142,15 @@ export function taskTip(name: string, kind: string, begin: number, end: number, 
   return { kind: 'task', title: name || 'task', rows };
 }
 
+// Tasks by time too narrow to tell apart, merged on their row.
+export function taskBlockTip(begin: number, end: number, count: number, failed: number, cancelled: number): Tip {
+  const rows: [string, string][] = [['from', formatTime(begin)], ['for', formatDuration(end - begin)]];
+  if (failed > 0) rows.push(['failed', formatNumber(failed)]);
+  if (cancelled > 0) rows.push(['cancelled', formatNumber(cancelled)]);
+  rows.push(['', 'zoom in to see them apart']);
+  return { kind: 'task-block', title: `${formatNumber(count)} tasks merged`, rows };
+}
+
 // A task's run in a thread lane.
 export function runTip(name: string, kind: string, begin: number, end: number, thread: string, depth: number): Tip {
   return { kind: 'run', title: name || 'task', rows: [['ran', formatDuration(end - begin)], ['from', formatTime(begin)], ['task kind', kind],

@@ -3,9 +3,9 @@
 // (with several processes, every process's threads come first; computeLayout), each
 // group under a header that collapses it on a click and moves it up or down among its process's
 // groups (▲ ▼ on the header). The tasks group comes right after the threads, before the
-// counters, unless moved. Each process's tasks are a run of the task rows (tree order within
-// the process), drawn in its own tasks group. Pure layout: where each thing goes, in page
-// pixels from the top.
+// counters, unless moved. Each process's tasks are a run of the task rows (by time, or in tree
+// order, within the process), drawn in its own tasks group. Pure layout: where each thing goes,
+// in page pixels from the top.
 import type { Summary } from './api';
 
 export const RULER_HEIGHT = 24;
@@ -53,24 +53,39 @@ export function laneHeight(summary: Summary, lane: number) {
   return LANE_HEADER + ((info.run_depths ?? 0) + Math.max(info.depths, 1)) * SPAN_ROW + SECTION_GAP;
 }
 
+// A process's tracks: its tasks are the tree rows [firstTask, firstTask + tasks) and by time the
+// rows [firstTimeRow, firstTimeRow + timeRows).
+export interface ProcessTracks {
+  name: string; lanes: number[]; counters: number[]; monitor: number[];
+  tasks: number; firstTask: number; firstTimeRow: number; timeRows: number;
+}
+
+// How the tasks are laid out: by time (packed rows, each reused once its task has ended: the
+// server's, src/viewer/task_time_rows.hpp) or as the tree (a row per task after its creator).
+export type TaskOrder = 'time' | 'tree';
+
 // The processes in the order their lanes come, with their lanes, counters and tasks (as
 // summary.processes has them; without it, all the tasks are the first process's).
 export function processes(summary: Summary) {
-  const out: { name: string; lanes: number[]; counters: number[]; monitor: number[]; tasks: number; firstTask: number }[] = [];
+  const out: ProcessTracks[] = [];
   const byName = new Map<string, number>();
   summary.lanes.forEach((lane, k) => {
     const name = lane.group ?? '';
-    if (!byName.has(name)) { byName.set(name, out.length); out.push({ name, lanes: [], counters: [], monitor: [], tasks: 0, firstTask: 0 }); }
+    if (!byName.has(name)) { byName.set(name, out.length); out.push({ name, lanes: [], counters: [], monitor: [], tasks: 0, firstTask: 0, firstTimeRow: 0, timeRows: 0 }); }
     out[byName.get(name)!].lanes.push(k);
   });
-  if (out.length === 0) out.push({ name: '', lanes: [], counters: [], monitor: [], tasks: 0, firstTask: 0 });
+  if (out.length === 0) out.push({ name: '', lanes: [], counters: [], monitor: [], tasks: 0, firstTask: 0, firstTimeRow: 0, timeRows: 0 });
   if (summary.processes) {
     for (const process of summary.processes) {
       const found = out[byName.get(process.group) ?? -1];
-      if (found) { found.tasks = process.tasks; found.firstTask = process.first_task; }
+      if (found) {
+        found.tasks = process.tasks; found.firstTask = process.first_task;
+        found.firstTimeRow = process.first_time_row ?? 0; found.timeRows = process.time_rows ?? 0;
+      }
     }
   } else {
     out[0].tasks = summary.tasks;
+    out[0].timeRows = summary.time_rows ?? 0;
   }
   summary.counters.forEach((counter, k) => {
     const process = byName.get(summary.lanes[counter.lane]?.group ?? '') ?? 0;
@@ -105,14 +120,15 @@ export function moveSection(state: TrackState, process: number, section: Section
   state.order.set(process, order);
 }
 
-// `shownRow`: a tree row -> the row it is shown on (ShownRows.shownRow: collapsed subtrees out),
-// to find where each process's rows begin once some are collapsed.
-export function computeLayout(summary: Summary, state: TrackState, taskRows: number, shownRow: (row: number) => number = row => row): Layout {
+// `firstRowOf`: the row a process's tasks begin on as shown: by time its first time row; in the
+// tree, its first task's (ShownRows.shownRow, once collapsed subtrees are out).
+export function computeLayout(summary: Summary, state: TrackState, taskRows: number,
+                              firstRowOf: (process: ProcessTracks) => number = process => process.firstTask, order: TaskOrder = 'tree'): Layout {
   const layout: Layout = { headers: [], laneTop: summary.lanes.map(() => undefined), counterTop: summary.counters.map(() => undefined), taskGroups: [], height: 0, lanesEnd: RULER_HEIGHT };
   let y = RULER_HEIGHT;
   const all = processes(summary);
   // A process's first tree row holds one of its roots: never hidden.
-  const firstRows = all.map(process => process.tasks > 0 ? shownRow(process.firstTask) : -1);
+  const firstRows = all.map(process => process.tasks > 0 ? firstRowOf(process) : -1);
   const rowsOf = (p: number): [number, number] => {
     let last = taskRows;
     for (let q = 0; q < all.length; ++q)
@@ -132,7 +148,7 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
     const key = `process:${p}/${kind}`;
     const collapsed = state.collapsed.has(key);
     const label = kind === 'threads' ? `threads · ${process.lanes.length}`
-      : kind === 'tasks' ? `tasks · ${process.tasks.toLocaleString()} in tree order · arrows: created (grey), waits (blue), resolutions (green)`
+      : kind === 'tasks' ? `tasks · ${process.tasks.toLocaleString()} ${order === 'time' ? `by time on ${process.timeRows.toLocaleString()} rows` : 'in tree order'} · arrows: created (grey), waits (blue), resolutions (green)`
       : kind === 'counters' ? `counters · ${process.counters.length}`
       : `chronicle's own counters · ${process.monitor.length}`;
     const at = movable.indexOf(kind);

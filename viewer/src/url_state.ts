@@ -1,10 +1,11 @@
 // The URL holds what is shown, so that a view can be shared as a link:
 //   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX | sel=counter:INDEX &r0=BEGIN&r1=END
-//    &cg=0/threads,1,0/monitor&ct=12,40
+//    &cg=0/threads,1,0/monitor&ct=12,40&to=tree
 // (ns since the trace's first event: the window, the selected item, the selected range; the
 // collapsed track groups, their keys without "process:", all of them: without `cg` a trace opens
 // with its default ones collapsed, chronicle's own counters; and the collapsed task subtrees, by
-// task index). A link may be stale or mangled: what cannot be read is left out, never thrown.
+// task index; `to=tree`: the tasks as the tree, not by time). A link may be stale or mangled:
+// what cannot be read is left out, never thrown.
 // Opening such a link restores them; moving about rewrites the fragment in place
 // (history.replaceState: the back button is not filled with every frame).
 import { publishUrl } from './test_hooks';
@@ -19,6 +20,7 @@ export interface UrlState {
   groups?: string[];    // collapsed track groups, as tracks.ts keys them ("process:0/threads")
   defaultGroups?: string[];  // those collapsed on opening: an empty `cg` is written when they are open
   subtrees?: number[];  // task indexes whose subtrees are collapsed
+  taskOrder?: 'time' | 'tree';  // by time unless said
 }
 
 // Past this many, a link's collapsed subtrees are left out (each costs a request to restore).
@@ -71,6 +73,7 @@ export function readUrlState(hash = location.hash): UrlState {
   if (fields.has('cg')) state.groups = parseGroups(fields.get('cg') ?? '');
   const subtrees = parseSubtrees(fields.get('ct') ?? '');
   if (subtrees.length) state.subtrees = subtrees;
+  if (fields.get('to') === 'tree') state.taskOrder = 'tree';
   return state;
 }
 
@@ -82,6 +85,7 @@ export function urlFragment(state: UrlState): string {
   const groups = groupsText(state.groups ?? []);
   if (groups || (state.groups && state.defaultGroups?.length)) fields.push(`cg=${groups}`);
   if (state.subtrees?.length) fields.push(`ct=${[...state.subtrees].sort((a, b) => a - b).join(',')}`);
+  if (state.taskOrder === 'tree') fields.push('to=tree');
   return fields.length ? `#${fields.join('&')}` : '';
 }
 
