@@ -9,7 +9,7 @@
 // and a merged trace of two processes shows both, under a header each, with the messages
 // between them.
 //
-//   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR
+//   node viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR MANY_TASKS
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
-const [chronicle, echoExample, timelineDemo, artifacts] = process.argv.slice(2);
-if (!artifacts) throw new Error('usage: viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR');
+const [chronicle, echoExample, timelineDemo, artifacts, manyTasks] = process.argv.slice(2);
+if (!manyTasks) throw new Error('usage: viewer.e2e.mjs CHRONICLE ECHO_EXAMPLE TIMELINE_DEMO ARTIFACT_DIR MANY_TASKS');
 mkdirSync(artifacts, { recursive: true });
 const work = mkdtempSync(join(tmpdir(), 'chronicle-viewer-e2e-'));
 const children = [];
@@ -82,13 +82,14 @@ function msToNs(text) { return Math.round(Number(text) * 1e6); }
 // task_time_rows.hpp): from creation (or the first run) to the resolution (or the trace's end),
 // or to the last run's end when later. A run's end is known to its printed digits: `fewest`
 // counts with the earliest ends it can have, `most` with the latest.
+// The dump's times and the viewer's may round a tick to ns apart: 2 ns either way is allowed too.
 function aliveInWindow(tasks, duration, begin, end) {
-  const count = (which) => tasks.filter(task => {
+  const count = (which, slack) => tasks.filter(task => {
     const from = task.created ?? (task.runs.length ? task.runs[0][0] : 0);
     const until = Math.max(task.resolved ?? duration, ...task.runs.map(run => run[which]));
-    return from <= end && until >= begin;
+    return from - slack <= end && until + slack >= begin;
   }).length;
-  return { fewest: count(1), most: count(2) };
+  return { fewest: count(1, -2), most: count(2, 2) };
 }
 
 // Tree order worked out here from the model: a task's row right after its creator's, its
@@ -319,6 +320,37 @@ try {
     await middle.close();
   });
 
+  await step('tasks by time too narrow to tell apart are merged into a bar on their row, and a click on it closes in on them', async () => {
+    // 20,000 tasks one after another: by time one row, at the whole trace a few bars.
+    const directory = record('short-tasks', manyTasks, '20000');
+    const bars = await browser.newPage();
+    bars.setDefaultTimeout(60000);
+    await bars.goto(await serve(directory));
+    await settled(bars);
+    const summary = await bars.evaluate(() => window.chronicleViewer.summary());
+    assert.equal(summary.time_rows, 1, 'tasks one after another share a row');
+    assert.ok(await numberOf(bars, 'taskBlocksDrawn') > 0, 'tasks merged into bars over the whole trace');
+    assert.equal(await numberOf(bars, 'tasksShown'), summary.tasks, 'every task drawn, alone or in a bar');
+    // The bar of the most tasks, in a window three times as long around it: there its tasks are
+    // still too narrow to draw apart, and make a bar a third of the screen wide.
+    const [first, last] = await bars.evaluate(() => {
+      const [begin, end] = window.chronicleViewer.data().tasks.blocks.reduce((best, block) => (block[3] > best[3] ? block : best));
+      return [begin, end];
+    });
+    await bars.evaluate(({ first, last }) => window.chronicleViewer.setView(2 * first - last, 2 * last - first), { first, last });
+    await settled(bars);
+    const before = await bars.evaluate(() => window.chronicleViewer.view());
+    const bar = await bars.evaluate(() => window.chronicleViewer.taskBlockPoint());
+    assert.ok(bar, 'a bar of merged tasks on screen');
+    await bars.mouse.click(bar.x, bar.y);
+    await settled(bars);
+    const closer = await bars.evaluate(() => window.chronicleViewer.view());
+    const selected = await bars.evaluate(() => window.chronicleViewer.selection());
+    assert.ok(closer.end - closer.begin < before.end - before.begin && closer.begin <= bar.begin && closer.end >= bar.end,
+              `the window closes in on the bar's tasks: [${closer.begin}, ${closer.end}] from [${before.begin}, ${before.end}] for [${bar.begin}, ${bar.end}] (selected: ${JSON.stringify(selected)})`);
+    await bars.close();
+  });
+
   const page = await browser.newPage();
     page.setDefaultTimeout(60000);
   page.on('pageerror', error => results.push(`page error: ${error.message}`));
@@ -495,6 +527,49 @@ try {
     await page.evaluate(() => window.chronicleViewer.scrollTo(0));
     await page.waitForFunction(() => document.body.dataset.taskRowsAsked.startsWith('0-'));
     await settled(page);
+  });
+
+  await step('the scrolling is the viewer\'s own: a task area taller than a browser element can be (2.6 M rows as a tree) scrolls to its end, the lanes pinned', async () => {
+    // Chromium caps an element's height at 33,554,428 px: 2.4 M rows of 14 px.
+    const directory = record('many-tasks', manyTasks, '2600000');
+    try {
+      const tall = await browser.newPage();
+      tall.setDefaultTimeout(120000);
+      await tall.goto(`${await serve(directory)}#to=tree`);
+      await settled(tall);
+      const summary = await tall.evaluate(() => window.chronicleViewer.summary());
+      const layout = await tall.evaluate(() => window.chronicleViewer.layout());
+      assert.ok(layout.height > 33554428, `the layout is taller than an element can be: ${layout.height} px for ${summary.task_rows} rows`);
+      const threads = await tall.evaluate(() => window.chronicleViewer.headerPoint('process:0/threads'));
+      // The task on the last row, and the group header after the tasks, at the end.
+      const lastTask = await tall.evaluate(({ row, end }) => fetch(`api/window?begin=0&end=${end}&width=1000&rows=${row}-${row + 1}&collapsed=`)
+        .then(r => r.json()).then(answer => answer.tasks.lines[0][3]), { row: summary.task_rows - 1, end: summary.duration });
+      const lastHeader = layout.headers[layout.headers.length - 1].key;
+      const atTheEnd = async (how) => {
+        await tall.waitForFunction(() => {
+          const viewer = window.chronicleViewer, height = viewer.layout().height;
+          return document.body.dataset.settled === 'true' && viewer.scrollOffset() >= height - document.getElementById('scroller').clientHeight - 1;
+        });
+        await settled(tall);
+        const task = await tall.evaluate(index => window.chronicleViewer.taskPoint(index), lastTask);
+        const header = await tall.evaluate(key => window.chronicleViewer.headerPoint(key), lastHeader);
+        const bottom = await tall.evaluate(() => document.getElementById('timeline').getBoundingClientRect().bottom);
+        assert.ok(task && !task.hidden && task.y < bottom, `${how}: the last row's task is drawn on screen (${JSON.stringify(task)})`);
+        assert.ok(header && !header.hidden && header.y < bottom, `${how}: the last group's header is on screen`);
+        assert.deepEqual(await tall.evaluate(() => window.chronicleViewer.headerPoint('process:0/threads')), threads, `${how}: the threads stay pinned`);
+      };
+      await tall.evaluate(() => window.chronicleViewer.scrollTo(1e12));
+      await atTheEnd('scrolled by the page');
+      await tall.screenshot({ path: join(artifacts, 'tall-task-area-end.png') });
+      // The scrollbar reaches it too (a scrollbar pixel is several layout pixels).
+      await tall.evaluate(() => window.chronicleViewer.scrollTo(0));
+      await tall.waitForFunction(() => window.chronicleViewer.scrollOffset() === 0);
+      await tall.evaluate(() => { const scroller = document.getElementById('scroller'); scroller.scrollTop = scroller.scrollHeight; });
+      await atTheEnd('dragged to the scrollbar\'s end');
+      await tall.close();
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   await step('clicking a task run in a thread lane selects its task and scrolls to its row', async () => {
@@ -751,7 +826,8 @@ try {
 
     const duration = await page.evaluate(() => window.chronicleViewer.summary().duration);
     const wanted = { begin: Math.round(duration * 0.25), end: Math.round(duration * 0.5) };
-    await page.evaluate(({ begin, end }) => { location.hash = `#t0=${begin}&t1=${end}`; }, wanted);
+    // The demo's steps go on with the tasks as a tree, as the page was opened.
+    await page.evaluate(({ begin, end }) => { location.hash = `#t0=${begin}&t1=${end}&to=tree`; }, wanted);
     await page.waitForFunction(({ begin, end }) => {
       const view = window.chronicleViewer.view();
       return Math.abs(view.begin - begin) < 1 && Math.abs(view.end - end) < 1;
@@ -945,7 +1021,11 @@ try {
       const line = viewer.data().tasks.lines.find(l => viewer.taskPoint(l[3]) && !viewer.taskPoint(l[3]).hidden);
       return line ? { ...viewer.taskPoint(line[3]), name: viewer.data().tasks.names[line[3]] } : null;
     });
-    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'task', task.name);
+    await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'task', task.name, { timeout: 20000 })
+      .catch(async () => {
+        const shown = await page.evaluate(() => ({ ...document.getElementById('tooltip')?.dataset }));
+        throw new Error(`hovering ${JSON.stringify(task)} showed ${JSON.stringify(shown)}`);
+      });
     // The program's busiest counter (the session's own, sampled once a second, may have no value yet
     // in the middle of this short trace).
     const counter = await hoverAt(() => {
@@ -1243,7 +1323,9 @@ try {
         assert.ok(task >= own.first_task && task < own.first_task + own.tasks, `row ${row}: task ${task} is process ${group.process}'s`);
     }
     // A task whose critical path runs through the other process: once it is selected, every task
-    // of its path drawn is highlighted, in both processes' groups.
+    // of its path drawn is highlighted, in both processes' groups. As a tree, where every task in
+    // the rows on screen is drawn by itself (by time, at the whole trace, most are merged).
+    await two.evaluate(() => window.chronicleViewer.setTaskOrder('tree'));
     await two.evaluate(() => window.chronicleViewer.scrollTo(0));
     await settled(two);
     const chosen = await two.evaluate(async () => {
@@ -1262,7 +1344,10 @@ try {
     });
     assert.ok(chosen, 'a task in view whose critical path, as drawn, is in both processes');
     await two.mouse.click(chosen.x, chosen.y);
-    await two.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), chosen.task);
+    await two.waitForFunction(task => document.getElementById('panel').dataset.task === String(task), chosen.task, { timeout: 20000 }).catch(async () => {
+      const state = await two.evaluate(() => ({ selection: window.chronicleViewer.selection(), hits: window.chronicleViewer.taskHits().solid.length }));
+      throw new Error(`a click at ${JSON.stringify(chosen)} selected ${JSON.stringify(state)}`);
+    });
     await settled(two);
     assert.equal(await numberOf(two, 'criticalDrawn'), chosen.drawn, 'every task of the path drawn is highlighted, in both groups');
     await two.screenshot({ path: join(artifacts, 'merged-processes.png') });

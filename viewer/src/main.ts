@@ -64,7 +64,7 @@ let taskOrder: TaskOrder = 'time';
 let taskRowCount = 0;            // task rows: by time, or in the tree once the collapsed subtrees are out
 let askedRows: [number, number] = [0, 0];  // the task rows the last request asked for
 let critical = new Set<number>();  // the selected task's critical path
-let taskHits: TaskHits = { lines: [], solid: [], toggles: [], arrows: [] };
+let taskHits: TaskHits = { lines: [], blocks: [], solid: [], toggles: [], arrows: [] };
 // Header controls drawn on the canvas: [x0, x1, y0, y1, what a click does].
 let controls: [number, number, number, number, () => void][] = [];
 const switchPoints = new Map<string, [number, number]>();  // a tasks header's key -> its switch, as drawn
@@ -117,8 +117,8 @@ function setTaskOrder(order: TaskOrder) {
   if (order === taskOrder) return;
   taskOrder = order;
   countTaskRows();
-  scroller.scrollTop = 0;
   relayout();
+  scrollToOffset(0);
 }
 // The top of a shown task row, in its process's tasks group (0 when the group is closed).
 function taskY(row: number) { return taskRowY(layout, row) ?? 0; }
@@ -127,19 +127,48 @@ function taskY(row: number) { return taskRowY(layout, row) ?? 0; }
 // open threads group; every process's in a merged trace) and take at most this share of it.
 const PIN_SHARE = 0.45;
 // Where the pinned lanes end on the canvas (RULER_HEIGHT: nothing pinned). Page y above it shows
-// the layout as it is; below, the layout scrolled by scrollTop.
+// the layout as it is; below, the layout scrolled by `offset`.
 function pinnedEnd() {
   const end = layout.lanesEnd;
   return end > RULER_HEIGHT && end - RULER_HEIGHT <= PIN_SHARE * scroller.clientHeight ? end : RULER_HEIGHT;
 }
-function toLayoutY(canvasY: number) { return canvasY < pinnedEnd() ? canvasY : canvasY + scroller.scrollTop; }
-function toCanvasY(layoutY: number) { return layoutY < pinnedEnd() ? layoutY : layoutY - scroller.scrollTop; }
+
+// The scrolling is the viewer's own: `offset`, the layout pixels scrolled past, is the truth, and
+// the scroller's scrollbar only shows it and moves it. Its spacer is at most SPACER_CAP tall
+// (Chromium caps an element's height near 33.5 M px, and a layout of 2.4 M task rows is taller),
+// so a scrollbar pixel is `scrollScale()` layout pixels; the page's own moves (shift+wheel, going
+// to a task) set the offset exactly.
+const SPACER_CAP = 16_000_000;
+let offset = 0;
+function maxOffset() { return Math.max(0, layout.height - Math.min(scroller.clientHeight, layout.height)); }
+function scrollScale() { return maxOffset() > SPACER_CAP ? maxOffset() / SPACER_CAP : 1; }
+function scrollToOffset(y: number) {
+  offset = Math.max(0, Math.min(y, maxOffset()));
+  const top = offset / scrollScale();
+  if (Math.abs(scroller.scrollTop - top) >= 1) scroller.scrollTop = top;  // its scroll event finds it in step
+  followScroll();
+}
+// The offset, after the scrollbar moved by the user (out of step with it): read at every use, so
+// that a scroll is seen before its scroll event comes.
+function currentOffset() {
+  const top = offset / scrollScale();
+  if (Math.abs(scroller.scrollTop - top) >= 1) offset = Math.min(scroller.scrollTop * scrollScale(), maxOffset());
+  return offset;
+}
+// Asks for the task rows that come into view (the server answers only those).
+function followScroll() {
+  if (rowsFarApart(rowsOnScreen(), askedRows)) requestWindow(); else draw();
+}
+// Rows asked for with a margin of 20: within 10 of them, the answer still covers the screen.
+function rowsFarApart(a: [number, number], b: [number, number]) { return Math.abs(a[0] - b[0]) > 10 || Math.abs(a[1] - b[1]) > 10; }
+function toLayoutY(canvasY: number) { return canvasY < pinnedEnd() ? canvasY : canvasY + currentOffset(); }
+function toCanvasY(layoutY: number) { return layoutY < pinnedEnd() ? layoutY : layoutY - currentOffset(); }
 // Whether a layout y of the scrolled part lies under the pinned lanes (hidden there).
 function underPinned(layoutY: number) { return layoutY >= pinnedEnd() && toCanvasY(layoutY) < pinnedEnd(); }
 // The task rows the screen shows: those of the scrolled part, below the pinned lanes.
 function rowsOnScreen() {
   const pinned = pinnedEnd();
-  return visibleTaskRows(layout, taskRowCount, scroller.scrollTop + pinned, scroller.clientHeight - pinned);
+  return visibleTaskRows(layout, taskRowCount, currentOffset() + pinned, scroller.clientHeight - pinned);
 }
 
 function resize() {
@@ -151,7 +180,10 @@ function resize() {
   canvas.width = Math.round(cssWidth * ratio);
   canvas.height = Math.round(cssHeight * ratio);
   context.setTransform(ratio, 0, 0, ratio, 0, 0);
-  spacer.style.height = `${Math.max(0, layout.height - cssHeight)}px`;
+  spacer.style.height = `${Math.min(Math.max(0, layout.height - cssHeight), SPACER_CAP)}px`;
+  offset = Math.min(offset, maxOffset());
+  const top = offset / scrollScale();
+  if (Math.abs(scroller.scrollTop - top) >= 1) scroller.scrollTop = top;
   requestWindow();
 }
 
@@ -185,6 +217,9 @@ function requestWindow() {
       relayout();
       return;
     }
+    // Scrolled away while it was asked for (a scroll compares with the rows answered last):
+    // the rows on screen now are asked for.
+    if (rowsFarApart(rowsOnScreen(), rows)) { requestWindow(); return; }
     ++windowsLoaded;
     hooks.publishSettled(true);
     draw();
@@ -243,7 +278,7 @@ const FILTERED_OUT_ALPHA = 0.2;
 
 function render() {
   const renderStarted = performance.now();
-  const top = scroller.scrollTop;
+  const top = currentOffset();
   const w = width(), h = canvas.clientHeight;
   context.clearRect(0, 0, w, h);
   context.font = '11px system-ui, sans-serif';
@@ -254,7 +289,7 @@ function render() {
   hover.clear();
   controls = [];
   switchPoints.clear();
-  taskHits = { lines: [], solid: [], toggles: [], arrows: [] };
+  taskHits = { lines: [], blocks: [], solid: [], toggles: [], arrows: [] };
   // The scrolled part, below the pinned lanes (or the ruler); then the pinned lanes, their headers
   // and the messages between them, unscrolled.
   const pinned = pinnedEnd();
@@ -713,7 +748,7 @@ async function select(target: Selection, reveal = false, scrollToTask = false) {
     if (reveal) revealTask(details);
     else if (scrollToTask) {
       const row = taskRowOf(details);
-      if (row !== null && taskRowY(layout, row) !== undefined) scroller.scrollTop = Math.max(0, taskY(row) - (scroller.clientHeight + pinnedEnd()) / 2);
+      if (row !== null && taskRowY(layout, row) !== undefined) scrollToOffset(taskY(row) - (scroller.clientHeight + pinnedEnd()) / 2);
     }
     draw();
   } else if (target.kind === 'counter') {
@@ -758,7 +793,7 @@ function showCounter(breakdown: CounterBreakdown) {
 function revealRange(begin: number, end: number, y: number) {
   const length = Math.max(end - begin, MIN_ZOOM_NS * 10);
   setView(begin - length * 0.5, end + length * 0.5);
-  if (y >= pinnedEnd()) scroller.scrollTop = Math.max(0, y - pinnedEnd() - 80);
+  if (y >= pinnedEnd()) scrollToOffset(y - pinnedEnd() - 80);
 }
 
 panel.addEventListener('click', event => {
@@ -850,9 +885,15 @@ window.addEventListener('mouseup', event => {
   // A run in a thread lane also scrolls the tasks to its task's row (the window stays).
   if (hit) { void select(hit[4], false, hit[5] === 'run'); return; }
   // In the tasks: a task where it is drawn solid, else an arrow passing by, else the task whose row it is.
-  // Tasks by time sit side by side on a row: of the boxes around the point, the nearest's centre wins.
+  // Tasks by time sit side by side on a row, their boxes a pixel wider than drawn: of those around
+  // the point, one drawn under it (else the nearest), then the one whose centre is nearest.
+  const apart = (box: readonly number[]) => Math.max(0, box[0] + 1 - x, x - (box[1] - 1));
   const centre = (box: readonly number[]) => Math.abs((box[0] + box[1]) / 2 - x);
-  const solid = taskHits.solid.filter(inside).sort((a, b) => centre(a) - centre(b))[0];
+  const solid = taskHits.solid.filter(inside).sort((a, b) => apart(a) - apart(b) || centre(a) - centre(b))[0];
+  if (solid && apart(solid) === 0) { void select({ kind: 'task', index: solid[4] }); return; }
+  // Tasks merged into a bar: the window closes in on them.
+  const block = taskHits.blocks.find(inside);
+  if (block) { revealRange(block[4], block[5], -1); return; }
   if (solid) { void select({ kind: 'task', index: solid[4] }); return; }
   const arrow = arrowAt(taskHits, x, y);
   if (arrow) { followArrow(arrow); return; }
@@ -884,7 +925,7 @@ canvas.addEventListener('wheel', event => {
   event.preventDefault();
   const scale = event.deltaMode === 1 ? 16 : event.deltaMode === 2 ? scroller.clientHeight : 1;
   const dx = event.deltaX * scale, dy = event.deltaY * scale;
-  if (event.shiftKey) scroller.scrollTop += dy !== 0 ? dy : dx;
+  if (event.shiftKey) scrollToOffset(currentOffset() + (dy !== 0 ? dy : dx));
   else if (dy === 0 && dx !== 0) pan((dx / width()) * (view.end - view.begin));
   else zoomAround(event.offsetX, Math.exp(dy * 0.002));
 }, { passive: false });
@@ -909,12 +950,7 @@ window.addEventListener('keydown', event => {
   else return;
   event.preventDefault();
 });
-// Scrolling asks for the task rows that come into view (the server answers only those).
-scroller.addEventListener('scroll', () => {
-  const rows = rowsOnScreen();
-  if (Math.abs(rows[0] - askedRows[0]) > 10 || Math.abs(rows[1] - askedRows[1]) > 10) requestWindow();
-  else draw();
-});
+scroller.addEventListener('scroll', followScroll);
 window.addEventListener('resize', resize);
 
 // A hook for tests and the curious: the state the page draws from.
@@ -975,16 +1011,32 @@ hooks.installHook('chronicleViewer', {
     }
     return null;
   },
-  scrollTo(y: number) { scroller.scrollTop = y; },
+  // The layout pixels scrolled past, and a scroll to a layout y (the scrollbar may be scaled).
+  scrollOffset: currentOffset,
+  scrollTo: scrollToOffset,
   // Where the pinned lanes end on the canvas (the ruler's height when none are pinned). The
   // points above say `hidden` when they lie under them.
   pinnedEnd,
+  // Where tasks merged into a bar are on the page (client coordinates; the widest on screen, whose
+  // middle no task drawn beside it reaches), and the times they cover.
+  taskBlockPoint() {
+    const rect = canvas.getBoundingClientRect();
+    let best: { x: number; y: number; begin: number; end: number } | null = null, widest = 0;
+    for (const [x0, x1, y0, y1, begin, end] of taskHits.blocks) {
+      const left = Math.max(x0, 0), right = Math.min(x1, width()), y = (y0 + y1) / 2;
+      if (right - left > widest && !underPinned(y) && toCanvasY(y) > RULER_HEIGHT && toCanvasY(y) < canvas.clientHeight) {
+        widest = right - left;
+        best = { x: rect.left + (left + right) / 2, y: rect.top + toCanvasY(y), begin, end };
+      }
+    }
+    return best;
+  },
   // Where a task's line is on the page (client coordinates), to click it.
   taskPoint(index: number) {
     const line = data?.tasks.lines.find(l => l[3] === index);
     if (!line) return null;
     const rect = canvas.getBoundingClientRect();
-    const x0 = Math.max(xOf(line[0]), 0), x1 = Math.min(Math.max(xOf(line[1]), xOf(line[0]) + 2), width());
+    const x0 = Math.max(xOf(line[0]), 0), x1 = Math.min(Math.max(xOf(line[1]), xOf(line[0]) + 1), width());  // as drawn
     const y = taskY(line[2]) + TASK_ROW / 2;
     return { x: rect.left + (x0 + x1) / 2, y: rect.top + toCanvasY(y), hidden: underPinned(y) };
   },

@@ -37,9 +37,11 @@ export interface TaskCounts {
 }
 
 // What a click can hit: a task's row, the parts of it drawn solid (its thin line and its runs:
-// there a click takes the task before an arrow through it), a toggle, an arrow (its segment).
+// there a click takes the task before an arrow through it; each a pixel wider on both sides than
+// drawn), tasks merged into a bar (a click zooms to them), a toggle, an arrow (its segment).
 export interface TaskHits {
   lines: [number, number, number, number, number][];   // x0, x1, y0, y1, task
+  blocks: [number, number, number, number, number, number][];  // x0, x1, y0, y1, begin, end: merged tasks
   solid: [number, number, number, number, number][];
   toggles: [number, number, number, number, number][];  // x0, x1, y0, y1, task
   arrows: { x0: number; y0: number; x1: number; y1: number; arrow: ArrowTuple }[];
@@ -47,7 +49,7 @@ export interface TaskHits {
 
 export function drawTaskRows(scene: TaskScene, answer: WindowAnswer): { counts: TaskCounts; hits: TaskHits } {
   const counts: TaskCounts = { lines: 0, blocks: 0, blockTasks: 0, runs: 0, labels: 0, toggles: 0, critical: 0, arrows: 0, arrowsShown: 0, createdArrowsShown: 0, arrowsHighlighted: 0 };
-  const hits: TaskHits = { lines: [], solid: [], toggles: [], arrows: [] };
+  const hits: TaskHits = { lines: [], blocks: [], solid: [], toggles: [], arrows: [] };
   const { context } = scene;
   const { hover } = scene;
   for (const [b, e, row, task, state, kind, , descendants, runs] of answer.tasks.lines) {
@@ -59,11 +61,11 @@ export function drawTaskRows(scene: TaskScene, answer: WindowAnswer): { counts: 
     context.fillStyle = colour;
     context.fillRect(x0, middle - 1, x1 - x0, 2);  // alive
     hits.solid.push([x0 - 1, x1 + 1, middle - 2, middle + 2, task]);
-    hover.rect(x0 - 1, x1 + 1, middle - 2, middle + 2, tip());
+    hover.rect(x0 - 1, x1 + 1, middle - 2, middle + 2, tip(), 1);
     for (let k = 0; k + 1 < runs.length; k += 2) {  // ran
       const r0 = scene.xOf(runs[k]), r1 = Math.max(scene.xOf(runs[k + 1]), r0 + 1);
       context.fillRect(r0, y + 3, r1 - r0, TASK_ROW - 6);
-      hits.solid.push([r0, r1, y + 3, y + TASK_ROW - 3, task]);
+      hits.solid.push([r0 - 1, r1 + 1, y + 3, y + TASK_ROW - 3, task]);
       hover.rect(r0, r1, y + 3, y + TASK_ROW - 3, tip([runs[k], runs[k + 1]]));
       counts.runs++;
     }
@@ -92,12 +94,12 @@ export function drawTaskRows(scene: TaskScene, answer: WindowAnswer): { counts: 
     hover.area(x0 - 2, x1 + 2, y, y + TASK_ROW, tip());
     counts.lines++;
   }
-  drawTaskBlocks(scene, answer, counts);
+  drawTaskBlocks(scene, answer, counts, hits);
   drawArrows(scene, answer, counts, hits);
   return { counts, hits };
 }
 
-function drawTaskBlocks(scene: TaskScene, answer: WindowAnswer, counts: TaskCounts) {
+function drawTaskBlocks(scene: TaskScene, answer: WindowAnswer, counts: TaskCounts, hits: TaskHits) {
   const { context } = scene;
   for (const [b, e, row, count, failed, cancelled] of answer.tasks.blocks) {
     const y = scene.rowY(row);
@@ -107,6 +109,7 @@ function drawTaskBlocks(scene: TaskScene, answer: WindowAnswer, counts: TaskCoun
     context.fillRect(x0, y + 4, x1 - x0, TASK_ROW - 8);
     context.globalAlpha = 1;
     scene.hover.rect(x0, x1, y, y + TASK_ROW, () => taskBlockTip(b, e, count, failed, cancelled));
+    hits.blocks.push([x0, x1, y + 4, y + TASK_ROW - 4, b, e]);
     counts.blocks++;
     counts.blockTasks += count;
   }

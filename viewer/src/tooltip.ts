@@ -15,7 +15,7 @@ type Describe = (time: number) => Tip;
 
 const SEGMENT_REACH = 4;  // px from an arrow's line that count as on it
 
-type Box = [number, number, number, number, Describe];
+type Box = [number, number, number, number, Describe, number];  // x0, x1, y0, y1, describe, slop
 
 export class HoverTargets {
   private rects: Box[] = [];
@@ -23,20 +23,25 @@ export class HoverTargets {
   private areas: Box[] = [];
 
   clear() { this.rects = []; this.segments = []; this.areas = []; }
-  rect(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.rects.push([x0, x1, y0, y1, describe]); }
+  // `slop`: pixels added on each side to what is drawn, to reach a thin item.
+  rect(x0: number, x1: number, y0: number, y1: number, describe: Describe, slop = 0) { this.rects.push([x0, x1, y0, y1, describe, slop]); }
   segment(x0: number, y0: number, x1: number, y1: number, describe: Describe) { this.segments.push([x0, y0, x1, y1, describe]); }
   // A box that yields to arrows: a task's row around its thin line, which arrows cross.
-  area(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.areas.push([x0, x1, y0, y1, describe]); }
+  area(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.areas.push([x0, x1, y0, y1, describe, 0]); }
 
-  // An item drawn at the point: the last drawn (on top) of the boxes, else the nearest arrow,
-  // else an area (as a click takes them: main.ts's mouseup).
+  // An item drawn at the point: of the boxes, the last drawn (on top) of those drawn under it (else
+  // of those whose slop reaches it: tasks by time sit side by side), else the nearest arrow, else
+  // an area (as a click takes them: main.ts's mouseup).
   find(x: number, y: number, time: number): Tip | null {
     const inside = (boxes: Box[]) => {
+      let found: Describe | null = null, foundApart = Infinity;
       for (let k = boxes.length - 1; k >= 0; --k) {
-        const [x0, x1, y0, y1, describe] = boxes[k];
-        if (x >= x0 && x <= x1 && y >= y0 && y <= y1) return describe;
+        const [x0, x1, y0, y1, describe, slop] = boxes[k];
+        if (!(x >= x0 && x <= x1 && y >= y0 && y <= y1)) continue;
+        const apart = Math.max(0, x0 + slop - x, x - (x1 - slop));
+        if (apart < foundApart) { found = describe; foundApart = apart; }
       }
-      return null;
+      return found;
     };
     let best: Describe | null = inside(this.rects), bestDistance = SEGMENT_REACH;
     if (best) return best(time);
@@ -147,7 +152,7 @@ export function taskBlockTip(begin: number, end: number, count: number, failed: 
   const rows: [string, string][] = [['from', formatTime(begin)], ['for', formatDuration(end - begin)]];
   if (failed > 0) rows.push(['failed', formatNumber(failed)]);
   if (cancelled > 0) rows.push(['cancelled', formatNumber(cancelled)]);
-  rows.push(['', 'zoom in to see them apart']);
+  rows.push(['', 'click (or zoom in) to see them apart']);
   return { kind: 'task-block', title: `${formatNumber(count)} tasks merged`, rows };
 }
 
