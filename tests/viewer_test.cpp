@@ -48,6 +48,7 @@ using viewer::TimelineIndex;
 const std::string kCli = CHRONICLE_CLI;
 const std::string kDemo = TIMELINE_DEMO;
 const std::string kEcho = ECHO_EXAMPLE;
+const std::string kManyTasks = MANY_TASKS;
 
 struct PlainSpan {
   uint64_t begin;
@@ -697,6 +698,29 @@ TEST(ViewerBounds, AWindowHoldsAtMostAScreensWorthAndSaysThereIsMore) {
   EXPECT_EQ(tail["more"]["rows"], false);
   ASSERT_FALSE(tail["tasks"]["lines"].empty());
   EXPECT_GE(tail["tasks"]["lines"].front()[2].get<uint32_t>(), 100u);
+}
+
+// By time a row holds many tasks: an answer keeps whole rows while their lines and blocks fit,
+// and says when it left rows out.
+TEST(ViewerBounds, TasksByTimeKeepWholeRowsWhileTheyFitAndSayThereIsMore) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kManyTasks + " 150000");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const reader::Trace trace(directory / "trace");
+  const TimelineIndex index = TimelineIndex::build(trace);
+  ASSERT_EQ(index.task_time_rows().count(), 1u) << "tasks one after another share a row";
+  viewer::TaskRowQuery query;
+  query.by_time = true;
+  const nlohmann::json screen = viewer::window_json(index, 0, index.duration(), 1000, query);
+  EXPECT_EQ(screen["more"]["task_items"], false);
+  EXPECT_FALSE(screen["tasks"]["blocks"].empty());
+  // At a width where every task is a pixel wide, the row's 150,000 lines do not fit: it is left out whole.
+  const auto width = static_cast<uint32_t>(std::min<uint64_t>(index.duration(), 4'000'000'000u));
+  const nlohmann::json wide = viewer::window_json(index, 0, index.duration(), width, query);
+  EXPECT_EQ(wide["more"]["task_items"], true);
+  EXPECT_TRUE(wide["tasks"]["lines"].empty());
+  EXPECT_TRUE(wide["tasks"]["blocks"].empty());
+  EXPECT_EQ(wide["tasks"]["rows"], 1) << "the page still learns how many rows there are";
 }
 
 TEST_F(ViewerTest, TheServerAnswersWhileManyIdleConnectionsAreOpen) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
@@ -189,6 +190,7 @@ json level_of_detail_json() {
   return {{"min_pixels", kMinPixels},
           {"counter_points_per_pixel", kCounterPointsPerPixel},
           {"max_task_rows", kMaxWindowTaskRows},
+          {"max_task_items", kMaxWindowTaskItems},
           {"max_arrows", kMaxWindowArrows},
           {"max_messages", kMaxWindowMessages},
           {"max_lane_items", kMaxWindowLaneItems}};
@@ -272,9 +274,23 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
 
+  // Whole task rows while their lines and blocks fit (rows come in order).
+  std::map<uint32_t, size_t> items_of_row;
+  for (const TaskInView& view : window.tasks) ++items_of_row[view.row];
+  for (const TaskBlock& block : window.task_blocks) ++items_of_row[block.row];
+  uint32_t rows_kept_end = std::numeric_limits<uint32_t>::max();
+  size_t task_items = 0;
+  for (const auto& [row, items] : items_of_row) {
+    if (task_items + items > kMaxWindowTaskItems) {
+      rows_kept_end = row;
+      break;
+    }
+    task_items += items;
+  }
   json lines = json::array();
   const TaskTree& tree = index.task_tree();
   for (const TaskInView& view : window.tasks) {
+    if (view.row >= rows_kept_end) continue;
     const uint32_t task = view.task;
     const TaskLine& where = index.task_lines()[task];
     json runs = json::array();
@@ -290,7 +306,8 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   // [begin, end, row, count, failed, cancelled]
   json task_blocks = json::array();
   for (const TaskBlock& block : window.task_blocks)
-    task_blocks.push_back({block.begin, block.end, block.row, block.count, block.failed, block.cancelled});
+    if (block.row < rows_kept_end)
+      task_blocks.push_back({block.begin, block.end, block.row, block.count, block.failed, block.cancelled});
   json arrows = json::array();
   const bool arrows_cut = window.arrows.size() > kMaxWindowArrows;
   for (const ArrowInView& view : window.arrows) {
@@ -329,6 +346,7 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
           {"counters", std::move(counters)},
           {"more",
            {{"rows", asked.last > rows.last && window.task_rows_shown > rows.last},
+            {"task_items", rows_kept_end != std::numeric_limits<uint32_t>::max()},
             {"arrows", arrows_cut},
             {"messages", messages_cut},
             {"lane_items", lane_items_cut}}}};

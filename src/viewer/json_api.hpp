@@ -12,9 +12,11 @@ namespace chronicle::viewer {
 // What the page needs before its first window: lanes, rows, counters, the trace's extent.
 nlohmann::json summary_json(const TimelineIndex& index, const std::string& title);
 // What one window answer holds at most, whatever it asks (a screen shows far less): task rows
-// (from the first one asked for), arrows, messages, and lane items (spans, blocks, runs, idle,
+// (from the first one asked for), task items (lines and blocks: by time a row holds many; whole
+// rows are kept while they fit), arrows, messages, and lane items (spans, blocks, runs, idle,
 // off-CPU and sample marks over all lanes). Its "more" says which of them were cut.
 inline constexpr uint32_t kMaxWindowTaskRows = 2000;
+inline constexpr size_t kMaxWindowTaskItems = 100'000;
 inline constexpr size_t kMaxWindowArrows = 20'000;
 inline constexpr size_t kMaxWindowMessages = 20'000;
 inline constexpr size_t kMaxWindowLaneItems = 400'000;

@@ -65,7 +65,7 @@ export interface WindowAnswer {
   counters: { counter: number; downsampled: boolean; points: CounterPointTuple[] }[];
   // What the server left out to keep an answer to a screen's worth (docs/viewer.md): the page
   // asks for the rows it shows, so `rows` is cut only when it asks for more than 2,000.
-  more?: { rows: boolean; arrows: boolean; messages: boolean; lane_items: boolean };
+  more?: { rows: boolean; task_items?: boolean; arrows: boolean; messages: boolean; lane_items: boolean };
 }
 
 // `row`: in the tree; `time_row`: by time.

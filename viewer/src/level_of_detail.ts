@@ -10,6 +10,7 @@ export interface DetailRules {
   min_pixels: number;              // an interval at least this many pixels wide is drawn alone
   counter_points_per_pixel: number;  // more samples than this per pixel: one min-max point per column
   max_task_rows: number;
+  max_task_items: number;          // lines and blocks: whole rows while they fit
   max_arrows: number;
   max_messages: number;
   max_lane_items: number;

@@ -121,7 +121,6 @@ export class LocalBackend implements Backend {
     const addLine = (task: number, row: number) => {
       const t = tasks[task], runs = this.detailRows().taskRuns[task];
       lines.push([t[0], t[1], row, task, t[3], t[6], t[7], t[8], runsInView(runs.begins, runs.ends, scale), t[2]]);
-      taskNames[task] = this.display(task);
     };
     let rowCount = shown.count;
     let processRows = (this.trace.summary.processes ?? []).map(p => (p.first_task < tasks.length ? shown.shownRow(p.first_task) : shown.count));
@@ -148,15 +147,25 @@ export class LocalBackend implements Backend {
         addLine(task, first + k);
       });
     }
+    // Whole task rows while their lines and blocks fit (json_api.cpp).
+    const itemsOfRow = new Map<number, number>();
+    for (const item of [...lines, ...blocks]) itemsOfRow.set(item[2], (itemsOfRow.get(item[2]) ?? 0) + 1);
+    let rowsKeptEnd = Infinity, taskItems = 0;
+    for (const [row, items] of [...itemsOfRow].sort((a, b) => a[0] - b[0])) {
+      if (taskItems + items > rules.max_task_items) { rowsKeptEnd = row; break; }
+      taskItems += items;
+    }
+    const keptLines = lines.filter(line => line[2] < rowsKeptEnd), keptBlocks = blocks.filter(block => block[2] < rowsKeptEnd);
+    for (const line of keptLines) taskNames[line[3]] = this.display(line[3]);
     const arrows = this.arrowsInView(scale, rowOf, byTime, first, last);
     const messages = this.messagesInView(scale);
     const counters = this.detailRows().counters.map((series, counter) =>
       ({ counter, ...counterPoints(series.times, series.values, scale, rules.counter_points_per_pixel) }));
     return {
       begin: scale.begin, end: scale.end, width: scale.width, lanes, names,
-      tasks: { lines, blocks, names: taskNames, rows: rowCount, first_row: Math.min(rowCount, first), process_rows: processRows },
+      tasks: { lines: keptLines, blocks: keptBlocks, names: taskNames, rows: rowCount, first_row: Math.min(rowCount, first), process_rows: processRows },
       arrows: arrows.slice(0, rules.max_arrows), messages: messages.slice(0, rules.max_messages), counters,
-      more: { rows: askedLast > last && rowCount > last, arrows: arrows.length > rules.max_arrows,
+      more: { rows: askedLast > last && rowCount > last, task_items: rowsKeptEnd !== Infinity, arrows: arrows.length > rules.max_arrows,
               messages: messages.length > rules.max_messages, lane_items: items.cut },
     };
   }
