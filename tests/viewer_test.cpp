@@ -1403,6 +1403,17 @@ TEST_F(ViewerProcesses, ViewOfAMergedDirectoryShowsEveryProcessAndItsMessages) {
   for (const reader::Trace& trace : traces) streams += trace.streams().size();
   EXPECT_EQ(data["summary"]["lanes"].size(), streams);
   EXPECT_EQ(data.value("messages", nlohmann::json::array()).size(), merge::find_message_pairs(traces).size());
+  // The summary counts them by the lanes they join (the page orders the processes by them),
+  // each lane pair once, every message in one of them.
+  uint64_t counted = 0;
+  std::set<std::pair<uint32_t, uint32_t>> pairs;
+  for (const auto& [from, to, count] :
+       data["summary"]["message_lanes"].get<std::vector<std::tuple<uint32_t, uint32_t, uint64_t>>>()) {
+    EXPECT_NE(data["summary"]["lanes"][from]["group"], data["summary"]["lanes"][to]["group"]) << "between processes";
+    EXPECT_TRUE(pairs.insert({from, to}).second);
+    counted += count;
+  }
+  EXPECT_EQ(counted, merge::find_message_pairs(traces).size());
 }
 
 // Every process's tasks are the viewer's: in the index with the model's counts, and no warning

@@ -162,6 +162,11 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
                          {"time_rows", next_time_row - first_time_row},
                          {"first_lane", each.first_lane}});
   }
+  // How many messages went from each lane to each other: the page orders the processes by them.
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> between_lanes;
+  for (const MessageArrow& message : index.messages()) ++between_lanes[{message.from_lane, message.to_lane}];
+  json message_lanes = json::array();
+  for (const auto& [lanes, count] : between_lanes) message_lanes.push_back({lanes.first, lanes.second, count});
   size_t waits = 0;
   size_t created = 0;
   for (const Arrow& arrow : index.arrows()) {
@@ -182,6 +187,7 @@ json summary_json(const TimelineIndex& index, const std::string& title) {
           {"wait_arrows", waits},
           {"resolve_arrows", index.arrows().size() - waits - created},
           {"messages", index.messages().size()},
+          {"message_lanes", std::move(message_lanes)},
           {"counters", std::move(counters)},
           {"warnings", index.warnings()}};
 }

@@ -156,6 +156,31 @@ async function recordTwoProcessesAndMergeQuietly(messages, prefix) {
   return merged;
 }
 
+// An echo server and two clients (a connection each), recorded apart, merged: three processes,
+// messages between the server and each client, none between the clients.
+async function recordServerAndTwoClients() {
+  const server = spawn(chronicle, ['record', '-q', '-o', join(work, 'star-server'), '--', echoExample, '--server', '0', '2'],
+                       { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, CHRONICLE_SELF_STATS_INTERVAL: '0' } });
+  children.push(server);
+  const ended = new Promise(resolve => server.on('exit', resolve));
+  const port = await new Promise((resolve, reject) => {
+    let output = '';
+    server.stdout.on('data', chunk => {
+      output += chunk;
+      const match = output.match(/listening on port (\d+)/);
+      if (match) resolve(match[1]);
+    });
+    ended.then(code => reject(new Error(`the echo server exited with ${code} before listening: ${output}`)));
+  });
+  for (const client of ['star-client1', 'star-client2'])
+    execFileSync(chronicle, ['record', '-q', '-o', join(work, client), '--', echoExample, '--client', '127.0.0.1', port, '1', '3'],
+                 { stdio: 'inherit', env: { ...process.env, CHRONICLE_SELF_STATS_INTERVAL: '0' } });
+  assert.equal(await ended, 0, 'the recorded echo server ends once its connections are done');
+  const merged = join(work, 'star-merged');
+  execFileSync(chronicle, ['merge', join(work, 'star-client1'), join(work, 'star-client2'), join(work, 'star-server'), '-o', merged], { stdio: 'inherit' });
+  return merged;
+}
+
 function serve(directory) {
   return new Promise((resolve, reject) => {
     const child = spawn(chronicle, ['view', directory, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -1352,6 +1377,26 @@ try {
     assert.equal(await numberOf(two, 'criticalDrawn'), chosen.drawn, 'every task of the path drawn is highlighted, in both groups');
     await two.screenshot({ path: join(artifacts, 'merged-processes.png') });
     await two.close();
+  });
+  await step('three processes: those that exchanged messages are neighbours, so no message crosses another process\'s lanes', async () => {
+    const merged = await recordServerAndTwoClients();
+    const three = await browser.newPage();
+    three.setDefaultTimeout(60000);
+    await three.goto(await serve(merged));
+    await settled(three);
+    const summary = await three.evaluate(() => window.chronicleViewer.summary());
+    const layout = await three.evaluate(() => window.chronicleViewer.layout());
+    const groups = [...new Set(summary.lanes.map(lane => lane.group))];
+    assert.equal(groups.length, 3, 'three processes');
+    assert.ok((summary.message_lanes ?? []).length >= 2, `messages between the server and each client: ${JSON.stringify(summary.message_lanes)}`);
+    for (const [from, to] of summary.message_lanes) {
+      const [low, high] = [layout.laneTop[from], layout.laneTop[to]].sort((a, b) => a - b);
+      const crossed = summary.lanes.map((lane, k) => k).filter(k => summary.lanes[k].group !== summary.lanes[from].group &&
+        summary.lanes[k].group !== summary.lanes[to].group && layout.laneTop[k] > low && layout.laneTop[k] < high);
+      assert.deepEqual(crossed, [], `the messages from lane ${from} to lane ${to} cross no other process's lanes`);
+    }
+    await three.screenshot({ path: join(artifacts, 'merged-three.png') });
+    await three.close();
   });
 } finally {
   console.log(results.join('\n'));

@@ -17,6 +17,7 @@ export interface Summary {
   lanes: LaneInfo[]; tasks: number; task_rows: number; time_rows?: number; wait_arrows: number; resolve_arrows: number;
   created_arrows?: number; task_kinds?: string[];
   messages?: number;  // sent in one process, received in another
+  message_lanes?: [number, number, number][];  // [from lane, to lane, messages]
   counters: CounterInfo[];
   warnings?: string[];  // what was lost or skipped: shown above the timeline
   // Per trace: its group (as its lanes') and its tasks, the tree rows [first_task, first_task + tasks)

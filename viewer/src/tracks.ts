@@ -94,6 +94,44 @@ export function processes(summary: Summary) {
   return out;
 }
 
+// The order processes' lanes come in a view of several: a chain in which those that exchanged
+// the most messages are neighbours, so that their arrows cross no other process's lanes (a
+// client, its gateway and the gateway's backend come in that order; of a server's many clients,
+// two sit beside it). It starts from the pair with the most messages and adds, at either end,
+// the process with the most messages to that end; those with none come last, in their order.
+export function processOrder(summary: Summary, all: ProcessTracks[]): number[] {
+  const processOfLane = new Map<number, number>();
+  all.forEach((process, p) => process.lanes.forEach(lane => processOfLane.set(lane, p)));
+  const weight = all.map(() => all.map(() => 0));
+  for (const [from, to, count] of summary.message_lanes ?? []) {
+    const p = processOfLane.get(from), q = processOfLane.get(to);
+    if (p === undefined || q === undefined || p === q) continue;
+    weight[p][q] += count;
+    weight[q][p] += count;
+  }
+  const order: number[] = [];
+  const left = new Set(all.map((_, p) => p));
+  const take = (p: number, atStart: boolean) => { left.delete(p); if (atStart) order.unshift(p); else order.push(p); };
+  let heaviest: [number, number, number] = [0, -1, -1];
+  for (let p = 0; p < all.length; ++p)
+    for (let q = p + 1; q < all.length; ++q) if (weight[p][q] > heaviest[0]) heaviest = [weight[p][q], p, q];
+  if (heaviest[1] < 0) return all.map((_, p) => p);
+  take(heaviest[1], false);
+  take(heaviest[2], false);
+  for (;;) {
+    let best: [number, number, boolean] = [0, -1, false];  // messages, process, at the start
+    for (const p of left) {
+      const toStart = weight[p][order[0]], toEnd = weight[p][order[order.length - 1]];
+      if (toStart > best[0]) best = [toStart, p, true];
+      if (toEnd > best[0]) best = [toEnd, p, false];
+    }
+    if (best[1] < 0) break;
+    take(best[1], best[2]);
+  }
+  for (const p of [...left].sort((a, b) => a - b)) take(p, false);
+  return order;
+}
+
 export function sectionOrder(state: TrackState, process: number): SectionKind[] {
   return state.order.get(process) ?? ['threads', 'tasks', 'counters', 'monitor'];
 }
@@ -136,8 +174,9 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
     return [firstRows[p], last];
   };
   // One process: its groups in their order. Several: every process's threads first, each under
-  // its process's header, so that the messages between their lanes cross no other rows; then
-  // each process's other groups, under headers that name the process. Only the others move.
+  // its process's header, so that the messages between their lanes cross no other rows (the
+  // processes ordered by the messages between them: processOrder); then each process's other
+  // groups, under headers that name the process. Only the others move.
   const several = all.length > 1;
   const sectionsOf = (p: number) => sectionOrder(state, p).filter(kind => {
     const process = all[p];
@@ -167,7 +206,9 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
     }
   };
   const collapsedProcess = (p: number) => several && state.collapsed.has(`process:${p}`);
-  all.forEach((process, p) => {
+  const processesInOrder = several ? processOrder(summary, all) : [0];
+  processesInOrder.forEach(p => {
+    const process = all[p];
     if (several) {
       layout.headers.push({ key: `process:${p}`, top: y, label: process.name, collapsed: collapsedProcess(p), level: 0, up: false, down: false });
       y += LANE_HEADER;
@@ -183,7 +224,7 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
   });
   if (several && layout.laneTop.some(top => top !== undefined)) layout.lanesEnd = y;
   if (several)
-    all.forEach((_, p) => {
+    processesInOrder.forEach(p => {
       if (collapsedProcess(p)) return;
       const others = sectionsOf(p).filter(kind => kind !== 'threads');
       for (const kind of others) placeSection(p, kind, others);
