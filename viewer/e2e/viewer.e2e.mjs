@@ -554,6 +554,42 @@ try {
     await settled(page);
   });
 
+  await step('any group can be pinned: the counters, pinned in place of the threads, stay on screen while the rest scrolls', async () => {
+    const click = async (key, method) => {
+      // Its header scrolled into view first.
+      await page.evaluate(key => {
+        const viewer = window.chronicleViewer, header = viewer.layout().headers.find(h => h.key === key);
+        if (header.top >= viewer.pinnedEnd()) viewer.scrollTo(header.top - viewer.pinnedEnd() - 40);
+      }, key);
+      await settled(page);
+      const point = await page.evaluate(({ key, method }) => window.chronicleViewer[method](key), { key, method });
+      assert.ok(point && !point.hidden, `${method} of ${key} on screen`);
+      await page.mouse.click(point.x, point.y);
+      await settled(page);
+    };
+    await click('process:0/threads', 'pinPoint');   // unpin
+    await click('process:0/counters', 'pinPoint');  // pin
+    const layout = await page.evaluate(() => window.chronicleViewer.layout());
+    const counters = layout.headers.find(h => h.key === 'process:0/counters');
+    assert.ok(counters.pinned && counters.top < layout.lanesEnd, `the counters come first, pinned: ${JSON.stringify(layout.headers)} ${layout.lanesEnd}`);
+    assert.ok(!layout.headers.find(h => h.key === 'process:0/threads').pinned, 'the threads are not pinned');
+    await page.waitForFunction(() => (document.body.dataset.url ?? '').includes('pin=0/counters,-0/threads'));
+    const before = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/counters'));
+    await page.evaluate(h => window.chronicleViewer.scrollTo(h), layout.height);
+    await settled(page);
+    const after = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/counters'));
+    assert.deepEqual(after, before, 'the counters header stays where it was');
+    const threads = await page.evaluate(() => window.chronicleViewer.headerPoint('process:0/threads'));
+    assert.ok(threads.hidden || threads.y < before.y, 'the threads scrolled away');
+    await page.screenshot({ path: join(artifacts, 'demo-pinned-counters.png') });
+    // Back as it was: the threads pinned.
+    await page.evaluate(() => window.chronicleViewer.scrollTo(0));
+    await settled(page);
+    await click('process:0/counters', 'pinPoint');
+    await click('process:0/threads', 'pinPoint');
+    await page.waitForFunction(() => !(document.body.dataset.url ?? '').includes('pin='));
+  });
+
   await step('the scrolling is the viewer\'s own: a task area taller than a browser element can be (2.6 M rows as a tree) scrolls to its end, the lanes pinned', async () => {
     // Chromium caps an element's height at 33,554,428 px: 2.4 M rows of 14 px.
     const directory = record('many-tasks', manyTasks, '2600000');

@@ -58,7 +58,7 @@ let rangeSelection: View | null = null;
 let requested = 0;   // the latest window request's number: older answers are dropped
 let windowsLoaded = 0;
 let linkRestored = false;
-const tracks: TrackState = { collapsed: new Set(), order: new Map() };
+const tracks: TrackState = { collapsed: new Set(), order: new Map(), pins: new Map() };
 const collapsedTasks = new Map<number, CollapsedTask>();  // by task index (the tree order's)
 let taskOrder: TaskOrder = 'time';
 let taskRowCount = 0;            // task rows: by time, or in the tree once the collapsed subtrees are out
@@ -68,6 +68,7 @@ let taskHits: TaskHits = { lines: [], blocks: [], solid: [], toggles: [], arrows
 // Header controls drawn on the canvas: [x0, x1, y0, y1, what a click does].
 let controls: [number, number, number, number, () => void][] = [];
 const switchPoints = new Map<string, [number, number]>();  // a tasks header's key -> its switch, as drawn
+const pinPoints = new Map<string, [number, number]>();     // a header's key -> its pin link, as drawn
 
 function colourOf(name: string): string {
   let hash = 2166136261;
@@ -289,6 +290,7 @@ function render() {
   hover.clear();
   controls = [];
   switchPoints.clear();
+  pinPoints.clear();
   taskHits = { lines: [], blocks: [], solid: [], toggles: [], arrows: [] };
   // The scrolled part, below the pinned lanes (or the ruler); then the pinned lanes, their headers
   // and the messages between them, unscrolled.
@@ -470,15 +472,22 @@ function drawHeaders(which: (header: Header) => boolean) {
     const move = (by: -1 | 1) => () => { moveSection(tracks, Number(process), section as SectionKind, by); relayout(); };
     if (header.down) { context.fillText('▼', w - 18, y + LANE_HEADER / 2); controls.push([w - 22, w - 4, y, y + LANE_HEADER, move(1)]); }
     if (header.up) { context.fillText('▲', w - 36, y + LANE_HEADER / 2); controls.push([w - 40, w - 22, y, y + LANE_HEADER, move(-1)]); }
-    if (section === 'tasks') {
-      // The switch between the tasks by time and as the tree.
-      const other = taskOrder === 'time' ? 'as a tree' : 'by time';
-      const text = `⇄ ${other}`, x1 = w - 44, x0 = x1 - context.measureText(text).width - 8;
+    // Links at the header's right, right to left: the tasks' switch between by time and as the
+    // tree, and pinning the group.
+    let right = w - 44;
+    const link = (text: string, action: () => void) => {
+      const x1 = right, x0 = x1 - context.measureText(text).width - 8;
       context.fillStyle = '#1f5fbf';
       context.fillText(text, x0 + 4, y + LANE_HEADER / 2);
-      controls.push([x0, x1, y, y + LANE_HEADER, () => setTaskOrder(taskOrder === 'time' ? 'tree' : 'time')]);
-      switchPoints.set(header.key, [(x0 + x1) / 2, y + LANE_HEADER / 2]);
-    }
+      controls.push([x0, x1, y, y + LANE_HEADER, action]);
+      right = x0 - 4;
+      return [(x0 + x1) / 2, y + LANE_HEADER / 2] as [number, number];
+    };
+    if (section === 'tasks')
+      switchPoints.set(header.key, link(`⇄ ${taskOrder === 'time' ? 'as a tree' : 'by time'}`, () => setTaskOrder(taskOrder === 'time' ? 'tree' : 'time')));
+    if (header.pinnable)
+      pinPoints.set(header.key, link(header.pinned ? 'unpin' : 'pin', () => { tracks.pins!.set(header.key, !header.pinned); relayout(); }));
+    context.fillStyle = '#111';
     controls.push([0, w - 40, y, y + LANE_HEADER, toggle]);
     counts.headers++;
     if (header.level === 0) counts.groups++;
@@ -623,7 +632,8 @@ function publishState() {
   hooks.publishView(view, data, windowsLoaded);
   // Not before the link the page was opened with is restored: that would write over it.
   if (linkRestored) writeUrlState({ window: view, selection, range: rangeSelection ? orderedRange(rangeSelection) : undefined,
-                                    groups: [...tracks.collapsed], defaultGroups, subtrees: [...collapsedTasks.keys()], taskOrder });
+                                    groups: [...tracks.collapsed], defaultGroups, subtrees: [...collapsedTasks.keys()], taskOrder,
+                                    pins: [...tracks.pins!].filter(([key, pinned]) => pinned !== key.endsWith('/threads')) });
   const resolution = niceStep(Math.max((view.end - view.begin) / 1000, 1));
   statusText.textContent = `${formatTime(view.begin, resolution)} … ${formatTime(view.end, resolution)} (${formatDuration(view.end - view.begin)} shown)`;
 }
@@ -986,6 +996,13 @@ hooks.installHook('chronicleViewer', {
   toggleSubtree,
   taskOrder: () => taskOrder,
   setTaskOrder,
+  // Where a group header's pin (or unpin) link is (client coordinates).
+  pinPoint(key: string) {
+    const point = pinPoints.get(key);
+    if (!point) return null;
+    const rect = canvas.getBoundingClientRect();
+    return { x: rect.left + point[0], y: rect.top + toCanvasY(point[1]), hidden: underPinned(point[1]) };
+  },
   // Where the tasks group's switch between by time and as a tree is (client coordinates).
   taskOrderSwitchPoint(key: string) {
     const point = switchPoints.get(key);
@@ -1058,6 +1075,7 @@ hooks.installHook('chronicleFlame', flame.hook());
 // come back; a selected task's row is scrolled to (only the rows on screen are asked for).
 async function restoreFromUrl() {
   const state = readUrlState();
+  tracks.pins = new Map(state.pins ?? []);
   setTaskOrder(state.taskOrder ?? 'time');
   restoreCollapsedGroups(state.groups);
   await restoreCollapsedSubtrees(state.subtrees ?? []);
@@ -1076,6 +1094,7 @@ window.addEventListener('hashchange', event => { void followEditedUrl(new URL(ev
 async function followEditedUrl(hash: string) {
   const state = readUrlState(hash);
   collapsedTasks.clear();
+  tracks.pins = new Map(state.pins ?? []);
   taskOrder = state.taskOrder ?? 'time';
   countTaskRows();
   restoreCollapsedGroups(state.groups);

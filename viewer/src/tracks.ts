@@ -28,6 +28,8 @@ export interface Header {
   level: 0 | 1;            // 0 a process, 1 a group in it
   up: boolean;             // can move up / down among its process's groups
   down: boolean;
+  pinnable: boolean;       // a group of a one-process view: it can be pinned
+  pinned: boolean;
 }
 
 export interface Layout {
@@ -37,15 +39,21 @@ export interface Layout {
   // The task groups laid out (open), in row order: shown rows [first, last) from `top`.
   taskGroups: { process: number; first: number; last: number; top: number }[];
   height: number;
-  // Where the leading block of thread lanes ends (their headers included): the groups above it
-  // can stay on screen while the rest scrolls (main.ts pins them when they fit). RULER_HEIGHT
-  // when no open threads group comes first.
+  // Where the pinned groups end (their headers included): they come first, and can stay on screen
+  // while the rest scrolls (main.ts pins them when they fit). By default the threads; in a view of
+  // one process, any group the user pins (TrackState.pins). RULER_HEIGHT when none is open.
   lanesEnd: number;
 }
 
 export interface TrackState {
   collapsed: Set<string>;
   order: Map<number, SectionKind[]>;  // per process, its groups in order
+  pins?: Map<string, boolean>;        // groups pinned or not by the user (by default the threads are)
+}
+
+// Whether a group is pinned: as the user said, else when it is the threads.
+export function isPinned(state: TrackState, key: string) {
+  return state.pins?.get(key) ?? key.endsWith('/threads');
 }
 
 export function laneHeight(summary: Summary, lane: number) {
@@ -192,7 +200,7 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       : `chronicle's own counters · ${process.monitor.length}`;
     const at = movable.indexOf(kind);
     layout.headers.push({ key, top: y, label: several && kind !== 'threads' ? `${process.name} · ${label}` : label, collapsed, level: 1,
-                          up: at > 0, down: at >= 0 && at + 1 < movable.length });
+                          up: at > 0, down: at >= 0 && at + 1 < movable.length, pinnable: !several, pinned: !several && isPinned(state, key) });
     y += LANE_HEADER;
     if (collapsed) return;
     if (kind === 'threads') {
@@ -210,17 +218,19 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
   processesInOrder.forEach(p => {
     const process = all[p];
     if (several) {
-      layout.headers.push({ key: `process:${p}`, top: y, label: process.name, collapsed: collapsedProcess(p), level: 0, up: false, down: false });
+      layout.headers.push({ key: `process:${p}`, top: y, label: process.name, collapsed: collapsedProcess(p), level: 0, up: false, down: false,
+                            pinnable: false, pinned: false });
       y += LANE_HEADER;
       if (collapsedProcess(p)) return;
       if (sectionsOf(p).includes('threads')) placeSection(p, 'threads', []);
       return;
     }
+    // The pinned groups first, in their order, then the others.
     const sections = sectionsOf(p);
-    sections.forEach((kind, k) => {
-      placeSection(p, kind, sections);
-      if (k === 0 && kind === 'threads' && !state.collapsed.has(`process:${p}/threads`)) layout.lanesEnd = y;
-    });
+    const pinned = sections.filter(kind => isPinned(state, `process:${p}/${kind}`));
+    for (const kind of pinned) placeSection(p, kind, sections);
+    if (pinned.some(kind => !state.collapsed.has(`process:${p}/${kind}`))) layout.lanesEnd = y;
+    for (const kind of sections) if (!pinned.includes(kind)) placeSection(p, kind, sections);
   });
   if (several && layout.laneTop.some(top => top !== undefined)) layout.lanesEnd = y;
   if (several)

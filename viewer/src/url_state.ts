@@ -1,10 +1,11 @@
 // The URL holds what is shown, so that a view can be shared as a link:
 //   #t0=BEGIN&t1=END&sel=task:INDEX | sel=span:LANE:DEPTH:INDEX | sel=counter:INDEX &r0=BEGIN&r1=END
-//    &cg=0/threads,1,0/monitor&ct=12,40&to=tree
+//    &cg=0/threads,1,0/monitor&ct=12,40&to=tree&pin=0/counters,-0/threads
 // (ns since the trace's first event: the window, the selected item, the selected range; the
 // collapsed track groups, their keys without "process:", all of them: without `cg` a trace opens
 // with its default ones collapsed, chronicle's own counters; and the collapsed task subtrees, by
-// task index; `to=tree`: the tasks as the tree, not by time). A link may be stale or mangled:
+// task index; `to=tree`: the tasks as the tree, not by time; `pin`: the groups pinned, or with a
+// `-` not pinned, unlike the default, which pins the threads). A link may be stale or mangled:
 // what cannot be read is left out, never thrown.
 // Opening such a link restores them; moving about rewrites the fragment in place
 // (history.replaceState: the back button is not filled with every frame).
@@ -21,6 +22,7 @@ export interface UrlState {
   defaultGroups?: string[];  // those collapsed on opening: an empty `cg` is written when they are open
   subtrees?: number[];  // task indexes whose subtrees are collapsed
   taskOrder?: 'time' | 'tree';  // by time unless said
+  pins?: [string, boolean][];   // groups pinned (true) or not, where the user changed the default
 }
 
 // Past this many, a link's collapsed subtrees are left out (each costs a request to restore).
@@ -58,6 +60,21 @@ export function groupsText(groups: Iterable<string>): string {
   return [...groups].map(key => key.replace(/^process:/, '')).filter(key => GROUP_KEY.test(key)).sort().join(',');
 }
 
+// "0/counters,-0/threads" -> [["process:0/counters", true], ["process:0/threads", false]]: well-formed
+// group keys, the last word on each kept, sorted.
+export function parsePins(text: string): [string, boolean][] {
+  const pins = new Map<string, boolean>();
+  for (const item of text.split(',')) {
+    const key = item.replace(/^-/, '');
+    if (GROUP_KEY.test(key) && key.includes('/')) pins.set(`process:${key}`, !item.startsWith('-'));
+  }
+  return [...pins].sort((a, b) => a[0].localeCompare(b[0]));
+}
+export function pinsText(pins: [string, boolean][]): string {
+  const items = pins.map(([key, pinned]) => `${pinned ? '' : '-'}${key.replace(/^process:/, '')}`);
+  return parsePins(items.join(',')).map(([key, pinned]) => `${pinned ? '' : '-'}${key.replace(/^process:/, '')}`).join(',');
+}
+
 // "12,40" -> [12, 40]: task indexes, each once, in order, at most MAX_LINKED_SUBTREES.
 export function parseSubtrees(text: string): number[] {
   const indexes = text.split(',').filter(isCount).map(Number).filter(Number.isSafeInteger);
@@ -74,6 +91,8 @@ export function readUrlState(hash = location.hash): UrlState {
   const subtrees = parseSubtrees(fields.get('ct') ?? '');
   if (subtrees.length) state.subtrees = subtrees;
   if (fields.get('to') === 'tree') state.taskOrder = 'tree';
+  const pins = parsePins(fields.get('pin') ?? '');
+  if (pins.length) state.pins = pins;
   return state;
 }
 
@@ -86,6 +105,8 @@ export function urlFragment(state: UrlState): string {
   if (groups || (state.groups && state.defaultGroups?.length)) fields.push(`cg=${groups}`);
   if (state.subtrees?.length) fields.push(`ct=${[...state.subtrees].sort((a, b) => a - b).join(',')}`);
   if (state.taskOrder === 'tree') fields.push('to=tree');
+  const pins = pinsText(state.pins ?? []);
+  if (pins) fields.push(`pin=${pins}`);
   return fields.length ? `#${fields.join('&')}` : '';
 }
 
