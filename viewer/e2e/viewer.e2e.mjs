@@ -135,8 +135,9 @@ async function recordTwoProcessesAndMerge(messages = 5, prefix = '') {
   }
 }
 
-async function recordTwoProcessesAndMergeQuietly(messages, prefix) {
-  const server = spawn(chronicle, ['record', '-q', '-o', join(work, `${prefix}server`), '--', echoExample, '--server', '0', '2'],
+// The echo example as a server of two connections, recorded into WORK/NAME: its port, and its exit code to come.
+async function startRecordedEchoServer(name) {
+  const server = spawn(chronicle, ['record', '-q', '-o', join(work, name), '--', echoExample, '--server', '0', '2'],
                        { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(server);
   const ended = new Promise(resolve => server.on('exit', resolve));
@@ -149,6 +150,11 @@ async function recordTwoProcessesAndMergeQuietly(messages, prefix) {
     });
     ended.then(code => reject(new Error(`the echo server exited with ${code} before listening: ${output}`)));
   });
+  return { port, ended };
+}
+
+async function recordTwoProcessesAndMergeQuietly(messages, prefix) {
+  const { port, ended } = await startRecordedEchoServer(`${prefix}server`);
   record(`${prefix}client`, echoExample, '--client', '127.0.0.1', port, '2', String(messages));
   assert.equal(await ended, 0, 'the recorded echo server ends once its connections are done');
   const merged = join(work, `${prefix}merged`);
@@ -159,23 +165,14 @@ async function recordTwoProcessesAndMergeQuietly(messages, prefix) {
 // An echo server and two clients (a connection each), recorded apart, merged: three processes,
 // messages between the server and each client, none between the clients.
 async function recordServerAndTwoClients() {
-  const server = spawn(chronicle, ['record', '-q', '-o', join(work, 'star-server'), '--', echoExample, '--server', '0', '2'],
-                       { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, CHRONICLE_SELF_STATS_INTERVAL: '0' } });
-  children.push(server);
-  const ended = new Promise(resolve => server.on('exit', resolve));
-  const port = await new Promise((resolve, reject) => {
-    let output = '';
-    server.stdout.on('data', chunk => {
-      output += chunk;
-      const match = output.match(/listening on port (\d+)/);
-      if (match) resolve(match[1]);
-    });
-    ended.then(code => reject(new Error(`the echo server exited with ${code} before listening: ${output}`)));
-  });
-  for (const client of ['star-client1', 'star-client2'])
-    execFileSync(chronicle, ['record', '-q', '-o', join(work, client), '--', echoExample, '--client', '127.0.0.1', port, '1', '3'],
-                 { stdio: 'inherit', env: { ...process.env, CHRONICLE_SELF_STATS_INTERVAL: '0' } });
-  assert.equal(await ended, 0, 'the recorded echo server ends once its connections are done');
+  process.env.CHRONICLE_SELF_STATS_INTERVAL = '0';
+  try {
+    const { port, ended } = await startRecordedEchoServer('star-server');
+    for (const client of ['star-client1', 'star-client2']) record(client, echoExample, '--client', '127.0.0.1', port, '1', '3');
+    assert.equal(await ended, 0, 'the recorded echo server ends once its connections are done');
+  } finally {
+    delete process.env.CHRONICLE_SELF_STATS_INTERVAL;
+  }
   const merged = join(work, 'star-merged');
   execFileSync(chronicle, ['merge', join(work, 'star-client1'), join(work, 'star-client2'), join(work, 'star-server'), '-o', merged], { stdio: 'inherit' });
   return merged;
