@@ -517,8 +517,8 @@ class TimelineIndex {
  private:
   void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
                     Window& out) const;
-  void window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, const TaskRowQuery& rows,
-                            Window& out) const;
+  void window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
+                            const TaskRowQuery& rows, Window& out) const;
   // A task's runs in [begin, end], merged where less than `gap` apart.
   std::vector<std::pair<uint64_t, uint64_t>> runs_in_view(uint32_t task, uint64_t begin, uint64_t end,
                                                           double gap) const;

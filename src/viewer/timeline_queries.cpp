@@ -263,7 +263,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     out.task_rows_shown = by_time.count();
     for (size_t p = 0; p < task_processes_.size(); ++p)
       out.process_first_rows.push_back(p < by_time.process_first.size() ? by_time.process_first[p] : by_time.count());
-    window_tasks_by_time(begin, end, ns_per_pixel, rows, out);
+    window_tasks_by_time(begin, end, ns_per_pixel, min_pixels, rows, out);
     rows_of = [&by_time](const Arrow& arrow) -> std::optional<std::pair<uint32_t, uint32_t>> {
       if (arrow.from_task >= by_time.row.size() || arrow.to_task >= by_time.row.size()) return std::nullopt;
       return std::pair(by_time.row[arrow.from_task], by_time.row[arrow.to_task]);
@@ -363,8 +363,8 @@ std::vector<std::pair<uint64_t, uint64_t>> TimelineIndex::runs_in_view(uint32_t 
 
 // Each row's tasks by the level of detail of spans: those a pixel wide or more drawn alone with
 // their runs, the narrower merged into blocks, a block of one drawn as its task.
-void TimelineIndex::window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, const TaskRowQuery& rows,
-                                         Window& out) const {
+void TimelineIndex::window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
+                                         const TaskRowQuery& rows, Window& out) const {
   const TaskTimeRows& by_time = task_time_rows_;
   const double gap = std::max(ns_per_pixel, 1.0);
   const uint32_t last = std::min(rows.last, by_time.count());
@@ -376,7 +376,7 @@ void TimelineIndex::window_tasks_by_time(uint64_t begin, uint64_t end, double ns
     wide.clear();
     blocks.clear();
     visible_in_row(std::span(by_time.begins).subspan(first, count), std::span(by_time.ends).subspan(first, count), row,
-                   begin, end, ns_per_pixel, kMinPixels, wide, blocks);
+                   begin, end, ns_per_pixel, min_pixels, wide, blocks);
     auto add_task = [&](uint32_t position) {
       const uint32_t task = by_time.order[position];
       if (task < task_lines_.size()) out.tasks.push_back({task, row, runs_in_view(task, begin, end, gap)});
