@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "sampler/stack_walk.hpp"
@@ -35,13 +36,28 @@ void record_workload(const std::string& flags, const std::string& arguments, con
   ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
 }
 
+// No warning about the program's own modules. Under a sanitizer, samples that land in its runtime
+// (built without frame pointers: its allocator, its interceptors) stop after one frame, and
+// `stats` rightly says so of that runtime (seen in CI: "libasan.so.8: 11 of 20 samples stop after
+// one frame").
+bool warns_of_sanitizer_runtimes_only(const std::string& err) {
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("warning") == std::string::npos) continue;
+    const bool runtime = line.find("libasan.so") != std::string::npos || line.find("libtsan.so") != std::string::npos ||
+                         line.find("libubsan.so") != std::string::npos;
+    if (!runtime) return false;
+  }
+  return true;
+}
+
 // Every row of the flat profile (--top): a caller has no self samples, so it sorts below every
 // function that has, and under a sanitizer the recorder's own thread adds dozens of those (its
 // allocator's); at the default 30 rows a caller could fall off the list.
 nlohmann::json profile(const std::string& trace, const std::string& flags = "") {
   const auto result = run(kCli + " stats --profile --json --top 100000 " + flags + " " + trace);
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(result.err.find("warning"), std::string::npos) << result.err;
+  EXPECT_TRUE(warns_of_sanitizer_runtimes_only(result.err)) << result.err;
   return nlohmann::json::parse(result.out);
 }
 
