@@ -145,9 +145,13 @@ function maxOffset() { return Math.max(0, layout.height - Math.min(scroller.clie
 function scrollScale() { return maxOffset() > SPACER_CAP ? maxOffset() / SPACER_CAP : 1; }
 function scrollToOffset(y: number) {
   offset = Math.max(0, Math.min(y, maxOffset()));
-  const top = offset / scrollScale();
-  if (Math.abs(scroller.scrollTop - top) >= 1) scroller.scrollTop = top;  // its scroll event finds it in step
+  showOffset();
   followScroll();
+}
+// The scrollbar put where the offset is (its scroll event then finds the two in step).
+function showOffset() {
+  const top = offset / scrollScale();
+  if (Math.abs(scroller.scrollTop - top) >= 1) scroller.scrollTop = top;
 }
 // The offset, after the scrollbar moved by the user (out of step with it): read at every use, so
 // that a scroll is seen before its scroll event comes.
@@ -183,8 +187,7 @@ function resize() {
   context.setTransform(ratio, 0, 0, ratio, 0, 0);
   spacer.style.height = `${Math.min(Math.max(0, layout.height - cssHeight), SPACER_CAP)}px`;
   offset = Math.min(offset, maxOffset());
-  const top = offset / scrollScale();
-  if (Math.abs(scroller.scrollTop - top) >= 1) scroller.scrollTop = top;
+  showOffset();
   requestWindow();
 }
 

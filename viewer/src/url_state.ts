@@ -71,8 +71,8 @@ export function parsePins(text: string): [string, boolean][] {
   return [...pins].sort((a, b) => a[0].localeCompare(b[0]));
 }
 export function pinsText(pins: [string, boolean][]): string {
-  const items = pins.map(([key, pinned]) => `${pinned ? '' : '-'}${key.replace(/^process:/, '')}`);
-  return parsePins(items.join(',')).map(([key, pinned]) => `${pinned ? '' : '-'}${key.replace(/^process:/, '')}`).join(',');
+  const item = ([key, pinned]: [string, boolean]) => `${pinned ? '' : '-'}${key.replace(/^process:/, '')}`;
+  return parsePins(pins.map(item).join(',')).map(item).join(',');  // only well-formed keys, sorted
 }
 
 // "12,40" -> [12, 40]: task indexes, each once, in order, at most MAX_LINKED_SUBTREES.
