@@ -1561,6 +1561,107 @@ TEST(ViewerOffCpu, ALaneShowsWhenItsThreadSleptAsBlocked) {
   EXPECT_GE(blocked, 10u) << "each sleep, apart at this width";
 }
 
+// The index's bytes, as the cache keeps them, built with the streams read apart (stream_pass.hpp)
+// or in one merged pass (CHRONICLE_VIEW_ONE_PASS=1); `apart` says which the build did.
+std::string index_bytes(const std::string& trace_directory, bool one_pass, bool& apart) {
+  if (one_pass) setenv("CHRONICLE_VIEW_ONE_PASS", "1", 1);
+  const reader::Trace trace(trace_directory);
+  const TimelineIndex index = TimelineIndex::build(trace);
+  unsetenv("CHRONICLE_VIEW_ONE_PASS");
+  apart = index.streams_read_apart();
+  const TemporaryDirectory directory;
+  viewer::IndexCache::save(index, directory / "index", "identity");
+  std::ifstream file(directory / "index", std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+void expect_the_one_merged_passs_index(const std::string& trace_directory, bool apart_expected) {
+  bool apart = false, merged_apart = true;
+  const std::string read_apart = index_bytes(trace_directory, false, apart);
+  const std::string merged = index_bytes(trace_directory, true, merged_apart);
+  EXPECT_EQ(apart, apart_expected);
+  EXPECT_FALSE(merged_apart);
+  ASSERT_EQ(read_apart.size(), merged.size());
+  const auto differ = std::mismatch(read_apart.begin(), read_apart.end(), merged.begin());
+  EXPECT_TRUE(differ.first == read_apart.end())
+      << "the indexes differ from byte " << (differ.first - read_apart.begin());
+}
+
+// Spans of a task that moves between threads around the thread's own spans, a run inside a run,
+// attributes of both kinds of span, an end that pairs with nothing, and spans that the trace's
+// end cuts: what the two halves of an index read apart must put together in the merged order.
+void record_spans_across_threads(const Config& config) {
+  ASSERT_TRUE(start(config)) << last_error();
+  const TaskId job = create_task(TaskKind::coroutine, "job");
+  std::thread first([job] {
+    CHRONICLE_SPAN("apart", "outer");
+    CHRONICLE_SPAN_ATTRIBUTE("apart", "thread", 1);
+    const TaskRunScope run(job);
+    CHRONICLE_SPAN_BEGIN("apart", "moving");
+    CHRONICLE_SPAN_ATTRIBUTE("apart", "task", 1);
+    CHRONICLE_INSTANT("apart", "mark");
+  });
+  first.join();
+  std::thread second([job] {
+    { CHRONICLE_SPAN("apart", "before"); }
+    CHRONICLE_SPAN("apart", "around");
+    const TaskRunScope run(job);
+    {
+      const TaskId inner = create_task(TaskKind::promise, "inner");
+      const TaskRunScope nested(inner);
+      CHRONICLE_SPAN("apart", "nested");
+      resolve_task(inner, TaskOutcome::ok);
+    }
+    CHRONICLE_SPAN_END("apart", "moving");
+    CHRONICLE_SPAN_END("apart", "nobody");
+  });
+  second.join();
+  resolve_task(job, TaskOutcome::failed, "no");
+  CHRONICLE_SPAN_BEGIN("apart", "never ends");
+  const TaskId late = create_task(TaskKind::coroutine, "late");
+  {
+    const TaskRunScope run(late);
+    CHRONICLE_SPAN_BEGIN("apart", "cut in its task");
+  }
+  const TaskRunScope still(late);
+  CHRONICLE_SPAN_BEGIN("apart", "cut in its run");
+  stop();
+}
+
+// Read apart, the index is the one merged pass's, byte for byte: on the demo's threads and tasks,
+// the echo example's handlers, many tasks, and spans that move between threads with their task.
+TEST(IndexApart, TheIndexIsTheOneMergedPasssByteForByte) {
+  TemporaryDirectory directory;
+  for (const auto& [name, command] : std::vector<std::pair<std::string, std::string>>{
+           {"demo", kDemo + " 120 3"}, {"echo", kEcho + " 3 400"}, {"many", kManyTasks + " 3000"}}) {
+    SCOPED_TRACE(name);
+    const auto result = run(kCli + " record -q -o " + (directory / name) + " -- " + command);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    expect_the_one_merged_passs_index(directory / name, true);
+  }
+  SCOPED_TRACE("spans across threads");
+  const Config config = test::test_config(directory);
+  record_spans_across_threads(config);
+  expect_the_one_merged_passs_index(config.output, true);
+}
+
+// A run that may end or mark a span its thread began before the run (an end of the same name)
+// ties the thread to the task: that trace is indexed in one merged pass, and the same.
+TEST(IndexApart, AThreadsSpanThatARunMayEndLeavesTheTraceToOneMergedPass) {
+  TemporaryDirectory directory;
+  const Config config = test::test_config(directory);
+  ASSERT_TRUE(start(config)) << last_error();
+  CHRONICLE_SPAN_BEGIN("apart", "request");
+  {
+    const TaskId task = create_task(TaskKind::coroutine, "handler");
+    const TaskRunScope run(task);
+    CHRONICLE_SPAN_END("apart", "request");  // the thread's span, ended in the task's run
+    resolve_task(task, TaskOutcome::ok);
+  }
+  stop();
+  expect_the_one_merged_passs_index(config.output, false);
+}
+
 // Losses on the timeline (issue 45, item 6): the lane of the thread that lost events marks where,
 // and the marks count every lost event, in the index, in what the page gets and after the index
 // cache's round trip.

@@ -49,6 +49,11 @@ bool TaskGraphFeed::changes_graph(const reader::Event& event, const reader::Span
   }
 }
 
+void TaskGraphFeed::add_times(uint64_t first_ticks, uint64_t last_ticks) {
+  first_ticks_ = std::min(first_ticks_, first_ticks);
+  last_ticks_ = std::max(last_ticks_, last_ticks);
+}
+
 void TaskGraphFeed::add(const reader::Event& event, const reader::SpanPairing& pairing) {
   first_ticks_ = std::min(first_ticks_, event.ticks);
   last_ticks_ = std::max(last_ticks_, event.ticks);

@@ -26,6 +26,8 @@ class TaskGraphFeed {
   // The pass's side. Each event of reader::Trace::for_each_event, with the pairing it runs
   // (which has followed the event): only the events that can change the graph are handed over.
   void add(const reader::Event& event, const reader::SpanPairing& pairing);
+  // Times of events the pass did not hand to add() (read apart from it), before close().
+  void add_times(uint64_t first_ticks, uint64_t last_ticks);
   // No more events: after the pass, and also when it failed.
   void close();
 

@@ -245,10 +245,20 @@ class Trace {
   // The same with the caller's pairing, to ask it afterwards what stayed open or unpaired.
   template <typename Visitor>
   void for_each_event(SpanPairing& pairing, Visitor&& visit) const;
+  // The events [first, end) of each stream's `ranges[stream]` (by their place in the stream: 0,
+  // 1, ...; ranges in order, apart), merged and paired as for_each_event merges and pairs all:
+  // the pairing follows only these. Calls `visit(event, place)`.
+  using EventRanges = std::vector<std::pair<uint64_t, uint64_t>>;
+  template <typename Visitor>
+  void for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit) const;
 
   class StreamCursor;
 
  private:
+  // The merge of for_each_event and for_each_event_in: `sources[stream].next(event)` gives each
+  // stream's events, `visit(event, source)` is called after the pairing followed the event.
+  template <typename Source, typename Visitor>
+  static void merge_streams(std::vector<Source>& sources, SpanPairing& pairing, Visitor&& visit);
   void open(const std::map<std::string, uint64_t>* starts, const CommittedFiles* committed);
   struct ListedFile;
   using StreamFiles = std::vector<ListedFile>;

@@ -37,6 +37,48 @@ void Trace::for_each_event(Visitor&& visit) const {
 
 template <typename Visitor>
 void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
+  std::vector<StreamCursor> cursors;
+  cursors.reserve(streams_.size());
+  for (size_t i = 0; i < streams_.size(); ++i) cursors.emplace_back(*this, i);
+  merge_streams(cursors, pairing, [&visit](const Event& event, const StreamCursor&) { return visit(event); });
+}
+
+template <typename Visitor>
+void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit) const {
+  // A stream's cursor that passes over the events outside its ranges (decoded, not followed).
+  class InRanges {
+   public:
+    InRanges(const Trace& trace, size_t stream, const EventRanges& ranges) : cursor_(trace, stream), ranges_(ranges) {}
+    bool next(Event& event) {
+      while (range_ < ranges_.size()) {
+        const auto [first, end] = ranges_[range_];
+        if (place_ == end) {
+          ++range_;
+          continue;
+        }
+        if (!cursor_.next(event)) return false;
+        if (place_++ >= first) return true;
+      }
+      return false;
+    }
+    uint64_t place() const { return place_ - 1; }  // of the event read last
+
+   private:
+    StreamCursor cursor_;
+    const EventRanges& ranges_;
+    size_t range_ = 0;
+    uint64_t place_ = 0;  // of the next event the cursor reads
+  };
+  std::vector<InRanges> sources;
+  sources.reserve(streams_.size());
+  static const EventRanges kNone;
+  for (size_t i = 0; i < streams_.size(); ++i) sources.emplace_back(*this, i, i < ranges.size() ? ranges[i] : kNone);
+  merge_streams(sources, pairing,
+                [&visit](const Event& event, const InRanges& source) { return visit(event, source.place()); });
+}
+
+template <typename Source, typename Visitor>
+void Trace::merge_streams(std::vector<Source>& sources, SpanPairing& pairing, Visitor&& visit) {
   struct Head {
     uint64_t ticks;
     size_t stream;
@@ -44,14 +86,10 @@ void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
   auto later = [](const Head& a, const Head& b) {
     return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream;
   };
-  std::vector<StreamCursor> cursors;
-  std::vector<Event> current(streams_.size());
-  cursors.reserve(streams_.size());
+  std::vector<Event> current(sources.size());
   std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
-  for (size_t i = 0; i < streams_.size(); ++i) {
-    cursors.emplace_back(*this, i);
-    if (cursors[i].next(current[i])) heads.push({current[i].ticks, i});
-  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (sources[i].next(current[i])) heads.push({current[i].ticks, i});
   while (!heads.empty()) {
     const size_t stream = heads.top().stream;
     heads.pop();
@@ -66,8 +104,8 @@ void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
         event.name_id = event.span->site_id;
         event.depth = event.span->depth;
       }
-      if (!visit(static_cast<const Event&>(event))) return;
-      if (!cursors[stream].next(event)) break;
+      if (!visit(static_cast<const Event&>(event), static_cast<const Source&>(sources[stream]))) return;
+      if (!sources[stream].next(event)) break;
       if (rival && later(Head{event.ticks, stream}, *rival)) {
         heads.push({event.ticks, stream});
         break;

@@ -8,14 +8,21 @@
 #include "analysis/sample_stacks.hpp"
 #include "analysis/span_time.hpp"
 #include "model/task_graph_feed.hpp"
+#include "reader/run_on_threads.hpp"
+#include "viewer/spans_apart.hpp"
+#include "viewer/stream_pass.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cstdlib>
+#include <exception>
 #include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -27,8 +34,25 @@ std::string process_group(const reader::Trace& trace) {
   return fmt::format("{} · {} (pid {})", description.hostname, description.process_name, description.pid);
 }
 
+std::string attribute_text_of(const reader::SpanAttribute& attribute) {
+  return fmt::format("{} = {}", attribute.key, reader::attribute_text(attribute));
+}
+
+void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span) {
+  for (const reader::SpanAttribute& attribute : span.attributes) {
+    whole.attribute_spans.push_back(k);
+    whole.attribute_texts.add(attribute_text_of(attribute));
+  }
+  if (span.failed) {
+    whole.attribute_spans.push_back(k);
+    whole.attribute_texts.add(fmt::format("status = error: {}", span.status_message));
+  }
+}
+
 }  // namespace index_internal
 
+using index_internal::add_attribute_texts;
+using index_internal::attribute_text_of;
 using index_internal::process_group;
 
 void StringColumn::add(std::string_view text) {
@@ -76,28 +100,46 @@ class IndexBuilder {
   TimelineIndex build(std::vector<std::string>& pairing_problems) {
     find_origin();
     add_lanes();
-    // The spans and the task graph need all events in time order, the markers and counters each
-    // stream alone. One merge of the streams serves the spans and the graph, whose building is
-    // handed to a second thread (the machine has at least two cores); that thread reads the
-    // streams one by one for the markers and counters while no events of the merge wait.
+    // Each stream is read on its own, on every core (stream_pass.hpp): markers, counters and the
+    // spans its thread owns. Then the events that tie the streams (tasks, and what runs in them)
+    // are merged in time order for the task graph and the tasks' spans. The graph is built on a
+    // second thread, which also puts the counters together while no events wait. When a trace's
+    // streams cannot be read apart, all events are merged instead, as before.
+    std::atomic<bool> apart = streams_can_be_apart();
+    std::vector<index_internal::StreamPart> parts = index_streams_alone(apart);
     model::TaskGraphFeed feed(
         [this](uint32_t site_id) {
           const reader::Site* site = trace_.site(site_id);
           return site ? site->name : std::string();
         },
         detail_);
-    auto graph =
-        std::async(std::launch::async, [this, &feed] { return feed.build([this] { return index_streams_slice(); }); });
+    auto graph = std::async(std::launch::async, [this, &feed, &parts] {
+      return feed.build([this, &parts] {
+        add_counter_samples(parts);
+        return false;
+      });
+    });
     uint64_t merged_last = 0;
     try {
-      pairing_problems = index_spans(feed, merged_last);
+      if (apart) {
+        index_internal::ApartResult apart_result =
+            index_internal::index_spans_apart(trace_, index_, parts, index_.lanes_, index_.whole_spans_, feed);
+        merged_last = apart_result.last;
+        pairing_problems = std::move(apart_result.problems);
+        task_attribute_texts_ = std::move(apart_result.task_attribute_texts);
+        finish_whole_spans(index_);
+        index_.streams_read_apart_ = true;
+      } else {
+        forget_spans_read_apart();
+        pairing_problems = index_spans(feed, merged_last);
+      }
     } catch (...) {
       feed.close();  // the graph's thread ends; the future waits for it as it goes
       throw;
     }
     feed.close();
     index_.graphs_.front() = graph.get();
-    index_.event_count_ = stream_events_;
+    for (const index_internal::StreamPart& part : parts) index_.event_count_ += part.events;
     // to_ns keeps the order of times: the latest event's time is the latest of the times.
     index_.duration_ = std::max(index_.duration_, merged_last);
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
@@ -136,55 +178,75 @@ class IndexBuilder {
     }
   }
 
-  // The lanes' markers and the counters' samples, stream after stream (the order finish_counter
-  // keeps for samples at the same time), a slice at a time; false when all is done. Nothing else
-  // of the index: the merged pass fills it meanwhile.
-  bool index_streams_slice() {
-    constexpr size_t kSliceEvents = size_t{1} << 16;
-    reader::Event event;
-    for (size_t k = 0; k < kSliceEvents; ++k) {
-      if (!stream_cursor_) {
-        if (next_stream_ == trace_.streams().size()) return false;
-        stream_cursor_.emplace(trace_, next_stream_);
-      }
-      if (!stream_cursor_->next(event)) {
-        // Vectors grown by doubling hold up to twice what they need, for as long as the server runs.
-        index_.lanes_[next_stream_].markers.shrink_to_fit();
-        stream_cursor_.reset();
-        ++next_stream_;
-        continue;
-      }
-      index_stream_event(event, static_cast<uint32_t>(next_stream_));
-    }
+  // A thread's spans are paired apart only when the thread has one stream (a thread id used again
+  // by a later thread has several, whose spans the pairing keeps together).
+  // CHRONICLE_VIEW_ONE_PASS=1 merges all events, as before (to compare the two).
+  bool streams_can_be_apart() const {
+    if (const char* one_pass = std::getenv("CHRONICLE_VIEW_ONE_PASS"); one_pass && std::string_view(one_pass) == "1")
+      return false;
+    std::unordered_map<uint32_t, size_t> streams_of_thread;
+    for (const reader::StreamInfo& stream : trace_.streams())
+      if (++streams_of_thread[stream.thread_id] > 1) return false;
     return true;
   }
 
-  void index_stream_event(const reader::Event& event, uint32_t lane_number) {
-    using format::EventId;
-    ++stream_events_;
-    switch (event.type) {
-      case EventId::instant:
-      case EventId::note:
-        index_.lanes_[lane_number].markers.add(index_.to_ns(event.ticks), event.name_id, event.type,
-                                               event.type == format::EventId::note ? event.text : std::string_view());
-        break;
-      case EventId::counter:
-      case EventId::counter_float:
-        add_counter_sample(event, index_.to_ns(event.ticks), lane_number);
-        break;
-      default:
-        break;
+  std::vector<index_internal::StreamPart> index_streams_alone(std::atomic<bool>& apart) {
+    const size_t count = trace_.streams().size();
+    std::vector<index_internal::StreamPart> parts(count);
+    std::vector<analysis::SeriesKind> counter_kinds;
+    for (const reader::Site& site : trace_.sites()) {
+      if (site.id == 0) continue;
+      if (counter_kinds.size() <= site.id) counter_kinds.resize(site.id + 1, analysis::SeriesKind::level);
+      counter_kinds[site.id] = analysis::series_kind(site.kind).value_or(analysis::SeriesKind::level);
+    }
+    // The largest streams first, so that the last to be read are short.
+    std::vector<size_t> order(count);
+    for (size_t k = 0; k < count; ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [this](size_t a, size_t b) { return trace_.streams()[a].bytes > trace_.streams()[b].bytes; });
+    std::atomic<uint64_t> read{0};
+    std::mutex progress_mutex;
+    const std::function<void(uint64_t)> progress = [&](uint64_t events) {
+      const uint64_t before = read.fetch_add(events, std::memory_order_relaxed);
+      if (!progress_ || before / TimelineIndex::kProgressEvents == (before + events) / TimelineIndex::kProgressEvents)
+        return;
+      const std::lock_guard lock(progress_mutex);
+      progress_(before + events);
+    };
+    const std::vector<std::exception_ptr> failures =
+        reader::run_on_threads(count, reader::default_thread_count(), [&](size_t k) {
+          index_internal::index_stream_alone(trace_, index_, order[k], counter_kinds, index_.lanes_[order[k]],
+                                             parts[order[k]], apart, progress);
+        });
+    for (const std::exception_ptr& failure : failures)
+      if (failure) std::rethrow_exception(failure);
+    return parts;
+  }
+
+  // What the streams' passes began of the spans before one of them found the streams tied.
+  void forget_spans_read_apart() {
+    for (Lane& lane : index_.lanes_) {
+      lane.depths.clear();
+      lane.depth_spans.clear();
+      lane.span_count = 0;
     }
   }
 
+  // The counters' samples, stream after stream (the order finish_counter keeps for samples at the
+  // same time), numbered as series in that order.
+  void add_counter_samples(const std::vector<index_internal::StreamPart>& parts) {
+    for (uint32_t lane = 0; lane < parts.size(); ++lane)
+      for (const index_internal::StreamCounterSample& sample : parts[lane].counter_samples)
+        add_counter_sample(sample, lane);
+  }
+
   // Samples as traced, stream after stream; finish_counter puts them in time order.
-  void add_counter_sample(const reader::Event& event, uint64_t time, uint32_t lane_number) {
-    const std::optional<uint32_t> found = counter_catalog_.series_of(event.name_id);
+  void add_counter_sample(const index_internal::StreamCounterSample& sample, uint32_t lane_number) {
+    const std::optional<uint32_t> found = counter_catalog_.series_of(sample.site);
     if (!found) return;
-    const analysis::SeriesInfo& info = counter_catalog_.series()[*found];
     for (size_t next = index_.counters_.size(); next <= *found; ++next) {
       CounterSeries series;
-      series.site = event.name_id;
+      series.site = sample.site;
       series.lane = lane_number;
       series.name = counter_catalog_.series()[next].label;
       series.kind = counter_catalog_.series()[next].kind;
@@ -193,8 +255,8 @@ class IndexBuilder {
     CounterSeries& series = index_.counters_[*found];
     if (series.lanes.empty() || series.lanes.back() != lane_number) series.lanes.push_back(lane_number);
     series.sample_lanes.push_back(lane_number);
-    series.times.push_back(time);
-    series.values.push_back(analysis::traced_value(event, info.kind));
+    series.times.push_back(sample.time);
+    series.values.push_back(sample.value);
   }
 
   // Several threads' samples of one series merged in time order (a stable sort keeps a
@@ -260,10 +322,8 @@ class IndexBuilder {
     };
     reader::SpanPairing pairing(trace_);
     uint64_t last_ticks = 0;
-    uint64_t events_read = 0;
     std::unordered_map<uint64_t, uint32_t> whole_of_sequence;  // open spans' places in whole_spans_
     trace_.for_each_event(pairing, [&](const reader::Event& event) {
-      if (++events_read % TimelineIndex::kProgressEvents == 0 && progress_) progress_(events_read);
       feed.add(event, pairing);
       last_ticks = std::max(last_ticks, event.ticks);
       auto& stack = open[event.stream];
@@ -432,23 +492,6 @@ class IndexBuilder {
     index.task_time_rows_ = build_task_time_rows(spans, endings, process_first_tasks);
   }
 
-  // In order of begin (spans appended process after process are not), parents kept, and the reach.
-  // What details show and search looks in: "key = value", as dump prints an attribute.
-  static std::string attribute_text_of(const reader::SpanAttribute& attribute) {
-    return fmt::format("{} = {}", attribute.key, reader::attribute_text(attribute));
-  }
-
-  static void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span) {
-    for (const reader::SpanAttribute& attribute : span.attributes) {
-      whole.attribute_spans.push_back(k);
-      whole.attribute_texts.add(attribute_text_of(attribute));
-    }
-    if (span.failed) {
-      whole.attribute_spans.push_back(k);
-      whole.attribute_texts.add(fmt::format("status = error: {}", span.status_message));
-    }
-  }
-
   // The attribute texts in order of span (stable: a span's keep their order).
   static void sort_attribute_texts(WholeSpans& spans) {
     const size_t count = spans.attribute_spans.size();
@@ -467,6 +510,7 @@ class IndexBuilder {
     spans.attribute_texts = std::move(sorted_texts);
   }
 
+  // In order of begin (spans appended process after process are not), parents kept, and the reach.
   static void finish_whole_spans(TimelineIndex& index) {
     WholeSpans& spans = index.whole_spans_;
     const size_t count = spans.size();
@@ -681,10 +725,6 @@ class IndexBuilder {
   const TimelineIndex::Progress& progress_;
   model::GraphDetail detail_;
   TimelineIndex index_;
-  // index_streams_slice's place.
-  size_t next_stream_ = 0;
-  std::optional<reader::Trace::StreamCursor> stream_cursor_;
-  uint64_t stream_events_ = 0;
   // The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id, until the
   // tasks are indexed.
   std::unordered_map<uint64_t, std::vector<std::string>> task_attribute_texts_;

@@ -424,6 +424,9 @@ class TimelineIndex {
   int64_t origin_unix_ns() const { return origin_unix_ns_; }
   uint64_t duration() const { return duration_; }
   uint64_t event_count() const { return event_count_; }
+  // Whether this build read the streams apart (stream_pass.hpp) rather than in one merged pass:
+  // for tests and benchmarks; an index from the cache says false.
+  bool streams_read_apart() const { return streams_read_apart_; }
   const std::vector<Lane>& lanes() const { return lanes_; }
   const Column<TaskLine>& task_lines() const { return task_lines_; }  // by task index
   const TaskTree& task_tree() const { return task_tree_; }
@@ -549,6 +552,7 @@ class TimelineIndex {
   uint64_t origin_offset_ns_ = 0;
   uint64_t duration_ = 0;
   uint64_t event_count_ = 0;
+  bool streams_read_apart_ = false;
   double ns_per_tick_ = 1;
   std::vector<reader::Site> sites_;
   std::vector<Lane> lanes_;

@@ -16,4 +16,9 @@ void lay_out_tasks(TimelineIndex& index);
 void sort_arrows_by_length(TimelineIndex& index);
 void finish_whole_spans(TimelineIndex& index);
 
+// What details show and search looks in: "key = value", as dump prints an attribute.
+std::string attribute_text_of(const reader::SpanAttribute& attribute);
+// Span k's attributes and error status as texts (WholeSpans::attribute_texts).
+void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span);
+
 }  // namespace chronicle::viewer::index_internal

@@ -1,0 +1,357 @@
+// The second half of indexing spans with the streams read apart (stream_pass.hpp says why the
+// halves add up to the one merged pass): the events that tie the streams, merged in time order,
+// feed the task graph and place the tasks' span pieces on their lanes; then both halves' spans
+// and rows are put together in the merged pass's order.
+#include <algorithm>
+#include <optional>
+#include <queue>
+#include <span>
+#include <unordered_map>
+
+#include "viewer/spans_apart.hpp"
+#include "viewer/timeline_index_internal.hpp"
+
+namespace chronicle::viewer::index_internal {
+namespace {
+
+constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();
+
+// A piece the merge closed on a lane (a task's span's, at a depth above the thread's own spans),
+// or one the trace's end cut.
+struct ClosedPiece {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t site = 0;
+  uint32_t span = 0;  // in the merge's spans, or the lane's own when `own`
+  uint32_t depth = 0;
+  bool own = false;
+  uint64_t closed_at = 0;  // the closing event's place in the stream; kOpen: the trace's end
+};
+
+struct LaneState {
+  RunBase base;  // the thread's own spans under its current run (ids of all spans, see Ids)
+  size_t next_base = 0;
+  std::vector<OpenPiece> open;  // tasks' pieces, outermost first
+  std::vector<ClosedPiece> closed;
+};
+
+// Spans are numbered first as the halves made them: stream 0's own, stream 1's, ..., then the
+// merge's. `final` then gives each its place in the index, by begin.
+struct Ids {
+  std::vector<uint32_t> own_first;  // per stream, and the merge's first last
+  std::vector<uint32_t> final;
+  uint32_t of_own(size_t stream, uint32_t local) const { return final[own_first[stream] + local]; }
+  uint32_t of_merged(uint32_t local) const { return final[own_first.back() + local]; }
+};
+
+class SpansApart {
+ public:
+  SpansApart(const reader::Trace& trace, const TimelineIndex& clock, std::vector<StreamPart>& parts,
+             std::vector<Lane>& lanes, WholeSpans& whole)
+      : trace_(trace), clock_(clock), parts_(parts), lanes_(lanes), whole_(whole), states_(lanes.size()) {
+    ids_.own_first.assign(1, 0);
+    for (const StreamPart& part : parts_)
+      ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.spans.size()));
+  }
+
+  ApartResult run(model::TaskGraphFeed& feed) {
+    std::vector<reader::Trace::EventRanges> ranges;
+    uint64_t last_ticks = 0;
+    for (StreamPart& part : parts_) {
+      ranges.push_back(std::move(part.merged));
+      feed.add_times(part.first_ticks, part.last_ticks);
+      last_ticks = std::max(last_ticks, part.last_ticks);
+    }
+    reader::SpanPairing pairing(trace_);
+    std::optional<uint32_t> first_unmatched_stream;
+    trace_.for_each_event_in(pairing, ranges, [&](const reader::Event& event, uint64_t place) {
+      feed.add(event, pairing);
+      follow(event, place, pairing);
+      if (!first_unmatched_stream && pairing.problems().unmatched_ends > 0) first_unmatched_stream = event.stream;
+      return true;
+    });
+    const uint64_t last = clock_.to_ns(last_ticks);
+    close_at_end(last);
+    order_spans();
+    fill_whole_spans(last);
+    fill_rows();
+    ApartResult result;
+    result.last = last;
+    result.problems = problems(pairing, first_unmatched_stream);
+    for (const auto& [task, attributes] : pairing.all_task_attributes())
+      for (const reader::SpanAttribute& attribute : attributes)
+        result.task_attribute_texts[task].push_back(attribute_text_of(attribute));
+    return result;
+  }
+
+ private:
+  // The merged pass's span handling (IndexBuilder::index_spans), for the tasks' spans only.
+  void follow(const reader::Event& event, uint64_t place, const reader::SpanPairing& pairing) {
+    LaneState& lane = states_[event.stream];
+    switch (event.type) {
+      case format::EventId::span_begin: {
+        const reader::PairedSpan& span = *event.span;
+        const auto local = static_cast<uint32_t>(merged_.size());
+        const uint64_t begin = clock_.to_ns(event.ticks);
+        // Around it: its owner's span, else (a task's outermost) the span its thread was in then.
+        const auto parent = merged_of_sequence_.find(span.parent_sequence);
+        merged_parents_.push_back(parent != merged_of_sequence_.end() ? Parent{parent->second, true}
+                                  : !lane.open.empty()                ? Parent{lane.open.back().span, true}
+                                                                      : Parent{lane.base.innermost, false});
+        lane.open.push_back({begin, span.site_id, local, span.sequence, span.task});
+        merged_of_sequence_[span.sequence] = local;
+        merged_.begins.push_back(begin);
+        merged_.ends.push_back(kOpen);
+        merged_.running.push_back(0);
+        merged_.sites.push_back(span.site_id);
+        merged_.lanes.push_back(event.stream);
+        merged_keys_.push_back({event.ticks, event.stream, place});
+        break;
+      }
+      case format::EventId::span_end:
+        if (!event.span) break;
+        if (const auto found = merged_of_sequence_.find(event.span->sequence); found != merged_of_sequence_.end()) {
+          merged_.ends[found->second] = clock_.to_ns(event.ticks);
+          add_attribute_texts(merged_, found->second, *event.span);
+          merged_of_sequence_.erase(found);
+        }
+        for (size_t depth = lane.open.size(); depth-- > 0;)
+          if (lane.open[depth].sequence == event.span->sequence) {
+            close(lane, depth, clock_.to_ns(event.ticks), place);
+            break;
+          }
+        break;
+      case format::EventId::task_run_begin: {
+        const StreamPart& part = parts_[event.stream];
+        if (lane.next_base < part.run_bases.size()) lane.base = part.run_bases[lane.next_base++];
+        if (const auto* spans = pairing.open_in_task(event.task))
+          for (const reader::PairedSpan& span : *spans)
+            lane.open.push_back({clock_.to_ns(event.ticks), span.site_id, merged_of_sequence_.at(span.sequence),
+                                 span.sequence, span.task});
+        break;
+      }
+      case format::EventId::task_run_end:
+        // The task's spans go on in its next run, wherever that is.
+        for (size_t depth = lane.open.size(); depth-- > 0;)
+          if (lane.open[depth].task == event.task) close(lane, depth, clock_.to_ns(event.ticks), place);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void close(LaneState& lane, size_t depth, uint64_t end, uint64_t place) {
+    const OpenPiece& piece = lane.open[depth];
+    lane.closed.push_back(
+        {piece.begin, end, piece.site, piece.span, lane.base.depth + static_cast<uint32_t>(depth), false, place});
+    merged_.running[piece.span] += end > piece.begin ? end - piece.begin : 0;
+    lane.open.erase(lane.open.begin() + static_cast<std::ptrdiff_t>(depth));
+  }
+
+  // Cut by the trace's end, innermost first: the tasks' pieces, then the thread's own.
+  void close_at_end(uint64_t last) {
+    for (size_t stream = 0; stream < lanes_.size(); ++stream) {
+      LaneState& lane = states_[stream];
+      while (!lane.open.empty()) close(lane, lane.open.size() - 1, last, kOpen);
+      std::vector<OpenPiece>& own = parts_[stream].open;
+      for (size_t depth = own.size(); depth-- > 0;) {
+        const OpenPiece& piece = own[depth];
+        lane.closed.push_back({piece.begin, last, piece.site, piece.span, static_cast<uint32_t>(depth), true, kOpen});
+        parts_[stream].spans.running[piece.span] += last > piece.begin ? last - piece.begin : 0;
+      }
+      own.clear();
+    }
+  }
+
+  // The merged pass's order of begins: by time, then stream, then place in the stream.
+  void order_spans() {
+    struct Head {
+      MergeKey key;
+      uint32_t list;  // a stream's own spans, or parts_.size(): the merge's
+      uint32_t next;
+    };
+    auto later = [](const Head& a, const Head& b) { return b.key < a.key; };
+    std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+    auto key_of = [&](uint32_t list, uint32_t k) -> MergeKey {
+      if (list == parts_.size()) return merged_keys_[k];
+      const StreamPart& part = parts_[list];
+      return {part.begin_ticks[k], list, part.begin_places[k]};
+    };
+    auto size_of = [&](uint32_t list) { return list == parts_.size() ? merged_.size() : parts_[list].spans.size(); };
+    for (uint32_t list = 0; list <= parts_.size(); ++list)
+      if (size_of(list) > 0) heads.push({key_of(list, 0), list, 0});
+    ids_.final.assign(ids_.own_first.back() + merged_.size(), 0);
+    for (uint32_t place = 0; !heads.empty(); ++place) {
+      Head head = heads.top();
+      heads.pop();
+      ids_.final[ids_.own_first[head.list] + head.next] = place;
+      if (++head.next < size_of(head.list)) heads.push({key_of(head.list, head.next), head.list, head.next});
+    }
+  }
+
+  void fill_whole_spans(uint64_t last) {
+    const size_t count = ids_.final.size();
+    Column<uint64_t>::Built begins(count), ends(count), running(count);
+    Column<uint32_t>::Built sites(count), lanes(count), parents(count);
+    auto take = [&](const WholeSpans& from, uint32_t first) {
+      for (uint32_t k = 0; k < from.size(); ++k) {
+        const uint32_t at = ids_.final[first + k];
+        begins[at] = from.begins[k];
+        ends[at] = from.ends[k] == kOpen ? last : from.ends[k];
+        running[at] = from.running[k];
+        sites[at] = from.sites[k];
+        lanes[at] = from.lanes[k];
+      }
+    };
+    for (size_t stream = 0; stream < parts_.size(); ++stream) {
+      const WholeSpans& own = parts_[stream].spans;
+      take(own, ids_.own_first[stream]);
+      for (uint32_t k = 0; k < own.size(); ++k)
+        parents[ids_.of_own(stream, k)] =
+            own.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent : ids_.of_own(stream, own.parents[k]);
+    }
+    take(merged_, ids_.own_first.back());
+    for (uint32_t k = 0; k < merged_.size(); ++k) {
+      const Parent& parent = merged_parents_[k];
+      parents[ids_.of_merged(k)] = parent.span == WholeSpans::kNoParent ? WholeSpans::kNoParent
+                                   : parent.merged                      ? ids_.of_merged(parent.span)
+                                                                        : ids_.of_own(merged_.lanes[k], parent.span);
+    }
+    whole_.begins = std::move(begins);
+    whole_.ends = std::move(ends);
+    whole_.running = std::move(running);
+    whole_.sites = std::move(sites);
+    whole_.lanes = std::move(lanes);
+    whole_.parents = std::move(parents);
+    for (size_t stream = 0; stream < parts_.size(); ++stream) {
+      WholeSpans& own = parts_[stream].spans;
+      for (size_t a = 0; a < own.attribute_spans.size(); ++a) {
+        whole_.attribute_spans.push_back(ids_.of_own(stream, own.attribute_spans[a]));
+        whole_.attribute_texts.add(own.attribute_texts[a]);
+      }
+      own = WholeSpans();
+    }
+    for (size_t a = 0; a < merged_.attribute_spans.size(); ++a) {
+      whole_.attribute_spans.push_back(ids_.of_merged(merged_.attribute_spans[a]));
+      whole_.attribute_texts.add(merged_.attribute_texts[a]);
+    }
+  }
+
+  // Each lane's rows: its own pieces (in place, their spans renumbered), and those the merge closed
+  // or the trace's end cut, merged in by the place of the event that closed them.
+  void fill_rows() {
+    for (size_t stream = 0; stream < lanes_.size(); ++stream) {
+      Lane& lane = lanes_[stream];
+      for (auto& spans : lane.depth_spans)
+        for (uint32_t& span : spans) span = ids_.of_own(stream, span);
+      std::vector<ClosedPiece>& closed = states_[stream].closed;
+      for (ClosedPiece& piece : closed)
+        piece.span = piece.own ? ids_.of_own(stream, piece.span) : ids_.of_merged(piece.span);
+      // By depth, each depth's in the order they were closed.
+      std::stable_sort(closed.begin(), closed.end(),
+                       [](const ClosedPiece& a, const ClosedPiece& b) { return a.depth < b.depth; });
+      for (size_t first = 0, end = 0; first < closed.size(); first = end) {
+        while (end < closed.size() && closed[end].depth == closed[first].depth) ++end;
+        merge_into_row(stream, {closed.data() + first, end - first});
+      }
+      lane.span_count += closed.size();
+      std::vector<ClosedPiece>().swap(closed);
+      for (IntervalRow& row : lane.depths) row.shrink_to_fit();
+      for (Column<uint32_t>& column : lane.depth_spans) column.shrink_to_fit();
+    }
+  }
+
+  void merge_into_row(size_t stream, std::span<const ClosedPiece> pieces) {
+    Lane& lane = lanes_[stream];
+    const uint32_t depth = pieces.front().depth;
+    if (lane.depths.size() <= depth) {
+      lane.depths.resize(depth + 1);
+      lane.depth_spans.resize(depth + 1);
+    }
+    static const Column<uint64_t>::Built kNone;
+    const Column<uint64_t>::Built& own_closed =
+        depth < parts_[stream].closed_at.size() ? parts_[stream].closed_at[depth] : kNone;
+    const IntervalRow& own = lane.depths[depth];
+    const Column<uint32_t>& own_spans = lane.depth_spans[depth];
+    IntervalRow row;
+    Column<uint32_t> spans;
+    const size_t count = own.size() + pieces.size();
+    row.begins.reserve(count);
+    row.ends.reserve(count);
+    row.items.reserve(count);
+    spans.reserve(count);
+    size_t k = 0;
+    for (const ClosedPiece& piece : pieces) {
+      for (; k < own.size() && own_closed[k] < piece.closed_at; ++k) {
+        row.add(own.begins[k], own.ends[k], own.items[k]);
+        spans.push_back(own_spans[k]);
+      }
+      row.add(piece.begin, piece.end, piece.site);
+      spans.push_back(piece.span);
+    }
+    for (; k < own.size(); ++k) {
+      row.add(own.begins[k], own.ends[k], own.items[k]);
+      spans.push_back(own_spans[k]);
+    }
+    lane.depths[depth] = std::move(row);
+    lane.depth_spans[depth] = std::move(spans);
+  }
+
+  struct MergeKey {
+    uint64_t ticks;
+    uint32_t stream;
+    uint64_t place;
+    bool operator<(const MergeKey& other) const {
+      return ticks != other.ticks     ? ticks < other.ticks
+             : stream != other.stream ? stream < other.stream
+                                      : place < other.place;
+    }
+  };
+  struct Parent {
+    uint32_t span;
+    bool merged;  // a span of the merge's, else one of the lane's own
+  };
+
+  // Both halves' problems as one pairing would have found them: the first unmatched end is the
+  // first in the merge's order.
+  std::vector<std::string> problems(const reader::SpanPairing& pairing, std::optional<uint32_t> first_stream) const {
+    reader::PairingProblems all = pairing.problems();
+    std::optional<std::pair<uint64_t, uint32_t>> first;
+    if (all.unmatched_ends > 0 && first_stream) first = {{all.first_unmatched_ticks, *first_stream}};
+    for (uint32_t stream = 0; stream < parts_.size(); ++stream) {
+      const reader::PairingProblems& own = parts_[stream].problems;
+      if (own.unmatched_ends > 0 && (!first || std::pair{own.first_unmatched_ticks, stream} < *first)) {
+        first = {{own.first_unmatched_ticks, stream}};
+        all.first_unmatched_site = own.first_unmatched_site;
+        all.first_unmatched_ticks = own.first_unmatched_ticks;
+        all.first_unmatched_thread = own.first_unmatched_thread;
+      }
+      all.unmatched_ends += own.unmatched_ends;
+      all.out_of_order_ends += own.out_of_order_ends;
+      all.orphan_attributes += own.orphan_attributes;
+      all.unclosed += own.unclosed;
+    }
+    return reader::describe_pairing_problems(trace_, all);
+  }
+
+  const reader::Trace& trace_;
+  const TimelineIndex& clock_;
+  std::vector<StreamPart>& parts_;
+  std::vector<Lane>& lanes_;
+  WholeSpans& whole_;
+  std::vector<LaneState> states_;
+  Ids ids_;
+  WholeSpans merged_;  // the tasks' spans, as the merge began them
+  std::vector<MergeKey> merged_keys_;
+  std::vector<Parent> merged_parents_;
+  std::unordered_map<uint64_t, uint32_t> merged_of_sequence_;  // open spans' places in merged_
+};
+
+}  // namespace
+
+ApartResult index_spans_apart(const reader::Trace& trace, const TimelineIndex& clock, std::vector<StreamPart>& parts,
+                              std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed) {
+  return SpansApart(trace, clock, parts, lanes, whole).run(feed);
+}
+
+}  // namespace chronicle::viewer::index_internal

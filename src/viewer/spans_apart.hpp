@@ -1,0 +1,27 @@
+// The second half of indexing spans with the streams read apart (stream_pass.hpp).
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/task_graph_feed.hpp"
+#include "viewer/stream_pass.hpp"
+
+namespace chronicle::viewer::index_internal {
+
+struct ApartResult {
+  uint64_t last = 0;                  // the latest event's time
+  std::vector<std::string> problems;  // the pairing's, as SpanPairing::describe_problems says them
+  // The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id.
+  std::unordered_map<uint64_t, std::vector<std::string>> task_attribute_texts;
+};
+
+// From every stream's part (each stream's pass done, and `apart` still true): merges the events
+// the parts marked, handing the task graph's to `feed` (which is not closed here), and fills
+// `whole` and the lanes' span rows as IndexBuilder's merged pass would have, in its order. The
+// parts' spans, rows and marks are used up.
+ApartResult index_spans_apart(const reader::Trace& trace, const TimelineIndex& clock, std::vector<StreamPart>& parts,
+                              std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed);
+
+}  // namespace chronicle::viewer::index_internal

@@ -1,0 +1,196 @@
+#include "viewer/stream_pass.hpp"
+
+#include <algorithm>
+
+#include "analysis/counter_series.hpp"
+#include "viewer/timeline_index_internal.hpp"
+
+namespace chronicle::viewer::index_internal {
+
+bool ties_streams(format::EventId type) {
+  using format::EventId;
+  return (type >= EventId::task_create && type <= EventId::loop_resume) || type == EventId::task_context;
+}
+
+namespace {
+
+constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();  // a whole span's end, until it ends
+constexpr uint64_t kProgressBatch = uint64_t{1} << 16;
+
+class StreamPass {
+ public:
+  StreamPass(const reader::Trace& trace, const TimelineIndex& index, size_t stream,
+             const std::vector<analysis::SeriesKind>& counter_kinds, Lane& lane, StreamPart& part,
+             std::atomic<bool>& apart)
+      : trace_(trace),
+        index_(index),
+        stream_(static_cast<uint32_t>(stream)),
+        counter_kinds_(counter_kinds),
+        lane_(lane),
+        part_(part),
+        apart_(apart),
+        pairing_(trace) {}
+
+  void run(const std::function<void(uint64_t)>& progress) {
+    reader::Trace::StreamCursor cursor(trace_, stream_);
+    reader::Event event;
+    uint64_t unreported = 0;
+    for (uint64_t place = 0; cursor.next(event); ++place) {
+      if (++unreported == kProgressBatch) {
+        if (progress) progress(unreported);
+        unreported = 0;
+      }
+      ++part_.events;
+      part_.first_ticks = std::min(part_.first_ticks, event.ticks);
+      index_lane_event(event);
+      if (apart_.load(std::memory_order_relaxed)) index_span_event(event, place);
+      part_.last_ticks = std::max(part_.last_ticks, event.ticks);
+    }
+    if (progress && unreported > 0) progress(unreported);
+    lane_.markers.shrink_to_fit();  // vectors grown by doubling hold up to twice what they need
+    part_.open = std::move(open_);
+    part_.problems = pairing_.problems();
+  }
+
+ private:
+  void index_lane_event(const reader::Event& event) {
+    using format::EventId;
+    switch (event.type) {
+      case EventId::instant:
+      case EventId::note:
+        lane_.markers.add(index_.to_ns(event.ticks), event.name_id, event.type,
+                          event.type == EventId::note ? event.text : std::string_view());
+        break;
+      case EventId::counter:
+      case EventId::counter_float: {
+        const analysis::SeriesKind kind =
+            event.name_id < counter_kinds_.size() ? counter_kinds_[event.name_id] : analysis::SeriesKind::level;
+        part_.counter_samples.push_back(
+            {index_.to_ns(event.ticks), analysis::traced_value(event, kind), event.name_id});
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  void index_span_event(const reader::Event& event, uint64_t place) {
+    using format::EventId;
+    if (event.ticks < part_.last_ticks) return give_up();  // the merge would order it otherwise
+    const bool ties = ties_streams(event.type);
+    const bool merged = ties || !runs_.empty();
+    if (merged && !ties) check_inside_run(event);
+    if (reader::is_attribute_event(static_cast<uint32_t>(event.type)) || event.type == EventId::span_status)
+      if (last_instant_ && last_instant_->ticks == event.ticks && last_instant_->merged != merged) give_up();
+    if (event.type == EventId::instant) last_instant_ = Instant{event.ticks, merged};
+    if (event.type == EventId::task_run_begin) {
+      part_.run_bases.push_back(
+          {static_cast<uint32_t>(open_.size()), open_.empty() ? WholeSpans::kNoParent : open_.back().span});
+      if (event.task != 0) runs_.push_back(event.task);
+    } else if (event.type == EventId::task_run_end) {
+      // As the pairing ends a run: the innermost run of that task.
+      const auto found = std::find(runs_.rbegin(), runs_.rend(), event.task);
+      if (found != runs_.rend()) runs_.erase(std::next(found).base());
+    }
+    if (merged)
+      mark_merged(place);
+    else
+      own_event(event, place);
+  }
+
+  // Inside a run the thread's own spans are still, unless an end or attribute of a task's span
+  // falls back on them (span_pairing.hpp): whenever one could, the merge must decide.
+  void check_inside_run(const reader::Event& event) {
+    using format::EventId;
+    uint32_t site = 0;
+    if (event.type == EventId::span_end)
+      site = event.name_id;
+    else if (reader::is_attribute_event(static_cast<uint32_t>(event.type)) || event.type == EventId::span_status)
+      site = event.span_site;
+    if (site == 0) return;  // an end always names its site; an attribute of site 0 stays in its task
+    const uint32_t key = pairing_.name_key(site);
+    for (const OpenPiece& piece : open_)
+      if (pairing_.name_key(piece.site) == key) return give_up();
+  }
+
+  void give_up() { apart_.store(false, std::memory_order_relaxed); }
+
+  void mark_merged(uint64_t place) {
+    auto& ranges = part_.merged;
+    if (!ranges.empty() && ranges.back().second == place)
+      ++ranges.back().second;
+    else
+      ranges.emplace_back(place, place + 1);
+  }
+
+  // An event of the thread's own spans, as the merged pass indexes it (IndexBuilder::index_spans).
+  void own_event(const reader::Event& event, uint64_t place) {
+    using format::EventId;
+    const reader::PairedSpan* span = pairing_.follow(event);
+    WholeSpans& spans = part_.spans;
+    if (event.type == EventId::span_begin && span) {
+      const auto local = static_cast<uint32_t>(spans.size());
+      const uint64_t begin = index_.to_ns(event.ticks);
+      spans.parents.push_back(open_.empty() ? WholeSpans::kNoParent : open_.back().span);
+      open_.push_back({begin, span->site_id, local, span->sequence, 0});
+      spans.begins.push_back(begin);
+      spans.ends.push_back(kOpen);
+      spans.running.push_back(0);
+      spans.sites.push_back(span->site_id);
+      spans.lanes.push_back(stream_);
+      part_.begin_ticks.push_back(event.ticks);
+      part_.begin_places.push_back(place);
+    } else if (event.type == EventId::span_end && span) {
+      for (size_t depth = open_.size(); depth-- > 0;)
+        if (open_[depth].sequence == span->sequence) {
+          const uint64_t end = index_.to_ns(event.ticks);
+          spans.ends[open_[depth].span] = end;
+          add_attribute_texts(spans, open_[depth].span, *span);
+          close(depth, end, place);
+          break;
+        }
+    }
+  }
+
+  void close(size_t depth, uint64_t end, uint64_t place) {
+    if (lane_.depths.size() <= depth) {
+      lane_.depths.resize(depth + 1);
+      lane_.depth_spans.resize(depth + 1);
+      part_.closed_at.resize(depth + 1);
+    }
+    const OpenPiece& piece = open_[depth];
+    lane_.depths[depth].add(piece.begin, end, piece.site);
+    lane_.depth_spans[depth].push_back(piece.span);
+    part_.closed_at[depth].push_back(place);
+    part_.spans.running[piece.span] += end > piece.begin ? end - piece.begin : 0;
+    ++lane_.span_count;
+    open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(depth));
+  }
+
+  struct Instant {
+    uint64_t ticks;
+    bool merged;
+  };
+
+  const reader::Trace& trace_;
+  const TimelineIndex& index_;
+  uint32_t stream_;
+  const std::vector<analysis::SeriesKind>& counter_kinds_;
+  Lane& lane_;
+  StreamPart& part_;
+  std::atomic<bool>& apart_;
+  reader::SpanPairing pairing_;  // of the events outside task runs only
+  std::vector<OpenPiece> open_;  // the thread's own pieces, outermost first
+  std::vector<uint64_t> runs_;   // task runs on the thread, innermost last
+  std::optional<Instant> last_instant_;
+};
+
+}  // namespace
+
+void index_stream_alone(const reader::Trace& trace, const TimelineIndex& index, size_t stream,
+                        const std::vector<analysis::SeriesKind>& counter_kinds, Lane& lane, StreamPart& part,
+                        std::atomic<bool>& apart, const std::function<void(uint64_t)>& progress) {
+  StreamPass(trace, index, stream, counter_kinds, lane, part, apart).run(progress);
+}
+
+}  // namespace chronicle::viewer::index_internal
