@@ -39,22 +39,43 @@ bool Trace::StreamCursor::next_packet() {
   return true;
 }
 
+bool Trace::StreamCursor::next_raw(format::RawEvent& raw) {
+  while (true) {
+    if (packet_) {
+      try {
+        if (packet_->next(raw)) return true;
+      } catch (const format::DecodeError& error) {
+        throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
+      }
+    }
+    if (!next_packet()) return false;
+  }
+}
+
+uint64_t Trace::StreamCursor::skip(uint64_t count) {
+  uint64_t skipped = 0;
+  for (; skipped < count && compound_part_ != 0; ++skipped)
+    compound_part_ = (compound_part_ + 1) % compound_.spec->stands_for.size();
+  format::RawEvent raw;
+  while (skipped < count && next_raw(raw)) {
+    const size_t parts = std::max<size_t>(1, raw.spec->stands_for.size());
+    if (count - skipped >= parts) {
+      skipped += parts;
+      continue;
+    }
+    compound_ = raw;  // some of its parts are still to be read
+    compound_part_ = count - skipped;
+    skipped = count;
+  }
+  return skipped;
+}
+
 bool Trace::StreamCursor::next(Event& event) {
   format::RawEvent raw;
-  if (compound_part_ != 0) {
+  if (compound_part_ != 0)
     raw = compound_;
-  } else {
-    while (true) {
-      if (packet_) {
-        try {
-          if (packet_->next(raw)) break;
-        } catch (const format::DecodeError& error) {
-          throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
-        }
-      }
-      if (!next_packet()) return false;
-    }
-  }
+  else if (!next_raw(raw))
+    return false;
   // A compound event is read as the events it stands for, one per call, in their order.
   const auto stored = static_cast<format::EventId>(raw.spec->id);
   const auto& parts = raw.spec->stands_for;

@@ -335,6 +335,9 @@ class Trace::StreamCursor {
   // Reads the next event into `event`; false at the end. Only packets that decoded when the
   // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
+  // Passes over the next `count` events as next() would read them, without reading them out;
+  // returns how many there were (fewer at the end).
+  uint64_t skip(uint64_t count);
   // Where the packet of the event read last starts in the stream's file (decoded, for a .ctfz),
   // and that file (of StreamInfo::files: one per chunk of a rotated trace).
   uint64_t packet_offset() const { return packet_offset_; }
@@ -342,6 +345,7 @@ class Trace::StreamCursor {
 
  private:
   bool next_packet();
+  bool next_raw(format::RawEvent& raw);
   const Trace& trace_;
   size_t index_;
   const std::vector<PacketPlace>& packets_;

@@ -56,8 +56,14 @@ void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRange
           ++range_;
           continue;
         }
+        if (place_ < first) {
+          const uint64_t skipped = cursor_.skip(first - place_);
+          place_ += skipped;
+          if (place_ < first) return false;
+        }
         if (!cursor_.next(event)) return false;
-        if (place_++ >= first) return true;
+        ++place_;
+        return true;
       }
       return false;
     }

@@ -72,8 +72,7 @@ class SpansApart {
     });
     const uint64_t last = clock_.to_ns(last_ticks);
     close_at_end(last);
-    order_spans();
-    fill_whole_spans(last);
+    merge_spans(last);
     fill_rows();
     ApartResult result;
     result.last = last;
@@ -163,8 +162,10 @@ class SpansApart {
     }
   }
 
-  // The merged pass's order of begins: by time, then stream, then place in the stream.
-  void order_spans() {
+  // All spans in the merged pass's order of begins (by time, then stream, then place in the
+  // stream): each stream's own and the merge's are each in that order already, and are merged.
+  // A span's parent began before it, so its place is known when the span's is.
+  void merge_spans(uint64_t last) {
     struct Head {
       MergeKey key;
       uint32_t list;  // a stream's own spans, or parts_.size(): the merge's
@@ -172,50 +173,36 @@ class SpansApart {
     };
     auto later = [](const Head& a, const Head& b) { return b.key < a.key; };
     std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
+    const auto merged_list = static_cast<uint32_t>(parts_.size());
     auto key_of = [&](uint32_t list, uint32_t k) -> MergeKey {
-      if (list == parts_.size()) return merged_keys_[k];
+      if (list == merged_list) return merged_keys_[k];
       const StreamPart& part = parts_[list];
       return {part.begin_ticks[k], list, part.begin_places[k]};
     };
-    auto size_of = [&](uint32_t list) { return list == parts_.size() ? merged_.size() : parts_[list].spans.size(); };
-    for (uint32_t list = 0; list <= parts_.size(); ++list)
-      if (size_of(list) > 0) heads.push({key_of(list, 0), list, 0});
-    ids_.final.assign(ids_.own_first.back() + merged_.size(), 0);
-    for (uint32_t place = 0; !heads.empty(); ++place) {
+    auto spans_of = [&](uint32_t list) -> const WholeSpans& {
+      return list == merged_list ? merged_ : parts_[list].spans;
+    };
+    for (uint32_t list = 0; list <= merged_list; ++list)
+      if (spans_of(list).size() > 0) heads.push({key_of(list, 0), list, 0});
+    const size_t count = ids_.own_first.back() + merged_.size();
+    ids_.final.assign(count, 0);
+    Column<uint64_t>::Built begins, ends, running;
+    Column<uint32_t>::Built sites, lanes, parents;
+    for (auto* column : {&begins, &ends, &running}) column->reserve(count);
+    for (auto* column : {&sites, &lanes, &parents}) column->reserve(count);
+    while (!heads.empty()) {
       Head head = heads.top();
       heads.pop();
-      ids_.final[ids_.own_first[head.list] + head.next] = place;
-      if (++head.next < size_of(head.list)) heads.push({key_of(head.list, head.next), head.list, head.next});
-    }
-  }
-
-  void fill_whole_spans(uint64_t last) {
-    const size_t count = ids_.final.size();
-    Column<uint64_t>::Built begins(count), ends(count), running(count);
-    Column<uint32_t>::Built sites(count), lanes(count), parents(count);
-    auto take = [&](const WholeSpans& from, uint32_t first) {
-      for (uint32_t k = 0; k < from.size(); ++k) {
-        const uint32_t at = ids_.final[first + k];
-        begins[at] = from.begins[k];
-        ends[at] = from.ends[k] == kOpen ? last : from.ends[k];
-        running[at] = from.running[k];
-        sites[at] = from.sites[k];
-        lanes[at] = from.lanes[k];
-      }
-    };
-    for (size_t stream = 0; stream < parts_.size(); ++stream) {
-      const WholeSpans& own = parts_[stream].spans;
-      take(own, ids_.own_first[stream]);
-      for (uint32_t k = 0; k < own.size(); ++k)
-        parents[ids_.of_own(stream, k)] =
-            own.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent : ids_.of_own(stream, own.parents[k]);
-    }
-    take(merged_, ids_.own_first.back());
-    for (uint32_t k = 0; k < merged_.size(); ++k) {
-      const Parent& parent = merged_parents_[k];
-      parents[ids_.of_merged(k)] = parent.span == WholeSpans::kNoParent ? WholeSpans::kNoParent
-                                   : parent.merged                      ? ids_.of_merged(parent.span)
-                                                                        : ids_.of_own(merged_.lanes[k], parent.span);
+      const WholeSpans& from = spans_of(head.list);
+      const uint32_t k = head.next;
+      ids_.final[ids_.own_first[head.list] + k] = static_cast<uint32_t>(begins.size());
+      begins.push_back(from.begins[k]);
+      ends.push_back(from.ends[k] == kOpen ? last : from.ends[k]);
+      running.push_back(from.running[k]);
+      sites.push_back(from.sites[k]);
+      lanes.push_back(from.lanes[k]);
+      parents.push_back(parent_of(head.list, k));
+      if (++head.next < from.size()) heads.push({key_of(head.list, head.next), head.list, head.next});
     }
     whole_.begins = std::move(begins);
     whole_.ends = std::move(ends);
@@ -223,6 +210,21 @@ class SpansApart {
     whole_.sites = std::move(sites);
     whole_.lanes = std::move(lanes);
     whole_.parents = std::move(parents);
+    take_attribute_texts();
+  }
+
+  uint32_t parent_of(uint32_t list, uint32_t k) const {
+    if (list < parts_.size()) {
+      const uint32_t parent = parts_[list].spans.parents[k];
+      return parent == WholeSpans::kNoParent ? WholeSpans::kNoParent : ids_.of_own(list, parent);
+    }
+    const Parent& parent = merged_parents_[k];
+    return parent.span == WholeSpans::kNoParent ? WholeSpans::kNoParent
+           : parent.merged                      ? ids_.of_merged(parent.span)
+                                                : ids_.of_own(merged_.lanes[k], parent.span);
+  }
+
+  void take_attribute_texts() {
     for (size_t stream = 0; stream < parts_.size(); ++stream) {
       WholeSpans& own = parts_[stream].spans;
       for (size_t a = 0; a < own.attribute_spans.size(); ++a) {

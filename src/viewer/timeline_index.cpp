@@ -116,6 +116,7 @@ class IndexBuilder {
     auto graph = std::async(std::launch::async, [this, &feed, &parts] {
       return feed.build([this, &parts] {
         add_counter_samples(parts);
+        for (auto& counter : index_.counters_) finish_counter(counter);
         return false;
       });
     });
@@ -150,7 +151,6 @@ class IndexBuilder {
     index_off_cpu();
     index_samples();
     index_lost();
-    for (auto& counter : index_.counters_) finish_counter(counter);
     index_busy_prefix();
     return std::move(index_);
   }
@@ -695,29 +695,43 @@ class IndexBuilder {
 
   // Each lane's busy time: its outermost span pieces and its task runs, merged where they overlap
   // or touch (a task's pieces lie in its runs; a thread's own outermost spans are whole there).
+  // Each of those rows is in order of begin, so the lane's are merged, not sorted; lanes on
+  // every core.
   void index_busy_prefix() {
-    for (Lane& lane : index_.lanes_) {
-      std::vector<std::pair<uint64_t, uint64_t>> intervals;
-      auto take = [&](const IntervalRow& row) {
-        for (size_t k = 0; k < row.size(); ++k) intervals.emplace_back(row.begins[k], row.ends[k]);
-      };
-      if (!lane.depths.empty()) take(lane.depths.front());
-      for (const IntervalRow& row : lane.runs) take(row);
-      std::sort(intervals.begin(), intervals.end());
-      for (const auto& [begin, end] : intervals) {
-        if (lane.busy.size() > 0 && begin <= lane.busy.ends.back()) {
-          if (end > lane.busy.ends.back()) lane.busy.ends[lane.busy.size() - 1] = end;
-          continue;
-        }
-        lane.busy.add(begin, end, 0);
+    index_.busy_prefix_.resize(index_.lanes_.size());
+    const auto failures = reader::run_on_threads(index_.lanes_.size(), reader::default_thread_count(),
+                                                 [this](size_t lane) { index_busy_prefix(lane); });
+    for (const std::exception_ptr& failure : failures)
+      if (failure) std::rethrow_exception(failure);
+  }
+
+  void index_busy_prefix(size_t lane_number) {
+    Lane& lane = index_.lanes_[lane_number];
+    std::vector<const IntervalRow*> rows;
+    if (!lane.depths.empty()) rows.push_back(&lane.depths.front());
+    for (const IntervalRow& row : lane.runs) rows.push_back(&row);
+    std::vector<size_t> next(rows.size(), 0);
+    while (true) {
+      size_t earliest = rows.size();
+      for (size_t r = 0; r < rows.size(); ++r)
+        if (next[r] < rows[r]->size() &&
+            (earliest == rows.size() || rows[r]->begins[next[r]] < rows[earliest]->begins[next[earliest]]))
+          earliest = r;
+      if (earliest == rows.size()) break;
+      const uint64_t begin = rows[earliest]->begins[next[earliest]];
+      const uint64_t end = rows[earliest]->ends[next[earliest]++];
+      if (lane.busy.size() > 0 && begin <= lane.busy.ends.back()) {
+        if (end > lane.busy.ends.back()) lane.busy.ends[lane.busy.size() - 1] = end;
+        continue;
       }
-      lane.busy.shrink_to_fit();
-      Column<uint64_t>::Built prefix{0};
-      prefix.reserve(lane.busy.size() + 1);
-      for (size_t k = 0; k < lane.busy.size(); ++k)
-        prefix.push_back(prefix.back() + (lane.busy.ends[k] - lane.busy.begins[k]));
-      index_.busy_prefix_.push_back(std::move(prefix));
+      lane.busy.add(begin, end, 0);
     }
+    lane.busy.shrink_to_fit();
+    Column<uint64_t>::Built prefix{0};
+    prefix.reserve(lane.busy.size() + 1);
+    for (size_t k = 0; k < lane.busy.size(); ++k)
+      prefix.push_back(prefix.back() + (lane.busy.ends[k] - lane.busy.begins[k]));
+    index_.busy_prefix_[lane_number] = std::move(prefix);
   }
 
   const reader::Trace& trace_;
