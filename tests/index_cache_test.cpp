@@ -3,6 +3,7 @@
 // a time), and what the read index answers is what the built one answers, window for window.
 // A changed trace, a cache cut short or of another kind is not used: the index is built again.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -321,6 +322,121 @@ TEST(IndexCache, AnUnwritableDirectoryStillOpensWithAWarning) {
   for (const auto& entry : fs::directory_iterator(trace))
     leftovers += entry.path().filename().string().starts_with(std::string(IndexCache::kFileName) + ".");
   EXPECT_EQ(leftovers, 0u);
+}
+
+// `chronicle view TRACE --port 0` running in the background, its output in files.
+class BackgroundView {
+ public:
+  BackgroundView(const TemporaryDirectory& directory, const std::string& trace)
+      : out_(directory / "view.out"), err_(directory / "view.err") {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string line = "exec " + kCli + " view " + trace + " --port 0 > " + out_ + " 2> " + err_;
+      execl("/bin/sh", "sh", "-c", line.c_str(), nullptr);
+      _exit(127);
+    }
+  }
+  ~BackgroundView() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits (up to a minute) until its standard output or error holds `text`; false when it does
+  // not, or when it ended first.
+  bool wait_for(const std::string& text, bool in_err = true) {
+    for (int wait = 0; wait < 6000; ++wait) {
+      if (slurp(in_err ? err_ : out_).find(text) != std::string::npos) return true;
+      if (!exited_ && waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+      if (exited_) return slurp(in_err ? err_ : out_).find(text) != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  uint16_t port() const {
+    const std::string out = slurp(out_);
+    const size_t colon = out.rfind(':');
+    return colon == std::string::npos ? 0 : static_cast<uint16_t>(std::stoi(out.substr(colon + 1)));
+  }
+  std::string get(const std::string& path) const {
+    httplib::Client client("127.0.0.1", port());
+    const auto answer = client.Get(path);
+    return answer && answer->status == 200 ? answer->body : "(no answer)";
+  }
+  void stop() const {
+    if (!exited_) kill(pid_, SIGINT);
+  }
+  // Its exit status after it ends (-1 when killed by a signal).
+  int wait() {
+    if (!exited_) waitpid(pid_, &status_, 0);
+    exited_ = true;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+  }
+  std::string err() const { return slurp(err_); }
+
+ private:
+  static std::string slurp(const std::string& path) {
+    std::ifstream file(path);
+    return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  }
+  std::string out_, err_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+size_t index_leftovers(const std::string& trace) {
+  size_t leftovers = 0;
+  for (const auto& entry : fs::directory_iterator(trace))
+    leftovers += entry.path().filename().string().starts_with(std::string(IndexCache::kFileName) + ".");
+  return leftovers;
+}
+
+// A server answers from the index it built at once, and keeps it beside the trace meanwhile;
+// once kept it answers the same from the file, and the next view reads it.
+TEST(IndexCache, ViewServesTheIndexItBuiltWhileItKeepsItAndTheSameAfter) {
+  TemporaryDirectory directory;
+  const std::string trace = record_demo(directory);
+  BackgroundView view(directory, trace);
+  ASSERT_TRUE(view.wait_for("http://", false)) << view.err();
+  EXPECT_NE(view.err().find("being kept in " + cache_of(trace) + " while it is served"), std::string::npos)
+      << view.err();
+  const std::vector<std::string> asked{"/api/summary", "/api/window?begin=0&end=100000000&width=800",
+                                       "/api/task?index=3", "/api/search?q=compute"};
+  std::vector<std::string> built;
+  for (const std::string& path : asked) built.push_back(view.get(path));
+  ASSERT_TRUE(view.wait_for("chronicle: kept the index in " + cache_of(trace))) << view.err();
+  for (size_t k = 0; k < asked.size(); ++k) {
+    EXPECT_NE(built[k], "(no answer)") << asked[k];
+    EXPECT_EQ(view.get(asked[k]), built[k]) << asked[k];
+  }
+  view.stop();
+  EXPECT_EQ(view.wait(), 0) << view.err();
+  const auto again = run(kCli + " view " + trace + " --html /dev/null");
+  EXPECT_NE(again.err.find("chronicle: read the index of "), std::string::npos) << again.err;
+}
+
+// Stopped while it keeps the index, view finishes it first; stopped again, it keeps none and
+// leaves no file. Either way no partial index is ever left for the next view.
+TEST(IndexCache, ViewStoppedWhileKeepingTheIndexLeavesItWholeOrNone) {
+  for (const bool stop_twice : {false, true}) {
+    SCOPED_TRACE(stop_twice ? "stopped twice" : "stopped once");
+    TemporaryDirectory directory;
+    const std::string trace = record_demo(directory, "3000 4");
+    BackgroundView view(directory, trace);
+    ASSERT_TRUE(view.wait_for("http://", false)) << view.err();
+    view.stop();
+    if (stop_twice && view.wait_for("stop again to keep none")) view.stop();
+    EXPECT_EQ(view.wait(), 0) << view.err();
+    EXPECT_EQ(index_leftovers(trace), 0u) << view.err();
+    const std::string said = view.err();
+    const bool kept = said.find("chronicle: kept the index in") != std::string::npos;
+    EXPECT_TRUE(kept || (stop_twice && said.find("stopped before the index was kept") != std::string::npos)) << said;
+    EXPECT_EQ(fs::exists(cache_of(trace)), kept) << said;
+    const auto again = run(kCli + " view " + trace + " --html /dev/null");
+    EXPECT_NE(again.err.find(kept ? "chronicle: read the index of " : "chronicle: indexed "), std::string::npos)
+        << again.err;
+  }
 }
 
 TEST(IndexCache, ViewSaysWhetherItIndexedOrReadTheIndex) {

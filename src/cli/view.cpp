@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "cli/common.hpp"
 #include "format/output_file.hpp"
@@ -60,6 +63,8 @@ void report_indexing(const viewer::OpenedIndex& opened, double seconds) {
   if (!opened.cache_path.empty())
     details = fmt::format("kept in {} ({}): indexing {:.2f} s, writing {:.2f} s", opened.cache_path,
                           human_bytes(opened.cache_bytes), opened.build_seconds, opened.write_seconds);
+  else if (!opened.keep_path.empty())
+    details = fmt::format("being kept in {} while it is served", opened.keep_path);
   if (!opened.spill_directory.empty())
     details += fmt::format("{}arrays of {} or more held in files in {} while indexing: up to {}",
                            details.empty() ? "" : "; ", human_bytes(viewer::SpillScope::kDefaultThreshold),
@@ -68,16 +73,46 @@ void report_indexing(const viewer::OpenedIndex& opened, double seconds) {
              human_count(index.task_lines().size()), seconds, details.empty() ? "" : " (" + details + ")");
 }
 
+// Writes the built index beside the trace on a thread of its own while the server answers from
+// it, then has the server answer from the file mapped back (the built one's memory is let go),
+// says so, and tells `waiter` (SIGUSR1). Destroying it waits for the writing, or stops it when
+// `stop` is set (nothing kept then, no file left).
+class IndexKeeper {
+ public:
+  IndexKeeper(viewer::ViewerServer& server, const viewer::OpenedIndex& opened, const std::atomic<bool>& stop,
+              pthread_t waiter)
+      : thread_([&server, &opened, &stop, waiter, built = server.index()] {
+          viewer::KeptIndex kept = viewer::keep_index(*built, opened.keep_path, opened.keep_identity, &stop);
+          if (!kept.problem.empty()) {
+            fmt::print(stderr, "chronicle: warning: {}\n", kept.problem);
+          } else if (!kept.index) {
+            fmt::print(stderr, "chronicle: stopped before the index was kept: the next view indexes again\n");
+          } else {
+            server.replace_index(std::make_shared<const viewer::TimelineIndex>(std::move(*kept.index)));
+            fmt::print(stderr, "chronicle: kept the index in {} ({}) in {:.2f} s\n", opened.keep_path,
+                       human_bytes(kept.bytes), kept.seconds);
+          }
+          pthread_kill(waiter, SIGUSR1);
+        }) {}
+  ~IndexKeeper() { thread_.join(); }
+  IndexKeeper(const IndexKeeper&) = delete;
+  IndexKeeper& operator=(const IndexKeeper&) = delete;
+
+ private:
+  std::thread thread_;
+};
+
 int run_view(const ViewOptions& options) {
   warn_if_cut(options.directory);
   const auto started = std::chrono::steady_clock::now();
   // What the building used is let go after it: a trace's index is served from its mapped cache.
-  const viewer::OpenedIndex opened = [&] {
+  // A server serves the index it built at once, and keeps it beside the trace meanwhile.
+  viewer::OpenedIndex opened = [&] {
     const viewer::IndexingMemory indexing;
-    return viewer::open_index(options.directory, !options.no_cache, progress_line());
+    return viewer::open_index(options.directory, !options.no_cache, progress_line(), options.html.empty());
   }();
-  const viewer::TimelineIndex& index = opened.index;
-  const std::string& title = index.title();
+  const viewer::TimelineIndex& index = opened.index;  // until the server takes it
+  const std::string title = index.title();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (isatty(STDERR_FILENO)) fmt::print(stderr, "\r\033[K");
   if (!opened.cache_problem.empty()) fmt::print(stderr, "chronicle: warning: {}\n", opened.cache_problem);
@@ -108,8 +143,10 @@ int run_view(const ViewOptions& options) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGUSR1);  // from the keeper: the index is kept
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  viewer::ViewerServer server(index, title, options.address, options.port);
+  viewer::ViewerServer server(std::make_shared<const viewer::TimelineIndex>(std::move(opened.index)), title,
+                              options.address, options.port);
   if (viewer::embedded_assets().empty())
     fmt::print(stderr,
                "chronicle: this build has no viewer page (CHRONICLE_BUILD_VIEWER=OFF); only the JSON API answers\n");
@@ -117,8 +154,16 @@ int run_view(const ViewOptions& options) {
   fmt::print("chronicle: viewing {} at http://{}{}{}:{}/\n", options.directory, ipv6 ? "[" : "", options.address,
              ipv6 ? "]" : "", server.port());
   std::fflush(stdout);
+  std::atomic<bool> stop_keeping{false};
+  std::optional<IndexKeeper> keeper;
+  if (!opened.keep_path.empty()) keeper.emplace(server, opened, stop_keeping, pthread_self());
   int signal = 0;
-  sigwait(&stop_signals, &signal);
+  while (sigwait(&stop_signals, &signal) == 0 && signal == SIGUSR1) keeper.reset();
+  if (keeper) {
+    // Stopped while the index is written: it is finished first, unless stopped again.
+    fmt::print(stderr, "chronicle: finishing the index in {} first (stop again to keep none)\n", opened.keep_path);
+    if (sigwait(&stop_signals, &signal) == 0 && signal != SIGUSR1) stop_keeping = true;
+  }
   return 0;
 }
 

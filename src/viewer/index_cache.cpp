@@ -137,7 +137,7 @@ constexpr bool kWrittenWhole = std::is_trivially_copyable_v<T> &&
 
 class CacheWriter {
  public:
-  explicit CacheWriter(int fd) : fd_(fd) {}
+  explicit CacheWriter(int fd, const std::atomic<bool>* stop = nullptr) : fd_(fd), stop_(stop) {}
 
   template <class T>
   void value(const T& value) {
@@ -199,6 +199,7 @@ class CacheWriter {
   uint64_t checksum() const { return checksum_.sum(); }
 
   void write_at(uint64_t offset, const char* bytes, size_t size) {
+    if (stop_ && stop_->load(std::memory_order_relaxed)) throw IndexCacheStopped();
     checksum_.add(offset, bytes, size);
     while (size > 0) {
       const ssize_t written = pwrite(fd_, bytes, size, static_cast<off_t>(offset));
@@ -235,6 +236,7 @@ class CacheWriter {
   }
 
   int fd_;
+  const std::atomic<bool>* stop_;
   FileChecksum checksum_;
   uint64_t end_ = sizeof(Header);
   std::string description_;
@@ -396,9 +398,9 @@ model::TaskGraph read_graph(CacheReader& a) {
                                       std::move(problems), first_ticks, last_ticks);
 }
 
-void write_file(const TimelineIndex& index, int fd, const std::string& identity,
+void write_file(const TimelineIndex& index, int fd, const std::string& identity, const std::atomic<bool>* stop,
                 const std::function<void(CacheWriter&, const Column<uint64_t>&)>& write_fields) {
-  CacheWriter writer(fd);
+  CacheWriter writer(fd, stop);
   writer.stream_description();
   Column<uint64_t>::Built records;
   records.reserve(index.task_lines().size());
@@ -595,15 +597,18 @@ std::string IndexCache::identity(const std::string& top, const std::vector<std::
   return identity;
 }
 
-void IndexCache::save(const TimelineIndex& index, const std::string& path, const std::string& identity) {
+void IndexCache::save(const TimelineIndex& index, const std::string& path, const std::string& identity,
+                      const std::atomic<bool>* stop) {
   // Created new under a random name and renamed over the old index (format::PrivateFile): as
   // private as the trace files it is made from, and never written through a link.
   format::PrivateFile file(path, format::WhenExists::replace);
-  write_file(index, file.fd(), identity,
+  write_file(index, file.fd(), identity, stop,
              [&](CacheWriter& writer, const Column<uint64_t>& records) { Fields::write(writer, index, records); });
+  if (stop && stop->load(std::memory_order_relaxed)) throw IndexCacheStopped();
   // On disk before it has the final name: a crash then leaves the old file or none, never a
   // file whose name says whole and whose columns are zeros.
   if (fdatasync(file.fd()) != 0) throw std::runtime_error(system_error("cannot write " + path));
+  if (stop && stop->load(std::memory_order_relaxed)) throw IndexCacheStopped();
   file.commit();
 }
 

@@ -18,6 +18,7 @@
 // reopening a large index in well under a second would not allow.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -28,6 +29,10 @@
 #include "viewer/timeline_index.hpp"
 
 namespace chronicle::viewer {
+
+struct IndexCacheStopped : std::runtime_error {
+  IndexCacheStopped() : std::runtime_error("stopped before it was whole") {}
+};
 
 struct IndexCacheDamaged : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -46,8 +51,10 @@ class IndexCache {
 
   // What the index of `trace_directories` (what find_traces gave for `top`) depends on.
   static std::string identity(const std::string& top, const std::vector<std::string>& trace_directories);
-  // Throws std::runtime_error when the file cannot be written (its temporary is removed).
-  static void save(const TimelineIndex& index, const std::string& path, const std::string& identity);
+  // Throws std::runtime_error when the file cannot be written (its temporary is removed), and
+  // IndexCacheStopped as soon as it sees `stop` true (nothing kept, no file left).
+  static void save(const TimelineIndex& index, const std::string& path, const std::string& identity,
+                   const std::atomic<bool>* stop = nullptr);
   // nullopt when there is no file or it was built from other traces or by another format
   // version; throws IndexCacheDamaged when it cannot be read as an index.
   static std::optional<TimelineIndex> load(const std::string& path, const std::string& identity);
@@ -69,6 +76,10 @@ struct OpenedIndex {
   // much at most, and so many refused a file.
   std::string spill_directory;
   SpillStats spill;
+  // With keep_later: where keep_index is to write it, and what it is made from (empty when the
+  // cache is not used or the index was read from it).
+  std::string keep_path;
+  std::string keep_identity;
 };
 
 // The traces under `directory` as `chronicle view` shows them: the index read from its cache
@@ -87,6 +98,21 @@ struct OpenProgress {
   std::function<void(const std::string&)> warning;
 };
 
-OpenedIndex open_index(const std::string& directory, bool use_cache = true, const OpenProgress& progress = {});
+// With `keep_later`, a built index is returned before it is written: keep_index writes it (view
+// serves the built index meanwhile).
+OpenedIndex open_index(const std::string& directory, bool use_cache = true, const OpenProgress& progress = {},
+                       bool keep_later = false);
+
+struct KeptIndex {
+  std::optional<TimelineIndex> index;  // mapped back from the file; nullopt when it was not kept
+  uint64_t bytes = 0;
+  double seconds = 0;   // writing it and mapping it back
+  std::string problem;  // why it was not kept, for a warning; empty if it was, or when stopped
+};
+
+// Writes a built index to `path` (OpenedIndex::keep_path) and maps it back, so that the memory
+// of the built one can be let go. Setting `stop` abandons it: nothing is kept, no file is left.
+KeptIndex keep_index(const TimelineIndex& index, const std::string& path, const std::string& identity,
+                     const std::atomic<bool>* stop = nullptr);
 
 }  // namespace chronicle::viewer

@@ -156,7 +156,26 @@ model::GraphDetail graph_detail(uint64_t trace_bytes, bool in_files, uint64_t av
 
 }  // namespace
 
-OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress) {
+KeptIndex keep_index(const TimelineIndex& index, const std::string& path, const std::string& identity,
+                     const std::atomic<bool>* stop) {
+  const auto started = std::chrono::steady_clock::now();
+  KeptIndex kept;
+  try {
+    IndexCache::save(index, path, identity, stop);
+    // Mapped back, the index costs only what windows look at; the built one can be let go.
+    kept.index = IndexCache::load(path, identity);
+    kept.bytes = file_size(path);
+  } catch (const IndexCacheStopped&) {
+    kept.index.reset();
+  } catch (const std::exception& problem) {
+    kept.index.reset();
+    kept.problem = fmt::format("the index was not kept ({}): the next view indexes again", problem.what());
+  }
+  kept.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return kept;
+}
+
+OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress, bool keep_later) {
   const std::vector<std::string> trace_directories = reader::find_traces(directory);
   OpenedIndex opened;
   std::string path;
@@ -207,19 +226,22 @@ OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenP
   }();
   opened.build_seconds = seconds_since(build_started);
   if (!use_cache) return opened;
-  const auto write_started = std::chrono::steady_clock::now();
-  if (progress.writing) progress.writing();
-  try {
-    IndexCache::save(opened.index, path, identity);
-    // Mapped back, the index costs only what windows look at; the built one is let go.
-    if (std::optional<TimelineIndex> mapped = IndexCache::load(path, identity)) opened.index = std::move(*mapped);
-    opened.cache_path = path;
-    opened.cache_bytes = file_size(path);
-    opened.write_seconds = seconds_since(write_started);
-  } catch (const std::exception& problem) {
-    if (!opened.cache_problem.empty()) opened.cache_problem += "; ";
-    opened.cache_problem += fmt::format("the index was not kept ({}): the next view indexes again", problem.what());
+  if (keep_later) {
+    opened.keep_path = path;
+    opened.keep_identity = identity;
+    return opened;
   }
+  if (progress.writing) progress.writing();
+  KeptIndex kept = keep_index(opened.index, path, identity);
+  if (!kept.problem.empty()) {
+    if (!opened.cache_problem.empty()) opened.cache_problem += "; ";
+    opened.cache_problem += kept.problem;
+    return opened;
+  }
+  if (kept.index) opened.index = std::move(*kept.index);
+  opened.cache_path = path;
+  opened.cache_bytes = kept.bytes;
+  opened.write_seconds = kept.seconds;
   return opened;
 }
 

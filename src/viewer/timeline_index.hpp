@@ -600,7 +600,8 @@ class TimelineIndex {
   friend class IndexBuilder;
   friend class IndexCombiner;
   friend class IndexCache;
-  friend OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress);
+  friend OpenedIndex open_index(const std::string& directory, bool use_cache, const OpenProgress& progress,
+                                bool keep_later);
 };
 
 struct TimelineIndex::GraphLoader {

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "export/json_text.hpp"
 #include "http/http_limits.hpp"
@@ -208,21 +210,68 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
 
 }  // namespace
 
+// The index the answers read, which keep_index's mapped copy may replace while they run: each
+// answer holds the one it began with.
+class IndexSlot {
+ public:
+  explicit IndexSlot(std::shared_ptr<const TimelineIndex> index) : index_(std::move(index)) {}
+  std::shared_ptr<const TimelineIndex> get() const {
+    const std::lock_guard lock(mutex_);
+    return index_;
+  }
+  void replace(std::shared_ptr<const TimelineIndex> index) {
+    std::shared_ptr<const TimelineIndex> old;
+    const std::lock_guard lock(mutex_);
+    old = std::exchange(index_, std::move(index));  // let go after the lock, by `old`
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const TimelineIndex> index_;
+};
+
+// One answer's hold on the index, read as a pointer.
+class HeldIndex {
+ public:
+  explicit HeldIndex(const std::shared_ptr<IndexSlot>& slot) : index_(slot->get()) {}
+  const TimelineIndex& operator*() const { return *index_; }
+  const TimelineIndex* operator->() const { return index_.get(); }
+
+ private:
+  std::shared_ptr<const TimelineIndex> index_;
+};
+
 struct ViewerServer::State {
   metrics::BoundedHttpServer server;
   std::thread thread;
+  std::shared_ptr<IndexSlot> slot;
 };
 
 ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const std::string& address, uint16_t port)
+    : ViewerServer(std::shared_ptr<const TimelineIndex>(&index, [](const TimelineIndex*) {}), std::move(title), address,
+                   port) {}
+
+void ViewerServer::replace_index(std::shared_ptr<const TimelineIndex> index) {
+  state_->slot->replace(std::move(index));
+}
+
+std::shared_ptr<const TimelineIndex> ViewerServer::index() const {
+  return state_->slot->get();
+}
+
+ViewerServer::ViewerServer(std::shared_ptr<const TimelineIndex> index, std::string title, const std::string& address,
+                           uint16_t port)
     : state_(std::make_unique<State>()) {
   httplib::Server& server = state_->server;
   // Answers are written in pieces: without this, Nagle's algorithm and the browser's delayed
   // ACK add 40 ms to every answer on a kept-alive connection.
   server.set_tcp_nodelay(true);
-  const TimelineIndex* trace = &index;
+  state_->slot = std::make_shared<IndexSlot>(std::move(index));
+  const std::shared_ptr<IndexSlot> slot = state_->slot;
   server.Get("/api/summary",
-             json_handler([trace, title](const httplib::Request&) { return summary_json(*trace, title); }));
-  server.Get("/api/window", json_handler([trace](const httplib::Request& request) {
+             json_handler([slot, title](const httplib::Request&) { return summary_json(*HeldIndex(slot), title); }));
+  server.Get("/api/window", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                const uint64_t begin = time_parameter(request, "begin", 0);
                const uint64_t end = time_parameter(request, "end", trace->duration());
                const uint32_t width = std::clamp<uint32_t>(count_parameter(request, "width"), 1, kMaxWidth);
@@ -231,28 +280,34 @@ ViewerServer::ViewerServer(const TimelineIndex& index, std::string title, const 
                if (match.size() > kMaxMatchBytes) throw std::invalid_argument("match is too long");
                return window_json(*trace, begin, end, width, task_row_query(request), match);
              }));
-  server.Get("/api/span", json_handler([trace](const httplib::Request& request) {
+  server.Get("/api/span", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                return span_details_json(*trace, count_parameter(request, "lane"), count_parameter(request, "depth"),
                                         count_parameter(request, "index"));
              }));
-  server.Get("/api/task", json_handler([trace](const httplib::Request& request) {
+  server.Get("/api/task", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                return task_details_json(*trace, count_parameter(request, "index"));
              }));
-  server.Get("/api/search", json_handler([trace](const httplib::Request& request) {
+  server.Get("/api/search", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                const size_t limit = request.has_param("limit")
                                         ? std::min<size_t>(count_parameter(request, "limit"), kMaxSearchHits)
                                         : 100;
                return search_json(*trace, request.get_param_value("q"), limit);
              }));
-  server.Get("/api/counter", json_handler([trace](const httplib::Request& request) {
+  server.Get("/api/counter", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                return counter_json(*trace, count_parameter(request, "index"), time_parameter(request, "begin", 0),
                                    time_parameter(request, "end", trace->duration()));
              }));
-  server.Get("/api/stats", json_handler([trace](const httplib::Request& request) {
+  server.Get("/api/stats", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                return stats_json(*trace, time_parameter(request, "begin", 0),
                                  time_parameter(request, "end", trace->duration()));
              }));
-  server.Get("/api/flame", json_handler([trace](const httplib::Request& request) {
+  server.Get("/api/flame", json_handler([slot](const httplib::Request& request) {
+               const HeldIndex trace(slot);
                return flame_json(*trace, time_parameter(request, "begin", 0),
                                  time_parameter(request, "end", trace->duration()), flame_roots(request),
                                  flame_source(request), flame_mode(request));

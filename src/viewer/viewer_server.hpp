@@ -15,6 +15,15 @@ class ViewerServer {
   // Port 0 picks a free one. Throws std::runtime_error when it cannot listen. `index` must
   // outlive the server.
   ViewerServer(const TimelineIndex& index, std::string title, const std::string& address, uint16_t port);
+  // The same, holding the index.
+  ViewerServer(std::shared_ptr<const TimelineIndex> index, std::string title, const std::string& address,
+               uint16_t port);
+
+  // Answers from `index` from now on (the same trace's, as the cache mapped it back); an answer
+  // under way finishes with the one it began with, which is let go after it.
+  void replace_index(std::shared_ptr<const TimelineIndex> index);
+  // The index it answers from now.
+  std::shared_ptr<const TimelineIndex> index() const;
   ~ViewerServer();
   ViewerServer(const ViewerServer&) = delete;
   ViewerServer& operator=(const ViewerServer&) = delete;
