@@ -1,7 +1,8 @@
 // Measures `chronicle view` on a trace (issue 14's figures, docs/performance-log.md "Viewer
 // performance"):
 // - first open: from starting `chronicle view TRACE --port 0` until it serves, events/s, the
-//   server's peak RSS (VmHWM), its RSS and anonymous RSS once serving and after the requests;
+//   server's peak RSS (VmHWM), its RSS and anonymous RSS once serving and after the requests, and
+//   when it had kept the index it serves meanwhile;
 // - windows: GET /api/window at zooms from the whole trace to a millionth of it, 9 places and 3
 //   pans each, median and max per zoom; search, range stats and task details;
 // - reopen: the server stopped and started again on the same trace, the same measures (with an
@@ -43,7 +44,13 @@ async function openServer() {
     peak = Math.max(peak, memory?.peak ?? 0);
     anonPeak = Math.max(anonPeak, memory?.anon ?? 0);
   }, 100);
-  server.stderr.on('data', chunk => { stderr += chunk; });
+  // A server serves the index it built at once and keeps it beside the trace meanwhile: when it
+  // says it kept it.
+  let keptSeconds = null;
+  server.stderr.on('data', chunk => {
+    stderr += chunk;
+    if (keptSeconds === null && stderr.includes('chronicle: kept the index')) keptSeconds = (performance.now() - started) / 1000;
+  });
   const exited = new Promise(resolve => server.on('exit', (code, signal) => resolve({ code, signal })));
   const base = await new Promise(resolve => {
     let output = '';
@@ -64,9 +71,9 @@ async function openServer() {
     return { failed: `chronicle view exited (${signal ?? `status ${code}`}) after ${seconds.toFixed(1)} s`, seconds, peak, anonPeak, messages: messages() };
   }
   return {
-    base, seconds, cpu, messages, pid: server.pid, memoryNow: () => processMemory(server.pid),
+    base, seconds, cpu, messages, pid: server.pid, memoryNow: () => processMemory(server.pid), kept: () => keptSeconds,
     serving: { ...serving, peak: Math.max(peak, serving.peak), anonPeak: Math.max(anonPeak, serving.anon) },
-    async stop() { server.kill('SIGTERM'); await exited; },
+    async stop() { if (server.exitCode === null && server.signalCode === null) server.kill('SIGTERM'); await exited; },
   };
 }
 
@@ -159,7 +166,9 @@ async function measureOpen(label, extra) {
       if (withBrowser) result.browser = await inBrowser(server.base, server.pid);
     }
     result.afterRequests = server.memoryNow();
+    await server.stop();  // a server still keeping the index finishes it first
     result.messages = server.messages();
+    result.keptSeconds = server.kept();
     return result;
   } finally {
     await server.stop();
@@ -193,7 +202,8 @@ for (const open of opens) {
   }
   const ratio = bytes => `${(bytes / traceBytes).toFixed(2)} x the trace`;
   console.log(`  start to serving: ${open.seconds.toFixed(2)} s (${(events / open.seconds / 1e6).toFixed(1)} M events/s); ` +
-              `the server's CPU time by then ${open.cpuSeconds.toFixed(2)} s`);
+              `the server's CPU time by then ${open.cpuSeconds.toFixed(2)} s` +
+              (open.keptSeconds !== null ? `; the index kept beside the trace ${open.keptSeconds.toFixed(2)} s after start, served meanwhile` : ''));
   console.log(`  server once serving: RSS ${mib(open.opened.rss)} MiB (${ratio(open.opened.rss)}), anonymous ${mib(open.opened.anon)} MiB; ` +
               `peak RSS while opening ${mib(open.opened.peak)} MiB (${ratio(open.opened.peak)}), ` +
               `of which anonymous at most ${mib(open.opened.anonPeak ?? 0)} MiB (${ratio(open.opened.anonPeak ?? 0)}, sampled every 0.1 s)`);

@@ -37,6 +37,7 @@ row('generating it (`chronicle record` of timeline_demo; events discarded)', col
 row('index written beside the trace by the first open', column => mib(column.view.indexBytes));
 const opens = (label, index) => {
   row(`**${label}**: start to serving`, column => failedOr(column, index, o => `**${seconds(o.seconds)}** (${(column.view.events / o.seconds / 1e6).toFixed(1)} M events/s; CPU ${seconds(o.cpuSeconds)})`));
+  if (index === 0) row(`${label}: the index kept beside the trace (served meanwhile)`, column => failedOr(column, index, o => (o.keptSeconds ?? null) === null ? 'before serving' : `${seconds(o.keptSeconds)} after start`));
   row(`${label}: server peak RSS (VmHWM)`, column => failedOr(column, index, o => `${mib(o.afterRequests.peak)} (${ratio(o.afterRequests.peak, column)})`));
   row(`${label}: server RSS once serving (anonymous)`, column => failedOr(column, index, o => `${mib(o.opened.rss)} (${ratio(o.opened.rss, column)}; ${mib(o.opened.anon)})`));
   row(`${label}: server RSS after the window requests (anonymous)`, column => failedOr(column, index, o => `${mib(o.afterRequests.rss)} (${ratio(o.afterRequests.rss, column)}; ${mib(o.afterRequests.anon)})`));
