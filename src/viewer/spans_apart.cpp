@@ -194,15 +194,23 @@ class SpansApart {
       Head head = heads.top();
       heads.pop();
       const WholeSpans& from = spans_of(head.list);
-      const uint32_t k = head.next;
-      ids_.final[ids_.own_first[head.list] + k] = static_cast<uint32_t>(begins.size());
-      begins.push_back(from.begins[k]);
-      ends.push_back(from.ends[k] == kOpen ? last : from.ends[k]);
-      running.push_back(from.running[k]);
-      sites.push_back(from.sites[k]);
-      lanes.push_back(from.lanes[k]);
-      parents.push_back(parent_of(head.list, k));
-      if (++head.next < from.size()) heads.push({key_of(head.list, head.next), head.list, head.next});
+      // A list's spans go on until one comes after another list's next (spans begin in runs).
+      do {
+        const uint32_t k = head.next;
+        ids_.final[ids_.own_first[head.list] + k] = static_cast<uint32_t>(begins.size());
+        begins.push_back(from.begins[k]);
+        ends.push_back(from.ends[k] == kOpen ? last : from.ends[k]);
+        running.push_back(from.running[k]);
+        sites.push_back(from.sites[k]);
+        lanes.push_back(from.lanes[k]);
+        parents.push_back(parent_of(head.list, k));
+        if (++head.next == from.size()) break;
+        head.key = key_of(head.list, head.next);
+        if (!heads.empty() && heads.top().key < head.key) {
+          heads.push(head);
+          break;
+        }
+      } while (true);
     }
     whole_.begins = std::move(begins);
     whole_.ends = std::move(ends);

@@ -104,7 +104,8 @@ class IndexBuilder {
     // spans its thread owns. Then the events that tie the streams (tasks, and what runs in them)
     // are merged in time order for the task graph and the tasks' spans. The graph is built on a
     // second thread, which also puts the counters together while no events wait. When a trace's
-    // streams cannot be read apart, all events are merged instead, as before.
+    // streams cannot be read apart, all events are merged instead, as before. (The graph's thread
+    // also indexes what needs neither: counters, off-CPU periods, samples, losses.)
     std::atomic<bool> apart = streams_can_be_apart();
     std::vector<index_internal::StreamPart> parts = index_streams_alone(apart);
     model::TaskGraphFeed feed(
@@ -117,6 +118,10 @@ class IndexBuilder {
       return feed.build([this, &parts] {
         add_counter_samples(parts);
         for (auto& counter : index_.counters_) finish_counter(counter);
+        // What needs neither the graph nor the spans (the lanes' other rows).
+        index_off_cpu();
+        index_samples();
+        index_lost();
         return false;
       });
     });
@@ -145,13 +150,12 @@ class IndexBuilder {
     index_.duration_ = std::max(index_.duration_, merged_last);
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
     index_tasks();
+    // The arrows on a thread of their own while the lanes get their runs and busy times.
+    auto arrows = std::async(std::launch::async, [this] { index_arrows(); });
     index_lane_runs();
-    index_arrows();
     index_idle();
-    index_off_cpu();
-    index_samples();
-    index_lost();
     index_busy_prefix();
+    arrows.get();
     return std::move(index_);
   }
 
