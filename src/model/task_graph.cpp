@@ -81,6 +81,11 @@ void TaskGraphBuilder::note_problem(std::string problem) {
     ++problems_dropped_;
 }
 
+void TaskGraphBuilder::reserve(size_t tasks) {
+  graph_.tasks_.reserve(tasks);
+  graph_.index_.reserve(tasks);
+}
+
 Task& TaskGraphBuilder::task(TaskId id, uint64_t ticks, const char* role) {
   auto [found, inserted] = graph_.index_.try_emplace(id, graph_.tasks_.size());
   if (inserted) {

@@ -151,6 +151,9 @@ class TaskGraphBuilder {
   explicit TaskGraphBuilder(SiteNames site_names, GraphDetail detail = GraphDetail::full);
 
   void add(const reader::Event& event);
+  // Room for `tasks` tasks (a hint, from the events counted beforehand): the graph's task array
+  // and index are not grown step by step.
+  void reserve(size_t tasks);
   // Events not given to add() that happened between `first` and `last` ticks: of those the graph
   // keeps only its first and last times.
   void add_times(uint64_t first, uint64_t last);

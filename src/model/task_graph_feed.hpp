@@ -26,6 +26,8 @@ class TaskGraphFeed {
   // The pass's side. Each event of reader::Trace::for_each_event, with the pairing it runs
   // (which has followed the event): only the events that can change the graph are handed over.
   void add(const reader::Event& event, const reader::SpanPairing& pairing);
+  // Before build(): how many tasks the graph will hold, about (task_create events counted).
+  void expect_tasks(size_t tasks) { expected_tasks_ = tasks; }
   // Times of events the pass did not hand to add() (read apart from it), before close().
   void add_times(uint64_t first_ticks, uint64_t last_ticks);
   // No more events: after the pass, and also when it failed.
@@ -59,6 +61,7 @@ class TaskGraphFeed {
   uint64_t first_ticks_ = std::numeric_limits<uint64_t>::max();
   uint64_t last_ticks_ = 0;
   uint64_t handed_over_ = 0;
+  size_t expected_tasks_ = 0;
   Batch filling_;
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -69,6 +69,9 @@ class StreamPass {
             {index_.to_ns(event.ticks), analysis::traced_value(event, kind), event.name_id});
         break;
       }
+      case EventId::task_create:
+        ++part_.task_creations;
+        break;
       default:
         break;
     }

@@ -72,6 +72,7 @@ struct StreamPart {
   reader::PairingProblems problems;
   uint64_t first_unmatched_place = 0;
   uint64_t events = 0;
+  uint64_t task_creations = 0;
   uint64_t first_ticks = std::numeric_limits<uint64_t>::max();
   uint64_t last_ticks = 0;
 };

@@ -114,6 +114,9 @@ class IndexBuilder {
           return site ? site->name : std::string();
         },
         detail_);
+    uint64_t task_creations = 0;
+    for (const index_internal::StreamPart& part : parts) task_creations += part.task_creations;
+    feed.expect_tasks(task_creations);
     auto graph = std::async(std::launch::async, [this, &feed, &parts] {
       return feed.build([this, &parts] {
         add_counter_samples(parts);
