@@ -18,13 +18,6 @@
 #include "reader/run_on_threads.hpp"
 
 namespace chronicle::analysis {
-namespace {
-
-constexpr uint32_t type_bit(format::EventId id) {
-  return format::event_type_bit(static_cast<uint32_t>(id));
-}
-
-}  // namespace
 
 namespace profile_internal {
 
@@ -32,10 +25,9 @@ namespace profile_internal {
 // graph (tasks, loops and their problems) follows them in time order across threads. Bit 31: ids
 // no sound packet holds.
 bool threads_are_apart(const reader::Trace& trace) {
-  uint32_t tying = type_bit(format::EventId::task_context) | (uint32_t{1} << 31);
-  for (auto id = static_cast<uint32_t>(format::EventId::task_create);
-       id <= static_cast<uint32_t>(format::EventId::loop_resume); ++id)
-    tying |= format::event_type_bit(id);
+  uint32_t tying = uint32_t{1} << 31;
+  for (uint32_t id = 0; id < 31; ++id)
+    if (reader::ties_threads(id)) tying |= format::event_type_bit(id);
   for (size_t stream = 0; stream < trace.streams().size(); ++stream)
     if (trace.event_types(stream) & tying) return false;
   return true;

@@ -53,6 +53,9 @@ SpanAttribute attribute_of(const Trace& trace, const Event& event);
 // Its value as text: a string as it is, numbers as C++ prints them, booleans true/false.
 std::string attribute_text(const SpanAttribute& attribute);
 bool is_attribute_event(uint32_t type);
+// Event types that tie threads together, so that their events must be read in one time order:
+// tasks and loops (the pairing's runs and the task graph), and task contexts.
+bool ties_threads(uint32_t type);
 
 struct PairedSpan {
   SpanRole role = SpanRole::span;

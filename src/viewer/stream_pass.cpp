@@ -7,11 +7,6 @@
 
 namespace chronicle::viewer::index_internal {
 
-bool ties_streams(format::EventId type) {
-  using format::EventId;
-  return (type >= EventId::task_create && type <= EventId::loop_resume) || type == EventId::task_context;
-}
-
 namespace {
 
 constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();  // a whole span's end, until it ends
@@ -80,7 +75,7 @@ class StreamPass {
   void index_span_event(const reader::Event& event, uint64_t place) {
     using format::EventId;
     if (event.ticks < part_.last_ticks) return give_up();  // the merge would order it otherwise
-    const bool ties = ties_streams(event.type);
+    const bool ties = reader::ties_threads(static_cast<uint32_t>(event.type));
     const bool merged = ties || !runs_.empty();
     if (merged && !ties) check_inside_run(event);
     if (reader::is_attribute_event(static_cast<uint32_t>(event.type)) || event.type == EventId::span_status)

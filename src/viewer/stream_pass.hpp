@@ -86,8 +86,4 @@ void index_stream_alone(const reader::Trace& trace, const TimelineIndex& index, 
                         const std::vector<analysis::SeriesKind>& counter_kinds, Lane& lane, StreamPart& part,
                         std::atomic<bool>& apart, const std::function<void(uint64_t)>& progress);
 
-// Event types that tie the streams together: tasks and loops (the task graph and the pairing's
-// runs), and task contexts.
-bool ties_streams(format::EventId type);
-
 }  // namespace chronicle::viewer::index_internal
