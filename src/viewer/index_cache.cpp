@@ -32,8 +32,8 @@ using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
 // 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes;
-// 11: lost events; 12: tasks by time
-constexpr uint32_t kFormatVersion = 12;
+// 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time
+constexpr uint32_t kFormatVersion = 13;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -483,6 +483,15 @@ struct IndexCache::Fields {
     a.column(index.run_ends_);
     a.column(index.arrows_);
     a.sequence(index.arrows_by_length_, [&](auto& column) { a.column(column); });
+    for (auto& classes : index.arrows_by_rows_) a.sequence(classes, [&](auto& column) { a.column(column); });
+    a.column(index.arrow_levels_.order);
+    a.sequence(index.arrow_levels_.levels, [&](auto& level) {
+      a.value(level.shift);
+      a.column(level.first);
+      a.column(level.leader);
+      a.column(level.from_times);
+      a.column(level.to_times);
+    });
     a.column(index.messages_);
     a.column(index.task_ids_sorted_);
     a.column(index.task_by_sorted_id_);

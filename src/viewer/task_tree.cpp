@@ -99,17 +99,24 @@ uint32_t ShownRows::shown_row(uint32_t row) const {
   return row - range.hidden_before - (range.last - range.first);
 }
 
+uint32_t ShownRows::tree_row_of(uint32_t shown) const {
+  if (shown >= count_) return rows_;
+  // Past every hidden range that begins at or before the row reached so far.
+  uint32_t row = shown;
+  for (size_t next = 0; next < hidden_.size() && hidden_[next].first <= row; ++next)
+    row += hidden_[next].last - hidden_[next].first;
+  return row;
+}
+
 std::vector<uint32_t> ShownRows::tree_rows(uint32_t first, uint32_t last) const {
   std::vector<uint32_t> out;
   last = std::min(last, count_);
   if (first >= last) return out;
-  // The tree row shown at `first`: past every hidden range that begins before it.
-  size_t next = 0;
-  uint32_t row = first;
-  while (next < hidden_.size() && hidden_[next].first <= row) {
-    row += hidden_[next].last - hidden_[next].first;
-    ++next;
-  }
+  uint32_t row = tree_row_of(first);
+  size_t next =
+      static_cast<size_t>(std::upper_bound(hidden_.begin(), hidden_.end(), row,
+                                           [](uint32_t value, const Hidden& range) { return value < range.first; }) -
+                          hidden_.begin());
   out.reserve(last - first);
   for (uint32_t shown = first; shown < last && row < rows_; ++shown) {
     out.push_back(row);

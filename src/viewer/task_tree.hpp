@@ -33,6 +33,9 @@ class ShownRows {
   ShownRows(const TaskTree& tree, const std::vector<uint32_t>& collapsed);
   uint32_t count() const { return count_; }
   uint32_t shown_row(uint32_t row) const;  // a tree row -> the row it is drawn on
+  // The tree row shown as row `shown`: the first tree row drawn on `shown` or after (shown_row
+  // never goes down); the tree's row count when `shown` is past the last row.
+  uint32_t tree_row_of(uint32_t shown) const;
   // The tree rows shown as rows [first, last), in order.
   std::vector<uint32_t> tree_rows(uint32_t first, uint32_t last) const;
 

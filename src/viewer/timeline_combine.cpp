@@ -90,7 +90,7 @@ class IndexCombiner {
       append(combined, std::move(parts[k]));
     }
     index_internal::lay_out_tasks(combined);
-    index_internal::sort_arrows_by_length(combined);
+    index_internal::sort_arrows(combined);
     index_internal::finish_whole_spans(combined);
     combined.messages_ = find_messages(traces, first_lanes, origin);
     combined.cross_process_ = std::make_shared<CrossProcessPaths>(std::move(directories));

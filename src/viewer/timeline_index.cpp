@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 
@@ -469,7 +470,7 @@ class IndexBuilder {
 
   void index_arrows() {
     index_arrows_of_graph();
-    sort_arrows_by_length(index_);
+    sort_arrows(index_);
   }
 
  public:
@@ -564,6 +565,51 @@ class IndexBuilder {
     sort_attribute_texts(spans);
     for (Column<uint64_t>* column : {&spans.begins, &spans.ends, &spans.running}) column->shrink_to_fit();
     for (Column<uint32_t>* column : {&spans.sites, &spans.lanes, &spans.parents}) column->shrink_to_fit();
+  }
+
+  // Once tasks have rows (lay_out_tasks): the arrows by length and by the rows they join.
+  static void sort_arrows(TimelineIndex& index) {
+    sort_arrows_by_length(index);
+    sort_arrows_by_rows(index, TimelineIndex::kTreeRows);
+    sort_arrows_by_rows(index, TimelineIndex::kTimeRows);
+    const auto& time_rows = index.task_time_rows_.row;
+    index.arrow_levels_ =
+        build_arrow_levels(index.arrows_, [&](const Arrow& arrow) -> std::optional<std::pair<uint32_t, uint32_t>> {
+          if (arrow.from_task >= time_rows.size() || arrow.to_task >= time_rows.size()) return std::nullopt;
+          return std::pair(time_rows[arrow.from_task], time_rows[arrow.to_task]);
+        });
+  }
+
+  // Sorted by lower row with a count per row (linear: there are no more rows than tasks), then
+  // dealt into the classes in that order: within a class, by lower row, then by index.
+  static void sort_arrows_by_rows(TimelineIndex& index, TimelineIndex::ArrowRowsKind kind) {
+    const auto count = static_cast<uint32_t>(index.arrows_.size());
+    std::vector<uint32_t> lower(count);
+    std::vector<uint8_t> row_class(count);
+    std::vector<uint32_t> class_sizes(33, 0);
+    uint32_t rows = 0;
+    for (uint32_t k = 0; k < count; ++k) {
+      const auto span = index.arrow_row_span(index.arrows_[k], kind);
+      if (!span) {
+        row_class[k] = UINT8_MAX;  // no row: never drawn this way
+        continue;
+      }
+      lower[k] = span->first;
+      row_class[k] = static_cast<uint8_t>(std::bit_width(span->second - span->first));
+      ++class_sizes[row_class[k]];
+      rows = std::max(rows, span->first + 1);
+    }
+    std::vector<uint32_t> row_first(size_t{rows} + 1, 0);
+    for (uint32_t k = 0; k < count; ++k)
+      if (row_class[k] != UINT8_MAX) ++row_first[lower[k] + 1];
+    std::partial_sum(row_first.begin(), row_first.end(), row_first.begin());
+    std::vector<uint32_t> by_lower(row_first.back());
+    for (uint32_t k = 0; k < count; ++k)
+      if (row_class[k] != UINT8_MAX) by_lower[row_first[lower[k]]++] = k;
+    auto& classes = index.arrows_by_rows_[kind];
+    classes.assign(33, {});
+    for (size_t c = 0; c < classes.size(); ++c) classes[c].reserve(class_sizes[c]);
+    for (const uint32_t k : by_lower) classes[row_class[k]].push_back(k);
   }
 
   static void sort_arrows_by_length(TimelineIndex& index) {
@@ -761,8 +807,8 @@ void lay_out_tasks(TimelineIndex& index) {
   IndexBuilder::lay_out_tasks(index);
 }
 
-void sort_arrows_by_length(TimelineIndex& index) {
-  IndexBuilder::sort_arrows_by_length(index);
+void sort_arrows(TimelineIndex& index) {
+  IndexBuilder::sort_arrows(index);
 }
 
 }  // namespace index_internal

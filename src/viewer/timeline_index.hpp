@@ -12,6 +12,7 @@
 // and an arrow from each message sent in one process to the receive that continues it in another.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,7 @@
 #include "analysis/critical_path.hpp"
 #include "model/task_graph.hpp"
 #include "reader/trace_reader.hpp"
+#include "viewer/arrow_levels.hpp"
 #include "viewer/column.hpp"
 #include "viewer/task_time_rows.hpp"
 #include "viewer/task_tree.hpp"
@@ -168,22 +170,6 @@ struct TaskLine {
   bool created = false;  // its creation is in the trace
   format::TaskKind kind = format::TaskKind::unknown;
   format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
-};
-
-// created: from the creating task to the created one, at the creation.
-enum class ArrowKind : uint8_t { wait, resolve, created };
-
-// A wait goes from the waiting task, when it waits, to the awaited task where it resolves (or
-// the wait's time when it never does); a resolution from the resolver to the resolved task, at
-// the time of the resolution.
-struct Arrow {  // written to the index file as bytes: its padding is named, and zeroed
-  ArrowKind kind = ArrowKind::wait;
-  uint8_t unused[3] = {};
-  uint32_t from_task = 0;  // task indexes
-  uint32_t to_task = 0;
-  uint32_t unused_too = 0;
-  uint64_t from_time = 0;
-  uint64_t to_time = 0;
 };
 
 // Min/max of a series over any index range in O(levels x fan-out): level k summarises blocks of
@@ -517,7 +503,16 @@ class TimelineIndex {
   // them.
   std::vector<CriticalStep> split_by_cpu_state(std::vector<CriticalStep> steps) const;
 
+  // How window() finds a window's arrows: by length class and time, by the rows they join, or
+  // from the arrows merged ahead of time (arrow_levels.hpp). The same arrows each way, drawn and
+  // counted alike; the one with the fewest to look at is taken.
+  enum class ArrowSearch { by_length, by_rows, by_levels };
+  ArrowSearch arrow_search(uint64_t begin, uint64_t end, const TaskRowQuery& rows) const;
+
  private:
+  // How task rows are numbered: the tree's, before any collapsing, or by time.
+  enum ArrowRowsKind : size_t { kTreeRows, kTimeRows };
+
   void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
                     Window& out) const;
   void window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
@@ -527,10 +522,35 @@ class TimelineIndex {
                                                           double gap) const;
   // `rows_of`: an arrow's rows as shown, none when it has nowhere to go.
   using ArrowRows = std::function<std::optional<std::pair<uint32_t, uint32_t>>(const Arrow&)>;
-  void window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
-                     const ArrowRows& rows_of, const TaskRowQuery& rows, Window& out) const;
-  void window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
-                       Window& out) const;
+  struct ArrowSearchCost {
+    std::vector<std::pair<const uint32_t*, const uint32_t*>> by_length;  // arrows_by_time_range
+    size_t by_length_count = 0;
+    size_t by_rows_count = 0;
+    size_t top_groups = 0;  // arrow_levels_'s coarsest groups, when they serve the rows asked for
+    ArrowSearch cheapest() const;
+  };
+  ArrowSearchCost arrow_search_cost(uint64_t begin, uint64_t end, ArrowRowsKind row_kind,
+                                    std::pair<uint32_t, uint32_t> row_range) const;
+  // The rows asked for, as arrows_by_rows_ numbers them.
+  std::pair<uint32_t, uint32_t> arrow_row_range(const ShownRows& shown, const TaskRowQuery& rows) const;
+  // `row_range`: the rows asked for, as arrows_by_rows_ of `row_kind` numbers them.
+  void window_arrows(uint64_t begin, uint64_t end, const PixelColumns& column, const ArrowRows& rows_of,
+                     const TaskRowQuery& rows, ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range,
+                     Window& out) const;
+  // Per length class, the arrows that begin in time to reach [begin, end] and begin before its end.
+  std::vector<std::pair<const uint32_t*, const uint32_t*>> arrows_by_time_range(uint64_t begin, uint64_t end) const;
+  // Per row span class, the arrows whose lower row is near enough to reach rows [row_range) and
+  // below its end; and how many in all.
+  std::pair<std::vector<std::pair<const uint32_t*, const uint32_t*>>, size_t> arrows_by_row_range(
+      ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range) const;
+  // The arrows in [begin, end] that join rows [row_range) or cross them, in arrows_by_length_'s
+  // order (class, then time, then index), from arrows_by_rows_.
+  std::vector<uint32_t> arrows_across_rows(uint64_t begin, uint64_t end, ArrowRowsKind row_kind,
+                                           std::pair<uint32_t, uint32_t> row_range) const;
+  // An arrow's two rows as arrows_by_rows_ of `row_kind` numbers them, the lower first; none when
+  // a task of it has no row by time.
+  std::optional<std::pair<uint32_t, uint32_t>> arrow_row_span(const Arrow& arrow, ArrowRowsKind row_kind) const;
+  void window_messages(uint64_t begin, uint64_t end, const PixelColumns& column, Window& out) const;
 
   // One trace's index, without the task lookup (which a combined index makes once for all).
   static TimelineIndex build_one(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail);
@@ -577,6 +597,15 @@ class TimelineIndex {
   // Arrows by length class (the bit width of their length in ns): within a class, sorted by the
   // earlier end, so a window finds its arrows with a binary search per class.
   std::vector<Column<uint32_t>> arrows_by_length_;
+  // The same arrows by the task rows they join, for a window that asks for a few rows of many
+  // (the whole trace, a screen of rows: by time, every arrow would be looked at). Per way of
+  // showing tasks (ArrowRowsKind), by row span class (the bit width of the higher row less the
+  // lower): within a class, sorted by the lower row. Rows are the tree's, before any collapsing
+  // (which never changes their order), or the rows by time; an arrow with no row by time is left
+  // out of those.
+  std::array<std::vector<Column<uint32_t>>, 2> arrows_by_rows_;
+  // The arrows merged ahead of time by their rows by time, for windows over many of them.
+  ArrowLevels arrow_levels_;
   Column<MessageArrow> messages_;
   // Each process's tasks by id (its run of task indexes, sorted by id), for task_index.
   Column<model::TaskId> task_ids_sorted_;

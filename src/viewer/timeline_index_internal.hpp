@@ -13,7 +13,7 @@ std::string process_group(const reader::Trace& trace);
 
 // IndexBuilder's steps that IndexCombiner runs again on the combined index.
 void lay_out_tasks(TimelineIndex& index);
-void sort_arrows_by_length(TimelineIndex& index);
+void sort_arrows(TimelineIndex& index);
 void finish_whole_spans(TimelineIndex& index);
 
 // What details show and search looks in: "key = value", as dump prints an attribute.

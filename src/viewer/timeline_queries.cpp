@@ -8,10 +8,12 @@
 #include "viewer/drawn_key.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 namespace chronicle::viewer {
@@ -38,6 +40,19 @@ std::pair<size_t, size_t> texts_of(const Column<uint32_t>& owners, size_t texts,
 
 bool contains_folded(std::string_view haystack, const std::string& needle_lower) {
   return fold_case(haystack).find(needle_lower) != std::string::npos;
+}
+
+// In the order of their leaders' places, as finding the arrows one by one by arrows_by_length_
+// gives them.
+void put_in_order_of_leaders(std::vector<ArrowInView>& arrows,
+                             const std::vector<std::tuple<int, uint64_t, uint32_t>>& places) {
+  std::vector<uint32_t> order(arrows.size());
+  for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return places[a] < places[b]; });
+  std::vector<ArrowInView> sorted;
+  sorted.reserve(arrows.size());
+  for (const uint32_t k : order) sorted.push_back(arrows[k]);
+  arrows = std::move(sorted);
 }
 
 }  // namespace
@@ -284,12 +299,9 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
       return std::pair(from_row, to_row);
     };
   }
-  auto column = [&](uint64_t time) {
-    return static_cast<uint64_t>(std::clamp((static_cast<double>(time) - static_cast<double>(begin)) / ns_per_pixel,
-                                            -1.0, static_cast<double>(width) + 1) +
-                                 1);
-  };
-  window_arrows(begin, end, column, rows_of, rows, out);
+  const PixelColumns column{begin, ns_per_pixel, width};
+  window_arrows(begin, end, column, rows_of, rows, rows.by_time ? kTimeRows : kTreeRows, arrow_row_range(shown, rows),
+                out);
   window_messages(begin, end, column, out);
 
   for (uint32_t counter = 0; counter < counters_.size(); ++counter) {
@@ -396,42 +408,157 @@ void TimelineIndex::window_tasks_by_time(uint64_t begin, uint64_t end, double ns
   }
 }
 
-// Arrows that touch the rows asked for (or cross them), found by length class; those drawn at
-// the same pixel columns and rows with the same kind are merged. An arrow inside a collapsed
-// subtree has nowhere to go and is left out.
-void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
-                                  const ArrowRows& rows_of, const TaskRowQuery& rows, Window& out) const {
+// Arrows that touch the rows asked for (or cross them), found whichever way has fewest to look
+// at (ArrowSearch: each finds the same arrows); those drawn at the same pixel columns and rows with
+// the same kind are merged, the first by arrow_place standing for them. An arrow inside a
+// collapsed subtree has nowhere to go and is left out.
+void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColumns& column, const ArrowRows& rows_of,
+                                  const TaskRowQuery& rows, ArrowRowsKind row_kind,
+                                  std::pair<uint32_t, uint32_t> row_range, Window& out) const {
   std::unordered_map<DrawnKey, uint32_t, DrawnKeyHash> drawn;
+  // An arrow's rows as shown, when they are asked for.
+  const auto shown_rows = [&](const Arrow& arrow) -> std::optional<std::pair<uint32_t, uint32_t>> {
+    const auto shown = rows_of(arrow);
+    if (!shown || std::max(shown->first, shown->second) < rows.first ||
+        std::min(shown->first, shown->second) >= rows.last)
+      return std::nullopt;
+    return shown;
+  };
+  std::vector<std::tuple<int, uint64_t, uint32_t>> places;  // of out.arrows' leaders
+  const auto draw = [&](const ArrowUnit& unit) {
+    const DrawnKey key = DrawnKey::of(column(unit.from_time), column(unit.to_time), unit.rows.first, unit.rows.second,
+                                      static_cast<uint32_t>(unit.kind));
+    auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
+    if (inserted) {
+      out.arrows.push_back({unit.leader, unit.count, unit.rows.first, unit.rows.second});
+      places.push_back(unit.place());
+      return;
+    }
+    ArrowInView& merged = out.arrows[found->second];
+    merged.merged += unit.count;
+    if (unit.place() < places[found->second]) {
+      merged.arrow = unit.leader;
+      places[found->second] = unit.place();
+    }
+  };
+  const auto draw_one = [&](uint32_t k) {
+    const Arrow& arrow = arrows_[k];
+    if (const auto shown = shown_rows(arrow)) draw({k, 1, arrow.from_time, arrow.to_time, arrow.kind, *shown});
+  };
+  const ArrowSearchCost cost = arrow_search_cost(begin, end, row_kind, row_range);
+  switch (cost.cheapest()) {
+    case ArrowSearch::by_levels:
+      for_each_arrow_unit(arrow_levels_, arrows_, begin, end, column, shown_rows, draw);
+      put_in_order_of_leaders(out.arrows, places);
+      return;
+    case ArrowSearch::by_rows:
+      for (const uint32_t k : arrows_across_rows(begin, end, row_kind, row_range)) draw_one(k);
+      return;
+    case ArrowSearch::by_length:
+      for (const auto& [first, last] : cost.by_length)
+        for (auto it = first; it != last; ++it)
+          if (arrows_[*it].to_time >= begin) draw_one(*it);
+      return;
+  }
+}
+
+TimelineIndex::ArrowSearch TimelineIndex::ArrowSearchCost::cheapest() const {
+  // A group of the levels may have to be looked into: counted as a few arrows.
+  constexpr size_t kPerGroup = 4;
+  const size_t fewest = std::min(by_length_count, by_rows_count);
+  if (top_groups > 0 && top_groups * kPerGroup < fewest) return ArrowSearch::by_levels;
+  return by_rows_count < by_length_count ? ArrowSearch::by_rows : ArrowSearch::by_length;
+}
+
+TimelineIndex::ArrowSearchCost TimelineIndex::arrow_search_cost(uint64_t begin, uint64_t end, ArrowRowsKind row_kind,
+                                                                std::pair<uint32_t, uint32_t> row_range) const {
+  ArrowSearchCost cost;
+  cost.by_length = arrows_by_time_range(begin, end);
+  for (const auto& [first, last] : cost.by_length) cost.by_length_count += static_cast<size_t>(last - first);
+  cost.by_rows_count = arrows_by_row_range(row_kind, row_range).second;
+  if (row_kind == kTimeRows) cost.top_groups = arrow_levels_.top_groups();
+  return cost;
+}
+
+TimelineIndex::ArrowSearch TimelineIndex::arrow_search(uint64_t begin, uint64_t end, const TaskRowQuery& rows) const {
+  const ShownRows shown(task_tree_, rows.by_time ? std::vector<uint32_t>{} : rows.collapsed);
+  return arrow_search_cost(begin, end, rows.by_time ? kTimeRows : kTreeRows, arrow_row_range(shown, rows)).cheapest();
+}
+
+std::pair<uint32_t, uint32_t> TimelineIndex::arrow_row_range(const ShownRows& shown, const TaskRowQuery& rows) const {
+  if (rows.by_time) return {rows.first, std::min(rows.last, task_time_rows_.count())};
+  return {shown.tree_row_of(rows.first), shown.tree_row_of(rows.last)};
+}
+
+std::vector<std::pair<const uint32_t*, const uint32_t*>> TimelineIndex::arrows_by_time_range(uint64_t begin,
+                                                                                             uint64_t end) const {
+  std::vector<std::pair<const uint32_t*, const uint32_t*>> ranges;
   for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
     const auto& bucket = arrows_by_length_[length_class];
     if (bucket.empty()) continue;
     const uint64_t longest =
         length_class >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << length_class) - 1;
     const uint64_t earliest = begin > longest ? begin - longest : 0;
-    auto first = std::lower_bound(bucket.begin(), bucket.end(), earliest,
-                                  [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; });
-    for (auto it = first; it != bucket.end() && arrows_[*it].from_time <= end; ++it) {
-      const Arrow& arrow = arrows_[*it];
-      if (arrow.to_time < begin) continue;
-      const auto shown_rows = rows_of(arrow);
-      if (!shown_rows) continue;
-      const auto [from_row, to_row] = *shown_rows;
-      if (std::max(from_row, to_row) < rows.first || std::min(from_row, to_row) >= rows.last) continue;
-      const DrawnKey key = DrawnKey::of(column(arrow.from_time), column(arrow.to_time), from_row, to_row,
-                                        static_cast<uint32_t>(arrow.kind));
-      auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
-      if (inserted)
-        out.arrows.push_back({*it, 1, from_row, to_row});
-      else
-        ++out.arrows[found->second].merged;
-    }
+    const auto by_time = [&](uint32_t k, uint64_t time) { return arrows_[k].from_time < time; };
+    const uint32_t* first = std::lower_bound(bucket.data(), bucket.data() + bucket.size(), earliest, by_time);
+    const uint32_t* last = std::upper_bound(first, bucket.data() + bucket.size(), end,
+                                            [&](uint64_t time, uint32_t k) { return time < arrows_[k].from_time; });
+    ranges.emplace_back(first, last);
   }
+  return ranges;
+}
+
+std::pair<std::vector<std::pair<const uint32_t*, const uint32_t*>>, size_t> TimelineIndex::arrows_by_row_range(
+    ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range) const {
+  std::pair<std::vector<std::pair<const uint32_t*, const uint32_t*>>, size_t> found;
+  const auto by_lower_row = [&](uint32_t k, uint32_t row) { return arrow_row_span(arrows_[k], row_kind)->first < row; };
+  const auto& classes = arrows_by_rows_[row_kind];
+  for (size_t row_class = 0; row_class < classes.size(); ++row_class) {
+    const auto& bucket = classes[row_class];
+    if (bucket.empty()) continue;
+    const uint32_t widest = row_class >= 32 ? std::numeric_limits<uint32_t>::max() : (uint32_t{1} << row_class) - 1;
+    const uint32_t lowest = row_range.first > widest ? row_range.first - widest : 0;
+    const uint32_t* first = std::lower_bound(bucket.data(), bucket.data() + bucket.size(), lowest, by_lower_row);
+    const uint32_t* last = std::lower_bound(first, bucket.data() + bucket.size(), row_range.second, by_lower_row);
+    found.first.emplace_back(first, last);
+    found.second += static_cast<size_t>(last - first);
+  }
+  return found;
+}
+
+std::vector<uint32_t> TimelineIndex::arrows_across_rows(uint64_t begin, uint64_t end, ArrowRowsKind row_kind,
+                                                        std::pair<uint32_t, uint32_t> row_range) const {
+  std::vector<uint32_t> found;
+  for (const auto& [first, last] : arrows_by_row_range(row_kind, row_range).first)
+    for (const uint32_t* it = first; it != last; ++it) {
+      const Arrow& arrow = arrows_[*it];
+      if (arrow_row_span(arrow, row_kind)->second < row_range.first) continue;
+      if (arrow.to_time >= begin && arrow.from_time <= end) found.push_back(*it);
+    }
+  std::sort(found.begin(), found.end(),
+            [&](uint32_t a, uint32_t b) { return arrow_place(arrows_[a], a) < arrow_place(arrows_[b], b); });
+  return found;
+}
+
+std::optional<std::pair<uint32_t, uint32_t>> TimelineIndex::arrow_row_span(const Arrow& arrow,
+                                                                           ArrowRowsKind row_kind) const {
+  uint32_t from = 0;
+  uint32_t to = 0;
+  if (row_kind == kTreeRows) {
+    from = task_lines_[arrow.from_task].row;
+    to = task_lines_[arrow.to_task].row;
+  } else {
+    const auto& rows = task_time_rows_.row;
+    if (arrow.from_task >= rows.size() || arrow.to_task >= rows.size()) return std::nullopt;
+    from = rows[arrow.from_task];
+    to = rows[arrow.to_task];
+  }
+  return std::pair(std::min(from, to), std::max(from, to));
 }
 
 // Messages are few next to spans (two events each): all of them are looked at, those drawn at
 // the same pixel columns between the same lanes merged.
-void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const std::function<uint64_t(uint64_t)>& column,
-                                    Window& out) const {
+void TimelineIndex::window_messages(uint64_t begin, uint64_t end, const PixelColumns& column, Window& out) const {
   std::unordered_map<DrawnKey, uint32_t, DrawnKeyHash> drawn;
   for (uint32_t k = 0; k < messages_.size() && messages_[k].from_time <= end; ++k) {
     const MessageArrow& message = messages_[k];
