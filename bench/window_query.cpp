@@ -28,18 +28,25 @@ void time_window(const TimelineIndex& index, const char* label, uint64_t begin, 
   std::vector<double> ms;
   size_t arrows = 0;
   size_t tasks = 0;
+  size_t lane_items = 0;
   for (int round = 0; round < rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     const auto window = index.window(begin, end, width, rows);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     arrows = window.arrows.size();
     tasks = window.tasks.size() + window.task_blocks.size();
+    lane_items = 0;
+    for (const auto& lane : window.lanes)
+      lane_items += lane.spans.size() + lane.blocks.size() + lane.runs.size() + lane.run_blocks.size() +
+                    lane.idle.size() + lane.idle_wide.size() + lane.off_cpu.size() + lane.off_cpu_wide.size() +
+                    lane.samples.size();
   }
   std::sort(ms.begin(), ms.end());
   const char* searches[] = {"by length", "by rows", "by levels"};
-  std::printf("%-28s %-7s min %8.2f  median %8.2f  max %8.2f ms  (%zu task items, %zu arrows found %s)\n", label,
-              by_time ? "by time" : "tree", ms.front(), ms[ms.size() / 2], ms.back(), tasks, arrows,
-              searches[static_cast<int>(index.arrow_search(begin, end, rows))]);
+  std::printf(
+      "%-28s %-7s min %8.2f  median %8.2f  max %8.2f ms  (%zu lane items, %zu task items, %zu arrows found %s)\n",
+      label, by_time ? "by time" : "tree", ms.front(), ms[ms.size() / 2], ms.back(), lane_items, tasks, arrows,
+      searches[static_cast<int>(index.arrow_search(begin, end, rows))]);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "analysis/sample_stacks.hpp"
 #include "viewer/drawn_key.hpp"
+#include "viewer/near_search.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -75,7 +76,7 @@ void visible_in_row(std::span<const uint64_t> begins, std::span<const uint64_t> 
     const double reach = static_cast<double>(begin) + (column + 2) * ns_per_pixel;
     return reach >= static_cast<double>(end) ? end : static_cast<uint64_t>(reach);
   };
-  size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+  size_t i = lower_bound_near(ends, 0, ends.size(), begin);
   while (i < count && begins[i] <= end) {
     if (is_wide(i)) {
       wide.push_back({row_number, static_cast<uint32_t>(i)});
@@ -86,8 +87,7 @@ void visible_in_row(std::span<const uint64_t> begins, std::span<const uint64_t> 
     size_t next = i + 1;
     while (next < count) {
       const uint64_t reach = reach_after(std::max(block.end, begin));
-      const size_t past =
-          static_cast<size_t>(std::upper_bound(begins.begin() + next, begins.end(), reach) - begins.begin());
+      const size_t past = upper_bound_near(begins, next, begins.size(), reach);
       if (past == next) break;
       // Rows do not overlap, so of the intervals beginning before `reach` only the last can
       // reach further: when it is wide it is drawn by itself and ends the block.
@@ -323,8 +323,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
       size_t column_first = first;
       for (uint32_t column = 0; column < width && column_first < last; ++column) {
         const auto column_end = static_cast<uint64_t>(static_cast<double>(begin) + (column + 1) * ns_per_pixel);
-        const size_t column_last = static_cast<size_t>(
-            std::lower_bound(times.begin() + column_first, times.begin() + last, column_end) - times.begin());
+        const size_t column_last = lower_bound_near(times, column_first, last, column_end);
         if (column_last == column_first) continue;
         const auto [low, high] = series.pyramid.range(series.values, column_first, column_last);
         view.points.push_back({times[column_first], low, high, series.values[column_last - 1]});
@@ -355,7 +354,7 @@ std::vector<std::pair<uint64_t, uint64_t>> TimelineIndex::runs_in_view(uint32_t 
   std::vector<std::pair<uint64_t, uint64_t>> out;
   const auto begins = run_begins(task);
   const auto ends = run_ends(task);
-  size_t i = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), begin) - ends.begin());
+  size_t i = lower_bound_near(ends, 0, ends.size(), begin);
   while (i < begins.size() && begins[i] <= end) {
     std::pair<uint64_t, uint64_t> piece{begins[i], ends[i]};
     size_t next = i + 1;
