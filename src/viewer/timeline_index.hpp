@@ -513,6 +513,7 @@ class TimelineIndex {
   // How task rows are numbered: the tree's, before any collapsing, or by time.
   enum ArrowRowsKind : size_t { kTreeRows, kTimeRows };
 
+  std::vector<LaneWindow> window_lanes(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels) const;
   void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
                     Window& out) const;
   void window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
