@@ -13,7 +13,10 @@
 //   first frame drawn, and Chromium's memory; with --keys also W/A/S/D presses to a new frame.
 // Prints the figures and, with --json FILE, writes them for report.mjs.
 //
-//   node measure.mjs CHRONICLE TRACE [--browser] [--keys] [--cold] [--json FILE] [--width 1600]
+// Windows ask for a screen of task rows by time, as the page does first; --tree asks for them as
+// the tree.
+//
+//   node measure.mjs CHRONICLE TRACE [--browser] [--keys] [--cold] [--tree] [--json FILE] [--width 1600]
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import {
@@ -25,8 +28,9 @@ const args = process.argv.slice(2);
 const flag = name => args.includes(name);
 const option = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback);
 const [chronicle, trace] = args.filter((arg, i) => !arg.startsWith('--') && !['--json', '--width'].includes(args[i - 1]));
-if (!trace) throw new Error('usage: measure.mjs CHRONICLE TRACE [--browser] [--keys] [--cold] [--json FILE] [--width N]');
+if (!trace) throw new Error('usage: measure.mjs CHRONICLE TRACE [--browser] [--keys] [--cold] [--tree] [--json FILE] [--width N]');
 const width = Number(option('--width', 1600));
+const taskRows = flag('--tree') ? 'rows=0-112' : 'rows=0-112&by=time';
 const withKeys = flag('--keys');
 const withBrowser = withKeys || flag('--browser');
 
@@ -96,7 +100,7 @@ async function windows(base, duration) {
       const first = Math.max(0, (duration - length) * (place / 8));
       for (let step = 0; step <= 3; ++step) {
         const begin = first + (length / 10) * step;
-        const answer = await get(base, `api/window?begin=${Math.floor(begin)}&end=${Math.ceil(begin + length)}&width=${width}&rows=0-112`);
+        const answer = await get(base, `api/window?begin=${Math.floor(begin)}&end=${Math.ceil(begin + length)}&width=${width}&${taskRows}`);
         times.push(answer.ms);
         bytes = Math.max(bytes, answer.bytes);
       }
