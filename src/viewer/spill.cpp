@@ -167,13 +167,13 @@ uint64_t memory_available() {
 }
 
 bool spill_needed(uint64_t trace_bytes, uint64_t available) {
-  constexpr uint64_t kHeapBuildPerTraceByte = 5;  // the measured 4.5, rounded up
+  constexpr uint64_t kHeapBuildPerTraceByte = 9;  // the measured 8.5, rounded up
   return trace_bytes > available / 2 / kHeapBuildPerTraceByte;
 }
 
 uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files) {
   constexpr uint64_t kWhateverTheSize = uint64_t{64} << 20;  // the program, the feed's batches, arenas
-  return kWhateverTheSize + (in_files ? trace_bytes / 5 * 9 : trace_bytes / 2 * 9);
+  return kWhateverTheSize + (in_files ? trace_bytes / 5 * 9 : trace_bytes / 2 * 17);
 }
 
 IndexingMemory::IndexingMemory() {

@@ -64,13 +64,15 @@ uint64_t memory_available();
 
 // Whether an index built from `trace_bytes` of trace files should hold its arrays in files: when
 // building it in the heap could take more than half of `available`. In the heap the build
-// peaks at about 4.5 bytes per byte of trace (measured at 10 M and 100 M events); in files it
+// peaks at about 8.5 bytes per byte of trace (anonymous memory, measured at 10 M and 100 M events
+// on 30 November 2026; it was 4.5 when this was first written, before tasks by time, whole
+// spans and the arrows' orders); in files it
 // is faster to build nowhere, slower by a third at 10 M events (page faults on a file
 // mapping cost more), so small traces keep the heap.
 bool spill_needed(uint64_t trace_bytes, uint64_t available);
 
 // The memory a build is expected to take, beyond arrays held in files: 64 MiB whatever the size,
-// and ~4.5 bytes per byte of trace in the heap, ~1.8 with files (the task graph, mostly:
+// and ~8.5 bytes per byte of trace in the heap, ~1.8 with files (the task graph, mostly:
 // measured 1.78 at 10 M events, 1.45 at 1 G). An estimate for a warning, not a bound: in a v1
 // memory cgroup, which counts the files' dirty pages too, a build may be stopped below it.
 uint64_t expected_build_memory(uint64_t trace_bytes, bool in_files);
