@@ -4,7 +4,8 @@
 //   server's peak RSS (VmHWM), its RSS and anonymous RSS once serving and after the requests, and
 //   when it had kept the index it serves meanwhile;
 // - windows: GET /api/window at zooms from the whole trace to a millionth of it, 9 places and 3
-//   pans each, median and max per zoom; search, range stats and task details;
+//   pans each, median and max per zoom, and 1 ms windows likewise; search, range stats and task
+//   details;
 // - reopen: the server stopped and started again on the same trace, the same measures (with an
 //   index cache the second open reuses what the first wrote beside the trace: its bytes on disk
 //   are reported; without one it builds again; nothing here assumes either), and with --cold a
@@ -108,7 +109,18 @@ async function windows(base, duration) {
     levels.push({ factor, median: median(times), max: maximum(times), bytes, times });
   }
   const all = levels.flatMap(level => level.times);
-  return { levels: levels.map(({ times, ...level }) => level), median: median(all), max: maximum(all) };
+  // Issue 45's "1 ms window": a millisecond of the trace at the same 9 places and 4 pans.
+  const oneMs = { times: [], bytes: 0 };
+  const length = Math.min(1e6, duration);
+  for (let place = 0; place < 9; ++place)
+    for (let step = 0; step <= 3; ++step) {
+      const begin = Math.max(0, (duration - length) * (place / 8)) + (length / 10) * step;
+      const answer = await get(base, `api/window?begin=${Math.floor(begin)}&end=${Math.ceil(begin + length)}&width=${width}&${taskRows}`);
+      oneMs.times.push(answer.ms);
+      oneMs.bytes = Math.max(oneMs.bytes, answer.bytes);
+    }
+  return { levels: levels.map(({ times, ...level }) => level), median: median(all), max: maximum(all),
+           oneMs: { median: median(oneMs.times), max: maximum(oneMs.times), bytes: oneMs.bytes } };
 }
 
 async function otherRequests(base, summary) {
@@ -217,6 +229,8 @@ for (const open of opens) {
   console.log('\n  | window (1600 px, 9 places x 4) | median ms | max ms | largest answer |\n  | --- | ---: | ---: | ---: |');
   for (const level of open.window.levels)
     console.log(`  | 1/${level.factor.toLocaleString('en')} of the trace | ${level.median.toFixed(1)} | ${level.max.toFixed(1)} | ${(level.bytes / 1024).toFixed(1)} KiB |`);
+  const oneMs = open.window.oneMs;
+  console.log(`  | 1 ms of the trace | ${oneMs.median.toFixed(1)} | ${oneMs.max.toFixed(1)} | ${(oneMs.bytes / 1024).toFixed(1)} KiB |`);
   for (const request of open.requests ?? [])
     console.log(`  | ${request.what} | ${request.ms.toFixed(1)} | | ${(request.bytes / 1024).toFixed(1)} KiB |`);
   if (open.browser) {

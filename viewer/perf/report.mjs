@@ -84,6 +84,16 @@ for (const [i, factor] of factors.entries()) {
   });
   console.log(`| ${factor === 1 ? 'the whole trace' : `1/${factor.toLocaleString('en')}`} | ${cells.join(' | ')} |`);
 }
+{
+  const cells = columns.map(column => {
+    const [first, again] = [open(column, 0), open(column, 1)];
+    const level = first?.window?.oneMs;
+    if (!level) return '–';
+    const reopened = again?.window?.oneMs;
+    return `${ms(level.median)} / ${ms(level.max)}${reopened ? `; ${ms(reopened.median)} / ${ms(reopened.max)}` : ''}, ${(level.bytes / 1024).toFixed(0)} KiB`;
+  });
+  console.log(`| 1 ms | ${cells.join(' | ')} |`);
+}
 for (const what of ['search "job 2.77"', 'range stats, 1/1000 of the trace', 'range stats, the whole trace', 'task details']) {
   const cells = columns.map(column => {
     const request = open(column, 0)?.requests?.find(r => r.what === what);
