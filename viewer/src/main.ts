@@ -5,6 +5,7 @@ import { ArrowTuple, Backend, LaneInfo, CounterBreakdown, HttpBackend, RangeStat
 import { EmbeddedTrace, LocalBackend } from './local';
 import { FlamePane } from './flame';
 import * as tips from './tooltip';
+import { drawnAt } from './hit_test';
 import { formatDuration, formatNumber, formatTime } from './time_format';
 import { readUrlState, writeUrlState } from './url_state';
 import * as hooks from './test_hooks';
@@ -898,16 +899,14 @@ window.addEventListener('mouseup', event => {
   // A run in a thread lane also scrolls the tasks to its task's row (the window stays).
   if (hit) { void select(hit[4], false, hit[5] === 'run'); return; }
   // In the tasks: a task where it is drawn solid, else an arrow passing by, else the task whose row it is.
-  // Tasks by time sit side by side on a row, their boxes a pixel wider than drawn: of those around
-  // the point, one drawn under it (else the nearest), then the one whose centre is nearest.
-  const apart = (box: readonly number[]) => Math.max(0, box[0] + 1 - x, x - (box[1] - 1));
-  const centre = (box: readonly number[]) => Math.abs((box[0] + box[1]) / 2 - x);
-  const solid = taskHits.solid.filter(inside).sort((a, b) => apart(a) - apart(b) || centre(a) - centre(b))[0];
-  if (solid && apart(solid) === 0) { void select({ kind: 'task', index: solid[4] }); return; }
+  // Tasks by time sit side by side on a row, their boxes a pixel wider than drawn: the one the
+  // pointer is on is hit_test.ts's, as for the tooltip.
+  const solid = drawnAt(taskHits.solid, x, y, () => 1);
+  if (solid && solid.apart === 0) { void select({ kind: 'task', index: solid.box[4] }); return; }
   // Tasks merged into a bar: the window closes in on them.
   const block = taskHits.blocks.find(inside);
   if (block) { revealRange(block[4], block[5], -1); return; }
-  if (solid) { void select({ kind: 'task', index: solid[4] }); return; }
+  if (solid) { void select({ kind: 'task', index: solid.box[4] }); return; }
   const arrow = arrowAt(taskHits, x, y);
   if (arrow) { followArrow(arrow); return; }
   const line = taskHits.lines.find(inside);

@@ -4,6 +4,7 @@
 // pointer is over the item.
 import { publishTip } from './test_hooks';
 import { formatDuration, formatNumber, formatTime } from './time_format';
+import { drawnAt } from './hit_test';
 
 export interface Tip {
   kind: string;   // span, block, run, run-block, task, arrow, message, counter, idle, off-cpu, frame
@@ -29,20 +30,11 @@ export class HoverTargets {
   // A box that yields to arrows: a task's row around its thin line, which arrows cross.
   area(x0: number, x1: number, y0: number, y1: number, describe: Describe) { this.areas.push([x0, x1, y0, y1, describe, 0]); }
 
-  // An item drawn at the point: of the boxes, the last drawn (on top) of those drawn under it (else
-  // of those whose slop reaches it: tasks by time sit side by side), else the nearest arrow, else
+  // An item drawn at the point: of the boxes, the one the pointer is on (hit_test.ts: drawn under
+  // it, else whose slop reaches it: tasks by time sit side by side), else the nearest arrow, else
   // an area (as a click takes them: main.ts's mouseup).
   find(x: number, y: number, time: number): Tip | null {
-    const inside = (boxes: Box[]) => {
-      let found: Describe | null = null, foundApart = Infinity;
-      for (let k = boxes.length - 1; k >= 0; --k) {
-        const [x0, x1, y0, y1, describe, slop] = boxes[k];
-        if (!(x >= x0 && x <= x1 && y >= y0 && y <= y1)) continue;
-        const apart = Math.max(0, x0 + slop - x, x - (x1 - slop));
-        if (apart < foundApart) { found = describe; foundApart = apart; }
-      }
-      return found;
-    };
+    const inside = (boxes: Box[]) => drawnAt(boxes, x, y, box => box[5])?.box[4] ?? null;
     let best: Describe | null = inside(this.rects), bestDistance = SEGMENT_REACH;
     if (best) return best(time);
     for (const [x0, y0, x1, y1, describe] of this.segments) {
