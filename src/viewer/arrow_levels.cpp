@@ -179,7 +179,7 @@ struct UnitWalk {
 }  // namespace
 
 void for_each_arrow_unit(const ArrowLevels& levels, std::span<const Arrow> arrows, uint64_t begin, uint64_t end,
-                         const PixelColumns& column, const ShownArrowRows& shown_rows,
+                         const PixelColumns& column, const ArrowRowsOf& shown_rows,
                          const std::function<void(const ArrowUnit&)>& unit) {
   if (levels.levels.empty()) return;
   const UnitWalk walk{levels, arrows, begin, end, column, unit};

@@ -586,7 +586,7 @@ class IndexBuilder {
     const auto count = static_cast<uint32_t>(index.arrows_.size());
     std::vector<uint32_t> lower(count);
     std::vector<uint8_t> row_class(count);
-    std::vector<uint32_t> class_sizes(33, 0);
+    std::vector<uint32_t> class_sizes(TimelineIndex::kRowClasses, 0);
     uint32_t rows = 0;
     for (uint32_t k = 0; k < count; ++k) {
       const auto span = index.arrow_row_span(index.arrows_[k], kind);
@@ -607,7 +607,7 @@ class IndexBuilder {
     for (uint32_t k = 0; k < count; ++k)
       if (row_class[k] != UINT8_MAX) by_lower[row_first[lower[k]]++] = k;
     auto& classes = index.arrows_by_rows_[kind];
-    classes.assign(33, {});
+    classes.assign(TimelineIndex::kRowClasses, {});
     for (size_t c = 0; c < classes.size(); ++c) classes[c].reserve(class_sizes[c]);
     for (const uint32_t k : by_lower) classes[row_class[k]].push_back(k);
   }

@@ -521,12 +521,11 @@ class TimelineIndex {
   // A task's runs in [begin, end], merged where less than `gap` apart.
   std::vector<std::pair<uint64_t, uint64_t>> runs_in_view(uint32_t task, uint64_t begin, uint64_t end,
                                                           double gap) const;
-  // `rows_of`: an arrow's rows as shown, none when it has nowhere to go.
-  using ArrowRows = std::function<std::optional<std::pair<uint32_t, uint32_t>>(const Arrow&)>;
+  // Runs of arrow indexes in a bucket of arrows_by_length_ or arrows_by_rows_, one per class.
+  using ArrowRanges = std::vector<std::pair<const uint32_t*, const uint32_t*>>;
   struct ArrowSearchCost {
-    std::vector<std::pair<const uint32_t*, const uint32_t*>> by_length;  // arrows_by_time_range
-    size_t by_length_count = 0;
-    size_t by_rows_count = 0;
+    ArrowRanges by_length;  // arrows_by_time_range
+    ArrowRanges by_rows;    // arrows_by_row_range
     size_t top_groups = 0;  // arrow_levels_'s coarsest groups, when they serve the rows asked for
     ArrowSearch cheapest() const;
   };
@@ -535,19 +534,19 @@ class TimelineIndex {
   // The rows asked for, as arrows_by_rows_ numbers them.
   std::pair<uint32_t, uint32_t> arrow_row_range(const ShownRows& shown, const TaskRowQuery& rows) const;
   // `row_range`: the rows asked for, as arrows_by_rows_ of `row_kind` numbers them.
-  void window_arrows(uint64_t begin, uint64_t end, const PixelColumns& column, const ArrowRows& rows_of,
+  // `rows_of`: an arrow's rows as shown, none when it has nowhere to go.
+  void window_arrows(uint64_t begin, uint64_t end, const PixelColumns& column, const ArrowRowsOf& rows_of,
                      const TaskRowQuery& rows, ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range,
                      Window& out) const;
   // Per length class, the arrows that begin in time to reach [begin, end] and begin before its end.
-  std::vector<std::pair<const uint32_t*, const uint32_t*>> arrows_by_time_range(uint64_t begin, uint64_t end) const;
+  ArrowRanges arrows_by_time_range(uint64_t begin, uint64_t end) const;
   // Per row span class, the arrows whose lower row is near enough to reach rows [row_range) and
-  // below its end; and how many in all.
-  std::pair<std::vector<std::pair<const uint32_t*, const uint32_t*>>, size_t> arrows_by_row_range(
-      ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range) const;
-  // The arrows in [begin, end] that join rows [row_range) or cross them, in arrows_by_length_'s
-  // order (class, then time, then index), from arrows_by_rows_.
-  std::vector<uint32_t> arrows_across_rows(uint64_t begin, uint64_t end, ArrowRowsKind row_kind,
-                                           std::pair<uint32_t, uint32_t> row_range) const;
+  // below its end.
+  ArrowRanges arrows_by_row_range(ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range) const;
+  // Of `near` (arrows_by_row_range's), the arrows in [begin, end] that join rows [row_range) or
+  // cross them, in arrows_by_length_'s order (class, then time, then index).
+  std::vector<uint32_t> arrows_across_rows(const ArrowRanges& near, uint64_t begin, uint64_t end,
+                                           ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range) const;
   // An arrow's two rows as arrows_by_rows_ of `row_kind` numbers them, the lower first; none when
   // a task of it has no row by time.
   std::optional<std::pair<uint32_t, uint32_t>> arrow_row_span(const Arrow& arrow, ArrowRowsKind row_kind) const;
@@ -604,6 +603,7 @@ class TimelineIndex {
   // lower): within a class, sorted by the lower row. Rows are the tree's, before any collapsing
   // (which never changes their order), or the rows by time; an arrow with no row by time is left
   // out of those.
+  static constexpr size_t kRowClasses = 33;  // bit widths 0 to 32 of a span of 32-bit rows
   std::array<std::vector<Column<uint32_t>>, 2> arrows_by_rows_;
   // The arrows merged ahead of time by their rows by time, for windows over many of them.
   ArrowLevels arrow_levels_;

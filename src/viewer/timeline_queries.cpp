@@ -46,8 +46,7 @@ bool contains_folded(std::string_view haystack, const std::string& needle_lower)
 
 // In the order of their leaders' places, as finding the arrows one by one by arrows_by_length_
 // gives them.
-void put_in_order_of_leaders(std::vector<ArrowInView>& arrows,
-                             const std::vector<std::tuple<int, uint64_t, uint32_t>>& places) {
+void put_in_order_of_leaders(std::vector<ArrowInView>& arrows, const std::vector<ArrowPlace>& places) {
   std::vector<uint32_t> order(arrows.size());
   for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return places[a] < places[b]; });
@@ -264,7 +263,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     return window_lanes(begin, end, ns_per_pixel, min_pixels);
   });
   const ShownRows shown(task_tree_, rows.by_time ? std::vector<uint32_t>{} : rows.collapsed);
-  ArrowRows rows_of;
+  ArrowRowsOf rows_of;
   if (rows.by_time) {
     const TaskTimeRows& by_time = task_time_rows_;
     out.task_rows_shown = by_time.count();
@@ -424,7 +423,7 @@ void TimelineIndex::window_tasks_by_time(uint64_t begin, uint64_t end, double ns
 // at (ArrowSearch: each finds the same arrows); those drawn at the same pixel columns and rows with
 // the same kind are merged, the first by arrow_place standing for them. An arrow inside a
 // collapsed subtree has nowhere to go and is left out.
-void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColumns& column, const ArrowRows& rows_of,
+void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColumns& column, const ArrowRowsOf& rows_of,
                                   const TaskRowQuery& rows, ArrowRowsKind row_kind,
                                   std::pair<uint32_t, uint32_t> row_range, Window& out) const {
   std::unordered_map<DrawnKey, uint32_t, DrawnKeyHash> drawn;
@@ -436,7 +435,7 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColum
       return std::nullopt;
     return shown;
   };
-  std::vector<std::tuple<int, uint64_t, uint32_t>> places;  // of out.arrows' leaders
+  std::vector<ArrowPlace> places;  // of out.arrows' leaders
   const auto draw = [&](const ArrowUnit& unit) {
     const DrawnKey key = DrawnKey::of(column(unit.from_time), column(unit.to_time), unit.rows.first, unit.rows.second,
                                       static_cast<uint32_t>(unit.kind));
@@ -464,7 +463,7 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColum
       put_in_order_of_leaders(out.arrows, places);
       return;
     case ArrowSearch::by_rows:
-      for (const uint32_t k : arrows_across_rows(begin, end, row_kind, row_range)) draw_one(k);
+      for (const uint32_t k : arrows_across_rows(cost.by_rows, begin, end, row_kind, row_range)) draw_one(k);
       return;
     case ArrowSearch::by_length:
       for (const auto& [first, last] : cost.by_length)
@@ -477,6 +476,13 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColum
 TimelineIndex::ArrowSearch TimelineIndex::ArrowSearchCost::cheapest() const {
   // A group of the levels may have to be looked into: counted as a few arrows.
   constexpr size_t kPerGroup = 4;
+  const auto count = [](const ArrowRanges& ranges) {
+    size_t arrows = 0;
+    for (const auto& [first, last] : ranges) arrows += static_cast<size_t>(last - first);
+    return arrows;
+  };
+  const size_t by_length_count = count(by_length);
+  const size_t by_rows_count = count(by_rows);
   const size_t fewest = std::min(by_length_count, by_rows_count);
   if (top_groups > 0 && top_groups * kPerGroup < fewest) return ArrowSearch::by_levels;
   return by_rows_count < by_length_count ? ArrowSearch::by_rows : ArrowSearch::by_length;
@@ -486,8 +492,7 @@ TimelineIndex::ArrowSearchCost TimelineIndex::arrow_search_cost(uint64_t begin, 
                                                                 std::pair<uint32_t, uint32_t> row_range) const {
   ArrowSearchCost cost;
   cost.by_length = arrows_by_time_range(begin, end);
-  for (const auto& [first, last] : cost.by_length) cost.by_length_count += static_cast<size_t>(last - first);
-  cost.by_rows_count = arrows_by_row_range(row_kind, row_range).second;
+  cost.by_rows = arrows_by_row_range(row_kind, row_range);
   if (row_kind == kTimeRows) cost.top_groups = arrow_levels_.top_groups();
   return cost;
 }
@@ -502,9 +507,8 @@ std::pair<uint32_t, uint32_t> TimelineIndex::arrow_row_range(const ShownRows& sh
   return {shown.tree_row_of(rows.first), shown.tree_row_of(rows.last)};
 }
 
-std::vector<std::pair<const uint32_t*, const uint32_t*>> TimelineIndex::arrows_by_time_range(uint64_t begin,
-                                                                                             uint64_t end) const {
-  std::vector<std::pair<const uint32_t*, const uint32_t*>> ranges;
+TimelineIndex::ArrowRanges TimelineIndex::arrows_by_time_range(uint64_t begin, uint64_t end) const {
+  ArrowRanges ranges;
   for (size_t length_class = 0; length_class < arrows_by_length_.size(); ++length_class) {
     const auto& bucket = arrows_by_length_[length_class];
     if (bucket.empty()) continue;
@@ -520,28 +524,29 @@ std::vector<std::pair<const uint32_t*, const uint32_t*>> TimelineIndex::arrows_b
   return ranges;
 }
 
-std::pair<std::vector<std::pair<const uint32_t*, const uint32_t*>>, size_t> TimelineIndex::arrows_by_row_range(
-    ArrowRowsKind row_kind, std::pair<uint32_t, uint32_t> row_range) const {
-  std::pair<std::vector<std::pair<const uint32_t*, const uint32_t*>>, size_t> found;
+TimelineIndex::ArrowRanges TimelineIndex::arrows_by_row_range(ArrowRowsKind row_kind,
+                                                              std::pair<uint32_t, uint32_t> row_range) const {
+  ArrowRanges found;
   const auto by_lower_row = [&](uint32_t k, uint32_t row) { return arrow_row_span(arrows_[k], row_kind)->first < row; };
   const auto& classes = arrows_by_rows_[row_kind];
   for (size_t row_class = 0; row_class < classes.size(); ++row_class) {
     const auto& bucket = classes[row_class];
     if (bucket.empty()) continue;
-    const uint32_t widest = row_class >= 32 ? std::numeric_limits<uint32_t>::max() : (uint32_t{1} << row_class) - 1;
+    const uint32_t widest =
+        row_class + 1 >= kRowClasses ? std::numeric_limits<uint32_t>::max() : (uint32_t{1} << row_class) - 1;
     const uint32_t lowest = row_range.first > widest ? row_range.first - widest : 0;
     const uint32_t* first = std::lower_bound(bucket.data(), bucket.data() + bucket.size(), lowest, by_lower_row);
     const uint32_t* last = std::lower_bound(first, bucket.data() + bucket.size(), row_range.second, by_lower_row);
-    found.first.emplace_back(first, last);
-    found.second += static_cast<size_t>(last - first);
+    found.emplace_back(first, last);
   }
   return found;
 }
 
-std::vector<uint32_t> TimelineIndex::arrows_across_rows(uint64_t begin, uint64_t end, ArrowRowsKind row_kind,
+std::vector<uint32_t> TimelineIndex::arrows_across_rows(const ArrowRanges& near, uint64_t begin, uint64_t end,
+                                                        ArrowRowsKind row_kind,
                                                         std::pair<uint32_t, uint32_t> row_range) const {
   std::vector<uint32_t> found;
-  for (const auto& [first, last] : arrows_by_row_range(row_kind, row_range).first)
+  for (const auto& [first, last] : near)
     for (const uint32_t* it = first; it != last; ++it) {
       const Arrow& arrow = arrows_[*it];
       if (arrow_row_span(arrow, row_kind)->second < row_range.first) continue;
