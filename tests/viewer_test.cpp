@@ -704,9 +704,14 @@ TEST(ViewerBounds, AWindowHoldsAtMostAScreensWorthAndSaysThereIsMore) {
 // and says when it left rows out.
 TEST(ViewerBounds, TasksByTimeKeepWholeRowsWhileTheyFitAndSayThereIsMore) {
   TemporaryDirectory directory;
-  const auto result = run(kCli + " record -q -o " + (directory / "trace") + " -- " + kManyTasks + " 150000");
+  // A ring that holds the whole burst: a task whose resolution was lost would live to the trace's
+  // end on a row of its own. The test failed once on a machine busy with two builds, its output
+  // not kept; a loss would explain it, and the check of the discards below says so if it is one.
+  const auto result =
+      run(kCli + " record -q --buffer-size 64M -o " + (directory / "trace") + " -- " + kManyTasks + " 150000");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const reader::Trace trace(directory / "trace");
+  ASSERT_EQ(trace.events_discarded(), 0u) << "record lost events: the layout below would not be the program's";
   const TimelineIndex index = TimelineIndex::build(trace);
   ASSERT_EQ(index.task_time_rows().count(), 1u) << "tasks one after another share a row";
   viewer::TaskRowQuery query;

@@ -15,6 +15,7 @@
 #include <future>
 #include <limits>
 #include <optional>
+#include <system_error>
 #include <tuple>
 #include <unordered_map>
 
@@ -259,9 +260,14 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
   const double ns_per_pixel = static_cast<double>(end - begin) / width;
   // The lanes on another core meanwhile: over a long trace they take as long as the rest (a few
   // searches per pixel column of each row), and they read only what nothing else here writes.
-  auto lanes = std::async(std::launch::async, [this, begin, end, ns_per_pixel, min_pixels] {
-    return window_lanes(begin, end, ns_per_pixel, min_pixels);
-  });
+  std::future<std::vector<LaneWindow>> lanes;
+  try {
+    lanes = std::async(std::launch::async, [this, begin, end, ns_per_pixel, min_pixels] {
+      return window_lanes(begin, end, ns_per_pixel, min_pixels);
+    });
+  } catch (const std::system_error&) {
+    // No thread to be had (a process at its limit): the lanes are worked out here, after the rest.
+  }
   const ShownRows shown(task_tree_, rows.by_time ? std::vector<uint32_t>{} : rows.collapsed);
   ArrowRowsOf rows_of;
   if (rows.by_time) {
@@ -323,7 +329,7 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     }
     out.counters.push_back(std::move(view));
   }
-  out.lanes = lanes.get();
+  out.lanes = lanes.valid() ? lanes.get() : window_lanes(begin, end, ns_per_pixel, min_pixels);
   return out;
 }
 
