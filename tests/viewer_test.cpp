@@ -997,6 +997,29 @@ TEST_F(CoroutineSpanTime, StatsTheFlameGraphAndRangeStatsAgree) {
   }
 }
 
+// The index keeps a running time only for the spans that paused (the pricing calls, which sleep
+// inside); every other span's is its wall time. Read back from the cache, each span's running
+// time is the one built.
+TEST_F(CoroutineSpanTime, OnlyPausedSpansKeepARunningTimeOfTheirOwn) {
+  const viewer::WholeSpans& spans = index_->whole_spans();
+  EXPECT_TRUE(spans.running.empty());
+  size_t paused = 0;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const bool runs_throughout = spans.running_ns(k) == spans.ends[k] - spans.begins[k];
+    EXPECT_EQ(runs_throughout, index_->site_name(spans.sites[k]) != "backend/pricing call") << k;
+    paused += runs_throughout ? 0 : 1;
+  }
+  EXPECT_EQ(paused, static_cast<size_t>(kRequests));
+  EXPECT_EQ(spans.paused.size(), paused);
+
+  const TemporaryDirectory directory;
+  viewer::IndexCache::save(*index_, directory / "index", "identity");
+  const std::optional<TimelineIndex> read = viewer::IndexCache::load(directory / "index", "identity");
+  ASSERT_TRUE(read.has_value());
+  ASSERT_EQ(read->whole_spans().size(), spans.size());
+  for (size_t k = 0; k < spans.size(); ++k) EXPECT_EQ(read->whole_spans().running_ns(k), spans.running_ns(k)) << k;
+}
+
 // The server's flame graph takes the mode and says it; wall is the default.
 TEST_F(CoroutineSpanTime, TheServersFlameGraphHasAWallAndARunningMode) {
   viewer::ViewerServer server(*index_, "test", "127.0.0.1", 0);

@@ -33,7 +33,7 @@ using index_files::system_error;
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
 // 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes;
 // 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time
-constexpr uint32_t kFormatVersion = 13;
+constexpr uint32_t kFormatVersion = 14;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -512,7 +512,8 @@ struct IndexCache::Fields {
     a.column(index.whole_spans_.lanes);
     a.column(index.whole_spans_.parents);
     a.column(index.whole_spans_.reach);
-    a.column(index.whole_spans_.running);
+    a.column(index.whole_spans_.paused);
+    a.column(index.whole_spans_.paused_running);
     a.column(index.whole_spans_.attribute_spans);
     transfer_strings(a, index.whole_spans_.attribute_texts);
   }
@@ -578,6 +579,18 @@ struct IndexCache::Fields {
                        index.task_arrow_first_.back() == index.task_arrow_list_.size();
     if (!whole) throw IndexCacheDamaged("its task lookup does not match its tasks");
     check_time_rows(index.task_time_rows_, tasks, index.task_processes_.size());
+    check_whole_spans(index.whole_spans_);
+  }
+
+  // Every span has each field, and the paused spans' running times are theirs.
+  static void check_whole_spans(const WholeSpans& spans) {
+    const size_t count = spans.size();
+    bool whole = spans.ends.size() == count && spans.sites.size() == count && spans.lanes.size() == count &&
+                 spans.parents.size() == count && spans.running.empty() &&
+                 spans.paused.size() == spans.paused_running.size();
+    for (size_t k = 0; whole && k < spans.paused.size(); ++k)
+      whole = spans.paused[k] < count && (k == 0 || spans.paused[k - 1] < spans.paused[k]);
+    if (!whole) throw IndexCacheDamaged("its spans' columns do not match");
   }
 
   // The sizes agree and each row's tasks lie within `order` (task indexes are checked where read).

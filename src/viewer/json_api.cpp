@@ -376,7 +376,7 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
     out["span"] = {{"begin", whole.begins[k]},
                    {"end", whole.ends[k]},
                    {"wall_ns", whole.ends[k] - whole.begins[k]},
-                   {"running_ns", whole.running[k]},
+                   {"running_ns", whole.running_ns(k)},
                    {"began_on", fmt::format("{} ({})", index.lanes()[whole.lanes[k]].name,
                                             index.lanes()[whole.lanes[k]].thread_id)}};
     json attributes = json::array();

@@ -190,7 +190,7 @@ class IndexCombiner {
       into.lanes.push_back(part.lanes[k] + lane_offset);
       into.parents.push_back(part.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
                                                                       : part.parents[k] + span_offset);
-      into.running.push_back(part.running[k]);
+      into.running.push_back(part.running_ns(k));
     }
     for (size_t a = 0; a < part.attribute_spans.size(); ++a) {
       into.attribute_spans.push_back(part.attribute_spans[a] + span_offset);

@@ -537,7 +537,7 @@ class IndexBuilder {
         sorted.lanes.push_back(spans.lanes[k]);
         sorted.parents.push_back(spans.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
                                                                            : place[spans.parents[k]]);
-        sorted.running.push_back(spans.running[k]);
+        sorted.running.push_back(spans.running_ns(k));
       }
       for (uint32_t& span : spans.attribute_spans) span = place[span];
       sorted.attribute_spans = std::move(spans.attribute_spans);
@@ -563,7 +563,8 @@ class IndexBuilder {
     }
     spans.reach = std::move(reach);
     sort_attribute_texts(spans);
-    for (Column<uint64_t>* column : {&spans.begins, &spans.ends, &spans.running}) column->shrink_to_fit();
+    spans.keep_paused_only();
+    for (Column<uint64_t>* column : {&spans.begins, &spans.ends}) column->shrink_to_fit();
     for (Column<uint32_t>* column : {&spans.sites, &spans.lanes, &spans.parents}) column->shrink_to_fit();
   }
 
@@ -777,7 +778,8 @@ class IndexBuilder {
         if (end > lane.busy.ends.back()) lane.busy.ends[lane.busy.size() - 1] = end;
         continue;
       }
-      lane.busy.add(begin, end, 0);
+      lane.busy.begins.push_back(begin);
+      lane.busy.ends.push_back(end);
     }
     lane.busy.shrink_to_fit();
     Column<uint64_t>::Built prefix{0};

@@ -93,7 +93,13 @@ struct WholeSpans {
   // (a task's outermost span) the span its thread was in when it began; none when it does not lie
   // within that span.
   Column<uint32_t> parents;
-  Column<uint64_t> running;  // its running time: its pieces' (Lane::depths) time
+  // Its running time: its pieces' (Lane::depths) time. While the index is built, `running` holds
+  // every span's; once finished it is empty, and only the spans whose running time is not their
+  // wall time (a task's span across its task's waits) keep theirs: `paused` (ascending) and
+  // `paused_running`. Most spans run from begin to end, and a word each was a tenth of the index.
+  Column<uint64_t> running;
+  Column<uint32_t> paused;
+  Column<uint64_t> paused_running;
   // reach[b]: the latest end of the spans before (b + 1) * kReachBlock, so that the spans that
   // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end)):
   // a word per block, not per span, of what an index of many spans holds.
@@ -104,6 +110,9 @@ struct WholeSpans {
   Column<uint32_t> attribute_spans;
   StringColumn attribute_texts;
   size_t size() const { return begins.size(); }
+  uint64_t running_ns(size_t k) const;
+  // Keeps only the paused spans' running times (`running` emptied).
+  void keep_paused_only();
   // The texts [first, last) of span k.
   std::pair<size_t, size_t> attributes_of(uint32_t k) const;
   // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
@@ -153,7 +162,7 @@ struct Lane {  // one thread stream
   // events_discarded.
   IntervalRow lost;
   // When the thread was busy, as `stats` counts it: inside an outermost span of its own or a task
-  // run (depths[0] and runs, merged); items 0.
+  // run (depths[0] and runs, merged). It has no items (an empty column).
   IntervalRow busy;
   Markers markers;
   uint64_t span_count = 0;

@@ -700,6 +700,27 @@ std::pair<size_t, size_t> WholeSpans::attributes_of(uint32_t k) const {
   return texts_of(attribute_spans, attribute_texts.size(), k);
 }
 
+uint64_t WholeSpans::running_ns(size_t k) const {
+  if (!running.empty()) return running[k];
+  const auto* found = std::lower_bound(paused.begin(), paused.end(), k);
+  if (found != paused.end() && *found == k) return paused_running[static_cast<size_t>(found - paused.begin())];
+  return ends[k] - begins[k];
+}
+
+void WholeSpans::keep_paused_only() {
+  if (running.empty()) return;
+  Column<uint32_t>::Built spans;
+  Column<uint64_t>::Built times;
+  for (size_t k = 0; k < size(); ++k) {
+    if (running[k] == ends[k] - begins[k]) continue;
+    spans.push_back(static_cast<uint32_t>(k));
+    times.push_back(running[k]);
+  }
+  paused = std::move(spans);
+  paused_running = std::move(times);
+  running = Column<uint64_t>::Built{};
+}
+
 std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {
   const auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
   const size_t first = std::min(block * kReachBlock, begins.size());

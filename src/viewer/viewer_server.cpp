@@ -179,7 +179,7 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   for (size_t k = 0; k < spans.size(); ++k)
     whole.push_back({spans.begins[k], spans.ends[k], spans.sites[k], spans.lanes[k],
                      spans.parents[k] == WholeSpans::kNoParent ? int64_t{-1} : int64_t{spans.parents[k]},
-                     spans.running[k]});
+                     spans.running_ns(k)});
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
   json arrows = json::array();
