@@ -15,8 +15,10 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <string_view>
+#include <system_error>
 
 #include "format/output_file.hpp"
 #include "reader/trace_directory.hpp"
@@ -68,22 +70,52 @@ class FileChecksum {
  private:
   // A byte's share of its word's product: the product is linear in the word's bytes.
   void add_byte(uint64_t offset, uint8_t byte) { sum_ += (uint64_t{byte} << (8 * (offset % 8))) * weight(offset / 8); }
-  static uint64_t weight(uint64_t word_index) {  // splitmix64's finalizer, made odd
-    uint64_t z = word_index + 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return (z ^ (z >> 31)) | 1;
-  }
+  // Distinct for any two words of a file under 2^63 bytes (the multiplier is odd, so the products
+  // differ; setting the low bit merges two only if they differed by one). One multiplication:
+  // reopening reads the whole file, and with a mixing function's three it ran at 2.1 GB/s.
+  static uint64_t weight(uint64_t word_index) { return (word_index * 0x9e3779b97f4a7c15ULL) | 1; }
 
   uint64_t sum_ = 0;
 };
 
+// Unmaps the whole pages of [from, to) of a mapping at `base` (they stay in the page cache and
+// are mapped again when read).
+void let_pages_go(const char* base, size_t from, size_t to) {
+  static const auto kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  from = (from + kPage - 1) / kPage * kPage;
+  to = to / kPage * kPage;
+  if (from < to) madvise(const_cast<char*>(base + from), to - from, MADV_DONTNEED);
+}
+
+// The checksum of a mapped file of `size` bytes at `file`, read in stretches that are let go as
+// soon as they are added up: reopening reads the whole index, and no more of it than a stretch
+// per thread is ever resident for that. The file's second half is added up on another thread
+// (inline when no thread can be had): the sum is a sum of the words' shares.
+constexpr size_t kStretch = size_t{32} << 20;
+
 uint64_t checksum_of(const char* file, size_t size) {
-  FileChecksum checksum;
   constexpr size_t kField = offsetof(Header, checksum);
-  checksum.add(0, file, kField);
-  checksum.add(kField + sizeof(uint64_t), file + kField + sizeof(uint64_t), size - kField - sizeof(uint64_t));
-  return checksum.sum();
+  constexpr size_t kAfterField = kField + sizeof(uint64_t);
+  const size_t half = std::max(kAfterField, (size / 2) & ~size_t{7});
+  auto sum_of = [file](size_t from, size_t to) {
+    FileChecksum checksum;
+    for (size_t at = from; at < to; at += std::min(kStretch, to - at)) {
+      const size_t stretch = std::min(kStretch, to - at);
+      checksum.add(at, file + at, stretch);
+      let_pages_go(file, at, at + stretch);
+    }
+    return checksum.sum();
+  };
+  std::future<uint64_t> second_half;
+  try {
+    second_half = std::async(std::launch::async, sum_of, half, size);
+  } catch (const std::system_error&) {
+    second_half = std::async(std::launch::deferred, sum_of, half, size);
+  }
+  const uint64_t first_half = sum_of(0, kField) + sum_of(kAfterField, half);
+  const uint64_t sum = first_half + second_half.get();
+  let_pages_go(file, 0, size);  // the pages the stretches' ends shared
+  return sum;
 }
 
 uint32_t layout_signature() {

@@ -14,8 +14,9 @@
 // It is written to a temporary name and renamed, so a reader sees a whole file or none. One
 // that does not match the traces (they changed), is of another format version, or is damaged
 // (cut short, offsets outside the file) is not used: the index is built again and the file
-// replaced. The file is trusted as far as its structure goes; it is not checksummed, which
-// reopening a large index in well under a second would not allow.
+// replaced. Its header holds a checksum of all its bytes, checked at each opening before any of
+// it is used (an index beside a trace is input too); the pages that reading maps are let go
+// again, so a reopened index is resident only where windows look.
 #pragma once
 
 #include <atomic>
