@@ -572,24 +572,33 @@ TEST_F(ViewerTest, CountersAreDownsampledToTheWidthWithTheirExtremes) {
   }
 }
 
+// Over ranges that start and end inside the busy sums' blocks (TimelineIndex::kBusyBlock
+// intervals each) and across many of them.
 TEST_F(ViewerTest, RangeStatsAgreeWithTheSpans) {
   const auto spans = spans_by_stream(*trace_, *index_);
-  const uint64_t begin = index_->duration() / 3;
-  const uint64_t end = begin + index_->duration() / 7;
-  const viewer::RangeStats stats = index_->range_stats(begin, end);
-  for (size_t lane = 0; lane < spans.size(); ++lane) {
-    uint64_t busy = 0;
-    uint64_t count = 0;
-    for (const PlainSpan& span : spans[lane]) {
-      if (span.end < begin || span.begin > end) continue;
-      ++count;
-      if (span.depth == 0) busy += std::min(span.end, end) - std::max(span.begin, begin);
+  size_t most_busy = 0;
+  for (const viewer::Lane& lane : index_->lanes()) most_busy = std::max(most_busy, lane.busy.size());
+  ASSERT_GT(most_busy, TimelineIndex::kBusyBlock) << "sums of several blocks";
+  const uint64_t duration = index_->duration();
+  for (const auto& [begin, end] :
+       {std::pair{duration / 3, duration / 3 + duration / 7}, std::pair{uint64_t{0}, duration},
+        std::pair{duration / 5, duration / 5 + duration / 997}, std::pair{duration / 2, duration}}) {
+    SCOPED_TRACE(begin);
+    const viewer::RangeStats stats = index_->range_stats(begin, end);
+    for (size_t lane = 0; lane < spans.size(); ++lane) {
+      uint64_t busy = 0;
+      uint64_t count = 0;
+      for (const PlainSpan& span : spans[lane]) {
+        if (span.end < begin || span.begin > end) continue;
+        ++count;
+        if (span.depth == 0) busy += std::min(span.end, end) - std::max(span.begin, begin);
+      }
+      EXPECT_EQ(stats.lanes[lane].spans, count);
+      EXPECT_EQ(stats.lanes[lane].busy_ns, busy);
     }
-    EXPECT_EQ(stats.lanes[lane].spans, count);
-    EXPECT_EQ(stats.lanes[lane].busy_ns, busy);
+    EXPECT_TRUE(stats.names_complete);
+    EXPECT_FALSE(stats.top_names.empty());
   }
-  EXPECT_TRUE(stats.names_complete);
-  EXPECT_FALSE(stats.top_names.empty());
 }
 
 TEST_F(ViewerTest, SearchDetailsAndCriticalPath) {

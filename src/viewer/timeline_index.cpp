@@ -783,9 +783,13 @@ class IndexBuilder {
     }
     lane.busy.shrink_to_fit();
     Column<uint64_t>::Built prefix{0};
-    prefix.reserve(lane.busy.size() + 1);
-    for (size_t k = 0; k < lane.busy.size(); ++k)
-      prefix.push_back(prefix.back() + (lane.busy.ends[k] - lane.busy.begins[k]));
+    prefix.reserve(lane.busy.size() / TimelineIndex::kBusyBlock + 2);
+    uint64_t total = 0;
+    for (size_t k = 0; k < lane.busy.size(); ++k) {
+      total += lane.busy.ends[k] - lane.busy.begins[k];
+      if ((k + 1) % TimelineIndex::kBusyBlock == 0) prefix.push_back(total);
+    }
+    if (lane.busy.size() % TimelineIndex::kBusyBlock != 0) prefix.push_back(total);
     index_.busy_prefix_[lane_number] = std::move(prefix);
   }
 

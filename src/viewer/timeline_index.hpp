@@ -404,6 +404,9 @@ class TimelineIndex {
   static constexpr uint64_t kProgressEvents = uint64_t{1} << 20;
   // `detail`: what the task graphs keep; GraphDetail::no_notes leaves out the tasks' notes (what
   // was traced inside their runs), the most of a graph's memory, where memory is short.
+  // Lane::busy's intervals per kept sum of busy time (busy_prefix_).
+  static constexpr size_t kBusyBlock = 64;
+
   static TimelineIndex build(const reader::Trace& trace, const Progress& progress = {},
                              model::GraphDetail detail = model::GraphDetail::full);
   // Several processes on one timeline, lanes in the order of `traces`; so are their tasks: the
@@ -632,8 +635,12 @@ class TimelineIndex {
   SampleStackTable sample_stacks_;
   IntervalRow samples_without_lane_;
   std::vector<std::string> warnings_;
-  // Prefix sums of each lane's busy intervals (Lane::busy), for busy time over any range.
+  // Each lane's busy time (Lane::busy) before every kBusyBlock-th interval: [b] is the sum of
+  // intervals [0, b * kBusyBlock), and the last entry the lane's whole. A range's busy time adds
+  // up fewer than kBusyBlock intervals at either end; a word a block, not an interval.
   std::vector<Column<uint64_t>> busy_prefix_;
+  // Busy time of lane `lane`'s busy intervals [0, k).
+  uint64_t busy_before(uint32_t lane, size_t k) const;
   WholeSpans whole_spans_;
 
   friend class IndexBuilder;

@@ -728,6 +728,14 @@ std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) c
   return {first, std::max(first, last)};
 }
 
+uint64_t TimelineIndex::busy_before(uint32_t lane, size_t k) const {
+  const IntervalRow& busy = lanes_[lane].busy;
+  const size_t block = k / kBusyBlock;
+  uint64_t sum = busy_prefix_[lane].at(block);
+  for (size_t j = block * kBusyBlock; j < k; ++j) sum += busy.ends[j] - busy.begins[j];
+  return sum;
+}
+
 RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
   RangeStats stats;
   stats.begin = begin;
@@ -755,8 +763,7 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
       const IntervalRow& top = lane.busy;
       const auto [first, last] = overlapping(top);
       if (first < last) {
-        const auto& prefix = busy_prefix_[lane_number];
-        uint64_t busy = prefix[last] - prefix[first];
+        uint64_t busy = busy_before(lane_number, last) - busy_before(lane_number, first);
         // The whole first and last spans are in the sum: take off what lies outside the range.
         busy -= (top.ends[first] - top.begins[first]) - clipped(top.begins[first], top.ends[first]);
         if (last - 1 != first)
