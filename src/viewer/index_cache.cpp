@@ -35,7 +35,7 @@ using index_files::system_error;
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
 // 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes;
 // 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time
-constexpr uint32_t kFormatVersion = 14;
+constexpr uint32_t kFormatVersion = 15;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
