@@ -34,8 +34,10 @@ using index_files::system_error;
 
 // Bump when what is written changes (a field, a column's type, how the builder fills them).
 // 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes;
-// 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time
-constexpr uint32_t kFormatVersion = 15;
+// 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time;
+// 14: running times only where a span paused, busy rows without items; 15: busy sums per 64
+// intervals; 16: a busy row that is the outermost spans kept once
+constexpr uint32_t kFormatVersion = 16;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -562,6 +564,7 @@ struct IndexCache::Fields {
     viewer::transfer(a, lane.samples);
     viewer::transfer(a, lane.lost);
     viewer::transfer(a, lane.busy);
+    a.value(lane.busy_is_outermost);
     a.sequence(lane.depth_spans, [&](auto& column) { a.column(column); });
     a.column(lane.markers.times);
     a.column(lane.markers.sites);
@@ -612,6 +615,9 @@ struct IndexCache::Fields {
     if (!whole) throw IndexCacheDamaged("its task lookup does not match its tasks");
     check_time_rows(index.task_time_rows_, tasks, index.task_processes_.size());
     check_whole_spans(index.whole_spans_);
+    for (const Lane& lane : index.lanes_)
+      if (lane.busy_is_outermost && (lane.depths.empty() || lane.busy.size() != 0))
+        throw IndexCacheDamaged("a lane's busy time names spans it does not have");
   }
 
   // Every span has each field, and the paused spans' running times are theirs.

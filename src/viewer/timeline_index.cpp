@@ -783,6 +783,20 @@ class IndexBuilder {
     }
     lane.busy.shrink_to_fit();
     Column<uint64_t>::Built prefix{0};
+    index_busy_sums(lane, prefix);
+    index_.busy_prefix_[lane_number] = std::move(prefix);
+    if (!lane.depths.empty() && same_intervals(lane.busy, lane.depths.front())) {
+      lane.busy = IntervalRow{};
+      lane.busy_is_outermost = true;
+    }
+  }
+
+  static bool same_intervals(const IntervalRow& a, const IntervalRow& b) {
+    return a.size() == b.size() && std::equal(a.begins.begin(), a.begins.end(), b.begins.begin()) &&
+           std::equal(a.ends.begin(), a.ends.end(), b.ends.begin());
+  }
+
+  static void index_busy_sums(const Lane& lane, Column<uint64_t>::Built& prefix) {
     prefix.reserve(lane.busy.size() / TimelineIndex::kBusyBlock + 2);
     uint64_t total = 0;
     for (size_t k = 0; k < lane.busy.size(); ++k) {
@@ -790,7 +804,6 @@ class IndexBuilder {
       if ((k + 1) % TimelineIndex::kBusyBlock == 0) prefix.push_back(total);
     }
     if (lane.busy.size() % TimelineIndex::kBusyBlock != 0) prefix.push_back(total);
-    index_.busy_prefix_[lane_number] = std::move(prefix);
   }
 
   const reader::Trace& trace_;

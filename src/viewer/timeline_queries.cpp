@@ -729,7 +729,7 @@ std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) c
 }
 
 uint64_t TimelineIndex::busy_before(uint32_t lane, size_t k) const {
-  const IntervalRow& busy = lanes_[lane].busy;
+  const IntervalRow& busy = lanes_[lane].busy_row();
   const size_t block = k / kBusyBlock;
   uint64_t sum = busy_prefix_[lane].at(block);
   for (size_t j = block * kBusyBlock; j < k; ++j) sum += busy.ends[j] - busy.begins[j];
@@ -760,7 +760,7 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
       lane_stats.spans += last - first;
     }
     {
-      const IntervalRow& top = lane.busy;
+      const IntervalRow& top = lane.busy_row();
       const auto [first, last] = overlapping(top);
       if (first < last) {
         uint64_t busy = busy_before(lane_number, last) - busy_before(lane_number, first);

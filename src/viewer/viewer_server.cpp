@@ -143,7 +143,8 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
       depths.push_back(std::move(spans));
     }
     json busy = json::array();
-    for (size_t k = 0; k < lane.busy.size(); ++k) busy.push_back({lane.busy.begins[k], lane.busy.ends[k]});
+    const IntervalRow& busy_row = lane.busy_row();
+    for (size_t k = 0; k < busy_row.size(); ++k) busy.push_back({busy_row.begins[k], busy_row.ends[k]});
     json idle = json::array();
     for (size_t k = 0; k < lane.idle.size(); ++k) idle.push_back({lane.idle.begins[k], lane.idle.ends[k]});
     json off_cpu = json::array();  // [begin, end, state]
