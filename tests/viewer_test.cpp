@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "analysis/critical_path.hpp"
 #include "analysis/profile.hpp"
@@ -1037,6 +1038,29 @@ TEST_F(CoroutineSpanTime, OnlyPausedSpansKeepARunningTimeOfTheirOwn) {
   ASSERT_TRUE(read.has_value());
   ASSERT_EQ(read->whole_spans().size(), spans.size());
   for (size_t k = 0; k < spans.size(); ++k) EXPECT_EQ(read->whole_spans().running_ns(k), spans.running_ns(k)) << k;
+}
+
+// Indexes put together (the processes of a run, or of a merge) keep each span's running time:
+// here the one trace twice, so that both halves have paused spans.
+TEST_F(CoroutineSpanTime, IndexesPutTogetherKeepEachSpansRunningTime) {
+  std::vector<reader::Trace> traces;
+  traces.emplace_back(trace_->directory());
+  traces.emplace_back(trace_->directory());
+  const TimelineIndex both = TimelineIndex::build(traces);
+  const viewer::WholeSpans& spans = both.whole_spans();
+  const viewer::WholeSpans& one = index_->whole_spans();
+  ASSERT_EQ(spans.size(), 2 * one.size());
+  EXPECT_TRUE(spans.running.empty());
+  EXPECT_EQ(spans.paused.size(), 2 * one.paused.size());
+  // By name: each process's call sites are its own in indexes put together.
+  std::multiset<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> expected;
+  std::multiset<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> found;
+  for (size_t k = 0; k < one.size(); ++k)
+    for (int copy = 0; copy < 2; ++copy)
+      expected.insert({index_->site_name(one.sites[k]), one.begins[k], one.ends[k], one.running_ns(k)});
+  for (size_t k = 0; k < spans.size(); ++k)
+    found.insert({both.site_name(spans.sites[k]), spans.begins[k], spans.ends[k], spans.running_ns(k)});
+  EXPECT_EQ(found, expected);
 }
 
 // The server's flame graph takes the mode and says it; wall is the default.

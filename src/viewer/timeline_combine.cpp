@@ -183,6 +183,7 @@ class IndexCombiner {
   static void append_whole_spans(WholeSpans& into, const WholeSpans& part, const MovedSite& moved_site,
                                  uint32_t lane_offset) {
     const auto span_offset = static_cast<uint32_t>(into.size());
+    into.keep_every_running();  // the first part's were kept as it was finished
     for (size_t k = 0; k < part.size(); ++k) {
       into.begins.push_back(part.begins[k]);
       into.ends.push_back(part.ends[k]);

@@ -111,8 +111,10 @@ struct WholeSpans {
   StringColumn attribute_texts;
   size_t size() const { return begins.size(); }
   uint64_t running_ns(size_t k) const;
-  // Keeps only the paused spans' running times (`running` emptied).
+  // Keeps only the paused spans' running times (`running` emptied), and back (every span's in
+  // `running`, for spans to be added: indexes put together).
   void keep_paused_only();
+  void keep_every_running();
   // The texts [first, last) of span k.
   std::pair<size_t, size_t> attributes_of(uint32_t k) const;
   // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
@@ -406,11 +408,10 @@ class TimelineIndex {
   // many have been read so far, for a progress line on long work.
   using Progress = std::function<void(uint64_t events_read)>;
   static constexpr uint64_t kProgressEvents = uint64_t{1} << 20;
-  // `detail`: what the task graphs keep; GraphDetail::no_notes leaves out the tasks' notes (what
-  // was traced inside their runs), the most of a graph's memory, where memory is short.
   // Lane::busy's intervals per kept sum of busy time (busy_prefix_).
   static constexpr size_t kBusyBlock = 64;
-
+  // `detail`: what the task graphs keep; GraphDetail::no_notes leaves out the tasks' notes (what
+  // was traced inside their runs), the most of a graph's memory, where memory is short.
   static TimelineIndex build(const reader::Trace& trace, const Progress& progress = {},
                              model::GraphDetail detail = model::GraphDetail::full);
   // Several processes on one timeline, lanes in the order of `traces`; so are their tasks: the

@@ -721,6 +721,15 @@ void WholeSpans::keep_paused_only() {
   running = Column<uint64_t>::Built{};
 }
 
+void WholeSpans::keep_every_running() {
+  if (!running.empty() || size() == 0) return;
+  Column<uint64_t>::Built every(size());
+  for (size_t k = 0; k < size(); ++k) every[k] = running_ns(k);
+  running = std::move(every);
+  paused = Column<uint32_t>::Built{};
+  paused_running = Column<uint64_t>::Built{};
+}
+
 std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {
   const auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
   const size_t first = std::min(block * kReachBlock, begins.size());
