@@ -15,12 +15,11 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <future>
 #include <map>
 #include <string_view>
-#include <system_error>
 
 #include "format/output_file.hpp"
+#include "reader/run_on_threads.hpp"
 #include "reader/trace_directory.hpp"
 #include "reader/trace_reader.hpp"
 #include "viewer/index_files.hpp"
@@ -91,8 +90,8 @@ void let_pages_go(const char* base, size_t from, size_t to) {
 
 // The checksum of a mapped file of `size` bytes at `file`, read in stretches that are let go as
 // soon as they are added up: reopening reads the whole index, and no more of it than a stretch
-// per thread is ever resident for that. The file's second half is added up on another thread
-// (inline when no thread can be had): the sum is a sum of the words' shares.
+// per thread is ever resident for that. The file's halves are added up on both cores (the sum is
+// a sum of the words' shares).
 constexpr size_t kStretch = size_t{32} << 20;
 
 uint64_t checksum_of(const char* file, size_t size) {
@@ -108,16 +107,12 @@ uint64_t checksum_of(const char* file, size_t size) {
     }
     return checksum.sum();
   };
-  std::future<uint64_t> second_half;
-  try {
-    second_half = std::async(std::launch::async, sum_of, half, size);
-  } catch (const std::system_error&) {
-    second_half = std::async(std::launch::deferred, sum_of, half, size);
-  }
-  const uint64_t first_half = sum_of(0, kField) + sum_of(kAfterField, half);
-  const uint64_t sum = first_half + second_half.get();
+  uint64_t halves[2] = {0, 0};
+  reader::run_on_threads(2, 2, [&](size_t which) {
+    halves[which] = which == 0 ? sum_of(0, kField) + sum_of(kAfterField, half) : sum_of(half, size);
+  });
   let_pages_go(file, 0, size);  // the pages the stretches' ends shared
-  return sum;
+  return halves[0] + halves[1];
 }
 
 uint32_t layout_signature() {
@@ -539,7 +534,7 @@ struct IndexCache::Fields {
     transfer_strings(a, index.sample_stacks_.functions);
     viewer::transfer(a, index.samples_without_lane_);
     a.sequence(index.warnings_, [&](auto& warning) { a.text(warning); });
-    a.sequence(index.busy_prefix_, [&](auto& column) { a.column(column); });
+    a.sequence(index.busy_sums_, [&](auto& column) { a.column(column); });
     a.column(index.whole_spans_.begins);
     a.column(index.whole_spans_.ends);
     a.column(index.whole_spans_.sites);

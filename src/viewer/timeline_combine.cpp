@@ -166,7 +166,7 @@ class IndexCombiner {
       for (uint32_t& lane : series.sample_lanes) lane += lane_offset;
       into.counters_.push_back(std::move(series));
     }
-    for (auto& prefix : part.busy_prefix_) into.busy_prefix_.push_back(std::move(prefix));
+    for (auto& prefix : part.busy_sums_) into.busy_sums_.push_back(std::move(prefix));
     const auto span_offset = static_cast<uint32_t>(into.whole_spans_.size());
     // An index loop, not views::drop: clang 14 (the fuzz build) does not take libstdc++ 12's ranges.
     for (size_t lane = lane_offset; lane < into.lanes_.size(); ++lane)

@@ -158,7 +158,7 @@ class IndexBuilder {
     auto arrows = std::async(std::launch::async, [this] { index_arrows(); });
     index_lane_runs();
     index_idle();
-    index_busy_prefix();
+    index_busy();
     arrows.get();
     return std::move(index_);
   }
@@ -751,15 +751,15 @@ class IndexBuilder {
   // or touch (a task's pieces lie in its runs; a thread's own outermost spans are whole there).
   // Each of those rows is in order of begin, so the lane's are merged, not sorted; lanes on
   // every core.
-  void index_busy_prefix() {
-    index_.busy_prefix_.resize(index_.lanes_.size());
+  void index_busy() {
+    index_.busy_sums_.resize(index_.lanes_.size());
     const auto failures = reader::run_on_threads(index_.lanes_.size(), reader::default_thread_count(),
-                                                 [this](size_t lane) { index_busy_prefix(lane); });
+                                                 [this](size_t lane) { index_busy(lane); });
     for (const std::exception_ptr& failure : failures)
       if (failure) std::rethrow_exception(failure);
   }
 
-  void index_busy_prefix(size_t lane_number) {
+  void index_busy(size_t lane_number) {
     Lane& lane = index_.lanes_[lane_number];
     std::vector<const IntervalRow*> rows;
     if (!lane.depths.empty()) rows.push_back(&lane.depths.front());
@@ -782,9 +782,7 @@ class IndexBuilder {
       lane.busy.ends.push_back(end);
     }
     lane.busy.shrink_to_fit();
-    Column<uint64_t>::Built prefix{0};
-    index_busy_sums(lane, prefix);
-    index_.busy_prefix_[lane_number] = std::move(prefix);
+    index_.busy_sums_[lane_number] = busy_sums_of(lane.busy);
     if (!lane.depths.empty() && same_intervals(lane.busy, lane.depths.front())) {
       lane.busy = IntervalRow{};
       lane.busy_is_outermost = true;
@@ -796,14 +794,17 @@ class IndexBuilder {
            std::equal(a.ends.begin(), a.ends.end(), b.ends.begin());
   }
 
-  static void index_busy_sums(const Lane& lane, Column<uint64_t>::Built& prefix) {
-    prefix.reserve(lane.busy.size() / TimelineIndex::kBusyBlock + 2);
+  // TimelineIndex::busy_sums_'s column for one lane's busy intervals.
+  static Column<uint64_t>::Built busy_sums_of(const IntervalRow& busy) {
+    Column<uint64_t>::Built sums{0};
+    sums.reserve(busy.size() / TimelineIndex::kBusyBlock + 2);
     uint64_t total = 0;
-    for (size_t k = 0; k < lane.busy.size(); ++k) {
-      total += lane.busy.ends[k] - lane.busy.begins[k];
-      if ((k + 1) % TimelineIndex::kBusyBlock == 0) prefix.push_back(total);
+    for (size_t k = 0; k < busy.size(); ++k) {
+      total += busy.ends[k] - busy.begins[k];
+      if ((k + 1) % TimelineIndex::kBusyBlock == 0) sums.push_back(total);
     }
-    if (lane.busy.size() % TimelineIndex::kBusyBlock != 0) prefix.push_back(total);
+    if (busy.size() % TimelineIndex::kBusyBlock != 0) sums.push_back(total);
+    return sums;
   }
 
   const reader::Trace& trace_;

@@ -408,7 +408,7 @@ class TimelineIndex {
   // many have been read so far, for a progress line on long work.
   using Progress = std::function<void(uint64_t events_read)>;
   static constexpr uint64_t kProgressEvents = uint64_t{1} << 20;
-  // Lane::busy's intervals per kept sum of busy time (busy_prefix_).
+  // Lane::busy's intervals per kept sum of busy time (busy_sums_).
   static constexpr size_t kBusyBlock = 64;
   // `detail`: what the task graphs keep; GraphDetail::no_notes leaves out the tasks' notes (what
   // was traced inside their runs), the most of a graph's memory, where memory is short.
@@ -531,6 +531,8 @@ class TimelineIndex {
   enum ArrowRowsKind : size_t { kTreeRows, kTimeRows };
 
   std::vector<LaneWindow> window_lanes(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels) const;
+  void window_beside_lanes(uint64_t begin, uint64_t end, double ns_per_pixel, const TaskRowQuery& rows,
+                           double min_pixels, Window& out) const;
   void window_tasks(uint64_t begin, uint64_t end, double ns_per_pixel, const ShownRows& shown, const TaskRowQuery& rows,
                     Window& out) const;
   void window_tasks_by_time(uint64_t begin, uint64_t end, double ns_per_pixel, double min_pixels,
@@ -643,7 +645,7 @@ class TimelineIndex {
   // Each lane's busy time (Lane::busy) before every kBusyBlock-th interval: [b] is the sum of
   // intervals [0, b * kBusyBlock), and the last entry the lane's whole. A range's busy time adds
   // up fewer than kBusyBlock intervals at either end; a word a block, not an interval.
-  std::vector<Column<uint64_t>> busy_prefix_;
+  std::vector<Column<uint64_t>> busy_sums_;
   // Busy time of lane `lane`'s busy intervals [0, k).
   uint64_t busy_before(uint32_t lane, size_t k) const;
   WholeSpans whole_spans_;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "analysis/sample_stacks.hpp"
+#include "reader/run_on_threads.hpp"
 #include "viewer/drawn_key.hpp"
 #include "viewer/near_search.hpp"
 
@@ -12,10 +13,8 @@
 #include <bit>
 #include <cctype>
 #include <cmath>
-#include <future>
 #include <limits>
 #include <optional>
-#include <system_error>
 #include <tuple>
 #include <unordered_map>
 
@@ -258,16 +257,24 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
   out.end = end;
   out.width = width;
   const double ns_per_pixel = static_cast<double>(end - begin) / width;
-  // The lanes on another core meanwhile: over a long trace they take as long as the rest (a few
-  // searches per pixel column of each row), and they read only what nothing else here writes.
-  std::future<std::vector<LaneWindow>> lanes;
-  try {
-    lanes = std::async(std::launch::async, [this, begin, end, ns_per_pixel, min_pixels] {
-      return window_lanes(begin, end, ns_per_pixel, min_pixels);
-    });
-  } catch (const std::system_error&) {
-    // No thread to be had (a process at its limit): the lanes are worked out here, after the rest.
-  }
+  // The lanes on another core beside the rest: over a long trace they take as long as the rest (a
+  // few searches per pixel column of each row), and they read only what nothing else here writes.
+  // Each part fills its own fields of `out`.
+  const auto failures = reader::run_on_threads(2, 2, [&](size_t part) {
+    if (part == 0)
+      out.lanes = window_lanes(begin, end, ns_per_pixel, min_pixels);
+    else
+      window_beside_lanes(begin, end, ns_per_pixel, rows, min_pixels, out);
+  });
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+  return out;
+}
+
+// What a window shows besides the lanes: its tasks, arrows, messages and counters.
+void TimelineIndex::window_beside_lanes(uint64_t begin, uint64_t end, double ns_per_pixel, const TaskRowQuery& rows,
+                                        double min_pixels, Window& out) const {
+  const uint32_t width = out.width;
   const ShownRows shown(task_tree_, rows.by_time ? std::vector<uint32_t>{} : rows.collapsed);
   ArrowRowsOf rows_of;
   if (rows.by_time) {
@@ -329,8 +336,6 @@ Window TimelineIndex::window(uint64_t begin, uint64_t end, uint32_t width, const
     }
     out.counters.push_back(std::move(view));
   }
-  out.lanes = lanes.valid() ? lanes.get() : window_lanes(begin, end, ns_per_pixel, min_pixels);
-  return out;
 }
 
 std::vector<LaneWindow> TimelineIndex::window_lanes(uint64_t begin, uint64_t end, double ns_per_pixel,
@@ -740,7 +745,7 @@ std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) c
 uint64_t TimelineIndex::busy_before(uint32_t lane, size_t k) const {
   const IntervalRow& busy = lanes_[lane].busy_row();
   const size_t block = k / kBusyBlock;
-  uint64_t sum = busy_prefix_[lane].at(block);
+  uint64_t sum = busy_sums_[lane].at(block);
   for (size_t j = block * kBusyBlock; j < k; ++j) sum += busy.ends[j] - busy.begins[j];
   return sum;
 }
