@@ -50,5 +50,27 @@ TEST(NearSearch, FindsWhatABinarySearchFinds) {
   EXPECT_EQ(checked, 4u * 6u * 2'000u);
 }
 
+// lower_bound_after steps out from the range's first place: the value near it, far from it, before
+// it and past the end all give std::lower_bound's answer.
+TEST(NearSearch, LowerBoundAfterFindsWhatABinarySearchFinds) {
+  std::mt19937_64 random(78);
+  for (const size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1'000}, size_t{70'000}}) {
+    std::vector<uint32_t> places(count);
+    uint32_t place = 0;
+    for (uint32_t& p : places) p = place += static_cast<uint32_t>(random() % 4 == 0 ? random() % 1'000 : 1);
+    for (int query = 0; query < 3'000; ++query) {
+      const size_t first = count == 0 ? 0 : random() % (count + 1);
+      const size_t last = first + (count == first ? 0 : random() % (count - first + 1));
+      const size_t near = std::min(count, first + static_cast<size_t>(random() % (query % 3 == 0 ? 40 : count + 1)));
+      uint32_t value = near < count ? places[near] + static_cast<uint32_t>(random() % 3) - 1 : place + 1;
+      if (query % 100 == 0) value = 0;
+      SCOPED_TRACE(::testing::Message() << count << " places, [" << first << ", " << last << "), value " << value);
+      const auto begin = places.begin();
+      ASSERT_EQ(lower_bound_after(places, first, last, value),
+                static_cast<size_t>(std::lower_bound(begin + first, begin + last, value) - begin));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chronicle::viewer

@@ -1,5 +1,7 @@
 #include "viewer/arrow_levels.hpp"
 
+#include "viewer/near_search.hpp"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -133,6 +135,11 @@ ArrowLevels build_arrow_levels(std::span<const Arrow> arrows, const ArrowRowsOf&
 
 namespace {
 
+constexpr uint32_t kPrefetchAhead = 8;
+
+// Walks the levels depth first, so that at every level the groups it visits come in order: where
+// a group's finer groups begin is found from where the last search at that level ended, a few
+// places on, rather than by a search of the whole level.
 struct UnitWalk {
   const ArrowLevels& levels;
   std::span<const Arrow> arrows;
@@ -140,10 +147,10 @@ struct UnitWalk {
   uint64_t end;
   const PixelColumns& column;
   const std::function<void(const ArrowUnit&)>& unit;
+  std::vector<size_t> searched_to = std::vector<size_t>(levels.levels.size(), 0);
 
   // Groups [first_group, last_group) of level l, all of `kind` between `rows`.
-  void groups(size_t l, size_t first_group, size_t last_group, ArrowKind kind,
-              std::pair<uint32_t, uint32_t> rows) const {
+  void groups(size_t l, size_t first_group, size_t last_group, ArrowKind kind, std::pair<uint32_t, uint32_t> rows) {
     const ArrowLevel& level = levels.levels[l];
     const uint64_t bin_last =
         level.shift >= 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << level.shift) - 1;
@@ -160,18 +167,26 @@ struct UnitWalk {
         // All of it in the window, drawn alike.
         unit({level.leader[g], last - first, level.from_times[g], level.to_times[g], kind, rows});
       } else if (l + 1 < levels.levels.size()) {
-        const auto& finer = levels.levels[l + 1].first;
-        const auto lower = std::lower_bound(finer.begin(), finer.end() - 1, first) - finer.begin();
-        const auto upper = std::lower_bound(finer.begin() + lower, finer.end() - 1, last) - finer.begin();
-        groups(l + 1, static_cast<size_t>(lower), static_cast<size_t>(upper), kind, rows);
+        const std::span<const uint32_t> finer = levels.levels[l + 1].first;
+        const size_t lower = lower_bound_after(finer, searched_to[l + 1], finer.size() - 1, first);
+        const size_t upper = lower_bound_after(finer, lower, finer.size() - 1, last);
+        searched_to[l + 1] = upper;
+        groups(l + 1, lower, upper, kind, rows);
       } else {
-        for (uint32_t i = first; i < last; ++i) {
-          const uint32_t k = levels.order[i];
-          const Arrow& arrow = arrows[k];
-          if (arrow.to_time >= begin && arrow.from_time <= end)
-            unit({k, 1, arrow.from_time, arrow.to_time, kind, rows});
-        }
+        leaves(first, last, kind, rows);
       }
+    }
+  }
+
+  // The arrows order[first, last) one by one.
+  void leaves(uint32_t first, uint32_t last, ArrowKind kind, std::pair<uint32_t, uint32_t> rows) const {
+    const std::span<const uint32_t> order = levels.order;
+    for (uint32_t i = first; i < last; ++i) {
+      // The arrows are far apart in memory: ask for one a few ahead while this one is read.
+      if (i + kPrefetchAhead < last) __builtin_prefetch(&arrows[order[i + kPrefetchAhead]]);
+      const uint32_t k = order[i];
+      const Arrow& arrow = arrows[k];
+      if (arrow.to_time >= begin && arrow.from_time <= end) unit({k, 1, arrow.from_time, arrow.to_time, kind, rows});
     }
   }
 };
@@ -182,7 +197,7 @@ void for_each_arrow_unit(const ArrowLevels& levels, std::span<const Arrow> arrow
                          const PixelColumns& column, const ArrowRowsOf& shown_rows,
                          const std::function<void(const ArrowUnit&)>& unit) {
   if (levels.levels.empty()) return;
-  const UnitWalk walk{levels, arrows, begin, end, column, unit};
+  UnitWalk walk{levels, arrows, begin, end, column, unit};
   // A coarsest group's arrows have one pair of rows and one kind (the order begins with them).
   const ArrowLevel& top = levels.levels.front();
   for (size_t g = 0; g < top.leader.size(); ++g) {

@@ -56,4 +56,22 @@ inline size_t lower_bound_near(std::span<const uint64_t> times, size_t first, si
   return partition_point_near(times, first, last, value, [value](uint64_t time) { return time < value; });
 }
 
+// std::lower_bound over places[first, last), for a value expected a few places after `first`:
+// steps of 1, 2, 4, ... from there, then by halves in the last step.
+inline size_t lower_bound_after(std::span<const uint32_t> places, size_t first, size_t last, uint32_t value) {
+  if (first >= last || places[first] >= value) return first;
+  size_t below = first;  // places[below] < value
+  size_t above = last;   // places[above] >= value, or the end
+  for (size_t step = 1; below + step < last; step *= 2) {
+    if (places[below + step] >= value) {
+      above = below + step;
+      break;
+    }
+    below += step;
+  }
+  return static_cast<size_t>(std::lower_bound(places.begin() + static_cast<std::ptrdiff_t>(below) + 1,
+                                              places.begin() + static_cast<std::ptrdiff_t>(above), value) -
+                             places.begin());
+}
+
 }  // namespace chronicle::viewer

@@ -447,20 +447,27 @@ void TimelineIndex::window_arrows(uint64_t begin, uint64_t end, const PixelColum
     return shown;
   };
   std::vector<ArrowPlace> places;  // of out.arrows' leaders
+  // Arrows come in runs drawn alike (ArrowLevels' order, or by time): the last one drawn is
+  // looked at before the map.
+  std::optional<std::pair<DrawnKey, uint32_t>> last_drawn;
   const auto draw = [&](const ArrowUnit& unit) {
     const DrawnKey key = DrawnKey::of(column(unit.from_time), column(unit.to_time), unit.rows.first, unit.rows.second,
                                       static_cast<uint32_t>(unit.kind));
-    auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
-    if (inserted) {
-      out.arrows.push_back({unit.leader, unit.count, unit.rows.first, unit.rows.second});
-      places.push_back(unit.place());
-      return;
+    if (!last_drawn || !(last_drawn->first == key)) {
+      auto [found, inserted] = drawn.try_emplace(key, static_cast<uint32_t>(out.arrows.size()));
+      last_drawn.emplace(key, found->second);
+      if (inserted) {
+        out.arrows.push_back({unit.leader, unit.count, unit.rows.first, unit.rows.second});
+        places.push_back(unit.place());
+        return;
+      }
     }
-    ArrowInView& merged = out.arrows[found->second];
+    const uint32_t at = last_drawn->second;
+    ArrowInView& merged = out.arrows[at];
     merged.merged += unit.count;
-    if (unit.place() < places[found->second]) {
+    if (unit.place() < places[at]) {
       merged.arrow = unit.leader;
-      places[found->second] = unit.place();
+      places[at] = unit.place();
     }
   };
   const auto draw_one = [&](uint32_t k) {
