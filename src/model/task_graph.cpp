@@ -86,15 +86,20 @@ void TaskGraphBuilder::reserve(size_t tasks) {
   graph_.index_.reserve(tasks);
 }
 
-Task& TaskGraphBuilder::task(TaskId id, uint64_t ticks, const char* role) {
+size_t TaskGraphBuilder::task_index(TaskId id, uint64_t ticks, const char* role, bool* known) {
   auto [found, inserted] = graph_.index_.try_emplace(id, graph_.tasks_.size());
+  if (known) *known = !inserted;
   if (inserted) {
     Task fresh;
     fresh.id = id;
     graph_.tasks_.push_back(std::move(fresh));
     if (role) first_mention_[id] = {role, ticks};
   }
-  return graph_.tasks_[found->second];
+  return found->second;
+}
+
+Task& TaskGraphBuilder::task(TaskId id, uint64_t ticks, const char* role) {
+  return graph_.tasks_[task_index(id, ticks, role)];
 }
 
 void TaskGraphBuilder::add(const reader::Event& event) {
@@ -110,8 +115,8 @@ void TaskGraphBuilder::add(const reader::Event& event) {
   auto& running = running_[event.thread_id];
   switch (event.type) {
     case EventId::task_create: {
-      const bool known = graph_.index_.count(event.task) != 0;
-      Task& created = task(event.task, event.ticks, nullptr);
+      bool known = false;
+      Task& created = graph_.tasks_[task_index(event.task, event.ticks, nullptr, &known)];
       if (created.seen_created) {
         note_problem(fmt::format("task {} is created twice (again at tick {})", task_id_text(event.task), event.ticks));
         break;
@@ -138,14 +143,15 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       break;
     }
     case EventId::task_run_begin: {
-      Task& started = task(event.task, event.ticks, "run begin");
+      const size_t started_index = task_index(event.task, event.ticks, "run begin");
+      Task& started = graph_.tasks_[started_index];
       for (const auto& open : running)
         if (open.task == event.task)
           note_problem(fmt::format("task {} begins to run on thread {} at tick {} while it already runs there",
                                    task_id_text(event.task), event.thread_id, event.ticks));
       started.runs.push_back(
           RunInterval{.thread_id = event.thread_id, .begin = event.ticks, .end = event.ticks, .ended = false});
-      running.push_back({event.task, started.runs.size() - 1});
+      running.push_back({event.task, started.runs.size() - 1, started_index});
       if (detail_ == GraphDetail::summary) ++open_runs_[event.task];
       break;
     }
@@ -175,13 +181,13 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       break;
     }
     case EventId::task_wait: {
-      task(event.task, event.ticks, "wait");
+      const size_t waiting = task_index(event.task, event.ticks, "wait");
       if (event.related_task == 0) {
         note_problem(fmt::format("task {} waits on task 0 at tick {}", task_id_text(event.task), event.ticks));
         break;
       }
       task(event.related_task, event.ticks, "wait");
-      graph_.tasks_[graph_.index_.at(event.task)].waits_on.push_back(event.related_task);
+      graph_.tasks_[waiting].waits_on.push_back(event.related_task);
       graph_.edges_.push_back(
           Edge{.kind = EdgeKind::waits_on, .from = event.task, .to = event.related_task, .ticks = event.ticks});
       break;
@@ -237,7 +243,7 @@ void TaskGraphBuilder::add(const reader::Event& event) {
     case EventId::span_end:
       // A task's span ends where the task runs now; its end is the task's too (the reader paired it).
       if (event.span && event.span->task != 0 && !running.empty()) {
-        Task& owner = graph_.tasks_[graph_.index_.at(running.back().task)];
+        Task& owner = graph_.tasks_[running.back().index];
         if (owner.id == event.span->task) add_note(event, event.span->site_id, owner);
       }
       break;
@@ -249,7 +255,7 @@ void TaskGraphBuilder::add(const reader::Event& event) {
       // What a thread records belongs to the task running on it (the innermost one): the run
       // intervals say which, so these events need no task field and cost nothing more.
       if (running.empty()) break;
-      add_note(event, event.name_id, graph_.tasks_[graph_.index_.at(running.back().task)]);
+      add_note(event, event.name_id, graph_.tasks_[running.back().index]);
       break;
     }
   }
@@ -269,7 +275,7 @@ void TaskGraphBuilder::add_note(const reader::Event& event, uint32_t site_id, Ta
 }
 
 void TaskGraphBuilder::close_run(Running open, uint64_t ticks, bool ended) {
-  Task& owner = graph_.tasks_[graph_.index_.at(open.task)];
+  Task& owner = graph_.tasks_[open.index];
   RunInterval& run = owner.runs[open.run];
   run.end = ticks;
   run.ended = ended;

@@ -165,9 +165,12 @@ class TaskGraphBuilder {
  private:
   struct Running {
     TaskId task;
-    size_t run;  // into Task::runs
+    size_t run;    // into Task::runs
+    size_t index;  // the task's, into the graph's tasks
   };
 
+  // The task's index in the graph, which adds it when it is new; `known` says whether it was not.
+  size_t task_index(TaskId id, uint64_t ticks, const char* role, bool* known = nullptr);
   Task& task(TaskId id, uint64_t ticks, const char* role);
   void note_problem(std::string problem);
   void check_wait_cycles();

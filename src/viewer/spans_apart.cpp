@@ -70,6 +70,7 @@ class SpansApart {
       if (!first_unmatched_stream && pairing.problems().unmatched_ends > 0) first_unmatched_stream = event.stream;
       return true;
     });
+    feed.close();  // the graph's thread goes on beside the spans put together here
     const uint64_t last = clock_.to_ns(last_ticks);
     close_at_end(last);
     merge_spans(last);

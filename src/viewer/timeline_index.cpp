@@ -119,15 +119,8 @@ class IndexBuilder {
     for (const index_internal::StreamPart& part : parts) task_creations += part.task_creations;
     feed.expect_tasks(task_creations);
     auto graph = std::async(std::launch::async, [this, &feed, &parts] {
-      return feed.build([this, &parts] {
-        add_counter_samples(parts);
-        for (auto& counter : index_.counters_) finish_counter(counter);
-        // What needs neither the graph nor the spans (the lanes' other rows).
-        index_off_cpu();
-        index_samples();
-        index_lost();
-        return false;
-      });
+      BesideGraph at;
+      return feed.build([this, &parts, &at] { return work_beside_graph(parts, at); });
     });
     uint64_t merged_last = 0;
     try {
@@ -240,12 +233,38 @@ class IndexBuilder {
     }
   }
 
-  // The counters' samples, stream after stream (the order finish_counter keeps for samples at the
-  // same time), numbered as series in that order.
-  void add_counter_samples(const std::vector<index_internal::StreamPart>& parts) {
-    for (uint32_t lane = 0; lane < parts.size(); ++lane)
-      for (const index_internal::StreamCounterSample& sample : parts[lane].counter_samples)
-        add_counter_sample(sample, lane);
+  // Where the graph's thread is in what it does beside the graph.
+  struct BesideGraph {
+    uint32_t lane = 0;  // the counters' samples: stream after stream
+    size_t sample = 0;
+    size_t counter = 0;  // then each series finished
+  };
+  static constexpr size_t kSamplesAPiece = size_t{1} << 16;
+
+  // A piece of what needs neither the graph nor the spans: the counters, then the lanes' other
+  // rows; false once nothing is left. A piece is short, so that the events handed to the graph
+  // meanwhile do not wait long (the pass stops when too many wait).
+  bool work_beside_graph(const std::vector<index_internal::StreamPart>& parts, BesideGraph& at) {
+    // The counters' samples, stream after stream (the order finish_counter keeps for samples at
+    // the same time), numbered as series in that order.
+    if (at.lane < parts.size()) {
+      const auto& samples = parts[at.lane].counter_samples;
+      const size_t last = std::min(samples.size(), at.sample + kSamplesAPiece);
+      for (; at.sample < last; ++at.sample) add_counter_sample(samples[at.sample], at.lane);
+      if (at.sample == samples.size()) {
+        ++at.lane;
+        at.sample = 0;
+      }
+      return true;
+    }
+    if (at.counter < index_.counters_.size()) {
+      finish_counter(index_.counters_[at.counter++]);
+      return true;
+    }
+    index_off_cpu();
+    index_samples();
+    index_lost();
+    return false;
   }
 
   // Samples as traced, stream after stream; finish_counter puts them in time order.
@@ -383,6 +402,7 @@ class IndexBuilder {
       }
       return true;
     });
+    feed.close();  // the graph's thread goes on beside what is left here
     last = index_.to_ns(last_ticks);
     for (size_t lane = 0; lane < open.size(); ++lane)  // cut by the trace's end
       while (!open[lane].empty()) close(lane, open[lane].size() - 1, last);
