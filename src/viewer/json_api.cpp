@@ -3,11 +3,13 @@
 #include "viewer/json_api.hpp"
 
 #include "analysis/flame_graph.hpp"
+#include "viewer/json_out.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -206,156 +208,196 @@ json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint3
   return window_json(index, begin, end, width, TaskRowQuery{});
 }
 
-json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& asked,
+json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width, const TaskRowQuery& rows,
                  const std::string& match) {
-  const std::string needle = fold_case(match);
-  TaskRowQuery rows = asked;
-  rows.last = static_cast<uint32_t>(std::min<uint64_t>(rows.last, uint64_t{rows.first} + kMaxWindowTaskRows));
-  const Window window = index.window(begin, end, width, rows);
+  return json::parse(window_text(index, begin, end, width, rows, match));
+}
+
+namespace {
+
+// Numbers as one JSON array.
+template <class... Numbers>
+void write_numbers(JsonOut& out, Numbers... numbers) {
+  out.begin_array();
+  (out.value(numbers), ...);
+  out.end_array();
+}
+
+// A window's answer as it is written: lane items counted against their cap, and the sites and
+// tasks it names.
+struct WindowWriter {
+  const TimelineIndex& index;
+  const Window& window;
+  std::string needle;  // the search text, folded; empty: none
+  JsonOut out{};
   size_t lane_items = 0;
   bool lane_items_cut = false;
+  std::set<uint32_t> sites{};
+  std::set<uint32_t> tasks{};
+
   // One more lane item, unless the answer holds its most already.
-  auto room = [&] {
+  bool room() {
     if (lane_items == kMaxWindowLaneItems) {
       lane_items_cut = true;
       return false;
     }
     ++lane_items;
     return true;
-  };
-  std::set<uint32_t> sites;
-  json task_names = json::object();
-  auto name_task = [&](uint32_t task) { task_names[std::to_string(task)] = index.task_display_name(task); };
-  json lanes = json::array();
-  for (const LaneWindow& view : window.lanes) {
+  }
+
+  void blocks(std::string_view name, const std::vector<BusyBlock>& blocks) {
+    out.key(name).begin_array();
+    for (const BusyBlock& block : blocks)
+      if (room()) write_numbers(out, block.begin, block.end, block.row, block.count);
+    out.end_array();
+  }
+
+  void lane(const LaneWindow& view) {
     const Lane& lane = index.lanes()[view.lane];
-    json spans = json::array();
+    out.begin_object().field("lane", view.lane).key("spans").begin_array();
     for (const VisibleInterval& span : view.spans) {
       if (!room()) break;
       const IntervalRow& row = lane.depths[span.row];
-      spans.push_back({row.begins[span.index], row.ends[span.index], span.row, span.index, row.items[span.index]});
-      if (!needle.empty())
-        spans.back().push_back(index.span_attribute_contains(view.lane, span.row, span.index, needle) ? 1 : 0);
+      out.begin_array().value(row.begins[span.index]).value(row.ends[span.index]).value(span.row).value(span.index);
+      out.value(row.items[span.index]);
+      if (!needle.empty()) out.value(index.span_attribute_contains(view.lane, span.row, span.index, needle) ? 1 : 0);
+      out.end_array();
       sites.insert(row.items[span.index]);
     }
-    json blocks = json::array();
-    for (const BusyBlock& block : view.blocks)
-      if (room()) blocks.push_back({block.begin, block.end, block.row, block.count});
-    json runs = json::array();
+    out.end_array();
+    blocks("blocks", view.blocks);
+    out.key("runs").begin_array();
     for (const VisibleInterval& run : view.runs) {
       if (!room()) break;
       const IntervalRow& row = lane.runs[run.row];
       const uint32_t task = row.items[run.index];
-      runs.push_back({row.begins[run.index], row.ends[run.index], run.row, task, task_kind_number(index, task)});
-      name_task(task);
+      write_numbers(out, row.begins[run.index], row.ends[run.index], run.row, task, task_kind_number(index, task));
+      tasks.insert(task);
     }
-    json run_blocks = json::array();
-    for (const BusyBlock& block : view.run_blocks)
-      if (room()) run_blocks.push_back({block.begin, block.end, block.row, block.count});
-    json idle = json::array();
+    out.end_array();
+    blocks("run_blocks", view.run_blocks);
+    out.key("idle").begin_array();
     for (const VisibleInterval& wide : view.idle_wide)
-      if (room()) idle.push_back({lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1});
+      if (room()) write_numbers(out, lane.idle.begins[wide.index], lane.idle.ends[wide.index], 1);
     for (const BusyBlock& block : view.idle)
-      if (room()) idle.push_back({block.begin, block.end, block.count});
+      if (room()) write_numbers(out, block.begin, block.end, block.count);
     // [begin, end, count, state]: state 1 preempted (runnable), 2 blocked, -1 a merge of both.
-    json off_cpu = json::array();
+    out.end_array().key("off_cpu").begin_array();
     for (const VisibleInterval& wide : view.off_cpu_wide)
       if (room())
-        off_cpu.push_back(
-            {lane.off_cpu.begins[wide.index], lane.off_cpu.ends[wide.index], 1, lane.off_cpu.items[wide.index]});
+        write_numbers(out, lane.off_cpu.begins[wide.index], lane.off_cpu.ends[wide.index], 1,
+                      lane.off_cpu.items[wide.index]);
     for (const BusyBlock& block : view.off_cpu)
-      if (room()) off_cpu.push_back({block.begin, block.end, block.count, -1});
-    json samples = json::array();  // [first, last, count]
+      if (room()) write_numbers(out, block.begin, block.end, block.count, -1);
+    out.end_array().key("samples").begin_array();  // [first, last, count]
     for (const BusyBlock& block : view.samples)
-      if (room()) samples.push_back({block.begin, block.end, block.count});
-    lanes.push_back({{"lane", view.lane},
-                     {"spans", std::move(spans)},
-                     {"blocks", std::move(blocks)},
-                     {"runs", std::move(runs)},
-                     {"run_blocks", std::move(run_blocks)},
-                     {"idle", std::move(idle)},
-                     {"off_cpu", std::move(off_cpu)},
-                     {"samples", std::move(samples)}});
+      if (room()) write_numbers(out, block.begin, block.end, block.count);
+    out.end_array().end_object();
   }
-  json names = json::object();
-  for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
 
-  // Whole task rows while their lines and blocks fit (rows come in order).
-  std::map<uint32_t, size_t> items_of_row;
-  for (const TaskInView& view : window.tasks) ++items_of_row[view.row];
-  for (const TaskBlock& block : window.task_blocks) ++items_of_row[block.row];
-  uint32_t rows_kept_end = std::numeric_limits<uint32_t>::max();
-  size_t task_items = 0;
-  for (const auto& [row, items] : items_of_row) {
-    if (task_items + items > kMaxWindowTaskItems) {
-      rows_kept_end = row;
-      break;
+  void site_names() {
+    out.key("names").begin_object();
+    for (const uint32_t site : sites) out.field(std::to_string(site), index.site_name(site));
+    out.end_object();
+  }
+
+  // The end of the task rows kept whole while their lines and blocks fit (rows come in order);
+  // the most there is when all fit.
+  uint32_t task_rows_kept_end() const {
+    std::map<uint32_t, size_t> items_of_row;
+    for (const TaskInView& view : window.tasks) ++items_of_row[view.row];
+    for (const TaskBlock& block : window.task_blocks) ++items_of_row[block.row];
+    size_t task_items = 0;
+    for (const auto& [row, items] : items_of_row) {
+      if (task_items + items > kMaxWindowTaskItems) return row;
+      task_items += items;
     }
-    task_items += items;
+    return std::numeric_limits<uint32_t>::max();
   }
-  json lines = json::array();
-  const TaskTree& tree = index.task_tree();
-  for (const TaskInView& view : window.tasks) {
-    if (view.row >= rows_kept_end) continue;
-    const uint32_t task = view.task;
-    const TaskLine& where = index.task_lines()[task];
-    json runs = json::array();
-    for (const auto& [run_begin, run_end] : view.runs) {
-      runs.push_back(run_begin);
-      runs.push_back(run_end);
+
+  void task_rows(const TaskRowQuery& rows, uint32_t rows_kept_end) {
+    const TaskTree& tree = index.task_tree();
+    out.key("tasks").begin_object().key("lines").begin_array();
+    for (const TaskInView& view : window.tasks) {
+      if (view.row >= rows_kept_end) continue;
+      const uint32_t task = view.task;
+      const TaskLine& where = index.task_lines()[task];
+      out.begin_array().value(where.begin).value(where.end).value(view.row).value(task);
+      out.value(static_cast<int>(line_state(index, task))).value(task_kind_number(index, task));
+      out.value(tree.depth[task]).value(tree.subtree[task] - 1).begin_array();
+      for (const auto& [run_begin, run_end] : view.runs) out.value(run_begin).value(run_end);
+      out.end_array().value(where.row).end_array();
+      tasks.insert(task);
     }
-    lines.push_back({where.begin, where.end, view.row, task, static_cast<int>(line_state(index, task)),
-                     task_kind_number(index, task), tree.depth[task], tree.subtree[task] - 1, std::move(runs),
-                     where.row});
-    name_task(task);
+    // [begin, end, row, count, failed, cancelled]
+    out.end_array().key("blocks").begin_array();
+    for (const TaskBlock& block : window.task_blocks)
+      if (block.row < rows_kept_end)
+        write_numbers(out, block.begin, block.end, block.row, block.count, block.failed, block.cancelled);
+    out.end_array().key("names").begin_object();
+    for (const uint32_t task : tasks) out.field(std::to_string(task), index.task_display_name(task));
+    out.end_object()
+        .field("rows", window.task_rows_shown)
+        .field("first_row", std::min(window.task_rows_shown, rows.first));
+    out.key("process_rows").begin_array();
+    for (const uint32_t row : window.process_first_rows) out.value(row);
+    out.end_array().end_object();
   }
-  // [begin, end, row, count, failed, cancelled]
-  json task_blocks = json::array();
-  for (const TaskBlock& block : window.task_blocks)
-    if (block.row < rows_kept_end)
-      task_blocks.push_back({block.begin, block.end, block.row, block.count, block.failed, block.cancelled});
-  json arrows = json::array();
-  const bool arrows_cut = window.arrows.size() > kMaxWindowArrows;
-  for (const ArrowInView& view : window.arrows) {
-    if (arrows.size() == kMaxWindowArrows) break;
-    const Arrow& arrow = index.arrows()[view.arrow];
-    arrows.push_back({static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time,
-                      view.from_row, view.to_row, view.merged});
+
+  void arrows_and_messages() {
+    out.key("arrows").begin_array();
+    for (size_t k = 0; k < std::min(window.arrows.size(), kMaxWindowArrows); ++k) {
+      const ArrowInView& view = window.arrows[k];
+      const Arrow& arrow = index.arrows()[view.arrow];
+      write_numbers(out, static_cast<int>(arrow.kind), arrow.from_task, arrow.to_task, arrow.from_time, arrow.to_time,
+                    view.from_row, view.to_row, view.merged);
+    }
+    out.end_array().key("messages").begin_array();
+    for (size_t k = 0; k < std::min(window.messages.size(), kMaxWindowMessages); ++k) {
+      const MessageInView& view = window.messages[k];
+      const MessageArrow& message = index.messages()[view.message];
+      write_numbers(out, message.from_lane, message.to_lane, message.from_time, message.to_time, view.merged);
+    }
+    out.end_array();
   }
-  json messages = json::array();
-  const bool messages_cut = window.messages.size() > kMaxWindowMessages;
-  for (const MessageInView& view : window.messages) {
-    if (messages.size() == kMaxWindowMessages) break;
-    const MessageArrow& message = index.messages()[view.message];
-    messages.push_back({message.from_lane, message.to_lane, message.from_time, message.to_time, view.merged});
+
+  void counters() {
+    out.key("counters").begin_array();
+    for (const CounterWindow& view : window.counters) {
+      out.begin_object().field("counter", view.counter).field("downsampled", view.downsampled);
+      out.key("points").begin_array();
+      for (const CounterPoint& point : view.points) write_numbers(out, point.time, point.min, point.max, point.last);
+      out.end_array().end_object();
+    }
+    out.end_array();
   }
-  json counters = json::array();
-  for (const CounterWindow& view : window.counters) {
-    json points = json::array();
-    for (const CounterPoint& point : view.points) points.push_back({point.time, point.min, point.max, point.last});
-    counters.push_back({{"counter", view.counter}, {"downsampled", view.downsampled}, {"points", std::move(points)}});
-  }
-  return {{"begin", window.begin},
-          {"end", window.end},
-          {"width", window.width},
-          {"lanes", std::move(lanes)},
-          {"names", std::move(names)},
-          {"tasks",
-           {{"lines", std::move(lines)},
-            {"blocks", std::move(task_blocks)},
-            {"names", std::move(task_names)},
-            {"rows", window.task_rows_shown},
-            {"first_row", std::min(window.task_rows_shown, rows.first)},
-            {"process_rows", window.process_first_rows}}},
-          {"arrows", std::move(arrows)},
-          {"messages", std::move(messages)},
-          {"counters", std::move(counters)},
-          {"more",
-           {{"rows", asked.last > rows.last && window.task_rows_shown > rows.last},
-            {"task_items", rows_kept_end != std::numeric_limits<uint32_t>::max()},
-            {"arrows", arrows_cut},
-            {"messages", messages_cut},
-            {"lane_items", lane_items_cut}}}};
+};
+
+}  // namespace
+
+std::string window_text(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width,
+                        const TaskRowQuery& asked, const std::string& match) {
+  TaskRowQuery rows = asked;
+  rows.last = static_cast<uint32_t>(std::min<uint64_t>(rows.last, uint64_t{rows.first} + kMaxWindowTaskRows));
+  const Window window = index.window(begin, end, width, rows);
+  WindowWriter writer{index, window, fold_case(match)};
+  JsonOut& out = writer.out;
+  out.begin_object().field("begin", window.begin).field("end", window.end).field("width", window.width);
+  out.key("lanes").begin_array();
+  for (const LaneWindow& view : window.lanes) writer.lane(view);
+  out.end_array();
+  writer.site_names();
+  const uint32_t rows_kept_end = writer.task_rows_kept_end();
+  writer.task_rows(rows, rows_kept_end);
+  writer.arrows_and_messages();
+  writer.counters();
+  out.key("more").begin_object();
+  out.field("rows", asked.last > rows.last && window.task_rows_shown > rows.last);
+  out.field("task_items", rows_kept_end != std::numeric_limits<uint32_t>::max());
+  out.field("arrows", window.arrows.size() > kMaxWindowArrows)
+      .field("messages", window.messages.size() > kMaxWindowMessages);
+  out.field("lane_items", writer.lane_items_cut).end_object().end_object();
+  return out.take();
 }
 
 json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span) {

@@ -32,6 +32,10 @@ nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t 
 // attribute as it does by name, and can dim the rest.
 nlohmann::json window_json(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width,
                            const TaskRowQuery& rows, const std::string& match = {});
+// The same answer as JSON text, written as it is made (what the server sends: a window is the
+// largest answer, and building its nlohmann::json first took as long as finding what it shows).
+std::string window_text(const TimelineIndex& index, uint64_t begin, uint64_t end, uint32_t width,
+                        const TaskRowQuery& rows, const std::string& match = {});
 // Throws std::out_of_range for indexes that name nothing.
 nlohmann::json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth, uint32_t span);
 nlohmann::json task_details_json(const TimelineIndex& index, uint32_t task);

@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "export/json_text.hpp"
@@ -67,12 +68,16 @@ TaskRowQuery task_row_query(const httplib::Request& request) {
   return query;
 }
 
-void reply(httplib::Response& response, const json& body) {
+void reply_text(httplib::Response& response, std::string text) {
   response.set_header("Cache-Control", "no-store");
   // With the charset, cpp-httplib does not compress the answer: browsers accept brotli, which it
   // runs at its slowest quality (about 150 ms for a window's 150 KiB), and on a loopback
   // connection sending the bytes costs far less than squeezing them.
-  response.set_content(exports::json_text(body), "application/json; charset=utf-8");
+  response.set_content(std::move(text), "application/json; charset=utf-8");
+}
+
+void reply(httplib::Response& response, const json& body) {
+  reply_text(response, exports::json_text(body));
 }
 
 // Answers with `answer()` as JSON, or 400 with the reason when the request was wrong.
@@ -80,7 +85,10 @@ template <typename Answer>
 httplib::Server::Handler json_handler(Answer answer) {
   return [answer](const httplib::Request& request, httplib::Response& response) {
     try {
-      reply(response, answer(request));
+      if constexpr (std::is_same_v<decltype(answer(request)), std::string>)
+        reply_text(response, answer(request));  // JSON text already (window_text)
+      else
+        reply(response, answer(request));
     } catch (const std::exception& error) {
       response.status = 400;
       reply(response, {{"error", error.what()}});
@@ -279,7 +287,7 @@ ViewerServer::ViewerServer(std::shared_ptr<const TimelineIndex> index, std::stri
                // match=TEXT: the search text, whose spans found by an attribute are marked.
                const std::string match = request.has_param("match") ? request.get_param_value("match") : "";
                if (match.size() > kMaxMatchBytes) throw std::invalid_argument("match is too long");
-               return window_json(*trace, begin, end, width, task_row_query(request), match);
+               return window_text(*trace, begin, end, width, task_row_query(request), match);
              }));
   server.Get("/api/span", json_handler([slot](const httplib::Request& request) {
                const HeldIndex trace(slot);
