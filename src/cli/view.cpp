@@ -145,6 +145,7 @@ int run_view(const ViewOptions& options) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGUSR1);  // from the keeper: the index is kept
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  viewer::keep_memory_between_answers();
   viewer::ViewerServer server(std::make_shared<const viewer::TimelineIndex>(std::move(opened.index)), title,
                               options.address, options.port);
   if (viewer::embedded_assets().empty())

@@ -49,6 +49,10 @@ constexpr int kIndexingMmapThreshold = 32 << 20;
 constexpr int kIndexingTrimThreshold = std::numeric_limits<int>::max();
 constexpr int kDefaultMmapThreshold = 128 << 10;
 constexpr int kDefaultTrimThreshold = 128 << 10;
+// Answers: blocks up to glibc's largest mmap threshold from the arenas, kept while less than this
+// is free at an arena's top.
+constexpr int kAnswersMmapThreshold = 32 << 20;
+constexpr int kAnswersTrimThreshold = 64 << 20;
 
 size_t page_rounded(size_t bytes) {
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -185,6 +189,11 @@ IndexingMemory::~IndexingMemory() {
   malloc_trim(0);
   mallopt(M_MMAP_THRESHOLD, kDefaultMmapThreshold);
   mallopt(M_TRIM_THRESHOLD, kDefaultTrimThreshold);
+}
+
+void keep_memory_between_answers() {
+  mallopt(M_MMAP_THRESHOLD, kAnswersMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kAnswersTrimThreshold);
 }
 
 namespace spill {
