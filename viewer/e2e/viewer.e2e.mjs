@@ -1344,6 +1344,50 @@ try {
     const between = layout.headers.filter(h => h.top > Math.min(...tops) && h.top < Math.max(...tops)).map(h => h.key);
     assert.ok(between.every(key => /^process:\d+(\/threads)?$/.test(key)), `headers between the lanes: ${between}`);
     await two.screenshot({ path: join(artifacts, 'merged-large.png') });
+
+    // The first process's tasks opened, as a tree, so that the page is taller than the screen; then the last
+    // process's tasks (closed) pinned: they come after every process's lanes (the messages still
+    // cross nothing) and stay on screen while the rest scrolls to its end.
+    const taskHeaders = layout.headers.filter(h => /^process:\d+\/tasks$/.test(h.key));
+    const [firstTasks, lastTasks] = [taskHeaders[0], taskHeaders.at(-1)];
+    await two.evaluate(y => window.chronicleViewer.scrollTo(y), Math.max(0, firstTasks.top - 300));
+    await settled(two);
+    const open = await two.evaluate(key => window.chronicleViewer.headerPoint(key), firstTasks.key);
+    assert.ok(open && !open.hidden, `${firstTasks.key}'s header on screen`);
+    await two.mouse.click(open.x, open.y);
+    await two.evaluate(() => window.chronicleViewer.setTaskOrder('tree'));
+    await settled(two);
+    const opened = await two.evaluate(() => window.chronicleViewer.layout());
+    assert.ok(!opened.headers.find(h => h.key === firstTasks.key).collapsed, `${firstTasks.key} opened`);
+    assert.ok(opened.height > screen + 400, `the page is taller than the screen: ${opened.height} of ${screen} px`);
+    const toPin = opened.headers.find(h => h.key === lastTasks.key);
+    assert.ok(toPin.pinnable && !toPin.pinned, `a merged view's tasks can be pinned: ${JSON.stringify(toPin)}`);
+    assert.ok(!opened.headers.find(h => h.key === 'process:0/threads').pinnable, 'the threads stay pinned');
+    await two.evaluate(y => window.chronicleViewer.scrollTo(y), Math.max(0, toPin.top - 300));
+    await settled(two);
+    const pin = await two.evaluate(key => window.chronicleViewer.pinPoint(key), lastTasks.key);
+    assert.ok(pin && !pin.hidden, `the pin link of ${lastTasks.key} on screen`);
+    await two.mouse.click(pin.x, pin.y);
+    await settled(two);
+    const pinnedLayout = await two.evaluate(() => window.chronicleViewer.layout());
+    const pinned = pinnedLayout.headers.find(h => h.key === lastTasks.key);
+    assert.ok(pinned.pinned && pinned.top < pinnedLayout.lanesEnd, `pinned: ${JSON.stringify(pinned)} ${pinnedLayout.lanesEnd}`);
+    const pinnedTops = pinnedLayout.laneTop.filter(top => top !== undefined);
+    assert.ok(pinned.top > Math.max(...pinnedTops), 'after every lane');
+    const pinnedBetween = pinnedLayout.headers.filter(h => h.top > Math.min(...pinnedTops) && h.top < Math.max(...pinnedTops)).map(h => h.key);
+    assert.ok(pinnedBetween.every(key => /^process:\d+(\/threads)?$/.test(key)), `headers between the lanes: ${pinnedBetween}`);
+    await two.waitForFunction(key => (document.body.dataset.url ?? '').includes(`pin=${key}`), lastTasks.key.replace(/^process:/, ''));
+    await two.evaluate(() => window.chronicleViewer.scrollTo(0));
+    await settled(two);
+    const before = await two.evaluate(key => window.chronicleViewer.headerPoint(key), lastTasks.key);
+    const firstBefore = await two.evaluate(key => window.chronicleViewer.headerPoint(key), firstTasks.key);
+    await two.evaluate(h => window.chronicleViewer.scrollTo(h), pinnedLayout.height);
+    await settled(two);
+    assert.deepEqual(await two.evaluate(key => window.chronicleViewer.headerPoint(key), lastTasks.key), before,
+                     'the pinned group stays where it was');
+    const firstAfter = await two.evaluate(key => window.chronicleViewer.headerPoint(key), firstTasks.key);
+    assert.ok(firstAfter.hidden || firstAfter.y < firstBefore.y, 'the other tasks scrolled');
+    await two.screenshot({ path: join(artifacts, 'merged-large-pinned.png') });
     await two.close();
   });
 

@@ -28,7 +28,7 @@ export interface Header {
   level: 0 | 1;            // 0 a process, 1 a group in it
   up: boolean;             // can move up / down among its process's groups
   down: boolean;
-  pinnable: boolean;       // a group of a one-process view: it can be pinned
+  pinnable: boolean;       // it can be pinned: any group of a one-process view; in a view of several, any but the threads (always pinned)
   pinned: boolean;
 }
 
@@ -40,8 +40,9 @@ export interface Layout {
   taskGroups: { process: number; first: number; last: number; top: number }[];
   height: number;
   // Where the pinned groups end (their headers included): they come first, and can stay on screen
-  // while the rest scrolls (main.ts pins them when they fit). By default the threads; in a view of
-  // one process, any group the user pins (TrackState.pins). RULER_HEIGHT when none is open.
+  // while the rest scrolls (main.ts pins them when they fit). By default the threads; any group
+  // the user pins (TrackState.pins), in a view of several processes after every process's threads,
+  // which stay pinned. RULER_HEIGHT when none is open.
   lanesEnd: number;
 }
 
@@ -183,8 +184,9 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
   };
   // One process: its groups in their order. Several: every process's threads first, each under
   // its process's header, so that the messages between their lanes cross no other rows (the
-  // processes ordered by the messages between them: processOrder); then each process's other
-  // groups, under headers that name the process. Only the others move.
+  // processes ordered by the messages between them: processOrder); then the other groups the user
+  // pinned, and then the rest, each process's in their order, under headers that name the
+  // process. Only the others move, and only they can be pinned or not.
   const several = all.length > 1;
   const sectionsOf = (p: number) => sectionOrder(state, p).filter(kind => {
     const process = all[p];
@@ -199,8 +201,9 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
       : kind === 'counters' ? `counters · ${process.counters.length}`
       : `chronicle's own counters · ${process.monitor.length}`;
     const at = movable.indexOf(kind);
+    const pinnable = !several || kind !== 'threads';
     layout.headers.push({ key, top: y, label: several && kind !== 'threads' ? `${process.name} · ${label}` : label, collapsed, level: 1,
-                          up: at > 0, down: at >= 0 && at + 1 < movable.length, pinnable: !several, pinned: !several && isPinned(state, key) });
+                          up: at > 0, down: at >= 0 && at + 1 < movable.length, pinnable, pinned: pinnable && isPinned(state, key) });
     y += LANE_HEADER;
     if (collapsed) return;
     if (kind === 'threads') {
@@ -232,13 +235,17 @@ export function computeLayout(summary: Summary, state: TrackState, taskRows: num
     if (pinned.some(kind => !state.collapsed.has(`process:${p}/${kind}`))) layout.lanesEnd = y;
     for (const kind of sections) if (!pinned.includes(kind)) placeSection(p, kind, sections);
   });
-  if (several && layout.laneTop.some(top => top !== undefined)) layout.lanesEnd = y;
-  if (several)
+  if (several) {
+    const othersOf = (p: number) => collapsedProcess(p) ? [] : sectionsOf(p).filter(kind => kind !== 'threads');
+    const pinnedOf = (p: number) => othersOf(p).filter(kind => isPinned(state, `process:${p}/${kind}`));
+    processesInOrder.forEach(p => { for (const kind of pinnedOf(p)) placeSection(p, kind, othersOf(p)); });
+    const pinnedOpen = processesInOrder.some(p => pinnedOf(p).some(kind => !state.collapsed.has(`process:${p}/${kind}`)));
+    if (pinnedOpen || layout.laneTop.some(top => top !== undefined)) layout.lanesEnd = y;
     processesInOrder.forEach(p => {
-      if (collapsedProcess(p)) return;
-      const others = sectionsOf(p).filter(kind => kind !== 'threads');
-      for (const kind of others) placeSection(p, kind, others);
+      const pinned = pinnedOf(p);
+      for (const kind of othersOf(p)) if (!pinned.includes(kind)) placeSection(p, kind, othersOf(p));
     });
+  }
   layout.height = y;
   return layout;
 }
