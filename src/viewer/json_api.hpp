@@ -78,5 +78,7 @@ nlohmann::json embedded_tasks_json(const TimelineIndex& index);
 // Codes the page colours task lines by.
 enum class LineState : uint8_t { ok = 0, failed = 1, cancelled = 2, unresolved = 3 };
 LineState line_state(const TimelineIndex& index, uint32_t task);
+// A task's kind as the page numbers it (summary's task_kinds).
+int task_kind_number(const TimelineIndex& index, uint32_t task);
 
 }  // namespace chronicle::viewer
