@@ -1,5 +1,7 @@
 #include "viewer/json_out.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <iterator>
 #include <stdexcept>
@@ -14,6 +16,18 @@ JsonOut& JsonOut::key(std::string_view name) {
   exports::append_json_string(text_, name);
   text_ += ':';
   after_key_ = true;
+  return *this;
+}
+
+JsonOut& JsonOut::integer(int64_t number) {
+  before_value();
+  exports::append_decimal(text_, number);
+  return *this;
+}
+
+JsonOut& JsonOut::integer(uint64_t number) {
+  before_value();
+  exports::append_decimal(text_, number);
   return *this;
 }
 

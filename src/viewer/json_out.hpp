@@ -8,12 +8,11 @@
 // nlohmann::json writes it.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <concepts>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace chronicle::viewer {
@@ -28,10 +27,10 @@ class JsonOut {
 
   template <std::integral Integer>
   requires(!std::same_as<Integer, bool>) JsonOut& value(Integer number) {
-    before_value();
-    const fmt::format_int digits(number);
-    text_.append(digits.data(), digits.size());
-    return *this;
+    if constexpr (std::is_signed_v<Integer>)
+      return integer(static_cast<int64_t>(number));
+    else
+      return integer(static_cast<uint64_t>(number));
   }
   JsonOut& value(double number);
   JsonOut& value(bool truth);
@@ -49,6 +48,8 @@ class JsonOut {
   std::string take();
 
  private:
+  JsonOut& integer(int64_t number);
+  JsonOut& integer(uint64_t number);
   JsonOut& open(char bracket, char closing);
   JsonOut& close(char closing);
   // A comma before each element of a container but its first; none after a key.
