@@ -1025,8 +1025,9 @@ TEST_F(CoroutineSpanTime, OnlyPausedSpansKeepARunningTimeOfTheirOwn) {
   EXPECT_TRUE(spans.running.empty());
   size_t paused = 0;
   for (size_t k = 0; k < spans.size(); ++k) {
-    const bool runs_throughout = spans.running_ns(k) == spans.ends[k] - spans.begins[k];
-    EXPECT_EQ(runs_throughout, index_->site_name(spans.sites[k]) != "backend/pricing call") << k;
+    const viewer::WholeSpan span = spans.at(k, index_->lanes());
+    const bool runs_throughout = spans.running_ns(k, index_->lanes()) == span.end - span.begin;
+    EXPECT_EQ(runs_throughout, index_->site_name(span.site) != "backend/pricing call") << k;
     paused += runs_throughout ? 0 : 1;
   }
   EXPECT_EQ(paused, static_cast<size_t>(kRequests));
@@ -1037,7 +1038,74 @@ TEST_F(CoroutineSpanTime, OnlyPausedSpansKeepARunningTimeOfTheirOwn) {
   const std::optional<TimelineIndex> read = viewer::IndexCache::load(directory / "index", "identity");
   ASSERT_TRUE(read.has_value());
   ASSERT_EQ(read->whole_spans().size(), spans.size());
-  for (size_t k = 0; k < spans.size(); ++k) EXPECT_EQ(read->whole_spans().running_ns(k), spans.running_ns(k)) << k;
+  for (size_t k = 0; k < spans.size(); ++k)
+    EXPECT_EQ(read->whole_spans().running_ns(k, read->lanes()), spans.running_ns(k, index_->lanes())) << k;
+}
+
+// A span that runs in one piece, from its begin to its end, is read from that piece: only the
+// spans that paused (the pricing calls) keep a begin, an end and a site of their own. Each span
+// reads as its pieces say, built and read back from the cache alike.
+TEST_F(CoroutineSpanTime, ASpanInOnePieceIsKeptOnceInItsPiece) {
+  const viewer::WholeSpans& spans = index_->whole_spans();
+  EXPECT_EQ(spans.begins.size(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(spans.ends.size(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(spans.sites.size(), static_cast<size_t>(kRequests));
+  std::vector<uint64_t> piece_time(spans.size(), 0);
+  std::vector<bool> one_piece_matches(spans.size(), false);
+  for (const viewer::Lane& lane : index_->lanes())
+    for (size_t depth = 0; depth < lane.depths.size(); ++depth)
+      for (size_t piece = 0; piece < lane.depths[depth].size(); ++piece) {
+        const uint32_t k = lane.depth_spans[depth][piece];
+        const viewer::WholeSpan span = spans.at(k, index_->lanes());
+        const viewer::IntervalRow& row = lane.depths[depth];
+        EXPECT_LE(span.begin, row.begins[piece]) << k;
+        EXPECT_GE(span.end, row.ends[piece]) << k;
+        EXPECT_EQ(span.site, row.items[piece]) << k;
+        piece_time[k] += row.ends[piece] - row.begins[piece];
+        if (span.begin == row.begins[piece] && span.end == row.ends[piece]) one_piece_matches[k] = true;
+      }
+  for (size_t k = 0; k < spans.size(); ++k) {
+    EXPECT_EQ(spans.running_ns(k, index_->lanes()), piece_time[k]) << k;
+    const bool paused = index_->site_name(spans.at(k, index_->lanes()).site) == "backend/pricing call";
+    EXPECT_EQ(one_piece_matches[k], !paused) << k;
+  }
+
+  const TemporaryDirectory directory;
+  viewer::IndexCache::save(*index_, directory / "index", "identity");
+  const std::optional<TimelineIndex> read = viewer::IndexCache::load(directory / "index", "identity");
+  ASSERT_TRUE(read.has_value());
+  ASSERT_EQ(read->whole_spans().size(), spans.size());
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const viewer::WholeSpan built = spans.at(k, index_->lanes());
+    const viewer::WholeSpan reread = read->whole_spans().at(k, read->lanes());
+    EXPECT_EQ(std::tie(reread.begin, reread.end, reread.site), std::tie(built.begin, built.end, built.site)) << k;
+  }
+}
+
+// Where a span's piece lies is read from the index file: a link past its lane's pieces (a damaged
+// or crafted file) is refused where it is read, never followed.
+TEST(WholeSpans, ALinkPastItsLanesPiecesIsRefusedNotFollowed) {
+  std::vector<viewer::Lane> lanes(1);
+  lanes[0].depths.resize(1);
+  lanes[0].depths[0].add(10, 20, 7);
+  viewer::WholeSpans spans;
+  spans.lanes = std::vector<uint32_t>{0};
+  spans.parents = std::vector<uint32_t>{viewer::WholeSpans::kNoParent};
+  spans.piece_depths = std::vector<uint8_t>{0};
+  spans.pieces = std::vector<uint32_t>{0};
+  const viewer::WholeSpan span = spans.at(0, lanes);
+  EXPECT_EQ(std::tie(span.begin, span.end, span.site), std::make_tuple(uint64_t{10}, uint64_t{20}, uint32_t{7}));
+  spans.pieces = std::vector<uint32_t>{1};
+  EXPECT_THROW(spans.at(0, lanes), std::out_of_range);
+  spans.piece_depths = std::vector<uint8_t>{1};
+  spans.pieces = std::vector<uint32_t>{0};
+  EXPECT_THROW(spans.at(0, lanes), std::out_of_range);
+  spans.lanes = std::vector<uint32_t>{1};
+  spans.piece_depths = std::vector<uint8_t>{0};
+  EXPECT_THROW(spans.at(0, lanes), std::out_of_range);
+  spans.lanes = std::vector<uint32_t>{0};
+  spans.piece_depths = std::vector<uint8_t>{viewer::WholeSpans::kApart};
+  EXPECT_THROW(spans.at(0, lanes), std::out_of_range);
 }
 
 // Indexes put together (the processes of a run, or of a merge) keep each span's running time:
@@ -1055,11 +1123,15 @@ TEST_F(CoroutineSpanTime, IndexesPutTogetherKeepEachSpansRunningTime) {
   // By name: each process's call sites are its own in indexes put together.
   std::multiset<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> expected;
   std::multiset<std::tuple<std::string, uint64_t, uint64_t, uint64_t>> found;
-  for (size_t k = 0; k < one.size(); ++k)
+  for (size_t k = 0; k < one.size(); ++k) {
+    const viewer::WholeSpan span = one.at(k, index_->lanes());
     for (int copy = 0; copy < 2; ++copy)
-      expected.insert({index_->site_name(one.sites[k]), one.begins[k], one.ends[k], one.running_ns(k)});
-  for (size_t k = 0; k < spans.size(); ++k)
-    found.insert({both.site_name(spans.sites[k]), spans.begins[k], spans.ends[k], spans.running_ns(k)});
+      expected.insert({index_->site_name(span.site), span.begin, span.end, one.running_ns(k, index_->lanes())});
+  }
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const viewer::WholeSpan span = spans.at(k, both.lanes());
+    found.insert({both.site_name(span.site), span.begin, span.end, spans.running_ns(k, both.lanes())});
+  }
   EXPECT_EQ(found, expected);
 }
 

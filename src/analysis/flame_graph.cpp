@@ -44,6 +44,14 @@ void FlameGraph::add_outermost_time(uint32_t outer, uint64_t time) {
 
 void FlameGraph::add_whole_spans(const WholeSpanList& spans, std::span<const uint32_t> which, const NameOf& name_of,
                                  const ThreadOf& thread_of) {
+  const SpanOf span_of = [&spans](uint32_t k) {
+    return WholeSpanEntry{spans.begins[k], spans.ends[k], spans.names[k], spans.parents[k]};
+  };
+  add_whole_spans(span_of, which, name_of, thread_of);
+}
+
+void FlameGraph::add_whole_spans(const SpanOf& span_of, std::span<const uint32_t> which, const NameOf& name_of,
+                                 const ThreadOf& thread_of) {
   struct Placed {
     uint32_t frame;
     uint64_t from, to;
@@ -51,10 +59,11 @@ void FlameGraph::add_whole_spans(const WholeSpanList& spans, std::span<const uin
   std::unordered_map<uint32_t, Placed> placed;  // by span: a parent comes before its children
   std::unordered_map<uint32_t, uint32_t> thread_frames;
   for (const uint32_t k : which) {
-    uint64_t from = std::max(spans.begins[k], begin_);
-    uint64_t to = std::min(spans.ends[k], end_);
-    const uint32_t name = name_of ? name_of(spans.names[k]) : spans.names[k];
-    const auto parent = spans.parents[k] == WholeSpanList::kNoParent ? placed.end() : placed.find(spans.parents[k]);
+    const WholeSpanEntry span = span_of(k);
+    uint64_t from = std::max(span.begin, begin_);
+    uint64_t to = std::min(span.end, end_);
+    const uint32_t name = name_of ? name_of(span.name) : span.name;
+    const auto parent = span.parent == WholeSpanList::kNoParent ? placed.end() : placed.find(span.parent);
     uint32_t frame = 0;
     if (parent != placed.end()) {
       from = std::max(from, parent->second.from);

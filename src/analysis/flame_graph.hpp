@@ -49,6 +49,14 @@ struct WholeSpanList {
   std::span<const uint32_t> parents;
 };
 
+// One of those spans, as a caller that keeps them otherwise reads it.
+struct WholeSpanEntry {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t name = 0;
+  uint32_t parent = WholeSpanList::kNoParent;
+};
+
 class FlameGraph {
  public:
   // Times are ns; spans are clipped to [begin, end].
@@ -72,6 +80,10 @@ class FlameGraph {
   // and to the parent, as add_thread clips them; each span counts once.
   using ThreadOf = std::function<uint32_t(uint32_t span)>;
   void add_whole_spans(const WholeSpanList& spans, std::span<const uint32_t> which, const NameOf& name_of = {},
+                       const ThreadOf& thread_of = {});
+  // The same, each span read by `span_of` (its index in, its fields out).
+  using SpanOf = std::function<WholeSpanEntry(uint32_t span)>;
+  void add_whole_spans(const SpanOf& span_of, std::span<const uint32_t> which, const NameOf& name_of = {},
                        const ThreadOf& thread_of = {});
   // A call stack (outermost name first) standing for `weight_ns`: its innermost frame gets the
   // time as its own, every frame on the path it as part of its total.

@@ -35,8 +35,9 @@ using index_files::system_error;
 // 8: whole spans and each lane's busy intervals; 9: their attributes; 10: the tasks' own attributes;
 // 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time;
 // 14: running times only where a span paused, busy rows without items; 15: busy sums per 64
-// intervals; 16: a busy row that is the outermost spans kept once
-constexpr uint32_t kFormatVersion = 16;
+// intervals; 16: a busy row that is the outermost spans kept once; 17: a span in one piece read from
+// its piece
+constexpr uint32_t kFormatVersion = 17;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -538,6 +539,8 @@ struct IndexCache::Fields {
     a.column(index.whole_spans_.begins);
     a.column(index.whole_spans_.ends);
     a.column(index.whole_spans_.sites);
+    a.column(index.whole_spans_.piece_depths);
+    a.column(index.whole_spans_.pieces);
     a.column(index.whole_spans_.lanes);
     a.column(index.whole_spans_.parents);
     a.column(index.whole_spans_.reach);
@@ -615,12 +618,14 @@ struct IndexCache::Fields {
         throw IndexCacheDamaged("a lane's busy time names spans it does not have");
   }
 
-  // Every span has each field, and the paused spans' running times are theirs.
+  // Every span has each field, and the paused spans' running times are theirs (where a span's piece
+  // lies is checked where it is read, WholeSpans::at: checking it here would read every span's).
   static void check_whole_spans(const WholeSpans& spans) {
     const size_t count = spans.size();
-    bool whole = spans.ends.size() == count && spans.sites.size() == count && spans.lanes.size() == count &&
-                 spans.parents.size() == count && spans.running.empty() &&
-                 spans.paused.size() == spans.paused_running.size();
+    const size_t apart = spans.begins.size();
+    bool whole = spans.ends.size() == apart && spans.sites.size() == apart && spans.parents.size() == count &&
+                 spans.running.empty() && spans.paused.size() == spans.paused_running.size() &&
+                 (count == 0 || (spans.piece_depths.size() == count && spans.pieces.size() == count));
     for (size_t k = 0; whole && k < spans.paused.size(); ++k)
       whole = spans.paused[k] < count && (k == 0 || spans.paused[k - 1] < spans.paused[k]);
     if (!whole) throw IndexCacheDamaged("its spans' columns do not match");

@@ -225,13 +225,15 @@ json span_details_json(const TimelineIndex& index, uint32_t lane, uint32_t depth
   // What is drawn is a piece (a task's span has one per run of its task): its own time, and the
   // span's wall and running times (analysis/span_time.hpp).
   out["duration"] = end - begin;
-  if (depth < where.depth_spans.size() && span < where.depth_spans[depth].size()) {
-    const WholeSpans& whole = index.whole_spans();
+  const WholeSpans& whole = index.whole_spans();
+  if (depth < where.depth_spans.size() && span < where.depth_spans[depth].size() &&
+      where.depth_spans[depth][span] < whole.size()) {
     const uint32_t k = where.depth_spans[depth][span];
-    out["span"] = {{"begin", whole.begins[k]},
-                   {"end", whole.ends[k]},
-                   {"wall_ns", whole.ends[k] - whole.begins[k]},
-                   {"running_ns", whole.running_ns(k)},
+    const WholeSpan wall = whole.at(k, index.lanes());
+    out["span"] = {{"begin", wall.begin},
+                   {"end", wall.end},
+                   {"wall_ns", wall.end - wall.begin},
+                   {"running_ns", whole.running_ns(k, index.lanes())},
                    {"began_on", fmt::format("{} ({})", index.lanes()[whole.lanes[k]].name,
                                             index.lanes()[whole.lanes[k]].thread_id)}};
     json attributes = json::array();
@@ -594,10 +596,11 @@ void add_whole_spans(const TimelineIndex& index, analysis::FlameGraph& graph,
                      const analysis::FlameGraph::NameOf& name_of,
                      const std::function<uint32_t(uint32_t)>& thread_name) {
   const WholeSpans& spans = index.whole_spans();
-  const auto [first, last] = spans.candidates(graph.begin(), graph.end());
+  const std::span<const Lane> lanes = index.lanes();
+  const auto [first, last] = spans.candidates(graph.begin(), graph.end(), lanes);
   std::vector<uint32_t> which;
   for (size_t k = first; k < last; ++k)
-    if (spans.ends[k] >= graph.begin()) which.push_back(static_cast<uint32_t>(k));
+    if (spans.at(k, lanes).end >= graph.begin()) which.push_back(static_cast<uint32_t>(k));
   analysis::FlameGraph::ThreadOf thread_of;
   if (thread_name) {
     std::unordered_map<uint32_t, uint32_t> name_of_lane;
@@ -607,7 +610,11 @@ void add_whole_spans(const TimelineIndex& index, analysis::FlameGraph& graph,
       return found->second;
     };
   }
-  graph.add_whole_spans({spans.begins, spans.ends, spans.sites, spans.parents}, which, name_of, thread_of);
+  const analysis::FlameGraph::SpanOf span_of = [&spans, lanes](uint32_t k) {
+    const WholeSpan span = spans.at(k, lanes);
+    return analysis::WholeSpanEntry{span.begin, span.end, span.site, spans.parents[k]};
+  };
+  graph.add_whole_spans(span_of, which, name_of, thread_of);
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ class IndexCombiner {
     index_internal::lay_out_tasks(combined);
     index_internal::sort_arrows(combined);
     index_internal::finish_whole_spans(combined);
+    combined.whole_spans_.keep_apart_only(combined.lanes_);
     combined.messages_ = find_messages(traces, first_lanes, origin);
     combined.cross_process_ = std::make_shared<CrossProcessPaths>(std::move(directories));
     combined.index_task_lookup();
@@ -182,6 +183,7 @@ class IndexCombiner {
   template <typename MovedSite>
   static void append_whole_spans(WholeSpans& into, const WholeSpans& part, const MovedSite& moved_site,
                                  uint32_t lane_offset) {
+    if (part.kept_apart_only()) throw std::logic_error("spans kept in their pieces added to others");
     const auto span_offset = static_cast<uint32_t>(into.size());
     into.keep_every_running();  // the first part's were kept as it was finished
     for (size_t k = 0; k < part.size(); ++k) {
@@ -191,7 +193,7 @@ class IndexCombiner {
       into.lanes.push_back(part.lanes[k] + lane_offset);
       into.parents.push_back(part.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
                                                                       : part.parents[k] + span_offset);
-      into.running.push_back(part.running_ns(k));
+      into.running.push_back(part.running_ns(k, {}));
     }
     for (size_t a = 0; a < part.attribute_spans.size(); ++a) {
       into.attribute_spans.push_back(part.attribute_spans[a] + span_offset);

@@ -557,7 +557,7 @@ class IndexBuilder {
         sorted.lanes.push_back(spans.lanes[k]);
         sorted.parents.push_back(spans.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
                                                                            : place[spans.parents[k]]);
-        sorted.running.push_back(spans.running_ns(k));
+        sorted.running.push_back(spans.running_ns(k, index.lanes_));
       }
       for (uint32_t& span : spans.attribute_spans) span = place[span];
       sorted.attribute_spans = std::move(spans.attribute_spans);
@@ -855,6 +855,7 @@ void sort_arrows(TimelineIndex& index) {
 
 TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail) {
   TimelineIndex index = build_one(trace, progress, detail);
+  index.whole_spans_.keep_apart_only(index.lanes_);
   index.index_task_lookup();
   return index;
 }

@@ -81,46 +81,6 @@ struct SampleStackTable {
   std::span<const uint32_t> operator[](size_t k) const { return {frames.data() + first[k], first[k + 1] - first[k]}; }
 };
 
-// Every span whole, from its begin to its end whatever its task did in between (its wall time:
-// analysis/span_time.hpp), by begin: the flame graph's wall mode and range stats' wall times.
-struct WholeSpans {
-  static constexpr uint32_t kNoParent = UINT32_MAX;
-  Column<uint64_t> begins;
-  Column<uint64_t> ends;  // the trace's end when it never ended
-  Column<uint32_t> sites;
-  Column<uint32_t> lanes;  // where it began
-  // The span around it (an index here, before it), or kNoParent: its owner's span around it, else
-  // (a task's outermost span) the span its thread was in when it began; none when it does not lie
-  // within that span.
-  Column<uint32_t> parents;
-  // Its running time: its pieces' (Lane::depths) time. While the index is built, `running` holds
-  // every span's; once finished it is empty, and only the spans whose running time is not their
-  // wall time (a task's span across its task's waits) keep theirs: `paused` (ascending) and
-  // `paused_running`. Most spans run from begin to end, and a word each was a tenth of the index.
-  Column<uint64_t> running;
-  Column<uint32_t> paused;
-  Column<uint64_t> paused_running;
-  // reach[b]: the latest end of the spans before (b + 1) * kReachBlock, so that the spans that
-  // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end)):
-  // a word per block, not per span, of what an index of many spans holds.
-  static constexpr size_t kReachBlock = 64;
-  Column<uint64_t> reach;
-  // What the spans say of themselves (their attributes, then an error status), as "key = value"
-  // texts: text a is of span attribute_spans[a]; in order of span once the index is built.
-  Column<uint32_t> attribute_spans;
-  StringColumn attribute_texts;
-  size_t size() const { return begins.size(); }
-  uint64_t running_ns(size_t k) const;
-  // Keeps only the paused spans' running times (`running` emptied), and back (every span's in
-  // `running`, for spans to be added: indexes put together).
-  void keep_paused_only();
-  void keep_every_running();
-  // The texts [first, last) of span k.
-  std::pair<size_t, size_t> attributes_of(uint32_t k) const;
-  // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
-  std::pair<size_t, size_t> candidates(uint64_t begin, uint64_t end) const;
-};
-
 // `text` in lower case, as search compares it.
 std::string fold_case(std::string_view text);
 
@@ -172,6 +132,70 @@ struct Lane {  // one thread stream
   const IntervalRow& busy_row() const { return busy_is_outermost ? depths.front() : busy; }
   Markers markers;
   uint64_t span_count = 0;
+};
+
+// A span whole, from its begin to its end (the trace's end when it never ended).
+struct WholeSpan {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t site = 0;
+};
+
+// Every span whole, from its begin to its end whatever its task did in between (its wall time:
+// analysis/span_time.hpp), by begin: the flame graph's wall mode and range stats' wall times.
+// Span k is at(k, lanes).
+struct WholeSpans {
+  static constexpr uint32_t kNoParent = UINT32_MAX;
+  // While the index is built, every span's begin, end and site. Once it is finished
+  // (keep_apart_only), only the spans' apart: most spans run in one piece (Lane::depths) from their
+  // begin to their end, on the lane they began on, and are read from that piece; the others (a
+  // task's span across its task's waits) are apart.
+  Column<uint64_t> begins;
+  Column<uint64_t> ends;
+  Column<uint32_t> sites;
+  // Once finished, where span k is: pieces[k] indexes the row of depth piece_depths[k] on lanes[k],
+  // or, for a span apart (kApart), `begins`, `ends` and `sites`. Five bytes a span where the three
+  // columns took twenty, a sixth of the index.
+  static constexpr uint8_t kApart = UINT8_MAX;
+  Column<uint8_t> piece_depths;
+  Column<uint32_t> pieces;
+  Column<uint32_t> lanes;  // where it began
+  // The span around it (an index here, before it), or kNoParent: its owner's span around it, else
+  // (a task's outermost span) the span its thread was in when it began; none when it does not lie
+  // within that span.
+  Column<uint32_t> parents;
+  // Its running time: its pieces' (Lane::depths) time. While the index is built, `running` holds
+  // every span's; once finished it is empty, and only the spans whose running time is not their
+  // wall time (a task's span across its task's waits) keep theirs: `paused` (ascending) and
+  // `paused_running`. Most spans run from begin to end, and a word each was a tenth of the index.
+  Column<uint64_t> running;
+  Column<uint32_t> paused;
+  Column<uint64_t> paused_running;
+  // reach[b]: the latest end of the spans before (b + 1) * kReachBlock, so that the spans that
+  // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end)):
+  // a word per block, not per span, of what an index of many spans holds.
+  static constexpr size_t kReachBlock = 64;
+  Column<uint64_t> reach;
+  // What the spans say of themselves (their attributes, then an error status), as "key = value"
+  // texts: text a is of span attribute_spans[a]; in order of span once the index is built.
+  Column<uint32_t> attribute_spans;
+  StringColumn attribute_texts;
+  size_t size() const { return lanes.size(); }
+  // `lane_rows` are the index's lanes (TimelineIndex::lanes()), whose pieces these spans are.
+  WholeSpan at(size_t k, std::span<const Lane> lane_rows) const;
+  uint64_t running_ns(size_t k, std::span<const Lane> lane_rows) const;
+  // Keeps only the paused spans' running times (`running` emptied), and back (every span's in
+  // `running`, for spans to be added: indexes put together, before keep_apart_only).
+  void keep_paused_only();
+  void keep_every_running();
+  // Keeps the begins, ends and sites of the spans apart only (see `begins`); the lanes' rows are
+  // final by then.
+  void keep_apart_only(std::span<const Lane> lane_rows);
+  bool kept_apart_only() const { return !piece_depths.empty(); }
+  // The texts [first, last) of span k.
+  std::pair<size_t, size_t> attributes_of(uint32_t k) const;
+  // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
+  std::pair<size_t, size_t> candidates(uint64_t begin, uint64_t end, std::span<const Lane> lane_rows) const;
 };
 
 // A task as windows, search and range stats see it, without the task graph (which the index

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -712,15 +713,34 @@ std::pair<size_t, size_t> WholeSpans::attributes_of(uint32_t k) const {
   return texts_of(attribute_spans, attribute_texts.size(), k);
 }
 
-uint64_t WholeSpans::running_ns(size_t k) const {
+WholeSpan WholeSpans::at(size_t k, std::span<const Lane> lane_rows) const {
+  if (!kept_apart_only()) return {begins[k], ends[k], sites[k]};
+  // Checked here rather than when a kept index is reopened: that would read every span's link.
+  const uint32_t place = pieces[k];
+  const uint8_t depth = piece_depths[k];
+  if (depth == kApart) {
+    if (place >= begins.size()) throw std::out_of_range("a span apart past the spans apart");
+    return {begins[place], ends[place], sites[place]};
+  }
+  const uint32_t lane = lanes[k];
+  if (lane >= lane_rows.size() || depth >= lane_rows[lane].depths.size() ||
+      place >= lane_rows[lane].depths[depth].size())
+    throw std::out_of_range("a span's piece past its lane's pieces");
+  const IntervalRow& row = lane_rows[lane].depths[depth];
+  return {row.begins[place], row.ends[place], row.items[place]};
+}
+
+uint64_t WholeSpans::running_ns(size_t k, std::span<const Lane> lane_rows) const {
   if (!running.empty()) return running[k];
   const auto* found = std::lower_bound(paused.begin(), paused.end(), k);
   if (found != paused.end() && *found == k) return paused_running[static_cast<size_t>(found - paused.begin())];
-  return ends[k] - begins[k];
+  const WholeSpan span = at(k, lane_rows);
+  return span.end - span.begin;
 }
 
 void WholeSpans::keep_paused_only() {
   if (running.empty()) return;
+  if (kept_apart_only()) throw std::logic_error("running times kept after the spans' pieces");
   Column<uint32_t>::Built spans;
   Column<uint64_t>::Built times;
   for (size_t k = 0; k < size(); ++k) {
@@ -735,17 +755,64 @@ void WholeSpans::keep_paused_only() {
 
 void WholeSpans::keep_every_running() {
   if (!running.empty() || size() == 0) return;
+  if (kept_apart_only()) throw std::logic_error("spans added to spans kept in their pieces");
   Column<uint64_t>::Built every(size());
-  for (size_t k = 0; k < size(); ++k) every[k] = running_ns(k);
+  for (size_t k = 0; k < size(); ++k) every[k] = running_ns(k, {});
   running = std::move(every);
   paused = Column<uint32_t>::Built{};
   paused_running = Column<uint64_t>::Built{};
 }
 
-std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end) const {
+void WholeSpans::keep_apart_only(std::span<const Lane> lane_rows) {
+  if (kept_apart_only() || size() == 0) return;
+  Column<uint8_t>::Built depths(size(), kApart);
+  Column<uint32_t>::Built places(size(), 0);
+  for (uint32_t l = 0; l < lane_rows.size(); ++l) {
+    const Lane& lane = lane_rows[l];
+    const size_t levels = std::min<size_t>(std::min(lane.depths.size(), lane.depth_spans.size()), kApart);
+    for (size_t depth = 0; depth < levels; ++depth) {
+      const IntervalRow& row = lane.depths[depth];
+      const Column<uint32_t>& owners = lane.depth_spans[depth];
+      for (size_t piece = 0; piece < std::min(row.size(), owners.size()); ++piece) {
+        const uint32_t k = owners[piece];
+        if (k < size() && lanes[k] == l && row.begins[piece] == begins[k] && row.ends[piece] == ends[k] &&
+            row.items[piece] == sites[k]) {
+          depths[k] = static_cast<uint8_t>(depth);
+          places[k] = static_cast<uint32_t>(piece);
+        }
+      }
+    }
+  }
+  Column<uint64_t>::Built apart_begins;
+  Column<uint64_t>::Built apart_ends;
+  Column<uint32_t>::Built apart_sites;
+  for (size_t k = 0; k < size(); ++k) {
+    if (depths[k] != kApart) continue;
+    places[k] = static_cast<uint32_t>(apart_begins.size());
+    apart_begins.push_back(begins[k]);
+    apart_ends.push_back(ends[k]);
+    apart_sites.push_back(sites[k]);
+  }
+  begins = std::move(apart_begins);
+  ends = std::move(apart_ends);
+  sites = std::move(apart_sites);
+  piece_depths = std::move(depths);
+  pieces = std::move(places);
+}
+
+std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end, std::span<const Lane> lane_rows) const {
   const auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
-  const size_t first = std::min(block * kReachBlock, begins.size());
-  const auto last = static_cast<size_t>(std::upper_bound(begins.begin(), begins.end(), end) - begins.begin());
+  const size_t first = std::min(block * kReachBlock, size());
+  size_t last = 0;  // the first span that begins after `end`: spans are by begin
+  for (size_t count = size(); count > 0;) {
+    const size_t half = count / 2;
+    if (at(last + half, lane_rows).begin <= end) {
+      last += half + 1;
+      count -= half + 1;
+    } else {
+      count = half;
+    }
+  }
   return {first, std::max(first, last)};
 }
 
@@ -805,7 +872,7 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
     spans_in_range += lane_stats.spans;
     stats.lanes.push_back(lane_stats);
   }
-  const auto [whole_first, whole_last] = whole_spans_.candidates(begin, end);
+  const auto [whole_first, whole_last] = whole_spans_.candidates(begin, end, lanes_);
   stats.names_complete = spans_in_range <= kMaxSpansToBreakDown && whole_last - whole_first <= kMaxSpansToBreakDown;
   if (stats.names_complete) {
     std::unordered_map<uint32_t, NameTotal> by_site;
@@ -820,11 +887,12 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
         }
       }
     for (size_t k = whole_first; k < whole_last; ++k) {
-      if (whole_spans_.ends[k] < begin) continue;
-      NameTotal& total = by_site[whole_spans_.sites[k]];
-      total.site = whole_spans_.sites[k];
+      const WholeSpan span = whole_spans_.at(k, lanes_);
+      if (span.end < begin) continue;
+      NameTotal& total = by_site[span.site];
+      total.site = span.site;
       ++total.spans;
-      total.wall_ns += clipped(whole_spans_.begins[k], whole_spans_.ends[k]);
+      total.wall_ns += clipped(span.begin, span.end);
     }
     for (const auto& [site, total] : by_site) stats.top_names.push_back(total);
     std::sort(stats.top_names.begin(), stats.top_names.end(), [](const NameTotal& a, const NameTotal& b) {

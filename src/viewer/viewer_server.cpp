@@ -185,10 +185,12 @@ json full_dump_json(const TimelineIndex& index, const std::string& title) {
   // Every span whole: [begin, end, site, lane, the span around it (-1: none), running ns].
   json whole = json::array();
   const WholeSpans& spans = index.whole_spans();
-  for (size_t k = 0; k < spans.size(); ++k)
-    whole.push_back({spans.begins[k], spans.ends[k], spans.sites[k], spans.lanes[k],
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const WholeSpan span = spans.at(k, index.lanes());
+    whole.push_back({span.begin, span.end, span.site, spans.lanes[k],
                      spans.parents[k] == WholeSpans::kNoParent ? int64_t{-1} : int64_t{spans.parents[k]},
-                     spans.running_ns(k)});
+                     spans.running_ns(k, index.lanes())});
+  }
   json names = json::object();
   for (uint32_t site : sites) names[std::to_string(site)] = index.site_name(site);
   json arrows = json::array();
