@@ -1108,6 +1108,53 @@ TEST(WholeSpans, ALinkPastItsLanesPiecesIsRefusedNotFollowed) {
   EXPECT_THROW(spans.at(0, lanes), std::out_of_range);
 }
 
+// The spans that overlap a range are each visited once, in order, whatever spans as long as the
+// trace lie before them (a program's outermost span: the latest end before every block is the
+// trace's end, and only each block's own reach tells which blocks to read).
+TEST(WholeSpans, EachSpanThatOverlapsARangeIsVisitedOnceInOrder) {
+  viewer::WholeSpans spans;
+  std::vector<uint64_t> begins{0};
+  std::vector<uint64_t> ends{1'000'000};
+  for (uint64_t k = 1; k < 1000; ++k) {
+    begins.push_back(k * 1000);
+    ends.push_back(k * 1000 + (k % 7 == 0 ? 5000 : 500));
+  }
+  spans.begins = begins;
+  spans.ends = ends;
+  spans.sites = std::vector<uint32_t>(begins.size(), 1);
+  spans.lanes = std::vector<uint32_t>(begins.size(), 0);
+  spans.parents = std::vector<uint32_t>(begins.size(), viewer::WholeSpans::kNoParent);
+  std::vector<uint64_t> reach;
+  std::vector<uint64_t> block_reach;
+  std::vector<uint64_t> block_begins;
+  for (size_t first = 0; first < begins.size(); first += viewer::WholeSpans::kReachBlock) {
+    block_begins.push_back(begins[first]);
+    const size_t last = std::min(begins.size(), first + viewer::WholeSpans::kReachBlock);
+    block_reach.push_back(*std::max_element(ends.begin() + static_cast<ptrdiff_t>(first),
+                                            ends.begin() + static_cast<ptrdiff_t>(last)));
+    reach.push_back(std::max(reach.empty() ? 0 : reach.back(), block_reach.back()));
+  }
+  spans.reach = reach;
+  spans.block_reach = block_reach;
+  spans.block_begins = block_begins;
+  const std::vector<viewer::Lane> lanes(1);
+  for (const auto& [begin, end] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 0}, {500'000, 500'100}, {500'600, 500'900}, {123'456, 234'567}, {998'000, 2'000'000}, {0, 2'000'000},
+           {1'000'001, 2'000'000}, {64'200, 64'700}}) {
+    SCOPED_TRACE(begin);
+    std::vector<size_t> expected;
+    for (size_t k = 0; k < begins.size(); ++k)
+      if (begins[k] <= end && ends[k] >= begin) expected.push_back(k);
+    std::vector<size_t> visited;
+    spans.for_each_overlapping(begin, end, lanes, [&](size_t k, const viewer::WholeSpan& span) {
+      EXPECT_EQ(span.begin, begins[k]);
+      visited.push_back(k);
+      return true;
+    });
+    EXPECT_EQ(visited, expected);
+  }
+}
+
 // Indexes put together (the processes of a run, or of a merge) keep each span's running time:
 // here the one trace twice, so that both halves have paused spans.
 TEST_F(CoroutineSpanTime, IndexesPutTogetherKeepEachSpansRunningTime) {

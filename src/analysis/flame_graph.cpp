@@ -1,6 +1,7 @@
 #include "analysis/flame_graph.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace chronicle::analysis {
 
@@ -44,46 +45,43 @@ void FlameGraph::add_outermost_time(uint32_t outer, uint64_t time) {
 
 void FlameGraph::add_whole_spans(const WholeSpanList& spans, std::span<const uint32_t> which, const NameOf& name_of,
                                  const ThreadOf& thread_of) {
-  const SpanOf span_of = [&spans](uint32_t k) {
-    return WholeSpanEntry{spans.begins[k], spans.ends[k], spans.names[k], spans.parents[k]};
-  };
-  add_whole_spans(span_of, which, name_of, thread_of);
+  WholeSpanAdder adder(*this, name_of, thread_of);
+  for (const uint32_t k : which) adder.add(k, {spans.begins[k], spans.ends[k], spans.names[k], spans.parents[k]});
 }
 
-void FlameGraph::add_whole_spans(const SpanOf& span_of, std::span<const uint32_t> which, const NameOf& name_of,
-                                 const ThreadOf& thread_of) {
-  struct Placed {
-    uint32_t frame;
-    uint64_t from, to;
-  };
-  std::unordered_map<uint32_t, Placed> placed;  // by span: a parent comes before its children
-  std::unordered_map<uint32_t, uint32_t> thread_frames;
-  for (const uint32_t k : which) {
-    const WholeSpanEntry span = span_of(k);
-    uint64_t from = std::max(span.begin, begin_);
-    uint64_t to = std::min(span.end, end_);
-    const uint32_t name = name_of ? name_of(span.name) : span.name;
-    const auto parent = span.parent == WholeSpanList::kNoParent ? placed.end() : placed.find(span.parent);
-    uint32_t frame = 0;
-    if (parent != placed.end()) {
-      from = std::max(from, parent->second.from);
-      to = std::min(to, parent->second.to);
-      frame = child_of(parent->second.frame, name);
-    } else {
-      uint32_t outer = 0;
-      if (thread_of) {
-        const uint32_t thread = thread_of(k);
-        const auto [found, added] = thread_frames.try_emplace(thread, 0);
-        if (added) found->second = frame_apart(thread);
-        outer = found->second;
-      }
-      frame = child_of(outer, name);
-      add_outermost_time(outer, to > from ? to - from : 0);
-    }
-    frames_[frame].total_ns += to > from ? to - from : 0;
-    ++frames_[frame].count;
-    placed[k] = {frame, from, std::max(from, to)};
+FlameGraph::WholeSpanAdder::WholeSpanAdder(FlameGraph& graph, const NameOf& name_of, const ThreadOf& thread_of)
+    : graph_(graph), name_of_(name_of), thread_of_(thread_of) {}
+
+void FlameGraph::WholeSpanAdder::add(uint32_t k, const WholeSpanEntry& span) {
+  uint64_t from = std::max(span.begin, graph_.begin_);
+  uint64_t to = std::min(span.end, graph_.end_);
+  const uint32_t name = name_of_ ? name_of_(span.name) : span.name;
+  if (!placed_.empty() && k <= placed_.back().span) throw std::invalid_argument("whole spans out of order");
+  auto parent = placed_.end();
+  if (span.parent != WholeSpanList::kNoParent) {
+    parent = std::lower_bound(placed_.begin(), placed_.end(), span.parent,
+                              [](const Placed& placed, uint32_t wanted) { return placed.span < wanted; });
+    if (parent != placed_.end() && parent->span != span.parent) parent = placed_.end();
   }
+  uint32_t frame = 0;
+  if (parent != placed_.end()) {
+    from = std::max(from, parent->from);
+    to = std::min(to, parent->to);
+    frame = graph_.child_of(parent->frame, name);
+  } else {
+    uint32_t outer = 0;
+    if (thread_of_) {
+      const uint32_t thread = thread_of_(k);
+      const auto [found, added] = thread_frames_.try_emplace(thread, 0);
+      if (added) found->second = graph_.frame_apart(thread);
+      outer = found->second;
+    }
+    frame = graph_.child_of(outer, name);
+    graph_.add_outermost_time(outer, to > from ? to - from : 0);
+  }
+  graph_.frames_[frame].total_ns += to > from ? to - from : 0;
+  ++graph_.frames_[frame].count;
+  placed_.push_back({k, frame, from, std::max(from, to)});
 }
 
 void FlameGraph::add_thread_apart(uint32_t thread_name, std::span<const SpanLevel> levels, const NameOf& name_of) {

@@ -81,10 +81,27 @@ class FlameGraph {
   using ThreadOf = std::function<uint32_t(uint32_t span)>;
   void add_whole_spans(const WholeSpanList& spans, std::span<const uint32_t> which, const NameOf& name_of = {},
                        const ThreadOf& thread_of = {});
-  // The same, each span read by `span_of` (its index in, its fields out).
-  using SpanOf = std::function<WholeSpanEntry(uint32_t span)>;
-  void add_whole_spans(const SpanOf& span_of, std::span<const uint32_t> which, const NameOf& name_of = {},
-                       const ThreadOf& thread_of = {});
+  // The same, one span at a time (in order of index, each given its index), for a caller that
+  // keeps them otherwise: the adder holds where each span went until it is destroyed.
+  class WholeSpanAdder {
+   public:
+    WholeSpanAdder(FlameGraph& graph, const NameOf& name_of = {}, const ThreadOf& thread_of = {});
+    void add(uint32_t k, const WholeSpanEntry& span);
+
+   private:
+    struct Placed {
+      uint32_t span;
+      uint32_t frame;
+      uint64_t from, to;
+    };
+    FlameGraph& graph_;
+    const NameOf& name_of_;
+    const ThreadOf& thread_of_;
+    // By span, ascending: a parent comes before its children. An array rather than a hash map: a
+    // node per span made the whole trace's flame graph mostly malloc and free.
+    std::vector<Placed> placed_;
+    std::unordered_map<uint32_t, uint32_t> thread_frames_;
+  };
   // A call stack (outermost name first) standing for `weight_ns`: its innermost frame gets the
   // time as its own, every frame on the path it as part of its total.
   void add_stack(std::span<const uint32_t> names, uint64_t weight_ns);

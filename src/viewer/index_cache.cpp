@@ -36,8 +36,8 @@ using index_files::system_error;
 // 11: lost events; 12: tasks by time; 13: arrows by the rows they join, and merged ahead of time;
 // 14: running times only where a span paused, busy rows without items; 15: busy sums per 64
 // intervals; 16: a busy row that is the outermost spans kept once; 17: a span in one piece read from
-// its piece
-constexpr uint32_t kFormatVersion = 17;
+// its piece; 18: each block of spans' own reach
+constexpr uint32_t kFormatVersion = 18;
 constexpr char kMagic[8] = {'C', 'H', 'R', 'V', 'I', 'D', 'X', '\n'};
 constexpr uint64_t kAlignment = 64;
 
@@ -544,6 +544,8 @@ struct IndexCache::Fields {
     a.column(index.whole_spans_.lanes);
     a.column(index.whole_spans_.parents);
     a.column(index.whole_spans_.reach);
+    a.column(index.whole_spans_.block_reach);
+    a.column(index.whole_spans_.block_begins);
     a.column(index.whole_spans_.paused);
     a.column(index.whole_spans_.paused_running);
     a.column(index.whole_spans_.attribute_spans);

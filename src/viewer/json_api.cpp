@@ -596,11 +596,6 @@ void add_whole_spans(const TimelineIndex& index, analysis::FlameGraph& graph,
                      const analysis::FlameGraph::NameOf& name_of,
                      const std::function<uint32_t(uint32_t)>& thread_name) {
   const WholeSpans& spans = index.whole_spans();
-  const std::span<const Lane> lanes = index.lanes();
-  const auto [first, last] = spans.candidates(graph.begin(), graph.end(), lanes);
-  std::vector<uint32_t> which;
-  for (size_t k = first; k < last; ++k)
-    if (spans.at(k, lanes).end >= graph.begin()) which.push_back(static_cast<uint32_t>(k));
   analysis::FlameGraph::ThreadOf thread_of;
   if (thread_name) {
     std::unordered_map<uint32_t, uint32_t> name_of_lane;
@@ -610,11 +605,11 @@ void add_whole_spans(const TimelineIndex& index, analysis::FlameGraph& graph,
       return found->second;
     };
   }
-  const analysis::FlameGraph::SpanOf span_of = [&spans, lanes](uint32_t k) {
-    const WholeSpan span = spans.at(k, lanes);
-    return analysis::WholeSpanEntry{span.begin, span.end, span.site, spans.parents[k]};
-  };
-  graph.add_whole_spans(span_of, which, name_of, thread_of);
+  analysis::FlameGraph::WholeSpanAdder adder(graph, name_of, thread_of);
+  spans.for_each_overlapping(graph.begin(), graph.end(), index.lanes(), [&](size_t k, const WholeSpan& span) {
+    adder.add(static_cast<uint32_t>(k), {span.begin, span.end, span.site, spans.parents[k]});
+    return true;
+  });
 }
 
 }  // namespace

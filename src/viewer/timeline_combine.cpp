@@ -120,6 +120,8 @@ class IndexCombiner {
     for (uint64_t& time : index.whole_spans_.begins) time += offset;
     for (uint64_t& time : index.whole_spans_.ends) time += offset;
     for (uint64_t& time : index.whole_spans_.reach) time += offset;
+    for (uint64_t& time : index.whole_spans_.block_reach) time += offset;
+    for (uint64_t& time : index.whole_spans_.block_begins) time += offset;
     for (TaskLine& line : index.task_lines_) {
       line.begin += offset;
       line.end += offset;

@@ -576,12 +576,23 @@ class IndexBuilder {
         spans.parents[k] = WholeSpans::kNoParent;
     }
     Column<uint64_t>::Built reach;
+    Column<uint64_t>::Built block_reach;
+    Column<uint64_t>::Built block_begins;
     uint64_t latest = 0;
+    uint64_t latest_in_block = 0;
     for (size_t k = 0; k < count; ++k) {
+      if (k % WholeSpans::kReachBlock == 0) block_begins.push_back(spans.begins[k]);
       latest = std::max(latest, spans.ends[k]);
-      if ((k + 1) % WholeSpans::kReachBlock == 0 || k + 1 == count) reach.push_back(latest);
+      latest_in_block = std::max(latest_in_block, spans.ends[k]);
+      if ((k + 1) % WholeSpans::kReachBlock == 0 || k + 1 == count) {
+        reach.push_back(latest);
+        block_reach.push_back(latest_in_block);
+        latest_in_block = 0;
+      }
     }
     spans.reach = std::move(reach);
+    spans.block_reach = std::move(block_reach);
+    spans.block_begins = std::move(block_begins);
     sort_attribute_texts(spans);
     spans.keep_paused_only();
     for (Column<uint64_t>* column : {&spans.begins, &spans.ends}) column->shrink_to_fit();

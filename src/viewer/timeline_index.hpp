@@ -12,6 +12,7 @@
 // and an arrow from each message sent in one process to the receive that continues it in another.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -172,10 +174,15 @@ struct WholeSpans {
   Column<uint32_t> paused;
   Column<uint64_t> paused_running;
   // reach[b]: the latest end of the spans before (b + 1) * kReachBlock, so that the spans that
-  // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end)):
-  // a word per block, not per span, of what an index of many spans holds.
+  // overlap a range are among [kReachBlock * lower_bound(reach, begin), upper_bound(begins, end));
+  // block_reach[b]: the latest end of the spans in block b alone, so that of those blocks only the
+  // ones that reach the range are read (one span as long as the trace makes `reach` useless), up to
+  // the last whose first span (block_begins[b]) begins by the range's end. Words per block, not per
+  // span, of what an index of many spans holds.
   static constexpr size_t kReachBlock = 64;
   Column<uint64_t> reach;
+  Column<uint64_t> block_reach;
+  Column<uint64_t> block_begins;
   // What the spans say of themselves (their attributes, then an error status), as "key = value"
   // texts: text a is of span attribute_spans[a]; in order of span once the index is built.
   Column<uint32_t> attribute_spans;
@@ -194,9 +201,45 @@ struct WholeSpans {
   bool kept_apart_only() const { return !piece_depths.empty(); }
   // The texts [first, last) of span k.
   std::pair<size_t, size_t> attributes_of(uint32_t k) const;
-  // Indexes [first, last) holding every span that overlaps [begin, end] (and others: check each).
-  std::pair<size_t, size_t> candidates(uint64_t begin, uint64_t end, std::span<const Lane> lane_rows) const;
+  // Calls visit(k, span) for each span that overlaps [begin, end], in order, while it returns true.
+  template <class Visit>
+  void for_each_overlapping(uint64_t begin, uint64_t end, std::span<const Lane> lane_rows, Visit&& visit) const;
 };
+
+inline WholeSpan WholeSpans::at(size_t k, std::span<const Lane> lane_rows) const {
+  if (!kept_apart_only()) return {begins[k], ends[k], sites[k]};
+  // Checked here rather than when a kept index is reopened: that would read every span's link.
+  const uint32_t place = pieces[k];
+  const uint8_t depth = piece_depths[k];
+  if (depth == kApart) {
+    if (place >= begins.size()) throw std::out_of_range("a span apart past the spans apart");
+    return {begins[place], ends[place], sites[place]};
+  }
+  const uint32_t lane = lanes[k];
+  if (lane >= lane_rows.size() || depth >= lane_rows[lane].depths.size() ||
+      place >= lane_rows[lane].depths[depth].size())
+    throw std::out_of_range("a span's piece past its lane's pieces");
+  const IntervalRow& row = lane_rows[lane].depths[depth];
+  return {row.begins[place], row.ends[place], row.items[place]};
+}
+
+template <class Visit>
+void WholeSpans::for_each_overlapping(uint64_t begin, uint64_t end, std::span<const Lane> lane_rows,
+                                      Visit&& visit) const {
+  const auto begun =
+      static_cast<size_t>(std::upper_bound(block_begins.begin(), block_begins.end(), end) - block_begins.begin());
+  const size_t blocks = std::min({block_reach.size(), begun, (size() + kReachBlock - 1) / kReachBlock});
+  for (auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
+       block < blocks; ++block) {
+    if (block_reach[block] < begin) continue;
+    const size_t first = block * kReachBlock;
+    for (size_t k = first; k < std::min(size(), first + kReachBlock); ++k) {
+      const WholeSpan span = at(k, lane_rows);
+      if (span.begin > end) return;
+      if (span.end >= begin && !visit(k, span)) return;
+    }
+  }
+}
 
 // A task as windows, search and range stats see it, without the task graph (which the index
 // cache reads only when details or a critical path need it).

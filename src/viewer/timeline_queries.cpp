@@ -713,23 +713,6 @@ std::pair<size_t, size_t> WholeSpans::attributes_of(uint32_t k) const {
   return texts_of(attribute_spans, attribute_texts.size(), k);
 }
 
-WholeSpan WholeSpans::at(size_t k, std::span<const Lane> lane_rows) const {
-  if (!kept_apart_only()) return {begins[k], ends[k], sites[k]};
-  // Checked here rather than when a kept index is reopened: that would read every span's link.
-  const uint32_t place = pieces[k];
-  const uint8_t depth = piece_depths[k];
-  if (depth == kApart) {
-    if (place >= begins.size()) throw std::out_of_range("a span apart past the spans apart");
-    return {begins[place], ends[place], sites[place]};
-  }
-  const uint32_t lane = lanes[k];
-  if (lane >= lane_rows.size() || depth >= lane_rows[lane].depths.size() ||
-      place >= lane_rows[lane].depths[depth].size())
-    throw std::out_of_range("a span's piece past its lane's pieces");
-  const IntervalRow& row = lane_rows[lane].depths[depth];
-  return {row.begins[place], row.ends[place], row.items[place]};
-}
-
 uint64_t WholeSpans::running_ns(size_t k, std::span<const Lane> lane_rows) const {
   if (!running.empty()) return running[k];
   const auto* found = std::lower_bound(paused.begin(), paused.end(), k);
@@ -800,22 +783,6 @@ void WholeSpans::keep_apart_only(std::span<const Lane> lane_rows) {
   pieces = std::move(places);
 }
 
-std::pair<size_t, size_t> WholeSpans::candidates(uint64_t begin, uint64_t end, std::span<const Lane> lane_rows) const {
-  const auto block = static_cast<size_t>(std::lower_bound(reach.begin(), reach.end(), begin) - reach.begin());
-  const size_t first = std::min(block * kReachBlock, size());
-  size_t last = 0;  // the first span that begins after `end`: spans are by begin
-  for (size_t count = size(); count > 0;) {
-    const size_t half = count / 2;
-    if (at(last + half, lane_rows).begin <= end) {
-      last += half + 1;
-      count -= half + 1;
-    } else {
-      count = half;
-    }
-  }
-  return {first, std::max(first, last)};
-}
-
 uint64_t TimelineIndex::busy_before(uint32_t lane, size_t k) const {
   const IntervalRow& busy = lanes_[lane].busy_row();
   const size_t block = k / kBusyBlock;
@@ -872,8 +839,7 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
     spans_in_range += lane_stats.spans;
     stats.lanes.push_back(lane_stats);
   }
-  const auto [whole_first, whole_last] = whole_spans_.candidates(begin, end, lanes_);
-  stats.names_complete = spans_in_range <= kMaxSpansToBreakDown && whole_last - whole_first <= kMaxSpansToBreakDown;
+  stats.names_complete = spans_in_range <= kMaxSpansToBreakDown;
   if (stats.names_complete) {
     std::unordered_map<uint32_t, NameTotal> by_site;
     for (const Lane& lane : lanes_)
@@ -886,14 +852,17 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
           total.running_ns += clipped(row.begins[k], row.ends[k]);
         }
       }
-    for (size_t k = whole_first; k < whole_last; ++k) {
-      const WholeSpan span = whole_spans_.at(k, lanes_);
-      if (span.end < begin) continue;
+    uint64_t whole_in_range = 0;
+    whole_spans_.for_each_overlapping(begin, end, lanes_, [&](size_t, const WholeSpan& span) {
+      if (++whole_in_range > kMaxSpansToBreakDown) return false;
       NameTotal& total = by_site[span.site];
       total.site = span.site;
       ++total.spans;
       total.wall_ns += clipped(span.begin, span.end);
-    }
+      return true;
+    });
+    stats.names_complete = whole_in_range <= kMaxSpansToBreakDown;
+    if (!stats.names_complete) by_site.clear();
     for (const auto& [site, total] : by_site) stats.top_names.push_back(total);
     std::sort(stats.top_names.begin(), stats.top_names.end(), [](const NameTotal& a, const NameTotal& b) {
       return a.wall_ns != b.wall_ns ? a.wall_ns > b.wall_ns : a.site < b.site;
