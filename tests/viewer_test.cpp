@@ -1130,17 +1130,18 @@ TEST(WholeSpans, EachSpanThatOverlapsARangeIsVisitedOnceInOrder) {
   for (size_t first = 0; first < begins.size(); first += viewer::WholeSpans::kReachBlock) {
     block_begins.push_back(begins[first]);
     const size_t last = std::min(begins.size(), first + viewer::WholeSpans::kReachBlock);
-    block_reach.push_back(*std::max_element(ends.begin() + static_cast<ptrdiff_t>(first),
-                                            ends.begin() + static_cast<ptrdiff_t>(last)));
+    block_reach.push_back(
+        *std::max_element(ends.begin() + static_cast<ptrdiff_t>(first), ends.begin() + static_cast<ptrdiff_t>(last)));
     reach.push_back(std::max(reach.empty() ? 0 : reach.back(), block_reach.back()));
   }
   spans.reach = reach;
   spans.block_reach = block_reach;
   spans.block_begins = block_begins;
   const std::vector<viewer::Lane> lanes(1);
-  for (const auto& [begin, end] : std::vector<std::pair<uint64_t, uint64_t>>{
-           {0, 0}, {500'000, 500'100}, {500'600, 500'900}, {123'456, 234'567}, {998'000, 2'000'000}, {0, 2'000'000},
-           {1'000'001, 2'000'000}, {64'200, 64'700}}) {
+  const std::vector<std::pair<uint64_t, uint64_t>> ranges = {
+      {0, 0},         {500'000, 500'100},     {500'600, 500'900}, {123'456, 234'567}, {998'000, 2'000'000},
+      {0, 2'000'000}, {1'000'001, 2'000'000}, {64'200, 64'700}};
+  for (const auto& [begin, end] : ranges) {
     SCOPED_TRACE(begin);
     std::vector<size_t> expected;
     for (size_t k = 0; k < begins.size(); ++k)
