@@ -54,7 +54,7 @@ class SpansApart {
       ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.spans.size()));
   }
 
-  ApartResult run(model::TaskGraphFeed& feed) {
+  ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps) {
     std::vector<reader::Trace::EventRanges> ranges;
     uint64_t last_ticks = 0;
     for (StreamPart& part : parts_) {
@@ -71,10 +71,13 @@ class SpansApart {
       return true;
     });
     feed.close();  // the graph's thread goes on beside the spans put together here
+    steps.done("tying events merged");
     const uint64_t last = clock_.to_ns(last_ticks);
     close_at_end(last);
     merge_spans(last);
+    steps.done("spans put in order");
     fill_rows();
+    steps.done("rows put together");
     ApartResult result;
     result.last = last;
     result.problems = problems(pairing, first_unmatched_stream);
@@ -387,8 +390,9 @@ class SpansApart {
 }  // namespace
 
 ApartResult index_spans_apart(const reader::Trace& trace, const TimelineIndex& clock, std::vector<StreamPart>& parts,
-                              std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed) {
-  return SpansApart(trace, clock, parts, lanes, whole).run(feed);
+                              std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed,
+                              IndexSteps& steps) {
+  return SpansApart(trace, clock, parts, lanes, whole).run(feed, steps);
 }
 
 }  // namespace chronicle::viewer::index_internal

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/task_graph_feed.hpp"
+#include "viewer/index_steps.hpp"
 #include "viewer/stream_pass.hpp"
 
 namespace chronicle::viewer::index_internal {
@@ -20,8 +21,9 @@ struct ApartResult {
 // From every stream's part (each stream's pass done, and `apart` still true): merges the events
 // the parts marked, handing the task graph's to `feed` (which is not closed here), and fills
 // `whole` and the lanes' span rows as IndexBuilder's merged pass would have, in its order. The
-// parts' spans, rows and marks are used up.
+// parts' spans, rows and marks are used up. Its steps are told to `steps`.
 ApartResult index_spans_apart(const reader::Trace& trace, const TimelineIndex& clock, std::vector<StreamPart>& parts,
-                              std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed);
+                              std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed,
+                              IndexSteps& steps);
 
 }  // namespace chronicle::viewer::index_internal

@@ -9,6 +9,7 @@
 #include "analysis/span_time.hpp"
 #include "model/task_graph_feed.hpp"
 #include "reader/run_on_threads.hpp"
+#include "viewer/index_steps.hpp"
 #include "viewer/spans_apart.hpp"
 #include "viewer/stream_pass.hpp"
 
@@ -99,6 +100,7 @@ class IndexBuilder {
 
   // `pairing_problems`: span ends the reader paired with nothing, for the page's warnings.
   TimelineIndex build(std::vector<std::string>& pairing_problems) {
+    index_internal::IndexSteps steps;
     find_origin();
     add_lanes();
     // Each stream is read on its own, on every core (stream_pass.hpp): markers, counters and the
@@ -109,6 +111,7 @@ class IndexBuilder {
     // also indexes what needs neither: counters, off-CPU periods, samples, losses.)
     std::atomic<bool> apart = streams_can_be_apart();
     std::vector<index_internal::StreamPart> parts = index_streams_alone(apart);
+    steps.done(apart ? "streams, each alone" : "streams (not apart)");
     model::TaskGraphFeed feed(
         [this](uint32_t site_id) {
           const reader::Site* site = trace_.site(site_id);
@@ -126,15 +129,17 @@ class IndexBuilder {
     try {
       if (apart) {
         index_internal::ApartResult apart_result =
-            index_internal::index_spans_apart(trace_, index_, parts, index_.lanes_, index_.whole_spans_, feed);
+            index_internal::index_spans_apart(trace_, index_, parts, index_.lanes_, index_.whole_spans_, feed, steps);
         merged_last = apart_result.last;
         pairing_problems = std::move(apart_result.problems);
         task_attribute_texts_ = std::move(apart_result.task_attribute_texts);
         finish_whole_spans(index_);
+        steps.done("whole spans finished");
         index_.streams_read_apart_ = true;
       } else {
         forget_spans_read_apart();
         pairing_problems = index_spans(feed, merged_last);
+        steps.done("every event merged");
       }
     } catch (...) {
       feed.close();  // the graph's thread ends; the future waits for it as it goes
@@ -142,17 +147,21 @@ class IndexBuilder {
     }
     feed.close();
     index_.graphs_.front() = graph.get();
+    steps.done("task graph (waited for)");
     for (const index_internal::StreamPart& part : parts) index_.event_count_ += part.events;
     // to_ns keeps the order of times: the latest event's time is the latest of the times.
     index_.duration_ = std::max(index_.duration_, merged_last);
     index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
     index_tasks();
+    steps.done("tasks");
     // The arrows on a thread of their own while the lanes get their runs and busy times.
     auto arrows = std::async(std::launch::async, [this] { index_arrows(); });
     index_lane_runs();
     index_idle();
     index_busy();
+    steps.done("runs, idle and busy");
     arrows.get();
+    steps.done("arrows (waited for)");
     return std::move(index_);
   }
 
@@ -866,8 +875,11 @@ void sort_arrows(TimelineIndex& index) {
 
 TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail) {
   TimelineIndex index = build_one(trace, progress, detail);
+  index_internal::IndexSteps steps;
   index.whole_spans_.keep_apart_only(index.lanes_);
+  steps.done("spans kept apart only");
   index.index_task_lookup();
+  steps.done("task lookup");
   return index;
 }
 
