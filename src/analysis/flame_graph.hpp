@@ -95,8 +95,8 @@ class FlameGraph {
       uint64_t from, to;
     };
     FlameGraph& graph_;
-    const NameOf& name_of_;
-    const ThreadOf& thread_of_;
+    NameOf name_of_;  // copies: an adder made with the defaults outlives their temporaries
+    ThreadOf thread_of_;
     // By span, ascending: a parent comes before its children. An array rather than a hash map: a
     // node per span made the whole trace's flame graph mostly malloc and free.
     std::vector<Placed> placed_;

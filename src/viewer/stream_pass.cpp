@@ -12,6 +12,12 @@ namespace {
 constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();  // a whole span's end, until it ends
 constexpr uint64_t kProgressBatch = uint64_t{1} << 16;
 
+// As the pairing ends a run at a task_run_end: the innermost run of that task on the thread.
+void end_innermost_run(std::vector<uint64_t>& runs, uint64_t task) {
+  const auto found = std::find(runs.rbegin(), runs.rend(), task);
+  if (found != runs.rend()) runs.erase(std::next(found).base());
+}
+
 class StreamPass {
  public:
   StreamPass(const reader::Trace& trace, const TimelineIndex& index, size_t stream,
@@ -104,8 +110,7 @@ class StreamPass {
           if (event.task != 0) runs.push_back(event.task);
           break;
         case EventId::task_run_end:
-          if (const auto found = std::find(runs.rbegin(), runs.rend(), event.task); found != runs.rend())
-            runs.erase(std::next(found).base());
+          end_innermost_run(runs, event.task);
           break;
         case EventId::span_begin:
           if (!own) break;
@@ -161,9 +166,7 @@ class StreamPass {
           {static_cast<uint32_t>(open_.size()), open_.empty() ? WholeSpans::kNoParent : open_.back().span});
       if (event.task != 0) runs_.push_back(event.task);
     } else if (event.type == EventId::task_run_end) {
-      // As the pairing ends a run: the innermost run of that task.
-      const auto found = std::find(runs_.rbegin(), runs_.rend(), event.task);
-      if (found != runs_.rend()) runs_.erase(std::next(found).base());
+      end_innermost_run(runs_, event.task);
     }
     if (merged)
       mark_merged(place);
