@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "model/task_graph.hpp"
+#include "model/task_id_index.hpp"
 #include "support.hpp"
 
 namespace chronicle {
@@ -452,6 +453,60 @@ bool any_problem_contains(const model::TaskGraph& graph, std::string_view words)
   for (const auto& problem : graph.problems())
     if (problem.find(words) != std::string::npos) return true;
   return false;
+}
+
+constexpr uint64_t task_id(uint64_t maker, uint64_t counter) {
+  return maker << 40 | counter;
+}
+
+TEST(TaskIdIndex, IdsAsWritersMakeThemAreFoundAtTheirPlaces) {
+  model::TaskIdIndex index;
+  std::vector<uint64_t> ids;
+  for (uint64_t counter = 1; counter <= 5000; ++counter)
+    for (uint64_t maker : {1, 2, 7}) ids.push_back(task_id(maker, counter));
+  std::reverse(ids.begin() + 100, ids.begin() + 400);  // some out of order, as threads interleave
+  for (size_t place = 0; place < ids.size(); ++place) {
+    const auto [given, added] = index.try_add(ids[place], place);
+    ASSERT_TRUE(added);
+    ASSERT_EQ(given, place);
+  }
+  for (size_t place = 0; place < ids.size(); ++place) ASSERT_EQ(index.find(ids[place]), place);
+  EXPECT_EQ(index.size(), ids.size());
+  EXPECT_EQ(index.find(task_id(1, 5001)), model::TaskIdIndex::kNone);
+  EXPECT_EQ(index.find(task_id(3, 1)), model::TaskIdIndex::kNone);
+  EXPECT_EQ(index.find(0), model::TaskIdIndex::kNone);
+  const auto [again, added_again] = index.try_add(ids[17], 99999);
+  EXPECT_FALSE(added_again);
+  EXPECT_EQ(again, 17u);
+}
+
+TEST(TaskIdIndex, AnyIdsAreFoundAndNoneMakesTheArraysLarge) {
+  // Garbage, lost events and other writers: makers and counters far apart, all 64-bit values.
+  model::TaskIdIndex index;
+  std::unordered_map<uint64_t, size_t> expected;
+  std::mt19937_64 random(45);
+  const uint64_t hostile[] = {~uint64_t{0}, task_id(1, (uint64_t{1} << 40) - 1), task_id((uint64_t{1} << 24) - 1, 1),
+                              task_id(65535, 3), task_id(1, 1) + 100000000};
+  for (uint64_t id : hostile) expected.try_emplace(id, expected.size());
+  for (int k = 0; k < 200000; ++k) {
+    const uint64_t id = k % 3 == 0 ? random() : task_id(random() % 70000, random() % (uint64_t{1} << (k % 41)));
+    expected.try_emplace(id, expected.size());
+  }
+  for (const auto& [id, place] : expected) {
+    const auto [given, added] = index.try_add(id, place);
+    ASSERT_TRUE(added) << id;
+    ASSERT_EQ(given, place);
+  }
+  for (const auto& [id, place] : expected) ASSERT_EQ(index.find(id), place) << id;
+  EXPECT_EQ(index.size(), expected.size());
+  EXPECT_LE(index.array_slots(), 4 * expected.size() + (size_t{1} << 18));
+}
+
+TEST(TaskIdIndex, ManyMakersOfOneIdEachClaimNoRoomOfTheirOwn) {
+  model::TaskIdIndex index;
+  for (uint64_t maker = 1; maker < 60000; ++maker) index.try_add(task_id(maker, 4000), maker);
+  for (uint64_t maker = 1; maker < 60000; ++maker) ASSERT_EQ(index.find(task_id(maker, 4000)), maker);
+  EXPECT_LE(index.array_slots(), 4 * index.size() + (size_t{1} << 18));
 }
 
 TEST(TaskGraphBadInput, WaitsAndResolutionsOfUnknownTasksAreKeptAndReported) {

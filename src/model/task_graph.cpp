@@ -44,7 +44,7 @@ TaskGraph TaskGraph::from_parts(std::vector<Task> tasks, std::vector<Edge> edges
                                 uint64_t first_ticks, uint64_t last_ticks) {
   TaskGraph graph;
   graph.tasks_ = std::move(tasks);
-  for (size_t k = 0; k < graph.tasks_.size(); ++k) graph.index_.try_emplace(graph.tasks_[k].id, k);
+  for (size_t k = 0; k < graph.tasks_.size(); ++k) graph.index_.try_add(graph.tasks_[k].id, k);
   graph.edges_ = std::move(edges);
   graph.idle_ = std::move(idle);
   graph.idle_ticks_ = std::move(idle_ticks);
@@ -55,8 +55,8 @@ TaskGraph TaskGraph::from_parts(std::vector<Task> tasks, std::vector<Edge> edges
 }
 
 const Task* TaskGraph::find(TaskId id) const {
-  auto found = index_.find(id);
-  return found == index_.end() ? nullptr : &tasks_[found->second];
+  const size_t place = index_.find(id);
+  return place == TaskIdIndex::kNone ? nullptr : &tasks_[place];
 }
 
 uint64_t TaskGraph::idle_ticks(uint32_t thread_id) const {
@@ -83,11 +83,10 @@ void TaskGraphBuilder::note_problem(std::string problem) {
 
 void TaskGraphBuilder::reserve(size_t tasks) {
   graph_.tasks_.reserve(tasks);
-  graph_.index_.reserve(tasks);
 }
 
 size_t TaskGraphBuilder::task_index(TaskId id, uint64_t ticks, const char* role, bool* known) {
-  auto [found, inserted] = graph_.index_.try_emplace(id, graph_.tasks_.size());
+  const auto [place, inserted] = graph_.index_.try_add(id, graph_.tasks_.size());
   if (known) *known = !inserted;
   if (inserted) {
     Task fresh;
@@ -95,7 +94,15 @@ size_t TaskGraphBuilder::task_index(TaskId id, uint64_t ticks, const char* role,
     graph_.tasks_.push_back(std::move(fresh));
     if (role) first_mention_[id] = {role, ticks};
   }
-  return found->second;
+  return place;
+}
+
+std::vector<TaskGraphBuilder::Running>& TaskGraphBuilder::running_on(uint32_t thread_id) {
+  if (!last_running_ || last_thread_ != thread_id) {
+    last_running_ = &running_[thread_id];  // a map's elements stay where they are
+    last_thread_ = thread_id;
+  }
+  return *last_running_;
 }
 
 Task& TaskGraphBuilder::task(TaskId id, uint64_t ticks, const char* role) {
@@ -112,7 +119,7 @@ void TaskGraphBuilder::add(const reader::Event& event) {
         fmt::format("a {} event at tick {} names task 0 (no task)", static_cast<uint32_t>(event.type), event.ticks));
     return;
   }
-  auto& running = running_[event.thread_id];
+  auto& running = running_on(event.thread_id);
   switch (event.type) {
     case EventId::task_create: {
       bool known = false;
@@ -333,9 +340,10 @@ void TaskGraphBuilder::check_wait_cycles() {
     size_t task;
     size_t next_wait;
   };
+  std::vector<Frame> path;
   for (size_t root = 0; root < graph_.tasks_.size(); ++root) {
     if (marks[root] != Mark::unseen) continue;
-    std::vector<Frame> path{{root, 0}};
+    path.assign(1, Frame{root, 0});
     marks[root] = Mark::on_path;
     while (!path.empty()) {
       Frame& frame = path.back();
@@ -345,7 +353,8 @@ void TaskGraphBuilder::check_wait_cycles() {
         path.pop_back();
         continue;
       }
-      const size_t next = graph_.index_.at(waits[frame.next_wait++]);
+      const size_t next = graph_.index_.find(waits[frame.next_wait++]);
+      if (next == TaskIdIndex::kNone) continue;  // never: add() gives every awaited task a place
       if (marks[next] == Mark::unseen) {
         marks[next] = Mark::on_path;
         path.push_back({next, 0});
@@ -375,7 +384,7 @@ TaskGraph TaskGraphBuilder::finish() {
     running.clear();
   }
   for (const auto& [id, mention] : first_mention_)
-    if (!graph_.tasks_[graph_.index_.at(id)].seen_created && !windows_)
+    if (!graph_.tasks_[graph_.index_.find(id)].seen_created && !windows_)
       note_problem(fmt::format("task {} is never created in the trace (first named by a {} at tick {})",
                                task_id_text(id), mention.first, mention.second));
   first_mention_.clear();

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/task_id_index.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::model {
@@ -132,7 +133,7 @@ class TaskGraph {
  private:
   friend class TaskGraphBuilder;
   std::vector<Task> tasks_;
-  std::unordered_map<TaskId, size_t> index_;
+  TaskIdIndex index_;
   std::vector<Edge> edges_;
   std::vector<IdleInterval> idle_;
   std::map<uint32_t, uint64_t> idle_ticks_;
@@ -172,6 +173,8 @@ class TaskGraphBuilder {
   // The task's index in the graph, which adds it when it is new; `known` says whether it was not.
   size_t task_index(TaskId id, uint64_t ticks, const char* role, bool* known = nullptr);
   Task& task(TaskId id, uint64_t ticks, const char* role);
+  // The tasks running on `thread_id`: events come in runs of one thread, so the last is kept.
+  std::vector<Running>& running_on(uint32_t thread_id);
   void note_problem(std::string problem);
   void check_wait_cycles();
   void add_note(const reader::Event& event, uint32_t site_id, Task& owner);
@@ -185,6 +188,8 @@ class TaskGraphBuilder {
   // Per thread: the tasks running there, innermost last (a handler may run inside another's
   // run, as Asio's dispatch does), with their index into Task::runs.
   std::map<uint32_t, std::vector<Running>> running_;
+  uint32_t last_thread_ = 0;
+  std::vector<Running>* last_running_ = nullptr;    // running_[last_thread_]
   std::map<uint32_t, size_t> idle_open_;            // thread -> index in idle_
   std::map<uint32_t, size_t> idle_slot_;            // summary: thread -> its one interval in idle_
   std::unordered_map<TaskId, uint32_t> open_runs_;  // summary: by task, runs not yet ended

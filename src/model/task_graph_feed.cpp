@@ -64,7 +64,8 @@ void TaskGraphFeed::add(const reader::Event& event, const reader::SpanPairing& p
   handed.event.span = nullptr;
   // The builder reads a span only at its end; the pairing's pointer lasts until its next event.
   if (event.span && event.type == format::EventId::span_end) {
-    handed.span = *event.span;
+    handed.span_task = event.span->task;
+    handed.span_site = event.span->site_id;
     handed.has_span = true;
   }
   handed.text.assign(event.text);
@@ -112,6 +113,7 @@ TaskGraph TaskGraphFeed::build(const std::function<bool()>& other_work) {
   bool other_work_left = true;
   try {
     Batch batch;
+    reader::PairedSpan span;  // a handed span_end's, as far as the builder reads it
     while (true) {
       if (other_work_left) {
         bool nothing_waits = false;
@@ -126,7 +128,9 @@ TaskGraph TaskGraphFeed::build(const std::function<bool()>& other_work) {
       }
       if (!take(batch)) break;
       for (Handed& handed : batch) {
-        handed.event.span = handed.has_span ? &handed.span : nullptr;
+        span.task = handed.span_task;
+        span.site_id = handed.span_site;
+        handed.event.span = handed.has_span ? &span : nullptr;
         handed.event.text = handed.text;
         builder.add(handed.event);
       }

@@ -44,7 +44,9 @@ class TaskGraphFeed {
  private:
   struct Handed {
     reader::Event event;  // its `span` and `text` are set again from these when it is taken
-    reader::PairedSpan span;
+    // Of a span_end's span, what the builder reads (TaskGraphBuilder::add): its owner and site.
+    uint64_t span_task = 0;
+    uint32_t span_site = 0;
     bool has_span = false;
     // The event's text, copied: it points into the reader's bytes, which for a compressed trace
     // are a decoded unit freed once the reader moves on, before the building side takes it.
