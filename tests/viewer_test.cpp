@@ -37,6 +37,7 @@
 #include "viewer/assets.hpp"
 #include "viewer/index_cache.hpp"
 #include "viewer/json_api.hpp"
+#include "viewer/spill.hpp"
 #include "viewer/stream_pass.hpp"
 #include "viewer/timeline_index.hpp"
 #include "viewer/viewer_server.hpp"
@@ -46,6 +47,7 @@ namespace {
 
 using test::run;
 using test::TemporaryDirectory;
+using viewer::CounterSeries;
 using viewer::TimelineIndex;
 
 const std::string kCli = CHRONICLE_CLI;
@@ -1406,6 +1408,67 @@ TEST(ViewerCounters, OneTrackPerNameWhateverTheCallSiteOrThread) {
   std::map<std::string, size_t> named;
   for (const auto& counter : summary["counters"]) ++named[counter["name"].get<std::string>()];
   EXPECT_EQ(named, tracks);
+}
+
+// `samples` samples of one counter from each of three threads, thread t writing t * 1e6 + k for
+// its k-th sample.
+std::string record_counter_of_three_threads(const TemporaryDirectory& directory, int samples) {
+  const Config config = test::test_config(directory);
+  EXPECT_TRUE(start(config)) << last_error();
+  std::vector<std::thread> writers;
+  for (int thread = 0; thread < 3; ++thread)
+    writers.emplace_back([thread, samples] {
+      for (int k = 0; k < samples; ++k) CHRONICLE_COUNTER("pool", "queue depth", thread * 1000000 + k);
+    });
+  for (auto& writer : writers) writer.join();
+  stop();
+  return config.output;
+}
+
+const CounterSeries& series_named(const TimelineIndex& index, std::string_view name) {
+  const auto found = std::find_if(index.counters().begin(), index.counters().end(),
+                                  [&](const CounterSeries& series) { return series.name == name; });
+  if (found == index.counters().end()) throw std::runtime_error("no series " + std::string(name));
+  return *found;
+}
+
+// Samples of several threads are put in time order in place: each keeps its value and its
+// thread's lane, and each thread's samples their order.
+TEST(ViewerCounters, ASeriesOfSeveralThreadsIsInTimeOrderWithEachSamplesLane) {
+  TemporaryDirectory directory;
+  const TimelineIndex index = TimelineIndex::build(reader::Trace(record_counter_of_three_threads(directory, 5000)));
+  const CounterSeries& series = series_named(index, "pool/queue depth");
+  ASSERT_EQ(series.values.size(), 15000u);
+  ASSERT_EQ(series.sample_lanes.size(), 15000u);
+  ASSERT_EQ(series.lanes.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(series.times.begin(), series.times.end()));
+  std::map<uint32_t, int> thread_of_lane;
+  std::map<int, int> next_of_thread;
+  for (size_t k = 0; k < series.values.size(); ++k) {
+    const int thread = static_cast<int>(series.values[k]) / 1000000;
+    const auto [lane, added] = thread_of_lane.try_emplace(series.sample_lanes[k], thread);
+    ASSERT_EQ(lane->second, thread) << "sample " << k << " has another thread's lane";
+    ASSERT_EQ(static_cast<int>(series.values[k]) % 1000000, next_of_thread[thread]++) << "sample " << k;
+  }
+  EXPECT_EQ(thread_of_lane.size(), 3u);
+}
+
+// A series' arrays are made once at their size (the streams' passes count each site's samples),
+// not grown by doubling, whose fresh pages cost a tenth of a first open at 100 M events. Every
+// array of the build is put in a file of its own here, which counts them: as many for 10 times
+// the samples (6,000 and 60,000 samples: both with a min-max pyramid of four levels).
+TEST(ViewerCounters, ASeriesArraysAreMadeOnceAtTheirSize) {
+  auto arrays_made = [](int samples) {
+    TemporaryDirectory directory;
+    const std::string trace = record_counter_of_three_threads(directory, samples);
+    const viewer::SpillScope spill(directory.path(), 1);
+    const uint64_t before = viewer::spill_stats().files;
+    const TimelineIndex index = TimelineIndex::build(reader::Trace(trace));
+    EXPECT_EQ(series_named(index, "pool/queue depth").values.size(), 3u * samples);
+    EXPECT_EQ(viewer::spill_stats().refused, 0u) << viewer::spill_stats().last_problem;
+    return viewer::spill_stats().files - before;
+  };
+  EXPECT_EQ(arrays_made(2000), arrays_made(20000));
 }
 
 // A root task that creates and awaits its children in turn, as a loop of co_awaits does: each

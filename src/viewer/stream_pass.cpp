@@ -142,6 +142,10 @@ class StreamPass {
             event.name_id < counter_kinds_.size() ? counter_kinds_[event.name_id] : analysis::SeriesKind::level;
         part_.counter_samples.push_back(
             {index_.to_ns(event.ticks), analysis::traced_value(event, kind), event.name_id});
+        if (event.name_id < counter_kinds_.size()) {
+          if (part_.counter_samples_by_site.empty()) part_.counter_samples_by_site.resize(counter_kinds_.size());
+          ++part_.counter_samples_by_site[event.name_id];
+        }
         break;
       }
       case EventId::task_create:

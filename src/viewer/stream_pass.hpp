@@ -69,6 +69,7 @@ struct StreamPart {
   std::vector<RunBase> run_bases;  // one per task_run_begin, in order
   reader::Trace::EventRanges merged;
   std::vector<StreamCounterSample, SpillAllocator<StreamCounterSample>> counter_samples;
+  std::vector<uint64_t> counter_samples_by_site;  // of the trace's sites (by id); empty: none
   reader::PairingProblems problems;
   uint64_t first_unmatched_place = 0;
   uint64_t events = 0;

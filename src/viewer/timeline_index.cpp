@@ -244,7 +244,8 @@ class IndexBuilder {
 
   // Where the graph's thread is in what it does beside the graph.
   struct BesideGraph {
-    uint32_t lane = 0;  // the counters' samples: stream after stream
+    bool counted = false;  // the samples of each site, over all streams
+    uint32_t lane = 0;     // the counters' samples: stream after stream
     size_t sample = 0;
     size_t counter = 0;  // then each series finished
   };
@@ -256,6 +257,10 @@ class IndexBuilder {
   bool work_beside_graph(const std::vector<index_internal::StreamPart>& parts, BesideGraph& at) {
     // The counters' samples, stream after stream (the order finish_counter keeps for samples at
     // the same time), numbered as series in that order.
+    if (!at.counted) {
+      count_samples_by_site(parts);
+      at.counted = true;
+    }
     if (at.lane < parts.size()) {
       const auto& samples = parts[at.lane].counter_samples;
       const size_t last = std::min(samples.size(), at.sample + kSamplesAPiece);
@@ -277,6 +282,31 @@ class IndexBuilder {
   }
 
   // Samples as traced, stream after stream; finish_counter puts them in time order.
+  // Sample k of the series moves to where order says (order[k]: the sample that goes at k), in
+  // place, one cycle of the permutation after another; `order` is used up.
+  static void put_in_order(CounterSeries& series, std::vector<uint32_t>& order) {
+    uint64_t* times = series.times.values().data();
+    double* values = series.values.values().data();
+    uint32_t* lanes = series.sample_lanes.values().data();
+    for (uint32_t start = 0; start < order.size(); ++start) {
+      if (order[start] == start) continue;  // in place, or placed by an earlier cycle
+      const uint64_t time = times[start];
+      const double value = values[start];
+      const uint32_t lane = lanes[start];
+      uint32_t at = start;
+      for (uint32_t from = order[at]; from != start; at = from, from = order[at]) {
+        times[at] = times[from];
+        values[at] = values[from];
+        lanes[at] = lanes[from];
+        order[at] = at;
+      }
+      times[at] = time;
+      values[at] = value;
+      lanes[at] = lane;
+      order[at] = at;
+    }
+  }
+
   void add_counter_sample(const index_internal::StreamCounterSample& sample, uint32_t lane_number) {
     const std::optional<uint32_t> found = counter_catalog_.series_of(sample.site);
     if (!found) return;
@@ -289,10 +319,31 @@ class IndexBuilder {
       index_.counters_.push_back(std::move(series));
     }
     CounterSeries& series = index_.counters_[*found];
+    make_room(series, *found, sample.site);
     if (series.lanes.empty() || series.lanes.back() != lane_number) series.lanes.push_back(lane_number);
     series.sample_lanes.push_back(lane_number);
     series.times.push_back(sample.time);
     series.values.push_back(sample.value);
+  }
+
+  void count_samples_by_site(const std::vector<index_internal::StreamPart>& parts) {
+    for (const index_internal::StreamPart& part : parts) {
+      const auto& counts = part.counter_samples_by_site;
+      if (samples_by_site_.size() < counts.size()) samples_by_site_.resize(counts.size());
+      for (size_t site = 0; site < counts.size(); ++site) samples_by_site_[site] += counts[site];
+    }
+  }
+
+  // A series' arrays made once at their size, not grown by doubling (whose fresh pages the kernel
+  // clears: a tenth of a first open's time at 100 M events, `perf`): the samples of each site
+  // that feeds the series were counted by the streams' passes.
+  void make_room(CounterSeries& series, uint32_t number, uint32_t site) {
+    if (site >= samples_by_site_.size() || samples_by_site_[site] == 0) return;
+    if (series_room_.size() <= number) series_room_.resize(number + 1);
+    series_room_[number] += std::exchange(samples_by_site_[site], 0);  // a site is counted in once
+    series.times.reserve(series_room_[number]);
+    series.values.reserve(series_room_[number]);
+    series.sample_lanes.reserve(series_room_[number]);
   }
 
   // Several threads' samples of one series merged in time order (a stable sort keeps a
@@ -303,17 +354,7 @@ class IndexBuilder {
       for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
       std::stable_sort(order.begin(), order.end(),
                        [&series](uint32_t a, uint32_t b) { return series.times[a] < series.times[b]; });
-      Column<uint64_t>::Built times(order.size());
-      Column<double>::Built values(order.size());
-      Column<uint32_t>::Built lanes(order.size());
-      for (size_t k = 0; k < order.size(); ++k) {
-        times[k] = series.times[order[k]];
-        values[k] = series.values[order[k]];
-        lanes[k] = series.sample_lanes[order[k]];
-      }
-      series.times = std::move(times);
-      series.values = std::move(values);
-      series.sample_lanes = std::move(lanes);
+      put_in_order(series, order);
     } else {
       series.sample_lanes = Column<uint32_t>::Built{};  // one writer: `lane` says whose every sample is
     }
@@ -849,6 +890,8 @@ class IndexBuilder {
 
   const reader::Trace& trace_;
   analysis::SeriesCatalog counter_catalog_;
+  std::vector<uint64_t> samples_by_site_;  // not yet made room for (make_room)
+  std::vector<uint64_t> series_room_;      // by series: the samples it will hold
   const TimelineIndex::Progress& progress_;
   model::GraphDetail detail_;
   TimelineIndex index_;
