@@ -455,6 +455,8 @@ bool any_problem_contains(const model::TaskGraph& graph, std::string_view words)
   return false;
 }
 
+static_assert(model::kTaskIdCounterBits == detail::kTaskCounterBits, "the graph reads ids as the writer makes them");
+
 constexpr uint64_t task_id(uint64_t maker, uint64_t counter) {
   return maker << 40 | counter;
 }

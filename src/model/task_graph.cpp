@@ -14,9 +14,8 @@ constexpr size_t kMaxProblems = 200;
 }  // namespace
 
 std::string task_id_text(TaskId id) {
-  constexpr unsigned kCounterBits = 40;
-  const uint64_t thread = id >> kCounterBits;
-  const uint64_t counter = id & ((uint64_t{1} << kCounterBits) - 1);
+  const uint64_t thread = task_id_maker(id);
+  const uint64_t counter = task_id_counter(id);
   if (id == 0) return "-";
   return thread == 0 ? fmt::format("t?{}", id) : fmt::format("t{}.{}", thread, counter);
 }
@@ -384,7 +383,7 @@ TaskGraph TaskGraphBuilder::finish() {
     running.clear();
   }
   for (const auto& [id, mention] : first_mention_)
-    if (!graph_.tasks_[graph_.index_.find(id)].seen_created && !windows_)
+    if (!graph_.find(id)->seen_created && !windows_)
       note_problem(fmt::format("task {} is never created in the trace (first named by a {} at tick {})",
                                task_id_text(id), mention.first, mention.second));
   first_mention_.clear();

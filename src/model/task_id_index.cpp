@@ -5,8 +5,8 @@
 namespace chronicle::model {
 
 size_t TaskIdIndex::find(uint64_t id) const {
-  const uint64_t maker = id >> kCounterBits;
-  const uint64_t counter = id & kCounterMask;
+  const uint64_t maker = task_id_maker(id);
+  const uint64_t counter = task_id_counter(id);
   if (maker < makers_.size()) {
     const std::vector<uint32_t>& places = makers_[maker].places;
     if (counter < places.size() && places[counter] != 0) return places[counter] - 1;
@@ -17,8 +17,8 @@ size_t TaskIdIndex::find(uint64_t id) const {
 }
 
 uint32_t* TaskIdIndex::slot_for(uint64_t id) {
-  const uint64_t maker = id >> kCounterBits;
-  const uint64_t counter = id & kCounterMask;
+  const uint64_t maker = task_id_maker(id);
+  const uint64_t counter = task_id_counter(id);
   if (maker >= makers_.size()) {
     if (maker >= kMaxMakers || maker >= 2 * makers_seen_ + kMakerSlack) return nullptr;
     makers_.resize(maker + 1);
@@ -41,7 +41,7 @@ std::pair<size_t, bool> TaskIdIndex::try_add(uint64_t id, size_t place) {
   if (const size_t known = find(id); known != kNone) return {known, false};
   uint32_t* slot = place < std::numeric_limits<uint32_t>::max() ? slot_for(id) : nullptr;
   if (slot) {
-    Maker& of = makers_[id >> kCounterBits];
+    Maker& of = makers_[task_id_maker(id)];
     if (of.held++ == 0) ++makers_seen_;
     *slot = static_cast<uint32_t>(place + 1);
   } else {

@@ -18,6 +18,16 @@
 
 namespace chronicle::model {
 
+// A task id's layout, as writers make it (chronicle/detail/task_writer.hpp, kTaskCounterBits):
+// the making thread's index above the low 40 bits, that thread's counter in them.
+inline constexpr unsigned kTaskIdCounterBits = 40;
+constexpr uint64_t task_id_maker(uint64_t id) {
+  return id >> kTaskIdCounterBits;
+}
+constexpr uint64_t task_id_counter(uint64_t id) {
+  return id & ((uint64_t{1} << kTaskIdCounterBits) - 1);
+}
+
 class TaskIdIndex {
  public:
   static constexpr size_t kNone = std::numeric_limits<size_t>::max();
@@ -33,8 +43,6 @@ class TaskIdIndex {
   size_t array_slots() const { return array_slots_; }
 
  private:
-  static constexpr unsigned kCounterBits = 40;
-  static constexpr uint64_t kCounterMask = (uint64_t{1} << kCounterBits) - 1;
   // A maker's array may be this many slots longer than twice the ids it holds, the makers' array
   // this many longer than twice the makers seen (room for ids that arrive out of order), and all
   // arrays together this many longer than four times the ids in them (so that ids spread over

@@ -138,11 +138,11 @@ class StreamPass {
         break;
       case EventId::counter:
       case EventId::counter_float: {
-        const analysis::SeriesKind kind =
-            event.name_id < counter_kinds_.size() ? counter_kinds_[event.name_id] : analysis::SeriesKind::level;
+        const bool known_site = event.name_id < counter_kinds_.size();
+        const analysis::SeriesKind kind = known_site ? counter_kinds_[event.name_id] : analysis::SeriesKind::level;
         part_.counter_samples.push_back(
             {index_.to_ns(event.ticks), analysis::traced_value(event, kind), event.name_id});
-        if (event.name_id < counter_kinds_.size()) {
+        if (known_site) {
           if (part_.counter_samples_by_site.empty()) part_.counter_samples_by_site.resize(counter_kinds_.size());
           ++part_.counter_samples_by_site[event.name_id];
         }

@@ -120,6 +120,7 @@ class IndexBuilder {
         detail_);
     uint64_t task_creations = 0;
     for (const index_internal::StreamPart& part : parts) task_creations += part.task_creations;
+    count_samples_by_site(parts);
     feed.expect_tasks(task_creations);
     auto graph = std::async(std::launch::async, [this, &feed, &parts] {
       BesideGraph at;
@@ -244,8 +245,7 @@ class IndexBuilder {
 
   // Where the graph's thread is in what it does beside the graph.
   struct BesideGraph {
-    bool counted = false;  // the samples of each site, over all streams
-    uint32_t lane = 0;     // the counters' samples: stream after stream
+    uint32_t lane = 0;  // the counters' samples: stream after stream
     size_t sample = 0;
     size_t counter = 0;  // then each series finished
   };
@@ -257,10 +257,6 @@ class IndexBuilder {
   bool work_beside_graph(const std::vector<index_internal::StreamPart>& parts, BesideGraph& at) {
     // The counters' samples, stream after stream (the order finish_counter keeps for samples at
     // the same time), numbered as series in that order.
-    if (!at.counted) {
-      count_samples_by_site(parts);
-      at.counted = true;
-    }
     if (at.lane < parts.size()) {
       const auto& samples = parts[at.lane].counter_samples;
       const size_t last = std::min(samples.size(), at.sample + kSamplesAPiece);
@@ -282,6 +278,45 @@ class IndexBuilder {
   }
 
   // Samples as traced, stream after stream; finish_counter puts them in time order.
+  void add_counter_sample(const index_internal::StreamCounterSample& sample, uint32_t lane_number) {
+    const std::optional<uint32_t> found = counter_catalog_.series_of(sample.site);
+    if (!found) return;
+    for (size_t next = index_.counters_.size(); next <= *found; ++next) {
+      CounterSeries series;
+      series.site = sample.site;
+      series.lane = lane_number;
+      series.name = counter_catalog_.series()[next].label;
+      series.kind = counter_catalog_.series()[next].kind;
+      index_.counters_.push_back(std::move(series));
+    }
+    CounterSeries& series = index_.counters_[*found];
+    make_room(series, sample.site);
+    if (series.lanes.empty() || series.lanes.back() != lane_number) series.lanes.push_back(lane_number);
+    series.sample_lanes.push_back(lane_number);
+    series.times.push_back(sample.time);
+    series.values.push_back(sample.value);
+  }
+
+  void count_samples_by_site(const std::vector<index_internal::StreamPart>& parts) {
+    for (const index_internal::StreamPart& part : parts) {
+      const auto& counts = part.counter_samples_by_site;
+      if (samples_by_site_.size() < counts.size()) samples_by_site_.resize(counts.size());
+      for (size_t site = 0; site < counts.size(); ++site) samples_by_site_[site] += counts[site];
+    }
+  }
+
+  // A series' arrays made once at their size, not grown by doubling (whose fresh pages the kernel
+  // clears: a tenth of a first open's time at 100 M events, `perf`): the samples of each site
+  // that feeds the series were counted by the streams' passes.
+  void make_room(CounterSeries& series, uint32_t site) {
+    if (site >= samples_by_site_.size() || samples_by_site_[site] == 0) return;
+    // Room for the site's samples beside what the series has room for (other sites' samples).
+    const size_t room = series.times.values().capacity() + std::exchange(samples_by_site_[site], 0);
+    series.times.reserve(room);
+    series.values.reserve(room);
+    series.sample_lanes.reserve(room);
+  }
+
   // Sample k of the series moves to where order says (order[k]: the sample that goes at k), in
   // place, one cycle of the permutation after another; `order` is used up.
   static void put_in_order(CounterSeries& series, std::vector<uint32_t>& order) {
@@ -305,45 +340,6 @@ class IndexBuilder {
       lanes[at] = lane;
       order[at] = at;
     }
-  }
-
-  void add_counter_sample(const index_internal::StreamCounterSample& sample, uint32_t lane_number) {
-    const std::optional<uint32_t> found = counter_catalog_.series_of(sample.site);
-    if (!found) return;
-    for (size_t next = index_.counters_.size(); next <= *found; ++next) {
-      CounterSeries series;
-      series.site = sample.site;
-      series.lane = lane_number;
-      series.name = counter_catalog_.series()[next].label;
-      series.kind = counter_catalog_.series()[next].kind;
-      index_.counters_.push_back(std::move(series));
-    }
-    CounterSeries& series = index_.counters_[*found];
-    make_room(series, *found, sample.site);
-    if (series.lanes.empty() || series.lanes.back() != lane_number) series.lanes.push_back(lane_number);
-    series.sample_lanes.push_back(lane_number);
-    series.times.push_back(sample.time);
-    series.values.push_back(sample.value);
-  }
-
-  void count_samples_by_site(const std::vector<index_internal::StreamPart>& parts) {
-    for (const index_internal::StreamPart& part : parts) {
-      const auto& counts = part.counter_samples_by_site;
-      if (samples_by_site_.size() < counts.size()) samples_by_site_.resize(counts.size());
-      for (size_t site = 0; site < counts.size(); ++site) samples_by_site_[site] += counts[site];
-    }
-  }
-
-  // A series' arrays made once at their size, not grown by doubling (whose fresh pages the kernel
-  // clears: a tenth of a first open's time at 100 M events, `perf`): the samples of each site
-  // that feeds the series were counted by the streams' passes.
-  void make_room(CounterSeries& series, uint32_t number, uint32_t site) {
-    if (site >= samples_by_site_.size() || samples_by_site_[site] == 0) return;
-    if (series_room_.size() <= number) series_room_.resize(number + 1);
-    series_room_[number] += std::exchange(samples_by_site_[site], 0);  // a site is counted in once
-    series.times.reserve(series_room_[number]);
-    series.values.reserve(series_room_[number]);
-    series.sample_lanes.reserve(series_room_[number]);
   }
 
   // Several threads' samples of one series merged in time order (a stable sort keeps a
@@ -891,7 +887,6 @@ class IndexBuilder {
   const reader::Trace& trace_;
   analysis::SeriesCatalog counter_catalog_;
   std::vector<uint64_t> samples_by_site_;  // not yet made room for (make_room)
-  std::vector<uint64_t> series_room_;      // by series: the samples it will hold
   const TimelineIndex::Progress& progress_;
   model::GraphDetail detail_;
   TimelineIndex index_;
