@@ -580,48 +580,6 @@ TEST(IndexSpill, ALargeArrayInTheHeapHasItsPagesBeforeItIsWritten) {
   allocator.deallocate(array, count);
 }
 
-// The VmFlags of the mapping that holds `address` in this process (/proc/self/smaps); empty if none.
-std::string mapping_flags(uintptr_t address) {
-  std::ifstream smaps("/proc/self/smaps");
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    uintptr_t first = 0, last = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &first, &last) == 2 && line.find(':') > line.find(' '))
-      inside = first <= address && address < last;
-    else if (inside && line.starts_with("VmFlags:"))
-      return line;
-  }
-  return {};
-}
-
-bool kernel_gives_huge_pages_on_request() {
-  std::ifstream setting("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(setting, modes);
-  return modes.find("[always]") != std::string::npos || modes.find("[madvise]") != std::string::npos;
-}
-
-// A page fault per 4 KiB is dear on this machine's VM: the build's blocks of 32 MiB and more (their
-// own mappings) are made present in huge pages, a 100 M-event build spending a third less time
-// in the kernel; smaller blocks, in the heap, keep 4 KiB pages.
-TEST(IndexSpill, ALargeArrayIsInHugePagesAndASmallOneIsNot) {
-  if (!kernel_gives_huge_pages_on_request()) GTEST_SKIP() << "this kernel has no transparent huge pages on request";
-  viewer::SpillAllocator<uint64_t> allocator;
-  const size_t large = (size_t{64} << 20) / sizeof(uint64_t);
-  const size_t small = (size_t{8} << 20) / sizeof(uint64_t);
-  uint64_t* large_array = allocator.allocate(large);
-  uint64_t* small_array = allocator.allocate(small);
-  const auto middle = [](uint64_t* array, size_t count) { return reinterpret_cast<uintptr_t>(array + count / 2); };
-  const std::string large_flags = mapping_flags(middle(large_array, large));
-  const std::string small_flags = mapping_flags(middle(small_array, small));
-  allocator.deallocate(large_array, large);
-  allocator.deallocate(small_array, small);
-  ASSERT_FALSE(large_flags.empty());
-  ASSERT_FALSE(small_flags.empty());
-  EXPECT_NE(large_flags.find(" hg"), std::string::npos) << large_flags;
-  EXPECT_EQ(small_flags.find(" hg"), std::string::npos) << small_flags;
-}
-
 // Files only when the heap might not hold the build: a trace of more than an eighteenth of the
 // memory left (the heap build peaks at ~8.5 x the trace, and half the memory is kept for the
 // rest). With the 4.5 x measured first, a 150 M-event trace went to the heap on this machine and

@@ -44,18 +44,6 @@ constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
 constexpr int kPopulateWrite = 23;  // Linux 5.14's value; older kernels answer EINVAL
 #endif
 
-// A block this large is made present in huge pages, where the kernel gives them on request
-// (transparent_hugepage "madvise"): one fault and one clearing per 2 MiB rather than 512. Only
-// blocks of glibc's largest mmap threshold and more, which are mappings of their own, let go with
-// munmap: the advice goes with them, and never outlives a block in the heap, where khugepaged
-// would gather what malloc puts there next into huge pages (filling their empty 4 KiB pages).
-// Measured on this machine's VM at 100 M events (three rounds alternating with none): 8.8-12.0 s
-// of the build in the kernel against 13.8-17.2 s, the peak the same. Smaller blocks too cost a
-// 10 M-event build a fifth more: a huge page is taken whole from the free memory the VM's host has
-// taken back, which is slower to make present than the 4 KiB pages freed a moment before.
-constexpr size_t kHugePagesFrom = size_t{32} << 20;
-constexpr uintptr_t kHugePage = uintptr_t{2} << 20;  // x86-64's, and arm64's with 4 KiB pages
-
 // glibc's largest mmap threshold, a trim threshold no building reaches, and glibc's defaults.
 constexpr int kIndexingMmapThreshold = 32 << 20;
 constexpr int kIndexingTrimThreshold = std::numeric_limits<int>::max();
@@ -245,22 +233,13 @@ bool release(void* pointer) {
   return true;
 }
 
-namespace {
-
-// madvise(`advice`) on the whole `unit`s inside [start, start + bytes), if there are any.
-void advise_whole_units(void* start, size_t bytes, uintptr_t unit, int advice) {
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(start) + unit - 1) / unit * unit;
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(start) + bytes) / unit * unit;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, advice);
-}
-
-}  // namespace
-
 void populate(void* start, size_t bytes) {
   constexpr size_t kAtLeast = size_t{1} << 20;
   if (bytes < kAtLeast) return;
-  if (bytes >= kHugePagesFrom) advise_whole_units(start, bytes, kHugePage, MADV_HUGEPAGE);
-  advise_whole_units(start, bytes, static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)), kPopulateWrite);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(start) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(start) + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, kPopulateWrite);
 }
 
 }  // namespace spill

@@ -90,9 +90,8 @@ void* allocate(size_t bytes);
 // False: `pointer` was not placed in a file by allocate (it is the heap's).
 bool release(void* pointer);
 // Makes the pages of the first `bytes` at `start` present at once (MADV_POPULATE_WRITE), when
-// they are at least a megabyte, rather than one page fault at a time as they are first written;
-// from 32 MiB, in huge pages where the kernel has them (MADV_HUGEPAGE). Contents are unchanged.
-// Where the kernel cannot (before Linux 5.14; no transparent huge pages), it does what it can.
+// they are at least a megabyte, rather than one page fault at a time as they are first written.
+// Contents are unchanged. Where the kernel cannot (before Linux 5.14), it does nothing.
 void populate(void* start, size_t bytes);
 }  // namespace spill
 
