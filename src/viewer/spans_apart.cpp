@@ -51,7 +51,7 @@ class SpansApart {
       : trace_(trace), clock_(clock), parts_(parts), lanes_(lanes), whole_(whole), states_(lanes.size()) {
     ids_.own_first.assign(1, 0);
     for (const StreamPart& part : parts_)
-      ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.spans.size()));
+      ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.spans.begins.size()));
   }
 
   ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps) {
@@ -160,7 +160,6 @@ class SpansApart {
       for (size_t depth = own.size(); depth-- > 0;) {
         const OpenPiece& piece = own[depth];
         lane.closed.push_back({piece.begin, last, piece.site, piece.span, static_cast<uint32_t>(depth), true, kOpen});
-        parts_[stream].spans.running[piece.span] += last > piece.begin ? last - piece.begin : 0;
       }
       own.clear();
     }
@@ -173,17 +172,25 @@ class SpansApart {
   // time, not every span's whole (36 bytes a span: 1.3 GB at 100 M events).
   void merge_spans(uint64_t last) {
     place_spans();
-    whole_.begins = gather(&WholeSpans::begins);
-    whole_.ends = gather(&WholeSpans::ends, [this, last](uint32_t list, uint32_t k) {
+    const auto end_of = [this, last](uint32_t list, uint32_t k) {
       const uint64_t end = spans_of(list).ends[k];
       return end == kOpen ? last : end;
+    };
+    // Before the begins and ends are let go: a stream's own span runs from its begin to its end.
+    whole_.running = gather(&WholeSpans::running, [this, &end_of](uint32_t list, uint32_t k) {
+      if (list == parts_.size()) return merged_.running[k];
+      const uint64_t begin = parts_[list].spans.begins[k], end = end_of(list, k);
+      return end > begin ? end - begin : 0;
     });
-    whole_.running = gather(&WholeSpans::running);
+    whole_.begins = gather(&WholeSpans::begins);
+    whole_.ends = gather(&WholeSpans::ends, end_of);
     whole_.sites = gather(&WholeSpans::sites);
     // Before the lanes: a merged span's parent may be a span of its lane's own. (The merge's own
     // spans keep their parents apart, in merged_parents_.)
     whole_.parents = gather(&WholeSpans::parents, [this](uint32_t list, uint32_t k) { return parent_of(list, k); });
-    whole_.lanes = gather(&WholeSpans::lanes);
+    whole_.lanes = gather(&WholeSpans::lanes, [this](uint32_t list, uint32_t k) {
+      return list == parts_.size() ? merged_.lanes[k] : list;  // a stream's own spans are on its lane
+    });
     take_attribute_texts();
   }
 
@@ -204,14 +211,14 @@ class SpansApart {
       return {part.begin_ticks[k], list, part.begin_places[k]};
     };
     for (uint32_t list = 0; list <= merged_list; ++list)
-      if (spans_of(list).size() > 0) heads.push({key_of(list, 0), list, 0});
+      if (count_of(list) > 0) heads.push({key_of(list, 0), list, 0});
     const size_t count = ids_.own_first.back() + merged_.size();
     ids_.final.assign(count, 0);
     uint32_t placed = 0;
     while (!heads.empty()) {
       Head head = heads.top();
       heads.pop();
-      const size_t size = spans_of(head.list).size();
+      const size_t size = count_of(head.list);
       // A list's spans go on until one comes after another list's next (spans begin in runs).
       do {
         ids_.final[ids_.own_first[head.list] + head.next] = placed++;
@@ -231,6 +238,10 @@ class SpansApart {
   }
 
   WholeSpans& spans_of(uint32_t list) { return list == parts_.size() ? merged_ : parts_[list].spans; }
+  // A list's spans (a stream's own keep no lanes, which WholeSpans::size counts).
+  size_t count_of(uint32_t list) const {
+    return list == parts_.size() ? merged_.size() : parts_[list].spans.begins.size();
+  }
 
   // One column of all spans at their places, each span's value as `value(list, k)` gives it (by
   // default its list's `column`); each stream's `column` is let go once placed.

@@ -72,10 +72,8 @@ class StreamPass {
     lane_.markers.types.reserve(counts.markers);
     part_.counter_samples.reserve(counts.counter_samples);
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
-    for (Column<uint32_t>* column : {&part_.spans.parents, &part_.spans.sites, &part_.spans.lanes})
-      column->reserve(counts.own_spans);
-    for (Column<uint64_t>* column : {&part_.spans.begins, &part_.spans.ends, &part_.spans.running})
-      column->reserve(counts.own_spans);
+    for (Column<uint32_t>* column : {&part_.spans.parents, &part_.spans.sites}) column->reserve(counts.own_spans);
+    for (Column<uint64_t>* column : {&part_.spans.begins, &part_.spans.ends}) column->reserve(counts.own_spans);
     part_.begin_ticks.reserve(counts.own_spans);
     part_.begin_places.reserve(counts.own_spans);
     closes_by_depth_ = std::move(counts.own_spans_by_depth);
@@ -209,15 +207,13 @@ class StreamPass {
     const reader::PairedSpan* span = pairing_.follow(event);
     WholeSpans& spans = part_.spans;
     if (event.type == EventId::span_begin && span) {
-      const auto local = static_cast<uint32_t>(spans.size());
+      const auto local = static_cast<uint32_t>(spans.begins.size());
       const uint64_t begin = index_.to_ns(event.ticks);
       spans.parents.push_back(open_.empty() ? WholeSpans::kNoParent : open_.back().span);
       open_.push_back({begin, span->site_id, local, span->sequence, 0});
       spans.begins.push_back(begin);
       spans.ends.push_back(kOpen);
-      spans.running.push_back(0);
       spans.sites.push_back(span->site_id);
-      spans.lanes.push_back(stream_);
       part_.begin_ticks.push_back(event.ticks);
       part_.begin_places.push_back(place);
     } else if (event.type == EventId::span_end && span) {
@@ -245,7 +241,6 @@ class StreamPass {
     lane_.depths[depth].add(piece.begin, end, piece.site);
     lane_.depth_spans[depth].push_back(piece.span);
     part_.closed_at[depth].push_back(place);
-    part_.spans.running[piece.span] += end > piece.begin ? end - piece.begin : 0;
     ++lane_.span_count;
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(depth));
   }
