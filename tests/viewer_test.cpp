@@ -1904,7 +1904,8 @@ TEST(IndexApart, TheIndexIsTheOneMergedPasssByteForByte) {
 // A stream's pass makes its arrays once at their size, counted by a first read of the stream,
 // rather than by doubling, which made fresh pages present again at every step and left up to half
 // of each array unused (issue 45, item 8: the peak of a first open at 100 M events was 7.3 GiB);
-// and none for what all its spans share (their lane, a running time that is their wall time).
+// and none for what is known otherwise (their lane, a running time that is their wall time, a
+// begin in ns that is their begin's ticks').
 TEST(IndexApart, AStreamsPassMakesItsArraysOnceAtTheirSize) {
   TemporaryDirectory directory;
   const auto result = run(kCli + " record -q -o " + (directory / "demo") + " -- " + kDemo + " 120 3");
@@ -1920,14 +1921,15 @@ TEST(IndexApart, AStreamsPassMakesItsArraysOnceAtTheirSize) {
     viewer::index_internal::StreamPart part;
     viewer::index_internal::index_stream_alone(trace, clock, stream, counter_kinds, lane, part, apart, {});
     ASSERT_TRUE(apart);
-    const size_t own = part.spans.begins.size();
+    const size_t own = part.own_spans();
     spans += own;
     pieces += part.open.size();  // cut by the trace's end, still open here
-    EXPECT_EQ(part.spans.begins.values().capacity(), own);
+    EXPECT_EQ(part.spans.ends.values().capacity(), own);
     EXPECT_EQ(part.spans.parents.values().capacity(), own);
     EXPECT_EQ(part.begin_places.capacity(), own);
-    // No column for what every one of these spans has alike: its lane, and a running time that is
-    // its wall time (one piece).
+    // No column for what is known otherwise: every one of these spans' lane, its running time
+    // (its wall time: one piece), its begin (of its ticks).
+    EXPECT_EQ(part.spans.begins.values().capacity(), 0u);
     EXPECT_EQ(part.spans.lanes.values().capacity(), 0u);
     EXPECT_EQ(part.spans.running.values().capacity(), 0u);
     for (size_t depth = 0; depth < lane.depths.size(); ++depth) {

@@ -51,7 +51,7 @@ class SpansApart {
       : trace_(trace), clock_(clock), parts_(parts), lanes_(lanes), whole_(whole), states_(lanes.size()) {
     ids_.own_first.assign(1, 0);
     for (const StreamPart& part : parts_)
-      ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.spans.begins.size()));
+      ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.own_spans()));
   }
 
   ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps) {
@@ -172,17 +172,21 @@ class SpansApart {
   // time, not every span's whole (36 bytes a span: 1.3 GB at 100 M events).
   void merge_spans(uint64_t last) {
     place_spans();
+    const auto begin_of = [this](uint32_t list, uint32_t k) {
+      return list == parts_.size() ? merged_.begins[k] : clock_.to_ns(parts_[list].begin_ticks[k]);
+    };
     const auto end_of = [this, last](uint32_t list, uint32_t k) {
       const uint64_t end = spans_of(list).ends[k];
       return end == kOpen ? last : end;
     };
     // Before the begins and ends are let go: a stream's own span runs from its begin to its end.
-    whole_.running = gather(&WholeSpans::running, [this, &end_of](uint32_t list, uint32_t k) {
+    whole_.running = gather(&WholeSpans::running, [&begin_of, &end_of, this](uint32_t list, uint32_t k) {
       if (list == parts_.size()) return merged_.running[k];
-      const uint64_t begin = parts_[list].spans.begins[k], end = end_of(list, k);
+      const uint64_t begin = begin_of(list, k), end = end_of(list, k);
       return end > begin ? end - begin : 0;
     });
-    whole_.begins = gather(&WholeSpans::begins);
+    whole_.begins = gather(&WholeSpans::begins, begin_of);
+    for (StreamPart& part : parts_) part.begin_ticks = Column<uint64_t>::Built();
     whole_.ends = gather(&WholeSpans::ends, end_of);
     whole_.sites = gather(&WholeSpans::sites);
     // Before the lanes: a merged span's parent may be a span of its lane's own. (The merge's own
@@ -195,7 +199,8 @@ class SpansApart {
   }
 
   // ids_.final: each span's place among all, by the merge order of their begins. The keys are let
-  // go once read.
+  // go once read, but for the streams' begin_ticks, which are their own spans' begins until
+  // merge_spans has gathered those.
   void place_spans() {
     struct Head {
       MergeKey key;
@@ -230,18 +235,13 @@ class SpansApart {
         }
       } while (true);
     }
-    for (StreamPart& part : parts_) {
-      part.begin_ticks = Column<uint64_t>::Built();
-      part.begin_places = Column<uint64_t>::Built();
-    }
+    for (StreamPart& part : parts_) part.begin_places = Column<uint64_t>::Built();  // the ticks: until begins
     std::vector<MergeKey>().swap(merged_keys_);
   }
 
   WholeSpans& spans_of(uint32_t list) { return list == parts_.size() ? merged_ : parts_[list].spans; }
   // A list's spans (a stream's own keep no lanes, which WholeSpans::size counts).
-  size_t count_of(uint32_t list) const {
-    return list == parts_.size() ? merged_.size() : parts_[list].spans.begins.size();
-  }
+  size_t count_of(uint32_t list) const { return list == parts_.size() ? merged_.size() : parts_[list].own_spans(); }
 
   // One column of all spans at their places, each span's value as `value(list, k)` gives it (by
   // default its list's `column`); each stream's `column` is let go once placed.

@@ -73,7 +73,7 @@ class StreamPass {
     part_.counter_samples.reserve(counts.counter_samples);
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
     for (Column<uint32_t>* column : {&part_.spans.parents, &part_.spans.sites}) column->reserve(counts.own_spans);
-    for (Column<uint64_t>* column : {&part_.spans.begins, &part_.spans.ends}) column->reserve(counts.own_spans);
+    part_.spans.ends.reserve(counts.own_spans);
     part_.begin_ticks.reserve(counts.own_spans);
     part_.begin_places.reserve(counts.own_spans);
     closes_by_depth_ = std::move(counts.own_spans_by_depth);
@@ -207,11 +207,10 @@ class StreamPass {
     const reader::PairedSpan* span = pairing_.follow(event);
     WholeSpans& spans = part_.spans;
     if (event.type == EventId::span_begin && span) {
-      const auto local = static_cast<uint32_t>(spans.begins.size());
+      const auto local = static_cast<uint32_t>(part_.own_spans());
       const uint64_t begin = index_.to_ns(event.ticks);
       spans.parents.push_back(open_.empty() ? WholeSpans::kNoParent : open_.back().span);
       open_.push_back({begin, span->site_id, local, span->sequence, 0});
-      spans.begins.push_back(begin);
       spans.ends.push_back(kOpen);
       spans.sites.push_back(span->site_id);
       part_.begin_ticks.push_back(event.ticks);

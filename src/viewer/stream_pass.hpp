@@ -59,12 +59,14 @@ struct RunBase {
 struct StreamPart {
   // The thread's own spans, whole, in order of begin; their ends are kOpen until they end and
   // parents are local. begin_places: each begin's place in the stream (the merge order's ties).
-  // Only begins, ends, parents and sites (and attribute texts) are kept: each of these spans is
-  // on this stream's lane and runs in one piece, from its begin to its end (or the trace's end),
-  // so its lane and running time are known without a column each (8 of 36 bytes a span).
+  // Only ends, parents and sites (and attribute texts) are kept: each of these spans is on this
+  // stream's lane and runs in one piece, from its begin to its end (or the trace's end), and its
+  // begin is TimelineIndex::to_ns of its begin_ticks, so neither its lane, its running time nor
+  // its begin needs a column (16 of 36 bytes a span).
   WholeSpans spans;
   Column<uint64_t>::Built begin_ticks;
   Column<uint64_t>::Built begin_places;
+  size_t own_spans() const { return spans.ends.size(); }
   // Per depth of the lane's rows (Lane::depths, whose depth_spans are local here): the place of
   // the event that closed each piece.
   std::vector<Column<uint64_t>::Built> closed_at;
