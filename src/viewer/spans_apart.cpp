@@ -179,15 +179,10 @@ class SpansApart {
       const uint64_t end = spans_of(list).ends[k];
       return end == kOpen ? last : end;
     };
-    // Before the begins and ends are let go: a stream's own span runs from its begin to its end.
-    whole_.running = gather(&WholeSpans::running, [&begin_of, &end_of, this](uint32_t list, uint32_t k) {
-      if (list == parts_.size()) return merged_.running[k];
-      const uint64_t begin = begin_of(list, k), end = end_of(list, k);
-      return end > begin ? end - begin : 0;
-    });
     whole_.begins = gather(&WholeSpans::begins, begin_of);
     for (StreamPart& part : parts_) part.begin_ticks = Column<uint64_t>::Built();
     whole_.ends = gather(&WholeSpans::ends, end_of);
+    whole_.running = running_times();
     whole_.sites = gather(&WholeSpans::sites);
     // Before the lanes: a merged span's parent may be a span of its lane's own. (The merge's own
     // spans keep their parents apart, in merged_parents_.)
@@ -196,6 +191,17 @@ class SpansApart {
       return list == parts_.size() ? merged_.lanes[k] : list;  // a stream's own spans are on its lane
     });
     take_attribute_texts();
+  }
+
+  // Each span's running time, once the begins and ends are in place: a stream's own span runs in
+  // one piece, from its begin to its end; a task's span, as the merge summed its pieces.
+  Column<uint64_t> running_times() {
+    typename Column<uint64_t>::Built running(ids_.final.size());
+    for (size_t k = 0; k < running.size(); ++k)
+      running[k] = whole_.ends[k] > whole_.begins[k] ? whole_.ends[k] - whole_.begins[k] : 0;
+    for (uint32_t k = 0; k < merged_.running.size(); ++k) running[ids_.of_merged(k)] = merged_.running[k];
+    merged_.running = Column<uint64_t>::Built();
+    return Column<uint64_t>(std::move(running));
   }
 
   // ids_.final: each span's place among all, by the merge order of their begins. The keys are let
