@@ -62,7 +62,7 @@ struct StreamPart {
   // Only ends, parents and sites (and attribute texts) are kept: each of these spans is on this
   // stream's lane and runs in one piece, from its begin to its end (or the trace's end), and its
   // begin is TimelineIndex::to_ns of its begin_ticks, so neither its lane, its running time nor
-  // its begin needs a column (16 of 36 bytes a span).
+  // its begin needs a column (20 of a span's 52 bytes here).
   WholeSpans spans;
   Column<uint64_t>::Built begin_ticks;
   Column<uint64_t>::Built begin_places;
