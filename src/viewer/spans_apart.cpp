@@ -196,7 +196,7 @@ class SpansApart {
   // Each span's running time, once the begins and ends are in place: a stream's own span runs in
   // one piece, from its begin to its end; a task's span, as the merge summed its pieces.
   Column<uint64_t> running_times() {
-    typename Column<uint64_t>::Built running(ids_.final.size());
+    Column<uint64_t>::Built running(ids_.final.size());
     for (size_t k = 0; k < running.size(); ++k)
       running[k] = whole_.ends[k] > whole_.begins[k] ? whole_.ends[k] - whole_.begins[k] : 0;
     for (uint32_t k = 0; k < merged_.running.size(); ++k) running[ids_.of_merged(k)] = merged_.running[k];
