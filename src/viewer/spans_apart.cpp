@@ -182,7 +182,7 @@ class SpansApart {
     whole_.begins = gather(&WholeSpans::begins, begin_of);
     for (StreamPart& part : parts_) part.begin_ticks = Column<uint64_t>::Built();
     whole_.ends = gather(&WholeSpans::ends, end_of);
-    whole_.running = running_times();
+    find_paused();
     whole_.sites = gather(&WholeSpans::sites);
     // Before the lanes: a merged span's parent may be a span of its lane's own. (The merge's own
     // spans keep their parents apart, in merged_parents_.)
@@ -193,15 +193,32 @@ class SpansApart {
     take_attribute_texts();
   }
 
-  // Each span's running time, once the begins and ends are in place: a stream's own span runs in
-  // one piece, from its begin to its end; a task's span, as the merge summed its pieces.
-  Column<uint64_t> running_times() {
-    Column<uint64_t>::Built running(ids_.final.size());
-    for (size_t k = 0; k < running.size(); ++k)
-      running[k] = whole_.ends[k] > whole_.begins[k] ? whole_.ends[k] - whole_.begins[k] : 0;
-    for (uint32_t k = 0; k < merged_.running.size(); ++k) running[ids_.of_merged(k)] = merged_.running[k];
+  // The spans whose running time is not their wall time, as WholeSpans::keep_paused_only keeps
+  // them (`running` is never made whole, as the merged pass makes it: 8 bytes a span): a stream's
+  // own span runs in one piece, from its begin to its end, so only a task's span, whose pieces
+  // the merge summed, can be paused. Once the begins and ends are in place.
+  void find_paused() {
+    // The merge's spans by place (in the order they began, which is the places' already).
+    std::vector<std::pair<uint32_t, uint64_t>> merged_running(merged_.running.size());
+    for (uint32_t k = 0; k < merged_.running.size(); ++k) merged_running[k] = {ids_.of_merged(k), merged_.running[k]};
+    if (!std::is_sorted(merged_running.begin(), merged_running.end()))
+      std::sort(merged_running.begin(), merged_running.end());
     merged_.running = Column<uint64_t>::Built();
-    return Column<uint64_t>(std::move(running));
+    Column<uint32_t>::Built paused;
+    Column<uint64_t>::Built paused_running;
+    size_t merged = 0;
+    for (size_t k = 0; k < whole_.ends.size(); ++k) {
+      const uint64_t wall = whole_.ends[k] - whole_.begins[k];
+      uint64_t running = whole_.ends[k] > whole_.begins[k] ? wall : 0;
+      if (merged < merged_running.size() && merged_running[merged].first == k)
+        running = merged_running[merged++].second;
+      if (running == wall) continue;
+      paused.push_back(static_cast<uint32_t>(k));
+      paused_running.push_back(running);
+    }
+    whole_.running = Column<uint64_t>::Built();
+    whole_.paused = std::move(paused);
+    whole_.paused_running = std::move(paused_running);
   }
 
   // ids_.final: each span's place among all, by the merge order of their begins. The keys are let
