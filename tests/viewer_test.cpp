@@ -584,8 +584,8 @@ TEST_F(ViewerTest, RangeStatsAgreeWithTheSpans) {
   size_t most_busy = 0;
   for (const viewer::Lane& lane : index_->lanes()) {
     most_busy = std::max(most_busy, lane.busy_row().size());
-    // The demo's outermost spans never touch and its runs lie inside them: the busy time is
-    // those spans, and the index keeps them once.
+    // The demo's runs lie inside its outermost spans, which may touch (one ending in the ns the
+    // next begins): the busy time is those spans, and the index keeps them once.
     EXPECT_EQ(lane.busy_is_outermost, !lane.depths.empty());
     EXPECT_EQ(lane.busy.size(), 0u);
   }

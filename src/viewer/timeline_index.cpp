@@ -851,7 +851,10 @@ class IndexBuilder {
       if (earliest == rows.size()) break;
       const uint64_t begin = rows[earliest]->begins[next[earliest]];
       const uint64_t end = rows[earliest]->ends[next[earliest]++];
-      if (lane.busy.size() > 0 && begin <= lane.busy.ends.back()) {
+      // Only intervals that overlap are merged: two that touch (one ends in the ns the next begins,
+      // which a clock read every ~10 ns gives often) add up the same, and keep busy_row() the
+      // outermost spans' row itself when the runs lie inside them.
+      if (lane.busy.size() > 0 && begin < lane.busy.ends.back()) {
         if (end > lane.busy.ends.back()) lane.busy.ends[lane.busy.size() - 1] = end;
         continue;
       }

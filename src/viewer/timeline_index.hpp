@@ -127,8 +127,9 @@ struct Lane {  // one thread stream
   IntervalRow lost;
   // When the thread was busy, as `stats` counts it: inside an outermost span of its own or a task
   // run (depths[0] and runs, merged). It has no items (an empty column). Read it as busy_row():
-  // where it is depths[0] itself (runs inside the spans, spans that never touch: the common
-  // case, and 16 bytes an outermost span), `busy` is left empty and busy_is_outermost set.
+  // where it is depths[0] itself (runs inside the spans: the common case, and 16 bytes an
+  // outermost span), `busy` is left empty and busy_is_outermost set. Its intervals may touch,
+  // never overlap.
   IntervalRow busy;
   bool busy_is_outermost = false;
   const IntervalRow& busy_row() const { return busy_is_outermost ? depths.front() : busy; }
