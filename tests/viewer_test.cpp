@@ -1872,6 +1872,13 @@ void record_spans_across_threads(const Config& config) {
     CHRONICLE_SPAN_END("apart", "nobody");
   });
   second.join();
+  // Deeper than a whole span's link to its piece reaches (WholeSpans::kApart): kept apart.
+  std::thread deep([] {
+    constexpr int kDepth = 260;
+    for (int depth = 0; depth < kDepth; ++depth) CHRONICLE_SPAN_BEGIN("apart", "deep");
+    for (int depth = 0; depth < kDepth - 2; ++depth) CHRONICLE_SPAN_END("apart", "deep");
+  });
+  deep.join();
   resolve_task(job, TaskOutcome::failed, "no");
   CHRONICLE_SPAN_BEGIN("apart", "never ends");
   const TaskId late = create_task(TaskKind::coroutine, "late");
@@ -1904,8 +1911,8 @@ TEST(IndexApart, TheIndexIsTheOneMergedPasssByteForByte) {
 // A stream's pass makes its arrays once at their size, counted by a first read of the stream,
 // rather than by doubling, which made fresh pages present again at every step and left up to half
 // of each array unused (issue 45, item 8: the peak of a first open at 100 M events was 7.3 GiB);
-// and none for what is known otherwise (their lane, a running time that is their wall time, a
-// begin in ns that is their begin's ticks').
+// and none for what is known otherwise (their lane, a running time that is their wall time, and
+// the begin, end and site their one piece holds).
 TEST(IndexApart, AStreamsPassMakesItsArraysOnceAtTheirSize) {
   TemporaryDirectory directory;
   const auto result = run(kCli + " record -q -o " + (directory / "demo") + " -- " + kDemo + " 120 3");
@@ -1924,12 +1931,13 @@ TEST(IndexApart, AStreamsPassMakesItsArraysOnceAtTheirSize) {
     const size_t own = part.own_spans();
     spans += own;
     pieces += part.open.size();  // cut by the trace's end, still open here
-    EXPECT_EQ(part.spans.ends.values().capacity(), own);
     EXPECT_EQ(part.spans.parents.values().capacity(), own);
     EXPECT_EQ(part.begin_places.capacity(), own);
     // No column for what is known otherwise: every one of these spans' lane, its running time
-    // (its wall time: one piece), its begin (of its ticks).
+    // (its wall time: one piece), its begin, end and site (its piece's, in the lane's rows).
     EXPECT_EQ(part.spans.begins.values().capacity(), 0u);
+    EXPECT_EQ(part.spans.ends.values().capacity(), 0u);
+    EXPECT_EQ(part.spans.sites.values().capacity(), 0u);
     EXPECT_EQ(part.spans.lanes.values().capacity(), 0u);
     EXPECT_EQ(part.spans.running.values().capacity(), 0u);
     for (size_t depth = 0; depth < lane.depths.size(); ++depth) {

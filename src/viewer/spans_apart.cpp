@@ -6,6 +6,7 @@
 #include <optional>
 #include <queue>
 #include <span>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "viewer/spans_apart.hpp"
@@ -78,6 +79,8 @@ class SpansApart {
     steps.done("spans put in order");
     fill_rows();
     steps.done("rows put together");
+    link_pieces(last);
+    steps.done("spans linked to their pieces");
     ApartResult result;
     result.last = last;
     result.problems = problems(pairing, first_unmatched_stream);
@@ -167,23 +170,13 @@ class SpansApart {
 
   // All spans in the merged pass's order of begins (by time, then stream, then place in the
   // stream): each stream's own and the merge's are each in that order already, and are merged.
-  // Their places are found first; then the columns are put together one at a time, each list's
-  // copy of a column let go once it is placed, so that the build holds one column twice at a
-  // time, not every span's whole (36 bytes a span: 1.3 GB at 100 M events).
+  // Their places are found first; then their parents and lanes are put together one column at a
+  // time, each list's copy let go once it is placed. Their begins, ends and sites are not put
+  // together: most spans' are those of their one piece on a lane, which link_pieces finds once the
+  // rows are whole (20 bytes a span, 0.7 GB at 100 M events).
   void merge_spans(uint64_t last) {
     place_spans();
-    const auto begin_of = [this](uint32_t list, uint32_t k) {
-      return list == parts_.size() ? merged_.begins[k] : clock_.to_ns(parts_[list].begin_ticks[k]);
-    };
-    const auto end_of = [this, last](uint32_t list, uint32_t k) {
-      const uint64_t end = spans_of(list).ends[k];
-      return end == kOpen ? last : end;
-    };
-    whole_.begins = gather(&WholeSpans::begins, begin_of);
-    for (StreamPart& part : parts_) part.begin_ticks = Column<uint64_t>::Built();
-    whole_.ends = gather(&WholeSpans::ends, end_of);
-    find_paused();
-    whole_.sites = gather(&WholeSpans::sites);
+    find_paused(last);
     // Before the lanes: a merged span's parent may be a span of its lane's own. (The merge's own
     // spans keep their parents apart, in merged_parents_.)
     whole_.parents = gather(&WholeSpans::parents, [this](uint32_t list, uint32_t k) { return parent_of(list, k); });
@@ -193,37 +186,29 @@ class SpansApart {
     take_attribute_texts();
   }
 
+  uint64_t end_of_merged(uint32_t k, uint64_t last) const { return merged_.ends[k] == kOpen ? last : merged_.ends[k]; }
+
   // The spans whose running time is not their wall time, as WholeSpans::keep_paused_only keeps
   // them (`running` is never made whole, as the merged pass makes it: 8 bytes a span): a stream's
-  // own span runs in one piece, from its begin to its end, so only a task's span, whose pieces
-  // the merge summed, can be paused. Once the begins and ends are in place.
-  void find_paused() {
-    // The merge's spans by place (in the order they began, which is the places' already).
-    std::vector<std::pair<uint32_t, uint64_t>> merged_running(merged_.running.size());
-    for (uint32_t k = 0; k < merged_.running.size(); ++k) merged_running[k] = {ids_.of_merged(k), merged_.running[k]};
-    if (!std::is_sorted(merged_running.begin(), merged_running.end()))
-      std::sort(merged_running.begin(), merged_running.end());
-    merged_.running = Column<uint64_t>::Built();
+  // own span runs in one piece, from its begin to its end (its stream goes forward in time), so
+  // only a task's span, whose pieces the merge summed, can be paused. The merge's spans are in
+  // the order they began, so their places ascend.
+  void find_paused(uint64_t last) {
     Column<uint32_t>::Built paused;
     Column<uint64_t>::Built paused_running;
-    size_t merged = 0;
-    for (size_t k = 0; k < whole_.ends.size(); ++k) {
-      const uint64_t wall = whole_.ends[k] - whole_.begins[k];
-      uint64_t running = whole_.ends[k] > whole_.begins[k] ? wall : 0;
-      if (merged < merged_running.size() && merged_running[merged].first == k)
-        running = merged_running[merged++].second;
-      if (running == wall) continue;
-      paused.push_back(static_cast<uint32_t>(k));
-      paused_running.push_back(running);
+    for (uint32_t k = 0; k < merged_.size(); ++k) {
+      if (merged_.running[k] == end_of_merged(k, last) - merged_.begins[k]) continue;
+      paused.push_back(ids_.of_merged(k));
+      paused_running.push_back(merged_.running[k]);
     }
+    merged_.running = Column<uint64_t>::Built();
     whole_.running = Column<uint64_t>::Built();
     whole_.paused = std::move(paused);
     whole_.paused_running = std::move(paused_running);
   }
 
   // ids_.final: each span's place among all, by the merge order of their begins. The keys are let
-  // go once read, but for the streams' begin_ticks, which are their own spans' begins until
-  // merge_spans has gathered those.
+  // go once read.
   void place_spans() {
     struct Head {
       MergeKey key;
@@ -258,7 +243,10 @@ class SpansApart {
         }
       } while (true);
     }
-    for (StreamPart& part : parts_) part.begin_places = Column<uint64_t>::Built();  // the ticks: until begins
+    for (StreamPart& part : parts_) {
+      part.begin_ticks = Column<uint64_t>::Built();
+      part.begin_places = Column<uint64_t>::Built();
+    }
     std::vector<MergeKey>().swap(merged_keys_);
   }
 
@@ -266,8 +254,8 @@ class SpansApart {
   // A list's spans (a stream's own keep no lanes, which WholeSpans::size counts).
   size_t count_of(uint32_t list) const { return list == parts_.size() ? merged_.size() : parts_[list].own_spans(); }
 
-  // One column of all spans at their places, each span's value as `value(list, k)` gives it (by
-  // default its list's `column`); each stream's `column` is let go once placed.
+  // One column of all spans at their places, each span's value as `value(list, k)` gives it; each
+  // stream's `column` is let go once placed.
   template <class T, class Value>
   Column<T> gather(Column<T> WholeSpans::*column, Value value) {
     typename Column<T>::Built out(ids_.final.size());
@@ -278,10 +266,6 @@ class SpansApart {
       if (list < parts_.size()) spans_of(list).*column = typename Column<T>::Built();
     }
     return Column<T>(std::move(out));
-  }
-  template <class T>
-  Column<T> gather(Column<T> WholeSpans::*column) {
-    return gather(column, [this, column](uint32_t list, uint32_t k) { return (spans_of(list).*column)[k]; });
   }
 
   uint32_t parent_of(uint32_t list, uint32_t k) const {
@@ -369,6 +353,84 @@ class SpansApart {
     }
     lane.depths[depth] = std::move(row);
     lane.depth_spans[depth] = std::move(spans);
+  }
+
+  // Each span's link to its piece (WholeSpans::pieces), as WholeSpans::keep_apart_only finds it
+  // in the finished rows, and the begins, ends and sites of the spans apart only: a stream's own
+  // span is its one piece (apart only when deeper than a link reaches); a merged span is linked
+  // to a piece that is the whole of it, which one across its task's waits has not.
+  void link_pieces(uint64_t last) {
+    const size_t count = ids_.final.size();
+    const std::span<const uint32_t> merged_ids(ids_.final.data() + ids_.own_first.back(), merged_.size());
+    std::vector<bool> is_merged(count);
+    for (const uint32_t k : merged_ids) is_merged[k] = true;
+    Column<uint8_t>::Built depths(count, WholeSpans::kApart);
+    Column<uint32_t>::Built places(count, 0);
+    std::vector<ApartSpan> apart;
+    for (uint32_t l = 0; l < lanes_.size(); ++l) {
+      const Lane& lane = lanes_[l];
+      for (size_t depth = 0; depth < lane.depths.size(); ++depth) {
+        const IntervalRow& row = lane.depths[depth];
+        const Column<uint32_t>& owners = lane.depth_spans[depth];
+        const bool linked = depth < WholeSpans::kApart;
+        for (uint32_t piece = 0; piece < row.size(); ++piece) {
+          const uint32_t k = owners[piece];
+          if (!linked) {  // a merged span's values are the merge's, found below
+            if (!is_merged[k]) apart.push_back({k, row.begins[piece], row.ends[piece], row.items[piece]});
+            continue;
+          }
+          if (is_merged[k] && !whole_piece(k, merged_ids, l, row, piece, last)) continue;
+          depths[k] = static_cast<uint8_t>(depth);
+          places[k] = piece;
+        }
+      }
+    }
+    for (uint32_t m = 0; m < merged_ids.size(); ++m)
+      if (depths[merged_ids[m]] == WholeSpans::kApart)
+        apart.push_back({merged_ids[m], merged_.begins[m], end_of_merged(m, last), merged_.sites[m]});
+    merged_ = WholeSpans();
+    keep_apart(apart, depths, places);
+    whole_.piece_depths = std::move(depths);
+    whole_.pieces = std::move(places);
+  }
+
+  struct ApartSpan {
+    uint32_t span;
+    uint64_t begin;
+    uint64_t end;
+    uint32_t site;
+  };
+
+  // Merged span k (of places `merged_ids`) is the whole of piece `piece` of `row`, on lane `lane`.
+  bool whole_piece(uint32_t k, std::span<const uint32_t> merged_ids, uint32_t lane, const IntervalRow& row,
+                   uint32_t piece, uint64_t last) const {
+    const auto m =
+        static_cast<uint32_t>(std::lower_bound(merged_ids.begin(), merged_ids.end(), k) - merged_ids.begin());
+    return merged_.lanes[m] == lane && row.begins[piece] == merged_.begins[m] &&
+           row.ends[piece] == end_of_merged(m, last) && row.items[piece] == merged_.sites[m];
+  }
+
+  // The spans apart, in order, into whole_'s begins, ends and sites, and their links to them.
+  // Every span is either linked to a piece or among `apart`, once.
+  void keep_apart(std::vector<ApartSpan>& apart, Column<uint8_t>::Built& depths, Column<uint32_t>::Built& places) {
+    std::sort(apart.begin(), apart.end(), [](const ApartSpan& a, const ApartSpan& b) { return a.span < b.span; });
+    Column<uint64_t>::Built begins;
+    Column<uint64_t>::Built ends;
+    Column<uint32_t>::Built sites;
+    for (uint32_t k = 0; k < depths.size(); ++k) {
+      if (depths[k] != WholeSpans::kApart) continue;
+      if (begins.size() == apart.size() || apart[begins.size()].span != k)
+        throw std::logic_error("a span neither linked to a piece nor apart");
+      places[k] = static_cast<uint32_t>(begins.size());
+      const ApartSpan& span = apart[begins.size()];
+      begins.push_back(span.begin);
+      ends.push_back(span.end);
+      sites.push_back(span.site);
+    }
+    if (begins.size() != apart.size()) throw std::logic_error("a span both linked to a piece and apart");
+    whole_.begins = std::move(begins);
+    whole_.ends = std::move(ends);
+    whole_.sites = std::move(sites);
   }
 
   struct MergeKey {

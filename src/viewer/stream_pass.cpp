@@ -9,7 +9,6 @@ namespace chronicle::viewer::index_internal {
 
 namespace {
 
-constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();  // a whole span's end, until it ends
 constexpr uint64_t kProgressBatch = uint64_t{1} << 16;
 
 // As the pairing ends a run at a task_run_end: the innermost run of that task on the thread.
@@ -72,8 +71,7 @@ class StreamPass {
     lane_.markers.types.reserve(counts.markers);
     part_.counter_samples.reserve(counts.counter_samples);
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
-    for (Column<uint32_t>* column : {&part_.spans.parents, &part_.spans.sites}) column->reserve(counts.own_spans);
-    part_.spans.ends.reserve(counts.own_spans);
+    part_.spans.parents.reserve(counts.own_spans);
     part_.begin_ticks.reserve(counts.own_spans);
     part_.begin_places.reserve(counts.own_spans);
     closes_by_depth_ = std::move(counts.own_spans_by_depth);
@@ -211,17 +209,13 @@ class StreamPass {
       const uint64_t begin = index_.to_ns(event.ticks);
       spans.parents.push_back(open_.empty() ? WholeSpans::kNoParent : open_.back().span);
       open_.push_back({begin, span->site_id, local, span->sequence, 0});
-      spans.ends.push_back(kOpen);
-      spans.sites.push_back(span->site_id);
       part_.begin_ticks.push_back(event.ticks);
       part_.begin_places.push_back(place);
     } else if (event.type == EventId::span_end && span) {
       for (size_t depth = open_.size(); depth-- > 0;)
         if (open_[depth].sequence == span->sequence) {
-          const uint64_t end = index_.to_ns(event.ticks);
-          spans.ends[open_[depth].span] = end;
           add_attribute_texts(spans, open_[depth].span, *span);
-          close(depth, end, place);
+          close(depth, index_.to_ns(event.ticks), place);
           break;
         }
     }

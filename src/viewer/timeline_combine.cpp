@@ -66,6 +66,7 @@ class IndexCombiner {
       TimelineIndex::Progress part_progress;
       if (progress) part_progress = [&](uint64_t events) { progress(events_before + events); };
       parts.push_back(TimelineIndex::build_one(trace, part_progress, detail));
+      parts.back().whole_spans_.keep_whole(parts.back().lanes_);  // to be added to, and shifted
       events_before += parts.back().event_count();
     }
     int64_t origin = parts.front().origin_unix_ns_;

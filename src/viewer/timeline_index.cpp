@@ -584,52 +584,71 @@ class IndexBuilder {
     spans.attribute_texts = std::move(sorted_texts);
   }
 
-  // In order of begin (spans appended process after process are not), parents kept, and the reach.
-  static void finish_whole_spans(TimelineIndex& index) {
+  static bool spans_in_order(const WholeSpans& spans, std::span<const Lane> lanes) {
+    uint64_t previous = 0;
+    for (size_t k = 0; k < spans.size(); ++k) {
+      const uint64_t begin = spans.at(k, lanes).begin;
+      if (begin < previous) return false;
+      previous = begin;
+    }
+    return true;
+  }
+
+  // Whole spans (not kept apart only) in order of begin, parents and pieces renumbered.
+  static void put_spans_in_order(TimelineIndex& index) {
     WholeSpans& spans = index.whole_spans_;
     const size_t count = spans.size();
-    if (!std::is_sorted(spans.begins.begin(), spans.begins.end())) {
-      std::vector<uint32_t> order(count);
-      for (uint32_t k = 0; k < count; ++k) order[k] = k;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](uint32_t a, uint32_t b) { return spans.begins[a] < spans.begins[b]; });
-      std::vector<uint32_t> place(count);
-      for (uint32_t k = 0; k < count; ++k) place[order[k]] = k;
-      WholeSpans sorted;
-      for (const uint32_t k : order) {
-        sorted.begins.push_back(spans.begins[k]);
-        sorted.ends.push_back(spans.ends[k]);
-        sorted.sites.push_back(spans.sites[k]);
-        sorted.lanes.push_back(spans.lanes[k]);
-        sorted.parents.push_back(spans.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
-                                                                           : place[spans.parents[k]]);
-        sorted.running.push_back(spans.running_ns(k, index.lanes_));
-      }
-      for (uint32_t& span : spans.attribute_spans) span = place[span];
-      sorted.attribute_spans = std::move(spans.attribute_spans);
-      sorted.attribute_texts = std::move(spans.attribute_texts);
-      spans = std::move(sorted);
-      for (Lane& lane : index.lanes_)
-        for (Column<uint32_t>& column : lane.depth_spans)
-          for (uint32_t& span : column) span = place[span];
+    std::vector<uint32_t> order(count);
+    for (uint32_t k = 0; k < count; ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return spans.begins[a] < spans.begins[b]; });
+    std::vector<uint32_t> place(count);
+    for (uint32_t k = 0; k < count; ++k) place[order[k]] = k;
+    WholeSpans sorted;
+    for (const uint32_t k : order) {
+      sorted.begins.push_back(spans.begins[k]);
+      sorted.ends.push_back(spans.ends[k]);
+      sorted.sites.push_back(spans.sites[k]);
+      sorted.lanes.push_back(spans.lanes[k]);
+      sorted.parents.push_back(spans.parents[k] == WholeSpans::kNoParent ? WholeSpans::kNoParent
+                                                                         : place[spans.parents[k]]);
+      sorted.running.push_back(spans.running_ns(k, index.lanes_));
     }
-    // A span that does not lie within the span around it (a task's span that outlives the span it
-    // began in) is outermost: a frame's time is never cut to its parent's.
-    for (size_t k = 0; k < count; ++k) {
-      const uint32_t parent = spans.parents[k];
-      if (parent != WholeSpans::kNoParent &&
-          (spans.begins[k] < spans.begins[parent] || spans.ends[k] > spans.ends[parent]))
-        spans.parents[k] = WholeSpans::kNoParent;
+    for (uint32_t& span : spans.attribute_spans) span = place[span];
+    sorted.attribute_spans = std::move(spans.attribute_spans);
+    sorted.attribute_texts = std::move(spans.attribute_texts);
+    spans = std::move(sorted);
+    for (Lane& lane : index.lanes_)
+      for (Column<uint32_t>& column : lane.depth_spans)
+        for (uint32_t& span : column) span = place[span];
+  }
+
+  // In order of begin (spans appended process after process are not), parents kept, and the reach.
+  // Spans read apart are kept apart only already (spans_apart.hpp), and read through
+  // WholeSpans::at; spans out of order are first made whole again, to be put in order.
+  static void finish_whole_spans(TimelineIndex& index) {
+    WholeSpans& spans = index.whole_spans_;
+    if (!spans_in_order(spans, index.lanes_)) {
+      spans.keep_whole(index.lanes_);
+      put_spans_in_order(index);
     }
+    const size_t count = spans.size();
     Column<uint64_t>::Built reach;
     Column<uint64_t>::Built block_reach;
     Column<uint64_t>::Built block_begins;
     uint64_t latest = 0;
     uint64_t latest_in_block = 0;
     for (size_t k = 0; k < count; ++k) {
-      if (k % WholeSpans::kReachBlock == 0) block_begins.push_back(spans.begins[k]);
-      latest = std::max(latest, spans.ends[k]);
-      latest_in_block = std::max(latest_in_block, spans.ends[k]);
+      const WholeSpan span = spans.at(k, index.lanes_);
+      // A span that does not lie within the span around it (a task's span that outlives the span it
+      // began in) is outermost: a frame's time is never cut to its parent's.
+      if (const uint32_t parent = spans.parents[k]; parent != WholeSpans::kNoParent) {
+        const WholeSpan around = spans.at(parent, index.lanes_);
+        if (span.begin < around.begin || span.end > around.end) spans.parents[k] = WholeSpans::kNoParent;
+      }
+      if (k % WholeSpans::kReachBlock == 0) block_begins.push_back(span.begin);
+      latest = std::max(latest, span.end);
+      latest_in_block = std::max(latest_in_block, span.end);
       if ((k + 1) % WholeSpans::kReachBlock == 0 || k + 1 == count) {
         reach.push_back(latest);
         block_reach.push_back(latest_in_block);

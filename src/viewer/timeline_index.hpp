@@ -152,7 +152,8 @@ struct WholeSpans {
   // While the index is built, every span's begin, end and site. Once it is finished
   // (keep_apart_only), only the spans' apart: most spans run in one piece (Lane::depths) from their
   // begin to their end, on the lane they began on, and are read from that piece; the others (a
-  // task's span across its task's waits) are apart.
+  // task's span across its task's waits) are apart. Spans read apart (spans_apart.hpp) are kept
+  // apart only from the start, never whole.
   Column<uint64_t> begins;
   Column<uint64_t> ends;
   Column<uint32_t> sites;
@@ -199,6 +200,9 @@ struct WholeSpans {
   // Keeps the begins, ends and sites of the spans apart only (see `begins`); the lanes' rows are
   // final by then.
   void keep_apart_only(std::span<const Lane> lane_rows);
+  // And back: every span's begin, end and site, from its piece if it has one (spans to be added
+  // to, or put in order).
+  void keep_whole(std::span<const Lane> lane_rows);
   bool kept_apart_only() const { return !piece_depths.empty(); }
   // The texts [first, last) of span k.
   std::pair<size_t, size_t> attributes_of(uint32_t k) const;

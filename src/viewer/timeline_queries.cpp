@@ -783,6 +783,24 @@ void WholeSpans::keep_apart_only(std::span<const Lane> lane_rows) {
   pieces = std::move(places);
 }
 
+void WholeSpans::keep_whole(std::span<const Lane> lane_rows) {
+  if (!kept_apart_only()) return;
+  Column<uint64_t>::Built every_begin(size());
+  Column<uint64_t>::Built every_end(size());
+  Column<uint32_t>::Built every_site(size());
+  for (size_t k = 0; k < size(); ++k) {
+    const WholeSpan span = at(k, lane_rows);
+    every_begin[k] = span.begin;
+    every_end[k] = span.end;
+    every_site[k] = span.site;
+  }
+  begins = std::move(every_begin);
+  ends = std::move(every_end);
+  sites = std::move(every_site);
+  piece_depths = Column<uint8_t>::Built{};
+  pieces = Column<uint32_t>::Built{};
+}
+
 uint64_t TimelineIndex::busy_before(uint32_t lane, size_t k) const {
   const IntervalRow& busy = lanes_[lane].busy_row();
   const size_t block = k / kBusyBlock;
