@@ -584,16 +584,6 @@ class IndexBuilder {
     spans.attribute_texts = std::move(sorted_texts);
   }
 
-  static bool spans_in_order(const WholeSpans& spans, std::span<const Lane> lanes) {
-    uint64_t previous = 0;
-    for (size_t k = 0; k < spans.size(); ++k) {
-      const uint64_t begin = spans.at(k, lanes).begin;
-      if (begin < previous) return false;
-      previous = begin;
-    }
-    return true;
-  }
-
   // Whole spans (not kept apart only) in order of begin, parents and pieces renumbered.
   static void put_spans_in_order(TimelineIndex& index) {
     WholeSpans& spans = index.whole_spans_;
@@ -624,22 +614,23 @@ class IndexBuilder {
   }
 
   // In order of begin (spans appended process after process are not), parents kept, and the reach.
-  // Spans read apart are kept apart only already (spans_apart.hpp), and read through
-  // WholeSpans::at; spans out of order are first made whole again, to be put in order.
+  // Spans read apart are kept apart only already, in order of begin (spans_apart.hpp), and read
+  // through WholeSpans::at.
   static void finish_whole_spans(TimelineIndex& index) {
     WholeSpans& spans = index.whole_spans_;
-    if (!spans_in_order(spans, index.lanes_)) {
-      spans.keep_whole(index.lanes_);
+    if (!spans.kept_apart_only() && !std::is_sorted(spans.begins.begin(), spans.begins.end()))
       put_spans_in_order(index);
-    }
     const size_t count = spans.size();
     Column<uint64_t>::Built reach;
     Column<uint64_t>::Built block_reach;
     Column<uint64_t>::Built block_begins;
     uint64_t latest = 0;
     uint64_t latest_in_block = 0;
+    uint64_t previous_begin = 0;
     for (size_t k = 0; k < count; ++k) {
       const WholeSpan span = spans.at(k, index.lanes_);
+      if (span.begin < previous_begin) throw std::logic_error("spans out of order of begin");
+      previous_begin = span.begin;
       // A span that does not lie within the span around it (a task's span that outlives the span it
       // began in) is outermost: a frame's time is never cut to its parent's.
       if (const uint32_t parent = spans.parents[k]; parent != WholeSpans::kNoParent) {
