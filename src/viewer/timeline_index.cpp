@@ -627,6 +627,9 @@ class IndexBuilder {
     uint64_t latest = 0;
     uint64_t latest_in_block = 0;
     uint64_t previous_begin = 0;
+    // The latest spans, where a span's parent most often is: read from here, not again from its piece.
+    constexpr size_t kRecent = 256;
+    std::vector<WholeSpan> recent(kRecent);
     for (size_t k = 0; k < count; ++k) {
       const WholeSpan span = spans.at(k, index.lanes_);
       if (span.begin < previous_begin) throw std::logic_error("spans out of order of begin");
@@ -634,9 +637,10 @@ class IndexBuilder {
       // A span that does not lie within the span around it (a task's span that outlives the span it
       // began in) is outermost: a frame's time is never cut to its parent's.
       if (const uint32_t parent = spans.parents[k]; parent != WholeSpans::kNoParent) {
-        const WholeSpan around = spans.at(parent, index.lanes_);
+        const WholeSpan around = k - parent < kRecent ? recent[parent % kRecent] : spans.at(parent, index.lanes_);
         if (span.begin < around.begin || span.end > around.end) spans.parents[k] = WholeSpans::kNoParent;
       }
+      recent[k % kRecent] = span;
       if (k % WholeSpans::kReachBlock == 0) block_begins.push_back(span.begin);
       latest = std::max(latest, span.end);
       latest_in_block = std::max(latest_in_block, span.end);
