@@ -186,8 +186,6 @@ class SpansApart {
     take_attribute_texts();
   }
 
-  uint64_t end_of_merged(uint32_t k, uint64_t last) const { return merged_.ends[k] == kOpen ? last : merged_.ends[k]; }
-
   // The spans whose running time is not their wall time, as WholeSpans::keep_paused_only keeps
   // them (`running` is never made whole, as the merged pass makes it: 8 bytes a span): a stream's
   // own span runs in one piece, from its begin to its end (its stream goes forward in time), so
@@ -197,7 +195,8 @@ class SpansApart {
     Column<uint32_t>::Built paused;
     Column<uint64_t>::Built paused_running;
     for (uint32_t k = 0; k < merged_.size(); ++k) {
-      if (merged_.running[k] == end_of_merged(k, last) - merged_.begins[k]) continue;
+      const WholeSpan span = merged_span(k, last);
+      if (merged_.running[k] == span.end - span.begin) continue;
       paused.push_back(ids_.of_merged(k));
       paused_running.push_back(merged_.running[k]);
     }
@@ -366,7 +365,7 @@ class SpansApart {
     for (const uint32_t k : merged_ids) is_merged[k] = true;
     Column<uint8_t>::Built depths(count, WholeSpans::kApart);
     Column<uint32_t>::Built places(count, 0);
-    std::vector<ApartSpan> apart;
+    std::vector<std::pair<uint32_t, WholeSpan>> apart;  // span, and what it is
     for (uint32_t l = 0; l < lanes_.size(); ++l) {
       const Lane& lane = lanes_[l];
       for (size_t depth = 0; depth < lane.depths.size(); ++depth) {
@@ -376,7 +375,7 @@ class SpansApart {
         for (uint32_t piece = 0; piece < row.size(); ++piece) {
           const uint32_t k = owners[piece];
           if (!linked) {  // a merged span's values are the merge's, found below
-            if (!is_merged[k]) apart.push_back({k, row.begins[piece], row.ends[piece], row.items[piece]});
+            if (!is_merged[k]) apart.emplace_back(k, WholeSpan{row.begins[piece], row.ends[piece], row.items[piece]});
             continue;
           }
           if (is_merged[k] && !whole_piece(k, merged_ids, l, row, piece, last)) continue;
@@ -386,51 +385,29 @@ class SpansApart {
       }
     }
     for (uint32_t m = 0; m < merged_ids.size(); ++m)
-      if (depths[merged_ids[m]] == WholeSpans::kApart)
-        apart.push_back({merged_ids[m], merged_.begins[m], end_of_merged(m, last), merged_.sites[m]});
+      if (depths[merged_ids[m]] == WholeSpans::kApart) apart.emplace_back(merged_ids[m], merged_span(m, last));
     merged_ = WholeSpans();
-    keep_apart(apart, depths, places);
-    whole_.piece_depths = std::move(depths);
-    whole_.pieces = std::move(places);
+    // Every span is either linked to a piece or among `apart`, once.
+    std::sort(apart.begin(), apart.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t next = 0;
+    whole_.keep_links(std::move(depths), std::move(places), [&](uint32_t k) {
+      if (next == apart.size() || apart[next].first != k) throw std::logic_error("a span neither linked nor apart");
+      return apart[next++].second;
+    });
+    if (next != apart.size()) throw std::logic_error("a span both linked to a piece and apart");
   }
 
-  struct ApartSpan {
-    uint32_t span;
-    uint64_t begin;
-    uint64_t end;
-    uint32_t site;
-  };
+  // Merged span m as the index keeps it: cut by the trace's end at `last`.
+  WholeSpan merged_span(uint32_t m, uint64_t last) const {
+    return {merged_.begins[m], merged_.ends[m] == kOpen ? last : merged_.ends[m], merged_.sites[m]};
+  }
 
   // Merged span k (of places `merged_ids`) is the whole of piece `piece` of `row`, on lane `lane`.
   bool whole_piece(uint32_t k, std::span<const uint32_t> merged_ids, uint32_t lane, const IntervalRow& row,
                    uint32_t piece, uint64_t last) const {
     const auto m =
         static_cast<uint32_t>(std::lower_bound(merged_ids.begin(), merged_ids.end(), k) - merged_ids.begin());
-    return merged_.lanes[m] == lane && row.begins[piece] == merged_.begins[m] &&
-           row.ends[piece] == end_of_merged(m, last) && row.items[piece] == merged_.sites[m];
-  }
-
-  // The spans apart, in order, into whole_'s begins, ends and sites, and their links to them.
-  // Every span is either linked to a piece or among `apart`, once.
-  void keep_apart(std::vector<ApartSpan>& apart, Column<uint8_t>::Built& depths, Column<uint32_t>::Built& places) {
-    std::sort(apart.begin(), apart.end(), [](const ApartSpan& a, const ApartSpan& b) { return a.span < b.span; });
-    Column<uint64_t>::Built begins;
-    Column<uint64_t>::Built ends;
-    Column<uint32_t>::Built sites;
-    for (uint32_t k = 0; k < depths.size(); ++k) {
-      if (depths[k] != WholeSpans::kApart) continue;
-      if (begins.size() == apart.size() || apart[begins.size()].span != k)
-        throw std::logic_error("a span neither linked to a piece nor apart");
-      places[k] = static_cast<uint32_t>(begins.size());
-      const ApartSpan& span = apart[begins.size()];
-      begins.push_back(span.begin);
-      ends.push_back(span.end);
-      sites.push_back(span.site);
-    }
-    if (begins.size() != apart.size()) throw std::logic_error("a span both linked to a piece and apart");
-    whole_.begins = std::move(begins);
-    whole_.ends = std::move(ends);
-    whole_.sites = std::move(sites);
+    return merged_.lanes[m] == lane && WholeSpans::is_whole_piece(row, piece, merged_span(m, last));
   }
 
   struct MergeKey {

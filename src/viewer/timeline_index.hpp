@@ -203,6 +203,15 @@ struct WholeSpans {
   // And back: every span's begin, end and site, from its piece if it has one (spans to be added
   // to, or put in order).
   void keep_whole(std::span<const Lane> lane_rows);
+  // The rule of the links: a span is linked to a piece of its lane (at a depth under kApart) that
+  // is the whole of it, its begin, end and site.
+  static bool is_whole_piece(const IntervalRow& row, size_t piece, const WholeSpan& span) {
+    return row.begins[piece] == span.begin && row.ends[piece] == span.end && row.items[piece] == span.site;
+  }
+  // Takes `depths` and `places` as the links (kApart: none; then `places` is rewritten), and keeps
+  // the begins, ends and sites of the spans apart only, each as apart_span(k) says, k ascending.
+  void keep_links(Column<uint8_t>::Built depths, Column<uint32_t>::Built places,
+                  const std::function<WholeSpan(uint32_t)>& apart_span);
   bool kept_apart_only() const { return !piece_depths.empty(); }
   // The texts [first, last) of span k.
   std::pair<size_t, size_t> attributes_of(uint32_t k) const;

@@ -758,23 +758,30 @@ void WholeSpans::keep_apart_only(std::span<const Lane> lane_rows) {
       const Column<uint32_t>& owners = lane.depth_spans[depth];
       for (size_t piece = 0; piece < std::min(row.size(), owners.size()); ++piece) {
         const uint32_t k = owners[piece];
-        if (k < size() && lanes[k] == l && row.begins[piece] == begins[k] && row.ends[piece] == ends[k] &&
-            row.items[piece] == sites[k]) {
+        if (k < size() && lanes[k] == l && is_whole_piece(row, piece, {begins[k], ends[k], sites[k]})) {
           depths[k] = static_cast<uint8_t>(depth);
           places[k] = static_cast<uint32_t>(piece);
         }
       }
     }
   }
+  keep_links(std::move(depths), std::move(places), [this](uint32_t k) {
+    return WholeSpan{begins[k], ends[k], sites[k]};
+  });
+}
+
+void WholeSpans::keep_links(Column<uint8_t>::Built depths, Column<uint32_t>::Built places,
+                            const std::function<WholeSpan(uint32_t)>& apart_span) {
   Column<uint64_t>::Built apart_begins;
   Column<uint64_t>::Built apart_ends;
   Column<uint32_t>::Built apart_sites;
-  for (size_t k = 0; k < size(); ++k) {
+  for (uint32_t k = 0; k < depths.size(); ++k) {
     if (depths[k] != kApart) continue;
     places[k] = static_cast<uint32_t>(apart_begins.size());
-    apart_begins.push_back(begins[k]);
-    apart_ends.push_back(ends[k]);
-    apart_sites.push_back(sites[k]);
+    const WholeSpan span = apart_span(k);
+    apart_begins.push_back(span.begin);
+    apart_ends.push_back(span.end);
+    apart_sites.push_back(span.site);
   }
   begins = std::move(apart_begins);
   ends = std::move(apart_ends);
