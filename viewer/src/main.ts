@@ -810,6 +810,16 @@ function revealRange(begin: number, end: number, y: number) {
   if (y >= pinnedEnd()) scrollToOffset(y - pinnedEnd() - 80);
 }
 
+// Tasks merged into a bar: the window closes in on the part of the bar on screen, a tenth of it
+// either side, so that its tasks can be told apart. Where that would hardly narrow the window (a
+// bar filling the screen) the window halves around the click instead: it always closes in.
+function closeInOnBar(begin: number, end: number, x: number) {
+  const from = Math.max(begin, view.begin), to = Math.min(end, view.end);
+  const margin = Math.max((to - from) * 0.1, MIN_ZOOM_NS);
+  if (to - from + 2 * margin < (view.end - view.begin) * 0.9) setView(from - margin, to + margin);
+  else zoomAround(x, 0.5);
+}
+
 panel.addEventListener('click', event => {
   const link = (event.target as HTMLElement).closest('a');
   if (!link) return;
@@ -905,7 +915,7 @@ window.addEventListener('mouseup', event => {
   if (solid && solid.apart === 0) { void select({ kind: 'task', index: solid.box[4] }); return; }
   // Tasks merged into a bar: the window closes in on them.
   const block = taskHits.blocks.find(inside);
-  if (block) { revealRange(block[4], block[5], -1); return; }
+  if (block) { closeInOnBar(block[4], block[5], event.clientX - rect.left); return; }
   if (solid) { void select({ kind: 'task', index: solid.box[4] }); return; }
   const arrow = arrowAt(taskHits, x, y);
   if (arrow) { followArrow(arrow); return; }
