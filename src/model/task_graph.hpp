@@ -44,26 +44,28 @@ struct TaskNote {
   std::string text;
 };
 
+// Its one-byte and four-byte fields come last, together, so that no padding follows each: 240
+// bytes, not 264 (a viewer's first open of 100 M events holds 2.4 M of them in one array).
 struct Task {
   TaskId id = 0;
-  format::TaskKind kind = format::TaskKind::unknown;
-  std::string name;   // from creation: a coroutine's function, an Asio operation
-  std::string label;  // the last task_label; empty if none
-  TaskId parent = 0;  // the creating task; 0: created outside any task
-  uint32_t created_on_thread = 0;
+  std::string name;                  // from creation: a coroutine's function, an Asio operation
+  std::string label;                 // the last task_label; empty if none
+  TaskId parent = 0;                 // the creating task; 0: created outside any task
   std::optional<uint64_t> created;   // ticks; none when the trace has no creation (before it began)
   std::optional<uint64_t> resolved;  // ticks; none when never resolved in the trace
-  format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
-  std::string outcome_text;                               // error text of a failure or cancellation
+  std::string outcome_text;          // error text of a failure or cancellation
   TaskId resolver = 0;
   std::vector<RunInterval> runs;  // in order of their beginning (GraphDetail::summary: see there)
   std::vector<TaskId> waits_on;   // in order of the waits
   std::vector<TaskNote> notes;
+  // GraphDetail::summary: ticks of the runs folded away from `runs`; 0 otherwise.
+  uint64_t folded_run_ticks = 0;
+  uint32_t created_on_thread = 0;
+  format::TaskKind kind = format::TaskKind::unknown;
+  format::TaskOutcome outcome = format::TaskOutcome::ok;  // meaningful when resolved
   // The trace shows this task's creation. False: it is known only from other events (events
   // were lost, or it was made before the trace began).
   bool seen_created = false;
-  // GraphDetail::summary: ticks of the runs folded away from `runs`; 0 otherwise.
-  uint64_t folded_run_ticks = 0;
 
   // The label, or else the name: what to call the task.
   const std::string& display_name() const { return label.empty() ? name : label; }
