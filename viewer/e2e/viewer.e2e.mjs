@@ -363,8 +363,7 @@ try {
     // the click. Tried with the widest bar in a window three times and one and a half times as
     // long as it (at the whole trace, CI saw a bar over half the screen that a click did not close
     // in on: the window it asked for, twice the bar, was wider than the screen).
-    const widest = () => bars.evaluate(() => window.chronicleViewer.data().tasks.blocks.reduce((best, block) => (block[1] - block[0] > best[1] - best[0] ? block : best)));
-    const [first, last] = await widest();
+    const [first, last] = await bars.evaluate(() => window.chronicleViewer.data().tasks.blocks.reduce((best, block) => (block[1] - block[0] > best[1] - best[0] ? block : best)));
     for (const times of [3, 1.5]) {
       const margin = ((times - 1) / 2) * (last - first);
       await bars.evaluate(({ begin, end }) => window.chronicleViewer.setView(begin, end), { begin: first - margin, end: last + margin });

@@ -913,9 +913,8 @@ window.addEventListener('mouseup', event => {
   // pointer is on is hit_test.ts's, as for the tooltip.
   const solid = drawnAt(taskHits.solid, x, y, () => 1);
   if (solid && solid.apart === 0) { void select({ kind: 'task', index: solid.box[4] }); return; }
-  // Tasks merged into a bar: the window closes in on them.
   const block = taskHits.blocks.find(inside);
-  if (block) { closeInOnBar(block[4], block[5], event.clientX - rect.left); return; }
+  if (block) { closeInOnBar(block[4], block[5], x); return; }
   if (solid) { void select({ kind: 'task', index: solid.box[4] }); return; }
   const arrow = arrowAt(taskHits, x, y);
   if (arrow) { followArrow(arrow); return; }
