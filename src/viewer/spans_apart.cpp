@@ -55,7 +55,8 @@ class SpansApart {
       ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.own_spans()));
   }
 
-  ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps) {
+  ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps,
+                  const std::function<void(TyingEventsMerged)>& tying_events_merged) {
     std::vector<reader::Trace::EventRanges> ranges;
     uint64_t last_ticks = 0;
     for (StreamPart& part : parts_) {
@@ -74,6 +75,11 @@ class SpansApart {
     feed.close();  // the graph's thread goes on beside the spans put together here
     steps.done("tying events merged");
     const uint64_t last = clock_.to_ns(last_ticks);
+    TyingEventsMerged for_tasks{.last = last, .task_attribute_texts = {}};
+    for (const auto& [task, attributes] : pairing.all_task_attributes())
+      for (const reader::SpanAttribute& attribute : attributes)
+        for_tasks.task_attribute_texts[task].push_back(attribute_text_of(attribute));
+    tying_events_merged(std::move(for_tasks));
     close_at_end(last);
     merge_spans(last);
     steps.done("spans put in order");
@@ -84,9 +90,6 @@ class SpansApart {
     ApartResult result;
     result.last = last;
     result.problems = problems(pairing, first_unmatched_stream);
-    for (const auto& [task, attributes] : pairing.all_task_attributes())
-      for (const reader::SpanAttribute& attribute : attributes)
-        result.task_attribute_texts[task].push_back(attribute_text_of(attribute));
     return result;
   }
 
@@ -464,8 +467,8 @@ class SpansApart {
 
 ApartResult index_spans_apart(const reader::Trace& trace, const TimelineIndex& clock, std::vector<StreamPart>& parts,
                               std::vector<Lane>& lanes, WholeSpans& whole, model::TaskGraphFeed& feed,
-                              IndexSteps& steps) {
-  return SpansApart(trace, clock, parts, lanes, whole).run(feed, steps);
+                              IndexSteps& steps, const std::function<void(TyingEventsMerged)>& merged) {
+  return SpansApart(trace, clock, parts, lanes, whole).run(feed, steps, merged);
 }
 
 }  // namespace chronicle::viewer::index_internal

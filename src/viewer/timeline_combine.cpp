@@ -65,7 +65,7 @@ class IndexCombiner {
     for (const reader::Trace& trace : traces) {
       TimelineIndex::Progress part_progress;
       if (progress) part_progress = [&](uint64_t events) { progress(events_before + events); };
-      parts.push_back(TimelineIndex::build_one(trace, part_progress, detail));
+      parts.push_back(TimelineIndex::build_one(trace, part_progress, detail, TimelineIndex::TaskLookup::made_later));
       parts.back().whole_spans_.keep_whole(parts.back().lanes_);  // to be added to, and shifted
       events_before += parts.back().event_count();
     }

@@ -95,8 +95,9 @@ class IndexBuilder {
  public:
   static constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();  // a whole span's end, until it ends
 
-  IndexBuilder(const reader::Trace& trace, const TimelineIndex::Progress& progress, model::GraphDetail detail)
-      : trace_(trace), counter_catalog_(trace.sites()), progress_(progress), detail_(detail) {}
+  IndexBuilder(const reader::Trace& trace, const TimelineIndex::Progress& progress, model::GraphDetail detail,
+               TimelineIndex::TaskLookup lookup)
+      : trace_(trace), counter_catalog_(trace.sites()), progress_(progress), detail_(detail), lookup_(lookup) {}
 
   // `pairing_problems`: span ends the reader paired with nothing, for the page's warnings.
   TimelineIndex build(std::vector<std::string>& pairing_problems) {
@@ -126,43 +127,62 @@ class IndexBuilder {
       BesideGraph at;
       return feed.build([this, &parts, &at] { return work_beside_graph(parts, at); });
     });
-    uint64_t merged_last = 0;
+    // Once the tying events are merged, the tasks need nothing of the spans still to be put
+    // together: the graph's thread's core takes the graph, the tasks, then the arrows and the task
+    // lookup (which read nothing the lanes' runs, idle and busy rows write meanwhile).
+    std::promise<void> tasks_indexed;
+    std::future<void> tasks_ready = tasks_indexed.get_future();
+    std::future<void> task_work;
+    const auto index_tasks_beside = [&](uint64_t merged_last) {
+      task_work = std::async(std::launch::async, [this, &graph, &tasks_indexed, merged_last] {
+        try {
+          index_.graphs_.front() = graph.get();
+          // to_ns keeps the order of times: the latest event's time is the latest of the times.
+          index_.duration_ = std::max(index_.duration_, merged_last);
+          index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
+          index_tasks();
+        } catch (...) {
+          tasks_indexed.set_exception(std::current_exception());
+          return;
+        }
+        tasks_indexed.set_value();
+        index_arrows();
+        if (lookup_ == TimelineIndex::TaskLookup::made_here) index_.index_task_lookup();
+      });
+    };
     try {
       if (apart) {
         index_internal::ApartResult apart_result =
-            index_internal::index_spans_apart(trace_, index_, parts, index_.lanes_, index_.whole_spans_, feed, steps);
-        merged_last = apart_result.last;
+            index_internal::index_spans_apart(trace_, index_, parts, index_.lanes_, index_.whole_spans_, feed, steps,
+                                              [&](index_internal::TyingEventsMerged merged) {
+                                                task_attribute_texts_ = std::move(merged.task_attribute_texts);
+                                                index_tasks_beside(merged.last);
+                                              });
         pairing_problems = std::move(apart_result.problems);
-        task_attribute_texts_ = std::move(apart_result.task_attribute_texts);
         finish_whole_spans(index_);
         steps.done("whole spans finished");
         index_.streams_read_apart_ = true;
       } else {
         forget_spans_read_apart();
+        uint64_t merged_last = 0;
         pairing_problems = index_spans(feed, merged_last);
         steps.done("every event merged");
+        feed.close();
+        index_tasks_beside(merged_last);
       }
     } catch (...) {
-      feed.close();  // the graph's thread ends; the future waits for it as it goes
+      feed.close();  // the graph's thread ends; the futures wait for it and the tasks as they go
       throw;
     }
-    feed.close();
-    index_.graphs_.front() = graph.get();
-    steps.done("task graph (waited for)");
     for (const index_internal::StreamPart& part : parts) index_.event_count_ += part.events;
-    // to_ns keeps the order of times: the latest event's time is the latest of the times.
-    index_.duration_ = std::max(index_.duration_, merged_last);
-    index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
-    index_tasks();
-    steps.done("tasks");
-    // The arrows on a thread of their own while the lanes get their runs and busy times.
-    auto arrows = std::async(std::launch::async, [this] { index_arrows(); });
+    tasks_ready.get();
+    steps.done("tasks (waited for)");
     index_lane_runs();
     index_idle();
     index_busy();
     steps.done("runs, idle and busy");
-    arrows.get();
-    steps.done("arrows (waited for)");
+    task_work.get();
+    steps.done("arrows, lookup (waited for)");
     return std::move(index_);
   }
 
@@ -946,6 +966,7 @@ class IndexBuilder {
   std::vector<uint64_t> samples_by_site_;  // not yet made room for (make_room)
   const TimelineIndex::Progress& progress_;
   model::GraphDetail detail_;
+  TimelineIndex::TaskLookup lookup_;
   TimelineIndex index_;
   // The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id, until the
   // tasks are indexed.
@@ -969,19 +990,17 @@ void sort_arrows(TimelineIndex& index) {
 }  // namespace index_internal
 
 TimelineIndex TimelineIndex::build(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail) {
-  TimelineIndex index = build_one(trace, progress, detail);
+  TimelineIndex index = build_one(trace, progress, detail, TaskLookup::made_here);
   index_internal::IndexSteps steps;
   index.whole_spans_.keep_apart_only(index.lanes_);
   steps.done("spans kept apart only");
-  index.index_task_lookup();
-  steps.done("task lookup");
   return index;
 }
 
-TimelineIndex TimelineIndex::build_one(const reader::Trace& trace, const Progress& progress,
-                                       model::GraphDetail detail) {
+TimelineIndex TimelineIndex::build_one(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail,
+                                       TaskLookup lookup) {
   std::vector<std::string> pairing_problems;
-  TimelineIndex index = IndexBuilder(trace, progress, detail).build(pairing_problems);
+  TimelineIndex index = IndexBuilder(trace, progress, detail, lookup).build(pairing_problems);
   if (progress) progress(index.event_count());
   index.warnings_ = trace.warnings();
   for (std::string& problem : pairing_problems) index.warnings_.push_back(std::move(problem));

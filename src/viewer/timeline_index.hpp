@@ -652,8 +652,11 @@ class TimelineIndex {
   std::optional<std::pair<uint32_t, uint32_t>> arrow_row_span(const Arrow& arrow, ArrowRowsKind row_kind) const;
   void window_messages(uint64_t begin, uint64_t end, const PixelColumns& column, Window& out) const;
 
-  // One trace's index, without the task lookup (which a combined index makes once for all).
-  static TimelineIndex build_one(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail);
+  // One trace's index; with the task lookup when `lookup` says so (a combined index makes it once
+  // for all, after its parts are in).
+  enum class TaskLookup : uint8_t { made_here, made_later };
+  static TimelineIndex build_one(const reader::Trace& trace, const Progress& progress, model::GraphDetail detail,
+                                 TaskLookup lookup);
   // The task lookups of an index built here, once every process is in (task_lookup.cpp).
   void index_task_lookup();
   std::optional<uint32_t> task_index_by_id(size_t process, model::TaskId id) const;
