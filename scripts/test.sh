@@ -1,6 +1,7 @@
 #!/bin/bash
 # The test command of the README: installs what is needed, builds, and runs every test:
-# the normal build, then ASan+UBSan, then TSan (the ring buffer and collector under threads).
+# the normal build, then ASan+UBSan, then TSan (the ring buffer and collector under threads, and
+# the viewer's index, built on several threads).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh || exit 1
@@ -49,7 +50,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task|analysis|export|merge|netns" labels -DCHRONICLE_SANITIZE=address,undefined \
   -DCHRONICLE_SANITIZE_OPTIMIZE=-O0
-run_suite "TSan" build-tsan "unit|metrics|task" labels -DCHRONICLE_SANITIZE=thread
+run_suite "TSan" build-tsan "unit|metrics|task|index" labels -DCHRONICLE_SANITIZE=thread
 # Every reader entry point under libFuzzer for a bounded time (clang).
 JOBS=2 run_suite "fuzz" build-fuzz "fuzz" labels -DCMAKE_CXX_COMPILER=clang++ -DCHRONICLE_FUZZ=ON -DCHRONICLE_BUILD_TESTS=OFF \
   -DCHRONICLE_BUILD_EXAMPLES=OFF "-DCHRONICLE_SANITIZE=address,undefined,fuzzer-no-link"

@@ -1337,7 +1337,9 @@ TEST(ViewerAttributes, DetailsShowThemAndSearchFindsTheirSpans) {
           if (lane["lane"] == span.lane && drawn[2] == span.depth && drawn[3] == span.index) marked[what] = drawn[5];
         }
     }
-    for (const auto& lane : viewer::window_json(index, 0, index.duration(), 1000)["lanes"])
+    // Named: a range over a member of a temporary outlives the temporary (TSan saw it freed).
+    const nlohmann::json whole = viewer::window_json(index, 0, index.duration(), 1000);
+    for (const auto& lane : whole["lanes"])
       for (const auto& span : lane["spans"]) EXPECT_EQ(span.size(), 5u) << "nothing to mark without a text";
   }
 }
