@@ -1954,6 +1954,28 @@ TEST(IndexApart, AStreamsPassMakesItsArraysOnceAtTheirSize) {
   EXPECT_EQ(pieces, spans);  // each of the threads' own spans in one piece
 }
 
+// The graph's edges are made once, at the bound the streams' passes counted (every creation,
+// wait and resolution), not grown by doubling in fresh memory.
+TEST(IndexApart, TheGraphsEdgesAreMadeOnceAtTheCountedBound) {
+  TemporaryDirectory directory;
+  const auto result = run(kCli + " record -q -o " + (directory / "demo") + " -- " + kDemo + " 120 3");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const reader::Trace trace(directory / "demo");
+  size_t bound = 0;
+  trace.for_each_event([&](const reader::Event& event) {
+    using format::EventId;
+    if (event.type == EventId::task_create || event.type == EventId::task_wait || event.type == EventId::task_resolve)
+      ++bound;
+    return true;
+  });
+  const TimelineIndex index = TimelineIndex::build(trace);
+  ASSERT_TRUE(index.streams_read_apart());
+  const auto& edges = index.graph().edges();
+  EXPECT_GT(edges.size(), 300u);
+  EXPECT_LE(edges.size(), bound);
+  EXPECT_EQ(edges.capacity(), bound);
+}
+
 // A run that may end or mark a span its thread began before the run (an end of the same name)
 // ties the thread to the task: that trace is indexed in one merged pass, and the same.
 TEST(IndexApart, AThreadsSpanThatARunMayEndLeavesTheTraceToOneMergedPass) {

@@ -85,8 +85,9 @@ void TaskGraphBuilder::note_problem(std::string problem) {
     ++problems_dropped_;
 }
 
-void TaskGraphBuilder::reserve(size_t tasks) {
+void TaskGraphBuilder::reserve(size_t tasks, size_t edges) {
   graph_.tasks_.reserve(tasks);
+  graph_.edges_.reserve(edges);
 }
 
 size_t TaskGraphBuilder::task_index(TaskId id, uint64_t ticks, const char* role, bool* known) {

@@ -109,7 +109,7 @@ bool TaskGraphFeed::take(Batch& batch) {
 
 TaskGraph TaskGraphFeed::build(const std::function<bool()>& other_work) {
   TaskGraphBuilder builder(site_names_, detail_);
-  builder.reserve(expected_tasks_);
+  builder.reserve(expected_tasks_, expected_edges_);
   bool other_work_left = true;
   try {
     Batch batch;

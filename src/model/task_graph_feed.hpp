@@ -26,8 +26,12 @@ class TaskGraphFeed {
   // The pass's side. Each event of reader::Trace::for_each_event, with the pairing it runs
   // (which has followed the event): only the events that can change the graph are handed over.
   void add(const reader::Event& event, const reader::SpanPairing& pairing);
-  // Before build(): how many tasks the graph will hold, about (task_create events counted).
-  void expect_tasks(size_t tasks) { expected_tasks_ = tasks; }
+  // Before build(): how many tasks the graph will hold, about (task_create events counted), and a
+  // bound on its edges (task_create, task_wait and task_resolve events counted).
+  void expect_tasks(size_t tasks, size_t edges = 0) {
+    expected_tasks_ = tasks;
+    expected_edges_ = edges;
+  }
   // Times of events the pass did not hand to add() (read apart from it), before close().
   void add_times(uint64_t first_ticks, uint64_t last_ticks);
   // No more events: after the pass, and also when it failed.
@@ -64,6 +68,7 @@ class TaskGraphFeed {
   uint64_t last_ticks_ = 0;
   uint64_t handed_over_ = 0;
   size_t expected_tasks_ = 0;
+  size_t expected_edges_ = 0;
   Batch filling_;
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -147,6 +147,10 @@ class StreamPass {
       case EventId::task_create:
         ++part_.task_creations;
         break;
+      case EventId::task_wait:
+      case EventId::task_resolve:
+        ++part_.task_waits_and_resolutions;
+        break;
       default:
         break;
     }

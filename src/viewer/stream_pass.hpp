@@ -79,6 +79,7 @@ struct StreamPart {
   uint64_t first_unmatched_place = 0;
   uint64_t events = 0;
   uint64_t task_creations = 0;
+  uint64_t task_waits_and_resolutions = 0;  // with the creations, a bound on the graph's edges
   uint64_t first_ticks = std::numeric_limits<uint64_t>::max();
   uint64_t last_ticks = 0;
 };

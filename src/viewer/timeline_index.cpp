@@ -120,9 +120,13 @@ class IndexBuilder {
         },
         detail_);
     uint64_t task_creations = 0;
-    for (const index_internal::StreamPart& part : parts) task_creations += part.task_creations;
+    uint64_t task_edges_at_most = 0;
+    for (const index_internal::StreamPart& part : parts) {
+      task_creations += part.task_creations;
+      task_edges_at_most += part.task_creations + part.task_waits_and_resolutions;
+    }
     count_samples_by_site(parts);
-    feed.expect_tasks(task_creations);
+    feed.expect_tasks(task_creations, task_edges_at_most);
     auto graph = std::async(std::launch::async, [this, &feed, &parts] {
       BesideGraph at;
       return feed.build([this, &parts, &at] { return work_beside_graph(parts, at); });
