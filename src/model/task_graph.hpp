@@ -157,7 +157,7 @@ class TaskGraphBuilder {
   // Room for `tasks` tasks and `edges` edges (hints, from the events counted beforehand): the
   // graph's task array, index and edges are not grown step by step. `edges` may be a bound: room
   // never written is never made present.
-  void reserve(size_t tasks, size_t edges = 0);
+  void reserve(size_t tasks, size_t edges);
   // Events not given to add() that happened between `first` and `last` ticks: of those the graph
   // keeps only its first and last times.
   void add_times(uint64_t first, uint64_t last);

@@ -28,7 +28,7 @@ class TaskGraphFeed {
   void add(const reader::Event& event, const reader::SpanPairing& pairing);
   // Before build(): how many tasks the graph will hold, about (task_create events counted), and a
   // bound on its edges (task_create, task_wait and task_resolve events counted).
-  void expect_tasks(size_t tasks, size_t edges = 0) {
+  void expect_tasks(size_t tasks, size_t edges) {
     expected_tasks_ = tasks;
     expected_edges_ = edges;
   }

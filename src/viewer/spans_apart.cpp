@@ -75,11 +75,7 @@ class SpansApart {
     feed.close();  // the graph's thread goes on beside the spans put together here
     steps.done("tying events merged");
     const uint64_t last = clock_.to_ns(last_ticks);
-    TyingEventsMerged for_tasks{.last = last, .task_attribute_texts = {}};
-    for (const auto& [task, attributes] : pairing.all_task_attributes())
-      for (const reader::SpanAttribute& attribute : attributes)
-        for_tasks.task_attribute_texts[task].push_back(attribute_text_of(attribute));
-    tying_events_merged(std::move(for_tasks));
+    tying_events_merged({.last = last, .task_attribute_texts = task_attribute_texts_of(pairing)});
     close_at_end(last);
     merge_spans(last);
     steps.done("spans put in order");

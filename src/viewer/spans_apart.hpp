@@ -9,6 +9,7 @@
 #include "model/task_graph_feed.hpp"
 #include "viewer/index_steps.hpp"
 #include "viewer/stream_pass.hpp"
+#include "viewer/timeline_index_internal.hpp"
 
 namespace chronicle::viewer::index_internal {
 
@@ -21,8 +22,7 @@ struct ApartResult {
 // put together.
 struct TyingEventsMerged {
   uint64_t last = 0;  // the latest event's time
-  // The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id.
-  std::unordered_map<uint64_t, std::vector<std::string>> task_attribute_texts;
+  TaskAttributeTexts task_attribute_texts;
 };
 
 // From every stream's part (each stream's pass done, and `apart` still true): merges the events

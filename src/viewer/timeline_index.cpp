@@ -40,6 +40,13 @@ std::string attribute_text_of(const reader::SpanAttribute& attribute) {
   return fmt::format("{} = {}", attribute.key, reader::attribute_text(attribute));
 }
 
+TaskAttributeTexts task_attribute_texts_of(const reader::SpanPairing& pairing) {
+  TaskAttributeTexts texts;
+  for (const auto& [task, attributes] : pairing.all_task_attributes())
+    for (const reader::SpanAttribute& attribute : attributes) texts[task].push_back(attribute_text_of(attribute));
+  return texts;
+}
+
 void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span) {
   for (const reader::SpanAttribute& attribute : span.attributes) {
     whole.attribute_spans.push_back(k);
@@ -139,19 +146,7 @@ class IndexBuilder {
     std::future<void> task_work;
     const auto index_tasks_beside = [&](uint64_t merged_last) {
       task_work = std::async(std::launch::async, [this, &graph, &tasks_indexed, merged_last] {
-        try {
-          index_.graphs_.front() = graph.get();
-          // to_ns keeps the order of times: the latest event's time is the latest of the times.
-          index_.duration_ = std::max(index_.duration_, merged_last);
-          index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
-          index_tasks();
-        } catch (...) {
-          tasks_indexed.set_exception(std::current_exception());
-          return;
-        }
-        tasks_indexed.set_value();
-        index_arrows();
-        if (lookup_ == TimelineIndex::TaskLookup::made_here) index_.index_task_lookup();
+        index_tasks_then_arrows(graph, merged_last, tasks_indexed);
       });
     };
     try {
@@ -169,9 +164,8 @@ class IndexBuilder {
       } else {
         forget_spans_read_apart();
         uint64_t merged_last = 0;
-        pairing_problems = index_spans(feed, merged_last);
+        pairing_problems = index_spans(feed, merged_last);  // closes the feed
         steps.done("every event merged");
-        feed.close();
         index_tasks_beside(merged_last);
       }
     } catch (...) {
@@ -191,6 +185,25 @@ class IndexBuilder {
   }
 
  private:
+  // On the task work's thread: the graph taken when its thread ends, the tasks indexed (then
+  // `tasks_indexed` is set, or holds what failed), the arrows, and the task lookup if made here.
+  void index_tasks_then_arrows(std::future<model::TaskGraph>& graph, uint64_t merged_last,
+                               std::promise<void>& tasks_indexed) {
+    try {
+      index_.graphs_.front() = graph.get();
+      // to_ns keeps the order of times: the latest event's time is the latest of the times.
+      index_.duration_ = std::max(index_.duration_, merged_last);
+      index_.duration_ = std::max(index_.duration_, index_.to_ns(index_.graphs_.front().last_ticks()));
+      index_tasks();
+    } catch (...) {
+      tasks_indexed.set_exception(std::current_exception());
+      return;
+    }
+    tasks_indexed.set_value();
+    index_arrows();
+    if (lookup_ == TimelineIndex::TaskLookup::made_here) index_.index_task_lookup();
+  }
+
   // The timeline's origin and clock are stats' (analysis::TimelineClock), so that a span's time is
   // the same number in both.
   void find_origin() {
@@ -519,9 +532,7 @@ class IndexBuilder {
     for (uint64_t& end : whole.ends)
       if (end == kOpen) end = last;
     finish_whole_spans(index_);
-    for (const auto& [task, attributes] : pairing.all_task_attributes())
-      for (const reader::SpanAttribute& attribute : attributes)
-        task_attribute_texts_[task].push_back(attribute_text_of(attribute));
+    task_attribute_texts_ = index_internal::task_attribute_texts_of(pairing);
     for (Lane& lane : index_.lanes_) {
       for (IntervalRow& row : lane.depths) row.shrink_to_fit();
       for (Column<uint32_t>& column : lane.depth_spans) column.shrink_to_fit();
@@ -972,9 +983,8 @@ class IndexBuilder {
   model::GraphDetail detail_;
   TimelineIndex::TaskLookup lookup_;
   TimelineIndex index_;
-  // The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id, until the
-  // tasks are indexed.
-  std::unordered_map<uint64_t, std::vector<std::string>> task_attribute_texts_;
+  // The tasks' own attributes as texts, until the tasks are indexed.
+  index_internal::TaskAttributeTexts task_attribute_texts_;
 };
 
 namespace index_internal {

@@ -2,7 +2,10 @@
 // needs and the public header does not say.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "reader/trace_reader.hpp"
 #include "viewer/timeline_index.hpp"
@@ -18,6 +21,9 @@ void finish_whole_spans(TimelineIndex& index);
 
 // What details show and search looks in: "key = value", as dump prints an attribute.
 std::string attribute_text_of(const reader::SpanAttribute& attribute);
+// The tasks' own attributes (SpanPairing::task_attributes) as texts, by task id.
+using TaskAttributeTexts = std::unordered_map<uint64_t, std::vector<std::string>>;
+TaskAttributeTexts task_attribute_texts_of(const reader::SpanPairing& pairing);
 // Span k's attributes and error status as texts (WholeSpans::attribute_texts).
 void add_attribute_texts(WholeSpans& whole, uint32_t k, const reader::PairedSpan& span);
 
