@@ -276,10 +276,11 @@ void TaskGraphBuilder::add(const reader::Event& event) {
 void TaskGraphBuilder::add_note(const reader::Event& event, uint32_t site_id, Task& owner) {
   if (detail_ != GraphDetail::full) return;
   using format::EventId;
-  std::string text = site_names_ ? site_names_(site_id) : std::string();
-  if (event.type == EventId::note)
-    text = std::string(event.text);
-  else if (event.type == EventId::counter)
+  // A note's text is its own; every other event is named by its site.
+  std::string text = event.type == EventId::note ? std::string(event.text)
+                     : site_names_               ? site_names_(site_id)
+                                                 : std::string();
+  if (event.type == EventId::counter)
     text += fmt::format(" = {}", event.value);
   else if (event.type == EventId::counter_float)
     text += fmt::format(" = {}", event.value_float);
