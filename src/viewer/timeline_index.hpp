@@ -33,6 +33,7 @@
 #include "reader/trace_reader.hpp"
 #include "viewer/arrow_levels.hpp"
 #include "viewer/column.hpp"
+#include "viewer/rounded_ns.hpp"
 #include "viewer/task_time_rows.hpp"
 #include "viewer/task_tree.hpp"
 
@@ -565,8 +566,12 @@ class TimelineIndex {
   std::string lane_of_thread(size_t process, uint32_t thread_id) const;
   const reader::Site* site(uint32_t id) const;
   std::string site_name(uint32_t id) const;  // "category/name", or "?"
-  uint64_t to_ns(uint64_t ticks) const;
-  uint64_t duration_ns(uint64_t ticks) const;
+  // Inline: the index's build converts every time it keeps.
+  uint64_t to_ns(uint64_t ticks) const {
+    if (ticks <= origin_ticks_) return origin_offset_ns_;
+    return origin_offset_ns_ + rounded_ns(static_cast<double>(ticks - origin_ticks_) * ns_per_tick_);
+  }
+  uint64_t duration_ns(uint64_t ticks) const { return rounded_ns(static_cast<double>(ticks) * ns_per_tick_); }
   std::optional<uint32_t> task_index(model::TaskId id) const;  // in the first process
   std::string lane_of_thread(uint32_t thread_id) const;
 

@@ -156,16 +156,6 @@ std::pair<double, double> MinMaxPyramid::range(std::span<const double> values, s
   return {low, high};
 }
 
-uint64_t TimelineIndex::to_ns(uint64_t ticks) const {
-  if (ticks <= origin_ticks_) return origin_offset_ns_;
-  return origin_offset_ns_ +
-         static_cast<uint64_t>(std::llround(static_cast<double>(ticks - origin_ticks_) * ns_per_tick_));
-}
-
-uint64_t TimelineIndex::duration_ns(uint64_t ticks) const {
-  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * ns_per_tick_));
-}
-
 std::span<const uint64_t> TimelineIndex::run_begins(uint32_t task) const {
   return {run_begins_.data() + run_first_.at(task), run_begins_.data() + run_first_.at(task + 1)};
 }
@@ -224,12 +214,11 @@ std::string_view TimelineIndex::task_display_name(uint32_t index) const {
 uint64_t TimelineIndex::to_ns(size_t process, uint64_t ticks) const {
   const TaskProcess& clock = task_processes_.at(process);
   if (ticks <= clock.origin_ticks) return clock.origin_offset_ns;
-  return clock.origin_offset_ns +
-         static_cast<uint64_t>(std::llround(static_cast<double>(ticks - clock.origin_ticks) * clock.ns_per_tick));
+  return clock.origin_offset_ns + rounded_ns(static_cast<double>(ticks - clock.origin_ticks) * clock.ns_per_tick);
 }
 
 uint64_t TimelineIndex::duration_ns(size_t process, uint64_t ticks) const {
-  return static_cast<uint64_t>(std::llround(static_cast<double>(ticks) * task_processes_.at(process).ns_per_tick));
+  return rounded_ns(static_cast<double>(ticks) * task_processes_.at(process).ns_per_tick);
 }
 
 std::string TimelineIndex::lane_of_thread(uint32_t thread_id) const {
