@@ -48,9 +48,13 @@ run_suite() {  # name, build dir, ctest label regex, all|labels, cmake args...
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# The sanitizer suites build their libraries and programs as unity builds (a few sources compiled
+# as one, so the templates they share are instantiated and instrumented once, not per file); the
+# tests' own files compile one by one (tests/CMakeLists.txt). A developer's build/ is not unity.
+kUnity="-DCMAKE_UNITY_BUILD=ON"
 run_suite "ASan+UBSan" build-asan "unit|cli|metrics|task|analysis|export|merge|netns" labels -DCHRONICLE_SANITIZE=address,undefined \
-  -DCHRONICLE_SANITIZE_OPTIMIZE=-O0
-run_suite "TSan" build-tsan "unit|metrics|task|index" labels -DCHRONICLE_SANITIZE=thread
+  -DCHRONICLE_SANITIZE_OPTIMIZE=-O0 "$kUnity"
+run_suite "TSan" build-tsan "unit|metrics|task|index" labels -DCHRONICLE_SANITIZE=thread "$kUnity"
 # Every reader entry point under libFuzzer for a bounded time (clang).
 JOBS=2 run_suite "fuzz" build-fuzz "fuzz" labels -DCMAKE_CXX_COMPILER=clang++ -DCHRONICLE_FUZZ=ON -DCHRONICLE_BUILD_TESTS=OFF \
   -DCHRONICLE_BUILD_EXAMPLES=OFF "-DCHRONICLE_SANITIZE=address,undefined,fuzzer-no-link"

@@ -63,7 +63,7 @@ void print_hosts(const merge::MergePlan& plan) {
   }
 }
 
-merge::CopyProgress progress_line() {
+merge::CopyProgress copy_progress_line() {
   if (!stderr_is_terminal()) return {};
   return [](uint64_t copied, uint64_t total) {
     if (total < kProgressFrom) return;
@@ -162,7 +162,7 @@ int run_merge(const MergeOptions& options) {
   const bool existed = prepare_output_directory(options.output, options.allow_shared_output);
   uint64_t bytes = 0;
   try {
-    bytes = merge::write_merge(traces, plan, options.output, progress_line());
+    bytes = merge::write_merge(traces, plan, options.output, copy_progress_line());
   } catch (...) {
     // Nothing half-merged is left behind: what this run made goes.
     std::error_code ignored;

@@ -285,7 +285,7 @@ void print_profile(const analysis::Profile& p, size_t top, bool verbose) {
   for (const auto& problem : p.problems) fmt::print(stderr, "chronicle: warning: {}\n", problem);
 }
 
-analysis::ProgressCallback progress_line() {
+analysis::ProgressCallback profile_progress_line() {
   if (!stderr_is_terminal()) return {};
   return [](uint64_t seen, uint64_t expected) {
     if (seen >= expected) {
@@ -458,7 +458,7 @@ int print_critical_path(const std::vector<std::string>& directories, StatsOption
   std::optional<size_t> owner;
   for (size_t i = 0; i < traces.size(); ++i) {
     warn_about_damage(traces[i]);
-    analysis::profile_trace(traces[i], &graphs[i], progress_line(), model::GraphDetail::no_notes);
+    analysis::profile_trace(traces[i], &graphs[i], profile_progress_line(), model::GraphDetail::no_notes);
     if (pid && traces[i].description().pid != *pid) continue;
     if (!owner && !analysis::find_tasks(graphs[i], options.critical_path).empty()) owner = i;
   }
@@ -557,7 +557,7 @@ int print_summary(const StatsOptions& options) {
     reader::Trace trace(traces[i]);
     warn_about_damage(trace);
     // Plain stats keep nothing that grows with the events: no task graph.
-    const analysis::Profile profile = analysis::profile_trace(trace, nullptr, progress_line());
+    const analysis::Profile profile = analysis::profile_trace(trace, nullptr, profile_progress_line());
     const format::TraceLosses& losses = trace.description().losses;
     if (options.json) {
       all.push_back(profile_json(profile));

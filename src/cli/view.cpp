@@ -39,7 +39,7 @@ struct ViewOptions {
 
 // On a terminal, a line that says how far indexing has got (a large trace takes minutes), at
 // most a few times a second; it is cleared when the work is done. Warnings, on any output.
-viewer::OpenProgress progress_line() {
+viewer::OpenProgress open_progress_line() {
   viewer::OpenProgress progress;
   progress.warning = [](const std::string& warning) { fmt::print(stderr, "chronicle: warning: {}\n", warning); };
   if (!isatty(STDERR_FILENO)) return progress;
@@ -109,7 +109,7 @@ int run_view(const ViewOptions& options) {
   // A server serves the index it built at once, and keeps it beside the trace meanwhile.
   viewer::OpenedIndex opened = [&] {
     const viewer::IndexingMemory indexing;
-    return viewer::open_index(options.directory, !options.no_cache, progress_line(), options.html.empty());
+    return viewer::open_index(options.directory, !options.no_cache, open_progress_line(), options.html.empty());
   }();
   const viewer::TimelineIndex& index = opened.index;  // until the server takes it
   const std::string title = index.title();
