@@ -40,6 +40,7 @@
 #include "viewer/spill.hpp"
 #include "viewer/stream_pass.hpp"
 #include "viewer/timeline_index.hpp"
+#include "viewer/timeline_index_internal.hpp"
 #include "viewer/viewer_server.hpp"
 
 namespace chronicle {
@@ -1467,6 +1468,73 @@ TEST(ViewerCounters, ASeriesArraysAreMadeOnceAtTheirSize) {
     const uint64_t before = viewer::spill_stats().files;
     const TimelineIndex index = TimelineIndex::build(reader::Trace(trace));
     EXPECT_EQ(series_named(index, "pool/queue depth").values.size(), 3u * samples);
+    EXPECT_EQ(viewer::spill_stats().refused, 0u) << viewer::spill_stats().last_problem;
+    return viewer::spill_stats().files - before;
+  };
+  EXPECT_EQ(arrays_made(2000), arrays_made(20000));
+}
+
+// One thread's `spans` outermost spans, each holding a run of a task of its own; with
+// `runs_outside`, each task also runs once more outside any span, so that the thread's busy time
+// is not its outermost spans alone.
+void record_busy_thread(const Config& config, int spans, bool runs_outside) {
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int k = 0; k < spans; ++k) {
+    const TaskId task = create_task(TaskKind::coroutine, "step");
+    {
+      CHRONICLE_SPAN("busy", "outer");
+      const TaskRunScope running(task);
+    }
+    if (runs_outside) {
+      const TaskRunScope running_again(task);
+    }
+    resolve_task(task, TaskOutcome::ok);
+  }
+  stop();
+}
+
+// A lane's busy row is made only when it is not its outermost spans' row, and then once at its
+// size, not grown by doubling and copied to fit: at 100 M events the rows thrown away took 0.7 GB
+// of fresh pages (issue 45, item 8). Every array made here is put in a file of its own, which
+// counts them.
+TEST(ViewerBusy, ABusyRowIsMadeOnceAtItsSizeAndOnlyWhenItIsNotTheOutermostSpans) {
+  for (const bool runs_outside : {false, true}) {
+    SCOPED_TRACE(runs_outside ? "runs outside the spans" : "runs inside the spans");
+    TemporaryDirectory directory;
+    const Config config = test::test_config(directory);
+    constexpr int kSpans = 20000;
+    record_busy_thread(config, kSpans, runs_outside);
+    const TimelineIndex index = TimelineIndex::build(reader::Trace(config.output));
+    const viewer::Lane& built = index.lanes().at(0);
+    EXPECT_EQ(built.busy_is_outermost, !runs_outside);
+    EXPECT_EQ(built.busy_row().size(), static_cast<size_t>(runs_outside ? 2 * kSpans : kSpans));
+    viewer::Lane lane = built;
+    lane.busy = viewer::IntervalRow{};
+    const viewer::SpillScope spill(directory.path(), 1);
+    const uint64_t before = viewer::spill_stats().files;
+    viewer::index_internal::index_busy_row(lane);
+    EXPECT_EQ(viewer::spill_stats().refused, 0u) << viewer::spill_stats().last_problem;
+    EXPECT_EQ(viewer::spill_stats().files - before, runs_outside ? 2u : 0u);  // its begins and ends, or none
+    EXPECT_EQ(lane.busy_is_outermost, built.busy_is_outermost);
+    EXPECT_TRUE(std::equal(lane.busy_row().begins.begin(), lane.busy_row().begins.end(),
+                           built.busy_row().begins.begin(), built.busy_row().begins.end()));
+    EXPECT_TRUE(std::equal(lane.busy_row().ends.begin(), lane.busy_row().ends.end(), built.busy_row().ends.begin(),
+                           built.busy_row().ends.end()));
+  }
+}
+
+// What a build makes of the tasks (their lines, names, runs, the lanes' rows of runs, the busy
+// rows) is made once at its size, as the streams' passes make theirs: as many arrays for 10 times
+// the tasks. On 6471759 it was 190 against 246.
+TEST(ViewerTasks, ATasksArraysAreMadeOnceAtTheirSize) {
+  auto arrays_made = [](int tasks) {
+    TemporaryDirectory directory;
+    const Config config = test::test_config(directory);
+    record_busy_thread(config, tasks, true);
+    const viewer::SpillScope spill(directory.path(), 1);
+    const uint64_t before = viewer::spill_stats().files;
+    const TimelineIndex index = TimelineIndex::build(reader::Trace(config.output));
+    EXPECT_EQ(index.task_lines().size(), static_cast<size_t>(tasks));
     EXPECT_EQ(viewer::spill_stats().refused, 0u) << viewer::spill_stats().last_problem;
     return viewer::spill_stats().files - before;
   };

@@ -72,6 +72,7 @@ struct StringColumn {
   size_t size() const { return first.empty() ? 0 : first.size() - 1; }
   std::string_view operator[](size_t k) const { return {chars.data() + first[k], first[k + 1] - first[k]}; }
   void add(std::string_view text);
+  void reserve(size_t strings, size_t total_chars);
 };
 
 // The call stacks of the samples (analysis::SampleStacks), each once: stack k is the function ids

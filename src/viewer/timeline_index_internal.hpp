@@ -18,6 +18,8 @@ std::string process_group(const reader::Trace& trace);
 void lay_out_tasks(TimelineIndex& index);
 void sort_arrows(TimelineIndex& index);
 void finish_whole_spans(TimelineIndex& index);
+// Lane::busy and busy_is_outermost, from the lane's outermost spans and task runs.
+void index_busy_row(Lane& lane);
 
 // What details show and search looks in: "key = value", as dump prints an attribute.
 std::string attribute_text_of(const reader::SpanAttribute& attribute);
