@@ -51,8 +51,12 @@ class SpansApart {
              std::vector<Lane>& lanes, WholeSpans& whole)
       : trace_(trace), clock_(clock), parts_(parts), lanes_(lanes), whole_(whole), states_(lanes.size()) {
     ids_.own_first.assign(1, 0);
-    for (const StreamPart& part : parts_)
+    size_t task_spans = 0;
+    for (const StreamPart& part : parts_) {
       ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.own_spans()));
+      task_spans += part.task_spans;
+    }
+    reserve_merged(task_spans);
   }
 
   ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps,
@@ -90,6 +94,14 @@ class SpansApart {
   }
 
  private:
+  // The merge's columns made once at the count of spans begun in task runs, not grown by doubling.
+  void reserve_merged(size_t task_spans) {
+    for (Column<uint64_t>* column : {&merged_.begins, &merged_.ends, &merged_.running}) column->reserve(task_spans);
+    for (Column<uint32_t>* column : {&merged_.sites, &merged_.lanes}) column->reserve(task_spans);
+    merged_keys_.reserve(task_spans);
+    merged_parents_.reserve(task_spans);
+  }
+
   // The merged pass's span handling (IndexBuilder::index_spans), for the tasks' spans only.
   void follow(const reader::Event& event, uint64_t place, const reader::SpanPairing& pairing) {
     LaneState& lane = states_[event.stream];

@@ -71,6 +71,8 @@ class StreamPass {
     lane_.markers.types.reserve(counts.markers);
     part_.counter_samples.reserve(counts.counter_samples);
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
+    part_.task_spans = counts.task_spans;
+    part_.run_bases.reserve(counts.runs);
     part_.spans.parents.reserve(counts.own_spans);
     part_.begin_ticks.reserve(counts.own_spans);
     part_.begin_places.reserve(counts.own_spans);
@@ -78,7 +80,9 @@ class StreamPass {
   }
 
   struct StreamCounts {
-    uint64_t own_spans = 0;  // begun outside task runs
+    uint64_t own_spans = 0;   // begun outside task runs
+    uint64_t task_spans = 0;  // begun inside them
+    uint64_t runs = 0;
     std::vector<uint64_t> own_spans_by_depth;
     uint64_t markers = 0;
     uint64_t counter_samples = 0;
@@ -103,13 +107,17 @@ class StreamPass {
           ++counts.counter_samples;
           break;
         case EventId::task_run_begin:
+          ++counts.runs;
           if (event.task != 0) runs.push_back(event.task);
           break;
         case EventId::task_run_end:
           end_innermost_run(runs, event.task);
           break;
         case EventId::span_begin:
-          if (!own) break;
+          if (!own) {
+            ++counts.task_spans;
+            break;
+          }
           ++counts.own_spans;
           if (counts.own_spans_by_depth.size() <= depth) counts.own_spans_by_depth.resize(depth + 1);
           ++counts.own_spans_by_depth[depth++];

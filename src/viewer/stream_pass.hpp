@@ -78,6 +78,9 @@ struct StreamPart {
   reader::PairingProblems problems;
   uint64_t first_unmatched_place = 0;
   uint64_t events = 0;
+  // Spans begun inside task runs, which the merge of the tying events begins (counted, as the
+  // pass's arrays are: a bound to make the merge's arrays at, not a figure of the index).
+  uint64_t task_spans = 0;
   uint64_t task_creations = 0;
   uint64_t task_waits_and_resolutions = 0;  // with the creations, a bound on the graph's edges
   uint64_t first_ticks = std::numeric_limits<uint64_t>::max();
