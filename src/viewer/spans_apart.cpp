@@ -339,6 +339,7 @@ class SpansApart {
     static const Column<uint64_t>::Built kNone;
     const Column<uint64_t>::Built& own_closed =
         depth < parts_[stream].closed_at.size() ? parts_[stream].closed_at[depth] : kNone;
+    if (merge_in_place(lane.depths[depth], lane.depth_spans[depth], own_closed, pieces)) return;
     const IntervalRow& own = lane.depths[depth];
     const Column<uint32_t>& own_spans = lane.depth_spans[depth];
     IntervalRow row;
@@ -363,6 +364,40 @@ class SpansApart {
     }
     lane.depths[depth] = std::move(row);
     lane.depth_spans[depth] = std::move(spans);
+  }
+
+  // The same merge in the row's own columns, from the back, when the stream's pass left room for
+  // the pieces (StreamPart::merged_pieces_by_depth): no copy of the row. An own piece closed at
+  // the same place as a merged one goes after it, as in the merge above.
+  static bool merge_in_place(IntervalRow& row, Column<uint32_t>& spans, const Column<uint64_t>::Built& own_closed,
+                             std::span<const ClosedPiece> pieces) {
+    const size_t own = row.size();
+    const size_t count = own + pieces.size();
+    if (row.begins.values().capacity() < count || row.ends.values().capacity() < count ||
+        row.items.values().capacity() < count || spans.values().capacity() < count)
+      return false;
+    for (Column<uint64_t>* column : {&row.begins, &row.ends}) column->resize(count);
+    row.items.resize(count);
+    spans.resize(count);
+    size_t k = own;
+    size_t p = pieces.size();
+    for (size_t to = count; p > 0;) {
+      --to;
+      if (k > 0 && own_closed[k - 1] >= pieces[p - 1].closed_at) {
+        --k;
+        row.begins[to] = row.begins[k];
+        row.ends[to] = row.ends[k];
+        row.items[to] = row.items[k];
+        spans[to] = spans[k];
+      } else {
+        const ClosedPiece& piece = pieces[--p];
+        row.begins[to] = piece.begin;
+        row.ends[to] = std::max(piece.begin, piece.end);
+        row.items[to] = piece.site;
+        spans[to] = piece.span;
+      }
+    }
+    return true;
   }
 
   // Each span's link to its piece (WholeSpans::pieces), as WholeSpans::keep_apart_only finds it

@@ -77,6 +77,7 @@ class StreamPass {
     part_.begin_ticks.reserve(counts.own_spans);
     part_.begin_places.reserve(counts.own_spans);
     closes_by_depth_ = std::move(counts.own_spans_by_depth);
+    part_.merged_pieces_by_depth = std::move(counts.task_pieces_by_depth);
   }
 
   struct StreamCounts {
@@ -84,6 +85,7 @@ class StreamPass {
     uint64_t task_spans = 0;  // begun inside them
     uint64_t runs = 0;
     std::vector<uint64_t> own_spans_by_depth;
+    std::vector<uint64_t> task_pieces_by_depth;  // the tasks' spans' first pieces, by the depth they begin at
     uint64_t markers = 0;
     uint64_t counter_samples = 0;
   };
@@ -95,6 +97,10 @@ class StreamPass {
     reader::Event event;
     std::vector<uint64_t> runs;
     size_t depth = 0;
+    // The tasks' spans open on the lane, above the thread's own, and how many were open when each
+    // run began (a run's end cuts those it leaves open).
+    size_t task_depth = 0;
+    std::vector<size_t> task_depth_at_run;
     while (cursor.next(event)) {
       const bool own = runs.empty() && !reader::ties_threads(static_cast<uint32_t>(event.type));
       switch (event.type) {
@@ -108,14 +114,23 @@ class StreamPass {
           break;
         case EventId::task_run_begin:
           ++counts.runs;
-          if (event.task != 0) runs.push_back(event.task);
+          if (event.task != 0) {
+            runs.push_back(event.task);
+            task_depth_at_run.push_back(task_depth);
+          }
           break;
         case EventId::task_run_end:
           end_innermost_run(runs, event.task);
+          for (; task_depth_at_run.size() > runs.size(); task_depth_at_run.pop_back())
+            task_depth = task_depth_at_run.back();
           break;
         case EventId::span_begin:
           if (!own) {
             ++counts.task_spans;
+            if (runs.empty()) break;
+            if (counts.task_pieces_by_depth.size() <= depth + task_depth)
+              counts.task_pieces_by_depth.resize(depth + task_depth + 1);
+            ++counts.task_pieces_by_depth[depth + task_depth++];
             break;
           }
           ++counts.own_spans;
@@ -124,6 +139,7 @@ class StreamPass {
           break;
         case EventId::span_end:
           if (own && depth > 0) --depth;
+          if (!own && !runs.empty() && task_depth > task_depth_at_run.back()) --task_depth;
           break;
         default:
           break;
@@ -250,12 +266,15 @@ class StreamPass {
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(depth));
   }
 
+  // With room for the pieces the merge will add (StreamPart::merged_pieces_by_depth), which it
+  // then merges in place.
   void reserve_row(size_t depth, uint64_t count) {
+    const uint64_t with_merged = count + part_.merged_pieces_at(depth);
     IntervalRow& row = lane_.depths[depth];
-    row.begins.reserve(count);
-    row.ends.reserve(count);
-    row.items.reserve(count);
-    lane_.depth_spans[depth].reserve(count);
+    row.begins.reserve(with_merged);
+    row.ends.reserve(with_merged);
+    row.items.reserve(with_merged);
+    lane_.depth_spans[depth].reserve(with_merged);
     part_.closed_at[depth].reserve(count);
   }
 

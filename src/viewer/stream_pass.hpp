@@ -70,6 +70,13 @@ struct StreamPart {
   // Per depth of the lane's rows (Lane::depths, whose depth_spans are local here): the place of
   // the event that closed each piece.
   std::vector<Column<uint64_t>::Built> closed_at;
+  // Per depth, the pieces of the tasks' spans the merge will add to the lane's row, as counted (a
+  // span's first piece, at the depth it begins at; what a resumed run reopens is not counted):
+  // the pass makes its rows with room for them.
+  std::vector<uint64_t> merged_pieces_by_depth;
+  uint64_t merged_pieces_at(size_t depth) const {
+    return depth < merged_pieces_by_depth.size() ? merged_pieces_by_depth[depth] : 0;
+  }
   std::vector<OpenPiece> open;     // the thread's own pieces open at the stream's end, outermost first
   std::vector<RunBase> run_bases;  // one per task_run_begin, in order
   reader::Trace::EventRanges merged;
