@@ -69,6 +69,7 @@ class StreamPass {
     lane_.markers.times.reserve(counts.markers);
     lane_.markers.sites.reserve(counts.markers);
     lane_.markers.types.reserve(counts.markers);
+    lane_.markers.texts.reserve(counts.markers, counts.marker_text_bytes);
     part_.counter_samples.reserve(counts.counter_samples);
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
     part_.task_spans = counts.task_spans;
@@ -87,6 +88,7 @@ class StreamPass {
     std::vector<uint64_t> own_spans_by_depth;
     std::vector<uint64_t> task_pieces_by_depth;  // the tasks' spans' first pieces, by the depth they begin at
     uint64_t markers = 0;
+    uint64_t marker_text_bytes = 0;  // the notes' texts
     uint64_t counter_samples = 0;
   };
 
@@ -107,6 +109,7 @@ class StreamPass {
         case EventId::instant:
         case EventId::note:
           ++counts.markers;
+          counts.marker_text_bytes += event.type == EventId::note ? event.text.size() : 0;
           break;
         case EventId::counter:
         case EventId::counter_float:
