@@ -28,6 +28,12 @@ void group_by_key(size_t keys, Each each, Column<uint32_t>& first, Column<Item>&
 }  // namespace
 
 void TimelineIndex::index_task_lookup() {
+  Column<uint32_t> wait_first = index_task_ids_and_waits();
+  index_task_arrow_lists();
+  wait_first_ = std::move(wait_first);
+}
+
+Column<uint32_t> TimelineIndex::index_task_ids_and_waits() {
   const auto tasks = static_cast<uint32_t>(task_lines_.size());
   Column<model::TaskId>::Built ids(tasks);
   Column<uint32_t>::Built order(tasks);
@@ -62,6 +68,11 @@ void TimelineIndex::index_task_lookup() {
   for (uint32_t k = 0; k < tasks; ++k)
     std::stable_sort(waits_.begin() + wait_first[k], waits_.begin() + wait_first[k + 1],
                      [](const TaskWait& a, const TaskWait& b) { return a.ticks < b.ticks; });
+  return wait_first;
+}
+
+void TimelineIndex::index_task_arrow_lists() {
+  const auto tasks = static_cast<uint32_t>(task_lines_.size());
   group_by_key<uint32_t>(
       tasks,
       [&](auto visit) {
@@ -71,7 +82,6 @@ void TimelineIndex::index_task_lookup() {
         }
       },
       task_arrow_first_, task_arrow_list_);
-  wait_first_ = std::move(wait_first);
 }
 
 std::pair<uint32_t, uint32_t> TimelineIndex::tasks_of_process(size_t process) const {

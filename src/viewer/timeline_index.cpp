@@ -246,8 +246,17 @@ class IndexBuilder {
     index_idle();
     index_busy();
     steps.done("runs, idle and busy");
+    // The task lookup's first half here while the arrows are made (the main thread waited for
+    // them); its arrow lists once they are.
+    Column<uint32_t> wait_first;
+    if (lookup_ == TimelineIndex::TaskLookup::made_here) wait_first = index_.index_task_ids_and_waits();
+    steps.done("task ids and waits");
     task_work.get();
-    steps.done("arrows, lookup (waited for)");
+    if (lookup_ == TimelineIndex::TaskLookup::made_here) {
+      index_.index_task_arrow_lists();
+      index_.wait_first_ = std::move(wait_first);
+    }
+    steps.done("arrows (waited for), lookup");
     return std::move(index_);
   }
 
@@ -268,7 +277,6 @@ class IndexBuilder {
     }
     tasks_indexed.set_value();
     index_arrows();
-    if (lookup_ == TimelineIndex::TaskLookup::made_here) index_.index_task_lookup();
   }
 
   // The timeline's origin and clock are stats' (analysis::TimelineClock), so that a span's time is
@@ -908,6 +916,7 @@ class IndexBuilder {
 
  private:
   void index_arrows_of_graph() {
+    index_.arrows_.reserve(index_.graphs_.front().edges().size());  // an arrow per edge whose tasks are known
     for (const model::Edge& edge : index_.graphs_.front().edges()) {
       const auto from = index_.task_index(edge.from);
       const auto to = index_.task_index(edge.to);

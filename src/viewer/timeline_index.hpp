@@ -665,6 +665,11 @@ class TimelineIndex {
                                  TaskLookup lookup);
   // The task lookups of an index built here, once every process is in (task_lookup.cpp).
   void index_task_lookup();
+  // Its two halves: the tasks by id and their waits, which read neither the arrows nor
+  // wait_first_ (returned, to be set last: task_index reads the graphs until it is), so they can
+  // be made while the arrows are; then each task's arrows.
+  Column<uint32_t> index_task_ids_and_waits();
+  void index_task_arrow_lists();
   std::optional<uint32_t> task_index_by_id(size_t process, model::TaskId id) const;
   analysis::CriticalPath critical_path_in_process(size_t process, model::TaskId target) const;
   // Each process's tasks as a critical path's walk reads them (task_lookup.cpp).
