@@ -54,7 +54,7 @@ class SpansApart {
     size_t task_spans = 0;
     for (const StreamPart& part : parts_) {
       ids_.own_first.push_back(ids_.own_first.back() + static_cast<uint32_t>(part.own_spans()));
-      task_spans += part.task_spans;
+      for (const uint64_t pieces : part.merged_pieces_by_depth) task_spans += pieces;
     }
     reserve_merged(task_spans);
   }
@@ -345,9 +345,7 @@ class SpansApart {
     IntervalRow row;
     Column<uint32_t> spans;
     const size_t count = own.size() + pieces.size();
-    row.begins.reserve(count);
-    row.ends.reserve(count);
-    row.items.reserve(count);
+    row.reserve(count);
     spans.reserve(count);
     size_t k = 0;
     for (const ClosedPiece& piece : pieces) {

@@ -72,7 +72,6 @@ class StreamPass {
     lane_.markers.texts.reserve(counts.markers, counts.marker_text_bytes);
     part_.counter_samples.reserve(counts.counter_samples);
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
-    part_.task_spans = counts.task_spans;
     part_.run_bases.reserve(counts.runs);
     part_.spans.parents.reserve(counts.own_spans);
     part_.begin_ticks.reserve(counts.own_spans);
@@ -82,8 +81,7 @@ class StreamPass {
   }
 
   struct StreamCounts {
-    uint64_t own_spans = 0;   // begun outside task runs
-    uint64_t task_spans = 0;  // begun inside them
+    uint64_t own_spans = 0;  // begun outside task runs
     uint64_t runs = 0;
     std::vector<uint64_t> own_spans_by_depth;
     std::vector<uint64_t> task_pieces_by_depth;  // the tasks' spans' first pieces, by the depth they begin at
@@ -128,9 +126,7 @@ class StreamPass {
             task_depth = task_depth_at_run.back();
           break;
         case EventId::span_begin:
-          if (!own) {
-            ++counts.task_spans;
-            if (runs.empty()) break;
+          if (!own) {  // inside a task run (a span's begin never ties threads)
             if (counts.task_pieces_by_depth.size() <= depth + task_depth)
               counts.task_pieces_by_depth.resize(depth + task_depth + 1);
             ++counts.task_pieces_by_depth[depth + task_depth++];
@@ -141,8 +137,11 @@ class StreamPass {
           ++counts.own_spans_by_depth[depth++];
           break;
         case EventId::span_end:
-          if (own && depth > 0) --depth;
-          if (!own && !runs.empty() && task_depth > task_depth_at_run.back()) --task_depth;
+          if (own) {
+            if (depth > 0) --depth;
+          } else if (task_depth > task_depth_at_run.back()) {
+            --task_depth;
+          }
           break;
         default:
           break;
@@ -273,10 +272,7 @@ class StreamPass {
   // then merges in place.
   void reserve_row(size_t depth, uint64_t count) {
     const uint64_t with_merged = count + part_.merged_pieces_at(depth);
-    IntervalRow& row = lane_.depths[depth];
-    row.begins.reserve(with_merged);
-    row.ends.reserve(with_merged);
-    row.items.reserve(with_merged);
+    lane_.depths[depth].reserve(with_merged);
     lane_.depth_spans[depth].reserve(with_merged);
     part_.closed_at[depth].reserve(count);
   }

@@ -72,7 +72,8 @@ struct StreamPart {
   std::vector<Column<uint64_t>::Built> closed_at;
   // Per depth, the pieces of the tasks' spans the merge will add to the lane's row, as counted (a
   // span's first piece, at the depth it begins at; what a resumed run reopens is not counted):
-  // the pass makes its rows with room for them.
+  // the pass makes its rows with room for them. Their sum is the spans begun inside task runs,
+  // which the merge of the tying events begins.
   std::vector<uint64_t> merged_pieces_by_depth;
   uint64_t merged_pieces_at(size_t depth) const {
     return depth < merged_pieces_by_depth.size() ? merged_pieces_by_depth[depth] : 0;
@@ -85,9 +86,6 @@ struct StreamPart {
   reader::PairingProblems problems;
   uint64_t first_unmatched_place = 0;
   uint64_t events = 0;
-  // Spans begun inside task runs, which the merge of the tying events begins (counted, as the
-  // pass's arrays are: a bound to make the merge's arrays at, not a figure of the index).
-  uint64_t task_spans = 0;
   uint64_t task_creations = 0;
   uint64_t task_waits_and_resolutions = 0;  // with the creations, a bound on the graph's edges
   uint64_t first_ticks = std::numeric_limits<uint64_t>::max();

@@ -96,6 +96,12 @@ void IntervalRow::add(uint64_t begin, uint64_t end, uint32_t item) {
   items.push_back(item);
 }
 
+void IntervalRow::reserve(size_t count) {
+  begins.reserve(count);
+  ends.reserve(count);
+  items.reserve(count);
+}
+
 void IntervalRow::shrink_to_fit() {
   begins.shrink_to_fit();
   ends.shrink_to_fit();
@@ -667,7 +673,6 @@ class IndexBuilder {
       attributes += texts.size();
       for (const std::string& text : texts) attribute_chars += text.size();
     }
-    index_.task_lines_.reserve(tasks.size());
     index_.run_first_.reserve(tasks.size() + 1);
     index_.run_begins_.reserve(runs);
     index_.run_ends_.reserve(runs);
@@ -720,11 +725,7 @@ class IndexBuilder {
       }
       std::vector<IntervalRow>& rows = index_.lanes_[lane].runs;
       rows.resize(depth_sizes.size());
-      for (size_t depth = 0; depth < rows.size(); ++depth) {
-        rows[depth].begins.reserve(depth_sizes[depth]);
-        rows[depth].ends.reserve(depth_sizes[depth]);
-        rows[depth].items.reserve(depth_sizes[depth]);
-      }
+      for (size_t depth = 0; depth < rows.size(); ++depth) rows[depth].reserve(depth_sizes[depth]);
       for (const Run& run : runs) rows[run.depth].add(run.begin, run.end, run.task);
     }
   }

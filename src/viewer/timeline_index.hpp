@@ -47,6 +47,7 @@ struct IntervalRow {
   Column<uint32_t> items;
   size_t size() const { return begins.size(); }
   void add(uint64_t begin, uint64_t end, uint32_t item);
+  void reserve(size_t count);
   void shrink_to_fit();
 };
 
