@@ -274,6 +274,17 @@ TEST_F(ViewerTest, SpansShownOrMergedAccountForEverySpanInTheWindow) {
   EXPECT_GT(single_spans_seen, 0u);
 }
 
+// A task alive from its creation (or first run) to its resolution (or the trace's end), and
+// to its last run's end when that is later.
+std::pair<uint64_t, uint64_t> alive(const TimelineIndex& index, const model::Task& task) {
+  const uint64_t begin = task.created         ? index.to_ns(*task.created)
+                         : !task.runs.empty() ? index.to_ns(task.runs.front().begin)
+                                              : 0;
+  uint64_t end = task.resolved ? index.to_ns(*task.resolved) : index.duration();
+  if (!task.runs.empty()) end = std::max(end, index.to_ns(task.runs.back().end));
+  return {begin, std::max(begin, end)};
+}
+
 TEST_F(ViewerTest, TasksAndArrowsInTheWindowMatchTheModel) {
   size_t task_blocks_seen = 0;
   for (const auto& [begin, end, width] : windows()) {
@@ -281,9 +292,8 @@ TEST_F(ViewerTest, TasksAndArrowsInTheWindowMatchTheModel) {
     const viewer::Window window = index_->window(begin, end, width);
     uint64_t expected_tasks = 0;
     for (const model::Task& task : graph_->tasks()) {
-      const uint64_t created = task.created ? index_->to_ns(*task.created) : 0;
-      const uint64_t resolved = task.resolved ? index_->to_ns(*task.resolved) : index_->duration();
-      expected_tasks += created <= end && resolved >= begin;
+      const auto [alive_from, alive_to] = alive(*index_, task);
+      expected_tasks += alive_from <= end && alive_to >= begin;
     }
     EXPECT_EQ(window.tasks.size(), expected_tasks);
     EXPECT_EQ(window.task_rows_shown, graph_->tasks().size()) << "a row per task";
@@ -470,17 +480,6 @@ TEST(TasksByTime, AChildGoesOnTheFreeRowNearestItsParents) {
   EXPECT_EQ(viewer::pack_tasks_by_time(tie)[5], 3u);
 }
 
-// A task alive from its creation (or first run) to its resolution (or the trace's end), and
-// to its last run's end when that is later.
-std::pair<uint64_t, uint64_t> alive(const TimelineIndex& index, const model::Task& task) {
-  const uint64_t begin = task.created         ? index.to_ns(*task.created)
-                         : !task.runs.empty() ? index.to_ns(task.runs.front().begin)
-                                              : 0;
-  uint64_t end = task.resolved ? index.to_ns(*task.resolved) : index.duration();
-  if (!task.runs.empty()) end = std::max(end, index.to_ns(task.runs.back().end));
-  return {begin, std::max(begin, end)};
-}
-
 // By time, a window accounts for every task alive in it exactly once, on its row: drawn alone
 // or in a block of its row; the rows and the HTTP answer agree with the index.
 TEST_F(ViewerTest, TasksByTimeAccountForEveryTaskAliveInTheWindowOnItsRow) {
@@ -555,6 +554,36 @@ TEST_F(ViewerTest, TaskLinesCarryTheirRuns) {
         EXPECT_GE(static_cast<double>(view.runs[k].first - view.runs[k - 1].second), ns_per_pixel * 0.999);
     }
   }
+}
+
+// A run may outlast its task's resolution (the handler returns after setting its result). A
+// window holding only that part of the run shows the task, as a tree and by time, and its line
+// reaches the run's end: a click on the run finds the task's line in view. Its details keep the
+// resolution's time.
+TEST_F(ViewerTest, ATasksLineReachesARunThatOutlastsItsResolution) {
+  size_t checked = 0;
+  for (uint32_t k = 0; k < graph_->tasks().size(); ++k) {
+    const model::Task& task = graph_->tasks()[k];
+    if (!task.resolved || task.runs.empty()) continue;
+    const uint64_t resolved = index_->to_ns(*task.resolved);
+    const uint64_t run_end = index_->to_ns(task.runs.back().end);
+    if (run_end < resolved + 2) continue;
+    ++checked;
+    SCOPED_TRACE(::testing::Message() << "task " << k << " resolved at " << resolved << ", ran to " << run_end);
+    for (const bool by_time : {false, true}) {
+      viewer::TaskRowQuery query;
+      query.by_time = by_time;
+      const nlohmann::json lines = viewer::window_json(*index_, resolved + 1, run_end, 800, query)["tasks"]["lines"];
+      const auto line = std::find_if(lines.begin(), lines.end(), [&](const nlohmann::json& l) { return l[3] == k; });
+      ASSERT_TRUE(line != lines.end()) << "the task is in the window " << (by_time ? "by time" : "as a tree");
+      EXPECT_EQ((*line)[1], run_end) << "the line drawn reaches the run";
+    }
+    const nlohmann::json details = viewer::task_details_json(*index_, k);
+    EXPECT_EQ(details["resolved"], resolved);
+    EXPECT_EQ(details["duration"], resolved - details["created"].get<uint64_t>());
+    EXPECT_EQ(details["end"], run_end);
+  }
+  EXPECT_GT(checked, 0u) << "the demo's handlers return after resolving";
 }
 
 TEST_F(ViewerTest, CountersAreDownsampledToTheWidthWithTheirExtremes) {

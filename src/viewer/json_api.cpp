@@ -33,7 +33,7 @@ json task_ref(const TimelineIndex& index, uint32_t task) {
           {"id", model::task_id_text(line.id)},
           {"display", index.task_display_name(task)},
           {"begin", line.begin},
-          {"end", line.end},
+          {"end", index.line_end(task)},
           {"row", line.row},
           {"time_row", task < index.task_time_rows().row.size() ? index.task_time_rows().row[task] : 0}};
 }
@@ -418,9 +418,9 @@ json embedded_tasks_json(const TimelineIndex& index) {
     const model::Task& task = index.task(k);
     const size_t process = index.process_of_task(k);
     const TaskLine& line = index.task_lines()[k];
-    lines.push_back({line.begin, line.end, line.row, static_cast<int>(line_state(index, k)), strings.add(task.label),
-                     strings.add(task.name), task_kind_number(index, k), index.task_tree().depth[k],
-                     index.task_tree().subtree[k] - 1, index.task_time_rows().row[k]});
+    lines.push_back({line.begin, index.line_end(k), line.row, static_cast<int>(line_state(index, k)),
+                     strings.add(task.label), strings.add(task.name), task_kind_number(index, k),
+                     index.task_tree().depth[k], index.task_tree().subtree[k] - 1, index.task_time_rows().row[k]});
     json runs = json::array();
     for (const auto& run : task.runs)
       runs.push_back({strings.add(thread_text(index, process, run.thread_id)), index.to_ns(process, run.begin),

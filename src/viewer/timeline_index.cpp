@@ -751,9 +751,7 @@ class IndexBuilder {
     std::vector<TaskEnding> endings(parents.size(), TaskEnding::other);
     for (uint32_t k = 0; k < parents.size(); ++k) {
       const TaskLine& line = index.task_lines_[k];
-      // A run may outlast its task's resolution (the handler returning): the row holds it too.
-      const auto ends = index.run_ends(k);
-      spans[k] = {line.begin, ends.empty() ? line.end : std::max(line.end, ends.back()), parents[k], line.row};
+      spans[k] = {line.begin, index.line_end(k), parents[k], line.row};
       if (line.resolved && line.outcome == format::TaskOutcome::failed) endings[k] = TaskEnding::failed;
       if (line.resolved && line.outcome == format::TaskOutcome::cancelled) endings[k] = TaskEnding::cancelled;
     }

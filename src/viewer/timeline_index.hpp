@@ -262,7 +262,7 @@ void WholeSpans::for_each_overlapping(uint64_t begin, uint64_t end, std::span<co
 // cache reads only when details or a critical path need it).
 struct TaskLine {
   uint64_t begin = 0;  // creation, or the first sign of the task when its creation is not in the trace
-  uint64_t end = 0;    // resolution, or the trace's end when never resolved
+  uint64_t end = 0;    // resolution, or the trace's end when never resolved (drawn: line_end)
   model::TaskId id = 0;
   uint32_t row = 0;  // in tree order (task_tree.hpp)
   bool resolved = false;
@@ -523,6 +523,10 @@ class TimelineIndex {
   // A task's runs in ns, by beginning.
   std::span<const uint64_t> run_begins(uint32_t task) const;
   std::span<const uint64_t> run_ends(uint32_t task) const;
+  // Where a task's line ends: its resolution (the trace's end when never resolved), or its last
+  // run's end when later (a handler returns after setting its result). The extent drawn, packed by
+  // time and found in a window; TaskLine::end stays the resolution the details tell.
+  uint64_t line_end(uint32_t task) const;
   const Column<Arrow>& arrows() const { return arrows_; }
   const Column<MessageArrow>& messages() const { return messages_; }  // by send time
   const std::vector<CounterSeries>& counters() const { return counters_; }

@@ -164,6 +164,12 @@ std::span<const uint64_t> TimelineIndex::run_ends(uint32_t task) const {
   return {run_ends_.data() + run_first_.at(task), run_ends_.data() + run_first_.at(task + 1)};
 }
 
+uint64_t TimelineIndex::line_end(uint32_t task) const {
+  const auto ends = run_ends(task);
+  const uint64_t end = task_lines_[task].end;
+  return ends.empty() ? end : std::max(end, ends.back());
+}
+
 const reader::Site* TimelineIndex::site(uint32_t id) const {
   if (id == 0 || id > sites_.size() || sites_[id - 1].id == 0) return nullptr;
   return &sites_[id - 1];
@@ -356,8 +362,7 @@ void TimelineIndex::window_tasks(uint64_t begin, uint64_t end, double ns_per_pix
   const double gap = std::max(ns_per_pixel, 1.0);
   for (size_t k = 0; k < tree_rows.size(); ++k) {
     const uint32_t task = task_tree_.row_task[tree_rows[k]];
-    const TaskLine& line = task_lines_[task];
-    if (line.end < begin || line.begin > end) continue;
+    if (line_end(task) < begin || task_lines_[task].begin > end) continue;
     out.tasks.push_back({task, rows.first + static_cast<uint32_t>(k), runs_in_view(task, begin, end, gap)});
   }
 }
@@ -642,7 +647,7 @@ std::vector<SearchHit> TimelineIndex::search(const std::string& text, size_t lim
     hit.kind = SearchHit::Kind::task;
     hit.task = k;
     hit.begin = task_lines_[k].begin;
-    hit.end = task_lines_[k].end;
+    hit.end = line_end(k);
     hit.text = task_display_name(k);
     if (by_attribute) hit.text += fmt::format(" ({})", task_attribute_texts_[*by_attribute]);
     hits.push_back(std::move(hit));
@@ -885,7 +890,7 @@ RangeStats TimelineIndex::range_stats(uint64_t begin, uint64_t end) const {
   }
   for (uint32_t k = 0; k < task_lines_.size(); ++k) {
     const TaskLine& line = task_lines_[k];
-    if (line.begin <= end && line.end >= begin) ++stats.tasks_overlapping;
+    if (line.begin <= end && line_end(k) >= begin) ++stats.tasks_overlapping;
     if (line.created && line.begin >= begin && line.begin <= end) ++stats.tasks_created;
     if (line.resolved && line.end >= begin && line.end <= end) {
       ++stats.tasks_resolved;

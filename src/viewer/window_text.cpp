@@ -120,7 +120,7 @@ struct WindowWriter {
       if (view.row >= rows_kept_end) continue;
       const uint32_t task = view.task;
       const TaskLine& where = index.task_lines()[task];
-      out.begin_array().value(where.begin).value(where.end).value(view.row).value(task);
+      out.begin_array().value(where.begin).value(index.line_end(task)).value(view.row).value(task);
       out.value(static_cast<int>(line_state(index, task))).value(task_kind_number(index, task));
       out.value(tree.depth[task]).value(tree.subtree[task] - 1).begin_array();
       for (const auto& [run_begin, run_end] : view.runs) out.value(run_begin).value(run_end);

@@ -1102,12 +1102,17 @@ try {
         throw new Error(`hovering ${JSON.stringify(task)} showed ${JSON.stringify(shown)}`);
       });
     // The program's busiest counter (the session's own, sampled once a second, may have no value yet
-    // in the middle of this short trace).
+    // in this short trace), two pixels past its middle sample in the window: on a busy machine the
+    // demo's workers may start late, leaving the window's first half without a sample.
     const counter = await hoverAt(() => {
       const viewer = window.chronicleViewer, view = viewer.view(), counters = viewer.summary().counters;
       const program = counters.map((c, k) => k).filter(k => !counters[k].name.startsWith('chronicle/'));  // the others are collapsed
       const busiest = program.reduce((best, k) => (counters[k].samples > counters[best].samples ? k : best), program[0]);
-      return { ...viewer.counterPoint(busiest, (view.begin + view.end) / 2), name: counters[busiest].name };
+      const points = viewer.data().counters.find(series => series.counter === busiest)?.points ?? [];
+      if (points.length === 0) return null;
+      const pixel = (view.end - view.begin) / document.getElementById('timeline').clientWidth;
+      const time = Math.min(points[Math.floor(points.length / 2)][0] + 2 * pixel, view.end - pixel);
+      return { ...viewer.counterPoint(busiest, time), name: counters[busiest].name };
     });
     await page.waitForFunction(name => document.getElementById('tooltip')?.dataset.title === name && document.getElementById('tooltip')?.dataset.kind === 'counter', counter.name);
     const value = await page.evaluate(() => document.getElementById('tooltip').innerText);

@@ -14,7 +14,8 @@ import { ShownRows } from './task_rows';
 import { bitWidth, columnOf, counterPoints, DetailRules, IntervalRow, intervalRow, lowerBound, runsInView, Scale, scaleOf, visibleInRow } from './level_of_detail';
 
 export interface EmbeddedTasks {
-  // begin, end, row (tree order), state, label, name (strings), kind, depth, descendants, row by time
+  // begin, end (the line's: its resolution or its last run's end, whichever is later), row (tree
+  // order), state, label, name (strings), kind, depth, descendants, row by time
   lines: [number, number, number, number, number, number, number, number, number, number][];
   facts: TaskFacts[];
   strings: string[];
@@ -328,7 +329,9 @@ export class LocalBackend implements Backend {
       ({ ...this.taskRef(step.task), state: step.state, what: step.what, at: step.from, contributed: step.to - step.from }));
     return {
       ...this.taskRef(index), group: this.trace.summary.processes?.[this.taskRef(index).process ?? 0]?.group ?? '', kind: 'task', task_kind: this.text(f[1]), name: this.text(line[5]), label: this.text(line[4]),
-      created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : line[1], duration: line[1] - line[0],
+      // line[1] is where the line ends, past the resolution when a run outlasts it (line_end).
+      created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : Math.max(f[3], line[0]),
+      duration: (f[3] === null ? line[1] : Math.max(f[3], line[0])) - line[0],
       outcome: kStates[line[3]], outcome_text: this.text(f[6]), thread: f[7] === null ? null : this.text(f[7]),
       fields: { id: f[0], kind: this.text(f[1]), busy_ns: f[9], seen_created: f[8] === 1 },
       attributes: (f[14] ?? []).map(a => this.text(a)),
