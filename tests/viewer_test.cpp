@@ -35,6 +35,7 @@
 #include "task_graph_equality.hpp"
 #include "undrained_session.hpp"
 #include "viewer/assets.hpp"
+#include "viewer/begin_keys.hpp"
 #include "viewer/index_cache.hpp"
 #include "viewer/json_api.hpp"
 #include "viewer/spill.hpp"
@@ -1993,6 +1994,30 @@ void record_spans_across_threads(const Config& config) {
 
 // Read apart, the index is the one merged pass's, byte for byte: on the demo's threads and tasks,
 // the echo example's handlers, many tasks, and spans that move between threads with their task.
+// A stream's span begins are kept as steps (8 bytes a span) and read back as written, those whose
+// step does not fit in the steps' 4-byte halves (the clock going back, a jump of 2^32 ticks or
+// events) among them.
+TEST(IndexApart, ASpansBeginsAreReadBackAsWritten) {
+  const uint64_t far = uint64_t{1} << 32;
+  const std::vector<std::pair<uint64_t, uint64_t>> begins{
+      {1000, 5},
+      {1000, 6},
+      {999, 7},  // the clock went back
+      {999 + far, 8},
+      {far << 8, 9 + far},
+      {(far << 8) + far - 2, 10 + far},  // the largest step that fits
+      {std::numeric_limits<uint64_t>::max(), 11 + far},
+      {3, 12 + far},
+  };
+  viewer::BeginKeys keys;
+  keys.reserve(begins.size());
+  for (const auto& [ticks, place] : begins) keys.push(ticks, place);
+  ASSERT_EQ(keys.size(), begins.size());
+  EXPECT_EQ(keys.capacity(), begins.size()) << "8 bytes a span, made once";
+  viewer::BeginKeys::Reader reader(keys);
+  for (const auto& begin : begins) EXPECT_EQ(reader.next(), begin);
+}
+
 TEST(IndexApart, TheIndexIsTheOneMergedPasssByteForByte) {
   TemporaryDirectory directory;
   for (const auto& [name, command] : std::vector<std::pair<std::string, std::string>>{
@@ -2032,7 +2057,7 @@ TEST(IndexApart, AStreamsPassMakesItsArraysOnceAtTheirSize) {
     spans += own;
     pieces += part.open.size();  // cut by the trace's end, still open here
     EXPECT_EQ(part.spans.parents.values().capacity(), own);
-    EXPECT_EQ(part.begin_places.capacity(), own);
+    EXPECT_EQ(part.begins.capacity(), own);
     // No column for what is known otherwise: every one of these spans' lane, its running time
     // (its wall time: one piece), its begin, end and site (its piece's, in the lane's rows).
     EXPECT_EQ(part.spans.begins.values().capacity(), 0u);

@@ -228,10 +228,14 @@ class SpansApart {
     auto later = [](const Head& a, const Head& b) { return b.key < a.key; };
     std::priority_queue<Head, std::vector<Head>, decltype(later)> heads(later);
     const auto merged_list = static_cast<uint32_t>(parts_.size());
+    // A stream's keys are read once each, in order (BeginKeys): k is always its reader's next.
+    std::vector<BeginKeys::Reader> readers;
+    readers.reserve(parts_.size());
+    for (const StreamPart& part : parts_) readers.emplace_back(part.begins);
     auto key_of = [&](uint32_t list, uint32_t k) -> MergeKey {
       if (list == merged_list) return merged_keys_[k];
-      const StreamPart& part = parts_[list];
-      return {part.begin_ticks[k], list, part.begin_places[k]};
+      const auto [ticks, place] = readers[list].next();
+      return {ticks, list, place};
     };
     for (uint32_t list = 0; list <= merged_list; ++list)
       if (count_of(list) > 0) heads.push({key_of(list, 0), list, 0});
@@ -253,10 +257,7 @@ class SpansApart {
         }
       } while (true);
     }
-    for (StreamPart& part : parts_) {
-      part.begin_ticks = Column<uint64_t>::Built();
-      part.begin_places = Column<uint64_t>::Built();
-    }
+    for (StreamPart& part : parts_) part.begins.clear();
     std::vector<MergeKey>().swap(merged_keys_);
   }
 

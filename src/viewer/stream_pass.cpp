@@ -74,8 +74,7 @@ class StreamPass {
     if (!apart_.load(std::memory_order_relaxed)) return;  // no spans are indexed here
     part_.run_bases.reserve(counts.runs);
     part_.spans.parents.reserve(counts.own_spans);
-    part_.begin_ticks.reserve(counts.own_spans);
-    part_.begin_places.reserve(counts.own_spans);
+    part_.begins.reserve(counts.own_spans);
     closes_by_depth_ = std::move(counts.own_spans_by_depth);
     part_.merged_pieces_by_depth = std::move(counts.task_pieces_by_depth);
   }
@@ -239,8 +238,7 @@ class StreamPass {
       const uint64_t begin = index_.to_ns(event.ticks);
       spans.parents.push_back(open_.empty() ? WholeSpans::kNoParent : open_.back().span);
       open_.push_back({begin, span->site_id, local, span->sequence, 0});
-      part_.begin_ticks.push_back(event.ticks);
-      part_.begin_places.push_back(place);
+      part_.begins.push(event.ticks, place);
     } else if (event.type == EventId::span_end && span) {
       for (size_t depth = open_.size(); depth-- > 0;)
         if (open_[depth].sequence == span->sequence) {

@@ -28,6 +28,7 @@
 
 #include "reader/span_pairing.hpp"
 #include "reader/trace_reader.hpp"
+#include "viewer/begin_keys.hpp"
 #include "viewer/timeline_index.hpp"
 
 namespace chronicle::viewer::index_internal {
@@ -57,15 +58,14 @@ struct RunBase {
 // What one stream's pass gives the merge (its large arrays, like the index's, may be held in files
 // by spill.hpp).
 struct StreamPart {
-  // The thread's own spans, in order of begin; parents are local. begin_ticks and begin_places:
-  // each begin's time and place in the stream (the merge order). Only parents (and attribute
-  // texts) are kept: each of these spans is on this stream's lane and runs in one piece, from its
-  // begin to its end (or the trace's end), which the lane's rows hold with its site; so neither
-  // its lane, its running time, its begin, its end nor its site needs a column (32 of a span's 52
-  // bytes here), and the finished index links it to that piece (WholeSpans::pieces).
+  // The thread's own spans, in order of begin; parents are local. `begins`: each begin's time
+  // and place in the stream (the merge order), 8 bytes a span, let go once read. Only parents
+  // (and attribute texts) are kept: each of these spans is on this stream's lane and runs in one
+  // piece, from its begin to its end (or the trace's end), which the lane's rows hold with its
+  // site; so neither its lane, its running time, its begin, its end nor its site needs a column,
+  // and the finished index links it to that piece (WholeSpans::pieces).
   WholeSpans spans;
-  Column<uint64_t>::Built begin_ticks;
-  Column<uint64_t>::Built begin_places;
+  BeginKeys begins;
   size_t own_spans() const { return spans.parents.size(); }
   // Per depth of the lane's rows (Lane::depths, whose depth_spans are local here): the place of
   // the event that closed each piece.
