@@ -13,12 +13,14 @@
 #include <chronicle/metrics.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 
 #include "collector/collector.hpp"
 #include "metrics/snapshot.hpp"
 #include "recorder/test_pause.hpp"
+#include "shm/trace_source.hpp"
 #include "support.hpp"
 
 namespace chronicle {
@@ -262,6 +264,36 @@ TEST(Races, ACollectorPidNamingALiveProcessThatCollectsNothingIsNoClaim) {
     EXPECT_TRUE(collector::claim_session(third, holder)) << "refused: collected by process " << holder;
   }
   stop();
+}
+
+// The hook of the last race: the in-process collector's thread, before it writes the trace's
+// first files, waits until the test has looked for them (step 1), or gives up after a while, when
+// start() is waiting for those files.
+void pause_collector_until_looked_at(TestPoint point) {
+  if (point != TestPoint::collector_starting) return;
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (g_step.load(std::memory_order_acquire) < 1 && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// A program killed by SIGKILL at any moment after start() returned leaves a trace that `chronicle
+// recover` completes: its directory, metadata and the name of its mapping are written before
+// start() returns. They were written when the collector's thread got to them: on a loaded machine
+// after the program had committed 50,000 values and been killed (CI's
+// Crash.RecoverAppendsToACompressedTraceCutBySigkill found no metadata.ctfz).
+TEST(Races, ATracesMetadataAndMappingAreNamedOnceStartReturns) {
+  TemporaryDirectory directory;
+  const Config config = test::test_config(directory);
+  g_step.store(0);
+  recorder::g_test_pause.store(pause_collector_until_looked_at);
+  ASSERT_TRUE(start(config)) << last_error();
+  const bool metadata = std::filesystem::exists(config.output + "/metadata");
+  const bool source = std::filesystem::exists(config.output + "/" + std::string(shm::kTraceSourceName));
+  g_step.store(1, std::memory_order_release);
+  recorder::g_test_pause.store(nullptr);
+  stop();
+  EXPECT_TRUE(metadata) << "no metadata in " << config.output << " when start() returned";
+  EXPECT_TRUE(source) << "the trace does not name its mapping when start() returned";
 }
 
 }  // namespace

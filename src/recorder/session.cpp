@@ -157,9 +157,25 @@ void wait_until_told_to_stop(Session& session, recorder::ForkGateScope& gate) {
   }
 }
 
+// The collector thread's first files are written (or could not be): start() may return.
+void tell_collector_ready(Session& session) {
+  std::lock_guard lock(session.collector_mutex);
+  session.collector_ready = true;
+  session.collector_wake.notify_all();
+}
+
+// Bounded: a collector thread that is slow to run (a loaded machine, a slow disk) delays the
+// program's start by at most this, never stops it.
+void wait_for_collector(Session& session) {
+  if (!session.collector_thread.joinable()) return;
+  std::unique_lock lock(session.collector_mutex);
+  session.collector_wake.wait_for(lock, std::chrono::seconds(10), [&session] { return session.collector_ready; });
+}
+
 void run_collector(Session* session) {
   // Held while this thread works, let go while it waits (fork_gate.hpp).
   recorder::ForkGateScope gate;
+  recorder::test_pause(recorder::TestPoint::collector_starting);
   try {
     collector::SessionMapping mapping(session->file.base, session->file.size);
     collector::CollectorOptions layout;
@@ -167,6 +183,7 @@ void run_collector(Session* session) {
     layout.unit_writer = session->unit_writer;
     collector::Collector collector(mapping, session->config.output, layout);
     name_trace_source(*session);
+    tell_collector_ready(*session);
     // Idle polls back off from 0.5 ms to the configured interval, so that a program's first
     // events after a quiet spell are drained promptly and an idle program costs next to nothing.
     // A busy program is drained in batches: after a drain that found work the collector waits the
@@ -206,6 +223,7 @@ void run_collector(Session* session) {
       std::lock_guard lock(session->collector_mutex);
       session->collector_error = error.what();
     }
+    tell_collector_ready(*session);
     fmt::print(stderr, "chronicle: collector: {}\n", error.what());
     wait_until_told_to_stop(*session, gate);
   }
@@ -466,6 +484,7 @@ bool start(const Config& config) {
   detail::g_context_salt_low.store(format::load_big_endian_u64(header.uuid + 8), std::memory_order_relaxed);
   detail::g_generation.store(raw->generation, std::memory_order_release);
   lock.unlock();  // the sampler thread takes it to attach
+  wait_for_collector(*raw);
   wait_for_sampler(*raw);
   return true;
 }

@@ -54,6 +54,11 @@ struct Session {
   std::mutex collector_mutex;
   bool collector_stop = false;
   std::string collector_error;
+  // Under collector_mutex: the collector thread wrote the trace's directory, metadata and the name
+  // of its mapping, or failed to (start() waits for it, so that a program killed once start()
+  // returned leaves a trace `chronicle recover` completes).
+  bool collector_ready = false;
+  std::condition_variable collector_wake;
 
   // A fatal signal's handler asks the in-process collector to finish the trace, and waits for
   // crash_flushed (a futex word) for a bounded time before the signal goes on.

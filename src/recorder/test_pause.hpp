@@ -16,6 +16,7 @@ enum class TestPoint {
   recorder_thread_starting,  // a recorder thread's first step, before fork_gate.hpp sees it started
   recorder_thread_ending,    // a recorder thread's last step: ended, gate let go, not yet joined
   sampler_draining,          // the sampler thread is about to write its round of samples (gate held)
+  collector_starting,        // the in-process collector's thread, before it writes the trace's first files
 };
 
 extern std::atomic<void (*)(TestPoint)> g_test_pause;
