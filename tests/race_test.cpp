@@ -271,7 +271,8 @@ TEST(Races, ACollectorPidNamingALiveProcessThatCollectsNothingIsNoClaim) {
 // start() is waiting for those files.
 void pause_collector_until_looked_at(TestPoint point) {
   if (point != TestPoint::collector_starting) return;
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // Well within start()'s own bound on its wait (5 s), so that start() sees the files written.
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (g_step.load(std::memory_order_acquire) < 1 && std::chrono::steady_clock::now() < limit)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }

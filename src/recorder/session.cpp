@@ -169,7 +169,7 @@ void tell_collector_ready(Session& session) {
 void wait_for_collector(Session& session) {
   if (!session.collector_thread.joinable()) return;
   std::unique_lock lock(session.collector_mutex);
-  session.collector_wake.wait_for(lock, std::chrono::seconds(10), [&session] { return session.collector_ready; });
+  session.collector_wake.wait_for(lock, std::chrono::seconds(5), [&session] { return session.collector_ready; });
 }
 
 void run_collector(Session* session) {
