@@ -253,17 +253,17 @@ export class LocalBackend implements Backend {
     return messages;
   }
 
-  private timeRowsOf(taskRuns: IntervalRow[]): DetailRows['timeRows'] {
+  private timeRowsOf(): DetailRows['timeRows'] {
     const out: DetailRows['timeRows'] = Array.from({ length: this.trace.summary.time_rows ?? 0 }, () => ({ tasks: [], row: { begins: [], ends: [] } }));
     const lines = this.trace.tasks.lines;
     const byBegin = lines.map((_, k) => k).sort((a, b) => lines[a][0] - lines[b][0]);
     for (const task of byBegin) {
-      const [begin, end] = lines[task], runEnds = taskRuns[task].ends;
+      const [begin, end] = lines[task];  // the line's end: already past its last run (line_end)
       const row = out[lines[task][9]];
       if (!row) continue;
       row.tasks.push(task);
       row.row.begins.push(begin);
-      row.row.ends.push(Math.max(begin, end, runEnds.length ? runEnds[runEnds.length - 1] : 0));
+      row.row.ends.push(end);
     }
     return out;
   }
@@ -283,7 +283,7 @@ export class LocalBackend implements Backend {
         idle: intervalRow(lane.idle), offCpu: intervalRow(lane.off_cpu ?? []),
       })),
       taskRuns,
-      timeRows: this.timeRowsOf(taskRuns),
+      timeRows: this.timeRowsOf(),
       arrowsByLength,
       arrowBegins: arrowsByLength.map(bucket => bucket.map(k => this.trace.arrows[k][3])),
       counters: this.trace.counters.map(samples => ({ times: samples.map(s => s[0]), values: samples.map(s => s[1]) })),
@@ -318,6 +318,7 @@ export class LocalBackend implements Backend {
 
   async task(index: number): Promise<TaskDetails> {
     const tasks = this.trace.tasks, f = tasks.facts[index], line = tasks.lines[index];
+    const resolved = f[3] === null ? null : Math.max(f[3], line[0]);
     const referrers = this.taskReferrers();
     const withTime = (task: number, time: number) => ({ ...this.taskRef(task), time });
     const runs = f[10].map(r => ({ thread: this.text(r[0]), begin: r[1], end: r[2], ended: r[3] === 1 }));
@@ -330,8 +331,7 @@ export class LocalBackend implements Backend {
     return {
       ...this.taskRef(index), group: this.trace.summary.processes?.[this.taskRef(index).process ?? 0]?.group ?? '', kind: 'task', task_kind: this.text(f[1]), name: this.text(line[5]), label: this.text(line[4]),
       // line[1] is where the line ends, past the resolution when a run outlasts it (line_end).
-      created: f[2] === null ? null : line[0], resolved: f[3] === null ? null : Math.max(f[3], line[0]),
-      duration: (f[3] === null ? line[1] : Math.max(f[3], line[0])) - line[0],
+      created: f[2] === null ? null : line[0], resolved, duration: (resolved ?? line[1]) - line[0],
       outcome: kStates[line[3]], outcome_text: this.text(f[6]), thread: f[7] === null ? null : this.text(f[7]),
       fields: { id: f[0], kind: this.text(f[1]), busy_ns: f[9], seen_created: f[8] === 1 },
       attributes: (f[14] ?? []).map(a => this.text(a)),
