@@ -255,6 +255,58 @@ TEST(Coroutines, AHandOverAndAReturnAreOneEventEachInTheFilesAndThreeWhenRead) {
   EXPECT_TRUE(model::build_task_graph(trace).problems().empty());
 }
 
+// A stream's event found again from its mark (what the viewer's merge of the tying events seeks
+// to, past the events between): the events a compound one stands for, each at its part, and
+// events in every packet, forwards and back.
+TEST(Coroutines, AnEventsMarkFindsItAgainInACompoundAndInAnyPacket) {
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.packet_size = 4096;
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int round = 0; round < 400; ++round) {
+    CHRONICLE_SPAN("test", "round");
+    EXPECT_EQ(sync_wait(top_ok()), 3);
+  }
+  stop();
+
+  reader::Trace trace(config.output);
+  ASSERT_EQ(trace.streams().size(), 1u);
+  std::vector<reader::Event> events;
+  std::vector<reader::EventMark> marks;
+  reader::Trace::StreamCursor reading(trace, 0);
+  for (reader::Event event; reading.next(event);) {
+    events.push_back(event);
+    marks.push_back(reading.mark());
+  }
+  ASSERT_GT(events.size(), 4000u);
+  EXPECT_GT(marks.back().packet, 10u) << "the stream's events are in many packets";
+  EXPECT_TRUE(std::any_of(marks.begin(), marks.end(), [](const reader::EventMark& mark) { return mark.part == 2; }))
+      << "the third event a task_hand_over or task_return stands for";
+
+  auto same = [](const reader::Event& read, const reader::Event& expected) {
+    return read.type == expected.type && read.ticks == expected.ticks && read.task == expected.task &&
+           read.related_task == expected.related_task && read.name_id == expected.name_id &&
+           read.outcome == expected.outcome;
+  };
+  reader::Trace::StreamCursor seeking(trace, 0);
+  auto read_again_at = [&](size_t at) {
+    seeking.seek(marks[at]);
+    reader::Event event;
+    for (size_t following = at; following < std::min(events.size(), at + 4); ++following) {
+      if (!seeking.next(event)) return ::testing::AssertionFailure() << "no event " << following;
+      if (!same(event, events[following]))
+        return ::testing::AssertionFailure() << "event " << following << " read again from the mark of " << at;
+    }
+    return ::testing::AssertionSuccess();
+  };
+  for (size_t at = 0; at < events.size(); at += 3) ASSERT_TRUE(read_again_at(at));
+  for (size_t at = events.size(); at-- > 0; at -= std::min<size_t>(at, 5)) ASSERT_TRUE(read_again_at(at));
+  seeking.seek(marks.back());
+  reader::Event last;
+  ASSERT_TRUE(seeking.next(last));
+  EXPECT_FALSE(seeking.next(last)) << "past the last event";
+}
+
 TEST(Coroutines, AnExplicitLabelNamesTheTask) {
   TemporaryDirectory directory;
   const Config config = test_config(directory);

@@ -37,6 +37,12 @@ class PacketDecoder {
 
   // The next event, or false at the end of the content. Throws DecodeError.
   bool next(RawEvent& event);
+  // Goes on from the event at `offset`, whose time is `ticks` (RawEvent::offset and ticks of an
+  // event this packet gave): the next next() gives that event again.
+  void resume_at(size_t offset, uint64_t ticks) {
+    cursor_ = offset;
+    ticks_ = ticks;
+  }
 
   const PacketHeader& header() const { return *reinterpret_cast<const PacketHeader*>(packet_); }
 

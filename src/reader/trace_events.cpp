@@ -29,6 +29,10 @@ bool Trace::StreamCursor::next_packet() {
   // All types (the default) read every packet, without looking at what the check noted.
   if (event_types_ != ~uint32_t{0})
     while (next_packet_ < end_packet_ && (packet_event_types_[next_packet_] & event_types_) == 0) ++next_packet_;
+  return load_packet();
+}
+
+bool Trace::StreamCursor::load_packet() {
   if (next_packet_ >= end_packet_) return false;
   const PacketPlace& place = packets_[next_packet_];
   packet_offset_ = place.offset;
@@ -43,7 +47,10 @@ bool Trace::StreamCursor::next_raw(format::RawEvent& raw) {
   while (true) {
     if (packet_) {
       try {
-        if (packet_->next(raw)) return true;
+        if (packet_->next(raw)) {
+          raw_packet_ = static_cast<uint32_t>(next_packet_ - 1);
+          return true;
+        }
       } catch (const format::DecodeError& error) {
         throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
       }
@@ -70,6 +77,19 @@ uint64_t Trace::StreamCursor::skip(uint64_t count) {
   return skipped;
 }
 
+void Trace::StreamCursor::seek(const Mark& mark) {
+  compound_part_ = 0;
+  packet_.reset();
+  next_packet_ = mark.packet;
+  if (!load_packet()) return;
+  packet_->resume_at(mark.offset, mark.ticks);
+  if (mark.part == 0) return;
+  format::RawEvent raw;
+  if (!next_raw(raw) || mark.part >= raw.spec->stands_for.size()) return;
+  compound_ = raw;
+  compound_part_ = mark.part;
+}
+
 bool Trace::StreamCursor::next(Event& event) {
   format::RawEvent raw;
   if (compound_part_ != 0)
@@ -85,6 +105,7 @@ bool Trace::StreamCursor::next(Event& event) {
     compound_ = raw;
     compound_part_ = (compound_part_ + 1) % parts.size();
   }
+  last_ = {raw.ticks, raw_packet_, static_cast<uint32_t>(raw.offset), static_cast<uint32_t>(part)};
   event.type = type;
   event.ticks = raw.ticks;
   event.thread_id = trace_.streams_[index_].thread_id;

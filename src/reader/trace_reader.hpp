@@ -164,6 +164,16 @@ struct CommittedFiles {
   std::string writing_chunk;
 };
 
+// Where an event is in its stream, for Trace::StreamCursor::seek: 24 bytes, so that a pass can
+// come back later to a few of a stream's events and pass over the rest without decoding them
+// (StreamCursor::skip decodes).
+struct EventMark {
+  uint64_t ticks = 0;   // its raw event's time: a compact header read with it as the time before gives it again
+  uint32_t packet = 0;  // of the stream's readable packets
+  uint32_t offset = 0;  // of its raw event in the packet
+  uint32_t part = 0;    // of a compound event, which of the events it stands for
+};
+
 class Trace {
  public:
   // Opens and checks the directory: metadata, definitions and every packet of the streams. A
@@ -248,9 +258,13 @@ class Trace {
   // The events [first, end) of each stream's `ranges[stream]` (by their place in the stream: 0,
   // 1, ...; ranges in order, apart), merged and paired as for_each_event merges and pairs all:
   // the pairing follows only these. Calls `visit(event, place)`.
+  // `marks`, when not empty, is where each range's first event is (StreamCursor::mark() when it
+  // was read), by stream: the events between ranges are then passed over without being decoded.
   using EventRanges = std::vector<std::pair<uint64_t, uint64_t>>;
+  using RangeMarks = std::vector<EventMark>;
   template <typename Visitor>
-  void for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit) const;
+  void for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit,
+                         const std::vector<RangeMarks>& marks = {}) const;
 
   class StreamCursor;
 
@@ -338,6 +352,12 @@ class Trace::StreamCursor {
   // Passes over the next `count` events as next() would read them, without reading them out;
   // returns how many there were (fewer at the end).
   uint64_t skip(uint64_t count);
+  // Where the event read last is (EventMark).
+  using Mark = EventMark;
+  Mark mark() const { return last_; }
+  // The next next() reads again the event `mark` was taken at, by a cursor over all the packets
+  // of the same stream.
+  void seek(const Mark& mark);
   // Where the packet of the event read last starts in the stream's file (decoded, for a .ctfz),
   // and that file (of StreamInfo::files: one per chunk of a rotated trace).
   uint64_t packet_offset() const { return packet_offset_; }
@@ -345,6 +365,7 @@ class Trace::StreamCursor {
 
  private:
   bool next_packet();
+  bool load_packet();
   bool next_raw(format::RawEvent& raw);
   const Trace& trace_;
   size_t index_;
@@ -360,6 +381,8 @@ class Trace::StreamCursor {
   // A compound event being read back as the events it stands for: the next one's index (0: none).
   format::RawEvent compound_;
   size_t compound_part_ = 0;
+  uint32_t raw_packet_ = 0;  // the packet of the raw event read last
+  Mark last_;
 };
 
 }  // namespace chronicle::reader

@@ -44,11 +44,14 @@ void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
 }
 
 template <typename Visitor>
-void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit) const {
-  // A stream's cursor that passes over the events outside its ranges (decoded, not followed).
+void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit,
+                              const std::vector<RangeMarks>& marks) const {
+  // A stream's cursor that passes over the events outside its ranges: seeking past them where
+  // the ranges are marked, else decoded, not followed.
   class InRanges {
    public:
-    InRanges(const Trace& trace, size_t stream, const EventRanges& ranges) : cursor_(trace, stream), ranges_(ranges) {}
+    InRanges(const Trace& trace, size_t stream, const EventRanges& ranges, const RangeMarks& marks)
+        : cursor_(trace, stream), ranges_(ranges), marks_(marks.size() == ranges.size() ? &marks : nullptr) {}
     bool next(Event& event) {
       while (range_ < ranges_.size()) {
         const auto [first, end] = ranges_[range_];
@@ -56,7 +59,10 @@ void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRange
           ++range_;
           continue;
         }
-        if (place_ < first) {
+        if (place_ < first && marks_) {
+          cursor_.seek((*marks_)[range_]);
+          place_ = first;
+        } else if (place_ < first) {
           const uint64_t skipped = cursor_.skip(first - place_);
           place_ += skipped;
           if (place_ < first) return false;
@@ -72,13 +78,16 @@ void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRange
    private:
     StreamCursor cursor_;
     const EventRanges& ranges_;
+    const RangeMarks* marks_;
     size_t range_ = 0;
     uint64_t place_ = 0;  // of the next event the cursor reads
   };
   std::vector<InRanges> sources;
   sources.reserve(streams_.size());
   static const EventRanges kNone;
-  for (size_t i = 0; i < streams_.size(); ++i) sources.emplace_back(*this, i, i < ranges.size() ? ranges[i] : kNone);
+  static const RangeMarks kNoMarks;
+  for (size_t i = 0; i < streams_.size(); ++i)
+    sources.emplace_back(*this, i, i < ranges.size() ? ranges[i] : kNone, i < marks.size() ? marks[i] : kNoMarks);
   merge_streams(sources, pairing,
                 [&visit](const Event& event, const InRanges& source) { return visit(event, source.place()); });
 }

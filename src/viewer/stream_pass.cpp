@@ -34,6 +34,7 @@ class StreamPass {
   void run(const std::function<void(uint64_t)>& progress) {
     reserve_by_counting();
     reader::Trace::StreamCursor cursor(trace_, stream_);
+    cursor_ = &cursor;
     reader::Event event;
     uint64_t unreported = 0;
     for (uint64_t place = 0; cursor.next(event); ++place) {
@@ -222,10 +223,12 @@ class StreamPass {
 
   void mark_merged(uint64_t place) {
     auto& ranges = part_.merged;
-    if (!ranges.empty() && ranges.back().second == place)
+    if (!ranges.empty() && ranges.back().second == place) {
       ++ranges.back().second;
-    else
+    } else {
       ranges.emplace_back(place, place + 1);
+      part_.merged_marks.push_back(cursor_->mark());
+    }
   }
 
   // An event of the thread's own spans, as the merged pass indexes it (IndexBuilder::index_spans).
@@ -287,9 +290,10 @@ class StreamPass {
   Lane& lane_;
   StreamPart& part_;
   std::atomic<bool>& apart_;
-  reader::SpanPairing pairing_;  // of the events outside task runs only
-  std::vector<OpenPiece> open_;  // the thread's own pieces, outermost first
-  std::vector<uint64_t> runs_;   // task runs on the thread, innermost last
+  const reader::Trace::StreamCursor* cursor_ = nullptr;  // the pass's, at the event being indexed
+  reader::SpanPairing pairing_;                          // of the events outside task runs only
+  std::vector<OpenPiece> open_;                          // the thread's own pieces, outermost first
+  std::vector<uint64_t> runs_;                           // task runs on the thread, innermost last
   std::optional<Instant> last_instant_;
   std::vector<uint64_t> closes_by_depth_;  // the pieces each depth's row will hold (counted)
 };
