@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "model/task_graph.hpp"
-#include "model/task_id_index.hpp"
+#include "reader/task_id_index.hpp"
 #include "support.hpp"
 
 namespace chronicle {
@@ -507,14 +507,14 @@ bool any_problem_contains(const model::TaskGraph& graph, std::string_view words)
   return false;
 }
 
-static_assert(model::kTaskIdCounterBits == detail::kTaskCounterBits, "the graph reads ids as the writer makes them");
+static_assert(reader::kTaskIdCounterBits == detail::kTaskCounterBits, "the graph reads ids as the writer makes them");
 
 constexpr uint64_t task_id(uint64_t maker, uint64_t counter) {
   return maker << 40 | counter;
 }
 
 TEST(TaskIdIndex, IdsAsWritersMakeThemAreFoundAtTheirPlaces) {
-  model::TaskIdIndex index;
+  reader::TaskIdIndex index;
   std::vector<uint64_t> ids;
   for (uint64_t counter = 1; counter <= 5000; ++counter)
     for (uint64_t maker : {1, 2, 7}) ids.push_back(task_id(maker, counter));
@@ -526,9 +526,9 @@ TEST(TaskIdIndex, IdsAsWritersMakeThemAreFoundAtTheirPlaces) {
   }
   for (size_t place = 0; place < ids.size(); ++place) ASSERT_EQ(index.find(ids[place]), place);
   EXPECT_EQ(index.size(), ids.size());
-  EXPECT_EQ(index.find(task_id(1, 5001)), model::TaskIdIndex::kNone);
-  EXPECT_EQ(index.find(task_id(3, 1)), model::TaskIdIndex::kNone);
-  EXPECT_EQ(index.find(0), model::TaskIdIndex::kNone);
+  EXPECT_EQ(index.find(task_id(1, 5001)), reader::TaskIdIndex::kNone);
+  EXPECT_EQ(index.find(task_id(3, 1)), reader::TaskIdIndex::kNone);
+  EXPECT_EQ(index.find(0), reader::TaskIdIndex::kNone);
   const auto [again, added_again] = index.try_add(ids[17], 99999);
   EXPECT_FALSE(added_again);
   EXPECT_EQ(again, 17u);
@@ -536,7 +536,7 @@ TEST(TaskIdIndex, IdsAsWritersMakeThemAreFoundAtTheirPlaces) {
 
 TEST(TaskIdIndex, AnyIdsAreFoundAndNoneMakesTheArraysLarge) {
   // Garbage, lost events and other writers: makers and counters far apart, all 64-bit values.
-  model::TaskIdIndex index;
+  reader::TaskIdIndex index;
   std::unordered_map<uint64_t, size_t> expected;
   std::mt19937_64 random(45);
   const uint64_t hostile[] = {~uint64_t{0}, task_id(1, (uint64_t{1} << 40) - 1), task_id((uint64_t{1} << 24) - 1, 1),
@@ -557,7 +557,7 @@ TEST(TaskIdIndex, AnyIdsAreFoundAndNoneMakesTheArraysLarge) {
 }
 
 TEST(TaskIdIndex, ManyMakersOfOneIdEachClaimNoRoomOfTheirOwn) {
-  model::TaskIdIndex index;
+  reader::TaskIdIndex index;
   for (uint64_t maker = 1; maker < 60000; ++maker) index.try_add(task_id(maker, 4000), maker);
   for (uint64_t maker = 1; maker < 60000; ++maker) ASSERT_EQ(index.find(task_id(maker, 4000)), maker);
   EXPECT_LE(index.array_slots(), 4 * index.size() + (size_t{1} << 18));

@@ -13,12 +13,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/task_id_index.hpp"
+#include "reader/task_id_index.hpp"
 #include "reader/trace_reader.hpp"
 
 namespace chronicle::model {
 
 using TaskId = uint64_t;
+using reader::task_id_counter;
+using reader::task_id_maker;
+using reader::TaskIdIndex;
 
 // "t3.17": the 17th task made by the 3rd thread that made tasks (ids are index << 40 | counter);
 // "-" for 0 (no task); "t?N" for an id no thread makes.

@@ -85,19 +85,28 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
       // created, else its parent task's, else its own; a task_context right after says otherwise.
       // Its creator is its parent, the task current where it was made, which need not be running
       // (a chronicle::task in its awaiter's await_suspend, a CurrentTaskScope); else the thread's.
-      const auto parent = event.related_task != 0 ? task_traces_.find(event.related_task) : task_traces_.end();
+      const TaskOrigin* parent = event.related_task != 0 ? origin_of(event.related_task) : nullptr;
       const uint64_t creator = event.related_task != 0 ? event.related_task : running_task(event.thread_id);
       if (const PairedSpan* around = innermost_context(event.thread_id, creator)) {
-        task_creators_[event.task] = {around->span_id, {around->trace_high, around->trace_low}};
-        task_traces_[event.task] = {around->trace_high, around->trace_low};
+        TaskOrigin& origin = origin_for(event.task);
+        origin.trace = origin.creator_trace = {around->trace_high, around->trace_low};
+        origin.creator_span = around->span_id;
+        origin.has_creator = true;
       } else {
-        if (creator != 0) task_creators_[event.task] = {task_span_id(creator), task_trace(creator)};
-        task_traces_[event.task] = parent != task_traces_.end() ? parent->second : task_trace(event.task);
+        const auto trace = parent ? parent->trace : task_trace(event.task);
+        const auto creator_trace = task_trace(creator);
+        TaskOrigin& origin = origin_for(event.task);  // after the lookups: it may move the origins
+        if (creator != 0) {
+          origin.creator_trace = creator_trace;
+          origin.creator_span = task_span_id(creator);
+          origin.has_creator = true;
+        }
+        origin.trace = trace;
       }
       return nullptr;
     }
     case format::EventId::task_context:
-      task_traces_[event.task] = {event.trace_high, event.trace_low};
+      origin_for(event.task).trace = {event.trace_high, event.trace_low};
       return nullptr;
     case format::EventId::context_send:
       return send(event);
@@ -161,7 +170,7 @@ void SpanPairing::take_identity(PairedSpan& span, const Event& identity, uint64_
 }
 
 std::pair<uint64_t, uint64_t> SpanPairing::task_trace(uint64_t task) const {
-  if (const auto found = task_traces_.find(task); found != task_traces_.end()) return found->second;
+  if (const TaskOrigin* origin = origin_of(task)) return origin->trace;
   std::pair<uint64_t, uint64_t> trace;
   format::derived_task_trace_id({salt_high_, salt_low_}, task, trace.first, trace.second);
   return trace;
@@ -172,8 +181,19 @@ uint64_t SpanPairing::task_span_id(uint64_t task) const {
 }
 
 uint64_t SpanPairing::task_parent_span(uint64_t task) const {
-  const auto found = task_creators_.find(task);
-  return found != task_creators_.end() && found->second.trace == task_trace(task) ? found->second.span : 0;
+  const TaskOrigin* origin = origin_of(task);
+  return origin && origin->has_creator && origin->creator_trace == origin->trace ? origin->creator_span : 0;
+}
+
+const SpanPairing::TaskOrigin* SpanPairing::origin_of(uint64_t task) const {
+  const size_t place = origin_places_.find(task);
+  return place == TaskIdIndex::kNone ? nullptr : &origins_[place];
+}
+
+SpanPairing::TaskOrigin& SpanPairing::origin_for(uint64_t task) {
+  const auto [place, added] = origin_places_.try_add(task, origins_.size());
+  if (added) origins_.emplace_back();
+  return origins_[place];
 }
 
 // The innermost span or receive open in the owner: the one that began last.

@@ -1,8 +1,8 @@
-#include "model/task_id_index.hpp"
+#include "reader/task_id_index.hpp"
 
 #include <algorithm>
 
-namespace chronicle::model {
+namespace chronicle::reader {
 
 size_t TaskIdIndex::find(uint64_t id) const {
   const uint64_t maker = task_id_maker(id);
@@ -51,4 +51,4 @@ std::pair<size_t, bool> TaskIdIndex::try_add(uint64_t id, size_t place) {
   return {place, true};
 }
 
-}  // namespace chronicle::model
+}  // namespace chronicle::reader

@@ -1,4 +1,4 @@
-// Where a task is among a graph's tasks, found by its id.
+// Where a task is among many (a graph's tasks, the span pairing's task origins), found by its id.
 //
 // A writer makes ids as (maker << 40 | counter): the maker is the index of the thread that made
 // the task, the counter counts up from 1 on that thread (chronicle/detail/task_writer.hpp). So
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace chronicle::model {
+namespace chronicle::reader {
 
 // A task id's layout, as writers make it (chronicle/detail/task_writer.hpp, kTaskCounterBits):
 // the making thread's index above the low 40 bits, that thread's counter in them.
@@ -67,4 +67,4 @@ class TaskIdIndex {
   size_t size_ = 0;
 };
 
-}  // namespace chronicle::model
+}  // namespace chronicle::reader
