@@ -248,6 +248,7 @@ bool PacketDecoder::next(RawEvent& event) {
   event.payload = data + header_size;
   event.payload_size = *size;
   event.offset = start;
+  last_offset_ = start;
   cursor_ += header_size + *size;
   return true;
 }

@@ -43,6 +43,9 @@ class PacketDecoder {
     cursor_ = offset;
     ticks_ = ticks;
   }
+  // Of the event next() gave last: where it starts in the packet, and its time.
+  size_t last_offset() const { return last_offset_; }
+  uint64_t last_ticks() const { return ticks_; }
 
   const PacketHeader& header() const { return *reinterpret_cast<const PacketHeader*>(packet_); }
 
@@ -50,6 +53,7 @@ class PacketDecoder {
   const uint8_t* packet_;
   size_t content_bytes_;
   size_t cursor_;
+  size_t last_offset_ = 0;
   uint32_t stream_id_;
   uint64_t ticks_;
   const EventTable* table_;

@@ -47,10 +47,7 @@ bool Trace::StreamCursor::next_raw(format::RawEvent& raw) {
   while (true) {
     if (packet_) {
       try {
-        if (packet_->next(raw)) {
-          raw_packet_ = static_cast<uint32_t>(next_packet_ - 1);
-          return true;
-        }
+        if (packet_->next(raw)) return true;
       } catch (const format::DecodeError& error) {
         throw TraceError(trace_.streams_[index_].files[packet_file_], packet_offset_ + error.offset(), error.what());
       }
@@ -71,10 +68,23 @@ uint64_t Trace::StreamCursor::skip(uint64_t count) {
       continue;
     }
     compound_ = raw;  // some of its parts are still to be read
+    compound_packet_ = next_packet_ - 1;
     compound_part_ = count - skipped;
     skipped = count;
   }
   return skipped;
+}
+
+// Worked out when asked, not kept per event (a store per event was a tenth of next()'s time): the
+// decoder's last raw event is the one read last, or the compound that one is a part of.
+EventMark Trace::StreamCursor::mark() const {
+  EventMark mark{packet_->last_ticks(), static_cast<uint32_t>(next_packet_ - 1),
+                 static_cast<uint32_t>(packet_->last_offset()), 0};
+  if (compound_part_ != 0)
+    mark.part = static_cast<uint32_t>(compound_part_ - 1);
+  else if (compound_.spec && compound_packet_ == next_packet_ - 1 && compound_.offset == mark.offset)
+    mark.part = static_cast<uint32_t>(compound_.spec->stands_for.size() - 1);  // its last part
+  return mark;
 }
 
 void Trace::StreamCursor::seek(const Mark& mark) {
@@ -87,6 +97,7 @@ void Trace::StreamCursor::seek(const Mark& mark) {
   format::RawEvent raw;
   if (!next_raw(raw) || mark.part >= raw.spec->stands_for.size()) return;
   compound_ = raw;
+  compound_packet_ = next_packet_ - 1;
   compound_part_ = mark.part;
 }
 
@@ -103,9 +114,9 @@ bool Trace::StreamCursor::next(Event& event) {
   const auto type = parts.empty() ? stored : parts[part];
   if (!parts.empty()) {
     compound_ = raw;
+    compound_packet_ = next_packet_ - 1;
     compound_part_ = (compound_part_ + 1) % parts.size();
   }
-  last_ = {raw.ticks, raw_packet_, static_cast<uint32_t>(raw.offset), static_cast<uint32_t>(part)};
   event.type = type;
   event.ticks = raw.ticks;
   event.thread_id = trace_.streams_[index_].thread_id;

@@ -354,7 +354,7 @@ class Trace::StreamCursor {
   uint64_t skip(uint64_t count);
   // Where the event read last is (EventMark).
   using Mark = EventMark;
-  Mark mark() const { return last_; }
+  Mark mark() const;  // after next() gave an event
   // The next next() reads again the event `mark` was taken at, by a cursor over all the packets
   // of the same stream.
   void seek(const Mark& mark);
@@ -381,8 +381,7 @@ class Trace::StreamCursor {
   // A compound event being read back as the events it stands for: the next one's index (0: none).
   format::RawEvent compound_;
   size_t compound_part_ = 0;
-  uint32_t raw_packet_ = 0;  // the packet of the raw event read last
-  Mark last_;
+  size_t compound_packet_ = 0;
 };
 
 }  // namespace chronicle::reader
