@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "reader/span_pairing.hpp"
@@ -534,6 +535,71 @@ TEST(ContextPropagation, AThreadsOutermostSpanIsTheRootOfTheTraceItsSendsContinu
   EXPECT_EQ(linked, 2 * kRequests) << "sends and receives in their request's trace";
   std::sort(traces.begin(), traces.end());
   EXPECT_EQ(std::unique(traces.begin(), traces.end()), traces.end()) << "each request is a trace of its own";
+}
+
+// What a pairing pairs, span by span, as the pairing's identities and the rest (pairing.hpp).
+struct PairedSpans {
+  using Identity = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;  // trace (2), span, parent span
+  std::vector<std::tuple<uint64_t, uint64_t, uint32_t, uint32_t, uint64_t, int>> paired;
+  std::vector<Identity> identities;
+};
+
+PairedSpans pair_spans(const reader::Trace& trace, reader::SpanPairing::Identities identities) {
+  reader::SpanPairing pairing(trace, identities);
+  PairedSpans spans;
+  trace.for_each_event(pairing, [&](const reader::Event& event) {
+    if (const reader::PairedSpan* span = event.span) {
+      spans.paired.emplace_back(span->sequence, span->parent_sequence, span->depth, span->site_id, span->task,
+                                static_cast<int>(span->role));
+      spans.identities.emplace_back(span->trace_high, span->trace_low, span->span_id, span->parent_span_id);
+    }
+    return true;
+  });
+  return spans;
+}
+
+// The viewer's pairing leaves the spans' identities out, but only where the trace holds no context
+// event: with sends and receives it works them out as every tool does (a send inside a span is that
+// span's own by its id), and without, it pairs the same spans with no ids.
+TEST(ContextPropagation, IdentitiesAreLeftOutOnlyWhereNoContextIsTraced) {
+  using Identities = reader::SpanPairing::Identities;
+  TemporaryDirectory directory;
+  Config config = test_config(directory);
+  config.output = directory / "with-sends";
+  ASSERT_TRUE(start(config)) << last_error();
+  {
+    Wire wire;
+    std::vector<std::string> sent;
+    std::thread server_thread(serve, std::ref(wire), 2 * kRequests);
+    for (int i = 0; i < kRequests; ++i) thread_request(wire, sent);
+    server_thread.join();
+  }
+  stop();
+  {
+    const reader::Trace trace(config.output);
+    const PairedSpans all = pair_spans(trace, Identities::worked_out);
+    const PairedSpans unless = pair_spans(trace, Identities::left_out_unless_traced);
+    ASSERT_GT(all.paired.size(), static_cast<size_t>(4 * kRequests));
+    EXPECT_EQ(unless.paired, all.paired);
+    EXPECT_EQ(unless.identities, all.identities) << "the trace holds sends: identities are worked out";
+  }
+
+  config.output = directory / "spans-only";
+  ASSERT_TRUE(start(config)) << last_error();
+  for (int i = 0; i < 50; ++i) {
+    CHRONICLE_SPAN("test", "outer");
+    CHRONICLE_SPAN("test", "inner");
+  }
+  stop();
+  const reader::Trace trace(config.output);
+  const PairedSpans all = pair_spans(trace, Identities::worked_out);
+  const PairedSpans left_out = pair_spans(trace, Identities::left_out_unless_traced);
+  ASSERT_EQ(all.paired.size(), 200u) << "each span at its begin and its end";
+  EXPECT_EQ(left_out.paired, all.paired);
+  EXPECT_TRUE(std::all_of(left_out.identities.begin(), left_out.identities.end(),
+                          [](const PairedSpans::Identity& ids) { return ids == PairedSpans::Identity{}; }));
+  EXPECT_TRUE(std::none_of(all.identities.begin(), all.identities.end(),
+                           [](const PairedSpans::Identity& ids) { return std::get<2>(ids) == 0; }));
 }
 
 // A span left open across a restart of the session belongs to the old one: in the new session the

@@ -10,7 +10,23 @@
 
 namespace chronicle::reader {
 
-SpanPairing::SpanPairing(const Trace& trace) : trace_(&trace) {
+namespace {
+
+bool holds_context_events(const Trace& trace) {
+  using format::EventId;
+  uint32_t context_events = 0;
+  for (const EventId id : {EventId::context_send, EventId::context_receive, EventId::context_receive_end,
+                           EventId::context_tracestate, EventId::span_context, EventId::task_context})
+    context_events |= format::event_type_bit(static_cast<uint32_t>(id));
+  for (size_t stream = 0; stream < trace.streams().size(); ++stream)
+    if ((trace.event_types(stream) & context_events) != 0) return true;
+  return false;
+}
+
+}  // namespace
+
+SpanPairing::SpanPairing(const Trace& trace, Identities identities)
+    : trace_(&trace), identities_(identities == Identities::worked_out || holds_context_events(trace)) {
   const auto& uuid = trace.description().uuid;
   salt_high_ = format::load_big_endian_u64(uuid.data());
   salt_low_ = format::load_big_endian_u64(uuid.data() + 8);
@@ -81,6 +97,7 @@ const PairedSpan* SpanPairing::follow(const Event& event) {
       if (event.task != 0) running_[event.thread_id].push_back(event.task);
       return nullptr;
     case format::EventId::task_create: {
+      if (!identities_) return nullptr;
       // The trace of what it was created inside: the innermost span or receive open where it was
       // created, else its parent task's, else its own; a task_context right after says otherwise.
       // Its creator is its parent, the task current where it was made, which need not be running
@@ -149,12 +166,12 @@ const PairedSpan* SpanPairing::begin(const Event& event) {
   span.depth = static_cast<uint32_t>(stack.size());
   span.begin = event.ticks;
   span.end = event.ticks;
-  set_context(span, event.thread_id, task);
+  if (identities_) set_context(span, event.thread_id, task);
   if (std::optional<Event>* identity = pending_identity_.find(event.thread_id); identity && *identity) {
     take_identity(span, **identity, task);
     identity->reset();
   }
-  stack.push_back(span);
+  stack.push_back(std::move(span));
   return &stack.back();
 }
 

@@ -136,7 +136,13 @@ std::vector<std::string> describe_pairing_problems(const Trace& trace, const Pai
 
 class SpanPairing {
  public:
-  explicit SpanPairing(const Trace& trace);
+  // Whether each span's trace context (trace id, span id, parent span id) and each task's origin
+  // are worked out: OTLP, the exports and the critical path's traces need them. A tool that reads
+  // none (the viewer) may have them left out where the trace holds no context event (send,
+  // receive, span or task context): then nothing else the pairing does depends on them, and each
+  // span begins in some 120 fewer instructions. Their fields are then 0.
+  enum class Identities { worked_out, left_out_unless_traced };
+  explicit SpanPairing(const Trace& trace, Identities identities = Identities::worked_out);
 
   // Carries on with `trace`: the same trace read again further on (a trace still being written,
   // read in rounds). The sites it has gained are paired by name too; what is open stays open.
@@ -227,6 +233,7 @@ class SpanPairing {
   TaskOrigin& origin_for(uint64_t task);  // made (with no trace yet) when new
   TaskIdIndex origin_places_;
   std::vector<TaskOrigin> origins_;
+  bool identities_ = true;
   uint64_t salt_high_ = 0;
   uint64_t salt_low_ = 0;
   PairedSpan current_;

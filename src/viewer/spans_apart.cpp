@@ -70,7 +70,7 @@ class SpansApart {
       feed.add_times(part.first_ticks, part.last_ticks);
       last_ticks = std::max(last_ticks, part.last_ticks);
     }
-    reader::SpanPairing pairing(trace_);
+    reader::SpanPairing pairing(trace_, reader::SpanPairing::Identities::left_out_unless_traced);
     std::optional<uint32_t> first_unmatched_stream;
     trace_.for_each_event_in(
         pairing, ranges,

@@ -29,7 +29,7 @@ class StreamPass {
         lane_(lane),
         part_(part),
         apart_(apart),
-        pairing_(trace) {}
+        pairing_(trace, reader::SpanPairing::Identities::left_out_unless_traced) {}
 
   void run(const std::function<void(uint64_t)>& progress) {
     reserve_by_counting();

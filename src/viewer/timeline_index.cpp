@@ -554,7 +554,7 @@ class IndexBuilder {
       ++lane.span_count;
       stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(depth));
     };
-    reader::SpanPairing pairing(trace_);
+    reader::SpanPairing pairing(trace_, reader::SpanPairing::Identities::left_out_unless_traced);
     uint64_t last_ticks = 0;
     std::unordered_map<uint64_t, uint32_t> whole_of_sequence;  // open spans' places in whole_spans_
     trace_.for_each_event(pairing, [&](const reader::Event& event) {
