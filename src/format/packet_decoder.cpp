@@ -217,7 +217,7 @@ PacketDecoder::PacketDecoder(const uint8_t* packet, size_t content_bytes)
       ticks_(reinterpret_cast<const PacketHeader*>(packet)->timestamp_begin),
       table_(&event_table()) {}
 
-bool PacketDecoder::next(RawEvent& event) {
+bool PacketDecoder::next_in_full(RawEvent& event) {
   if (cursor_ >= content_bytes_) return false;
   const size_t start = cursor_;
   const size_t left = content_bytes_ - cursor_;

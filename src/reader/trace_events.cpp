@@ -14,6 +14,7 @@ using trace_internal::load;
 Trace::StreamCursor::StreamCursor(const Trace& trace, size_t index, uint32_t event_types)
     : trace_(trace),
       index_(index),
+      thread_id_(trace.streams_[index].thread_id),
       packets_(trace.readable_packets_[index]),
       packet_event_types_(trace.packet_event_types_[index]),
       event_types_(event_types),
@@ -43,7 +44,7 @@ bool Trace::StreamCursor::load_packet() {
   return true;
 }
 
-bool Trace::StreamCursor::next_raw(format::RawEvent& raw) {
+[[gnu::always_inline]] inline bool Trace::StreamCursor::next_raw(format::RawEvent& raw) {
   while (true) {
     if (packet_) {
       try {
@@ -119,7 +120,7 @@ bool Trace::StreamCursor::next(Event& event) {
   }
   event.type = type;
   event.ticks = raw.ticks;
-  event.thread_id = trace_.streams_[index_].thread_id;
+  event.thread_id = thread_id_;
   event.stream = static_cast<uint32_t>(index_);
   event.name_id = 0;
   event.value = 0;

@@ -369,6 +369,7 @@ class Trace::StreamCursor {
   bool next_raw(format::RawEvent& raw);
   const Trace& trace_;
   size_t index_;
+  uint32_t thread_id_;
   const std::vector<PacketPlace>& packets_;
   const std::vector<uint32_t>& packet_event_types_;
   uint32_t event_types_;
