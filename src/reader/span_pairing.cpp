@@ -404,17 +404,6 @@ const std::vector<SpanAttribute>* SpanPairing::task_attributes(uint64_t task) co
   return found == task_attributes_.end() ? nullptr : &found->second;
 }
 
-bool ties_threads(uint32_t type) {
-  return (type >= static_cast<uint32_t>(format::EventId::task_create) &&
-          type <= static_cast<uint32_t>(format::EventId::loop_resume)) ||
-         type == static_cast<uint32_t>(format::EventId::task_context);
-}
-
-bool is_attribute_event(uint32_t type) {
-  return type >= static_cast<uint32_t>(format::EventId::attribute_int) &&
-         type <= static_cast<uint32_t>(format::EventId::attribute_string);
-}
-
 SpanAttribute attribute_of(const Trace& trace, const Event& event) {
   SpanAttribute attribute;
   const Site* key = trace.site(event.name_id);

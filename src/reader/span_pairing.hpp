@@ -28,9 +28,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-
 #include <utility>
 #include <vector>
+
+#include "chronicle/detail/layout.hpp"
 #include "reader/task_id_index.hpp"
 
 namespace chronicle::reader {
@@ -54,10 +55,17 @@ struct SpanAttribute {
 SpanAttribute attribute_of(const Trace& trace, const Event& event);
 // Its value as text: a string as it is, numbers as C++ prints them, booleans true/false.
 std::string attribute_text(const SpanAttribute& attribute);
-bool is_attribute_event(uint32_t type);
+inline bool is_attribute_event(uint32_t type) {
+  return type >= static_cast<uint32_t>(format::EventId::attribute_int) &&
+         type <= static_cast<uint32_t>(format::EventId::attribute_string);
+}
 // Event types that tie threads together, so that their events must be read in one time order:
 // tasks and loops (the pairing's runs and the task graph), and task contexts.
-bool ties_threads(uint32_t type);
+inline bool ties_threads(uint32_t type) {
+  return (type >= static_cast<uint32_t>(format::EventId::task_create) &&
+          type <= static_cast<uint32_t>(format::EventId::loop_resume)) ||
+         type == static_cast<uint32_t>(format::EventId::task_context);
+}
 
 struct PairedSpan {
   SpanRole role = SpanRole::span;
