@@ -243,13 +243,7 @@ bool PacketDecoder::next_in_full(RawEvent& event) {
     size = payload_size(*spec, data + header_size, left - header_size);
   }
   if (!size) throw DecodeError(start, fmt::format("payload of {} event runs past the packet content", spec->name));
-  event.spec = spec;
-  event.ticks = ticks_;
-  event.payload = data + header_size;
-  event.payload_size = *size;
-  event.offset = start;
-  last_offset_ = start;
-  cursor_ += header_size + *size;
+  give(event, header, spec, *size);
   return true;
 }
 

@@ -48,14 +48,7 @@ class PacketDecoder {
         const EventSpec* spec = lookup_event(*table_, stream_id_, header.id);
         if (spec && spec->fixed_payload_size >= 0 &&
             static_cast<size_t>(spec->fixed_payload_size) <= left - header.size) [[likely]] {
-          const auto size = static_cast<size_t>(spec->fixed_payload_size);
-          ticks_ = header.ticks;
-          event.spec = spec;
-          event.ticks = ticks_;
-          event.payload = data + header.size;
-          event.payload_size = size;
-          event.offset = last_offset_ = cursor_;
-          cursor_ += header.size + size;
+          give(event, header, spec, static_cast<size_t>(spec->fixed_payload_size));
           return true;
         }
       }
@@ -77,6 +70,16 @@ class PacketDecoder {
  private:
   // next() for every event, with every check and error.
   bool next_in_full(RawEvent& event);
+  // Gives the event at the cursor (its header read, its payload `size` bytes) and moves past it.
+  void give(RawEvent& event, const EventHeader& header, const EventSpec* spec, size_t size) {
+    ticks_ = header.ticks;
+    event.spec = spec;
+    event.ticks = ticks_;
+    event.payload = packet_ + cursor_ + header.size;
+    event.payload_size = size;
+    event.offset = last_offset_ = cursor_;
+    cursor_ += header.size + size;
+  }
 
   const uint8_t* packet_;
   size_t content_bytes_;

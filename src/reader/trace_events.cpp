@@ -57,25 +57,6 @@ bool Trace::StreamCursor::load_packet() {
   }
 }
 
-uint64_t Trace::StreamCursor::skip(uint64_t count) {
-  uint64_t skipped = 0;
-  for (; skipped < count && compound_part_ != 0; ++skipped)
-    compound_part_ = (compound_part_ + 1) % compound_.spec->stands_for.size();
-  format::RawEvent raw;
-  while (skipped < count && next_raw(raw)) {
-    const size_t parts = std::max<size_t>(1, raw.spec->stands_for.size());
-    if (count - skipped >= parts) {
-      skipped += parts;
-      continue;
-    }
-    compound_ = raw;  // some of its parts are still to be read
-    compound_packet_ = next_packet_ - 1;
-    compound_part_ = count - skipped;
-    skipped = count;
-  }
-  return skipped;
-}
-
 // Worked out when asked, not kept per event (a store per event was a tenth of next()'s time): the
 // decoder's last raw event is the one read last, or the compound that one is a part of.
 EventMark Trace::StreamCursor::mark() const {

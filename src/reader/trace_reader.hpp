@@ -165,8 +165,7 @@ struct CommittedFiles {
 };
 
 // Where an event is in its stream, for Trace::StreamCursor::seek: 24 bytes, so that a pass can
-// come back later to a few of a stream's events and pass over the rest without decoding them
-// (StreamCursor::skip decodes).
+// come back later to a few of a stream's events and pass over the rest without decoding them.
 struct EventMark {
   uint64_t ticks = 0;   // its raw event's time: a compact header read with it as the time before gives it again
   uint32_t packet = 0;  // of the stream's readable packets
@@ -257,14 +256,17 @@ class Trace {
   void for_each_event(SpanPairing& pairing, Visitor&& visit) const;
   // The events [first, end) of each stream's `ranges[stream]` (by their place in the stream: 0,
   // 1, ...; ranges in order, apart), merged and paired as for_each_event merges and pairs all:
-  // the pairing follows only these. Calls `visit(event, place)`.
-  // `marks`, when not empty, is where each range's first event is (StreamCursor::mark() when it
-  // was read), by stream: the events between ranges are then passed over without being decoded.
-  using EventRanges = std::vector<std::pair<uint64_t, uint64_t>>;
-  using RangeMarks = std::vector<EventMark>;
+  // the pairing follows only these. A range's `mark` is where its first event is
+  // (StreamCursor::mark() when it was read): the events between ranges are passed over without
+  // being decoded. Calls `visit(event, place)`.
+  struct EventRange {
+    uint64_t first = 0;
+    uint64_t end = 0;
+    EventMark mark;
+  };
+  using EventRanges = std::vector<EventRange>;
   template <typename Visitor>
-  void for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit,
-                         const std::vector<RangeMarks>& marks = {}) const;
+  void for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit) const;
 
   class StreamCursor;
 
@@ -349,9 +351,6 @@ class Trace::StreamCursor {
   // Reads the next event into `event`; false at the end. Only packets that decoded when the
   // trace was opened are read; throws TraceError if one no longer does (the file changed).
   bool next(Event& event);
-  // Passes over the next `count` events as next() would read them, without reading them out;
-  // returns how many there were (fewer at the end).
-  uint64_t skip(uint64_t count);
   // Where the event read last is (EventMark).
   using Mark = EventMark;
   Mark mark() const;  // after next() gave an event

@@ -44,28 +44,21 @@ void Trace::for_each_event(SpanPairing& pairing, Visitor&& visit) const {
 }
 
 template <typename Visitor>
-void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit,
-                              const std::vector<RangeMarks>& marks) const {
-  // A stream's cursor that passes over the events outside its ranges: seeking past them where
-  // the ranges are marked, else decoded, not followed.
+void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRanges>& ranges, Visitor&& visit) const {
+  // A stream's cursor that seeks past the events outside its ranges.
   class InRanges {
    public:
-    InRanges(const Trace& trace, size_t stream, const EventRanges& ranges, const RangeMarks& marks)
-        : cursor_(trace, stream), ranges_(ranges), marks_(marks.size() == ranges.size() ? &marks : nullptr) {}
+    InRanges(const Trace& trace, size_t stream, const EventRanges& ranges) : cursor_(trace, stream), ranges_(ranges) {}
     bool next(Event& event) {
       while (range_ < ranges_.size()) {
-        const auto [first, end] = ranges_[range_];
-        if (place_ == end) {
+        const EventRange& range = ranges_[range_];
+        if (place_ == range.end) {
           ++range_;
           continue;
         }
-        if (place_ < first && marks_) {
-          cursor_.seek((*marks_)[range_]);
-          place_ = first;
-        } else if (place_ < first) {
-          const uint64_t skipped = cursor_.skip(first - place_);
-          place_ += skipped;
-          if (place_ < first) return false;
+        if (place_ < range.first) {
+          cursor_.seek(range.mark);
+          place_ = range.first;
         }
         if (!cursor_.next(event)) return false;
         ++place_;
@@ -78,16 +71,13 @@ void Trace::for_each_event_in(SpanPairing& pairing, const std::vector<EventRange
    private:
     StreamCursor cursor_;
     const EventRanges& ranges_;
-    const RangeMarks* marks_;
     size_t range_ = 0;
     uint64_t place_ = 0;  // of the next event the cursor reads
   };
   std::vector<InRanges> sources;
   sources.reserve(streams_.size());
   static const EventRanges kNone;
-  static const RangeMarks kNoMarks;
-  for (size_t i = 0; i < streams_.size(); ++i)
-    sources.emplace_back(*this, i, i < ranges.size() ? ranges[i] : kNone, i < marks.size() ? marks[i] : kNoMarks);
+  for (size_t i = 0; i < streams_.size(); ++i) sources.emplace_back(*this, i, i < ranges.size() ? ranges[i] : kNone);
   merge_streams(sources, pairing,
                 [&visit](const Event& event, const InRanges& source) { return visit(event, source.place()); });
 }

@@ -62,25 +62,20 @@ class SpansApart {
   ApartResult run(model::TaskGraphFeed& feed, IndexSteps& steps,
                   const std::function<void(TyingEventsMerged)>& tying_events_merged) {
     std::vector<reader::Trace::EventRanges> ranges;
-    std::vector<reader::Trace::RangeMarks> marks;
     uint64_t last_ticks = 0;
     for (StreamPart& part : parts_) {
       ranges.push_back(std::move(part.merged));
-      marks.push_back(std::move(part.merged_marks));
       feed.add_times(part.first_ticks, part.last_ticks);
       last_ticks = std::max(last_ticks, part.last_ticks);
     }
     reader::SpanPairing pairing(trace_, reader::SpanPairing::Identities::left_out_unless_traced);
     std::optional<uint32_t> first_unmatched_stream;
-    trace_.for_each_event_in(
-        pairing, ranges,
-        [&](const reader::Event& event, uint64_t place) {
-          feed.add(event, pairing);
-          follow(event, place, pairing);
-          if (!first_unmatched_stream && pairing.problems().unmatched_ends > 0) first_unmatched_stream = event.stream;
-          return true;
-        },
-        marks);
+    trace_.for_each_event_in(pairing, ranges, [&](const reader::Event& event, uint64_t place) {
+      feed.add(event, pairing);
+      follow(event, place, pairing);
+      if (!first_unmatched_stream && pairing.problems().unmatched_ends > 0) first_unmatched_stream = event.stream;
+      return true;
+    });
     feed.close();  // the graph's thread goes on beside the spans put together here
     steps.done("tying events merged");
     const uint64_t last = clock_.to_ns(last_ticks);

@@ -223,12 +223,10 @@ class StreamPass {
 
   void mark_merged(uint64_t place) {
     auto& ranges = part_.merged;
-    if (!ranges.empty() && ranges.back().second == place) {
-      ++ranges.back().second;
-    } else {
-      ranges.emplace_back(place, place + 1);
-      part_.merged_marks.push_back(cursor_->mark());
-    }
+    if (!ranges.empty() && ranges.back().end == place)
+      ++ranges.back().end;
+    else
+      ranges.push_back({place, place + 1, cursor_->mark()});
   }
 
   // An event of the thread's own spans, as the merged pass indexes it (IndexBuilder::index_spans).

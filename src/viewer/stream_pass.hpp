@@ -81,7 +81,6 @@ struct StreamPart {
   std::vector<OpenPiece> open;     // the thread's own pieces open at the stream's end, outermost first
   std::vector<RunBase> run_bases;  // one per task_run_begin, in order
   reader::Trace::EventRanges merged;
-  reader::Trace::RangeMarks merged_marks;  // where each of `merged` begins, for the merge to seek to
   std::vector<StreamCounterSample, SpillAllocator<StreamCounterSample>> counter_samples;
   std::vector<uint64_t> counter_samples_by_site;  // of the trace's sites (by id); empty: none
   reader::PairingProblems problems;
